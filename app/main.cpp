@@ -1,0 +1,72 @@
+// strata: one SPMD executable. `strata train DECK.toml [--set section.key=value ...]`.
+//
+// Exit codes: 0 success; 2 bad input (deck, data, layout, command line), reported once by
+// rank 0 as one line; 1 internal error. An error on some ranks only, after set-up,
+// aborts the whole job (MPI_Abort) rather than leaving the others waiting.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+
+#include "core/deck.hpp"
+#include "core/error.hpp"
+#include "train/trainer.hpp"
+
+namespace {
+
+int run_train(const std::string& deck_path, const std::vector<std::string>& overrides) {
+  // Every rank reads and validates the deck: the outcome is the same everywhere, so a bad
+  // deck ends all ranks with the same error and no communication is needed.
+  const strata::Deck deck = strata::load_deck(deck_path, overrides);
+  strata::Trainer trainer(deck, MPI_COMM_WORLD);
+  trainer.run();
+  return strata::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = strata::kExitOk;
+  bool collective_error = true;  // set-up errors are seen by every rank alike
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    CLI::App app{"strata: 2D tensor, pipeline, layer-parallel and data-parallel training across MPI ranks"};
+    app.set_version_flag("--version", "strata 0.1.0");
+    app.require_subcommand(1);
+    std::string deck_path;
+    std::vector<std::string> overrides;
+    auto* train = app.add_subcommand("train", "train the model a deck describes");
+    train->add_option("deck", deck_path, "deck file (TOML)")->required();
+    train->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (rank == 0) code = app.exit(e);
+      else code = e.get_exit_code();
+      if (code != 0) code = strata::kExitUserError;
+      MPI_Finalize();
+      return code;
+    }
+    try {
+      if (*train) code = run_train(deck_path, overrides);
+    } catch (const strata::UserError& e) {
+      if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
+      code = strata::kExitUserError;
+    } catch (const std::exception& e) {
+      // Past set-up an exception may be one rank's alone: report it and take the job down.
+      std::fprintf(stderr, "strata: internal error on rank %d: %s\n", rank, e.what());
+      collective_error = false;
+      code = strata::kExitInternal;
+    }
+    if (!collective_error) {
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, code);
+    }
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,90 @@
+# Finds every dependency strata builds against and exposes each as one target:
+#   MPI::MPI_CXX, strata::kokkos, strata::kokkoskernels, strata::hdf5,
+#   toml11::toml11, CLI11::CLI11, Catch2::Catch2, benchmark::benchmark.
+# Works with Debian's Trilinos-packaged Kokkos 3.4.1 and with a stock Kokkos 4.x
+# (-DKokkos_ROOT=<prefix>), repairing the Debian package's defects here rather than on
+# the machine.
+
+find_package(MPI REQUIRED COMPONENTS C CXX)
+
+find_package(Kokkos REQUIRED)
+find_package(KokkosKernels REQUIRED)
+
+# --- Kokkos core ----------------------------------------------------------------------
+# Debian's package exports Kokkos::kokkos with INTERFACE_INCLUDE_DIRECTORIES pointing at
+# <config dir>/../../../../include = /usr/lib/include, which does not exist (CMake then
+# refuses to configure any consumer), and it omits /usr/include/trilinos where the
+# headers are. We keep only include directories that exist and add Kokkos_INCLUDE_DIRS.
+function(strata_repair_include_dirs target extra_dirs)
+  get_target_property(_dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+  set(_kept "")
+  if(_dirs)
+    foreach(_d IN LISTS _dirs)
+      if(_d MATCHES "^\\$<" OR EXISTS "${_d}")
+        list(APPEND _kept "${_d}")
+      else()
+        message(STATUS "strata: dropping non-existent include dir '${_d}' from ${target}")
+      endif()
+    endforeach()
+  endif()
+  foreach(_d IN LISTS extra_dirs)
+    if(EXISTS "${_d}")
+      list(APPEND _kept "${_d}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _kept)
+  set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_kept}")
+endfunction()
+
+if(NOT TARGET Kokkos::kokkos)
+  message(FATAL_ERROR "strata: find_package(Kokkos) did not define Kokkos::kokkos")
+endif()
+strata_repair_include_dirs(Kokkos::kokkos "${Kokkos_INCLUDE_DIRS}")
+add_library(strata_kokkos INTERFACE)
+target_link_libraries(strata_kokkos INTERFACE Kokkos::kokkos)
+add_library(strata::kokkos ALIAS strata_kokkos)
+
+# --- KokkosKernels ----------------------------------------------------------------------
+# Stock installs export Kokkos::kokkoskernels; Debian's TriBITS package exports
+# trilinos_kokkoskernels (whose headers also live in /usr/include/trilinos).
+add_library(strata_kokkoskernels INTERFACE)
+if(TARGET Kokkos::kokkoskernels)
+  target_link_libraries(strata_kokkoskernels INTERFACE Kokkos::kokkoskernels)
+elseif(TARGET trilinos_kokkoskernels)
+  strata_repair_include_dirs(trilinos_kokkoskernels "${KokkosKernels_INCLUDE_DIRS};${Kokkos_INCLUDE_DIRS}")
+  target_link_libraries(strata_kokkoskernels INTERFACE trilinos_kokkoskernels strata::kokkos)
+else()
+  message(FATAL_ERROR "strata: KokkosKernels found but neither Kokkos::kokkoskernels nor trilinos_kokkoskernels exists")
+endif()
+add_library(strata::kokkoskernels ALIAS strata_kokkoskernels)
+
+# BLAS for the direct calls in the GEMM-rate probe (KokkosKernels links it already).
+find_package(BLAS REQUIRED)
+
+# --- parallel HDF5 -------------------------------------------------------------------------
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "strata: HDF5 found at '${HDF5_INCLUDE_DIRS}' is not the parallel build (Debian: libhdf5-mpich-dev)")
+endif()
+add_library(strata_hdf5 INTERFACE)
+target_include_directories(strata_hdf5 INTERFACE ${HDF5_INCLUDE_DIRS})
+target_link_libraries(strata_hdf5 INTERFACE ${HDF5_LIBRARIES} MPI::MPI_C)
+target_compile_definitions(strata_hdf5 INTERFACE ${HDF5_DEFINITIONS})
+add_library(strata::hdf5 ALIAS strata_hdf5)
+
+# --- config, command line, tests, benchmarks ----------------------------------------------
+find_package(toml11 REQUIRED)
+find_package(CLI11 REQUIRED)
+if(STRATA_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+endif()
+if(STRATA_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()
+
+if(STRATA_ENABLE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+
+message(STATUS "strata: Kokkos ${Kokkos_VERSION} devices: ${Kokkos_DEVICES}; HDF5 ${HDF5_VERSION} (parallel); MPI ${MPI_CXX_VERSION}")

@@ -1,0 +1,19 @@
+#pragma once
+// Where training sequences come from. A sequence is a pure function of
+// (split, step, global sample index), so a restart or any rank layout sees exactly the
+// same global batches.
+#include <cstdint>
+
+namespace strata {
+
+enum class Split : uint64_t { Train = 1, Validation = 2 };
+
+class TokenSource {
+ public:
+  virtual ~TokenSource() = default;
+  // Writes seq_len input tokens and the seq_len next tokens (targets).
+  virtual void sequence(Split split, int64_t step, int64_t global_index, int64_t seq_len, int32_t* tokens,
+                        int32_t* targets) const = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,33 @@
+#pragma once
+// Token + position embedding: out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :].
+#include "core/tensor.hpp"
+
+namespace strata::kernels {
+
+// tokens (B*T), wte (V, C), wpe (maxT, C), out (B*T, C).
+template <class T>
+void embedding_forward(V2<T> out, V1<const int32_t> tokens, V2<const T> wte, V2<const T> wpe, int64_t t_len) {
+  const int64_t c = out.extent(1);
+  Kokkos::parallel_for(
+      "embedding_forward", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        const int64_t tok = tokens(i), pos = i % t_len;
+        for (int64_t j = 0; j < c; ++j) out(i, j) = wte(tok, j) + wpe(pos, j);
+      });
+}
+
+// Accumulates dwte (V, C) and dwpe (maxT, C) from dout (B*T, C). Parallel over
+// embedding columns, so rows that share a token never race and the sum order is fixed
+// (deterministic, no atomics).
+template <class T>
+void embedding_backward(V2<T> dwte, V2<T> dwpe, V2<const T> dout, V1<const int32_t> tokens, int64_t t_len) {
+  const int64_t n = dout.extent(0), c = dout.extent(1);
+  Kokkos::parallel_for(
+      "embedding_backward", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+        for (int64_t i = 0; i < n; ++i) {
+          dwte(tokens(i), j) += dout(i, j);
+          dwpe(i % t_len, j) += dout(i, j);
+        }
+      });
+}
+
+}  // namespace strata::kernels

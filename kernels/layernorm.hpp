@@ -1,0 +1,71 @@
+#pragma once
+// Layer normalisation over the last dimension, eps = 1e-5 (as GPT-2 and PyTorch).
+#include "core/kmath.hpp"
+#include "kernels/column_sum.hpp"
+
+namespace strata::kernels {
+
+// inp, out are (N, C); weight, bias (C); mean, rstd (N) are saved for the backward.
+template <class T>
+void layernorm_forward(V2<T> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight,
+                       V1<const T> bias) {
+  const int64_t n = inp.extent(0), c = inp.extent(1);
+  Kokkos::parallel_for(
+      "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+        const T* x = &inp(i, 0);
+        T m = 0;
+        for (int64_t j = 0; j < c; ++j) m += x[j];
+        m /= T(c);
+        T var = 0;
+        for (int64_t j = 0; j < c; ++j) {
+          const T d = x[j] - m;
+          var += d * d;
+        }
+        var /= T(c);
+        const T s = T(1) / kmath::sqrt(var + T(1e-5));
+        T* y = &out(i, 0);
+        for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * weight(j) + bias(j);
+        mean(i) = m;
+        rstd(i) = s;
+      });
+}
+
+// dout (N, C). Writes dinp (N, C) when accumulate_dinp is false, adds to it otherwise
+// (the residual stream's gradient arrives there first). Accumulates dweight, dbias (C).
+template <class T>
+void layernorm_backward(V2<T> dinp, V1<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
+                        V1<const T> weight, V1<const T> mean, V1<const T> rstd, bool accumulate_dinp) {
+  const int64_t n = inp.extent(0), c = inp.extent(1);
+  // Per row: dinp, and this row's contributions [dweight | dbias] reduced over rows.
+  auto row = KOKKOS_LAMBDA(const int64_t i, T* sums) {
+    const T* x = &inp(i, 0);
+    const T* dy = &dout(i, 0);
+    const T m = mean(i), s = rstd(i);
+    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const T norm = (x[j] - m) * s;
+      const T dnorm = weight(j) * dy[j];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+      sums[j] += norm * dy[j];
+      sums[c + j] += dy[j];
+    }
+    dnorm_mean /= T(c);
+    dnorm_norm_mean /= T(c);
+    T* dx = &dinp(i, 0);
+    for (int64_t j = 0; j < c; ++j) {
+      const T norm = (x[j] - m) * s;
+      const T dnorm = weight(j) * dy[j];
+      const T g = (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+      dx[j] = accumulate_dinp ? dx[j] + g : g;
+    }
+  };
+  Tensor1<T> sums = reduce_rows<T>("layernorm_backward", n, 2 * c, row);
+  Kokkos::parallel_for(
+      "layernorm_backward_params", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+        dweight(j) += sums(j);
+        dbias(j) += sums(c + j);
+      });
+}
+
+}  // namespace strata::kernels

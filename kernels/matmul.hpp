@@ -1,0 +1,38 @@
+#pragma once
+// The linear layer: out = inp @ W + bias, weights stored (in, out) so that the forward is
+// an AB product and the backward an ABT and an ATB product (the SUMMA shapes).
+#include "kernels/gemm.hpp"
+
+namespace strata::kernels {
+
+// inp is (N, IN), weight is (IN, OUT), bias is (OUT) or empty, out is (N, OUT).
+template <class T>
+void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> bias) {
+  const int64_t n = out.extent(0), oc = out.extent(1);
+  T beta = 0;
+  if (bias.extent(0) > 0) {
+    // Seed out with the bias so that the gemm adds into it: no extra pass for the bias.
+    Kokkos::parallel_for(
+        "matmul_bias_fill", Range(0, n * oc), KOKKOS_LAMBDA(const int64_t i) { out.data()[i] = bias(i % oc); });
+    beta = 1;
+  }
+  gemm<T>("N", "N", T(1), inp, weight, beta, out);
+}
+
+// dout is (N, OUT). Accumulates dweight (IN, OUT) and dbias (OUT); writes dinp (N, IN)
+// unless it is empty (the first layer needs no input gradient).
+template <class T>
+void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
+                     V2<const T> weight) {
+  const int64_t n = dout.extent(0);
+  if (dinp.extent(0) > 0) gemm<T>("N", "T", T(1), dout, weight, T(0), dinp);
+  gemm<T>("T", "N", T(1), inp, dout, T(1), dweight);
+  if (dbias.extent(0) > 0) {
+    // dbias = dout^T 1: a column sum, done by BLAS gemv rather than a strided loop.
+    Tensor1<T> ones(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ones"), n);
+    Kokkos::deep_copy(ones, T(1));
+    gemv<T>("T", T(1), dout, ones, T(1), dbias);
+  }
+}
+
+}  // namespace strata::kernels

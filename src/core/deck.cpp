@@ -1,0 +1,262 @@
+#include "core/deck.hpp"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <toml.hpp>
+
+#include "core/error.hpp"
+
+namespace strata {
+namespace {
+
+// Reads one section of the deck, remembering which keys it consumed so that whatever is
+// left over can be reported as unknown.
+class SectionReader {
+ public:
+  SectionReader(const toml::value& root, std::string section, std::string origin)
+      : section_(std::move(section)), origin_(std::move(origin)) {
+    if (root.contains(section_)) {
+      if (!root.at(section_).is_table())
+        throw UserError(origin_ + ": [" + section_ + "] must be a table");
+      table_ = &root.at(section_).as_table();
+    }
+  }
+
+  void read(const char* key, std::string& out) {
+    if (auto* v = find(key)) {
+      if (!v->is_string()) type_error(key, "a string", *v);
+      out = v->as_string();
+    }
+  }
+  void read(const char* key, int64_t& out) {
+    if (auto* v = find(key)) {
+      if (!v->is_integer()) type_error(key, "an integer", *v);
+      out = v->as_integer();
+    }
+  }
+  void read(const char* key, uint64_t& out) {
+    int64_t x = int64_t(out);
+    read(key, x);
+    if (x < 0) fail(key, "must be >= 0");
+    out = uint64_t(x);
+  }
+  void read(const char* key, double& out) {
+    if (auto* v = find(key)) {
+      if (v->is_floating()) out = v->as_floating();
+      else if (v->is_integer()) out = double(v->as_integer());
+      else type_error(key, "a number", *v);
+    }
+  }
+  void read(const char* key, std::vector<std::string>& out) {
+    if (auto* v = find(key)) {
+      if (v->is_string()) { out = {v->as_string()}; return; }
+      if (!v->is_array()) type_error(key, "an array of strings", *v);
+      out.clear();
+      for (const auto& e : v->as_array()) {
+        if (!e.is_string()) type_error(key, "an array of strings", *v);
+        out.push_back(e.as_string());
+      }
+    }
+  }
+
+  // Errors for a value that parsed but is out of range.
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw UserError(origin_ + ": " + section_ + "." + key + " " + why);
+  }
+  void check(bool ok, const std::string& key, const std::string& why) const {
+    if (!ok) fail(key, why);
+  }
+
+  void reject_unknown() const {
+    if (!table_) return;
+    for (const auto& kv : *table_)
+      if (!seen_.count(kv.first))
+        throw UserError(origin_ + ": unknown key '" + section_ + "." + kv.first + "'");
+  }
+
+ private:
+  const toml::value* find(const char* key) {
+    seen_.insert(key);
+    if (!table_) return nullptr;
+    auto it = table_->find(key);
+    return it == table_->end() ? nullptr : &it->second;
+  }
+  [[noreturn]] void type_error(const std::string& key, const char* want, const toml::value& got) const {
+    std::ostringstream os;
+    os << origin_ << ": " << section_ << "." << key << " must be " << want << ", got " << got.type();
+    throw UserError(os.str());
+  }
+
+  std::string section_, origin_;
+  const toml::table* table_ = nullptr;
+  std::set<std::string> seen_;
+};
+
+// Applies one "section.key=value" override to the parsed document.
+void apply_override(toml::value& root, const std::string& spec, const std::string& origin) {
+  const auto eq = spec.find('=');
+  const auto dot = spec.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq)
+    throw UserError("--set '" + spec + "': expected section.key=value");
+  const std::string section = spec.substr(0, dot), key = spec.substr(dot + 1, eq - dot - 1);
+  const std::string text = spec.substr(eq + 1);
+  toml::value value;
+  try {
+    std::istringstream is("v = " + text);
+    value = toml::parse(is, "--set").at("v");
+  } catch (const std::exception&) {
+    value = toml::value(text);  // bare words are strings: --set data.kind=random
+  }
+  if (!root.is_table()) root = toml::table{};
+  auto& top = root.as_table();
+  if (!top.count(section)) top[section] = toml::table{};
+  if (!top[section].is_table()) throw UserError(origin + ": [" + section + "] must be a table");
+  top[section].as_table()[key] = value;
+}
+
+Deck read_sections(toml::value& root, const std::string& origin) {
+  static const std::set<std::string> known = {"run", "model", "data", "parallel", "optim"};
+  for (const auto& kv : root.as_table())
+    if (!known.count(kv.first)) throw UserError(origin + ": unknown section [" + kv.first + "]");
+
+  Deck d;
+  d.path = origin;
+  {
+    SectionReader s(root, "run", origin);
+    auto& c = d.run;
+    s.read("name", c.name);
+    s.read("out_dir", c.out_dir);
+    s.read("steps", c.steps);
+    s.read("log_every", c.log_every);
+    s.read("val_every", c.val_every);
+    s.read("val_batches", c.val_batches);
+    s.read("seed", c.seed);
+    s.reject_unknown();
+    s.check(!c.name.empty() && c.name.find('/') == std::string::npos, "name", "must be a non-empty name without '/'");
+    s.check(c.steps >= 1, "steps", "must be >= 1");
+    s.check(c.log_every >= 1, "log_every", "must be >= 1");
+    s.check(c.val_every >= 0, "val_every", "must be >= 0");
+    s.check(c.val_batches >= 1, "val_batches", "must be >= 1");
+  }
+  {
+    SectionReader s(root, "model", origin);
+    auto& c = d.model;
+    s.read("kind", c.kind);
+    s.read("n_layer", c.n_layer);
+    s.read("n_embd", c.n_embd);
+    s.read("n_head", c.n_head);
+    s.read("vocab_size", c.vocab_size);
+    s.read("seq_len", c.seq_len);
+    s.read("init_std", c.init_std);
+    s.reject_unknown();
+    s.check(c.kind == "gpt", "kind", "must be \"gpt\" (got \"" + c.kind + "\")");
+    s.check(c.n_layer >= 1, "n_layer", "must be >= 1");
+    s.check(c.n_head >= 1, "n_head", "must be >= 1");
+    s.check(c.n_embd >= 1 && c.n_embd % c.n_head == 0, "n_embd",
+            "(" + std::to_string(c.n_embd) + ") must be a positive multiple of model.n_head (" +
+                std::to_string(c.n_head) + ")");
+    s.check(c.vocab_size >= 2, "vocab_size", "must be >= 2");
+    s.check(c.seq_len >= 1, "seq_len", "must be >= 1");
+    s.check(c.init_std > 0, "init_std", "must be > 0");
+  }
+  {
+    SectionReader s(root, "data", origin);
+    auto& c = d.data;
+    s.read("kind", c.kind);
+    s.read("files", c.files);
+    s.read("val_fraction", c.val_fraction);
+    s.read("batch_size", c.batch_size);
+    s.reject_unknown();
+    s.check(c.kind == "text" || c.kind == "random", "kind", "must be \"text\" or \"random\" (got \"" + c.kind + "\")");
+    s.check(c.kind != "text" || !c.files.empty(), "files", "must list at least one file or glob for kind = \"text\"");
+    s.check(c.val_fraction > 0 && c.val_fraction < 1, "val_fraction", "must be in (0, 1)");
+    s.check(c.batch_size >= 1, "batch_size", "must be >= 1");
+    if (c.kind == "text")
+      s.check(d.model.vocab_size >= 256, "kind", "\"text\" is byte-level and needs model.vocab_size >= 256");
+  }
+  {
+    SectionReader s(root, "parallel", origin);
+    s.read("data", d.parallel.data);
+    s.reject_unknown();
+    s.check(d.parallel.data >= 1, "data", "must be >= 1");
+  }
+  {
+    SectionReader s(root, "optim", origin);
+    auto& c = d.optim;
+    s.read("lr", c.lr);
+    s.read("min_lr", c.min_lr);
+    s.read("warmup_steps", c.warmup_steps);
+    s.read("weight_decay", c.weight_decay);
+    s.read("beta1", c.beta1);
+    s.read("beta2", c.beta2);
+    s.read("eps", c.eps);
+    s.read("grad_clip", c.grad_clip);
+    s.reject_unknown();
+    s.check(c.lr > 0, "lr", "must be > 0");
+    s.check(c.min_lr >= 0 && c.min_lr <= c.lr, "min_lr", "must be in [0, optim.lr]");
+    s.check(c.warmup_steps >= 0, "warmup_steps", "must be >= 0");
+    s.check(c.weight_decay >= 0, "weight_decay", "must be >= 0");
+    s.check(c.beta1 >= 0 && c.beta1 < 1, "beta1", "must be in [0, 1)");
+    s.check(c.beta2 >= 0 && c.beta2 < 1, "beta2", "must be in [0, 1)");
+    s.check(c.eps > 0, "eps", "must be > 0");
+    s.check(c.grad_clip >= 0, "grad_clip", "must be >= 0");
+  }
+  if (d.data.batch_size % d.parallel.data != 0)
+    throw UserError(origin + ": data.batch_size (" + std::to_string(d.data.batch_size) +
+                    ") must be divisible by parallel.data (" + std::to_string(d.parallel.data) + ")");
+  return d;
+}
+
+std::string resolved_toml(const Deck& d) {
+  auto q = [](const std::string& s) { return toml::format(toml::value(s)); };
+  std::ostringstream os;
+  os.precision(17);
+  os << "# resolved deck (defaults and --set overrides applied); source: " << d.path << "\n";
+  os << "[run]\nname = " << q(d.run.name) << "\nout_dir = " << q(d.run.out_dir) << "\nsteps = " << d.run.steps
+     << "\nlog_every = " << d.run.log_every << "\nval_every = " << d.run.val_every
+     << "\nval_batches = " << d.run.val_batches << "\nseed = " << d.run.seed << "\n\n";
+  os << "[model]\nkind = " << q(d.model.kind) << "\nn_layer = " << d.model.n_layer << "\nn_embd = " << d.model.n_embd
+     << "\nn_head = " << d.model.n_head << "\nvocab_size = " << d.model.vocab_size
+     << "\nseq_len = " << d.model.seq_len << "\ninit_std = " << d.model.init_std << "\n\n";
+  os << "[data]\nkind = " << q(d.data.kind) << "\nfiles = [";
+  for (size_t i = 0; i < d.data.files.size(); ++i) os << (i ? ", " : "") << q(d.data.files[i]);
+  os << "]\nval_fraction = " << d.data.val_fraction << "\nbatch_size = " << d.data.batch_size << "\n\n";
+  os << "[parallel]\ndata = " << d.parallel.data << "\n\n";
+  os << "[optim]\nlr = " << d.optim.lr << "\nmin_lr = " << d.optim.min_lr << "\nwarmup_steps = " << d.optim.warmup_steps
+     << "\nweight_decay = " << d.optim.weight_decay << "\nbeta1 = " << d.optim.beta1 << "\nbeta2 = " << d.optim.beta2
+     << "\neps = " << d.optim.eps << "\ngrad_clip = " << d.optim.grad_clip << "\n";
+  return os.str();
+}
+
+}  // namespace
+
+Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides) {
+  toml::value root;
+  try {
+    std::istringstream is(toml_text);
+    root = toml::parse(is, origin);
+  } catch (const toml::syntax_error& e) {
+    // toml11's message spans several lines; keep the first, which names the problem.
+    std::string msg = e.what();
+    for (auto& ch : msg)
+      if (ch == '\n') ch = ' ';
+    throw UserError(origin + ": not valid TOML: " + msg.substr(0, 300));
+  }
+  if (!root.is_table()) root = toml::table{};
+  for (const auto& spec : overrides) apply_override(root, spec, origin);
+  Deck d = read_sections(root, origin);
+  d.resolved_toml = resolved_toml(d);
+  return d;
+}
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw UserError("cannot open deck '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_deck(ss.str(), path, overrides);
+}
+
+}  // namespace strata

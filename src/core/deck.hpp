@@ -1,0 +1,71 @@
+#pragma once
+// The deck: a run's typed configuration, read from TOML and validated before any work.
+// Every key has a type and a default (or is required); an unknown section or key, a wrong
+// type, or an out-of-range value is a UserError naming the key and the file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct RunConfig {
+  std::string name = "run";
+  std::string out_dir = "runs";  // the run directory is out_dir/name
+  int64_t steps = 100;
+  int64_t log_every = 10;
+  int64_t val_every = 0;    // 0: no periodic validation
+  int64_t val_batches = 4;  // validation batches (of data.batch_size) per evaluation
+  uint64_t seed = 1337;
+};
+
+struct ModelConfig {
+  std::string kind = "gpt";
+  int64_t n_layer = 4;
+  int64_t n_embd = 256;
+  int64_t n_head = 4;
+  int64_t vocab_size = 256;  // 256 for byte-level text
+  int64_t seq_len = 128;     // context length T (also the position table size)
+  double init_std = 0.02;
+};
+
+struct DataConfig {
+  std::string kind = "text";       // "text" (bytes of files) or "random" (uniform tokens)
+  std::vector<std::string> files;  // paths or globs, for kind = "text"
+  double val_fraction = 0.05;      // share of text held out for validation
+  int64_t batch_size = 8;          // global sequences per step, split over data-parallel ranks
+};
+
+struct ParallelConfig {
+  int64_t data = 1;  // data-parallel replicas; must equal the rank count
+};
+
+struct OptimConfig {
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int64_t warmup_steps = 0;
+  double weight_decay = 0.1;  // applied to 2D weights only, not to biases and norms
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
+};
+
+struct Deck {
+  std::string path;  // the file it came from ("" when built in code)
+  RunConfig run;
+  ModelConfig model;
+  DataConfig data;
+  ParallelConfig parallel;
+  OptimConfig optim;
+  std::string resolved_toml;  // the deck after overrides and defaults, as TOML
+};
+
+// Reads and validates a deck. overrides are "section.key=value" strings applied on top of
+// the file (the value is parsed as TOML, or taken as a string when it does not parse).
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from TOML text already in memory (tests, tools). origin names it in errors.
+Deck parse_deck(const std::string& toml_text, const std::string& origin,
+                const std::vector<std::string>& overrides = {});
+
+}  // namespace strata

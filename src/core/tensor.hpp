@@ -1,0 +1,36 @@
+#pragma once
+// Tensor aliases used across strata. Every tensor is a Kokkos::View in the default
+// execution space's memory, row-major (LayoutRight) whatever the backend's default is,
+// so a (rows, cols) buffer means the same on CPU and GPU.
+//
+// Owners hold managed views (Tensor1/2/3); kernels take unmanaged ones (V1/V2/V3),
+// which every managed view converts to implicitly, so parameter shards carved out of a
+// flat buffer and freshly allocated activations go through the same kernels.
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using MemSpace = ExecSpace::memory_space;
+using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+
+template <class T> using Tensor1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
+template <class T> using Tensor2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
+template <class T> using Tensor3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
+
+template <class T> using V1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace, Unmanaged>;
+template <class T> using V2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Unmanaged>;
+template <class T> using V3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace, Unmanaged>;
+
+using Range = Kokkos::RangePolicy<ExecSpace>;
+
+// A (rows, cols) unmanaged view onto contiguous memory starting at ptr.
+template <class T> V2<T> as_matrix(T* ptr, int64_t rows, int64_t cols) { return V2<T>(ptr, rows, cols); }
+template <class T> V1<T> as_vector(T* ptr, int64_t n) { return V1<T>(ptr, n); }
+
+template <class T> Tensor1<T> zeros1(const std::string& label, int64_t n) { return Tensor1<T>(label, n); }
+template <class T> Tensor2<T> zeros2(const std::string& label, int64_t r, int64_t c) { return Tensor2<T>(label, r, c); }
+
+}  // namespace strata

@@ -1,0 +1,50 @@
+#pragma once
+// Named wall-clock timers accumulated over a run (ExaMiniMD style): a summary at the end
+// says where the time went. Device work is fenced before a timer stops so that
+// asynchronous kernels are charged to the phase that launched them.
+#include <Kokkos_Core.hpp>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class Timers {
+ public:
+  struct Entry {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+
+  void start(const std::string& name) { open_[name] = now(); }
+  double stop(const std::string& name) {
+    Kokkos::fence();
+    const double dt = now() - open_.at(name);
+    auto& e = entries_[name];
+    e.seconds += dt;
+    e.calls += 1;
+    return dt;
+  }
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+ private:
+  std::map<std::string, double> open_;
+  std::map<std::string, Entry> entries_;
+};
+
+// RAII scope for one timer.
+class ScopedTimer {
+ public:
+  ScopedTimer(Timers& t, std::string name) : t_(t), name_(std::move(name)) { t_.start(name_); }
+  ~ScopedTimer() { t_.stop(name_); }
+
+ private:
+  Timers& t_;
+  std::string name_;
+};
+
+}  // namespace strata

@@ -1,0 +1,29 @@
+#pragma once
+// Data-parallel driver: every rank holds a full replica, runs forward and backward on its
+// share of the global batch, and the gradients are summed over the data group so that
+// every replica applies the same update. The loss is scaled by the *global* token count,
+// so the summed gradient is the gradient of the global mean loss, whatever the rank count.
+#include "comm/comm.hpp"
+#include "core/timers.hpp"
+#include "model/gpt.hpp"
+
+namespace strata {
+
+template <class T>
+class DataParallel {
+ public:
+  DataParallel(GPT<T>& model, Comm& data_comm) : model_(model), comm_(data_comm) {}
+
+  // One forward+backward over this rank's batch (local_batch sequences); gradients are
+  // zeroed first and all-reduced after. Returns the global mean loss.
+  double forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
+                          int64_t global_batch, Timers& timers);
+  // Global mean loss of a batch without a backward (validation).
+  double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch, int64_t global_batch);
+
+ private:
+  GPT<T>& model_;
+  Comm& comm_;
+};
+
+}  // namespace strata

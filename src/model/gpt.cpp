@@ -1,0 +1,44 @@
+#include "model/gpt.hpp"
+
+namespace strata {
+
+template <class T>
+GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+  const int64_t c = cfg.n_embd;
+  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
+  blocks_.reserve(cfg.n_layer);
+  for (int l = 0; l < cfg.n_layer; ++l) blocks_.emplace_back(store_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std);
+  head_ = std::make_unique<LMHead<T>>(store_, embedding_->wte_index(), c);
+  store_.allocate(seed);
+  act_.blocks.resize(cfg.n_layer);
+}
+
+template <class T>
+double GPT<T>::forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets) {
+  embedding_->forward(ctx, tokens, act_.emb);
+  V2<const T> x = act_.emb.out;
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    blocks_[l].forward(ctx, x, act_.blocks[l]);
+    x = act_.blocks[l].out;
+  }
+  return head_->forward(ctx, x, targets, act_.head);
+}
+
+template <class T>
+void GPT<T>::backward(const BlockContext& ctx, T dloss_scale) {
+  if (int64_t(act_.dres.extent(0)) != ctx.rows()) act_.dres = Tensor2<T>("dres", ctx.rows(), cfg_.n_embd);
+  head_->backward(ctx, dloss_scale, act_.dres, act_.head);
+  for (size_t l = blocks_.size(); l-- > 0;) blocks_[l].backward(ctx, act_.dres, act_.blocks[l], act_.scratch);
+  embedding_->backward(ctx, act_.dres, act_.emb);
+}
+
+template <class T>
+double GPT<T>::flops_per_token() const {
+  const double n = double(store_.numel()) - double(cfg_.seq_len * cfg_.n_embd);
+  return 6.0 * n + 12.0 * double(cfg_.n_layer) * double(cfg_.seq_len) * double(cfg_.n_embd);
+}
+
+template class GPT<float>;
+template class GPT<double>;
+
+}  // namespace strata

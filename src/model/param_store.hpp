@@ -1,0 +1,58 @@
+#pragma once
+// Parameter store: every parameter of a model in one flat buffer, with gradients and the
+// AdamW moments in flat buffers of the same layout, and a named view per tensor (as
+// llm.c does). Each tensor has a global name and shape; its initial values are a pure
+// function of (seed, name, global element index), so every rank layout starts from
+// identical global weights.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace strata {
+
+enum class Init { Normal, Zeros, Ones };
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;  // global shape
+  int64_t offset = 0;          // into the flat buffers
+  int64_t numel = 0;
+  Init init = Init::Zeros;
+  double std = 0;     // for Init::Normal
+  bool decay = false; // receives weight decay (2D weights do; biases and norms do not)
+};
+
+template <class T>
+class ParamStore {
+ public:
+  // Declares a tensor; returns its index. All declarations come before allocate().
+  int add(const std::string& name, std::vector<int64_t> shape, Init init, double std = 0, bool decay = false);
+  // Allocates the flat buffers and fills parameters from the counter-based RNG.
+  void allocate(uint64_t seed);
+
+  int index(const std::string& name) const;
+  const std::vector<ParamInfo>& infos() const { return infos_; }
+  int64_t numel() const { return total_; }
+
+  V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
+  V1<T> grad(int i) const { return V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel); }
+  // 2D views of a matrix parameter (rows, cols) = shape.
+  V2<T> param2(int i) const { return as_matrix(params_.data() + infos_[i].offset, infos_[i].shape[0], infos_[i].shape[1]); }
+  V2<T> grad2(int i) const { return as_matrix(grads_.data() + infos_[i].offset, infos_[i].shape[0], infos_[i].shape[1]); }
+
+  Tensor1<T>& params() { return params_; }
+  Tensor1<T>& grads() { return grads_; }
+  Tensor1<T>& adam_m() { return m_; }
+  Tensor1<T>& adam_v() { return v_; }
+  void zero_grads() { Kokkos::deep_copy(grads_, T(0)); }
+
+ private:
+  std::vector<ParamInfo> infos_;
+  std::map<std::string, int> by_name_;
+  int64_t total_ = 0;
+  Tensor1<T> params_, grads_, m_, v_;
+};
+
+}  // namespace strata

@@ -1,0 +1,54 @@
+#pragma once
+// One pre-LN GPT block:
+//   x_mid = x + proj(attn(ln1(x)))
+//   x_out = x_mid + fc2(gelu(fc1(ln2(x_mid))))
+// Weights are stored [in, out]: qkv [C, 3C], proj [C, C], fc [C, 4C], fc_proj [4C, C].
+#include <string>
+
+#include "kernels/attention.hpp"
+#include "model/block_context.hpp"
+#include "model/param_store.hpp"
+
+namespace strata {
+
+// Activations one forward keeps for its backward; one per micro-batch in flight.
+template <class T>
+struct TransformerCache {
+  V2<const T> x_in;                // (BT, C) the block's input, owned by the caller
+  Tensor2<T> ln1, ln2;             // (BT, C)
+  Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT)
+  Tensor2<T> qkv;                  // (BT, 3C)
+  kernels::AttentionBuffers<T> att;
+  Tensor2<T> atty;                 // (BT, C) attention output before proj
+  Tensor2<T> x_mid;                // (BT, C) residual after attention
+  Tensor2<T> fch, fch_gelu;        // (BT, 4C)
+  Tensor2<T> out;                  // (BT, C) block output
+  void ensure(const BlockContext& ctx, int64_t c, int64_t h);
+};
+
+// Gradient scratch shared by all blocks of a model (used one block at a time).
+template <class T>
+struct TransformerGradScratch {
+  Tensor2<T> dqkv;       // (BT, 3C)
+  Tensor2<T> dc;         // (BT, C)
+  Tensor2<T> dfch;       // (BT, 4C)
+  void ensure(int64_t rows, int64_t c);
+};
+
+template <class T>
+class TransformerBlock {
+ public:
+  TransformerBlock(ParamStore<T>& store, int layer, int64_t n_layer, int64_t c, int64_t n_head, double std);
+  // x (BT, C) -> cache.out (BT, C). x must outlive the backward.
+  void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache) const;
+  // In place on the residual-stream gradient: dres holds dL/d(out) on entry and
+  // dL/d(x) on return. Accumulates this block's parameter gradients.
+  void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s) const;
+
+ private:
+  ParamStore<T>& store_;
+  int64_t c_, h_;
+  int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_, fc_b_, fcp_w_, fcp_b_;
+};
+
+}  // namespace strata

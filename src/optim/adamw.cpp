@@ -1,0 +1,37 @@
+#include "optim/adamw.hpp"
+
+#include <cmath>
+
+#include "kernels/adamw.hpp"
+
+namespace strata {
+
+template <class T>
+void AdamW<T>::step(ParamStore<T>& store, double lr) {
+  ++step_;
+  kernels::AdamWHyper h;
+  h.lr = lr;
+  h.beta1 = cfg_.beta1;
+  h.beta2 = cfg_.beta2;
+  h.eps = cfg_.eps;
+  h.step = step_;
+  for (const auto& p : store.infos()) {
+    h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
+    auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
+    kernels::adamw_update<T>(slice(store.params()), slice(store.adam_m()), slice(store.adam_v()),
+                             slice(store.grads()), h);
+  }
+}
+
+double lr_at_step(const OptimConfig& cfg, int64_t step, int64_t total_steps) {
+  if (cfg.warmup_steps > 0 && step < cfg.warmup_steps) return cfg.lr * double(step + 1) / double(cfg.warmup_steps);
+  const int64_t decay_steps = total_steps - cfg.warmup_steps;
+  if (decay_steps <= 1) return cfg.lr;
+  const double progress = double(step - cfg.warmup_steps) / double(decay_steps - 1);
+  return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
+}
+
+template class AdamW<float>;
+template class AdamW<double>;
+
+}  // namespace strata

@@ -1,0 +1,26 @@
+#pragma once
+// AdamW over a parameter store: one update per tensor (weight decay only where the
+// tensor asks for it), moments in the store's flat buffers.
+#include "core/deck.hpp"
+#include "model/param_store.hpp"
+
+namespace strata {
+
+template <class T>
+class AdamW {
+ public:
+  explicit AdamW(const OptimConfig& cfg) : cfg_(cfg) {}
+  // One update with learning rate lr from the store's (already reduced, clipped) grads.
+  void step(ParamStore<T>& store, double lr);
+  int64_t steps_taken() const { return step_; }
+
+ private:
+  OptimConfig cfg_;
+  int64_t step_ = 0;
+};
+
+// Learning rate at (0-based) step: linear warmup to lr, then cosine decay to min_lr at
+// the last step.
+double lr_at_step(const OptimConfig& cfg, int64_t step, int64_t total_steps);
+
+}  // namespace strata

@@ -1,0 +1,189 @@
+#include "train/trainer.hpp"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+
+#include "comm/agree.hpp"
+#include "core/error.hpp"
+#include "core/memory.hpp"
+#include "engine/data_parallel.hpp"
+#include "io/batch.hpp"
+#include "io/metrics_csv.hpp"
+#include "io/random_tokens.hpp"
+#include "io/text_dataset.hpp"
+#include "optim/adamw.hpp"
+#include "optim/grad_clip.hpp"
+#include "train/gemm_probe.hpp"
+
+namespace strata {
+namespace {
+
+int world_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+
+void make_dirs(const std::string& path) {
+  std::string cur;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+        throw UserError("cannot create run directory '" + path + "'");
+    }
+    if (i < path.size()) cur += path[i];
+  }
+}
+
+std::string hms(double s) {
+  const int64_t t = int64_t(s + 0.5);
+  return strfmt("%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
+}
+
+}  // namespace
+
+Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
+    : deck_(deck), opts_(opts), log_(opts.print ? world_rank(world) : -1) {
+  std::exception_ptr err;
+  try {
+    grid_ = std::make_unique<Grid>(deck_.parallel, world);
+    if (deck_.data.kind == "text")
+      data_ = std::make_unique<TextDataset>(deck_.data.files, deck_.data.val_fraction, deck_.model.seq_len,
+                                            deck_.run.seed);
+    else
+      data_ = std::make_unique<RandomTokens>(deck_.model.vocab_size, deck_.run.seed);
+    model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed);
+    if (opts_.write_outputs && world_rank(world) == 0) {
+      run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
+      make_dirs(run_dir_);
+      std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
+    }
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree_on_error(world, err);
+  data_comm_ = std::make_unique<Comm>(grid_->data_group());
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::validate() {
+  const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
+  DataParallel<float> engine(*model_, *data_comm_);
+  Batch batch(lb, deck_.model.seq_len);
+  double sum = 0;
+  for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
+    batch.load(*data_, Split::Validation, j, grid_->data_rank() * lb);
+    sum += engine.evaluate(batch.tokens(), batch.targets(), lb, gb);
+  }
+  return sum / double(deck_.run.val_batches);
+}
+
+TrainResult Trainer::run() {
+  const auto& rc = deck_.run;
+  const int64_t gb = deck_.data.batch_size, ranks = grid_->data_size(), lb = gb / ranks;
+  const int64_t t_len = deck_.model.seq_len;
+  const double tokens_per_step = double(gb) * double(t_len);
+  const double flops_per_step = model_->flops_per_token() * tokens_per_step;
+
+  if (opts_.probe_gemm)
+    gemm_gflops_ = measure_gemm_gflops(std::min<int64_t>(lb * t_len, 2048), deck_.model.n_embd, 4 * deck_.model.n_embd);
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && ranks > 1)
+    log_.warn("OPENBLAS_NUM_THREADS is not set: each rank's OpenBLAS may start one thread per core and oversubscribe");
+  log_.info(strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data",
+                   (long long)deck_.model.n_layer, (long long)deck_.model.n_embd, (long long)deck_.model.n_head,
+                   (long long)deck_.model.vocab_size, (long long)t_len, double(model_->params().numel()) / 1e6,
+                   deck_.data.kind.c_str()));
+  if (auto* text = dynamic_cast<TextDataset*>(data_.get()))
+    log_.info(strfmt("strata: data: %zu files, %lld train / %lld validation bytes", text->files().size(),
+                     (long long)text->train_bytes(), (long long)text->val_bytes()));
+  log_.info(strfmt("strata: %lld ranks (data parallel), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s",
+                   (long long)ranks, (long long)gb, (long long)t_len, (long long)rc.steps, gemm_gflops_,
+                   run_dir_.empty() ? "" : ("; run dir " + run_dir_).c_str()));
+
+  std::unique_ptr<MetricsCsv> metrics;
+  if (!run_dir_.empty())
+    metrics = std::make_unique<MetricsCsv>(run_dir_ + "/metrics.csv",
+                                           std::vector<std::string>{"step", "loss", "val_loss", "lr", "grad_norm",
+                                                                    "ms_per_step", "tokens_per_s", "gflops_per_s",
+                                                                    "peak_rss_mib"});
+
+  DataParallel<float> engine(*model_, *data_comm_);
+  AdamW<float> optim(deck_.optim);
+  Batch batch(lb, t_len);
+  TrainResult result;
+  const double t_start = Timers::now();
+  double window_start = t_start;
+  int64_t window_steps = 0;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+
+  for (int64_t step = 0; step < rc.steps; ++step) {
+    timers_.start("step");
+    timers_.start("data");
+    batch.load(*data_, Split::Train, step, grid_->data_rank() * lb);
+    timers_.stop("data");
+    const double loss = engine.forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
+    timers_.start("optimizer");
+    const double norm = clip_grad_norm<float>(model_->params().grads(), deck_.optim.grad_clip);
+    const double lr = lr_at_step(deck_.optim, step, rc.steps);
+    optim.step(model_->params(), lr);
+    timers_.stop("optimizer");
+    timers_.stop("step");
+    ++window_steps;
+    result.losses.push_back(loss);
+    if (!std::isfinite(loss)) throw std::runtime_error(strfmt("loss is %f at step %lld", loss, (long long)step + 1));
+
+    double val = nan;
+    const bool last = step + 1 == rc.steps;
+    if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && rc.val_every > 0)) {
+      timers_.start("validation");
+      val = validate();
+      timers_.stop("validation");
+      result.val.emplace_back(step + 1, val);
+    }
+    if ((step + 1) % rc.log_every == 0 || last || step == 0) {
+      const double now = Timers::now();
+      const double dt = (now - window_start) / double(window_steps);
+      const double tok_s = tokens_per_step / dt;
+      const double gflops = flops_per_step / dt / 1e9;
+      const double mem_mib = double(peak_rss_bytes()) / (1 << 20);
+      const double eta = dt * double(rc.steps - step - 1);
+      std::string line = strfmt("step %5lld/%lld | loss %.4f", (long long)step + 1, (long long)rc.steps, loss);
+      if (!std::isnan(val)) line += strfmt(" | val %.4f", val);
+      line += strfmt(" | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | %.1f GFLOP/s", lr, norm, tok_s, dt * 1e3,
+                     gflops);
+      if (gemm_gflops_ > 0) line += strfmt(" (%.0f%% of gemm)", 100.0 * gflops / (gemm_gflops_ * double(ranks)));
+      line += strfmt(" | mem %.0f MiB | ETA %s", mem_mib, hms(eta).c_str());
+      log_.info(line);
+      if (metrics) metrics->row({double(step + 1), loss, val, lr, norm, dt * 1e3, tok_s, gflops, mem_mib});
+      window_start = now;
+      window_steps = 0;
+    }
+  }
+  result.seconds = Timers::now() - t_start;
+  result.tokens_per_second = tokens_per_step * double(rc.steps) / result.seconds;
+  print_summary(result);
+  return result;
+}
+
+void Trainer::print_summary(const TrainResult& r) {
+  // Every rank takes part in the reductions; rank 0 prints.
+  const double loop = data_comm_->allreduce_max(r.seconds);
+  log_.info(strfmt("strata: done: %lld steps in %.2f s, %.0f tokens/s, final loss %.4f",
+                   (long long)r.losses.size(), loop, r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back()));
+  log_.info("timer            total_s   calls   ms/call   % of loop   (max over ranks)");
+  for (const auto& [name, e] : timers_.entries()) {
+    const double s = data_comm_->allreduce_max(e.seconds);
+    log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), s, (long long)e.calls,
+                     1e3 * s / double(std::max<int64_t>(1, e.calls)), 100.0 * s / loop));
+  }
+  for (const auto& [kind, st] : data_comm_->stats())
+    log_.info(strfmt("comm %-14s %7lld calls %10.2f MiB sent %8.3f s (rank 0)", kind.c_str(), (long long)st.calls,
+                     double(st.bytes) / (1 << 20), st.seconds));
+}
+
+}  // namespace strata

@@ -1,0 +1,56 @@
+#pragma once
+// The training loop: data -> engine (data parallel) -> clip -> AdamW -> metrics.
+// Set-up errors (deck layout, data) are agreed on by all ranks before any training.
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "comm/grid.hpp"
+#include "core/deck.hpp"
+#include "core/log.hpp"
+#include "core/timers.hpp"
+#include "io/token_source.hpp"
+#include "model/gpt.hpp"
+
+namespace strata {
+
+struct TrainOptions {
+  bool write_outputs = true;  // run directory, deck copy, metrics.csv (rank 0)
+  bool print = true;          // progress lines and summary (rank 0)
+  bool probe_gemm = true;     // measure the GEMM rate for the utilisation column
+};
+
+struct TrainResult {
+  std::vector<double> losses;                     // global mean training loss per step
+  std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
+  double seconds = 0;                             // training loop wall time
+  double tokens_per_second = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts = {});
+  ~Trainer();
+  TrainResult run();
+  GPT<float>& model() { return *model_; }
+  const Grid& grid() const { return *grid_; }
+
+ private:
+  double validate();
+  void print_summary(const TrainResult& r);
+
+  Deck deck_;
+  TrainOptions opts_;
+  std::unique_ptr<Grid> grid_;
+  std::unique_ptr<Comm> data_comm_;
+  Log log_;
+  std::unique_ptr<TokenSource> data_;
+  std::unique_ptr<GPT<float>> model_;
+  Timers timers_;
+  std::string run_dir_;
+  double gemm_gflops_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,52 @@
+// GELU and the residual add: forward against the formula, backward against central
+// differences.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "kernels/gelu.hpp"
+#include "kernels/residual.hpp"
+#include "support/host_views.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+TEST_CASE("gelu forward is the tanh approximation and its backward matches finite differences",
+          "[kernels][gelu][gradcheck]") {
+  const int n = 40;
+  auto x = random_vector<double>(n, 30, 2.5), r = random_vector<double>(n, 31);
+  auto forward = [&]() {
+    auto dx = to_device(x);
+    Tensor1<double> y("y", n);
+    kernels::gelu_forward<double>(y, dx);
+    return to_host<double>(y);
+  };
+  auto y = forward();
+  for (int i = 0; i < n; ++i) {
+    const double v = x[i];
+    REQUIRE(y[i] == Approx(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))).epsilon(1e-12));
+  }
+  auto dx = to_device(x), dr = to_device(r);
+  Tensor1<double> g("g", n);
+  kernels::gelu_backward<double>(g, dx, dr);
+  REQUIRE(max_rel_error(to_host<double>(g), numeric_gradient(x, [&]() { return dot(forward(), r); })) < 1e-7);
+}
+
+TEST_CASE("residual forward adds and its backward accumulates into both branches", "[kernels][residual][gradcheck]") {
+  const int n = 17;
+  auto a = random_vector<double>(n, 32), b = random_vector<double>(n, 33), r = random_vector<double>(n, 34);
+  auto forward = [&]() {
+    auto da = to_device(a), db = to_device(b);
+    Tensor1<double> y("y", n);
+    kernels::residual_forward<double>(y, da, db);
+    return to_host<double>(y);
+  };
+  auto y = forward();
+  for (int i = 0; i < n; ++i) REQUIRE(y[i] == a[i] + b[i]);
+  auto loss = [&]() { return dot(forward(), r); };
+  auto dr = to_device(r);
+  Tensor1<double> ga("ga", n), gb("gb", n);
+  kernels::residual_accumulate<double>(ga, dr);
+  kernels::residual_accumulate<double>(gb, dr);
+  REQUIRE(max_rel_error(to_host<double>(ga), numeric_gradient(a, loss)) < 1e-8);
+  REQUIRE(max_rel_error(to_host<double>(gb), numeric_gradient(b, loss)) < 1e-8);
+}
