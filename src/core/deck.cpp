@@ -238,11 +238,13 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
     std::istringstream is(toml_text);
     root = toml::parse(is, origin);
   } catch (const toml::syntax_error& e) {
-    // toml11's message spans several lines; keep the first, which names the problem.
+    // toml11's message is a multi-line picture; keep its first line, without the
+    // "[error] toml::function:" prefix, and the line number.
     std::string msg = e.what();
-    for (auto& ch : msg)
-      if (ch == '\n') ch = ' ';
-    throw UserError(origin + ": not valid TOML: " + msg.substr(0, 300));
+    msg = msg.substr(0, msg.find('\n'));
+    const auto colon = msg.find(": ");
+    if (msg.rfind("[error] toml::", 0) == 0 && colon != std::string::npos) msg = msg.substr(colon + 2);
+    throw UserError(origin + ":" + std::to_string(e.location().line()) + ": not valid TOML: " + msg);
   }
   if (!root.is_table()) root = toml::table{};
   for (const auto& spec : overrides) apply_override(root, spec, origin);

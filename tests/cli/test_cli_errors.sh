@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Bad input gets one line naming the cause on stderr (printed once, by rank 0), exit code
+# 2, and no hang. Usage: test_cli_errors.sh STRATA MPIEXEC
+set -u
+strata=$1
+mpiexec=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+failures=0
+
+good='[run]
+steps = 2
+log_every = 1
+[model]
+n_layer = 1
+n_embd = 16
+n_head = 2
+seq_len = 8
+[data]
+kind = "random"
+batch_size = 4
+'
+printf '%s' "$good" > good.toml
+
+# expect NPROCS EXPECTED_MESSAGE_PART -- strata args...
+expect() {
+  local np=$1 want=$2
+  shift 3
+  local out rc lines
+  out=$(timeout 60 "$mpiexec" -n "$np" "$strata" "$@" 2>&1 >/dev/null)
+  rc=$?
+  lines=$(printf '%s\n' "$out" | grep -c 'strata: error')
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! printf '%s' "$out" | grep -qF -- "$want"; then
+    echo "FAIL: strata $* (np=$np): exit $rc, $lines error lines, wanted '$want'; got:"
+    printf '%s\n' "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: $want"
+  fi
+}
+
+printf '[model]\nn_layers = 2\n' > unknown.toml
+printf '[run\nsteps = 2\n' > malformed.toml
+printf '[model]\nn_layer = "two"\n' > wrongtype.toml
+printf '%s[data]\n' "$good" | sed 's/kind = "random"/kind = "text"\nfiles = ["\/nonexistent\/*.txt"]/' > missing_data.toml
+
+expect 1 "cannot open deck 'nope.toml'" -- train nope.toml
+expect 2 "malformed.toml:1: not valid TOML" -- train malformed.toml
+expect 2 "unknown.toml: unknown key 'model.n_layers'" -- train unknown.toml
+expect 1 "wrongtype.toml: model.n_layer must be an integer" -- train wrongtype.toml
+expect 2 "parallel.data = 1 but the job has 2 ranks" -- train good.toml
+expect 4 "parallel.data = 2 but the job has 4 ranks" -- train good.toml --set parallel.data=2
+expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'
+expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
+
+# command-line errors: exit 2 as well
+timeout 60 "$mpiexec" -n 1 "$strata" frobnicate >/dev/null 2>&1
+rc=$?
+if [ "$rc" -ne 2 ]; then echo "FAIL: unknown subcommand exits $rc, wanted 2"; failures=$((failures + 1)); else echo "ok: unknown subcommand"; fi
+
+# the good deck runs
+if ! timeout 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 >run.log 2>&1; then
+  echo "FAIL: the good deck did not run:"; cat run.log; failures=$((failures + 1))
+elif ! grep -q "step     2/2 | loss" run.log || [ ! -s runs/run/metrics.csv ] || [ ! -s runs/run/deck.toml ]; then
+  echo "FAIL: the good deck ran but its progress line or run directory is missing:"; cat run.log; failures=$((failures + 1))
+else
+  echo "ok: good deck trains and writes runs/run/{deck.toml,metrics.csv}"
+fi
+exit $((failures > 0))

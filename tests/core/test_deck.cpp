@@ -1,0 +1,47 @@
+// Deck parsing and validation: defaults, overrides, and one clear error per bad input.
+#include <catch2/catch.hpp>
+
+#include "core/deck.hpp"
+#include "core/error.hpp"
+
+using namespace strata;
+
+static std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_deck(text, "deck.toml", overrides);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("a minimal deck gets defaults and overrides apply", "[core][deck]") {
+  const Deck d = parse_deck("[data]\nkind = \"random\"\n[model]\nn_layer = 3\n", "deck.toml",
+                            {"run.steps=7", "optim.lr=0.01", "data.batch_size=4", "run.name=abc"});
+  REQUIRE(d.model.n_layer == 3);
+  REQUIRE(d.model.n_embd == 256);
+  REQUIRE(d.run.steps == 7);
+  REQUIRE(d.optim.lr == 0.01);
+  REQUIRE(d.data.batch_size == 4);
+  REQUIRE(d.run.name == "abc");
+  // the resolved deck parses back to the same values
+  const Deck again = parse_deck(d.resolved_toml, "resolved");
+  REQUIRE(again.run.steps == 7);
+  REQUIRE(again.optim.lr == 0.01);
+  REQUIRE(again.data.kind == "random");
+  REQUIRE(again.resolved_toml.substr(again.resolved_toml.find('\n')) == d.resolved_toml.substr(d.resolved_toml.find('\n')));
+}
+
+TEST_CASE("bad decks are rejected with a message naming the key and file", "[core][deck]") {
+  const std::string ok = "[data]\nkind = \"random\"\n";
+  CHECK(error_of(ok + "[model]\nn_layers = 2\n") == "deck.toml: unknown key 'model.n_layers'");
+  CHECK(error_of(ok + "[modle]\n") == "deck.toml: unknown section [modle]");
+  CHECK(error_of(ok + "[model]\nn_layer = \"two\"\n").find("model.n_layer must be an integer") != std::string::npos);
+  CHECK(error_of(ok + "[optim]\nlr = -1\n") == "deck.toml: optim.lr must be > 0");
+  CHECK(error_of(ok + "[model]\nn_embd = 30\nn_head = 4\n").find("model.n_embd (30) must be a positive multiple of model.n_head (4)") != std::string::npos);
+  CHECK(error_of(ok + "[model\n").find("deck.toml:3: not valid TOML") == 0);
+  CHECK(error_of("[data]\nkind = \"text\"\n").find("data.files must list at least one file") != std::string::npos);
+  CHECK(error_of(ok, {"parallel.data=3"}).find("data.batch_size (8) must be divisible by parallel.data (3)") != std::string::npos);
+  CHECK(error_of(ok, {"nodot=3"}) == "--set 'nodot=3': expected section.key=value");
+  CHECK(error_of(ok, {"run.bogus=3"}) == "deck.toml: unknown key 'run.bogus'");
+}

@@ -1,0 +1,82 @@
+// The whole GPT's backward (embedding, every block, tied LM head, loss) against central
+// differences of the loss, in double precision, for every parameter.
+#include <catch2/catch.hpp>
+
+#include "model/gpt.hpp"
+#include "support/host_views.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+TEST_CASE("GPT backward matches finite differences for every parameter", "[model][gradcheck]") {
+  ModelConfig cfg;
+  cfg.n_layer = 2;
+  cfg.n_embd = 8;
+  cfg.n_head = 2;
+  cfg.vocab_size = 11;
+  cfg.seq_len = 5;
+  cfg.init_std = 0.3;  // large enough that every path carries signal
+  GPT<double> model(cfg, 7);
+  const BlockContext ctx{2, cfg.seq_len};
+  const int64_t n = ctx.rows();
+  Tensor1<int32_t> tok("tok", n), tgt("tgt", n);
+  auto ht = Kokkos::create_mirror_view(tok), hg = Kokkos::create_mirror_view(tgt);
+  for (int64_t i = 0; i < n; ++i) {
+    ht(i) = int32_t(counter_hash(1, 2, i) % cfg.vocab_size);
+    hg(i) = int32_t(counter_hash(1, 3, i) % cfg.vocab_size);
+  }
+  ht(3) = ht(7);  // a repeated token exercises the embedding scatter-add
+  Kokkos::deep_copy(tok, ht);
+  Kokkos::deep_copy(tgt, hg);
+
+  auto& store = model.params();
+  model.params().zero_grads();
+  model.forward(ctx, tok, tgt);
+  model.backward(ctx, 1.0 / double(n));
+  const auto analytic = to_host<double>(store.grads());
+
+  std::vector<double> p = to_host<double>(store.params());
+  auto loss = [&]() {
+    auto h = Kokkos::create_mirror_view(store.params());
+    for (size_t i = 0; i < p.size(); ++i) h(i) = p[i];
+    Kokkos::deep_copy(store.params(), h);
+    return model.forward(ctx, tok, tgt) / double(n);
+  };
+  const auto numeric = numeric_gradient(p, loss, 1e-5);
+  for (const auto& info : store.infos()) {
+    std::vector<double> a(analytic.begin() + info.offset, analytic.begin() + info.offset + info.numel);
+    std::vector<double> b(numeric.begin() + info.offset, numeric.begin() + info.offset + info.numel);
+    INFO(info.name);
+    REQUIRE(max_rel_error(a, b) < 1e-7);
+  }
+}
+
+TEST_CASE("initial weights are a pure function of (seed, name, index)", "[model][init]") {
+  ModelConfig cfg;
+  cfg.n_layer = 1;
+  cfg.n_embd = 8;
+  cfg.n_head = 2;
+  cfg.vocab_size = 16;
+  cfg.seq_len = 4;
+  GPT<float> a(cfg, 42), b(cfg, 42), c(cfg, 43);
+  const auto pa = to_host<float>(a.params().params()), pb = to_host<float>(b.params().params());
+  const auto pc = to_host<float>(c.params().params());
+  REQUIRE(pa == pb);
+  REQUIRE(pa != pc);
+  // a tensor's values do not depend on what else the model holds: wte of a deeper model is
+  // the same tensor
+  cfg.n_layer = 3;
+  GPT<float> deeper(cfg, 42);
+  const auto& i1 = a.params().infos()[a.params().index("wte")];
+  const auto& i3 = deeper.params().infos()[deeper.params().index("wte")];
+  const auto pd = to_host<float>(deeper.params().params());
+  REQUIRE(std::equal(pa.begin() + i1.offset, pa.begin() + i1.offset + i1.numel, pd.begin() + i3.offset));
+  // GPT-2 initialisation statistics: wte ~ N(0, 0.02^2), layernorm weights 1, biases 0
+  double s2 = 0;
+  for (int64_t i = 0; i < i1.numel; ++i) s2 += double(pa[i1.offset + i]) * pa[i1.offset + i];
+  REQUIRE(std::sqrt(s2 / double(i1.numel)) == Approx(0.02).epsilon(0.25));
+  const auto& ln = a.params().infos()[a.params().index("blocks.0.ln1.weight")];
+  const auto& bias = a.params().infos()[a.params().index("blocks.0.attn.qkv.bias")];
+  for (int64_t i = 0; i < ln.numel; ++i) REQUIRE(pa[ln.offset + i] == 1.0f);
+  for (int64_t i = 0; i < bias.numel; ++i) REQUIRE(pa[bias.offset + i] == 0.0f);
+}
