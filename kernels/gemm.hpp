@@ -1,7 +1,6 @@
 #pragma once
 // General matrix products on row-major views. Every product in strata goes through
 // here, so BLAS (OpenBLAS on CPUs via KokkosBlas, cuBLAS on GPUs) does the flops.
-#include <KokkosBlas2_gemv.hpp>
 #include <KokkosBlas3_gemm.hpp>
 
 #include "core/tensor.hpp"
@@ -13,12 +12,6 @@ namespace strata::kernels {
 template <class T>
 void gemm(const char* trans_a, const char* trans_b, T alpha, V2<const T> a, V2<const T> b, T beta, V2<T> c) {
   KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
-}
-
-// y = alpha * op(A) x + beta * y.
-template <class T>
-void gemv(const char* trans, T alpha, V2<const T> a, V1<const T> x, T beta, V1<T> y) {
-  KokkosBlas::gemv(trans, alpha, a, x, beta, y);
 }
 
 // Batched product over the leading dimension: C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i].

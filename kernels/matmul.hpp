@@ -13,7 +13,9 @@ void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> 
   if (bias.extent(0) > 0) {
     // Seed out with the bias so that the gemm adds into it: no extra pass for the bias.
     Kokkos::parallel_for(
-        "matmul_bias_fill", Range(0, n * oc), KOKKOS_LAMBDA(const int64_t i) { out.data()[i] = bias(i % oc); });
+        "matmul_bias_fill", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+          for (int64_t j = 0; j < oc; ++j) out(i, j) = bias(j);
+        });
     beta = 1;
   }
   gemm<T>("N", "N", T(1), inp, weight, beta, out);
@@ -28,10 +30,11 @@ void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V
   if (dinp.extent(0) > 0) gemm<T>("N", "T", T(1), dout, weight, T(0), dinp);
   gemm<T>("T", "N", T(1), inp, dout, T(1), dweight);
   if (dbias.extent(0) > 0) {
-    // dbias = dout^T 1: a column sum, done by BLAS gemv rather than a strided loop.
-    Tensor1<T> ones(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ones"), n);
+    // dbias += 1^T dout: a column sum as a (1 x N)(N x OUT) product, so BLAS does it
+    // (KokkosBlas' gemv on row-major views does not reach the BLAS library).
+    Tensor2<T> ones(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ones"), 1, n);
     Kokkos::deep_copy(ones, T(1));
-    gemv<T>("T", T(1), dout, ones, T(1), dbias);
+    gemm<T>("N", "N", T(1), ones, dout, T(1), V2<T>(dbias.data(), 1, dbias.extent(0)));
   }
 }
 

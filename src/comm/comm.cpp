@@ -28,7 +28,7 @@ void Comm::allreduce_sum_impl(V1<T> buf, MPI_Datatype type) {
       Kokkos::deep_copy(buf, host);
     }
   }
-  count("allreduce", n * int64_t(sizeof(T)), MPI_Wtime() - t0);
+  count("allreduce", size_ > 1 ? n * int64_t(sizeof(T)) : 0, MPI_Wtime() - t0);
 }
 
 void Comm::allreduce_sum(V1<float> buf) { allreduce_sum_impl(buf, MPI_FLOAT); }
@@ -38,7 +38,7 @@ double Comm::allreduce_scalar(double x, MPI_Op op, const char* kind) {
   const double t0 = MPI_Wtime();
   double out = x;
   if (size_ > 1) MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, op, comm_);
-  count(kind, sizeof(double), MPI_Wtime() - t0);
+  count(kind, size_ > 1 ? int64_t(sizeof(double)) : 0, MPI_Wtime() - t0);
   return out;
 }
 double Comm::allreduce_sum(double x) { return allreduce_scalar(x, MPI_SUM, "allreduce_scalar"); }
@@ -48,7 +48,7 @@ double Comm::allreduce_min(double x) { return allreduce_scalar(x, MPI_MIN, "allr
 void Comm::broadcast(void* data, int64_t bytes, int root) {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_);
-  count("broadcast", bytes, MPI_Wtime() - t0);
+  count("broadcast", size_ > 1 ? bytes : 0, MPI_Wtime() - t0);
 }
 
 void Comm::barrier() {

@@ -1,7 +1,9 @@
 #pragma once
 // Gradient clipping by global norm. The norm is over the full (reduced) gradient, which
 // every data-parallel rank holds identically after the all-reduce.
-#include "core/tensor.hpp"
+#include <cmath>
+
+#include "kernels/sum_squares.hpp"
 
 namespace strata {
 
@@ -9,11 +11,7 @@ namespace strata {
 // max_norm (> 0).
 template <class T>
 double clip_grad_norm(V1<T> grads, double max_norm) {
-  double sumsq = 0;
-  Kokkos::parallel_reduce(
-      "grad_norm", Range(0, grads.extent(0)),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += double(grads(i)) * double(grads(i)); }, sumsq);
-  const double norm = std::sqrt(sumsq);
+  const double norm = std::sqrt(kernels::sum_of_squares<T>(grads));
   if (max_norm > 0 && norm > max_norm) {
     const T scale = T(max_norm / (norm + 1e-6));
     Kokkos::parallel_for(

@@ -35,3 +35,14 @@ TEST_CASE("adamw matches the reference update over several steps", "[kernels][ad
   REQUIRE(max_rel_error(to_host<double>(dm), m) < 1e-12);
   REQUIRE(max_rel_error(to_host<double>(dv), v) < 1e-12);
 }
+
+#include "kernels/sum_squares.hpp"
+
+TEST_CASE("sum_of_squares matches a plain sum", "[kernels][sum_squares]") {
+  auto x = random_vector<double>(1001, 70);
+  double want = 0;
+  for (double v : x) want += v * v;
+  REQUIRE(kernels::sum_of_squares<double>(to_device(x)) == Approx(want).epsilon(1e-13));
+  auto xf = random_vector<float>(1001, 70);
+  REQUIRE(kernels::sum_of_squares<float>(to_device(xf)) == Approx(want).epsilon(1e-5));
+}
