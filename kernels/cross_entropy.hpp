@@ -4,6 +4,7 @@
 // logits (no (N, V) probability buffer).
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/fast_exp.hpp"
 
 namespace strata::kernels {
 
@@ -19,7 +20,7 @@ double cross_entropy_forward(V1<T> losses, V1<T> lse, V2<const T> logits, V1<con
         T mx = row[0];
         for (int64_t j = 1; j < v; ++j) mx = row[j] > mx ? row[j] : mx;
         T sum = 0;
-        for (int64_t j = 0; j < v; ++j) sum += kmath::exp(row[j] - mx);
+        for (int64_t j = 0; j < v; ++j) sum += fast_exp(row[j] - mx);
         const T l = mx + kmath::log(sum);
         lse(i) = l;
         losses(i) = l - row[targets(i)];
@@ -37,11 +38,10 @@ void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, 
   Kokkos::parallel_for(
       "cross_entropy_backward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
         const T l = lse(i);
-        const int64_t tgt = targets(i);
-        for (int64_t j = 0; j < v; ++j) {
-          const T p = kmath::exp(logits(i, j) - l);
-          dlogits(i, j) = scale * (p - (j == tgt ? T(1) : T(0)));
-        }
+        const T* x = &logits(i, 0);
+        T* d = &dlogits(i, 0);
+        for (int64_t j = 0; j < v; ++j) d[j] = scale * fast_exp(x[j] - l);  // vectorises
+        d[targets(i)] -= scale;
       });
 }
 

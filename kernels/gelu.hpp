@@ -2,6 +2,8 @@
 // GELU, tanh approximation (GPT-2's, and PyTorch's approximate='tanh').
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/elementwise.hpp"
+#include "kernels/fast_exp.hpp"
 
 namespace strata::kernels {
 
@@ -10,7 +12,7 @@ namespace strata::kernels {
 template <class T>
 KOKKOS_INLINE_FUNCTION T gelu_sigmoid(T x) {
   const T two_k = T(1.5957691216057308);  // 2 sqrt(2/pi)
-  return T(1) / (T(1) + kmath::exp(-two_k * (x + T(0.044715) * x * x * x)));
+  return T(1) / (T(1) + fast_exp(-two_k * (x + T(0.044715) * x * x * x)));
 }
 
 template <class T>
@@ -21,15 +23,15 @@ KOKKOS_INLINE_FUNCTION T gelu_value(T x) {
 // out = gelu(inp), elementwise over n values.
 template <class T>
 void gelu_forward(V1<T> out, V1<const T> inp) {
-  Kokkos::parallel_for(
-      "gelu_forward", Range(0, inp.extent(0)), KOKKOS_LAMBDA(const int64_t i) { out(i) = gelu_value(inp(i)); });
+  for_each_element(
+      "gelu_forward", inp.extent(0), KOKKOS_LAMBDA(const int64_t i) { out(i) = gelu_value(inp(i)); });
 }
 
 // dinp = gelu'(inp) * dout (dinp may alias dout).
 template <class T>
 void gelu_backward(V1<T> dinp, V1<const T> inp, V1<const T> dout) {
-  Kokkos::parallel_for(
-      "gelu_backward", Range(0, inp.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_element(
+      "gelu_backward", inp.extent(0), KOKKOS_LAMBDA(const int64_t i) {
         // d/dx [x s(2u)] = s + x s (1 - s) 2 u'(x)
         const T two_k = T(1.5957691216057308);
         const T x = inp(i);

@@ -3,6 +3,7 @@
 // columns 0..t; columns after t (the future) are set to 0.
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/fast_exp.hpp"
 
 namespace strata::kernels {
 
@@ -16,11 +17,9 @@ void softmax_causal_forward(V3<T> att, T scale) {
         T* row = &att(b, t, 0);
         T mx = row[0] * scale;
         for (int64_t j = 1; j <= t; ++j) mx = row[j] * scale > mx ? row[j] * scale : mx;
+        for (int64_t j = 0; j <= t; ++j) row[j] = fast_exp(row[j] * scale - mx);  // vectorises
         T sum = 0;
-        for (int64_t j = 0; j <= t; ++j) {
-          row[j] = kmath::exp(row[j] * scale - mx);
-          sum += row[j];
-        }
+        for (int64_t j = 0; j <= t; ++j) sum += row[j];
         const T inv = T(1) / sum;
         for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
         for (int64_t j = t + 1; j < t_len; ++j) row[j] = T(0);

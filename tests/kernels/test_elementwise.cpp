@@ -50,3 +50,25 @@ TEST_CASE("residual forward adds and its backward accumulates into both branches
   REQUIRE(max_rel_error(to_host<double>(ga), numeric_gradient(a, loss)) < 1e-8);
   REQUIRE(max_rel_error(to_host<double>(gb), numeric_gradient(b, loss)) < 1e-8);
 }
+
+#include "kernels/fast_exp.hpp"
+
+TEST_CASE("fast_exp<float> is within 3e-7 relative of exp over the float range", "[kernels][fast_exp]") {
+  const int n = 200001;
+  Tensor1<float> y("y", n);
+  Kokkos::parallel_for(
+      "fast_exp_test", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+        y(i) = kernels::fast_exp<float>(-87.0f + 175.0f * float(i) / float(n - 1));
+      });
+  const auto h = to_host<float>(y);
+  double worst = 0;
+  for (int i = 0; i < n; ++i) {
+    const double x = double(-87.0f + 175.0f * float(i) / float(n - 1));
+    worst = std::max(worst, std::abs(double(h[i]) - std::exp(x)) / std::exp(x));
+  }
+  REQUIRE(worst < 3e-7);
+  REQUIRE(kernels::fast_exp<float>(-1000.0f) >= 0.0f);
+  REQUIRE(kernels::fast_exp<float>(-1000.0f) < 1e-37f);
+  REQUIRE(std::isfinite(kernels::fast_exp<float>(1000.0f)));
+  REQUIRE(kernels::fast_exp<double>(1.5) == std::exp(1.5));
+}

@@ -1,0 +1,117 @@
+// Google Benchmark of strata's kernels at the "small" GPT's shapes (C=384, H=6, T=256,
+// B=8: 2048 rows), one thread. Reports FLOP/s for the gemms, attention and a whole
+// transformer block (forward + backward), and bytes/s for the memory-bound kernels.
+//   OPENBLAS_NUM_THREADS=1 build/release/bench/bench_kernels
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+
+#include "kernels/attention.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/matmul.hpp"
+#include "model/transformer_block.hpp"
+
+using namespace strata;
+
+namespace {
+constexpr int64_t kB = 8, kT = 256, kC = 384, kH = 6, kRows = kB * kT;
+
+template <class View> void fill(const View& v, float x) { Kokkos::deep_copy(v, x); }
+
+void set_flops(benchmark::State& state, double flops_per_iter) {
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops_per_iter * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// (M x K) @ (K x N), row-major, the products of a GPT layer.
+void BM_gemm(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor2<float> a("a", m, k), b("b", k, n), c("c", m, n);
+  fill(a, 0.5f);
+  fill(b, 0.25f);
+  for (auto _ : state) {
+    kernels::gemm<float>("N", "N", 1.0f, a, b, 0.0f, c);
+    Kokkos::fence();
+  }
+  set_flops(state, 2.0 * double(m) * double(k) * double(n));
+}
+BENCHMARK(BM_gemm)
+    ->Args({kRows, kC, 3 * kC})
+    ->Args({kRows, kC, kC})
+    ->Args({kRows, kC, 4 * kC})
+    ->Args({kRows, 4 * kC, kC})
+    ->Args({kRows, kC, 8192})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_layernorm_forward_backward(benchmark::State& state) {
+  Tensor2<float> x("x", kRows, kC), y("y", kRows, kC), dx("dx", kRows, kC);
+  Tensor1<float> w("w", kC), b("b", kC), dw("dw", kC), db("db", kC), mean("m", kRows), rstd("r", kRows);
+  fill(x, 0.3f);
+  fill(w, 1.0f);
+  for (auto _ : state) {
+    kernels::layernorm_forward<float>(y, mean, rstd, x, w, b);
+    kernels::layernorm_backward<float>(dx, dw, db, y, x, w, mean, rstd, false);
+    Kokkos::fence();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kC * 4 * 5);
+}
+BENCHMARK(BM_layernorm_forward_backward)->Unit(benchmark::kMillisecond);
+
+void BM_gelu_forward_backward(benchmark::State& state) {
+  const int64_t n = kRows * 4 * kC;
+  Tensor1<float> x("x", n), y("y", n), dx("dx", n);
+  fill(x, 0.3f);
+  for (auto _ : state) {
+    kernels::gelu_forward<float>(y, x);
+    kernels::gelu_backward<float>(dx, x, y);
+    Kokkos::fence();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n * 4 * 5);
+}
+BENCHMARK(BM_gelu_forward_backward)->Unit(benchmark::kMillisecond);
+
+// Causal attention, forward and backward; FLOPs as in the model's count (full T x T).
+void BM_attention_forward_backward(benchmark::State& state) {
+  kernels::AttentionBuffers<float> buf(kB, kT, kH, kC / kH);
+  Tensor2<float> qkv("qkv", kRows, 3 * kC), y("y", kRows, kC), dqkv("dqkv", kRows, 3 * kC);
+  fill(qkv, 0.01f);
+  for (auto _ : state) {
+    kernels::attention_forward<float>(y, buf, qkv, kB, kT, kH);
+    kernels::attention_backward<float>(dqkv, buf, y, kB, kT, kH);
+    Kokkos::fence();
+  }
+  set_flops(state, 12.0 * double(kRows) * double(kT) * double(kC));
+}
+BENCHMARK(BM_attention_forward_backward)->Unit(benchmark::kMillisecond);
+
+// One transformer block, forward + backward: 6 * 12 C^2 per token for the linears plus
+// 12 T C for attention.
+void BM_block_forward_backward(benchmark::State& state) {
+  ParamStore<float> store;
+  TransformerBlock<float> block(store, 0, 6, kC, kH, 0.02);
+  store.allocate(1);
+  TransformerCache<float> cache;
+  TransformerGradScratch<float> scratch;
+  const BlockContext ctx{kB, kT};
+  Tensor2<float> x("x", kRows, kC), dres("dres", kRows, kC);
+  fill(x, 0.1f);
+  for (auto _ : state) {
+    block.forward(ctx, x, cache);
+    Kokkos::deep_copy(dres, 0.01f);
+    block.backward(ctx, dres, cache, scratch);
+    Kokkos::fence();
+  }
+  set_flops(state, double(kRows) * (6.0 * 12.0 * kC * kC + 12.0 * kT * kC));
+}
+BENCHMARK(BM_block_forward_backward)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::ScopeGuard kokkos(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
