@@ -1,7 +1,7 @@
 #pragma once
 // Layer normalisation over the last dimension, eps = 1e-5 (as GPT-2 and PyTorch).
 #include "core/kmath.hpp"
-#include "kernels/column_sum.hpp"
+#include "kernels/row_reduce.hpp"
 
 namespace strata::kernels {
 

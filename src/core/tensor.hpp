@@ -28,9 +28,5 @@ using Range = Kokkos::RangePolicy<ExecSpace>;
 
 // A (rows, cols) unmanaged view onto contiguous memory starting at ptr.
 template <class T> V2<T> as_matrix(T* ptr, int64_t rows, int64_t cols) { return V2<T>(ptr, rows, cols); }
-template <class T> V1<T> as_vector(T* ptr, int64_t n) { return V1<T>(ptr, n); }
-
-template <class T> Tensor1<T> zeros1(const std::string& label, int64_t n) { return Tensor1<T>(label, n); }
-template <class T> Tensor2<T> zeros2(const std::string& label, int64_t r, int64_t c) { return Tensor2<T>(label, r, c); }
 
 }  // namespace strata

@@ -142,7 +142,7 @@ TrainResult Trainer::run() {
     if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && rc.val_every > 0)) {
       timers_.start("validation");
       val = validate();
-      timers_.stop("validation");
+      window_start += timers_.stop("validation");  // the step rate excludes validation
       result.val.emplace_back(step + 1, val);
     }
     if ((step + 1) % rc.log_every == 0 || last || step == 0) {

@@ -67,4 +67,22 @@ elif ! grep -q "step     2/2 | loss" run.log || [ ! -s runs/run/metrics.csv ] ||
 else
   echo "ok: good deck trains and writes runs/run/{deck.toml,metrics.csv}"
 fi
+# a rank that dies mid-run brings the job down (non-zero exit), it does not hang
+timeout 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 --set run.steps=100000 \
+  --set run.name=killed >killed.log 2>&1 &
+job=$!
+for _ in $(seq 1 100); do grep -q "step     1/" killed.log 2>/dev/null && break; sleep 0.2; done
+victim=$(pgrep -n -x strata || true)
+if [ -z "$victim" ]; then
+  echo "FAIL: could not find a strata rank to kill"; failures=$((failures + 1))
+else
+  kill -9 "$victim"
+  wait "$job"
+  rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+    echo "FAIL: killing rank pid $victim left the job with exit $rc (124 = hung until timeout)"; failures=$((failures + 1))
+  else
+    echo "ok: killing one rank ends the job (exit $rc)"
+  fi
+fi
 exit $((failures > 0))

@@ -1,6 +1,7 @@
 #pragma once
-// Reductions over rows into one vector per column group, deterministic and device-correct:
-// Kokkos array reductions, so no atomics and the same sum order on every run.
+// Row-wise work that also sums a vector over rows (e.g. a layernorm backward's weight
+// gradients), deterministic and device-correct: a Kokkos array reduction, so no atomics
+// and the same sum order on every run.
 #include "core/tensor.hpp"
 
 namespace strata::kernels {
