@@ -55,6 +55,7 @@ void BM_layernorm_forward_backward(benchmark::State& state) {
     Kokkos::fence();
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kC * 4 * 5);
+  set_flops(state, double(kRows) * double(kC) * (8.0 + 16.0));  // ~8 flops/element forward, ~16 backward
 }
 BENCHMARK(BM_layernorm_forward_backward)->Unit(benchmark::kMillisecond);
 
