@@ -8,12 +8,32 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "core/deck.hpp"
 #include "core/error.hpp"
 #include "train/trainer.hpp"
 
 namespace {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+// One GPU per rank, chosen by the rank's index on its node, unless the user chose
+// (KOKKOS_DEVICE_ID / KOKKOS_NUM_DEVICES, which Kokkos reads at initialisation).
+void bind_device_by_local_rank() {
+  if (std::getenv("KOKKOS_DEVICE_ID") || std::getenv("KOKKOS_NUM_DEVICES")) return;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 0, devices = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return;  // Kokkos reports it
+  setenv("KOKKOS_DEVICE_ID", std::to_string(local % devices).c_str(), 1);
+}
+#else
+void bind_device_by_local_rank() {}
+#endif
 
 int run_train(const std::string& deck_path, const std::vector<std::string>& overrides) {
   // Every rank reads and validates the deck: the outcome is the same everywhere, so a bad
@@ -32,8 +52,18 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = strata::kExitOk;
   bool collective_error = true;  // set-up errors are seen by every rank alike
+  bind_device_by_local_rank();
   {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    std::optional<Kokkos::ScopeGuard> kokkos;
+    try {
+      kokkos.emplace(argc, argv);
+    } catch (const std::exception& e) {
+      // e.g. a GPU build on a node without a usable GPU or driver
+      const std::string why = e.what();
+      std::fprintf(stderr, "strata: error: rank %d cannot initialise Kokkos (%s): %s\n", rank,
+                   Kokkos::DefaultExecutionSpace::name(), why.substr(0, why.find('\n')).c_str());
+      MPI_Abort(MPI_COMM_WORLD, strata::kExitUserError);
+    }
     CLI::App app{"strata: 2D tensor, pipeline, layer-parallel and data-parallel training across MPI ranks"};
     app.set_version_flag("--version", "strata 0.1.0");
     app.require_subcommand(1);

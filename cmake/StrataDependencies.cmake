@@ -1,5 +1,6 @@
 # Finds every dependency strata builds against and exposes each as one target:
-#   MPI::MPI_CXX, strata::kokkos, strata::kokkoskernels, strata::hdf5,
+#   MPI::MPI_CXX, strata::kokkos, strata::linalg (KokkosKernels or cuBLAS), strata::nccl,
+#   strata::hdf5,
 #   toml11::toml11, CLI11::CLI11, Catch2::Catch2, benchmark::benchmark.
 # Works with Debian's Trilinos-packaged Kokkos 3.4.1 and with a stock Kokkos 4.x
 # (-DKokkos_ROOT=<prefix>), repairing the Debian package's defects here rather than on
@@ -8,7 +9,15 @@
 find_package(MPI REQUIRED COMPONENTS C CXX)
 
 find_package(Kokkos REQUIRED)
-find_package(KokkosKernels REQUIRED)
+if(STRATA_ENABLE_CUDA)
+  kokkos_check(DEVICES CUDA RETURN_VALUE _kokkos_has_cuda)
+  if(NOT _kokkos_has_cuda)
+    message(FATAL_ERROR "strata: STRATA_ENABLE_CUDA=ON needs a CUDA-enabled Kokkos: pass -DKokkos_ROOT=<prefix> "
+                        "(scripts/build-kokkos-cuda.sh builds one from Debian's source)")
+  endif()
+else()
+  find_package(KokkosKernels REQUIRED)
+endif()
 
 # --- Kokkos core ----------------------------------------------------------------------
 # Debian's package exports Kokkos::kokkos with INTERFACE_INCLUDE_DIRECTORIES pointing at
@@ -44,22 +53,37 @@ add_library(strata_kokkos INTERFACE)
 target_link_libraries(strata_kokkos INTERFACE Kokkos::kokkos)
 add_library(strata::kokkos ALIAS strata_kokkos)
 
-# --- KokkosKernels ----------------------------------------------------------------------
-# Stock installs export Kokkos::kokkoskernels; Debian's TriBITS package exports
-# trilinos_kokkoskernels (whose headers also live in /usr/include/trilinos).
-add_library(strata_kokkoskernels INTERFACE)
-if(TARGET Kokkos::kokkoskernels)
-  target_link_libraries(strata_kokkoskernels INTERFACE Kokkos::kokkoskernels)
+# --- dense linear algebra ---------------------------------------------------------------
+# CPU builds: KokkosKernels (KokkosBlas -> OpenBLAS). CUDA builds call cuBLAS directly
+# (kernels/gemm.hpp), so they need no KokkosKernels. Stock installs export
+# Kokkos::kokkoskernels; Debian's TriBITS package exports trilinos_kokkoskernels.
+add_library(strata_linalg INTERFACE)
+if(STRATA_ENABLE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  target_link_libraries(strata_linalg INTERFACE strata::kokkos CUDA::cublas CUDA::cudart)
+elseif(TARGET Kokkos::kokkoskernels)
+  target_link_libraries(strata_linalg INTERFACE Kokkos::kokkoskernels)
 elseif(TARGET trilinos_kokkoskernels)
   strata_repair_include_dirs(trilinos_kokkoskernels "${KokkosKernels_INCLUDE_DIRS};${Kokkos_INCLUDE_DIRS}")
-  target_link_libraries(strata_kokkoskernels INTERFACE trilinos_kokkoskernels strata::kokkos)
+  target_link_libraries(strata_linalg INTERFACE trilinos_kokkoskernels strata::kokkos)
 else()
   message(FATAL_ERROR "strata: KokkosKernels found but neither Kokkos::kokkoskernels nor trilinos_kokkoskernels exists")
 endif()
-add_library(strata::kokkoskernels ALIAS strata_kokkoskernels)
+add_library(strata::linalg ALIAS strata_linalg)
 
-# BLAS for the direct calls in the GEMM-rate probe (KokkosKernels links it already).
-find_package(BLAS REQUIRED)
+# --- NCCL (CUDA builds): the collective backend for device buffers -------------------------
+add_library(strata_nccl INTERFACE)
+if(STRATA_ENABLE_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "strata: STRATA_ENABLE_CUDA=ON needs NCCL (nccl.h, libnccl); set NCCL_HOME")
+  endif()
+  target_include_directories(strata_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(strata_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+  target_compile_definitions(strata_nccl INTERFACE STRATA_HAVE_NCCL=1)
+endif()
+add_library(strata::nccl ALIAS strata_nccl)
 
 # --- parallel HDF5 -------------------------------------------------------------------------
 set(HDF5_PREFER_PARALLEL TRUE)
@@ -81,10 +105,6 @@ if(STRATA_BUILD_TESTS)
 endif()
 if(STRATA_BUILD_BENCH)
   find_package(benchmark REQUIRED)
-endif()
-
-if(STRATA_ENABLE_CUDA)
-  find_package(CUDAToolkit REQUIRED)
 endif()
 
 message(STATUS "strata: Kokkos ${Kokkos_VERSION} devices: ${Kokkos_DEVICES}; HDF5 ${HDF5_VERSION} (parallel); MPI ${MPI_CXX_VERSION}")

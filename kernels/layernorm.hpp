@@ -36,36 +36,57 @@ template <class T>
 void layernorm_backward(V2<T> dinp, V1<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
                         V1<const T> weight, V1<const T> mean, V1<const T> rstd, bool accumulate_dinp) {
   const int64_t n = inp.extent(0), c = inp.extent(1);
-  // Per row: dinp, and this row's contributions [dweight | dbias] reduced over rows.
-  auto row = KOKKOS_LAMBDA(const int64_t i, T* sums) {
+  // dinp, row by row
+  auto dinp_row = KOKKOS_LAMBDA(const int64_t i) {
     const T* x = &inp(i, 0);
     const T* dy = &dout(i, 0);
     const T m = mean(i), s = rstd(i);
     T dnorm_mean = 0, dnorm_norm_mean = 0;
     for (int64_t j = 0; j < c; ++j) {
-      const T norm = (x[j] - m) * s;
       const T dnorm = weight(j) * dy[j];
       dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * norm;
-      sums[j] += norm * dy[j];
-      sums[c + j] += dy[j];
+      dnorm_norm_mean += dnorm * (x[j] - m) * s;
     }
     dnorm_mean /= T(c);
     dnorm_norm_mean /= T(c);
     T* dx = &dinp(i, 0);
     for (int64_t j = 0; j < c; ++j) {
       const T norm = (x[j] - m) * s;
-      const T dnorm = weight(j) * dy[j];
-      const T g = (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+      const T g = (weight(j) * dy[j] - dnorm_mean - norm * dnorm_norm_mean) * s;
       dx[j] = accumulate_dinp ? dx[j] + g : g;
     }
   };
-  Tensor1<T> sums = reduce_rows<T>("layernorm_backward", n, 2 * c, row);
-  Kokkos::parallel_for(
-      "layernorm_backward_params", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
-        dweight(j) += sums(j);
-        dbias(j) += sums(c + j);
-      });
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    // CPU: one pass over rows that also sums [dweight | dbias] (cache-friendly).
+    auto row = KOKKOS_LAMBDA(const int64_t i, T* sums) {
+      dinp_row(i);
+      const T m = mean(i), s = rstd(i);
+      for (int64_t j = 0; j < c; ++j) {
+        sums[j] += (inp(i, j) - m) * s * dout(i, j);
+        sums[c + j] += dout(i, j);
+      }
+    };
+    Tensor1<T> sums = reduce_rows<T>("layernorm_backward", n, 2 * c, row);
+    Kokkos::parallel_for(
+        "layernorm_backward_params", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+          dweight(j) += sums(j);
+          dbias(j) += sums(c + j);
+        });
+  } else {
+    // GPU: rows in parallel for dinp, then one thread per column for the weight
+    // gradients (adjacent threads read adjacent memory; no atomics, fixed order).
+    Kokkos::parallel_for("layernorm_backward_dinp", Range(0, n), dinp_row);
+    Kokkos::parallel_for(
+        "layernorm_backward_params", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+          T dw = 0, db = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            dw += (inp(i, j) - mean(i)) * rstd(i) * dout(i, j);
+            db += dout(i, j);
+          }
+          dweight(j) += dw;
+          dbias(j) += db;
+        });
+  }
 }
 
 }  // namespace strata::kernels

@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Set-up and the whole test suite: installs packages if missing, builds, runs CTest
 # (unit tests, MPI tests at 1, 2 and 4 ranks, PyTorch reference checks, command-line
-# error tests). Each test has a timeout, so a hang fails instead of stalling.
+# error tests), then compiles the GPU build (CUDA + NCCL, sm_90) of the whole project so
+# that code which is not device-correct fails here. Each test has a timeout, so a hang
+# fails instead of stalling. STRATA_SKIP_CUDA=1 skips the GPU build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 ctest --test-dir build/release --output-on-failure -j "$(nproc)" "$@"
+
+if [ "${STRATA_SKIP_CUDA:-0}" = 1 ]; then
+  echo "test.sh: GPU build skipped (STRATA_SKIP_CUDA=1)"
+elif [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+  echo "test.sh: no CUDA toolkit at ${CUDA_HOME:-/usr/local/cuda}: GPU build skipped"
+else
+  start=$(date +%s)
+  scripts/build-cuda.sh > build/cuda-build.log 2>&1 || { tail -50 build/cuda-build.log; echo "test.sh: the GPU build failed"; exit 1; }
+  echo "test.sh: GPU build (Kokkos CUDA + strata, nvcc sm_90) compiled in $(( $(date +%s) - start )) s"
+fi

@@ -1,11 +1,22 @@
 #include "comm/comm.hpp"
 
+#include "core/error.hpp"
+
 namespace strata {
 
-Comm::Comm(MPI_Comm comm) : comm_(comm) {
+CommBackend parse_comm_backend(const std::string& name) {
+  if (name == "mpi") return CommBackend::Mpi;
+  if (name == "nccl") return CommBackend::Nccl;
+  throw UserError("unknown communication backend \"" + name + "\" (mpi or nccl)");
+}
+
+Comm::Comm(MPI_Comm comm, CommBackend backend) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  if (backend == CommBackend::Nccl) nccl_ = std::make_unique<NcclComm>(comm_);
 }
+
+Comm::~Comm() = default;
 
 void Comm::count(const char* kind, int64_t bytes, double seconds) {
   auto& s = stats_[kind];
@@ -19,8 +30,10 @@ void Comm::allreduce_sum_impl(V1<T> buf, MPI_Datatype type) {
   const int64_t n = buf.extent(0);
   const double t0 = MPI_Wtime();
   if (size_ > 1 && n > 0) {
-    Kokkos::fence();  // the producer kernels must be done before MPI reads the buffer
-    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    Kokkos::fence();  // the producer kernels must be done before the buffer is read
+    if (nccl_) {
+      nccl_->allreduce_sum(buf.data(), n, sizeof(T) == sizeof(double));
+    } else if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
       MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), type, MPI_SUM, comm_);
     } else {
       auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);

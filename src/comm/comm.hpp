@@ -1,13 +1,19 @@
 #pragma once
 // Comm: the few collectives strata needs, over one MPI communicator. Each call is
 // counted (calls, bytes, seconds) per operation kind so a run can report its
-// communication volume. Buffers may live in device memory: where the host cannot read
-// that memory the data is staged through an explicit host mirror.
+// communication volume.
+//
+// Where buffers live: vector sums (allreduce_sum of a view) take buffers in MemSpace,
+// device memory in GPU builds. With the MPI backend, device data is staged through an
+// explicit host mirror (MPICH here is not CUDA-aware); with the NCCL backend it is summed
+// in place on the device. Scalars and broadcast bytes are host memory and always go by MPI.
 #include <mpi.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
+#include "comm/nccl_comm.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
@@ -18,9 +24,17 @@ struct CommStats {
   double seconds = 0;
 };
 
+enum class CommBackend { Mpi, Nccl };
+
+// "mpi" or "nccl" -> CommBackend; throws UserError otherwise.
+CommBackend parse_comm_backend(const std::string& name);
+
 class Comm {
  public:
-  explicit Comm(MPI_Comm comm);  // does not take ownership
+  // Does not take ownership of comm. The NCCL backend is set up collectively here.
+  explicit Comm(MPI_Comm comm, CommBackend backend = CommBackend::Mpi);
+  ~Comm();
+  CommBackend backend() const { return nccl_ ? CommBackend::Nccl : CommBackend::Mpi; }
   MPI_Comm raw() const { return comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -45,6 +59,7 @@ class Comm {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::map<std::string, CommStats> stats_;
+  std::unique_ptr<NcclComm> nccl_;
 };
 
 }  // namespace strata

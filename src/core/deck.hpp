@@ -36,7 +36,8 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
-  int64_t data = 1;  // data-parallel replicas; must equal the rank count
+  int64_t data = 1;                  // data-parallel replicas; must equal the rank count
+  std::string comm_backend = "mpi";  // collectives on device buffers: "mpi" or "nccl" (CUDA builds)
 };
 
 struct OptimConfig {

@@ -51,6 +51,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   std::exception_ptr err;
   try {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
+    data_comm_ = std::make_unique<Comm>(grid_->data_group(), parse_comm_backend(deck_.parallel.comm_backend));
     if (deck_.data.kind == "text")
       data_ = std::make_unique<TextDataset>(deck_.data.files, deck_.data.val_fraction, deck_.model.seq_len,
                                             deck_.run.seed);
@@ -66,7 +67,6 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     err = std::current_exception();
   }
   agree_on_error(world, err);
-  data_comm_ = std::make_unique<Comm>(grid_->data_group());
 }
 
 Trainer::~Trainer() = default;
@@ -101,8 +101,8 @@ TrainResult Trainer::run() {
   if (auto* text = dynamic_cast<TextDataset*>(data_.get()))
     log_.info(strfmt("strata: data: %zu files, %lld train / %lld validation bytes", text->files().size(),
                      (long long)text->train_bytes(), (long long)text->val_bytes()));
-  log_.info(strfmt("strata: %lld ranks (data parallel), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s",
-                   (long long)ranks, (long long)gb, (long long)t_len, (long long)rc.steps, gemm_gflops_,
+  log_.info(strfmt("strata: %lld ranks (data parallel, %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s",
+                   (long long)ranks, deck_.parallel.comm_backend.c_str(), (long long)gb, (long long)t_len, (long long)rc.steps, gemm_gflops_,
                    run_dir_.empty() ? "" : ("; run dir " + run_dir_).c_str()));
 
   std::unique_ptr<MetricsCsv> metrics;

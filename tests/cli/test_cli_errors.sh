@@ -53,6 +53,9 @@ expect 2 "parallel.data = 1 but the job has 2 ranks" -- train good.toml
 expect 4 "parallel.data = 2 but the job has 4 ranks" -- train good.toml --set parallel.data=2
 expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'
 expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
+if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then
+  expect 2 'parallel.comm_backend = "nccl" needs a CUDA build' -- train good.toml --set parallel.data=2 --set parallel.comm_backend=nccl
+fi
 
 # command-line errors: exit 2 as well
 timeout 60 "$mpiexec" -n 1 "$strata" frobnicate >/dev/null 2>&1

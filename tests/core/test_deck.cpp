@@ -44,4 +44,5 @@ TEST_CASE("bad decks are rejected with a message naming the key and file", "[cor
   CHECK(error_of(ok, {"parallel.data=3"}).find("data.batch_size (8) must be divisible by parallel.data (3)") != std::string::npos);
   CHECK(error_of(ok, {"nodot=3"}) == "--set 'nodot=3': expected section.key=value");
   CHECK(error_of(ok, {"run.bogus=3"}) == "deck.toml: unknown key 'run.bogus'");
+  CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) == "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
 }

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The GPU build: a CUDA-enabled Kokkos from Debian's source (scripts/build-kokkos-cuda.sh),
+# then all of strata, tests and benchmarks included, with nvcc for sm_90 (preset "cuda",
+# build/cuda). This machine has no GPU: the build proves the code is device-correct
+# (host-only code in a kernel fails to compile); scripts/device-check.sh runs it on a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export PATH=$CUDA_HOME/bin:$PATH   # nvcc_wrapper calls nvcc
+scripts/build-kokkos-cuda.sh >/dev/null
+if [ ! -f build/cuda/CMakeCache.txt ]; then
+  cmake --preset cuda >/dev/null
+fi
+cmake --build --preset cuda -j "$(nproc)"

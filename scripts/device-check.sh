@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU check, run on a machine with an NVIDIA GPU from the repository root:
+#   scripts/device-check.sh [BUNDLE]      (BUNDLE: .device/strata-device.tar.xz, made here by
+#                                           scripts/bundle-device.sh)
+# 1. unit tests on the GPU (kernels and gradient checks in float and double; the
+#    data-parallel equivalence test at 1 and 2 ranks sharing the GPU);
+# 2. the GPT of inputs/device-check.toml trained on the GPU: 1 rank with NCCL collectives,
+#    then 2 ranks with the MPI backend (device buffers staged through the host);
+# 3. each run's losses against the CPU run of the same deck made by bundle-device.sh:
+#    step 1 within 1e-4 relative (same weights and batch, only the order of float sums
+#    differs between cuBLAS/GPU reductions and OpenBLAS/CPU ones), every step within 2e-3;
+# 4. tokens/s of each run, and the kernel benchmarks on the GPU.
+# Writes its log to $OUT/device-check.log when OUT is set. Exit 0 only if every check passes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bundle=${1:-.device/strata-device.tar.xz}
+log=${OUT:-/tmp}/device-check.log
+exec > >(tee "$log") 2>&1
+[ -f "$bundle" ] || { echo "device-check: error: no bundle at $bundle (run scripts/bundle-device.sh)"; exit 2; }
+work=$(mktemp -d)
+tar -xJf "$bundle" -C "$work"
+
+# CUDA's own libraries come from the machine: the toolkit, or the wheels PyTorch brought.
+cuda_dirs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import glob, site; print(" ".join(d for p in site.getsitepackages() for d in sorted(glob.glob(p + "/nvidia/*/lib"))))' 2>/dev/null); do
+  [ -d "$d" ] && cuda_dirs="$cuda_dirs:$d"
+done
+export LD_LIBRARY_PATH="$work/lib${cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$work/bin:$PATH" UCX_MODULE_DIR="$work/lib/ucx" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+mpi="$work/bin/mpiexec.hydra"
+failures=0
+step() { echo; echo "== $*"; }
+check() {  # name command...
+  local name=$1; shift
+  if "$@"; then echo "PASS: $name"; else echo "FAIL: $name (exit $?)"; failures=$((failures + 1)); fi
+}
+
+step "machine"
+nvidia-smi -L 2>/dev/null || echo "device-check: warning: nvidia-smi finds no GPU; the GPU steps below will fail"
+missing=$(ldd "$work/bin/strata" | grep "not found" || true)
+if [ -n "$missing" ]; then echo "device-check: error: libraries not found:"; echo "$missing"; exit 2; fi
+
+step "unit tests on the GPU"
+check "kernels" timeout 300 "$work/bin/test_kernels"
+check "units (GPT gradient check, deck, data)" timeout 300 "$work/bin/test_units"
+check "data parallel, 1 rank" timeout 300 "$mpi" -n 1 "$work/bin/test_mpi"
+check "data parallel, 2 ranks sharing the GPU (MPI backend)" timeout 300 "$mpi" -n 2 "$work/bin/test_mpi"
+
+runs=${OUT:-$work}/runs
+step "GPT training on the GPU: 1 rank, NCCL"
+check "train, 1 rank, NCCL" timeout 300 "$work/bin/strata" train inputs/device-check.toml \
+  --set parallel.comm_backend=nccl --set run.out_dir="$runs/nccl-1"
+step "GPT training on the GPU: 2 ranks, MPI backend"
+check "train, 2 ranks, MPI" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+  --set parallel.data=2 --set run.out_dir="$runs/mpi-2"
+
+step "losses against the CPU run of the same deck"
+for r in nccl-1 mpi-2; do
+  check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics.csv" \
+    "$runs/$r/device-check/metrics.csv" 1e-4 2e-3
+done
+
+step "throughput (last logged step)"
+for csv in "$work/cpu-reference/metrics.csv" "$runs/nccl-1/device-check/metrics.csv" "$runs/mpi-2/device-check/metrics.csv"; do
+  [ -f "$csv" ] && tail -1 "$csv" | awk -F, -v f="$csv" '{ printf "%-60s %10.0f tok/s %8.1f ms/step %8.1f GFLOP/s\n", f, $7, $6, $8 }'
+done
+
+step "kernel benchmarks on the GPU"
+timeout 300 "$work/bin/bench_kernels" --benchmark_min_time=0.2 || echo "(benchmarks failed)"
+
+echo
+if [ $failures -eq 0 ]; then echo "device-check: all checks passed"; else echo "device-check: $failures checks failed"; fi
+rm -rf "$work"
+exit $((failures > 0))

@@ -1,0 +1,64 @@
+#include "comm/nccl_comm.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
+
+#if defined(STRATA_HAVE_NCCL)
+#include <Kokkos_Core.hpp>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+namespace strata {
+
+#if defined(STRATA_HAVE_NCCL)
+
+namespace {
+void check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
+}
+}  // namespace
+
+struct NcclComm::Impl {
+  ncclComm_t comm = nullptr;
+};
+
+NcclComm::NcclComm(MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  ncclUniqueId id;
+  if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
+  check(ncclCommInitRank(&impl_->comm, size, id, rank), "ncclCommInitRank");
+}
+
+NcclComm::~NcclComm() {
+  if (impl_ && impl_->comm) ncclCommDestroy(impl_->comm);
+}
+
+void NcclComm::allreduce_sum(void* device_buf, int64_t n, bool is_double) {
+  cudaStream_t stream = Kokkos::Cuda().cuda_stream();
+  check(ncclAllReduce(device_buf, device_buf, size_t(n), is_double ? ncclDouble : ncclFloat, ncclSum, impl_->comm,
+                      stream),
+        "ncclAllReduce");
+  if (cudaStreamSynchronize(stream) != cudaSuccess) throw std::runtime_error("cudaStreamSynchronize after ncclAllReduce");
+}
+
+bool nccl_available() { return true; }
+
+#else
+
+struct NcclComm::Impl {};
+NcclComm::NcclComm(MPI_Comm) {
+  throw UserError("parallel.comm_backend = \"nccl\" needs a CUDA build of strata (this one has no NCCL)");
+}
+NcclComm::~NcclComm() = default;
+void NcclComm::allreduce_sum(void*, int64_t, bool) {}
+bool nccl_available() { return false; }
+
+#endif
+
+}  // namespace strata

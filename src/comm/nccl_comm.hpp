@@ -1,0 +1,29 @@
+#pragma once
+// NCCL communicator over the ranks of an MPI communicator (built when CUDA is on). Used
+// by Comm for sums of device buffers; the NCCL unique id travels by MPI_Bcast.
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace strata {
+
+class NcclComm {
+ public:
+  explicit NcclComm(MPI_Comm comm);  // collective over comm
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+  // In-place sum of n device values of type float (is_double = false) or double, on
+  // Kokkos' CUDA stream; returns when the result is in place.
+  void allreduce_sum(void* device_buf, int64_t n, bool is_double);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether this build has NCCL (CUDA builds do).
+bool nccl_available();
+
+}  // namespace strata
