@@ -1,8 +1,13 @@
-// strata: one SPMD executable. `strata train DECK.toml [--set section.key=value ...]`.
+// strata: one SPMD executable.
+//   strata train DECK.toml [--set section.key=value ...] [--restart PATH|latest]
+//   strata inspect CKPT.h5
+//   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //
-// Exit codes: 0 success; 2 bad input (deck, data, layout, command line), reported once by
-// rank 0 as one line; 1 internal error. An error on some ranks only, after set-up,
-// aborts the whole job (MPI_Abort) rather than leaving the others waiting.
+// Exit codes: 0 success, also after a signal (SIGUSR1/SIGTERM) or run.max_walltime made
+// training write a checkpoint and stop early; 2 bad input (deck, data, layout, command
+// line, checkpoint), reported once by rank 0 as one line; 3 `inspect` found tensors that
+// fail their checksum; 1 internal error. An error on some ranks only, after set-up, aborts
+// the whole job (MPI_Abort) rather than leaving the others waiting.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -12,8 +17,13 @@
 #include <optional>
 #include <string>
 
+#include <iostream>
+
 #include "core/deck.hpp"
 #include "core/error.hpp"
+#include "train/generate.hpp"
+#include "train/inspect_checkpoint.hpp"
+#include "train/stop_signals.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -35,12 +45,30 @@ void bind_device_by_local_rank() {
 void bind_device_by_local_rank() {}
 #endif
 
-int run_train(const std::string& deck_path, const std::vector<std::string>& overrides) {
+int run_train(const std::string& deck_path, const std::vector<std::string>& overrides, const std::string& restart) {
   // Every rank reads and validates the deck: the outcome is the same everywhere, so a bad
   // deck ends all ranks with the same error and no communication is needed.
   const strata::Deck deck = strata::load_deck(deck_path, overrides);
-  strata::Trainer trainer(deck, MPI_COMM_WORLD);
+  strata::install_stop_signal_handlers();
+  strata::TrainOptions opts;
+  opts.restart = restart;
+  strata::Trainer trainer(deck, MPI_COMM_WORLD, opts);
   trainer.run();
+  return strata::kExitOk;
+}
+
+// Post-processing runs on rank 0; other ranks (if any) just wait.
+int run_inspect(int rank, const std::string& path) {
+  if (rank != 0) return strata::kExitOk;
+  return strata::inspect_checkpoint(path, std::cout) == 0 ? strata::kExitOk : 3;
+}
+
+int run_generate(int rank, const std::string& path, const strata::GenerateOptions& opts) {
+  if (rank != 0) return strata::kExitOk;
+  const auto tokens = strata::generate_tokens(path, opts);
+  std::string text = opts.prompt;
+  for (int32_t t : tokens) text += t < 256 ? std::string(1, char(t)) : "<" + std::to_string(t) + ">";
+  std::cout << text << std::endl;
   return strata::kExitOk;
 }
 
@@ -69,9 +97,22 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     std::string deck_path;
     std::vector<std::string> overrides;
+    std::string restart, checkpoint;
+    strata::GenerateOptions gen;
     auto* train = app.add_subcommand("train", "train the model a deck describes");
     train->add_option("deck", deck_path, "deck file (TOML)")->required();
     train->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+    train->add_option("--restart", restart,
+                      "resume from a checkpoint file, or 'latest' (the newest in the run directory; "
+                      "starts fresh if there is none)");
+    auto* inspect = app.add_subcommand("inspect", "print a checkpoint's step, layout, deck and tensors, verifying checksums");
+    inspect->add_option("checkpoint", checkpoint, "checkpoint file (.h5)")->required();
+    auto* generate = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
+    generate->add_option("checkpoint", checkpoint, "checkpoint file (.h5)")->required();
+    generate->add_option("--prompt", gen.prompt, "text to continue");
+    generate->add_option("--tokens", gen.tokens, "tokens to sample (default 200)");
+    generate->add_option("--temperature", gen.temperature, "softmax temperature; 0 = greedy (default 1)");
+    generate->add_option("--seed", gen.seed, "sampling seed (default 1)");
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -82,7 +123,9 @@ int main(int argc, char** argv) {
       return code;
     }
     try {
-      if (*train) code = run_train(deck_path, overrides);
+      if (*train) code = run_train(deck_path, overrides, restart);
+      if (*inspect) code = run_inspect(rank, checkpoint);
+      if (*generate) code = run_generate(rank, checkpoint, gen);
     } catch (const strata::UserError& e) {
       if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
       code = strata::kExitUserError;

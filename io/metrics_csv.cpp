@@ -1,16 +1,28 @@
 #include "io/metrics_csv.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 
 #include "core/error.hpp"
 
 namespace strata {
 
-MetricsCsv::MetricsCsv(const std::string& path, const std::vector<std::string>& columns) {
+MetricsCsv::MetricsCsv(const std::string& path, const std::vector<std::string>& columns, int64_t resume_after_step) {
+  std::string header;
+  for (size_t i = 0; i < columns.size(); ++i) header += (i ? "," : "") + columns[i];
+  std::vector<std::string> kept;
+  if (resume_after_step >= 0) {
+    std::ifstream in(path);
+    std::string line;
+    if (std::getline(in, line) && line == header)
+      while (std::getline(in, line))
+        if (!line.empty() && std::atoll(line.c_str()) <= resume_after_step) kept.push_back(line);
+  }
   f_ = std::fopen(path.c_str(), "w");
   if (!f_) throw UserError("cannot write metrics file '" + path + "'");
-  for (size_t i = 0; i < columns.size(); ++i) std::fprintf(f_, "%s%s", i ? "," : "", columns[i].c_str());
-  std::fprintf(f_, "\n");
+  std::fprintf(f_, "%s\n", header.c_str());
+  for (const auto& line : kept) std::fprintf(f_, "%s\n", line.c_str());
   std::fflush(f_);
 }
 

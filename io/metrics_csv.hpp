@@ -1,6 +1,7 @@
 #pragma once
 // metrics.csv in the run directory: one row per logged step, written by rank 0 and
 // flushed each row so a killed run keeps what it measured.
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,7 +11,9 @@ namespace strata {
 class MetricsCsv {
  public:
   MetricsCsv() = default;
-  MetricsCsv(const std::string& path, const std::vector<std::string>& columns);
+  // Starts path afresh; or, when resume_after_step >= 0 (a restart), keeps the rows of an
+  // existing file up to that step and appends after them.
+  MetricsCsv(const std::string& path, const std::vector<std::string>& columns, int64_t resume_after_step = -1);
   ~MetricsCsv();
   MetricsCsv(const MetricsCsv&) = delete;
   MetricsCsv& operator=(const MetricsCsv&) = delete;

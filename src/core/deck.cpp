@@ -133,7 +133,13 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.read("val_every", c.val_every);
     s.read("val_batches", c.val_batches);
     s.read("seed", c.seed);
+    s.read("checkpoint_every", c.checkpoint_every);
+    s.read("keep_checkpoints", c.keep_checkpoints);
+    s.read("max_walltime", c.max_walltime);
     s.reject_unknown();
+    s.check(c.checkpoint_every >= 0, "checkpoint_every", "must be >= 0");
+    s.check(c.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1");
+    s.check(c.max_walltime >= 0, "max_walltime", "must be >= 0 (seconds)");
     s.check(!c.name.empty() && c.name.find('/') == std::string::npos, "name", "must be a non-empty name without '/'");
     s.check(c.steps >= 1, "steps", "must be >= 1");
     s.check(c.log_every >= 1, "log_every", "must be >= 1");
@@ -219,7 +225,9 @@ std::string resolved_toml(const Deck& d) {
   os << "# resolved deck (defaults and --set overrides applied); source: " << d.path << "\n";
   os << "[run]\nname = " << q(d.run.name) << "\nout_dir = " << q(d.run.out_dir) << "\nsteps = " << d.run.steps
      << "\nlog_every = " << d.run.log_every << "\nval_every = " << d.run.val_every
-     << "\nval_batches = " << d.run.val_batches << "\nseed = " << d.run.seed << "\n\n";
+     << "\nval_batches = " << d.run.val_batches << "\nseed = " << d.run.seed
+     << "\ncheckpoint_every = " << d.run.checkpoint_every << "\nkeep_checkpoints = " << d.run.keep_checkpoints
+     << "\nmax_walltime = " << d.run.max_walltime << "\n\n";
   os << "[model]\nkind = " << q(d.model.kind) << "\nn_layer = " << d.model.n_layer << "\nn_embd = " << d.model.n_embd
      << "\nn_head = " << d.model.n_head << "\nvocab_size = " << d.model.vocab_size
      << "\nseq_len = " << d.model.seq_len << "\ninit_std = " << d.model.init_std << "\n\n";

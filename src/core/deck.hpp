@@ -16,6 +16,9 @@ struct RunConfig {
   int64_t val_every = 0;    // 0: no periodic validation
   int64_t val_batches = 4;  // validation batches (of data.batch_size) per evaluation
   uint64_t seed = 1337;
+  int64_t checkpoint_every = 0;  // steps between checkpoints (and one at the end); 0: none
+  int64_t keep_checkpoints = 3;  // complete checkpoints kept in run_dir/checkpoints
+  double max_walltime = 0;       // seconds; checkpoint and stop before this much has passed (0: no limit)
 };
 
 struct ModelConfig {

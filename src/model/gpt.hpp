@@ -32,6 +32,8 @@ class GPT {
   // 1/(global tokens) for a mean loss. Accumulates into params().grads().
   void backward(const BlockContext& ctx, T dloss_scale);
 
+  // Logits (batch*seq_len, vocab) of the last forward (before any backward overwrites them).
+  V2<const T> logits() const { return act_.head.logits; }
   ParamStore<T>& params() { return store_; }
   const ModelConfig& config() const { return cfg_; }
   // Training FLOPs per token: 6 N (N without the position table, which is a lookup)

@@ -13,6 +13,7 @@ class AdamW {
   // One update with learning rate lr from the store's (already reduced, clipped) grads.
   void step(ParamStore<T>& store, double lr);
   int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t n) { step_ = n; }  // on restart from a checkpoint
 
  private:
   OptimConfig cfg_;

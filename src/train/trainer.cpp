@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -12,12 +13,14 @@
 #include "core/memory.hpp"
 #include "engine/data_parallel.hpp"
 #include "io/batch.hpp"
+#include "io/checkpoint_dir.hpp"
 #include "io/metrics_csv.hpp"
 #include "io/random_tokens.hpp"
 #include "io/text_dataset.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_clip.hpp"
 #include "train/gemm_probe.hpp"
+#include "train/stop_signals.hpp"
 
 namespace strata {
 namespace {
@@ -58,11 +61,14 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     else
       data_ = std::make_unique<RandomTokens>(deck_.model.vocab_size, deck_.run.seed);
     model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed);
-    if (opts_.write_outputs && world_rank(world) == 0) {
+    if (opts_.write_outputs) {
       run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
-      make_dirs(run_dir_);
-      std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
+      if (world_rank(world) == 0) {
+        make_dirs(run_dir_ + "/checkpoints");
+        std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
+      }
     }
+    if (!opts_.restart.empty()) restart_from(opts_.restart);
   } catch (...) {
     err = std::current_exception();
   }
@@ -70,6 +76,43 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
 }
 
 Trainer::~Trainer() = default;
+
+std::string Trainer::layout() const { return "data=" + std::to_string(grid_->data_size()); }
+
+void Trainer::restart_from(const std::string& what) {
+  std::string path = what;
+  if (what == "latest") {
+    if (run_dir_.empty()) throw UserError("--restart latest needs the run directory (outputs are off)");
+    const auto latest = CheckpointDirectory(run_dir_ + "/checkpoints").latest();
+    if (!latest) {
+      log_.info("strata: restart: no checkpoint in " + run_dir_ + "/checkpoints: starting fresh");
+      return;
+    }
+    path = *latest;
+  }
+  const double t0 = Timers::now();
+  start_ = read_model_checkpoint(path, model_->params());
+  const double dt = Timers::now() - t0;
+  const double mib = 3.0 * double(model_->params().numel()) * sizeof(float) / double(1 << 20);
+  log_.info(strfmt("strata: restart: read %s (step %lld, %.1f MiB of tensors) in %.3f s (%.0f MB/s)", path.c_str(),
+                   (long long)start_.step, mib, dt, mib * 1.048576 / dt));
+}
+
+void Trainer::write_checkpoint(TrainingState state) {
+  state.val_loss = validate();
+  CheckpointDirectory dir(run_dir_ + "/checkpoints");
+  const char* pause = std::getenv("STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP");  // test hook (see tests/)
+  const bool pause_here = pause && std::atoll(pause) == state.step;
+  const double t0 = Timers::now();
+  const int64_t bytes = write_model_checkpoint(dir.temp_path(state.step), grid_->world(), model_->params(), state,
+                                               deck_, layout(), pause_here);
+  if (grid_->world_rank() == 0) dir.publish(state.step, deck_.run.keep_checkpoints);
+  MPI_Barrier(grid_->world());  // nobody goes on (or exits) before LATEST names the new file
+  last_checkpoint_seconds_ = Timers::now() - t0;
+  log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s), val loss %.4f",
+                   dir.final_path(state.step).c_str(), double(bytes) / (1 << 20), last_checkpoint_seconds_,
+                   double(bytes) / 1e6 / last_checkpoint_seconds_, state.val_loss));
+}
 
 double Trainer::validate() {
   const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
@@ -106,22 +149,27 @@ TrainResult Trainer::run() {
                    run_dir_.empty() ? "" : ("; run dir " + run_dir_).c_str()));
 
   std::unique_ptr<MetricsCsv> metrics;
-  if (!run_dir_.empty())
+  if (!run_dir_.empty() && grid_->world_rank() == 0)
     metrics = std::make_unique<MetricsCsv>(run_dir_ + "/metrics.csv",
                                            std::vector<std::string>{"step", "loss", "val_loss", "lr", "grad_norm",
                                                                     "ms_per_step", "tokens_per_s", "gflops_per_s",
-                                                                    "peak_rss_mib"});
+                                                                    "peak_rss_mib"},
+                                           start_.step > 0 ? start_.step : -1);
 
   DataParallel<float> engine(*model_, *data_comm_);
   AdamW<float> optim(deck_.optim);
+  optim.set_steps_taken(start_.optim_steps);
   Batch batch(lb, t_len);
   TrainResult result;
+  result.first_step = start_.step;
+  const bool checkpoints = !run_dir_.empty();
+  if (start_.step >= rc.steps) log_.info(strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
   const double t_start = Timers::now();
   double window_start = t_start;
   int64_t window_steps = 0;
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
-  for (int64_t step = 0; step < rc.steps; ++step) {
+  for (int64_t step = start_.step; step < rc.steps; ++step) {
     timers_.start("step");
     timers_.start("data");
     batch.load(*data_, Split::Train, step, grid_->data_rank() * lb);
@@ -163,9 +211,35 @@ TrainResult Trainer::run() {
       window_start = now;
       window_steps = 0;
     }
+
+    // Stop requests (a signal on any rank, or the wall-time budget) are decided together:
+    // one small all-reduce per step, so every rank stops after the same step.
+    bool out_of_time = false;
+    if (rc.max_walltime > 0) {
+      // stop while there is time for two more steps and two checkpoint writes, plus 5 s
+      const double elapsed = Timers::now() - t_start;
+      const double per_step = elapsed / double(step + 1 - start_.step);
+      out_of_time = elapsed + 2 * per_step + 2 * last_checkpoint_seconds_ + 5 > rc.max_walltime;
+    }
+    const bool stop = data_comm_->allreduce_max(stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0) > 0;
+    const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
+    if (checkpoints && (every || stop)) {
+      timers_.start("checkpoint");
+      write_checkpoint({step + 1, optim.steps_taken(), int64_t((step + 1) * tokens_per_step), 0.0});
+      window_start += timers_.stop("checkpoint");
+    }
+    if (stop && !last) {
+      result.stopped_early = true;
+      const int sig = stop_signal_received();
+      const char* why = sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : out_of_time ? "run.max_walltime"
+                                                                                              : "a signal to another rank";
+      log_.info(strfmt("strata: stopping after step %lld of %lld (%s)%s", (long long)step + 1, (long long)rc.steps, why,
+                       checkpoints ? "; resume with --restart latest" : ""));
+      break;
+    }
   }
   result.seconds = Timers::now() - t_start;
-  result.tokens_per_second = tokens_per_step * double(rc.steps) / result.seconds;
+  result.tokens_per_second = tokens_per_step * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   print_summary(result);
   return result;
 }

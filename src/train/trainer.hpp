@@ -13,17 +13,21 @@
 #include "core/timers.hpp"
 #include "io/token_source.hpp"
 #include "model/gpt.hpp"
+#include "train/model_checkpoint.hpp"
 
 namespace strata {
 
 struct TrainOptions {
-  bool write_outputs = true;  // run directory, deck copy, metrics.csv (rank 0)
+  bool write_outputs = true;  // run directory, deck copy, metrics.csv, checkpoints
+  std::string restart;        // "" (fresh), "latest" (newest in run_dir/checkpoints, if any), or a path
   bool print = true;          // progress lines and summary (rank 0)
   bool probe_gemm = true;     // measure the GEMM rate for the utilisation column
 };
 
 struct TrainResult {
-  std::vector<double> losses;                     // global mean training loss per step
+  int64_t first_step = 0;                         // steps before this run (restart point)
+  std::vector<double> losses;                     // global mean training loss per step run
+  bool stopped_early = false;                     // a signal or run.max_walltime stopped it
   std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
   double seconds = 0;                             // training loop wall time
   double tokens_per_second = 0;
@@ -40,6 +44,11 @@ class Trainer {
  private:
   double validate();
   void print_summary(const TrainResult& r);
+  // Collective: writes and publishes the checkpoint of `state` (validation loss included).
+  void write_checkpoint(TrainingState state);
+  // Loads `what` ("latest" or a path) into the model; sets start_.
+  void restart_from(const std::string& what);
+  std::string layout() const;
 
   Deck deck_;
   TrainOptions opts_;
@@ -49,8 +58,10 @@ class Trainer {
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<GPT<float>> model_;
   Timers timers_;
-  std::string run_dir_;
+  std::string run_dir_;  // out_dir/name on every rank when outputs are written, else ""
   double gemm_gflops_ = 0;
+  TrainingState start_;  // where this run starts (a restart's checkpoint, or step 0)
+  double last_checkpoint_seconds_ = 0;
 };
 
 }  // namespace strata

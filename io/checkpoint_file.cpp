@@ -1,0 +1,248 @@
+#include "io/checkpoint_file.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/error.hpp"
+
+namespace strata {
+namespace {
+
+// HDF5 prints its own error stacks by default; strata reports one line instead.
+void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+void check(herr_t status, const std::string& what) {
+  if (status < 0) throw std::runtime_error("HDF5: " + what + " failed");
+}
+
+std::string shape_string(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+// ---- writer ---------------------------------------------------------------------------
+
+CheckpointWriter::CheckpointWriter(const std::string& path, MPI_Comm comm) : path_(path) {
+  silence_hdf5();
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+  H5Pset_all_coll_metadata_ops(fapl, true);
+  H5Pset_coll_metadata_write(fapl, true);
+  file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
+  if (file_ < 0) throw UserError("cannot create checkpoint file '" + path + "'");
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+void CheckpointWriter::close() {
+  if (file_ < 0) return;
+  H5Fflush(file_, H5F_SCOPE_GLOBAL);
+  const herr_t st = H5Fclose(file_);
+  file_ = -1;
+  check(st, "closing " + path_);
+}
+
+hid_t CheckpointWriter::group_for(const std::string& name) {
+  // Create intermediate groups ("/optim/adam_m/x" -> /optim, /optim/adam_m) as needed.
+  const auto slash = name.rfind('/');
+  const std::string parent = slash == 0 ? "/" : name.substr(0, slash);
+  if (parent == "/") return H5Gopen2(file_, "/", H5P_DEFAULT);
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t g = H5Lexists(file_, parent.c_str(), H5P_DEFAULT) > 0 ? H5Gopen2(file_, parent.c_str(), H5P_DEFAULT)
+                                                               : H5Gcreate2(file_, parent.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT);
+  H5Pclose(lcpl);
+  if (g < 0) throw std::runtime_error("HDF5: cannot create group " + parent + " in " + path_);
+  return g;
+}
+
+void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape, int64_t row_begin,
+                                    int64_t row_count, const float* rows) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  hsize_t row_size = 1;
+  for (size_t d = 1; d < dims.size(); ++d) row_size *= dims[d];
+  // Chunks of whole rows, about 1M values each: Fletcher32 (like every filter) needs a
+  // chunked layout, and each chunk carries its own checksum.
+  std::vector<hsize_t> chunk = dims;
+  chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (1u << 20) / std::max<hsize_t>(1, row_size)));
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+  H5Pset_fletcher32(dcpl);
+  hid_t space = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
+  hid_t group = group_for(name);
+  const std::string leaf = name.substr(name.rfind('/') + 1);
+  hid_t dset = H5Dcreate2(group, leaf.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Pclose(dcpl);
+  H5Gclose(group);
+  if (dset < 0) {
+    H5Sclose(space);
+    throw std::runtime_error("HDF5: cannot create dataset " + name + " in " + path_);
+  }
+  // This rank's rows; an empty selection still takes part in the collective write.
+  std::vector<hsize_t> start(dims.size(), 0), count = dims;
+  start[0] = hsize_t(row_begin);
+  count[0] = hsize_t(row_count);
+  hid_t mem = H5Screate_simple(int(count.size()), count.data(), nullptr);
+  if (row_count > 0) {
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  } else {
+    H5Sselect_none(space);
+    H5Sselect_none(mem);
+  }
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+  const herr_t st = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, dxpl, rows);
+  H5Pclose(dxpl);
+  H5Sclose(mem);
+  H5Sclose(space);
+  H5Dclose(dset);
+  check(st, "writing " + name + " to " + path_);
+}
+
+void CheckpointWriter::write_attribute(const std::string& name, const std::string& value) {
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, std::max<size_t>(1, value.size()));
+  H5Tset_strpad(type, H5T_STR_NULLPAD);
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+  const herr_t st = H5Awrite(attr, type, value.empty() ? "" : value.data());
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+  check(st, "writing attribute " + name);
+}
+
+void CheckpointWriter::write_attribute(const std::string& name, int64_t value) {
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(file_, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+  const herr_t st = H5Awrite(attr, H5T_NATIVE_INT64, &value);
+  H5Aclose(attr);
+  H5Sclose(space);
+  check(st, "writing attribute " + name);
+}
+
+void CheckpointWriter::write_attribute(const std::string& name, double value) {
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(file_, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+  const herr_t st = H5Awrite(attr, H5T_NATIVE_DOUBLE, &value);
+  H5Aclose(attr);
+  H5Sclose(space);
+  check(st, "writing attribute " + name);
+}
+
+// ---- reader ---------------------------------------------------------------------------
+
+CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
+  silence_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw UserError("checkpoint '" + path + "' is missing or not an HDF5 file (truncated or corrupt?)");
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file_ < 0) throw UserError("checkpoint '" + path + "' cannot be opened (truncated or corrupt?)");
+}
+
+CheckpointReader::~CheckpointReader() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+bool CheckpointReader::has_tensor(const std::string& name) const {
+  // H5Lexists needs every intermediate group to exist
+  std::string partial;
+  size_t pos = 1;
+  while (true) {
+    pos = name.find('/', pos);
+    partial = name.substr(0, pos);
+    if (H5Lexists(file_, partial.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (pos == std::string::npos) return true;
+    ++pos;
+  }
+}
+
+std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
+  if (!has_tensor(name)) throw UserError("checkpoint '" + path_ + "' has no tensor " + name);
+  hid_t dset = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  if (dset < 0) throw UserError("checkpoint '" + path_ + "': cannot open tensor " + name + " (corrupt?)");
+  hid_t space = H5Dget_space(dset);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  H5Sclose(space);
+  H5Dclose(dset);
+  if (rank < 0) throw UserError("checkpoint '" + path_ + "': tensor " + name + " has an unreadable shape (corrupt?)");
+  return {dims.begin(), dims.end()};
+}
+
+void CheckpointReader::read_tensor(const std::string& name, float* out) const {
+  (void)shape(name);  // existence
+  hid_t dset = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  const herr_t st = H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+  H5Dclose(dset);
+  if (st < 0)
+    throw UserError("checkpoint '" + path_ + "': tensor " + name +
+                    " cannot be read: checksum mismatch or truncated data (corrupt file)");
+}
+
+std::vector<std::string> CheckpointReader::tensor_names(const std::string& group) const {
+  std::vector<std::string> names;
+  if (!has_tensor(group)) return names;
+  hid_t g = H5Gopen2(file_, group.c_str(), H5P_DEFAULT);
+  H5G_info_t info;
+  H5Gget_info(g, &info);
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    // HDF5 tracks creation order only when asked; name order is fine for listing.
+    const ssize_t n = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    std::string s(size_t(std::max<ssize_t>(n, 0)), '\0');
+    H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size() + 1, H5P_DEFAULT);
+    names.push_back(s);
+  }
+  H5Gclose(g);
+  return names;
+}
+
+std::string CheckpointReader::string_attribute(const std::string& name) const {
+  hid_t attr = H5Aopen(file_, name.c_str(), H5P_DEFAULT);
+  if (attr < 0) throw UserError("checkpoint '" + path_ + "' has no attribute '" + name + "'");
+  hid_t type = H5Aget_type(attr);
+  const size_t size = H5Tget_size(type);
+  std::string value(size, '\0');
+  hid_t mem = H5Tcopy(H5T_C_S1);
+  H5Tset_size(mem, size);
+  H5Tset_strpad(mem, H5T_STR_NULLPAD);
+  const herr_t st = H5Aread(attr, mem, value.data());
+  H5Tclose(mem);
+  H5Tclose(type);
+  H5Aclose(attr);
+  if (st < 0) throw UserError("checkpoint '" + path_ + "': attribute '" + name + "' is unreadable");
+  value.resize(value.find_last_not_of('\0') + 1);
+  return value;
+}
+
+int64_t CheckpointReader::int_attribute(const std::string& name) const {
+  hid_t attr = H5Aopen(file_, name.c_str(), H5P_DEFAULT);
+  if (attr < 0) throw UserError("checkpoint '" + path_ + "' has no attribute '" + name + "'");
+  int64_t v = 0;
+  const herr_t st = H5Aread(attr, H5T_NATIVE_INT64, &v);
+  H5Aclose(attr);
+  if (st < 0) throw UserError("checkpoint '" + path_ + "': attribute '" + name + "' is unreadable");
+  return v;
+}
+
+double CheckpointReader::double_attribute(const std::string& name) const {
+  hid_t attr = H5Aopen(file_, name.c_str(), H5P_DEFAULT);
+  if (attr < 0) throw UserError("checkpoint '" + path_ + "' has no attribute '" + name + "'");
+  double v = 0;
+  const herr_t st = H5Aread(attr, H5T_NATIVE_DOUBLE, &v);
+  H5Aclose(attr);
+  if (st < 0) throw UserError("checkpoint '" + path_ + "': attribute '" + name + "' is unreadable");
+  return v;
+}
+
+}  // namespace strata

@@ -1,0 +1,72 @@
+#pragma once
+// One checkpoint = one HDF5 file, written collectively by all ranks with parallel HDF5
+// (MPI-IO, collective transfers). Each tensor is one *global* dataset (full logical
+// shape, float32, chunked, Fletcher32 checksum); every rank writes a hyperslab of rows of
+// it. Readers may use any number of ranks: they read what they need of the global
+// datasets. Attributes on the root group carry scalars and strings (step, deck, layout).
+//
+// This level knows files and tensors, not models: src/train maps parameters to names.
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class CheckpointWriter {
+ public:
+  // Creates path (truncating it) collectively over comm.
+  CheckpointWriter(const std::string& path, MPI_Comm comm);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Collective: dataset `name` (e.g. "/params/wte") of global shape `shape`; this rank
+  // writes rows [row_begin, row_begin + row_count) of dimension 0 from host memory `rows`
+  // (row-major, row_count * prod(shape[1:]) values). row_count may be 0.
+  void write_tensor(const std::string& name, const std::vector<int64_t>& shape, int64_t row_begin,
+                    int64_t row_count, const float* rows);
+  // Collective, identical values on all ranks.
+  void write_attribute(const std::string& name, const std::string& value);
+  void write_attribute(const std::string& name, int64_t value);
+  void write_attribute(const std::string& name, double value);
+  // Collective; flushes and closes. Called by the destructor if not called before.
+  void close();
+
+ private:
+  hid_t group_for(const std::string& dataset_name);
+  std::string path_;
+  hid_t file_ = -1;
+};
+
+class CheckpointReader {
+ public:
+  // Opens path read-only on this rank alone (each rank reads what it needs). Throws
+  // UserError naming the file when it is missing, truncated or not HDF5.
+  explicit CheckpointReader(const std::string& path);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  bool has_tensor(const std::string& name) const;
+  // Throws UserError when the dataset is missing.
+  std::vector<int64_t> shape(const std::string& name) const;
+  // Reads the whole dataset into out (prod(shape) floats); the Fletcher32 checksum of
+  // every chunk is verified. Throws UserError naming the file and tensor on failure.
+  void read_tensor(const std::string& name, float* out) const;
+  // Names of the datasets under a group (e.g. "/params"), in creation order.
+  std::vector<std::string> tensor_names(const std::string& group) const;
+
+  std::string string_attribute(const std::string& name) const;
+  int64_t int_attribute(const std::string& name) const;
+  double double_attribute(const std::string& name) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  hid_t file_ = -1;
+};
+
+}  // namespace strata

@@ -1,0 +1,65 @@
+#include "train/generate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/deck.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io/checkpoint_file.hpp"
+#include "model/gpt.hpp"
+#include "train/model_checkpoint.hpp"
+
+namespace strata {
+
+std::vector<int32_t> generate_tokens(const std::string& checkpoint, const GenerateOptions& opts) {
+  if (opts.tokens < 0) throw UserError("--tokens must be >= 0");
+  if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
+  const Deck deck = parse_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
+  const auto& m = deck.model;
+  GPT<float> model(m, deck.run.seed);
+  read_model_checkpoint(checkpoint, model.params());
+
+  std::vector<int32_t> context;
+  for (unsigned char ch : opts.prompt) {
+    if (int64_t(ch) >= m.vocab_size) throw UserError("the prompt has byte " + std::to_string(ch) + " outside the vocabulary");
+    context.push_back(ch);
+  }
+  if (context.empty()) context.push_back(m.vocab_size > '\n' ? '\n' : 0);
+
+  std::vector<int32_t> out;
+  std::vector<double> p(size_t(m.vocab_size));
+  for (int64_t i = 0; i < opts.tokens; ++i) {
+    // the last seq_len tokens are the window the model sees
+    const int64_t t = std::min<int64_t>(int64_t(context.size()), m.seq_len);
+    Tensor1<int32_t> tok("gen.tokens", t), dummy_targets("gen.targets", t);
+    auto h = Kokkos::create_mirror_view(tok);
+    for (int64_t j = 0; j < t; ++j) h(j) = context[context.size() - size_t(t) + size_t(j)];
+    Kokkos::deep_copy(tok, h);
+    model.forward(BlockContext{1, t}, tok, dummy_targets);
+    // logits of the last position, to the host
+    auto last = Kokkos::subview(model.logits(), t - 1, Kokkos::ALL());
+    Kokkos::View<float*, Kokkos::HostSpace> hl("gen.logits", size_t(m.vocab_size));
+    Kokkos::deep_copy(hl, last);
+    int32_t next = 0;
+    if (opts.temperature == 0) {
+      next = int32_t(std::max_element(hl.data(), hl.data() + m.vocab_size) - hl.data());
+    } else {
+      const double mx = *std::max_element(hl.data(), hl.data() + m.vocab_size);
+      double z = 0;
+      for (int64_t v = 0; v < m.vocab_size; ++v) z += (p[size_t(v)] = std::exp((hl(v) - mx) / opts.temperature));
+      double u = counter_uniform(opts.seed, 0x6E6E, uint64_t(i)) * z;
+      next = int32_t(m.vocab_size - 1);
+      for (int64_t v = 0; v < m.vocab_size; ++v)
+        if ((u -= p[size_t(v)]) <= 0) {
+          next = int32_t(v);
+          break;
+        }
+    }
+    out.push_back(next);
+    context.push_back(next);
+  }
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,60 @@
+#include "train/inspect_checkpoint.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/checkpoint_file.hpp"
+
+namespace strata {
+
+int inspect_checkpoint(const std::string& path, std::ostream& out) {
+  CheckpointReader r(path);
+  out << "checkpoint   " << path << "\n";
+  out << "format       " << r.string_attribute("format") << "\n";
+  out << "step         " << r.int_attribute("step") << " (AdamW updates " << r.int_attribute("optim_steps")
+      << ", tokens seen " << r.int_attribute("tokens_seen") << ")\n";
+  const double val = r.double_attribute("val_loss");
+  out << "val loss     " << (std::isnan(val) ? std::string("-") : std::to_string(val)) << "\n";
+  out << "written by   " << r.int_attribute("ranks") << " ranks, layout " << r.string_attribute("layout") << "\n";
+  out << "sampler      " << r.string_attribute("sampler") << "\n";
+  out << "deck:\n";
+  const std::string deck = r.string_attribute("deck");
+  for (size_t start = 0; start < deck.size();) {
+    const size_t end = deck.find('\n', start);
+    out << "  " << deck.substr(start, end - start) << "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  int failures = 0;
+  int64_t values = 0;
+  out << "tensors (checksums verified by reading every chunk):\n";
+  for (const std::string group : {"/params", "/optim/adam_m", "/optim/adam_v"}) {
+    for (const auto& name : r.tensor_names(group)) {
+      const std::string full = group + "/" + name;
+      const auto shape = r.shape(full);
+      int64_t n = 1;
+      std::string shape_text = "[";
+      for (size_t i = 0; i < shape.size(); ++i) {
+        n *= shape[i];
+        shape_text += (i ? ", " : "") + std::to_string(shape[i]);
+      }
+      shape_text += "]";
+      std::vector<float> data(static_cast<size_t>(n));
+      std::string status = "ok";
+      try {
+        r.read_tensor(full, data.data());
+      } catch (const UserError&) {
+        status = "CHECKSUM FAILED";
+        ++failures;
+      }
+      values += n;
+      out << "  " << full << "  " << shape_text << "  " << status << "\n";
+    }
+  }
+  out << values << " values, " << (failures ? std::to_string(failures) + " tensors FAILED" : "all checksums ok")
+      << "\n";
+  return failures;
+}
+
+}  // namespace strata

@@ -1,0 +1,105 @@
+#include "train/model_checkpoint.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/checkpoint_file.hpp"
+
+namespace strata {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+const char* kGroups[3] = {"/params/", "/optim/adam_m/", "/optim/adam_v/"};
+
+}  // namespace
+
+int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, ParamStore<float>& store,
+                               const TrainingState& state, const Deck& deck, const std::string& layout,
+                               bool pause_midway) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  // Device -> host once: the three flat buffers (params, m, v).
+  Tensor1<float>* buffers[3] = {&store.params(), &store.adam_m(), &store.adam_v()};
+  std::vector<typename Tensor1<float>::HostMirror> host;
+  for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *b));
+
+  CheckpointWriter w(path, comm);
+  int64_t bytes = 0;
+  const auto& infos = store.infos();
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (pause_midway && i == infos.size() / 2) {
+      if (rank == 0) std::fprintf(stderr, "strata: test hook: pausing inside the checkpoint write of %s\n", path.c_str());
+      std::fflush(stderr);
+      ::sleep(600);
+    }
+    const auto& p = infos[i];
+    // Replicas split the rows of dimension 0 between them: rank r writes its block.
+    const int64_t rows = p.shape[0], row_size = p.numel / rows;
+    const int64_t begin = rows * rank / size, end = rows * (rank + 1) / size;
+    for (int g = 0; g < 3; ++g)
+      w.write_tensor(kGroups[g] + p.name, p.shape, begin, end - begin,
+                     host[g].data() + p.offset + begin * row_size);
+    bytes += 3 * p.numel * int64_t(sizeof(float));
+  }
+  w.write_attribute("format", std::string(kCheckpointFormat));
+  w.write_attribute("step", state.step);
+  w.write_attribute("optim_steps", state.optim_steps);
+  w.write_attribute("tokens_seen", state.tokens_seen);
+  w.write_attribute("seed", int64_t(deck.run.seed));
+  w.write_attribute("val_loss", state.val_loss);
+  w.write_attribute("deck", deck.resolved_toml);
+  w.write_attribute("layout", layout);
+  w.write_attribute("ranks", int64_t(size));
+  w.write_attribute("sampler", std::string("counter-based: sequence i of step s is a function of (seed, s, i); "
+                                           "training resumes at step = the 'step' attribute"));
+  w.close();
+  return bytes;
+}
+
+TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
+  CheckpointReader r(path);
+  std::string format;
+  try {
+    format = r.string_attribute("format");
+  } catch (const UserError&) {
+    throw UserError("'" + path + "' is not a strata checkpoint (no format attribute)");
+  }
+  if (format != kCheckpointFormat)
+    throw UserError("'" + path + "' has checkpoint format '" + format + "', this strata reads '" + kCheckpointFormat + "'");
+  // Check every shape before reading anything.
+  for (const auto& p : store.infos())
+    for (const char* g : kGroups) {
+      const std::string name = g + p.name;
+      if (!r.has_tensor(name))
+        throw UserError("checkpoint '" + path + "' has no tensor " + name + ": it was written for another model");
+      const auto shape = r.shape(name);
+      if (shape != p.shape)
+        throw UserError("checkpoint '" + path + "': tensor " + name + " has shape " + shape_string(shape) +
+                        " but the deck's model needs " + shape_string(p.shape));
+    }
+  // Read into host buffers (checksums verified), then copy to the device in one go.
+  Tensor1<float>* buffers[3] = {&store.params(), &store.adam_m(), &store.adam_v()};
+  std::vector<typename Tensor1<float>::HostMirror> host;
+  for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view(*b));
+  for (const auto& p : store.infos())
+    for (int g = 0; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, host[g].data() + p.offset);
+  TrainingState s;
+  s.step = r.int_attribute("step");
+  s.optim_steps = r.int_attribute("optim_steps");
+  s.tokens_seen = r.int_attribute("tokens_seen");
+  s.val_loss = r.double_attribute("val_loss");
+  for (int g = 0; g < 3; ++g) Kokkos::deep_copy(*buffers[g], host[g]);
+  return s;
+}
+
+}  // namespace strata
