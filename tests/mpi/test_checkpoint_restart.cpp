@@ -1,0 +1,106 @@
+// Checkpoint/restart: a run restarted from step k gives bit-identical losses for steps
+// k+1..n on the same layout; a checkpoint written by N ranks restarts on 1 rank and
+// continues the same trajectory; "latest" without a checkpoint starts fresh; only the
+// newest keep_checkpoints files remain.
+#include <mpi.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/deck.hpp"
+#include "io/checkpoint_dir.hpp"
+#include "train/trainer.hpp"
+
+using namespace strata;
+
+namespace {
+
+Deck ckpt_deck(int ranks, const std::string& name, int64_t steps, int64_t every) {
+  const std::string text = R"(
+[run]
+out_dir = "checkpoint_test_runs"
+val_every = 0
+val_batches = 1
+seed = 11
+keep_checkpoints = 2
+[model]
+n_layer = 2
+n_embd = 32
+n_head = 4
+seq_len = 16
+[data]
+files = ["/usr/share/games/fortunes/*"]
+batch_size = 8
+[optim]
+lr = 3e-3
+warmup_steps = 2
+)";
+  return parse_deck(text, "test deck",
+                    {"parallel.data=" + std::to_string(ranks), "run.name=" + name, "run.steps=" + std::to_string(steps),
+                     "run.checkpoint_every=" + std::to_string(every)});
+}
+
+TrainOptions quiet(const std::string& restart = "") {
+  TrainOptions o;
+  o.print = false;
+  o.probe_gemm = false;
+  o.restart = restart;
+  return o;
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one rank", "[mpi][checkpoint]") {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string name = "np" + std::to_string(size);  // ctest runs np1/np2/np4 side by side
+  if (rank == 0)
+    for (const char* suffix : {"", "-resumed", "-fresh", "-serial"})
+      std::filesystem::remove_all("checkpoint_test_runs/" + name + suffix);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  // the uninterrupted run, checkpointing every 4 steps (keep 2: steps 8 and 12 remain)
+  const TrainResult full = Trainer(ckpt_deck(size, name, 12, 4), MPI_COMM_WORLD, quiet()).run();
+  const std::string dir = "checkpoint_test_runs/" + name + "/checkpoints";
+  const bool pruned = !exists(dir + "/ckpt_00000004.h5") && exists(dir + "/ckpt_00000008.h5") &&
+                      exists(dir + "/ckpt_00000012.h5");
+  std::string latest_name;
+  std::ifstream(dir + "/LATEST") >> latest_name;
+
+  // restart from step 8 on the same layout: steps 9..12 must be bit-identical
+  const TrainResult resumed =
+      Trainer(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, quiet(dir + "/ckpt_00000008.h5")).run();
+
+  // "latest" where there is no checkpoint yet: a fresh run
+  const TrainResult fresh =
+      Trainer(ckpt_deck(size, name + "-fresh", 2, 0), MPI_COMM_WORLD, quiet("latest")).run();
+
+  CHECK(pruned);
+  CHECK(latest_name == "ckpt_00000012.h5");
+  CHECK(resumed.first_step == 8);
+  REQUIRE(resumed.losses.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(resumed.losses[i] == full.losses[8 + i]);
+  CHECK(fresh.first_step == 0);
+  CHECK(fresh.losses.size() == 2);
+
+  // a different layout: rank 0 alone restarts the N-rank checkpoint of step 8
+  if (rank == 0) {
+    const TrainResult serial = Trainer(ckpt_deck(1, name + "-serial", 12, 0), MPI_COMM_SELF,
+                                       quiet(dir + "/ckpt_00000008.h5"))
+                                   .run();
+    REQUIRE(serial.losses.size() == 4);
+    // same trajectory up to float summation order (see test_data_parallel)
+    for (size_t i = 0; i < 4; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(1e-5));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
