@@ -99,7 +99,7 @@ void Trainer::restart_from(const std::string& what) {
 }
 
 void Trainer::write_checkpoint(TrainingState state) {
-  state.val_loss = validate();
+  if (std::isnan(state.val_loss)) state.val_loss = validate();
   CheckpointDirectory dir(run_dir_ + "/checkpoints");
   const char* pause = std::getenv("STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP");  // test hook (see tests/)
   const bool pause_here = pause && std::atoll(pause) == state.step;
@@ -225,7 +225,7 @@ TrainResult Trainer::run() {
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
     if (checkpoints && (every || stop)) {
       timers_.start("checkpoint");
-      write_checkpoint({step + 1, optim.steps_taken(), int64_t((step + 1) * tokens_per_step), 0.0});
+      write_checkpoint({step + 1, optim.steps_taken(), int64_t((step + 1) * tokens_per_step), val});  // NaN: validate
       window_start += timers_.stop("checkpoint");
     }
     if (stop && !last) {

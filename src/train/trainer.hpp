@@ -44,7 +44,7 @@ class Trainer {
  private:
   double validate();
   void print_summary(const TrainResult& r);
-  // Collective: writes and publishes the checkpoint of `state` (validation loss included).
+  // Collective: writes and publishes the checkpoint of `state`; a NaN val_loss is computed first.
   void write_checkpoint(TrainingState state);
   // Loads `what` ("latest" or a path) into the model; sets start_.
   void restart_from(const std::string& what);

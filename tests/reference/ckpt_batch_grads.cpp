@@ -1,0 +1,54 @@
+// Writes strata's loss and parameter gradients of validation batch 0 for the model in a
+// checkpoint, to an HDF5 file (/grads/<global name>, attribute "loss"), for
+// tools/ckpt_to_torch.py --grads. Usage: ckpt_batch_grads CKPT.h5 OUT.h5
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "io/batch.hpp"
+#include "io/checkpoint_file.hpp"
+#include "io/random_tokens.hpp"
+#include "io/text_dataset.hpp"
+#include "model/gpt.hpp"
+#include "train/model_checkpoint.hpp"
+
+using namespace strata;
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rc = 0;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    if (argc != 3) {
+      std::fprintf(stderr, "usage: ckpt_batch_grads CKPT.h5 OUT.h5\n");
+      rc = 2;
+    } else {
+      const std::string ckpt = argv[1];
+      const Deck deck = parse_deck(CheckpointReader(ckpt).string_attribute("deck"), ckpt);
+      GPT<float> model(deck.model, deck.run.seed);
+      read_model_checkpoint(ckpt, model.params());
+      std::unique_ptr<TokenSource> data;
+      if (deck.data.kind == "text")
+        data = std::make_unique<TextDataset>(deck.data.files, deck.data.val_fraction, deck.model.seq_len, deck.run.seed);
+      else
+        data = std::make_unique<RandomTokens>(deck.model.vocab_size, deck.run.seed);
+      const BlockContext ctx{deck.data.batch_size, deck.model.seq_len};
+      Batch batch(ctx.batch, ctx.seq_len);
+      batch.load(*data, Split::Validation, 0, 0);
+      auto& store = model.params();
+      store.zero_grads();
+      const double loss = model.forward(ctx, batch.tokens(), batch.targets()) / double(ctx.rows());
+      model.backward(ctx, 1.0f / float(ctx.rows()));
+      auto grads = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), store.grads());
+      CheckpointWriter w(argv[2], MPI_COMM_SELF);
+      for (const auto& p : store.infos())
+        w.write_tensor("/grads/" + p.name, p.shape, 0, p.shape[0], grads.data() + p.offset);
+      w.write_attribute("loss", loss);
+      w.close();
+    }
+  }
+  MPI_Finalize();
+  return rc;
+}

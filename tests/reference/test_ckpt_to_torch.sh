@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A checkpoint written by strata (2 ranks), loaded by tools/ckpt_to_torch.py into PyTorch's
+# own layers: the validation loss strata stored must be reproduced (1e-5 relative), and
+# the gradients of one batch must agree (1e-4 of each tensor's largest gradient).
+# Usage: test_ckpt_to_torch.sh STRATA MPIEXEC CKPT_BATCH_GRADS TOOLS_DIR
+set -eu
+strata=$1 mpiexec=$2 grads_tool=$3 tools=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+cat > deck.toml <<'DECK'
+[run]
+name = "ref"
+steps = 30
+log_every = 10
+val_batches = 2
+checkpoint_every = 30
+[model]
+n_layer = 2
+n_embd = 64
+n_head = 4
+seq_len = 64
+[data]
+files = ["/usr/share/games/fortunes/*"]
+batch_size = 8
+[parallel]
+data = 2
+[optim]
+lr = 2e-3
+DECK
+timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml > train.log
+ckpt=runs/ref/checkpoints/ckpt_00000030.h5
+timeout 120 "$grads_tool" "$ckpt" grads.h5
+timeout 300 /usr/bin/python3 "$tools/ckpt_to_torch.py" "$ckpt" --grads grads.h5 --check
+h5ls -r "$ckpt" | grep -q "^/params/wte *Dataset {256, 64}"
+echo "h5ls shows /params/wte as a {256, 64} dataset"

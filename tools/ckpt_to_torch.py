@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Load a strata checkpoint with h5py into an independent PyTorch GPT (PyTorch's own
+nn.Linear / nn.LayerNorm / nn.GELU layers, bench/peers/torch_gpt.py) and reproduce
+strata's validation loss on the same validation batches.
+
+  tools/ckpt_to_torch.py CKPT.h5                   # print both validation losses
+  tools/ckpt_to_torch.py CKPT.h5 --grads G.h5      # also compare gradients strata wrote
+                                                   # (tests/reference/ckpt_batch_grads)
+  tools/ckpt_to_torch.py CKPT.h5 --check           # exit 1 unless they agree
+
+Agreement: strata computes in float32, the reference in float64. Tolerances: validation
+loss 1e-5 relative; gradients max |difference| <= 1e-4 x max |gradient| per tensor.
+"""
+import argparse
+import os
+import sys
+import tomllib
+
+import h5py
+import numpy as np
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "bench", "peers"))
+sys.path.insert(0, here)
+from strata_data import VALIDATION, batch, make_source  # noqa: E402
+from torch_gpt import GPT, strata_name_map  # noqa: E402
+
+LOSS_RTOL = 1e-5
+GRAD_RTOL = 1e-4
+
+
+def attr_str(f, name):
+    v = f.attrs[name]
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def load(path):
+    with h5py.File(path, "r") as f:
+        deck = tomllib.loads(attr_str(f, "deck"))
+        m = deck["model"]
+        model = GPT(m["n_layer"], m["n_embd"], m["n_head"], m["vocab_size"], m["seq_len"]).double()
+        names = strata_name_map(model)
+        with torch.no_grad():
+            for name, (tensor, transpose) in names.items():
+                v = torch.from_numpy(f["/params/" + name][...].astype(np.float64))
+                tensor.copy_(v.t() if transpose else v)
+        return model, deck, float(f.attrs["val_loss"]), int(f.attrs["step"])
+
+
+def validation_loss(model, deck):
+    source = make_source(deck)
+    b, t = deck["data"]["batch_size"], deck["model"]["seq_len"]
+    losses = []
+    with torch.no_grad():
+        for j in range(deck["run"]["val_batches"]):
+            x, y = batch(source, VALIDATION, j, b, t)
+            losses.append(model(torch.from_numpy(x), torch.from_numpy(y)).item())
+    return sum(losses) / len(losses)
+
+
+def compare_grads(model, deck, grads_path):
+    """Gradients of validation batch 0's mean loss, against those strata wrote."""
+    source = make_source(deck)
+    x, y = batch(source, VALIDATION, 0, deck["data"]["batch_size"], deck["model"]["seq_len"])
+    model.zero_grad()
+    loss = model(torch.from_numpy(x), torch.from_numpy(y))
+    loss.backward()
+    worst, failures = 0.0, []
+    with h5py.File(grads_path, "r") as g:
+        strata_loss = float(g.attrs["loss"])
+        for name, (tensor, transpose) in strata_name_map(model).items():
+            s = torch.from_numpy(g["/grads/" + name][...].astype(np.float64))
+            s = s.t() if transpose else s
+            rel = (s - tensor.grad).abs().max().item() / max(tensor.grad.abs().max().item(), 1e-30)
+            worst = max(worst, rel)
+            if rel > GRAD_RTOL:
+                failures.append(f"{name}: {rel:.2e}")
+    loss_rel = abs(strata_loss - loss.item()) / abs(loss.item())
+    print(f"batch loss: strata {strata_loss:.7f}  torch {loss.item():.7f}  (relative {loss_rel:.1e})")
+    print(f"gradients: {len(strata_name_map(model))} tensors, worst relative difference {worst:.1e} (tol {GRAD_RTOL:g})")
+    for f in failures:
+        print("  FAIL", f)
+    return not failures and loss_rel <= LOSS_RTOL
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("--grads", help="HDF5 file of strata's gradients of validation batch 0")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless strata and PyTorch agree")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    model, deck, strata_val, step = load(args.checkpoint)
+    torch_val = validation_loss(model, deck)
+    rel = abs(torch_val - strata_val) / abs(strata_val)
+    print(f"step {step}: validation loss strata {strata_val:.7f}  torch {torch_val:.7f}  (relative {rel:.1e}, tol {LOSS_RTOL:g})")
+    ok = rel <= LOSS_RTOL
+    if args.grads:
+        ok = compare_grads(model, deck, args.grads) and ok
+    print("agree" if ok else "DISAGREE")
+    return 0 if ok or not args.check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
