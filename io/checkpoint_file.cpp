@@ -15,12 +15,6 @@ void check(herr_t status, const std::string& what) {
   if (status < 0) throw std::runtime_error("HDF5: " + what + " failed");
 }
 
-std::string shape_string(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 // ---- writer ---------------------------------------------------------------------------

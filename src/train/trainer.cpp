@@ -61,14 +61,13 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     else
       data_ = std::make_unique<RandomTokens>(deck_.model.vocab_size, deck_.run.seed);
     model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed);
-    if (opts_.write_outputs) {
-      run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
-      if (world_rank(world) == 0) {
-        make_dirs(run_dir_ + "/checkpoints");
-        std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
-      }
-    }
+    if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
+    // A bad checkpoint must stop the run before it writes anything.
     if (!opts_.restart.empty()) restart_from(opts_.restart);
+    if (opts_.write_outputs && world_rank(world) == 0) {
+      make_dirs(run_dir_ + "/checkpoints");
+      std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
+    }
   } catch (...) {
     err = std::current_exception();
   }
