@@ -47,6 +47,54 @@ void Comm::allreduce_sum_impl(V1<T> buf, MPI_Datatype type) {
 void Comm::allreduce_sum(V1<float> buf) { allreduce_sum_impl(buf, MPI_FLOAT); }
 void Comm::allreduce_sum(V1<double> buf) { allreduce_sum_impl(buf, MPI_DOUBLE); }
 
+template <class T>
+void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
+  const int64_t n = buf.extent(0);
+  if (size_ == 1 || n == 0) return;
+  const double t0 = MPI_Wtime();
+  Kokkos::fence();  // the gradient kernels that produced buf must be done
+  if (nccl_) {
+    nccl_->allreduce_sum(buf.data(), n, sizeof(T) == sizeof(double), /*wait=*/false);
+  } else if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    pending_.emplace_back();
+    MPI_Iallreduce(MPI_IN_PLACE, buf.data(), int(n), type, MPI_SUM, comm_, &pending_.back());
+  } else {
+    if constexpr (sizeof(T) == sizeof(double)) deferred_double_.push_back(buf);
+    else deferred_float_.push_back(buf);
+  }
+  const double dt = MPI_Wtime() - t0;
+  count("allreduce_overlapped", n * int64_t(sizeof(T)), dt);
+}
+
+void Comm::start_allreduce_sum(V1<float> buf) { start_allreduce_impl(buf, MPI_FLOAT); }
+void Comm::start_allreduce_sum(V1<double> buf) { start_allreduce_impl(buf, MPI_DOUBLE); }
+
+void Comm::progress() {
+  if (pending_.empty()) return;
+  const double t0 = MPI_Wtime();
+  int done = 0;
+  MPI_Testall(int(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
+  stats_["allreduce_overlapped"].seconds += MPI_Wtime() - t0;
+}
+
+void Comm::finish_allreduces() {
+  const double t0 = MPI_Wtime();
+  if (!pending_.empty()) MPI_Waitall(int(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+  pending_.clear();
+  if (nccl_) nccl_->synchronize();
+  const auto staged = [&](auto& list, MPI_Datatype type) {
+    for (auto& buf : list) {
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);
+      MPI_Allreduce(MPI_IN_PLACE, host.data(), int(host.size()), type, MPI_SUM, comm_);
+      Kokkos::deep_copy(buf, host);
+    }
+    list.clear();
+  };
+  staged(deferred_float_, MPI_FLOAT);
+  staged(deferred_double_, MPI_DOUBLE);
+  stats_["allreduce_overlapped"].seconds += MPI_Wtime() - t0;
+}
+
 double Comm::allreduce_scalar(double x, MPI_Op op, const char* kind) {
   const double t0 = MPI_Wtime();
   double out = x;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/nccl_comm.hpp"
 #include "core/tensor.hpp"
@@ -44,6 +45,15 @@ class Comm {
   void allreduce_sum(V1<double> buf);
   double allreduce_sum(double x);
   double allreduce_max(double x);
+
+  // Non-blocking sums, for overlapping gradient reduction with the backward: start any
+  // number, call progress() now and then (MPICH advances requests only inside MPI calls),
+  // then finish_allreduces(). Buffers must not be touched in between. Device buffers
+  // without host access and the MPI backend are summed (staged) at finish.
+  void start_allreduce_sum(V1<float> buf);
+  void start_allreduce_sum(V1<double> buf);
+  void progress();
+  void finish_allreduces();
   double allreduce_min(double x);
   // Root's bytes to everyone.
   void broadcast(void* data, int64_t bytes, int root);
@@ -53,6 +63,7 @@ class Comm {
 
  private:
   template <class T> void allreduce_sum_impl(V1<T> buf, MPI_Datatype type);
+  template <class T> void start_allreduce_impl(V1<T> buf, MPI_Datatype type);
   double allreduce_scalar(double x, MPI_Op op, const char* kind);
   void count(const char* kind, int64_t bytes, double seconds);
 
@@ -60,6 +71,9 @@ class Comm {
   int rank_ = 0, size_ = 1;
   std::map<std::string, CommStats> stats_;
   std::unique_ptr<NcclComm> nccl_;
+  std::vector<MPI_Request> pending_;
+  std::vector<V1<float>> deferred_float_;
+  std::vector<V1<double>> deferred_double_;
 };
 
 }  // namespace strata

@@ -39,12 +39,17 @@ NcclComm::~NcclComm() {
   if (impl_ && impl_->comm) ncclCommDestroy(impl_->comm);
 }
 
-void NcclComm::allreduce_sum(void* device_buf, int64_t n, bool is_double) {
+void NcclComm::allreduce_sum(void* device_buf, int64_t n, bool is_double, bool wait) {
   cudaStream_t stream = Kokkos::Cuda().cuda_stream();
   check(ncclAllReduce(device_buf, device_buf, size_t(n), is_double ? ncclDouble : ncclFloat, ncclSum, impl_->comm,
                       stream),
         "ncclAllReduce");
-  if (cudaStreamSynchronize(stream) != cudaSuccess) throw std::runtime_error("cudaStreamSynchronize after ncclAllReduce");
+  if (wait) synchronize();
+}
+
+void NcclComm::synchronize() {
+  if (cudaStreamSynchronize(Kokkos::Cuda().cuda_stream()) != cudaSuccess)
+    throw std::runtime_error("cudaStreamSynchronize after ncclAllReduce");
 }
 
 bool nccl_available() { return true; }
@@ -56,7 +61,8 @@ NcclComm::NcclComm(MPI_Comm) {
   throw UserError("parallel.comm_backend = \"nccl\" needs a CUDA build of strata (this one has no NCCL)");
 }
 NcclComm::~NcclComm() = default;
-void NcclComm::allreduce_sum(void*, int64_t, bool) {}
+void NcclComm::allreduce_sum(void*, int64_t, bool, bool) {}
+void NcclComm::synchronize() {}
 bool nccl_available() { return false; }
 
 #endif

@@ -14,9 +14,10 @@ class NcclComm {
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
-  // In-place sum of n device values of type float (is_double = false) or double, on
-  // Kokkos' CUDA stream; returns when the result is in place.
-  void allreduce_sum(void* device_buf, int64_t n, bool is_double);
+  // In-place sum of n device values of type float (is_double = false) or double, queued
+  // on Kokkos' CUDA stream; with wait, returns when the result is in place.
+  void allreduce_sum(void* device_buf, int64_t n, bool is_double, bool wait = true);
+  void synchronize();  // waits for every queued sum
 
  private:
   struct Impl;

@@ -186,7 +186,9 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     SectionReader s(root, "parallel", origin);
     s.read("data", d.parallel.data);
     s.read("comm_backend", d.parallel.comm_backend);
+    s.read("grad_bucket_mb", d.parallel.grad_bucket_mb);
     s.reject_unknown();
+    s.check(d.parallel.grad_bucket_mb >= 0, "grad_bucket_mb", "must be >= 0");
     s.check(d.parallel.data >= 1, "data", "must be >= 1");
     s.check(d.parallel.comm_backend == "mpi" || d.parallel.comm_backend == "nccl", "comm_backend",
             "must be \"mpi\" or \"nccl\" (got \"" + d.parallel.comm_backend + "\")");
@@ -234,7 +236,8 @@ std::string resolved_toml(const Deck& d) {
   os << "[data]\nkind = " << q(d.data.kind) << "\nfiles = [";
   for (size_t i = 0; i < d.data.files.size(); ++i) os << (i ? ", " : "") << q(d.data.files[i]);
   os << "]\nval_fraction = " << d.data.val_fraction << "\nbatch_size = " << d.data.batch_size << "\n\n";
-  os << "[parallel]\ndata = " << d.parallel.data << "\ncomm_backend = " << q(d.parallel.comm_backend) << "\n\n";
+  os << "[parallel]\ndata = " << d.parallel.data << "\ncomm_backend = " << q(d.parallel.comm_backend)
+     << "\ngrad_bucket_mb = " << d.parallel.grad_bucket_mb << "\n\n";
   os << "[optim]\nlr = " << d.optim.lr << "\nmin_lr = " << d.optim.min_lr << "\nwarmup_steps = " << d.optim.warmup_steps
      << "\nweight_decay = " << d.optim.weight_decay << "\nbeta1 = " << d.optim.beta1 << "\nbeta2 = " << d.optim.beta2
      << "\neps = " << d.optim.eps << "\ngrad_clip = " << d.optim.grad_clip << "\n";

@@ -41,6 +41,8 @@ struct DataConfig {
 struct ParallelConfig {
   int64_t data = 1;                  // data-parallel replicas; must equal the rank count
   std::string comm_backend = "mpi";  // collectives on device buffers: "mpi" or "nccl" (CUDA builds)
+  double grad_bucket_mb = 4.0;       // gradient all-reduce bucket (MB), started during the backward;
+                                     // 0: one all-reduce after the backward
 };
 
 struct OptimConfig {

@@ -3,6 +3,10 @@
 // share of the global batch, and the gradients are summed over the data group so that
 // every replica applies the same update. The loss is scaled by the *global* token count,
 // so the summed gradient is the gradient of the global mean loss, whatever the rank count.
+//
+// Gradients are reduced in buckets while the backward goes on: as the model reports each
+// block's gradients final (from the last block to the first), adjacent ranges are merged
+// until a bucket holds bucket_bytes, and its non-blocking all-reduce starts at once.
 #include "comm/comm.hpp"
 #include "core/timers.hpp"
 #include "model/gpt.hpp"
@@ -12,7 +16,9 @@ namespace strata {
 template <class T>
 class DataParallel {
  public:
-  DataParallel(GPT<T>& model, Comm& data_comm) : model_(model), comm_(data_comm) {}
+  // bucket_bytes = 0: one all-reduce of all gradients after the backward.
+  DataParallel(GPT<T>& model, Comm& data_comm, double bucket_bytes = 0)
+      : model_(model), comm_(data_comm), bucket_bytes_(bucket_bytes) {}
 
   // One forward+backward over this rank's batch (local_batch sequences); gradients are
   // zeroed first and all-reduced after. Returns the global mean loss.
@@ -24,6 +30,7 @@ class DataParallel {
  private:
   GPT<T>& model_;
   Comm& comm_;
+  double bucket_bytes_;
 };
 
 }  // namespace strata

@@ -11,6 +11,14 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
   head_ = std::make_unique<LMHead<T>>(store_, embedding_->wte_index(), c);
   store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
+  // Each block declared its parameters in one go, so they are contiguous in the buffer.
+  const auto offset_of = [&](const std::string& name) { return store_.infos()[store_.index(name)].offset; };
+  const int64_t first_block = offset_of("blocks.0.ln1.weight"), lnf = offset_of("lnf.weight");
+  embedding_range_ = {0, first_block};
+  for (int l = 0; l < cfg.n_layer; ++l)
+    block_ranges_.emplace_back(offset_of("blocks." + std::to_string(l) + ".ln1.weight"),
+                               l + 1 < cfg.n_layer ? offset_of("blocks." + std::to_string(l + 1) + ".ln1.weight") : lnf);
+  lnf_range_ = {lnf, store_.numel()};
 }
 
 template <class T>
@@ -25,11 +33,19 @@ double GPT<T>::forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<con
 }
 
 template <class T>
-void GPT<T>::backward(const BlockContext& ctx, T dloss_scale) {
+void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready) {
+  const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
+    if (on_ready) on_ready(r.first, r.second - r.first);
+  };
   if (int64_t(act_.dres.extent(0)) != ctx.rows()) act_.dres = Tensor2<T>("dres", ctx.rows(), cfg_.n_embd);
   head_->backward(ctx, dloss_scale, act_.dres, act_.head);
-  for (size_t l = blocks_.size(); l-- > 0;) blocks_[l].backward(ctx, act_.dres, act_.blocks[l], act_.scratch);
+  ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    blocks_[l].backward(ctx, act_.dres, act_.blocks[l], act_.scratch);
+    ready(block_ranges_[l]);
+  }
   embedding_->backward(ctx, act_.dres, act_.emb);
+  ready(embedding_range_);
 }
 
 template <class T>

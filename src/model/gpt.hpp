@@ -2,7 +2,9 @@
 // The GPT model as a list of blocks: Embedding, L TransformerBlocks, LMHead (tied to the
 // embedding). It owns the parameter store and, for drivers that run one micro-batch at a
 // time, one set of activation caches.
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/deck.hpp"
@@ -28,9 +30,15 @@ class GPT {
 
   // tokens, targets: (batch*seq_len) on device. Returns the sum of the token losses.
   double forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets);
+  // Called during the backward with a range [offset, offset + count) of the flat gradient
+  // buffer as soon as it is final, so a driver can start reducing it while the backward
+  // goes on. Ranges arrive from the end of the buffer towards its start, each adjacent to
+  // the one before.
+  using GradReadyFn = std::function<void(int64_t offset, int64_t count)>;
+
   // Backward of the last forward. dloss_scale is dL/d(loss of one token), e.g.
   // 1/(global tokens) for a mean loss. Accumulates into params().grads().
-  void backward(const BlockContext& ctx, T dloss_scale);
+  void backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready = {});
 
   // Logits (batch*seq_len, vocab) of the last forward (before any backward overwrites them).
   V2<const T> logits() const { return act_.head.logits; }
@@ -47,6 +55,9 @@ class GPT {
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<LMHead<T>> head_;
   GPTActivations<T> act_;
+  // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm.
+  std::pair<int64_t, int64_t> embedding_range_, lnf_range_;
+  std::vector<std::pair<int64_t, int64_t>> block_ranges_;
 };
 
 }  // namespace strata

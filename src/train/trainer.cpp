@@ -155,7 +155,7 @@ TrainResult Trainer::run() {
                                                                     "peak_rss_mib"},
                                            start_.step > 0 ? start_.step : -1);
 
-  DataParallel<float> engine(*model_, *data_comm_);
+  DataParallel<float> engine(*model_, *data_comm_, deck_.parallel.grad_bucket_mb * 1e6);
   AdamW<float> optim(deck_.optim);
   optim.set_steps_taken(start_.optim_steps);
   Batch batch(lb, t_len);
