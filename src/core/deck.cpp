@@ -116,6 +116,31 @@ void apply_override(toml::value& root, const std::string& spec, const std::strin
   top[section].as_table()[key] = value;
 }
 
+// Model sizes the tensor-parallel split must divide (Megatron 1D over t ranks; Optimus 2D
+// over a q x q grid), named with their numbers.
+void check_model_fits_grid(const Deck& d, const std::string& origin) {
+  const auto& p = d.parallel;
+  const auto& m = d.model;
+  const auto need = [&](int64_t value, const std::string& what, int64_t by, const std::string& why) {
+    if (value % by != 0)
+      throw UserError(origin + ": " + what + " (" + std::to_string(value) + ") must be divisible by " + why + " (" +
+                      std::to_string(by) + ")");
+  };
+  if (p.tensor_mode == "1d" && p.tensor_cols > 1) {
+    const int64_t t = p.tensor_cols;
+    need(m.n_head, "model.n_head", t, "parallel.tensor_cols");
+    need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
+    need(m.vocab_size, "model.vocab_size", t, "parallel.tensor_cols");
+  }
+  if (p.tensor_mode == "2d" && p.tensor_rows > 1) {
+    const int64_t q = p.tensor_rows;
+    need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
+    need(m.n_embd, "model.n_embd", q * q, "q^2");
+    need(m.vocab_size, "model.vocab_size", q, "q = parallel.tensor_rows");
+    need(d.data.batch_size / p.data, "data.batch_size / parallel.data", q, "q = parallel.tensor_rows");
+  }
+}
+
 Deck read_sections(toml::value& root, const std::string& origin) {
   static const std::set<std::string> known = {"run", "model", "data", "parallel", "optim"};
   for (const auto& kv : root.as_table())
@@ -184,12 +209,27 @@ Deck read_sections(toml::value& root, const std::string& origin) {
   }
   {
     SectionReader s(root, "parallel", origin);
-    s.read("data", d.parallel.data);
+    auto& c = d.parallel;
+    s.read("data", c.data);
+    s.read("pipeline", c.pipeline);
+    s.read("tensor_rows", c.tensor_rows);
+    s.read("tensor_cols", c.tensor_cols);
+    s.read("tensor_mode", c.tensor_mode);
     s.read("comm_backend", d.parallel.comm_backend);
     s.read("grad_bucket_mb", d.parallel.grad_bucket_mb);
     s.reject_unknown();
     s.check(d.parallel.grad_bucket_mb >= 0, "grad_bucket_mb", "must be >= 0");
-    s.check(d.parallel.data >= 1, "data", "must be >= 1");
+    s.check(c.data >= 1, "data", "must be >= 1");
+    s.check(c.pipeline >= 1, "pipeline", "must be >= 1");
+    s.check(c.tensor_rows >= 1, "tensor_rows", "must be >= 1");
+    s.check(c.tensor_cols >= 1, "tensor_cols", "must be >= 1");
+    s.check(c.tensor_mode == "1d" || c.tensor_mode == "2d", "tensor_mode",
+            "must be \"1d\" or \"2d\" (got \"" + c.tensor_mode + "\")");
+    const std::string grid = std::to_string(c.tensor_rows) + " x " + std::to_string(c.tensor_cols);
+    if (c.tensor_mode == "1d")
+      s.check(c.tensor_rows == 1, "tensor_rows", "must be 1 for tensor_mode = \"1d\" (got " + grid + "; t is tensor_cols)");
+    else
+      s.check(c.tensor_rows == c.tensor_cols, "tensor_cols", "must equal tensor_rows for tensor_mode = \"2d\": the grid " + grid + " is not square");
     s.check(d.parallel.comm_backend == "mpi" || d.parallel.comm_backend == "nccl", "comm_backend",
             "must be \"mpi\" or \"nccl\" (got \"" + d.parallel.comm_backend + "\")");
   }
@@ -217,6 +257,7 @@ Deck read_sections(toml::value& root, const std::string& origin) {
   if (d.data.batch_size % d.parallel.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(d.data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(d.parallel.data) + ")");
+  check_model_fits_grid(d, origin);
   return d;
 }
 
@@ -236,7 +277,9 @@ std::string resolved_toml(const Deck& d) {
   os << "[data]\nkind = " << q(d.data.kind) << "\nfiles = [";
   for (size_t i = 0; i < d.data.files.size(); ++i) os << (i ? ", " : "") << q(d.data.files[i]);
   os << "]\nval_fraction = " << d.data.val_fraction << "\nbatch_size = " << d.data.batch_size << "\n\n";
-  os << "[parallel]\ndata = " << d.parallel.data << "\ncomm_backend = " << q(d.parallel.comm_backend)
+  os << "[parallel]\ndata = " << d.parallel.data << "\npipeline = " << d.parallel.pipeline
+     << "\ntensor_rows = " << d.parallel.tensor_rows << "\ntensor_cols = " << d.parallel.tensor_cols
+     << "\ntensor_mode = " << q(d.parallel.tensor_mode) << "\ncomm_backend = " << q(d.parallel.comm_backend)
      << "\ngrad_bucket_mb = " << d.parallel.grad_bucket_mb << "\n\n";
   os << "[optim]\nlr = " << d.optim.lr << "\nmin_lr = " << d.optim.min_lr << "\nwarmup_steps = " << d.optim.warmup_steps
      << "\nweight_decay = " << d.optim.weight_decay << "\nbeta1 = " << d.optim.beta1 << "\nbeta2 = " << d.optim.beta2

@@ -39,7 +39,13 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
-  int64_t data = 1;                  // data-parallel replicas; must equal the rank count
+  // The run's 4D rank grid: data x pipeline x tensor_rows x tensor_cols = rank count.
+  int64_t data = 1;                  // data-parallel replicas
+  int64_t pipeline = 1;              // pipeline stages
+  int64_t tensor_rows = 1;           // tensor-parallel grid rows (1 for the 1D split)
+  int64_t tensor_cols = 1;           // tensor-parallel grid columns (t of the 1D split)
+  std::string tensor_mode = "1d";    // "1d" (Megatron, tensor_rows = 1) or "2d" (Optimus, square)
+  int64_t ranks() const { return data * pipeline * tensor_rows * tensor_cols; }
   std::string comm_backend = "mpi";  // collectives on device buffers: "mpi" or "nccl" (CUDA builds)
   double grad_bucket_mb = 4.0;       // gradient all-reduce bucket (MB), started during the backward;
                                      // 0: one all-reduce after the backward

@@ -54,6 +54,9 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   std::exception_ptr err;
   try {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
+    if (deck_.parallel.pipeline > 1 || deck_.parallel.tensor_rows * deck_.parallel.tensor_cols > 1)
+      throw UserError("pipeline and tensor parallelism are not implemented yet: this strata trains with data "
+                      "parallelism only (set parallel.pipeline, tensor_rows and tensor_cols to 1)");
     data_comm_ = std::make_unique<Comm>(grid_->data_group(), parse_comm_backend(deck_.parallel.comm_backend));
     if (deck_.data.kind == "text")
       data_ = std::make_unique<TextDataset>(deck_.data.files, deck_.data.val_fraction, deck_.model.seq_len,

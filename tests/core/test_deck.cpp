@@ -44,5 +44,14 @@ TEST_CASE("bad decks are rejected with a message naming the key and file", "[cor
   CHECK(error_of(ok, {"parallel.data=3"}).find("data.batch_size (8) must be divisible by parallel.data (3)") != std::string::npos);
   CHECK(error_of(ok, {"nodot=3"}) == "--set 'nodot=3': expected section.key=value");
   CHECK(error_of(ok, {"run.bogus=3"}) == "deck.toml: unknown key 'run.bogus'");
+  CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=3"}) ==
+        "deck.toml: parallel.tensor_cols must equal tensor_rows for tensor_mode = \"2d\": the grid 2 x 3 is not square");
+  CHECK(error_of(ok, {"parallel.tensor_rows=2", "parallel.tensor_cols=2"}) ==
+        "deck.toml: parallel.tensor_rows must be 1 for tensor_mode = \"1d\" (got 2 x 2; t is tensor_cols)");
+  CHECK(error_of(ok, {"parallel.tensor_cols=3"}) == "deck.toml: model.n_head (4) must be divisible by parallel.tensor_cols (3)");
+  CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "model.n_embd=34",
+                      "model.n_head=2"}) == "deck.toml: model.n_embd (34) must be divisible by q^2 (4)");
+  CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "data.batch_size=6",
+                      "parallel.data=2"}) == "deck.toml: data.batch_size / parallel.data (3) must be divisible by q = parallel.tensor_rows (2)");
   CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) == "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
 }

@@ -1,0 +1,74 @@
+// The 4D grid: for every layout data x pipeline x rows x cols that fits the job, each
+// rank's coordinates, every sub-communicator's members (checked by summing world ranks
+// over it against the sum the layout predicts) and the pipeline neighbours.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+
+#include "comm/grid.hpp"
+
+using namespace strata;
+
+namespace {
+int sum_over(MPI_Comm c, int x) {
+  int s = 0;
+  MPI_Allreduce(&x, &s, 1, MPI_INT, MPI_SUM, c);
+  return s;
+}
+int size_of(MPI_Comm c) {
+  int s = 0;
+  MPI_Comm_size(c, &s);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("every 4D layout of the job builds consistent sub-communicators", "[mpi][grid]") {
+  int world = 1, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  int layouts = 0;
+  for (int d = 1; d <= world; ++d)
+    for (int p = 1; p <= world; ++p)
+      for (int r = 1; r <= world; ++r)
+        for (int c = 1; c <= world; ++c) {
+          if (d * p * r * c != world) continue;
+          ++layouts;
+          ParallelConfig cfg;
+          cfg.data = d;
+          cfg.pipeline = p;
+          cfg.tensor_rows = r;
+          cfg.tensor_cols = c;
+          Grid g(cfg, MPI_COMM_WORLD);
+          const GridCoords k = g.coords();
+          INFO("layout " << d << "x" << p << "x" << r << "x" << c << " rank " << me);
+          CHECK(g.rank_of(k) == me);
+          // expected member sums from the layout alone
+          int data_sum = 0, pipe_sum = 0, row_sum = 0, col_sum = 0, tensor_sum = 0;
+          for (int i = 0; i < d; ++i) data_sum += g.rank_of({i, k.pipeline, k.row, k.col});
+          for (int i = 0; i < p; ++i) pipe_sum += g.rank_of({k.data, i, k.row, k.col});
+          for (int i = 0; i < c; ++i) row_sum += g.rank_of({k.data, k.pipeline, k.row, i});
+          for (int i = 0; i < r; ++i) col_sum += g.rank_of({k.data, k.pipeline, i, k.col});
+          for (int i = 0; i < r; ++i)
+            for (int j = 0; j < c; ++j) tensor_sum += g.rank_of({k.data, k.pipeline, i, j});
+          CHECK(size_of(g.data_group()) == d);
+          CHECK(size_of(g.pipeline_group()) == p);
+          CHECK(size_of(g.tensor_row()) == c);
+          CHECK(size_of(g.tensor_col()) == r);
+          CHECK(size_of(g.tensor_group()) == r * c);
+          CHECK(sum_over(g.data_group(), me) == data_sum);
+          CHECK(sum_over(g.pipeline_group(), me) == pipe_sum);
+          CHECK(sum_over(g.tensor_row(), me) == row_sum);
+          CHECK(sum_over(g.tensor_col(), me) == col_sum);
+          CHECK(sum_over(g.tensor_group(), me) == tensor_sum);
+          CHECK(g.pipeline_prev() == (k.pipeline > 0 ? g.rank_of({k.data, k.pipeline - 1, k.row, k.col}) : -1));
+          CHECK(g.pipeline_next() == (k.pipeline + 1 < p ? g.rank_of({k.data, k.pipeline + 1, k.row, k.col}) : -1));
+          // the rank in the data group is the data coordinate
+          int data_rank = -1;
+          MPI_Comm_rank(g.data_group(), &data_rank);
+          CHECK(data_rank == k.data);
+        }
+  CHECK(layouts >= 1);
+  ParallelConfig wrong;
+  wrong.data = world + 1;
+  CHECK_THROWS_WITH(Grid(wrong, MPI_COMM_WORLD), Catch::Contains("ranks, but the job has " + std::to_string(world)));
+}
