@@ -115,22 +115,23 @@ void CheckpointWriter::write_attribute(const std::string& name, const std::strin
   check(st, "writing attribute " + name);
 }
 
-void CheckpointWriter::write_attribute(const std::string& name, int64_t value) {
+namespace {
+void write_scalar_attribute(hid_t file, const std::string& name, hid_t file_type, hid_t mem_type, const void* value) {
   hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate2(file_, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-  const herr_t st = H5Awrite(attr, H5T_NATIVE_INT64, &value);
+  hid_t attr = H5Acreate2(file, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+  const herr_t st = H5Awrite(attr, mem_type, value);
   H5Aclose(attr);
   H5Sclose(space);
   check(st, "writing attribute " + name);
 }
+}  // namespace
+
+void CheckpointWriter::write_attribute(const std::string& name, int64_t value) {
+  write_scalar_attribute(file_, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
 
 void CheckpointWriter::write_attribute(const std::string& name, double value) {
-  hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate2(file_, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-  const herr_t st = H5Awrite(attr, H5T_NATIVE_DOUBLE, &value);
-  H5Aclose(attr);
-  H5Sclose(space);
-  check(st, "writing attribute " + name);
+  write_scalar_attribute(file_, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
 }
 
 // ---- reader ---------------------------------------------------------------------------
@@ -219,23 +220,25 @@ std::string CheckpointReader::string_attribute(const std::string& name) const {
   return value;
 }
 
-int64_t CheckpointReader::int_attribute(const std::string& name) const {
-  hid_t attr = H5Aopen(file_, name.c_str(), H5P_DEFAULT);
-  if (attr < 0) throw UserError("checkpoint '" + path_ + "' has no attribute '" + name + "'");
-  int64_t v = 0;
-  const herr_t st = H5Aread(attr, H5T_NATIVE_INT64, &v);
+namespace {
+void read_scalar_attribute(hid_t file, const std::string& path, const std::string& name, hid_t mem_type, void* out) {
+  hid_t attr = H5Aopen(file, name.c_str(), H5P_DEFAULT);
+  if (attr < 0) throw UserError("checkpoint '" + path + "' has no attribute '" + name + "'");
+  const herr_t st = H5Aread(attr, mem_type, out);
   H5Aclose(attr);
-  if (st < 0) throw UserError("checkpoint '" + path_ + "': attribute '" + name + "' is unreadable");
+  if (st < 0) throw UserError("checkpoint '" + path + "': attribute '" + name + "' is unreadable");
+}
+}  // namespace
+
+int64_t CheckpointReader::int_attribute(const std::string& name) const {
+  int64_t v = 0;
+  read_scalar_attribute(file_, path_, name, H5T_NATIVE_INT64, &v);
   return v;
 }
 
 double CheckpointReader::double_attribute(const std::string& name) const {
-  hid_t attr = H5Aopen(file_, name.c_str(), H5P_DEFAULT);
-  if (attr < 0) throw UserError("checkpoint '" + path_ + "' has no attribute '" + name + "'");
   double v = 0;
-  const herr_t st = H5Aread(attr, H5T_NATIVE_DOUBLE, &v);
-  H5Aclose(attr);
-  if (st < 0) throw UserError("checkpoint '" + path_ + "': attribute '" + name + "' is unreadable");
+  read_scalar_attribute(file_, path_, name, H5T_NATIVE_DOUBLE, &v);
   return v;
 }
 
