@@ -2,6 +2,8 @@
 
 #include "core/error.hpp"
 
+#include <algorithm>
+
 namespace strata {
 
 CommBackend parse_comm_backend(const std::string& name) {
@@ -110,6 +112,29 @@ void Comm::broadcast(void* data, int64_t bytes, int root) {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_);
   count("broadcast", size_ > 1 ? bytes : 0, MPI_Wtime() - t0);
+}
+
+MPI_Request Comm::start_broadcast(float* host_data, int64_t n, int root) {
+  const double t0 = MPI_Wtime();
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (size_ > 1) MPI_Ibcast(host_data, int(n), MPI_FLOAT, root, comm_, &r);
+  count("broadcast", size_ > 1 ? n * int64_t(sizeof(float)) : 0, MPI_Wtime() - t0);
+  return r;
+}
+
+MPI_Request Comm::start_reduce_sum(const float* host_send, float* host_recv, int64_t n, int root) {
+  const double t0 = MPI_Wtime();
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), MPI_FLOAT, MPI_SUM, root, comm_, &r);
+  else std::copy(host_send, host_send + n, host_recv);
+  count("reduce", size_ > 1 ? n * int64_t(sizeof(float)) : 0, MPI_Wtime() - t0);
+  return r;
+}
+
+void Comm::wait(MPI_Request& request, const char* kind) {
+  const double t0 = MPI_Wtime();
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  stats_[kind].seconds += MPI_Wtime() - t0;
 }
 
 void Comm::barrier() {

@@ -57,6 +57,11 @@ class Comm {
   double allreduce_min(double x);
   // Root's bytes to everyone.
   void broadcast(void* data, int64_t bytes, int root);
+  // Non-blocking, host memory: root's n floats to everyone; the sum of everyone's send
+  // (n floats) into root's recv. Complete with wait().
+  MPI_Request start_broadcast(float* host_data, int64_t n, int root);
+  MPI_Request start_reduce_sum(const float* host_send, float* host_recv, int64_t n, int root);
+  void wait(MPI_Request& request, const char* kind);
   void barrier();
 
   const std::map<std::string, CommStats>& stats() const { return stats_; }
