@@ -92,3 +92,59 @@ TEST_CASE("SUMMA AB, ABT and ATB equal the serial products", "[mpi][summa]") {
   // every block of A and B crossed the row/column once per step: bytes were counted
   if (q > 1) CHECK(row.stats().at("broadcast").bytes > 0);
 }
+
+#include "kernels/matmul.hpp"
+#include "parallel/tp2d_linear.hpp"
+
+TEST_CASE("2D linear layer: output, input, weight and bias gradients equal the serial layer", "[mpi][summa][tp2d]") {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int q = world == 4 ? 2 : 1;
+  ParallelConfig cfg;
+  cfg.data = world / (q * q);
+  cfg.tensor_rows = cfg.tensor_cols = q;
+  cfg.tensor_mode = "2d";
+  Grid grid(cfg, MPI_COMM_WORLD);
+  Comm row(grid.tensor_row()), col(grid.tensor_col());
+  const TensorGrid2D g{row, col, q, grid.coords().row, grid.coords().col};
+  const int i = g.i, j = g.j;
+  const int64_t R = 6 * 5, K = 12, N = 20;  // b = 6, s = 5 tokens; k = 12 in, n = 20 out
+  const auto X = global_matrix(R, K, 11), W = global_matrix(K, N, 12), DY = global_matrix(R, N, 13);
+  const auto Bias = test::random_vector<float>(N, 14);
+
+  // serial reference
+  auto sx = test::to_device(X), sw = test::to_device(W), sdy = test::to_device(DY), sb = test::to_device(Bias);
+  Tensor1<float> sy("sy", R * N), sdx("sdx", R * K), sdw("sdw", K * N), sdb("sdb", N);
+  kernels::matmul_forward<float>(test::mat(sy, R, N), test::mat(sx, R, K), test::mat(sw, K, N), sb);
+  kernels::matmul_backward<float>(test::mat(sdx, R, K), test::mat(sdw, K, N), sdb, test::mat(sdy, R, N),
+                                  test::mat(sx, R, K), test::mat(sw, K, N));
+  const auto Y = test::to_host<float>(sy), DX = test::to_host<float>(sdx), DW = test::to_host<float>(sdw),
+             DB = test::to_host<float>(sdb);
+
+  // 2D: blocks of X, W, dY; bias block j
+  auto x = block_of(X, R, K, q, i, j), w = block_of(W, K, N, q, i, j), dy = block_of(DY, R, N, q, i, j);
+  std::vector<float> bias_j(Bias.begin() + j * (N / q), Bias.begin() + (j + 1) * (N / q));
+  auto b = test::to_device(bias_j);
+  Tensor1<float> y("y", (R / q) * (N / q)), dx("dx", (R / q) * (K / q)), dw("dw", (K / q) * (N / q)), db("db", N / q);
+  linear2d_forward(g, test::mat(x, R / q, K / q), test::mat(w, K / q, N / q), b, test::mat(y, R / q, N / q));
+  linear2d_backward(g, test::mat(dy, R / q, N / q), test::mat(x, R / q, K / q), test::mat(w, K / q, N / q),
+                    test::mat(dx, R / q, K / q), test::mat(dw, K / q, N / q), db);
+
+  const auto block_error = [&](const std::vector<float>& want, int64_t rows, int64_t cols, const Tensor1<float>& got) {
+    const auto h = test::to_host<float>(got);
+    const int64_t br = rows / q, bc = cols / q;
+    double worst = 0;
+    for (int64_t r = 0; r < br; ++r)
+      for (int64_t c = 0; c < bc; ++c)
+        worst = std::max(worst, std::abs(double(h[size_t(r * bc + c)]) - want[size_t((i * br + r) * cols + j * bc + c)]));
+    return worst;
+  };
+  const double tol = 1e-5;  // float sums in another order; values are O(1)-O(10)
+  CHECK(block_error(Y, R, N, y) < tol * 10);
+  CHECK(block_error(DX, R, K, dx) < tol * 10);
+  CHECK(block_error(DW, K, N, dw) < tol * 10);
+  const auto hdb = test::to_host<float>(db);
+  double bias_err = 0;
+  for (int64_t c = 0; c < N / q; ++c) bias_err = std::max(bias_err, std::abs(double(hdb[size_t(c)]) - DB[size_t(j * (N / q) + c)]));
+  CHECK(bias_err < tol * 10);
+}

@@ -1,0 +1,19 @@
+#pragma once
+// The 2D (Optimus) linear layer on a q x q tensor grid: Y = X W + bias, with X split
+// [rows/q (grid row i), k/q (grid column j)] and W split [k/q (i), n/q (j)], so Y comes out
+// split like X. Forward is SUMMA AB, the backward SUMMA ABT (dX = dY W^T) and ATB
+// (dW = X^T dY). The bias block j (n/q values) is kept by every rank of grid column j
+// (q copies of a small vector, instead of the paper's n/q^2 shards and an all-gather);
+// its gradient is summed over the column, so the copies stay identical.
+#include "parallel/summa.hpp"
+
+namespace strata {
+
+// x (r, k/q), w (k/q, n/q), bias (n/q) -> y (r, n/q), r = this grid row's rows.
+void linear2d_forward(const TensorGrid2D& g, V2<const float> x, V2<const float> w, V1<const float> bias, V2<float> y);
+
+// dy (r, n/q). Writes dx (r, k/q); accumulates dw (k/q, n/q) and dbias (n/q).
+void linear2d_backward(const TensorGrid2D& g, V2<const float> dy, V2<const float> x, V2<const float> w, V2<float> dx,
+                       V2<float> dw, V1<float> dbias);
+
+}  // namespace strata
