@@ -137,6 +137,17 @@ void Comm::wait(MPI_Request& request, const char* kind) {
   stats_[kind].seconds += MPI_Wtime() - t0;
 }
 
+void Comm::allgather(V1<const float> send, V1<float> recv) {
+  const int64_t n = send.extent(0);
+  const double t0 = MPI_Wtime();
+  Kokkos::fence();
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
+  auto hr = Kokkos::create_mirror_view(recv);
+  MPI_Allgather(hs.data(), int(n), MPI_FLOAT, hr.data(), int(n), MPI_FLOAT, comm_);
+  Kokkos::deep_copy(recv, hr);
+  count("allgather", size_ > 1 ? n * int64_t(sizeof(float)) : 0, MPI_Wtime() - t0);
+}
+
 void Comm::barrier() {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Barrier(comm_);

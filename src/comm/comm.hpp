@@ -62,6 +62,8 @@ class Comm {
   MPI_Request start_broadcast(float* host_data, int64_t n, int root);
   MPI_Request start_reduce_sum(const float* host_send, float* host_recv, int64_t n, int root);
   void wait(MPI_Request& request, const char* kind);
+  // Everyone's n floats (device memory) side by side in rank order: recv holds size() * n.
+  void allgather(V1<const float> send, V1<float> recv);
   void barrier();
 
   const std::map<std::string, CommStats>& stats() const { return stats_; }
