@@ -64,10 +64,13 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   hsize_t row_size = 1;
   for (size_t d = 1; d < dims.size(); ++d) row_size *= dims[d];
-  // Chunks of whole rows, about 1M values each: Fletcher32 (like every filter) needs a
-  // chunked layout, and each chunk carries its own checksum.
+  // Chunks of whole rows, at most about 1M values each: Fletcher32 (like every filter)
+  // needs a chunked layout, and each chunk carries its own checksum. The rows are shared
+  // evenly between the chunks, since HDF5 stores a partial last chunk at full size.
   std::vector<hsize_t> chunk = dims;
-  chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (1u << 20) / std::max<hsize_t>(1, row_size)));
+  const hsize_t target = 1u << 20, total = dims[0] * row_size;
+  const hsize_t n_chunks = std::max<hsize_t>(1, (total + target - 1) / target);
+  chunk[0] = std::max<hsize_t>(1, (dims[0] + n_chunks - 1) / n_chunks);
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
   H5Pset_fletcher32(dcpl);
