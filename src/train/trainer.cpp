@@ -216,8 +216,8 @@ TrainResult Trainer::run() {
 
     // Stop requests (a signal on any rank, or the wall-time budget) are decided together:
     // one small all-reduce per step, so every rank stops after the same step.
-    bool out_of_time = false;
-    if (rc.max_walltime > 0) {
+    bool out_of_time = false;  // judged by rank 0's clock alone, so the log names the reason
+    if (rc.max_walltime > 0 && grid_->world_rank() == 0) {
       // stop while there is time for two more steps and two checkpoint writes, plus 5 s
       const double elapsed = Timers::now() - t_start;
       const double per_step = elapsed / double(step + 1 - start_.step);
