@@ -13,9 +13,14 @@ set -u
 strata=$1
 mpiexec=$2
 work=$(mktemp -d)
-trap 'pkill -9 -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
+marker="strata-ckpt-test-$$"  # in every job's command line, so only this test's processes are touched
+trap 'pkill -9 -f "$marker" 2>/dev/null; rm -rf "$work"' EXIT
 failures=0
+# the newest strata rank of this test whose command line holds $1
+rank_pid() {
+  for p in $(pgrep -x strata); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q -- "$1" && echo $p; done | tail -1
+}
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { echo "ok: $*"; }
 wait_for() {  # file pattern seconds
@@ -41,7 +46,7 @@ batch_size = 8
 [parallel]
 data = 2
 DECK
-run() { timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml "$@"; }
+run() { timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.out_dir=runs-$marker "$@"; }
 
 # --- the reference: uninterrupted
 run --set run.name=full >full.log 2>&1 || { fail "uninterrupted run"; cat full.log; }
@@ -50,8 +55,8 @@ run --set run.name=full >full.log 2>&1 || { fail "uninterrupted run"; cat full.l
 STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=8 run --set run.name=crash >crash.log 2>&1 &
 job=$!
 if wait_for crash.log "pausing inside the checkpoint write" 60; then
-  pkill -9 -f "$work/deck.toml"; pkill -9 -x strata; wait $job 2>/dev/null
-  d=runs/crash/checkpoints
+  pkill -9 -f "runs-$marker --set run.name=crash"; wait $job 2>/dev/null
+  d=runs-$marker/crash/checkpoints
   if [ "$(cat $d/LATEST)" = "ckpt_00000004.h5" ] && [ -f $d/ckpt_00000008.h5.tmp ] && [ ! -f $d/ckpt_00000008.h5 ]; then
     ok "SIGKILL inside a checkpoint write leaves LATEST at the previous checkpoint"
   else
@@ -63,11 +68,11 @@ if wait_for crash.log "pausing inside the checkpoint write" 60; then
     fail "inspect of the previous checkpoint"; cat inspect.log
   fi
   run --set run.name=crash --restart latest >resume.log 2>&1 || { fail "restart after the crash"; cat resume.log; }
-  grep -q "restart: read runs/crash/checkpoints/ckpt_00000004.h5 (step 4" resume.log || fail "restart did not use the step-4 checkpoint"
-  if diff <(cut -d, -f1,2 runs/full/metrics.csv) <(cut -d, -f1,2 runs/crash/metrics.csv) >/dev/null; then
+  grep -q "restart: read runs-$marker/crash/checkpoints/ckpt_00000004.h5 (step 4" resume.log || fail "restart did not use the step-4 checkpoint"
+  if diff <(cut -d, -f1,2 runs-$marker/full/metrics.csv) <(cut -d, -f1,2 runs-$marker/crash/metrics.csv) >/dev/null; then
     ok "restart from the surviving checkpoint reproduces every loss of the uninterrupted run"
   else
-    fail "losses after restart differ:"; diff <(cut -d, -f1,2 runs/full/metrics.csv) <(cut -d, -f1,2 runs/crash/metrics.csv)
+    fail "losses after restart differ:"; diff <(cut -d, -f1,2 runs-$marker/full/metrics.csv) <(cut -d, -f1,2 runs-$marker/crash/metrics.csv)
   fi
 else
   fail "the test hook never paused"; cat crash.log; kill -9 $job 2>/dev/null
@@ -77,11 +82,11 @@ fi
 run --set run.name=signal --set run.steps=100000 --set run.checkpoint_every=0 >signal.log 2>&1 &
 job=$!
 if wait_for signal.log "step     2/" 60; then
-  kill -USR1 "$(pgrep -n -x strata)"
+  kill -USR1 "$(rank_pid "runs-$marker --set run.name=signal")"
   wait $job
   rc=$?
   step=$(sed -nE 's/.*stopping after step ([0-9]+) of 100000 .*/\1/p' signal.log)
-  if [ $rc -eq 0 ] && [ -n "$step" ] && [ "$(cat runs/signal/checkpoints/LATEST)" = "$(printf 'ckpt_%08d.h5' "$step")" ]; then
+  if [ $rc -eq 0 ] && [ -n "$step" ] && [ "$(cat runs-$marker/signal/checkpoints/LATEST)" = "$(printf 'ckpt_%08d.h5' "$step")" ]; then
     ok "SIGUSR1 to one rank: checkpoint at step $step, exit 0"
     run --set run.name=signal --set run.steps=$((step + 2)) --restart latest >signal2.log 2>&1
     grep -q "step $(printf '%5d' $((step + 2)))/$((step + 2))" signal2.log && ok "the next job continues from step $step" || { fail "no continuation"; cat signal2.log; }
@@ -93,23 +98,23 @@ else
 fi
 
 # --- run.max_walltime
-timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=walltime --set run.steps=100000 \
+run --set run.name=walltime --set run.steps=100000 \
   --set run.checkpoint_every=0 --set run.max_walltime=7 >walltime.log 2>&1
 rc=$?
-if [ $rc -eq 0 ] && grep -q "(run.max_walltime)" walltime.log && [ -f runs/walltime/checkpoints/LATEST ]; then
+if [ $rc -eq 0 ] && grep -q "(run.max_walltime)" walltime.log && [ -f runs-$marker/walltime/checkpoints/LATEST ]; then
   ok "run.max_walltime stops in time with a checkpoint"
 else
   fail "max_walltime: exit $rc"; tail -5 walltime.log
 fi
 
 # --- bad checkpoints: one line naming file and tensor, exit 2, nothing overwritten
-good=runs/full/checkpoints/ckpt_00000012.h5
+good=runs-$marker/full/checkpoints/ckpt_00000012.h5
 bad_expect() {  # file expected-text
   local before after out rc
-  before=$(ls -l --time-style=full-iso runs/full/checkpoints | md5sum)
-  out=$(timeout 60 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=full --restart "$1" 2>&1 >/dev/null)
+  before=$(ls -l --time-style=full-iso runs-$marker/full/checkpoints | md5sum)
+  out=$(run --set run.name=full --restart "$1" 2>&1 >/dev/null)
   rc=$?
-  after=$(ls -l --time-style=full-iso runs/full/checkpoints | md5sum)
+  after=$(ls -l --time-style=full-iso runs-$marker/full/checkpoints | md5sum)
   if [ $rc -eq 2 ] && [ "$(grep -c 'strata: error' <<<"$out")" -eq 1 ] && grep -qF -- "$2" <<<"$out" && [ "$before" = "$after" ]; then
     ok "$2"
   else
@@ -127,8 +132,8 @@ PY
 bad_expect corrupt.h5 "tensor /params/wte cannot be read: checksum mismatch"
 head -c 100000 $good > truncated.h5
 bad_expect truncated.h5 "checkpoint 'truncated.h5' cannot be opened (truncated or corrupt?)"
-timeout 60 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=wide --set model.n_embd=64 --set run.steps=4 >/dev/null 2>&1
-bad_expect runs/wide/checkpoints/ckpt_00000004.h5 "ckpt_00000004.h5': tensor /params/wte has shape [256, 64] but the deck's model needs [256, 32]"
+run --set run.name=wide --set model.n_embd=64 --set run.steps=4 >/dev/null 2>&1
+bad_expect runs-$marker/wide/checkpoints/ckpt_00000004.h5 "ckpt_00000004.h5': tensor /params/wte has shape [256, 64] but the deck's model needs [256, 32]"
 bad_expect nothere.h5 "nothere.h5' is missing or not an HDF5 file"
 if timeout 60 "$strata" inspect corrupt.h5 >inspect2.log 2>&1; then fail "inspect passed a corrupt file"; else
   grep -q "/params/wte  \[256, 32\]  CHECKSUM FAILED" inspect2.log && ok "inspect flags the corrupt tensor (exit 3)" || { fail "inspect output"; cat inspect2.log; }

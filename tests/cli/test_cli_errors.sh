@@ -72,11 +72,12 @@ else
   echo "ok: good deck trains and writes runs/run/{deck.toml,metrics.csv}"
 fi
 # a rank that dies mid-run brings the job down (non-zero exit), it does not hang
+name="killed-$$"  # only this test's ranks carry it
 timeout 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 --set run.steps=100000 \
-  --set run.name=killed >killed.log 2>&1 &
+  --set run.name=$name >killed.log 2>&1 &
 job=$!
 for _ in $(seq 1 100); do grep -q "step     1/" killed.log 2>/dev/null && break; sleep 0.2; done
-victim=$(pgrep -n -x strata || true)
+victim=$(for p in $(pgrep -x strata); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q "run.name=$name" && echo $p; done | tail -1)
 if [ -z "$victim" ]; then
   echo "FAIL: could not find a strata rank to kill"; failures=$((failures + 1))
 else
