@@ -90,7 +90,8 @@ BENCHMARK(BM_attention_forward_backward)->Unit(benchmark::kMillisecond);
 // 12 T C for attention.
 void BM_block_forward_backward(benchmark::State& state) {
   ParamStore<float> store;
-  TransformerBlock<float> block(store, 0, 6, kC, kH, 0.02);
+  const TensorParallel serial;
+  TransformerBlock<float> block(store, serial, 0, 6, kC, kH, 0.02);
   store.allocate(1);
   TransformerCache<float> cache;
   TransformerGradScratch<float> scratch;

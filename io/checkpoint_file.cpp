@@ -59,8 +59,9 @@ hid_t CheckpointWriter::group_for(const std::string& name) {
   return g;
 }
 
-void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape, int64_t row_begin,
-                                    int64_t row_count, const float* rows) {
+void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape,
+                                    const std::vector<int64_t>& start_in, const std::vector<int64_t>& count_in,
+                                    const float* data) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   hsize_t row_size = 1;
   for (size_t d = 1; d < dims.size(); ++d) row_size *= dims[d];
@@ -84,12 +85,13 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
     H5Sclose(space);
     throw std::runtime_error("HDF5: cannot create dataset " + name + " in " + path_);
   }
-  // This rank's rows; an empty selection still takes part in the collective write.
-  std::vector<hsize_t> start(dims.size(), 0), count = dims;
-  start[0] = hsize_t(row_begin);
-  count[0] = hsize_t(row_count);
+  // This rank's hyperslab; an empty selection still takes part in the collective write.
+  std::vector<hsize_t> start(start_in.begin(), start_in.end()), count(count_in.begin(), count_in.end());
+  bool empty = false;
+  for (auto c : count) empty = empty || c == 0;
+  for (auto& c : count) c = std::max<hsize_t>(c, 1);  // a valid memory space even when empty
   hid_t mem = H5Screate_simple(int(count.size()), count.data(), nullptr);
-  if (row_count > 0) {
+  if (!empty) {
     H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
   } else {
     H5Sselect_none(space);
@@ -97,7 +99,7 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
   }
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-  const herr_t st = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, dxpl, rows);
+  const herr_t st = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, dxpl, data);
   H5Pclose(dxpl);
   H5Sclose(mem);
   H5Sclose(space);
@@ -179,9 +181,21 @@ std::vector<int64_t> CheckpointReader::shape(const std::string& name) const {
 }
 
 void CheckpointReader::read_tensor(const std::string& name, float* out) const {
+  const auto dims = shape(name);
+  read_tensor(name, std::vector<int64_t>(dims.size(), 0), dims, out);
+}
+
+void CheckpointReader::read_tensor(const std::string& name, const std::vector<int64_t>& start_in,
+                                   const std::vector<int64_t>& count_in, float* out) const {
   (void)shape(name);  // existence
+  std::vector<hsize_t> start(start_in.begin(), start_in.end()), count(count_in.begin(), count_in.end());
   hid_t dset = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
-  const herr_t st = H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+  hid_t space = H5Dget_space(dset);
+  hid_t mem = H5Screate_simple(int(count.size()), count.data(), nullptr);
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  const herr_t st = H5Dread(dset, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, out);
+  H5Sclose(mem);
+  H5Sclose(space);
   H5Dclose(dset);
   if (st < 0)
     throw UserError("checkpoint '" + path_ + "': tensor " + name +

@@ -1,8 +1,7 @@
 #pragma once
 // One checkpoint = one HDF5 file, written collectively by all ranks with parallel HDF5
 // (MPI-IO, collective transfers). Each tensor is one *global* dataset (full logical
-// shape, float32, chunked, Fletcher32 checksum); every rank writes a hyperslab of rows of
-// it. Readers may use any number of ranks: they read what they need of the global
+// shape, float32, chunked, Fletcher32 checksum); every rank writes a hyperslab of it. Readers may use any number of ranks: they read what they need of the global
 // datasets. Attributes on the root group carry scalars and strings (step, deck, layout).
 //
 // This level knows files and tensors, not models: src/train maps parameters to names.
@@ -24,10 +23,10 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // Collective: dataset `name` (e.g. "/params/wte") of global shape `shape`; this rank
-  // writes rows [row_begin, row_begin + row_count) of dimension 0 from host memory `rows`
-  // (row-major, row_count * prod(shape[1:]) values). row_count may be 0.
-  void write_tensor(const std::string& name, const std::vector<int64_t>& shape, int64_t row_begin,
-                    int64_t row_count, const float* rows);
+  // writes the hyperslab (start, count per dimension) from host memory `data` (row-major,
+  // prod(count) values). A count of 0 in any dimension writes nothing.
+  void write_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::vector<int64_t>& start,
+                    const std::vector<int64_t>& count, const float* data);
   // Collective, identical values on all ranks.
   void write_attribute(const std::string& name, const std::string& value);
   void write_attribute(const std::string& name, int64_t value);
@@ -53,9 +52,12 @@ class CheckpointReader {
   bool has_tensor(const std::string& name) const;
   // Throws UserError when the dataset is missing.
   std::vector<int64_t> shape(const std::string& name) const;
-  // Reads the whole dataset into out (prod(shape) floats); the Fletcher32 checksum of
-  // every chunk is verified. Throws UserError naming the file and tensor on failure.
+  // Reads the whole dataset into out (prod(shape) floats), or the hyperslab (start, count)
+  // into out (prod(count) floats, row-major); the Fletcher32 checksum of every chunk read
+  // is verified. Throws UserError naming the file and tensor on failure.
   void read_tensor(const std::string& name, float* out) const;
+  void read_tensor(const std::string& name, const std::vector<int64_t>& start, const std::vector<int64_t>& count,
+                   float* out) const;
   // Names of the datasets under a group (e.g. "/params"), in creation order.
   std::vector<std::string> tensor_names(const std::string& group) const;
 

@@ -31,9 +31,12 @@ double cross_entropy_forward(V1<T> losses, V1<T> lse, V2<const T> logits, V1<con
 }
 
 // dlogits = scale * (softmax(logits) - onehot(target)); dlogits may alias logits.
-// scale is dL/dloss_i, the same for every row (1/N for a mean loss).
+// scale is dL/dloss_i, the same for every row (1/N for a mean loss). With a vocabulary
+// split over ranks, logits are the columns [vocab_begin, vocab_begin + V) and lse is over
+// the whole vocabulary.
 template <class T>
-void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, V1<const int32_t> targets, T scale) {
+void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, V1<const int32_t> targets, T scale,
+                            int64_t vocab_begin = 0) {
   const int64_t n = logits.extent(0), v = logits.extent(1);
   Kokkos::parallel_for(
       "cross_entropy_backward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
@@ -41,7 +44,39 @@ void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, 
         const T* x = &logits(i, 0);
         T* d = &dlogits(i, 0);
         for (int64_t j = 0; j < v; ++j) d[j] = scale * fast_exp(x[j] - l);  // vectorises
-        d[targets(i)] -= scale;
+        const int64_t t = int64_t(targets(i)) - vocab_begin;
+        if (t >= 0 && t < v) d[t] -= scale;
+      });
+}
+
+// The local half of a vocabulary-parallel cross-entropy: per row, the maximum of this
+// rank's logits (into mx).
+template <class T>
+void row_max(V1<T> mx, V2<const T> logits) {
+  const int64_t v = logits.extent(1);
+  Kokkos::parallel_for(
+      "row_max", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        T m = logits(i, 0);
+        for (int64_t j = 1; j < v; ++j) m = logits(i, j) > m ? logits(i, j) : m;
+        mx(i) = m;
+      });
+}
+
+// Per row, given the global maximum mx: sums(2i) = sum_j exp(logit_j - mx) over this
+// rank's columns, sums(2i+1) = the target's logit if this rank holds it, else 0.
+template <class T>
+void row_sumexp_and_target(V1<T> sums, V2<const T> logits, V1<const T> mx, V1<const int32_t> targets,
+                           int64_t vocab_begin) {
+  const int64_t v = logits.extent(1);
+  Kokkos::parallel_for(
+      "row_sumexp_and_target", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        const T* row = &logits(i, 0);
+        const T m = mx(i);
+        T s = 0;
+        for (int64_t j = 0; j < v; ++j) s += fast_exp(row[j] - m);
+        const int64_t t = int64_t(targets(i)) - vocab_begin;
+        sums(2 * i) = s;
+        sums(2 * i + 1) = t >= 0 && t < v ? row[t] : T(0);
       });
 }
 

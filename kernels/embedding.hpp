@@ -30,4 +30,44 @@ void embedding_backward(V2<T> dwte, V2<T> dwpe, V2<const T> dout, V1<const int32
       });
 }
 
+// The pieces of a vocabulary-parallel embedding, where a rank holds the rows
+// [vocab_begin, vocab_begin + V_local) of wte (and possibly a column block of C):
+// out (N, C_local) = wte_shard[token - vocab_begin] for tokens in range, 0 otherwise.
+template <class T>
+void embedding_lookup_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte_shard, int64_t vocab_begin) {
+  const int64_t c = out.extent(1), v = wte_shard.extent(0);
+  Kokkos::parallel_for(
+      "embedding_lookup_range", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        const int64_t tok = int64_t(tokens(i)) - vocab_begin;
+        const bool mine = tok >= 0 && tok < v;
+        for (int64_t j = 0; j < c; ++j) out(i, j) = mine ? wte_shard(tok, j) : T(0);
+      });
+}
+
+// out (N, C_local) += wpe[row % t_len] (rows are whole sequences).
+template <class T>
+void add_positions(V2<T> out, V2<const T> wpe, int64_t t_len) {
+  const int64_t c = out.extent(1);
+  Kokkos::parallel_for(
+      "add_positions", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        for (int64_t j = 0; j < c; ++j) out(i, j) += wpe(i % t_len, j);
+      });
+}
+
+// dwte_shard += dout rows of the tokens in range; dwpe += dout by position. Column-parallel
+// and deterministic, like embedding_backward.
+template <class T>
+void embedding_backward_range(V2<T> dwte_shard, V2<T> dwpe, V2<const T> dout, V1<const int32_t> tokens,
+                              int64_t vocab_begin, int64_t t_len) {
+  const int64_t n = dout.extent(0), c = dout.extent(1), v = dwte_shard.extent(0);
+  Kokkos::parallel_for(
+      "embedding_backward_range", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t tok = int64_t(tokens(i)) - vocab_begin;
+          if (tok >= 0 && tok < v) dwte_shard(tok, j) += dout(i, j);
+          dwpe(i % t_len, j) += dout(i, j);
+        }
+      });
+}
+
 }  // namespace strata::kernels

@@ -21,6 +21,16 @@ void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> 
   gemm<T>("N", "N", T(1), inp, weight, beta, out);
 }
 
+// out (N, OUT) += bias (OUT) on every row.
+template <class T>
+void add_bias(V2<T> out, V1<const T> bias) {
+  const int64_t oc = out.extent(1);
+  Kokkos::parallel_for(
+      "add_bias", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        for (int64_t j = 0; j < oc; ++j) out(i, j) += bias(j);
+      });
+}
+
 // dout is (N, OUT). Accumulates dweight (IN, OUT) and dbias (OUT); writes dinp (N, IN)
 // unless it is empty (the first layer needs no input gradient).
 template <class T>

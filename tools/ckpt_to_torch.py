@@ -24,7 +24,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "bench", "peers"))
 sys.path.insert(0, here)
 from strata_data import VALIDATION, batch, make_source  # noqa: E402
-from torch_gpt import GPT, strata_name_map  # noqa: E402
+from torch_gpt import GPT, strata_name_map, to_torch_layout  # noqa: E402
 
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
@@ -44,7 +44,7 @@ def load(path):
         with torch.no_grad():
             for name, (tensor, transpose) in names.items():
                 v = torch.from_numpy(f["/params/" + name][...].astype(np.float64))
-                tensor.copy_(v.t() if transpose else v)
+                tensor.copy_(to_torch_layout(v, tensor, transpose))
         return model, deck, float(f.attrs["val_loss"]), int(f.attrs["step"])
 
 
@@ -71,7 +71,7 @@ def compare_grads(model, deck, grads_path):
         strata_loss = float(g.attrs["loss"])
         for name, (tensor, transpose) in strata_name_map(model).items():
             s = torch.from_numpy(g["/grads/" + name][...].astype(np.float64))
-            s = s.t() if transpose else s
+            s = to_torch_layout(s, tensor, transpose)
             rel = (s - tensor.grad).abs().max().item() / max(tensor.grad.abs().max().item(), 1e-30)
             worst = max(worst, rel)
             if rel > GRAD_RTOL:

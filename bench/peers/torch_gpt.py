@@ -87,6 +87,15 @@ def strata_name_map(model):
     return out
 
 
+def to_torch_layout(v, tensor, transpose):
+    """A strata tensor as torch's parameter `tensor` holds it. strata keeps the qkv weight
+    as [C, 3, C] and its bias as [3, C] (the q | k | v blocks, so a tensor-parallel rank's
+    columns form one hyperslab); in memory these are torch's [C, 3C] and [3C]."""
+    if transpose:
+        return v.reshape(v.shape[0], -1).t()
+    return v.reshape(tensor.shape)
+
+
 def decay_groups(model, weight_decay):
     """Weight decay on 2D weights only, as strata does."""
     decay = [p for p in model.parameters() if p.dim() == 2]

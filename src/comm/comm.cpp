@@ -5,6 +5,11 @@
 #include <algorithm>
 
 namespace strata {
+namespace {
+template <class T> MPI_Datatype mpi_type();
+template <> MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+}  // namespace
 
 CommBackend parse_comm_backend(const std::string& name) {
   if (name == "mpi") return CommBackend::Mpi;
@@ -20,34 +25,40 @@ Comm::Comm(MPI_Comm comm, CommBackend backend) : comm_(comm) {
 
 Comm::~Comm() = default;
 
-void Comm::count(const char* kind, int64_t bytes, double seconds) {
+void Comm::count(const char* kind, int64_t bytes, double wire_factor, double seconds) {
   auto& s = stats_[kind];
   s.calls += 1;
-  s.bytes += bytes;
+  if (size_ > 1) {
+    s.bytes += bytes;
+    s.wire_bytes += double(bytes) * wire_factor;
+  }
   s.seconds += seconds;
 }
 
 template <class T>
-void Comm::allreduce_sum_impl(V1<T> buf, MPI_Datatype type) {
+void Comm::allreduce_impl(V1<T> buf, MPI_Op op, const char* kind) {
   const int64_t n = buf.extent(0);
+  const MPI_Datatype type = mpi_type<T>();
   const double t0 = MPI_Wtime();
   if (size_ > 1 && n > 0) {
     Kokkos::fence();  // the producer kernels must be done before the buffer is read
-    if (nccl_) {
+    if (nccl_ && op == MPI_SUM) {
       nccl_->allreduce_sum(buf.data(), n, sizeof(T) == sizeof(double));
     } else if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), type, MPI_SUM, comm_);
+      MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), type, op, comm_);
     } else {
       auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);
-      MPI_Allreduce(MPI_IN_PLACE, host.data(), int(n), type, MPI_SUM, comm_);
+      MPI_Allreduce(MPI_IN_PLACE, host.data(), int(n), type, op, comm_);
       Kokkos::deep_copy(buf, host);
     }
   }
-  count("allreduce", size_ > 1 ? n * int64_t(sizeof(T)) : 0, MPI_Wtime() - t0);
+  count(kind, n * int64_t(sizeof(T)), 2.0 * (size_ - 1) / size_, MPI_Wtime() - t0);
 }
 
-void Comm::allreduce_sum(V1<float> buf) { allreduce_sum_impl(buf, MPI_FLOAT); }
-void Comm::allreduce_sum(V1<double> buf) { allreduce_sum_impl(buf, MPI_DOUBLE); }
+void Comm::allreduce_sum(V1<float> buf) { allreduce_impl(buf, MPI_SUM, "allreduce"); }
+void Comm::allreduce_sum(V1<double> buf) { allreduce_impl(buf, MPI_SUM, "allreduce"); }
+void Comm::allreduce_max(V1<float> buf) { allreduce_impl(buf, MPI_MAX, "allreduce_max"); }
+void Comm::allreduce_max(V1<double> buf) { allreduce_impl(buf, MPI_MAX, "allreduce_max"); }
 
 template <class T>
 void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
@@ -65,7 +76,7 @@ void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
     else deferred_float_.push_back(buf);
   }
   const double dt = MPI_Wtime() - t0;
-  count("allreduce_overlapped", n * int64_t(sizeof(T)), dt);
+  count("allreduce_overlapped", n * int64_t(sizeof(T)), 2.0 * (size_ - 1) / size_, dt);
 }
 
 void Comm::start_allreduce_sum(V1<float> buf) { start_allreduce_impl(buf, MPI_FLOAT); }
@@ -101,7 +112,7 @@ double Comm::allreduce_scalar(double x, MPI_Op op, const char* kind) {
   const double t0 = MPI_Wtime();
   double out = x;
   if (size_ > 1) MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, op, comm_);
-  count(kind, size_ > 1 ? int64_t(sizeof(double)) : 0, MPI_Wtime() - t0);
+  count(kind, int64_t(sizeof(double)), 2.0 * (size_ - 1) / size_, MPI_Wtime() - t0);
   return out;
 }
 double Comm::allreduce_sum(double x) { return allreduce_scalar(x, MPI_SUM, "allreduce_scalar"); }
@@ -111,23 +122,25 @@ double Comm::allreduce_min(double x) { return allreduce_scalar(x, MPI_MIN, "allr
 void Comm::broadcast(void* data, int64_t bytes, int root) {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_);
-  count("broadcast", size_ > 1 ? bytes : 0, MPI_Wtime() - t0);
+  count("broadcast", bytes, double(size_ - 1) / size_, MPI_Wtime() - t0);
 }
 
-MPI_Request Comm::start_broadcast(float* host_data, int64_t n, int root) {
+template <class T>
+MPI_Request Comm::start_broadcast(T* host_data, int64_t n, int root) {
   const double t0 = MPI_Wtime();
   MPI_Request r = MPI_REQUEST_NULL;
-  if (size_ > 1) MPI_Ibcast(host_data, int(n), MPI_FLOAT, root, comm_, &r);
-  count("broadcast", size_ > 1 ? n * int64_t(sizeof(float)) : 0, MPI_Wtime() - t0);
+  if (size_ > 1) MPI_Ibcast(host_data, int(n), mpi_type<T>(), root, comm_, &r);
+  count("broadcast", n * int64_t(sizeof(T)), double(size_ - 1) / size_, MPI_Wtime() - t0);
   return r;
 }
 
-MPI_Request Comm::start_reduce_sum(const float* host_send, float* host_recv, int64_t n, int root) {
+template <class T>
+MPI_Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root) {
   const double t0 = MPI_Wtime();
   MPI_Request r = MPI_REQUEST_NULL;
-  if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), MPI_FLOAT, MPI_SUM, root, comm_, &r);
+  if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r);
   else std::copy(host_send, host_send + n, host_recv);
-  count("reduce", size_ > 1 ? n * int64_t(sizeof(float)) : 0, MPI_Wtime() - t0);
+  count("reduce", n * int64_t(sizeof(T)), double(size_ - 1) / size_, MPI_Wtime() - t0);
   return r;
 }
 
@@ -137,21 +150,43 @@ void Comm::wait(MPI_Request& request, const char* kind) {
   stats_[kind].seconds += MPI_Wtime() - t0;
 }
 
-void Comm::allgather(V1<const float> send, V1<float> recv) {
+template <class T>
+void Comm::allgather(V1<const T> send, V1<T> recv) {
   const int64_t n = send.extent(0);
   const double t0 = MPI_Wtime();
   Kokkos::fence();
   auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
   auto hr = Kokkos::create_mirror_view(recv);
-  MPI_Allgather(hs.data(), int(n), MPI_FLOAT, hr.data(), int(n), MPI_FLOAT, comm_);
+  MPI_Allgather(hs.data(), int(n), mpi_type<T>(), hr.data(), int(n), mpi_type<T>(), comm_);
   Kokkos::deep_copy(recv, hr);
-  count("allgather", size_ > 1 ? n * int64_t(sizeof(float)) : 0, MPI_Wtime() - t0);
+  count("allgather", n * int64_t(sizeof(T)), double(size_ - 1), MPI_Wtime() - t0);
 }
+
+template <class T>
+void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
+  const int64_t n = recv.extent(0);
+  const double t0 = MPI_Wtime();
+  Kokkos::fence();
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
+  auto hr = Kokkos::create_mirror_view(recv);
+  MPI_Reduce_scatter_block(hs.data(), hr.data(), int(n), mpi_type<T>(), MPI_SUM, comm_);
+  Kokkos::deep_copy(recv, hr);
+  count("reduce_scatter", n * int64_t(sizeof(T)), double(size_ - 1), MPI_Wtime() - t0);
+}
+
+#define STRATA_COMM_INSTANTIATE(T)                                                          \
+  template MPI_Request Comm::start_broadcast<T>(T*, int64_t, int);                         \
+  template MPI_Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int);              \
+  template void Comm::allgather<T>(V1<const T>, V1<T>);                                    \
+  template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);
+STRATA_COMM_INSTANTIATE(float)
+STRATA_COMM_INSTANTIATE(double)
+#undef STRATA_COMM_INSTANTIATE
 
 void Comm::barrier() {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Barrier(comm_);
-  count("barrier", 0, MPI_Wtime() - t0);
+  count("barrier", 0, 0, MPI_Wtime() - t0);
 }
 
 }  // namespace strata

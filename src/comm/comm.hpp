@@ -21,7 +21,11 @@ namespace strata {
 
 struct CommStats {
   int64_t calls = 0;
-  int64_t bytes = 0;  // payload bytes this rank contributed
+  int64_t bytes = 0;  // payload: the size of the buffer each call works on, summed
+  // What this rank sends with the bandwidth-optimal algorithm for a group of p ranks
+  // (ring all-reduce 2(p-1)/p of the payload, pipelined broadcast and reduce (p-1)/p,
+  // all-gather and reduce-scatter (p-1) blocks): the quantity the V1D/V2D formulas count.
+  double wire_bytes = 0;
   double seconds = 0;
 };
 
@@ -40,9 +44,11 @@ class Comm {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // In-place sum over all ranks of a float or double buffer.
+  // In-place sum (max) over all ranks of a float or double buffer.
   void allreduce_sum(V1<float> buf);
   void allreduce_sum(V1<double> buf);
+  void allreduce_max(V1<float> buf);
+  void allreduce_max(V1<double> buf);
   double allreduce_sum(double x);
   double allreduce_max(double x);
 
@@ -57,22 +63,26 @@ class Comm {
   double allreduce_min(double x);
   // Root's bytes to everyone.
   void broadcast(void* data, int64_t bytes, int root);
-  // Non-blocking, host memory: root's n floats to everyone; the sum of everyone's send
-  // (n floats) into root's recv. Complete with wait().
-  MPI_Request start_broadcast(float* host_data, int64_t n, int root);
-  MPI_Request start_reduce_sum(const float* host_send, float* host_recv, int64_t n, int root);
+  // Non-blocking, host memory (T = float or double): root's n values to everyone; the sum
+  // of everyone's send (n values) into root's recv. Complete with wait().
+  template <class T> MPI_Request start_broadcast(T* host_data, int64_t n, int root);
+  template <class T> MPI_Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
   void wait(MPI_Request& request, const char* kind);
-  // Everyone's n floats (device memory) side by side in rank order: recv holds size() * n.
-  void allgather(V1<const float> send, V1<float> recv);
+  // Everyone's n values (device memory) side by side in rank order: recv holds size() * n.
+  template <class T> void allgather(V1<const T> send, V1<T> recv);
+  // The sum over ranks of send (size() * n values, device memory); this rank keeps block
+  // rank() of it in recv (n values).
+  template <class T> void reduce_scatter_sum(V1<const T> send, V1<T> recv);
   void barrier();
 
   const std::map<std::string, CommStats>& stats() const { return stats_; }
 
  private:
-  template <class T> void allreduce_sum_impl(V1<T> buf, MPI_Datatype type);
+  template <class T> void allreduce_impl(V1<T> buf, MPI_Op op, const char* kind);
   template <class T> void start_allreduce_impl(V1<T> buf, MPI_Datatype type);
   double allreduce_scalar(double x, MPI_Op op, const char* kind);
-  void count(const char* kind, int64_t bytes, double seconds);
+  // payload bytes; the wire bytes are payload * wire_factor when the group has > 1 rank
+  void count(const char* kind, int64_t bytes, double wire_factor, double seconds);
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

@@ -1,24 +1,30 @@
 #include "model/embedding_block.hpp"
 
+#include "model/tensor_shard.hpp"
+#include "parallel/vocab_parallel.hpp"
+
 namespace strata {
 
 template <class T>
-EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, int64_t vocab, int64_t seq_len, int64_t c, double std)
-    : store_(store), c_(c) {
-  wte_ = store.add("wte", {vocab, c}, Init::Normal, std, true);
-  wpe_ = store.add("wpe", {seq_len, c}, Init::Normal, std, true);
+EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, int64_t vocab, int64_t seq_len,
+                                  int64_t c, double std)
+    : store_(store), tp_(tp) {
+  wte_ = store.add("wte", {vocab, c}, Init::Normal, std, true, tensor_shard(tp, {vocab, c}, 0, 0, 1));
+  wpe_ = store.add("wpe", {seq_len, c}, Init::Normal, std, true, tensor_shard(tp, {seq_len, c}, -1, -1, 1));
 }
 
 template <class T>
-void EmbeddingBlock<T>::forward(const BlockContext& ctx, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const {
-  cache.ensure(ctx.rows(), c_);
+void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const {
+  cache.ensure(local.rows(), store_.infos()[wpe_].count[1]);
   cache.tokens = tokens;
-  kernels::embedding_forward<T>(cache.out, tokens, store_.param2(wte_), store_.param2(wpe_), ctx.seq_len);
+  tp_embedding_forward<T>(tp_, cache.out, tokens, store_.param2(wte_), store_.param2(wpe_), local.seq_len,
+                          cache.scratch);
 }
 
 template <class T>
-void EmbeddingBlock<T>::backward(const BlockContext& ctx, V2<const T> dout, EmbeddingCache<T>& cache) const {
-  kernels::embedding_backward<T>(store_.grad2(wte_), store_.grad2(wpe_), dout, cache.tokens, ctx.seq_len);
+void EmbeddingBlock<T>::backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const {
+  tp_embedding_backward<T>(tp_, store_.grad2(wte_), store_.grad2(wpe_), dout, cache.tokens, local.seq_len,
+                           cache.scratch);
 }
 
 template class EmbeddingBlock<float>;

@@ -1,15 +1,17 @@
 #pragma once
 // Token + position embedding: x0 = wte[tokens] + wpe[positions]. wte is [vocab, C] and is
-// tied to the LM head; wpe is [seq_len, C].
-#include "kernels/embedding.hpp"
+// tied to the LM head; wpe is [seq_len, C]. Under a tensor split wte is cut by vocabulary
+// (and by hidden block in 2D): parallel/vocab_parallel.hpp.
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 
 template <class T>
 struct EmbeddingCache {
-  Tensor2<T> out;  // (B*T, C)
+  Tensor2<T> out;  // (BT, C') this rank's rows and hidden block
+  Tensor2<T> scratch;  // 2D: (all B*T of the replica, C/q)
   V1<const int32_t> tokens;
   void ensure(int64_t rows, int64_t c) {
     if (int64_t(out.extent(0)) != rows) out = Tensor2<T>("emb.out", rows, c);
@@ -19,16 +21,18 @@ struct EmbeddingCache {
 template <class T>
 class EmbeddingBlock {
  public:
-  EmbeddingBlock(ParamStore<T>& store, int64_t vocab, int64_t seq_len, int64_t c, double std);
-  // tokens (B*T) -> cache.out (B*T, C)
-  void forward(const BlockContext& ctx, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const;
-  // dout (B*T, C): accumulates dwte, dwpe.
-  void backward(const BlockContext& ctx, V2<const T> dout, EmbeddingCache<T>& cache) const;
+  EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, int64_t vocab, int64_t seq_len, int64_t c,
+                 double std);
+  // tokens: all B*T tokens of the replica; local: the rows this rank computes (2D: its
+  // batch block) -> cache.out (local.rows(), C').
+  void forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const;
+  // dout (local.rows(), C'): accumulates dwte, dwpe.
+  void backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const;
   int wte_index() const { return wte_; }
 
  private:
   ParamStore<T>& store_;
-  int64_t c_;
+  const TensorParallel& tp_;
   int wte_, wpe_;
 };
 

@@ -3,12 +3,13 @@
 namespace strata {
 
 template <class T>
-GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp) : cfg_(cfg), tp_(tp) {
   const int64_t c = cfg.n_embd;
-  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
+  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
-  for (int l = 0; l < cfg.n_layer; ++l) blocks_.emplace_back(store_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std);
-  head_ = std::make_unique<LMHead<T>>(store_, embedding_->wte_index(), c);
+  for (int l = 0; l < cfg.n_layer; ++l)
+    blocks_.emplace_back(store_, tp_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std);
+  head_ = std::make_unique<LMHead<T>>(store_, tp_, embedding_->wte_index(), c);
   store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.
@@ -22,14 +23,31 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
 }
 
 template <class T>
+BlockContext GPT<T>::local_context(const BlockContext& replica) const {
+  BlockContext local = replica;
+  if (tp_.mode == TensorMode::TwoD) local.batch = replica.batch / tp_.q;
+  return local;
+}
+
+template <class T>
+std::pair<int64_t, int64_t> GPT<T>::local_rows(const BlockContext& replica) const {
+  const int64_t rows = local_context(replica).rows();
+  const int64_t begin = tp_.mode == TensorMode::TwoD ? tp_.i * rows : 0;
+  return {begin, begin + rows};
+}
+
+template <class T>
 double GPT<T>::forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets) {
-  embedding_->forward(ctx, tokens, act_.emb);
+  const BlockContext local = local_context(ctx);
+  embedding_->forward(local, tokens, act_.emb);
   V2<const T> x = act_.emb.out;
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    blocks_[l].forward(ctx, x, act_.blocks[l]);
+    blocks_[l].forward(local, x, act_.blocks[l]);
     x = act_.blocks[l].out;
   }
-  return head_->forward(ctx, x, targets, act_.head);
+  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), act_.head);
+  // 2D: grid row i has batch block i's losses; the column adds up the blocks
+  return tp_.mode == TensorMode::TwoD ? tp_.col->allreduce_sum(loss) : loss;
 }
 
 template <class T>
@@ -37,20 +55,23 @@ void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn&
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
-  if (int64_t(act_.dres.extent(0)) != ctx.rows()) act_.dres = Tensor2<T>("dres", ctx.rows(), cfg_.n_embd);
-  head_->backward(ctx, dloss_scale, act_.dres, act_.head);
+  const BlockContext local = local_context(ctx);
+  const auto& emb_out = act_.emb.out;
+  if (act_.dres.extent(0) != emb_out.extent(0) || act_.dres.extent(1) != emb_out.extent(1))
+    act_.dres = Tensor2<T>("dres", emb_out.extent(0), emb_out.extent(1));
+  head_->backward(local, dloss_scale, act_.dres, act_.head);
   ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
   for (size_t l = blocks_.size(); l-- > 0;) {
-    blocks_[l].backward(ctx, act_.dres, act_.blocks[l], act_.scratch);
+    blocks_[l].backward(local, act_.dres, act_.blocks[l], act_.scratch);
     ready(block_ranges_[l]);
   }
-  embedding_->backward(ctx, act_.dres, act_.emb);
+  embedding_->backward(local, act_.dres, act_.emb);
   ready(embedding_range_);
 }
 
 template <class T>
 double GPT<T>::flops_per_token() const {
-  const double n = double(store_.numel()) - double(cfg_.seq_len * cfg_.n_embd);
+  const double n = double(store_.global_numel()) - double(cfg_.seq_len * cfg_.n_embd);
   return 6.0 * n + 12.0 * double(cfg_.n_layer) * double(cfg_.seq_len) * double(cfg_.n_embd);
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // The GPT model as a list of blocks: Embedding, L TransformerBlocks, LMHead (tied to the
-// embedding). It owns the parameter store and, for drivers that run one micro-batch at a
-// time, one set of activation caches.
+// embedding). It owns the parameter store (this rank's shards) and, for drivers that run
+// one micro-batch at a time, one set of activation caches. With a tensor split, every rank
+// of the tensor group is given the replica's whole batch; in 2D, rank (i, j) runs the
+// blocks on batch block i.
 #include <functional>
 #include <memory>
 #include <utility>
@@ -26,9 +28,13 @@ struct GPTActivations {
 template <class T>
 class GPT {
  public:
-  GPT(const ModelConfig& cfg, uint64_t seed);
+  // tp: the tensor split and its communicators (which must outlive the model).
+  GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {});
+  GPT(const GPT&) = delete;
+  GPT& operator=(const GPT&) = delete;
 
-  // tokens, targets: (batch*seq_len) on device. Returns the sum of the token losses.
+  // tokens, targets: (batch*seq_len) on device, the replica's whole batch (ctx.batch
+  // sequences). Returns the sum of its token losses, the same on every rank of the group.
   double forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets);
   // Called during the backward with a range [offset, offset + count) of the flat gradient
   // buffer as soon as it is final, so a driver can start reducing it while the backward
@@ -40,16 +46,23 @@ class GPT {
   // 1/(global tokens) for a mean loss. Accumulates into params().grads().
   void backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready = {});
 
-  // Logits (batch*seq_len, vocab) of the last forward (before any backward overwrites them).
+  // Logits of the last forward (before any backward overwrites them): (batch*seq_len,
+  // vocab) without a tensor split, else this rank's rows and vocabulary columns.
   V2<const T> logits() const { return act_.head.logits; }
   ParamStore<T>& params() { return store_; }
   const ModelConfig& config() const { return cfg_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   // Training FLOPs per token: 6 N (N without the position table, which is a lookup)
   // plus 12 L T C for attention (QK^T and PV, forward and backward).
   double flops_per_token() const;
 
  private:
+  // The rows of the replica's batch this rank runs the blocks on.
+  BlockContext local_context(const BlockContext& replica) const;
+  std::pair<int64_t, int64_t> local_rows(const BlockContext& replica) const;  // [begin, end)
+
   ModelConfig cfg_;
+  TensorParallel tp_;  // before the blocks, which keep a reference to it
   ParamStore<T> store_;
   std::unique_ptr<EmbeddingBlock<T>> embedding_;
   std::vector<TransformerBlock<T>> blocks_;

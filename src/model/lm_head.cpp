@@ -1,8 +1,8 @@
 #include "model/lm_head.hpp"
 
-#include "kernels/cross_entropy.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/layernorm.hpp"
+#include "model/tensor_shard.hpp"
+#include "parallel/tp_layers.hpp"
+#include "parallel/vocab_parallel.hpp"
 
 namespace strata {
 
@@ -18,35 +18,35 @@ void LMHeadCache<T>::ensure(int64_t rows, int64_t c, int64_t v) {
 }
 
 template <class T>
-LMHead<T>::LMHead(ParamStore<T>& store, int wte_index, int64_t c) : store_(store), wte_(wte_index), c_(c) {
-  lnf_w_ = store.add("lnf.weight", {c}, Init::Ones);
-  lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros);
+LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c)
+    : store_(store), tp_(tp), wte_(wte_index), c_(c) {
+  lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, tensor_shard(tp, {c}, -1, -1, 0));
+  lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros, 0, false, tensor_shard(tp, {c}, -1, -1, 0));
 }
 
 template <class T>
 double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets,
                           LMHeadCache<T>& k) const {
-  using namespace kernels;
   const auto& s = store_;
-  const auto wte = s.param2(wte_);  // (V, C)
-  k.ensure(ctx.rows(), c_, wte.extent(0));
+  const auto wte = s.param2(wte_);  // (V', C')
+  // the logits block has as many vocabulary columns as the wte shard has rows
+  k.ensure(ctx.rows(), x.extent(1), wte.extent(0));
   k.x_in = x;
   k.targets = targets;
-  layernorm_forward<T>(k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
-  gemm<T>("N", "T", T(1), k.lnf, wte, T(0), k.logits);  // (BT, C)(C, V) -> (BT, V)
-  return cross_entropy_forward<T>(k.losses, k.lse, k.logits, targets);
+  tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
+  tp_head_logits<T>(tp_, k.logits, k.lnf, wte);  // (BT, C')(C', V') -> (BT, V')
+  return tp_cross_entropy_forward<T>(tp_, k.losses, k.lse, k.logits, targets);
 }
 
 template <class T>
 void LMHead<T>::backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHeadCache<T>& k) const {
-  using namespace kernels;
   const auto& s = store_;
   (void)ctx;
-  cross_entropy_backward<T>(k.logits, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
-  gemm<T>("T", "N", T(1), k.logits, k.lnf, T(1), s.grad2(wte_));    // dwte += dlogits^T lnf  (V, C)
-  gemm<T>("N", "N", T(1), k.logits, s.param2(wte_), T(0), k.lnf);   // dlnf = dlogits wte, over lnf
-  layernorm_backward<T>(dx, s.grad(lnf_w_), s.grad(lnf_b_), k.lnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
-                        k.lnf_rstd, false);
+  tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
+  tp_head_backward<T>(tp_, k.lnf, s.grad2(wte_), k.logits, k.lnf, s.param2(wte_));  // dlnf over lnf
+  Kokkos::deep_copy(dx, T(0));
+  tp_layernorm_backward_accumulate<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), k.lnf, k.x_in, s.param(lnf_w_),
+                                      k.lnf_mean, k.lnf_rstd);
 }
 
 template struct LMHeadCache<float>;

@@ -1,17 +1,19 @@
 #pragma once
 // Final layernorm, the LM head tied to the token embedding (logits = lnf(x) wte^T), and
-// the cross-entropy loss against the next tokens.
+// the cross-entropy loss against the next tokens. Under a tensor split the logits are
+// split by vocabulary (parallel/vocab_parallel.hpp).
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 
 template <class T>
 struct LMHeadCache {
-  V2<const T> x_in;              // (BT, C), owned by the caller
-  Tensor2<T> lnf;                // (BT, C)
+  V2<const T> x_in;              // (BT, C'), owned by the caller
+  Tensor2<T> lnf;                // (BT, C')
   Tensor1<T> lnf_mean, lnf_rstd; // (BT)
-  Tensor2<T> logits;             // (BT, V); overwritten by dlogits in the backward
+  Tensor2<T> logits;             // (BT, V'), this rank's vocabulary columns; overwritten by dlogits in the backward
   Tensor1<T> lse, losses;        // (BT)
   V1<const int32_t> targets;
   void ensure(int64_t rows, int64_t c, int64_t v);
@@ -20,14 +22,15 @@ struct LMHeadCache {
 template <class T>
 class LMHead {
  public:
-  LMHead(ParamStore<T>& store, int wte_index, int64_t c);
-  // x (BT, C), targets (BT) -> sum of the BT token losses.
+  LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c);
+  // x (BT, C'), targets (BT) of this rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
-  // dloss_scale = dL/d(loss of each token). Writes dL/dx into dx (BT, C).
+  // dloss_scale = dL/d(loss of each token). Writes dL/dx into dx (BT, C').
   void backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHeadCache<T>& cache) const;
 
  private:
   ParamStore<T>& store_;
+  const TensorParallel& tp_;
   int wte_, lnf_w_, lnf_b_;
   int64_t c_;
 };

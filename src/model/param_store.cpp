@@ -6,14 +6,27 @@
 namespace strata {
 
 template <class T>
-int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init init, double std, bool decay) {
+int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init init, double std, bool decay,
+                       Shard shard) {
   if (by_name_.count(name)) throw std::logic_error("duplicate parameter name " + name);
   if (params_.extent(0) > 0) throw std::logic_error("ParamStore::add after allocate: " + name);
+  if (shape.empty() || shape.size() > 3) throw std::logic_error("parameters have 1 to 3 dimensions: " + name);
   ParamInfo p;
   p.name = name;
   p.shape = std::move(shape);
+  p.start = shard.start.empty() ? std::vector<int64_t>(p.shape.size(), 0) : shard.start;
+  p.count = shard.count.empty() ? p.shape : shard.count;
+  if (p.start.size() != p.shape.size() || p.count.size() != p.shape.size())
+    throw std::logic_error("shard of " + name + " has the wrong number of dimensions");
+  for (size_t d = 0; d < p.shape.size(); ++d)
+    if (p.start[d] < 0 || p.count[d] <= 0 || p.start[d] + p.count[d] > p.shape[d])
+      throw std::logic_error("shard of " + name + " lies outside the tensor");
+  p.replica = shard.replica;
+  p.replicas = shard.replicas;
   p.numel = 1;
-  for (auto d : p.shape) p.numel *= d;
+  p.global_numel = 1;
+  for (auto d : p.count) p.numel *= d;
+  for (auto d : p.shape) p.global_numel *= d;
   p.offset = total_;
   p.init = init;
   p.std = std;
@@ -37,14 +50,32 @@ void ParamStore<T>::allocate(uint64_t seed) {
     } else if (p.init == Init::Normal) {
       const uint64_t stream = name_stream(p.name);
       const double sd = p.std;
-      // Element i of this shard is global element i (whole tensors today); a sharded
-      // layout maps its local index to the global one here.
+      // Local element i -> its global index, so every layout draws the same global values.
+      // Shapes are padded to 3 dimensions with leading 1s.
+      const size_t nd = p.shape.size();
+      int64_t g[3] = {1, 1, 1}, st[3] = {0, 0, 0}, cn[3] = {1, 1, 1};
+      for (size_t d = 0; d < nd; ++d) {
+        g[3 - nd + d] = p.shape[d];
+        st[3 - nd + d] = p.start[d];
+        cn[3 - nd + d] = p.count[d];
+      }
+      const int64_t g1 = g[1], g2 = g[2], s0 = st[0], s1 = st[1], s2 = st[2], c1 = cn[1], c2 = cn[2];
       Kokkos::parallel_for(
-          "param_init", Range(0, p.numel),
-          KOKKOS_LAMBDA(const int64_t i) { dst(i) = T(sd * counter_normal(seed, stream, uint64_t(i))); });
+          "param_init", Range(0, p.numel), KOKKOS_LAMBDA(const int64_t i) {
+            const int64_t a = i / (c1 * c2), b = i / c2 % c1, c = i % c2;
+            const int64_t global = ((a + s0) * g1 + (b + s1)) * g2 + (c + s2);
+            dst(i) = T(sd * counter_normal(seed, stream, uint64_t(global)));
+          });
     }
   }
   Kokkos::fence();
+}
+
+template <class T>
+int64_t ParamStore<T>::global_numel() const {
+  int64_t n = 0;
+  for (const auto& p : infos_) n += p.global_numel;
+  return n;
 }
 
 template <class T>

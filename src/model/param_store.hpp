@@ -1,9 +1,10 @@
 #pragma once
-// Parameter store: every parameter of a model in one flat buffer, with gradients and the
+// Parameter store: this rank's parameter shards in one flat buffer, with gradients and the
 // AdamW moments in flat buffers of the same layout, and a named view per tensor (as
-// llm.c does). Each tensor has a global name and shape; its initial values are a pure
-// function of (seed, name, global element index), so every rank layout starts from
-// identical global weights.
+// llm.c does). Each tensor has a global name and shape, and this rank holds a hyperslab
+// of it (the whole tensor without tensor parallelism). Initial values are a pure function
+// of (seed, name, global element index), so every rank layout starts from identical
+// global weights.
 #include <map>
 #include <string>
 #include <vector>
@@ -14,11 +15,23 @@ namespace strata {
 
 enum class Init { Normal, Zeros, Ones };
 
+// The part of a global tensor this rank holds: a hyperslab (start, count per dimension;
+// empty = the whole tensor), and how many ranks of the tensor group hold the same part.
+// Replicas have identical values and gradients; replica 0 "owns" the part (counts it in
+// norms, writes it to checkpoints).
+struct Shard {
+  std::vector<int64_t> start, count;
+  int replica = 0, replicas = 1;
+};
+
 struct ParamInfo {
   std::string name;
   std::vector<int64_t> shape;  // global shape
+  std::vector<int64_t> start, count;  // this rank's hyperslab of it
+  int replica = 0, replicas = 1;      // see Shard
   int64_t offset = 0;          // into the flat buffers
-  int64_t numel = 0;
+  int64_t numel = 0;           // of the local hyperslab
+  int64_t global_numel = 0;
   Init init = Init::Zeros;
   double std = 0;     // for Init::Normal
   bool decay = false; // receives weight decay (2D weights do; biases and norms do not)
@@ -27,23 +40,27 @@ struct ParamInfo {
 template <class T>
 class ParamStore {
  public:
-  // Declares a tensor; returns its index. All declarations come before allocate().
-  int add(const std::string& name, std::vector<int64_t> shape, Init init, double std = 0, bool decay = false);
+  // Declares a tensor of global shape `shape` of which this rank holds `shard`; returns its
+  // index. All declarations come before allocate().
+  int add(const std::string& name, std::vector<int64_t> shape, Init init, double std = 0, bool decay = false,
+          Shard shard = {});
   // Allocates the flat buffers and fills parameters from the counter-based RNG.
   void allocate(uint64_t seed);
 
   int index(const std::string& name) const;
   const std::vector<ParamInfo>& infos() const { return infos_; }
-  int64_t numel() const { return total_; }
+  int64_t numel() const { return total_; }  // local elements (the flat buffers' length)
+  int64_t global_numel() const;              // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
   V1<T> grad(int i) const { return V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel); }
-  // 2D views of a matrix parameter (rows, cols) = shape.
-  V2<T> param2(int i) const { return as_matrix(params_.data() + infos_[i].offset, infos_[i].shape[0], infos_[i].shape[1]); }
-  V2<T> grad2(int i) const { return as_matrix(grads_.data() + infos_[i].offset, infos_[i].shape[0], infos_[i].shape[1]); }
+  // 2D views of the local part: (count[0], product of the other counts).
+  V2<T> param2(int i) const { return as_matrix(params_.data() + infos_[i].offset, infos_[i].count[0], infos_[i].numel / infos_[i].count[0]); }
+  V2<T> grad2(int i) const { return as_matrix(grads_.data() + infos_[i].offset, infos_[i].count[0], infos_[i].numel / infos_[i].count[0]); }
 
   Tensor1<T>& params() { return params_; }
   Tensor1<T>& grads() { return grads_; }
+  V1<T> grads_view() const { return grads_; }
   Tensor1<T>& adam_m() { return m_; }
   Tensor1<T>& adam_v() { return v_; }
   void zero_grads() { Kokkos::deep_copy(grads_, T(0)); }

@@ -6,6 +6,8 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
+#include "model/tensor_shard.hpp"
+#include "parallel/tp_layers.hpp"
 
 namespace strata {
 namespace {
@@ -14,7 +16,7 @@ template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size())
 }  // namespace
 
 template <class T>
-void TransformerCache<T>::ensure(const BlockContext& ctx, int64_t c, int64_t h) {
+void TransformerCache<T>::ensure(const BlockContext& ctx, int64_t c, int64_t a, int64_t f, int64_t heads) {
   const int64_t n = ctx.rows();
   if (int64_t(out.extent(0)) == n) return;
   ln1 = Tensor2<T>("ln1", n, c);
@@ -23,63 +25,76 @@ void TransformerCache<T>::ensure(const BlockContext& ctx, int64_t c, int64_t h) 
   ln1_rstd = Tensor1<T>("ln1_rstd", n);
   ln2_mean = Tensor1<T>("ln2_mean", n);
   ln2_rstd = Tensor1<T>("ln2_rstd", n);
-  qkv = Tensor2<T>("qkv", n, 3 * c);
-  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, h, c / h);
-  atty = Tensor2<T>("atty", n, c);
+  qkv = Tensor2<T>("qkv", n, 3 * a);
+  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, heads, a / heads);
+  atty = Tensor2<T>("atty", n, a);
   x_mid = Tensor2<T>("x_mid", n, c);
-  fch = Tensor2<T>("fch", n, 4 * c);
-  fch_gelu = Tensor2<T>("fch_gelu", n, 4 * c);
+  fch = Tensor2<T>("fch", n, f);
+  fch_gelu = Tensor2<T>("fch_gelu", n, f);
   out = Tensor2<T>("block_out", n, c);
 }
 
 template <class T>
-void TransformerGradScratch<T>::ensure(int64_t rows, int64_t c) {
+void TransformerGradScratch<T>::ensure(int64_t rows, int64_t c, int64_t a, int64_t f) {
   if (int64_t(dc.extent(0)) == rows) return;
-  dqkv = Tensor2<T>("dqkv", rows, 3 * c);
+  dqkv = Tensor2<T>("dqkv", rows, 3 * a);
   dc = Tensor2<T>("dc", rows, c);
-  dfch = Tensor2<T>("dfch", rows, 4 * c);
+  da = Tensor2<T>("da", rows, a);
+  dfch = Tensor2<T>("dfch", rows, f);
 }
 
 template <class T>
-TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, int layer, int64_t n_layer, int64_t c, int64_t n_head,
-                                      double std)
-    : store_(store), c_(c), h_(n_head) {
+TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, int layer, int64_t n_layer,
+                                      int64_t c, int64_t n_head, double std)
+    : store_(store), tp_(tp), c_(c) {
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
   // not grow with depth.
   const double proj_std = std / std::sqrt(2.0 * double(n_layer));
-  ln1_w_ = store.add(p + "ln1.weight", {c}, Init::Ones);
-  ln1_b_ = store.add(p + "ln1.bias", {c}, Init::Zeros);
-  qkv_w_ = store.add(p + "attn.qkv.weight", {c, 3 * c}, Init::Normal, std, true);
-  qkv_b_ = store.add(p + "attn.qkv.bias", {3 * c}, Init::Zeros);
-  proj_w_ = store.add(p + "attn.proj.weight", {c, c}, Init::Normal, proj_std, true);
-  proj_b_ = store.add(p + "attn.proj.bias", {c}, Init::Zeros);
-  ln2_w_ = store.add(p + "ln2.weight", {c}, Init::Ones);
-  ln2_b_ = store.add(p + "ln2.bias", {c}, Init::Zeros);
-  fc_w_ = store.add(p + "mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true);
-  fc_b_ = store.add(p + "mlp.fc.bias", {4 * c}, Init::Zeros);
-  fcp_w_ = store.add(p + "mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true);
-  fcp_b_ = store.add(p + "mlp.proj.bias", {c}, Init::Zeros);
+  // add(name, shape, init, std, decay, split: 1D dim, 2D row dim, 2D column dim)
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init, double sd, bool decay,
+                       int dim_1d, int row_dim, int col_dim) {
+    const Shard sh = tensor_shard(tp, shape, dim_1d, row_dim, col_dim);
+    return store.add(p + name, shape, init, sd, decay, sh);
+  };
+  ln1_w_ = add("ln1.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
+  ln1_b_ = add("ln1.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  qkv_w_ = add("attn.qkv.weight", {c, 3, c}, Init::Normal, std, true, 2, 0, 2);  // column-parallel (1D)
+  qkv_b_ = add("attn.qkv.bias", {3, c}, Init::Zeros, 0, false, 1, -1, 1);
+  proj_w_ = add("attn.proj.weight", {c, c}, Init::Normal, proj_std, true, 0, 0, 1);  // row-parallel (1D)
+  proj_b_ = add("attn.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
+  ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
+  fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0);
+  fcp_w_ = add("mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true, 0, 0, 1);
+  fcp_b_ = add("mlp.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  const auto& info = store.infos();
+  c_local_ = info[ln1_w_].count[0];
+  a_local_ = info[qkv_b_].count[1];
+  f_local_ = info[fc_b_].count[0];
+  heads_local_ = n_head * a_local_ / c;
 }
 
 template <class T>
 void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k) const {
   using namespace kernels;
   const auto& s = store_;
-  k.ensure(ctx, c_, h_);
+  const auto& tp = tp_;
+  k.ensure(ctx, c_local_, a_local_, f_local_, heads_local_);
   k.x_in = x;
-  // attention branch; x is (BT, C)
-  layernorm_forward<T>(k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
-  matmul_forward<T>(k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));              // (BT, 3C)
-  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, h_);          // (BT, C)
-  matmul_forward<T>(k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));         // (BT, C)
-  residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));          // x_mid = x + proj
+  // attention branch; x is (BT, C')
+  tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
+  tp_linear_in_forward<T>(tp, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
+  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, heads_local_);     // (BT, A)
+  tp_linear_out_forward<T>(tp, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
+  residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
-  layernorm_forward<T>(k.ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
-  matmul_forward<T>(k.fch, k.ln2, s.param2(fc_w_), s.param(fc_b_));                // (BT, 4C)
+  tp_layernorm_forward<T>(tp, c_, k.ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
+  tp_linear_in_forward<T>(tp, k.fch, k.ln2, s.param2(fc_w_), s.param(fc_b_));           // (BT, F)
   gelu_forward<T>(flat(k.fch_gelu), flat(k.fch));
-  matmul_forward<T>(k.out, k.fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));         // (BT, C)
-  residual_accumulate<T>(flat(k.out), flat(k.x_mid));                               // out = x_mid + mlp
+  tp_linear_out_forward<T>(tp, k.out, k.fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));   // (BT, C')
+  residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
 }
 
 template <class T>
@@ -87,19 +102,20 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
                                    TransformerGradScratch<T>& g) const {
   using namespace kernels;
   const auto& s = store_;
-  g.ensure(ctx.rows(), c_);
+  const auto& tp = tp_;
+  g.ensure(ctx.rows(), c_local_, a_local_, f_local_);
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
-  matmul_backward<T>(g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, k.fch_gelu, s.param2(fcp_w_));
+  tp_linear_out_backward<T>(tp, g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, k.fch_gelu, s.param2(fcp_w_));
   gelu_backward<T>(flat(g.dfch), flat(k.fch), flat(g.dfch));
-  matmul_backward<T>(g.dc, s.grad2(fc_w_), s.grad(fc_b_), g.dfch, k.ln2, s.param2(fc_w_));
-  layernorm_backward<T>(dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
-                        k.ln2_rstd, true);  // dres is now dL/d(x_mid)
+  tp_linear_in_backward<T>(tp, g.dc, s.grad2(fc_w_), s.grad(fc_b_), g.dfch, k.ln2, s.param2(fc_w_));
+  tp_layernorm_backward_accumulate<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
+                                      k.ln2_mean, k.ln2_rstd);  // dres is now dL/d(x_mid)
   // attention branch
-  matmul_backward<T>(g.dc, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, k.att, g.dc, ctx.batch, ctx.seq_len, h_);
-  matmul_backward<T>(g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
-  layernorm_backward<T>(dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
-                        k.ln1_rstd, true);  // dres is now dL/d(x)
+  tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
+  attention_backward<T>(g.dqkv, k.att, g.da, ctx.batch, ctx.seq_len, heads_local_);
+  tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
+  tp_layernorm_backward_accumulate<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
+                                      k.ln1_mean, k.ln1_rstd);  // dres is now dL/d(x)
 }
 
 template struct TransformerCache<float>;

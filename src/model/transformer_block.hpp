@@ -2,12 +2,18 @@
 // One pre-LN GPT block:
 //   x_mid = x + proj(attn(ln1(x)))
 //   x_out = x_mid + fc2(gelu(fc1(ln2(x_mid))))
-// Weights are stored [in, out]: qkv [C, 3C], proj [C, C], fc [C, 4C], fc_proj [4C, C].
+// Weights are stored [in, out]: qkv [C, 3, C] (the q | k | v blocks, i.e. [C, 3C] in
+// memory), proj [C, C], fc [C, 4C], fc_proj [4C, C]. Under a tensor split each rank holds
+// shards (model/tensor_shard.hpp) and runs the layers of parallel/tp_layers.hpp; attention
+// needs no communication, as each rank holds whole heads (1D: H/t heads; 2D: H/q heads of
+// its batch block). The qkv weight's middle dimension keeps a rank's q, k and v columns
+// of the same heads together in one hyperslab.
 #include <string>
 
 #include "kernels/attention.hpp"
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 
@@ -15,31 +21,35 @@ namespace strata {
 template <class T>
 struct TransformerCache {
   V2<const T> x_in;                // (BT, C) the block's input, owned by the caller
-  Tensor2<T> ln1, ln2;             // (BT, C)
+  // Local sizes: BT rows (2D: this batch block's), C' the local hidden block (C, or C/q
+  // in 2D), A the local heads' width (C, C/t, C/q), F the local MLP width (4C, 4C/t, 4C/q).
+  Tensor2<T> ln1, ln2;             // (BT, C')
   Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT)
-  Tensor2<T> qkv;                  // (BT, 3C)
+  Tensor2<T> qkv;                  // (BT, 3A)
   kernels::AttentionBuffers<T> att;
-  Tensor2<T> atty;                 // (BT, C) attention output before proj
-  Tensor2<T> x_mid;                // (BT, C) residual after attention
-  Tensor2<T> fch, fch_gelu;        // (BT, 4C)
-  Tensor2<T> out;                  // (BT, C) block output
-  void ensure(const BlockContext& ctx, int64_t c, int64_t h);
+  Tensor2<T> atty;                 // (BT, A) attention output before proj
+  Tensor2<T> x_mid;                // (BT, C') residual after attention
+  Tensor2<T> fch, fch_gelu;        // (BT, F)
+  Tensor2<T> out;                  // (BT, C') block output
+  void ensure(const BlockContext& ctx, int64_t c_local, int64_t a_local, int64_t f_local, int64_t heads_local);
 };
 
 // Gradient scratch shared by all blocks of a model (used one block at a time).
 template <class T>
 struct TransformerGradScratch {
-  Tensor2<T> dqkv;       // (BT, 3C)
-  Tensor2<T> dc;         // (BT, C)
-  Tensor2<T> dfch;       // (BT, 4C)
-  void ensure(int64_t rows, int64_t c);
+  Tensor2<T> dqkv;       // (BT, 3A)
+  Tensor2<T> dc, da;     // (BT, C'), (BT, A)
+  Tensor2<T> dfch;       // (BT, F)
+  void ensure(int64_t rows, int64_t c_local, int64_t a_local, int64_t f_local);
 };
 
 template <class T>
 class TransformerBlock {
  public:
-  TransformerBlock(ParamStore<T>& store, int layer, int64_t n_layer, int64_t c, int64_t n_head, double std);
-  // x (BT, C) -> cache.out (BT, C). x must outlive the backward.
+  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, int layer, int64_t n_layer, int64_t c,
+                   int64_t n_head, double std);
+  // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
+  // rank's sequences (2D: its batch block).
   void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache) const;
   // In place on the residual-stream gradient: dres holds dL/d(out) on entry and
   // dL/d(x) on return. Accumulates this block's parameter gradients.
@@ -47,7 +57,9 @@ class TransformerBlock {
 
  private:
   ParamStore<T>& store_;
-  int64_t c_, h_;
+  const TensorParallel& tp_;
+  int64_t c_;                    // the model's hidden size C
+  int64_t c_local_, a_local_, f_local_, heads_local_;
   int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_, fc_b_, fcp_w_, fcp_b_;
 };
 

@@ -1,19 +1,48 @@
 #pragma once
-// Gradient clipping by global norm. The norm is over the full (reduced) gradient, which
-// every data-parallel rank holds identically after the all-reduce.
+// Gradient clipping by global norm. The norm is over the whole model's gradient: every
+// data-parallel replica holds the same (reduced) gradient, and within a tensor group each
+// shard is counted once (by its replica 0) and the squares are summed over the group.
 #include <cmath>
 
+#include "comm/comm.hpp"
 #include "kernels/sum_squares.hpp"
+#include "model/param_store.hpp"
 
 namespace strata {
 
-// Returns the global L2 norm of grads; scales them by max_norm/norm when it exceeds
-// max_norm (> 0).
+// Sum of squares of the gradient shards this rank owns (ParamInfo::replica == 0), over
+// contiguous runs of the flat buffer.
 template <class T>
-double clip_grad_norm(V1<T> grads, double max_norm) {
-  const double norm = std::sqrt(kernels::sum_of_squares<T>(grads));
+double owned_grad_sum_of_squares(const ParamStore<T>& store) {
+  double sum = 0;
+  int64_t run_begin = 0, run_end = 0;
+  const auto flush = [&] {
+    if (run_end > run_begin)
+      sum += kernels::sum_of_squares<T>(V1<const T>(store.grads_view().data() + run_begin, run_end - run_begin));
+  };
+  for (const auto& p : store.infos()) {
+    if (p.replica != 0) continue;
+    if (p.offset != run_end) {
+      flush();
+      run_begin = p.offset;
+    }
+    run_end = p.offset + p.numel;
+  }
+  flush();
+  return sum;
+}
+
+// Returns the global L2 norm of the gradients; scales them by max_norm/norm when it
+// exceeds max_norm (> 0). tensor_group: the ranks that share the model's shards (nullptr
+// without tensor parallelism).
+template <class T>
+double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm) {
+  double sq = owned_grad_sum_of_squares(store);
+  if (tensor_group) sq = tensor_group->allreduce_sum(sq);
+  const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const T scale = T(max_norm / (norm + 1e-6));
+    auto grads = store.grads_view();
     Kokkos::parallel_for(
         "grad_clip", Range(0, grads.extent(0)), KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
   }

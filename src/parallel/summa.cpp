@@ -8,29 +8,32 @@ namespace strata {
 namespace {
 
 // A block-sized buffer on the device with its host mirror (the same memory on CPUs).
+template <class T>
 struct Staged {
-  Tensor2<float> dev;
-  typename Tensor2<float>::HostMirror host;
+  Tensor2<T> dev;
+  typename Tensor2<T>::HostMirror host;
   Staged(int64_t r, int64_t c)
       : dev(Kokkos::view_alloc(Kokkos::WithoutInitializing, "summa.buf"), r, c), host(Kokkos::create_mirror_view(dev)) {}
   void to_host() { Kokkos::deep_copy(host, dev); }  // no-op when host == dev
   void to_device() { Kokkos::deep_copy(dev, host); }
 };
 
-void copy_block(Staged& dst, V2<const float> src) {
+template <class T>
+void copy_block(Staged<T>& dst, V2<const T> src) {
   Kokkos::deep_copy(dst.dev, src);
   dst.to_host();
 }
 
 }  // namespace
 
-void summa_matmul_ab(const TensorGrid2D& g, V2<const float> a, V2<const float> b, V2<float> c) {
+template <class T>
+void summa_matmul_ab(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c) {
   const int64_t m = a.extent(0), k = a.extent(1), n = b.extent(1);
   if (g.q == 1) {
-    kernels::gemm<float>("N", "N", 1.0f, a, b, 0.0f, c);
+    kernels::gemm<T>("N", "N", T(1), a, b, T(0), c);
     return;
   }
-  std::array<Staged, 2> abuf{Staged(m, k), Staged(m, k)}, bbuf{Staged(k, n), Staged(k, n)};
+  std::array<Staged<T>, 2> abuf{Staged<T>(m, k), Staged<T>(m, k)}, bbuf{Staged<T>(k, n), Staged<T>(k, n)};
   std::array<MPI_Request, 2> ra{}, rb{};
   const auto post = [&](int t) {
     auto &sa = abuf[t % 2], &sb = bbuf[t % 2];
@@ -46,7 +49,7 @@ void summa_matmul_ab(const TensorGrid2D& g, V2<const float> a, V2<const float> b
     g.col.wait(rb[t % 2], "broadcast");
     abuf[t % 2].to_device();
     bbuf[t % 2].to_device();
-    kernels::gemm<float>("N", "N", 1.0f, abuf[t % 2].dev, bbuf[t % 2].dev, t == 0 ? 0.0f : 1.0f, c);
+    kernels::gemm<T>("N", "N", T(1), abuf[t % 2].dev, bbuf[t % 2].dev, t == 0 ? T(0) : T(1), c);
   }
 }
 
@@ -56,13 +59,13 @@ namespace {
 // (root t), multiply it with the local block of the other operand into a partial product,
 // and sum the partials over `reduce` into the rank at position t, whose C block it is.
 // `multiply(bcast_block, partial)` computes the partial product.
-template <class Multiply>
+template <class T, class Multiply>
 void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& reduce,
-                           V2<const float> local_bcast_block, V2<float> c, Multiply multiply) {
+                           V2<const T> local_bcast_block, V2<T> c, Multiply multiply) {
   const int64_t br = local_bcast_block.extent(0), bc = local_bcast_block.extent(1);
   const int64_t m = c.extent(0), n = c.extent(1);
-  std::array<Staged, 2> bbuf{Staged(br, bc), Staged(br, bc)}, partial{Staged(m, n), Staged(m, n)};
-  Staged result(m, n);
+  std::array<Staged<T>, 2> bbuf{Staged<T>(br, bc), Staged<T>(br, bc)}, partial{Staged<T>(m, n), Staged<T>(m, n)};
+  Staged<T> result(m, n);
   std::array<MPI_Request, 2> rb{}, rr{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   const auto post = [&](int t) {
     if (my_position_in_bcast == t) copy_block(bbuf[t % 2], local_bcast_block);
@@ -74,7 +77,7 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
     bcast.wait(rb[t % 2], "broadcast");
     bbuf[t % 2].to_device();
     if (rr[t % 2] != MPI_REQUEST_NULL) reduce.wait(rr[t % 2], "reduce");  // partial buffer free again
-    multiply(V2<const float>(bbuf[t % 2].dev), V2<float>(partial[t % 2].dev));
+    multiply(V2<const T>(bbuf[t % 2].dev), V2<T>(partial[t % 2].dev));
     partial[t % 2].to_host();
     // the sum of step t's partials belongs to position t of the reducing group
     rr[t % 2] = reduce.start_reduce_sum(partial[t % 2].host.data(), result.host.data(), m * n, t);
@@ -87,26 +90,36 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
 
 }  // namespace
 
-void summa_matmul_abt(const TensorGrid2D& g, V2<const float> a, V2<const float> b, V2<float> c) {
+template <class T>
+void summa_matmul_abt(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c) {
   if (g.q == 1) {
-    kernels::gemm<float>("N", "T", 1.0f, a, b, 0.0f, c);
+    kernels::gemm<T>("N", "T", T(1), a, b, T(0), c);
     return;
   }
   // step t: B_tj down column j; P = A_ij B_tj^T; sum P over row i into (i, t) = C_it
-  summa_reduce_products(g.q, g.i, g.col, g.row, b, c, [&](V2<const float> bt, V2<float> p) {
-    kernels::gemm<float>("N", "T", 1.0f, a, bt, 0.0f, p);
+  summa_reduce_products(g.q, g.i, g.col, g.row, b, c, [&](V2<const T> bt, V2<T> p) {
+    kernels::gemm<T>("N", "T", T(1), a, bt, T(0), p);
   });
 }
 
-void summa_matmul_atb(const TensorGrid2D& g, V2<const float> a, V2<const float> b, V2<float> c) {
+template <class T>
+void summa_matmul_atb(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c) {
   if (g.q == 1) {
-    kernels::gemm<float>("T", "N", 1.0f, a, b, 0.0f, c);
+    kernels::gemm<T>("T", "N", T(1), a, b, T(0), c);
     return;
   }
   // step t: A_it along row i; P = A_it^T B_ij; sum P over column j into (t, j) = C_tj
-  summa_reduce_products(g.q, g.j, g.row, g.col, a, c, [&](V2<const float> at, V2<float> p) {
-    kernels::gemm<float>("T", "N", 1.0f, at, b, 0.0f, p);
+  summa_reduce_products(g.q, g.j, g.row, g.col, a, c, [&](V2<const T> at, V2<T> p) {
+    kernels::gemm<T>("T", "N", T(1), at, b, T(0), p);
   });
 }
+
+#define STRATA_SUMMA_INSTANTIATE(T)                                                          \
+  template void summa_matmul_ab<T>(const TensorGrid2D&, V2<const T>, V2<const T>, V2<T>);  \
+  template void summa_matmul_abt<T>(const TensorGrid2D&, V2<const T>, V2<const T>, V2<T>); \
+  template void summa_matmul_atb<T>(const TensorGrid2D&, V2<const T>, V2<const T>, V2<T>);
+STRATA_SUMMA_INSTANTIATE(float)
+STRATA_SUMMA_INSTANTIATE(double)
+#undef STRATA_SUMMA_INSTANTIATE
 
 }  // namespace strata

@@ -20,11 +20,15 @@ struct TensorGrid2D {
   int q = 1, i = 0, j = 0;
 };
 
+// T is float or double. Each product overwrites c.
 // a: block (m, k) of A; b: block (k, n) of B; c: block (m, n) of C = A B.
-void summa_matmul_ab(const TensorGrid2D& g, V2<const float> a, V2<const float> b, V2<float> c);
+template <class T>
+void summa_matmul_ab(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c);
 // a: block (m, k) of A; b: block (n, k) of B; c: block (m, n) of C = A B^T.
-void summa_matmul_abt(const TensorGrid2D& g, V2<const float> a, V2<const float> b, V2<float> c);
+template <class T>
+void summa_matmul_abt(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c);
 // a: block (k, m) of A; b: block (k, n) of B; c: block (m, n) of C = A^T B.
-void summa_matmul_atb(const TensorGrid2D& g, V2<const float> a, V2<const float> b, V2<float> c);
+template <class T>
+void summa_matmul_atb(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c);
 
 }  // namespace strata

@@ -10,12 +10,15 @@
 namespace strata {
 
 // x (r, C/q) -> y (r, C/q); mean, rstd (r) saved for the backward. c_total = C.
-void layernorm2d_forward(const TensorGrid2D& g, int64_t c_total, V2<float> y, V1<float> mean, V1<float> rstd,
-                         V2<const float> x, V1<const float> weight, V1<const float> bias);
+template <class T>
+void layernorm2d_forward(const TensorGrid2D& g, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
+                         V1<const T> weight, V1<const T> bias);
 
-// Writes dx (r, C/q); accumulates dweight, dbias (C/q).
-void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<float> dx, V1<float> dweight, V1<float> dbias,
-                          V2<const float> dy, V2<const float> x, V1<const float> weight, V1<const float> mean,
-                          V1<const float> rstd);
+// Writes dx (r, C/q), or adds to it if accumulate (a residual stream's gradient);
+// accumulates dweight, dbias (C/q).
+template <class T>
+void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T> dweight, V1<T> dbias,
+                          V2<const T> dy, V2<const T> x, V1<const T> weight, V1<const T> mean, V1<const T> rstd,
+                          bool accumulate = false);
 
 }  // namespace strata

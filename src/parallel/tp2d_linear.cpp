@@ -1,36 +1,43 @@
 #include "parallel/tp2d_linear.hpp"
 
+#include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
 
 namespace strata {
 
-void linear2d_forward(const TensorGrid2D& g, V2<const float> x, V2<const float> w, V1<const float> bias, V2<float> y) {
-  summa_matmul_ab(g, x, w, y);
-  const int64_t n = y.extent(1);
-  Kokkos::parallel_for(
-      "linear2d_bias", Range(0, y.extent(0)), KOKKOS_LAMBDA(const int64_t r) {
-        for (int64_t c = 0; c < n; ++c) y(r, c) += bias(c);
-      });
+template <class T>
+void linear2d_forward(const TensorGrid2D& g, V2<const T> x, V2<const T> w, V1<const T> bias, V2<T> y) {
+  summa_matmul_ab<T>(g, x, w, y);
+  kernels::add_bias<T>(y, bias);
 }
 
-void linear2d_backward(const TensorGrid2D& g, V2<const float> dy, V2<const float> x, V2<const float> w, V2<float> dx,
-                       V2<float> dw, V1<float> dbias) {
-  summa_matmul_abt(g, dy, w, dx);
-  Tensor2<float> dw_step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear2d.dw"), dw.extent(0), dw.extent(1));
-  summa_matmul_atb(g, x, dy, dw_step);
-  kernels::residual_accumulate<float>(V1<float>(dw.data(), dw.size()), V1<const float>(dw_step.data(), dw_step.size()));
+template <class T>
+void linear2d_backward(const TensorGrid2D& g, V2<const T> dy, V2<const T> x, V2<const T> w, V2<T> dx, V2<T> dw,
+                       V1<T> dbias) {
+  summa_matmul_abt<T>(g, dy, w, dx);
+  Tensor2<T> dw_step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear2d.dw"), dw.extent(0), dw.extent(1));
+  summa_matmul_atb<T>(g, x, dy, dw_step);
+  kernels::residual_accumulate<T>(V1<T>(dw.data(), dw.size()), V1<const T>(dw_step.data(), dw_step.size()));
   // dbias_j = column sums of dY over all rows: this grid row's rows here, the rest of
   // grid column j's rows by the all-reduce.
   const int64_t rows = dy.extent(0), n = dy.extent(1);
-  Tensor1<float> local("linear2d.dbias", n);
+  Tensor1<T> local("linear2d.dbias", n);
   Kokkos::parallel_for(
       "linear2d_dbias", Range(0, n), KOKKOS_LAMBDA(const int64_t c) {
-        float s = 0;
+        T s = 0;
         for (int64_t r = 0; r < rows; ++r) s += dy(r, c);
         local(c) = s;
       });
-  g.col.allreduce_sum(V1<float>(local));
-  kernels::residual_accumulate<float>(dbias, local);
+  g.col.allreduce_sum(V1<T>(local));
+  kernels::residual_accumulate<T>(dbias, local);
 }
+
+template void linear2d_forward<float>(const TensorGrid2D&, V2<const float>, V2<const float>, V1<const float>, V2<float>);
+template void linear2d_forward<double>(const TensorGrid2D&, V2<const double>, V2<const double>, V1<const double>,
+                                       V2<double>);
+template void linear2d_backward<float>(const TensorGrid2D&, V2<const float>, V2<const float>, V2<const float>,
+                                       V2<float>, V2<float>, V1<float>);
+template void linear2d_backward<double>(const TensorGrid2D&, V2<const double>, V2<const double>, V2<const double>,
+                                        V2<double>, V2<double>, V1<double>);
 
 }  // namespace strata

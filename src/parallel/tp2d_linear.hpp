@@ -10,10 +10,12 @@
 namespace strata {
 
 // x (r, k/q), w (k/q, n/q), bias (n/q) -> y (r, n/q), r = this grid row's rows.
-void linear2d_forward(const TensorGrid2D& g, V2<const float> x, V2<const float> w, V1<const float> bias, V2<float> y);
+template <class T>
+void linear2d_forward(const TensorGrid2D& g, V2<const T> x, V2<const T> w, V1<const T> bias, V2<T> y);
 
 // dy (r, n/q). Writes dx (r, k/q); accumulates dw (k/q, n/q) and dbias (n/q).
-void linear2d_backward(const TensorGrid2D& g, V2<const float> dy, V2<const float> x, V2<const float> w, V2<float> dx,
-                       V2<float> dw, V1<float> dbias);
+template <class T>
+void linear2d_backward(const TensorGrid2D& g, V2<const T> dy, V2<const T> x, V2<const T> w, V2<T> dx, V2<T> dw,
+                       V1<T> dbias);
 
 }  // namespace strata

@@ -22,9 +22,9 @@ const char* kGroups[3] = {"/params/", "/optim/adam_m/", "/optim/adam_v/"};
 
 }  // namespace
 
-int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, ParamStore<float>& store,
-                               const TrainingState& state, const Deck& deck, const std::string& layout,
-                               bool pause_midway) {
+int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_rank, int data_size,
+                               ParamStore<float>& store, const TrainingState& state, const Deck& deck,
+                               const std::string& layout, bool pause_midway) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -43,13 +43,16 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, ParamStor
       ::sleep(600);
     }
     const auto& p = infos[i];
-    // Replicas split the rows of dimension 0 between them: rank r writes its block.
-    const int64_t rows = p.shape[0], row_size = p.numel / rows;
-    const int64_t begin = rows * rank / size, end = rows * (rank + 1) / size;
+    // The holders of this shard split its rows of dimension 0: holder h writes block h.
+    const int64_t holders = int64_t(data_size) * p.replicas, me = int64_t(data_rank) * p.replicas + p.replica;
+    const int64_t rows = p.count[0], row_size = p.numel / rows;
+    const int64_t begin = rows * me / holders, end = rows * (me + 1) / holders;
+    std::vector<int64_t> start = p.start, count = p.count;
+    start[0] += begin;
+    count[0] = end - begin;
     for (int g = 0; g < 3; ++g)
-      w.write_tensor(kGroups[g] + p.name, p.shape, begin, end - begin,
-                     host[g].data() + p.offset + begin * row_size);
-    bytes += 3 * p.numel * int64_t(sizeof(float));
+      w.write_tensor(kGroups[g] + p.name, p.shape, start, count, host[g].data() + p.offset + begin * row_size);
+    bytes += 3 * p.global_numel * int64_t(sizeof(float));
   }
   w.write_attribute("format", std::string(kCheckpointFormat));
   w.write_attribute("step", state.step);
@@ -92,7 +95,7 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view(*b));
   for (const auto& p : store.infos())
-    for (int g = 0; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, host[g].data() + p.offset);
+    for (int g = 0; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, p.start, p.count, host[g].data() + p.offset);
   TrainingState s;
   s.step = r.int_attribute("step");
   s.optim_steps = r.int_attribute("optim_steps");

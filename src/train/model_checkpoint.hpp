@@ -24,16 +24,19 @@ struct TrainingState {
   double val_loss = 0;      // validation loss at this step (NaN if not computed)
 };
 
-constexpr const char* kCheckpointFormat = "strata-checkpoint-1";
+// Format 2: the qkv weight is [C, 3, C] and its bias [3, C] (format 1 had [C, 3C], [3C]).
+constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
 
-// Collective over comm (the ranks that hold replicas of store): each rank writes its share
-// of rows of every tensor. If pause_midway, sleeps for a long time after half the tensors
-// (a test hook: a test kills the job inside the write). Returns bytes of tensor data.
-int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, ParamStore<float>& store,
-                               const TrainingState& state, const Deck& deck, const std::string& layout,
-                               bool pause_midway = false);
+// Collective over comm (every rank of the run). Each rank holds shards (ParamInfo::start,
+// count); the ranks that hold the same shard (its tensor-group replicas times the data
+// replicas, data_size of them) split its rows between them, so every value is written
+// once. If pause_midway, sleeps for a long time after half the tensors (a test hook: a
+// test kills the job inside the write). Returns bytes of (global) tensor data.
+int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_rank, int data_size,
+                               ParamStore<float>& store, const TrainingState& state, const Deck& deck,
+                               const std::string& layout, bool pause_midway = false);
 
-// Reads a checkpoint into store on this rank (any layout may read any checkpoint). Throws
+// Reads this rank's shards of a checkpoint into store (any layout may read any checkpoint). Throws
 // UserError naming the file and tensor for a missing tensor, a shape that does not match
 // the deck's model, or a failed checksum; nothing is modified before all checks passed.
 TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store);

@@ -54,16 +54,18 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   std::exception_ptr err;
   try {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
-    if (deck_.parallel.pipeline > 1 || deck_.parallel.tensor_rows * deck_.parallel.tensor_cols > 1)
-      throw UserError("pipeline and tensor parallelism are not implemented yet: this strata trains with data "
-                      "parallelism only (set parallel.pipeline, tensor_rows and tensor_cols to 1)");
+    if (deck_.parallel.pipeline > 1)
+      throw UserError("pipeline parallelism is not implemented yet: set parallel.pipeline = 1 (data and tensor "
+                      "parallelism are available)");
+    world_comm_ = std::make_unique<Comm>(grid_->world());
     data_comm_ = std::make_unique<Comm>(grid_->data_group(), parse_comm_backend(deck_.parallel.comm_backend));
+    setup_tensor_parallel();
     if (deck_.data.kind == "text")
       data_ = std::make_unique<TextDataset>(deck_.data.files, deck_.data.val_fraction, deck_.model.seq_len,
                                             deck_.run.seed);
     else
       data_ = std::make_unique<RandomTokens>(deck_.model.vocab_size, deck_.run.seed);
-    model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed);
+    model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed, tp_);
     if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
     // A bad checkpoint must stop the run before it writes anything.
     if (!opts_.restart.empty()) restart_from(opts_.restart);
@@ -79,7 +81,55 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
 
 Trainer::~Trainer() = default;
 
-std::string Trainer::layout() const { return "data=" + std::to_string(grid_->data_size()); }
+void Trainer::setup_tensor_parallel() {
+  const auto& p = deck_.parallel;
+  const bool two_d = p.tensor_mode == "2d";  // even at q = 1: the 2D code path on one rank
+  if (!two_d && p.tensor_cols == 1) return;
+  tensor_comm_ = std::make_unique<Comm>(grid_->tensor_group());
+  tp_.group = tensor_comm_.get();
+  if (two_d) {
+    row_comm_ = std::make_unique<Comm>(grid_->tensor_row());
+    col_comm_ = std::make_unique<Comm>(grid_->tensor_col());
+    tp_.mode = TensorMode::TwoD;
+    tp_.row = row_comm_.get();
+    tp_.col = col_comm_.get();
+    tp_.q = int(p.tensor_rows);
+    tp_.i = grid_->coords().row;
+    tp_.j = grid_->coords().col;
+  } else {
+    tp_.mode = TensorMode::OneD;
+    tp_.t = int(p.tensor_cols);
+    tp_.rank = grid_->coords().col;
+  }
+}
+
+std::string Trainer::layout() const {
+  std::string s = "data=" + std::to_string(grid_->data_size());
+  if (tp_.mode == TensorMode::OneD) s += " tensor=1d:" + std::to_string(tp_.t);
+  if (tp_.mode == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(tp_.q) + "x" + std::to_string(tp_.q);
+  return s;
+}
+
+std::vector<std::pair<std::string, const Comm*>> Trainer::comms() const {
+  std::vector<std::pair<std::string, const Comm*>> out = {{"data", data_comm_.get()}};
+  if (tp_.mode == TensorMode::OneD) out.emplace_back("tensor", tensor_comm_.get());
+  if (tp_.mode == TensorMode::TwoD) {
+    out.emplace_back("tensor", tensor_comm_.get());
+    out.emplace_back("grid_row", row_comm_.get());
+    out.emplace_back("grid_col", col_comm_.get());
+  }
+  return out;
+}
+
+std::pair<double, double> Trainer::comm_totals() const {
+  double seconds = 0, wire = 0;
+  for (const auto& [name, c] : comms())
+    for (const auto& [kind, st] : c->stats()) {
+      seconds += st.seconds;
+      wire += st.wire_bytes;
+    }
+  return {seconds, wire};
+}
 
 void Trainer::restart_from(const std::string& what) {
   std::string path = what;
@@ -95,7 +145,7 @@ void Trainer::restart_from(const std::string& what) {
   const double t0 = Timers::now();
   start_ = read_model_checkpoint(path, model_->params());
   const double dt = Timers::now() - t0;
-  const double mib = 3.0 * double(model_->params().numel()) * sizeof(float) / double(1 << 20);
+  const double mib = 3.0 * double(model_->params().numel()) * sizeof(float) / double(1 << 20);  // this rank's shards
   log_.info(strfmt("strata: restart: read %s (step %lld, %.1f MiB of tensors) in %.3f s (%.0f MB/s)", path.c_str(),
                    (long long)start_.step, mib, dt, mib * 1.048576 / dt));
 }
@@ -106,8 +156,8 @@ void Trainer::write_checkpoint(TrainingState state) {
   const char* pause = std::getenv("STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP");  // test hook (see tests/)
   const bool pause_here = pause && std::atoll(pause) == state.step;
   const double t0 = Timers::now();
-  const int64_t bytes = write_model_checkpoint(dir.temp_path(state.step), grid_->world(), model_->params(), state,
-                                               deck_, layout(), pause_here);
+  const int64_t bytes = write_model_checkpoint(dir.temp_path(state.step), grid_->world(), grid_->data_rank(),
+                                               grid_->data_size(), model_->params(), state, deck_, layout(), pause_here);
   if (grid_->world_rank() == 0) dir.publish(state.step, deck_.run.keep_checkpoints);
   MPI_Barrier(grid_->world());  // nobody goes on (or exits) before LATEST names the new file
   last_checkpoint_seconds_ = Timers::now() - t0;
@@ -131,23 +181,24 @@ double Trainer::validate() {
 TrainResult Trainer::run() {
   const auto& rc = deck_.run;
   const int64_t gb = deck_.data.batch_size, ranks = grid_->data_size(), lb = gb / ranks;
+  const int64_t world = grid_->world_size();
   const int64_t t_len = deck_.model.seq_len;
   const double tokens_per_step = double(gb) * double(t_len);
   const double flops_per_step = model_->flops_per_token() * tokens_per_step;
 
   if (opts_.probe_gemm)
     gemm_gflops_ = measure_gemm_gflops(std::min<int64_t>(lb * t_len, 2048), deck_.model.n_embd, 4 * deck_.model.n_embd);
-  if (!std::getenv("OPENBLAS_NUM_THREADS") && ranks > 1)
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && world > 1)
     log_.warn("OPENBLAS_NUM_THREADS is not set: each rank's OpenBLAS may start one thread per core and oversubscribe");
   log_.info(strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data",
                    (long long)deck_.model.n_layer, (long long)deck_.model.n_embd, (long long)deck_.model.n_head,
-                   (long long)deck_.model.vocab_size, (long long)t_len, double(model_->params().numel()) / 1e6,
+                   (long long)deck_.model.vocab_size, (long long)t_len, double(model_->params().global_numel()) / 1e6,
                    deck_.data.kind.c_str()));
   if (auto* text = dynamic_cast<TextDataset*>(data_.get()))
     log_.info(strfmt("strata: data: %zu files, %lld train / %lld validation bytes", text->files().size(),
                      (long long)text->train_bytes(), (long long)text->val_bytes()));
-  log_.info(strfmt("strata: %lld ranks (data parallel, %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s",
-                   (long long)ranks, deck_.parallel.comm_backend.c_str(), (long long)gb, (long long)t_len, (long long)rc.steps, gemm_gflops_,
+  log_.info(strfmt("strata: %lld ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s",
+                   (long long)world, layout().c_str(), deck_.parallel.comm_backend.c_str(), (long long)gb, (long long)t_len, (long long)rc.steps, gemm_gflops_,
                    run_dir_.empty() ? "" : ("; run dir " + run_dir_).c_str()));
 
   std::unique_ptr<MetricsCsv> metrics;
@@ -169,6 +220,7 @@ TrainResult Trainer::run() {
   const double t_start = Timers::now();
   double window_start = t_start;
   int64_t window_steps = 0;
+  auto window_comm = comm_totals();  // (seconds, wire bytes) at the window's start
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
   for (int64_t step = start_.step; step < rc.steps; ++step) {
@@ -178,7 +230,7 @@ TrainResult Trainer::run() {
     timers_.stop("data");
     const double loss = engine.forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
     timers_.start("optimizer");
-    const double norm = clip_grad_norm<float>(model_->params().grads(), deck_.optim.grad_clip);
+    const double norm = clip_grad_norm<float>(model_->params(), tensor_comm_.get(), deck_.optim.grad_clip);
     const double lr = lr_at_step(deck_.optim, step, rc.steps);
     optim.step(model_->params(), lr);
     timers_.stop("optimizer");
@@ -206,7 +258,13 @@ TrainResult Trainer::run() {
       if (!std::isnan(val)) line += strfmt(" | val %.4f", val);
       line += strfmt(" | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | %.1f GFLOP/s", lr, norm, tok_s, dt * 1e3,
                      gflops);
-      if (gemm_gflops_ > 0) line += strfmt(" (%.0f%% of gemm)", 100.0 * gflops / (gemm_gflops_ * double(ranks)));
+      if (gemm_gflops_ > 0) line += strfmt(" (%.0f%% of gemm)", 100.0 * gflops / (gemm_gflops_ * double(world)));
+      // this rank's communication: share of the step time (validation excluded), volume per step
+      const auto comm_now = comm_totals();
+      const double comm_share = (comm_now.first - window_comm.first) / (now - window_start);
+      const double comm_mib = (comm_now.second - window_comm.second) / double(window_steps) / double(1 << 20);
+      window_comm = comm_now;
+      if (world > 1) line += strfmt(" | comm %.0f%% %.2f MiB/step", 100.0 * std::min(comm_share, 1.0), comm_mib);
       line += strfmt(" | mem %.0f MiB | ETA %s", mem_mib, hms(eta).c_str());
       log_.info(line);
       if (metrics) metrics->row({double(step + 1), loss, val, lr, norm, dt * 1e3, tok_s, gflops, mem_mib});
@@ -223,7 +281,7 @@ TrainResult Trainer::run() {
       const double per_step = elapsed / double(step + 1 - start_.step);
       out_of_time = elapsed + 2 * per_step + 2 * last_checkpoint_seconds_ + 5 > rc.max_walltime;
     }
-    const bool stop = data_comm_->allreduce_max(stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0) > 0;
+    const bool stop = world_comm_->allreduce_max(stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0) > 0;
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
     if (checkpoints && (every || stop)) {
       timers_.start("checkpoint");
@@ -248,18 +306,25 @@ TrainResult Trainer::run() {
 
 void Trainer::print_summary(const TrainResult& r) {
   // Every rank takes part in the reductions; rank 0 prints.
-  const double loop = data_comm_->allreduce_max(r.seconds);
+  const double loop = world_comm_->allreduce_max(r.seconds);
   log_.info(strfmt("strata: done: %lld steps in %.2f s, %.0f tokens/s, final loss %.4f",
                    (long long)r.losses.size(), loop, r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back()));
   log_.info("timer            total_s   calls   ms/call   % of loop   (max over ranks)");
   for (const auto& [name, e] : timers_.entries()) {
-    const double s = data_comm_->allreduce_max(e.seconds);
+    const double s = world_comm_->allreduce_max(e.seconds);
     log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), s, (long long)e.calls,
                      1e3 * s / double(std::max<int64_t>(1, e.calls)), 100.0 * s / loop));
   }
-  for (const auto& [kind, st] : data_comm_->stats())
-    log_.info(strfmt("comm %-14s %7lld calls %10.2f MiB sent %8.3f s (rank 0)", kind.c_str(), (long long)st.calls,
-                     double(st.bytes) / (1 << 20), st.seconds));
+  if (grid_->world_size() == 1) return;
+  const auto [comm_s, comm_wire] = comm_totals();
+  log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.2f MiB/step sent (bandwidth-optimal count)",
+                   comm_s, 100.0 * comm_s / loop, comm_wire / double(std::max<size_t>(1, r.losses.size())) / (1 << 20)));
+  log_.info("comm group    kind                 calls  payload_MiB   wire_MiB    seconds");
+  for (const auto& [group, c] : comms())
+    for (const auto& [kind, st] : c->stats())
+      if (st.calls > 0 && (st.bytes > 0 || st.seconds > 1e-4))
+        log_.info(strfmt("comm %-8s %-20s %7lld %12.2f %10.2f %10.3f", group.c_str(), kind.c_str(), (long long)st.calls,
+                         double(st.bytes) / (1 << 20), st.wire_bytes / (1 << 20), st.seconds));
 }
 
 }  // namespace strata

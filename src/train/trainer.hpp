@@ -49,11 +49,19 @@ class Trainer {
   // Loads `what` ("latest" or a path) into the model; sets start_.
   void restart_from(const std::string& what);
   std::string layout() const;
+  // Builds the tensor group's communicators and tp_ from the deck's [parallel] section.
+  void setup_tensor_parallel();
+  // Communication seconds and wire bytes of every communicator so far (this rank).
+  std::pair<double, double> comm_totals() const;
+  std::vector<std::pair<std::string, const Comm*>> comms() const;
 
   Deck deck_;
   TrainOptions opts_;
   std::unique_ptr<Grid> grid_;
+  std::unique_ptr<Comm> world_comm_;  // run-wide agreement (stop requests, summary maxima)
   std::unique_ptr<Comm> data_comm_;
+  std::unique_ptr<Comm> tensor_comm_, row_comm_, col_comm_;
+  TensorParallel tp_;
   Log log_;
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<GPT<float>> model_;

@@ -53,7 +53,7 @@ expect 2 "parallel layout data x pipeline x tensor_rows x tensor_cols = 1 x 1 x 
 expect 4 "= 2 ranks, but the job has 4" -- train good.toml --set parallel.data=2
 expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'
 expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
-expect 2 "pipeline and tensor parallelism are not implemented yet" -- train good.toml --set parallel.tensor_cols=2
+expect 2 "pipeline parallelism is not implemented yet" -- train good.toml --set parallel.pipeline=2
 if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then
   expect 2 'parallel.comm_backend = "nccl" needs a CUDA build' -- train good.toml --set parallel.data=2 --set parallel.comm_backend=nccl
 fi

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "peers"))
-from torch_gpt import GPT, decay_groups, strata_name_map  # noqa: E402
+from torch_gpt import GPT, decay_groups, strata_name_map, to_torch_layout  # noqa: E402
 
 TOL = 1e-9
 
@@ -40,7 +40,7 @@ def main():
         for p in meta["params"]:
             tensor, transpose = names[p["name"]]
             v = strata_view(init, p)
-            tensor.copy_(v.t() if transpose else v)
+            tensor.copy_(to_torch_layout(v, tensor, transpose))
 
     opt = torch.optim.AdamW(decay_groups(model, meta["weight_decay"]), lr=1.0,
                             betas=(meta["beta1"], meta["beta2"]), eps=meta["eps"])
@@ -65,7 +65,7 @@ def main():
             for p in meta["params"]:
                 tensor, transpose = names[p["name"]]
                 g = strata_view(grads0, p)
-                compare(f"gradient of {p['name']}", g.t() if transpose else g, tensor.grad)
+                compare(f"gradient of {p['name']}", to_torch_layout(g, tensor, transpose), tensor.grad)
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), meta["grad_clip"])
         compare(f"step {s + 1} gradient norm", torch.tensor(step["grad_norm"]), norm)
         for group in opt.param_groups:
@@ -75,7 +75,7 @@ def main():
     for p in meta["params"]:
         tensor, transpose = names[p["name"]]
         v = strata_view(final, p)
-        compare(f"after {len(meta['steps'])} AdamW steps: {p['name']}", v.t() if transpose else v, tensor.detach())
+        compare(f"after {len(meta['steps'])} AdamW steps: {p['name']}", to_torch_layout(v, tensor, transpose), tensor.detach())
     print(f"{len(failures)} failures" if failures else "strata matches PyTorch")
     return 1 if failures else 0
 

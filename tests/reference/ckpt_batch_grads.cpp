@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
       auto grads = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), store.grads());
       CheckpointWriter w(argv[2], MPI_COMM_SELF);
       for (const auto& p : store.infos())
-        w.write_tensor("/grads/" + p.name, p.shape, 0, p.shape[0], grads.data() + p.offset);
+        w.write_tensor("/grads/" + p.name, p.shape, p.start, p.count, grads.data() + p.offset);
       w.write_attribute("loss", loss);
       w.close();
     }

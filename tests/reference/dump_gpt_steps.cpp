@@ -83,7 +83,7 @@ grad_clip = 0.5
     const double loss = model.forward(ctx, batch.tokens(), batch.targets()) / n;
     model.backward(ctx, 1.0 / n);
     if (s == 0) write_bin(out + "/grads0.bin", store.grads());
-    const double norm = clip_grad_norm<double>(store.grads(), deck.optim.grad_clip);
+    const double norm = clip_grad_norm<double>(store, nullptr, deck.optim.grad_clip);
     const double lr = lr_at_step(deck.optim, s, deck.run.steps);
     optim.step(store, lr);
     auto tok = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch.tokens());

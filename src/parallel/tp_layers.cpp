@@ -1,0 +1,88 @@
+#include "parallel/tp_layers.hpp"
+
+#include "kernels/layernorm.hpp"
+#include "kernels/matmul.hpp"
+#include "parallel/tp2d_layernorm.hpp"
+#include "parallel/tp2d_linear.hpp"
+
+namespace strata {
+
+template <class T>
+void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
+                          V1<const T> w, V1<const T> b) {
+  if (tp.mode == TensorMode::TwoD)
+    layernorm2d_forward<T>(tp.grid(), c_total, y, mean, rstd, x, w, b);
+  else
+    kernels::layernorm_forward<T>(y, mean, rstd, x, w, b);
+}
+
+template <class T>
+void tp_layernorm_backward_accumulate(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db,
+                                      V2<const T> dy, V2<const T> x, V1<const T> w, V1<const T> mean,
+                                      V1<const T> rstd) {
+  if (tp.mode == TensorMode::TwoD)
+    layernorm2d_backward<T>(tp.grid(), c_total, dx, dw, db, dy, x, w, mean, rstd, true);
+  else
+    kernels::layernorm_backward<T>(dx, dw, db, dy, x, w, mean, rstd, true);
+}
+
+template <class T>
+void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
+  if (tp.mode == TensorMode::TwoD)
+    linear2d_forward<T>(tp.grid(), x, w, b, y);
+  else
+    kernels::matmul_forward<T>(y, x, w, b);  // 1D: column-parallel, no communication
+}
+
+template <class T>
+void tp_linear_in_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
+                           V2<const T> w) {
+  if (tp.mode == TensorMode::TwoD) {
+    linear2d_backward<T>(tp.grid(), dy, x, w, dx, dw, db);
+    return;
+  }
+  kernels::matmul_backward<T>(dx, dw, db, dy, x, w);
+  // 1D: each rank's dx is its output columns' share of the input gradient
+  if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
+}
+
+template <class T>
+void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
+  if (tp.mode == TensorMode::TwoD) {
+    linear2d_forward<T>(tp.grid(), x, w, b, y);
+  } else if (tp.mode == TensorMode::OneD) {
+    // row-parallel: partial products over this rank's input features, summed, then the bias
+    kernels::gemm<T>("N", "N", T(1), x, w, T(0), y);
+    tp.group->allreduce_sum(V1<T>(y.data(), y.size()));
+    kernels::add_bias<T>(y, b);
+  } else {
+    kernels::matmul_forward<T>(y, x, w, b);
+  }
+}
+
+template <class T>
+void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
+                            V2<const T> w) {
+  if (tp.mode == TensorMode::TwoD)
+    linear2d_backward<T>(tp.grid(), dy, x, w, dx, dw, db);
+  else  // 1D: dy is replicated, so dx is this rank's columns and db is the same everywhere
+    kernels::matmul_backward<T>(dx, dw, db, dy, x, w);
+}
+
+#define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \
+  template void tp_layernorm_forward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,         \
+                                        V1<const T>, V1<const T>);                                                \
+  template void tp_layernorm_backward_accumulate<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>,          \
+                                                    V2<const T>, V2<const T>, V1<const T>, V1<const T>,           \
+                                                    V1<const T>);                                                 \
+  template void tp_linear_in_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);     \
+  template void tp_linear_in_backward<T>(const TensorParallel&, V2<T>, V2<T>, V1<T>, V2<const T>, V2<const T>,    \
+                                         V2<const T>);                                                            \
+  template void tp_linear_out_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);    \
+  template void tp_linear_out_backward<T>(const TensorParallel&, V2<T>, V2<T>, V1<T>, V2<const T>, V2<const T>,   \
+                                          V2<const T>);
+STRATA_TP_LAYERS_INSTANTIATE(float)
+STRATA_TP_LAYERS_INSTANTIATE(double)
+#undef STRATA_TP_LAYERS_INSTANTIATE
+
+}  // namespace strata

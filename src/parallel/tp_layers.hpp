@@ -1,0 +1,42 @@
+#pragma once
+// The layers of a transformer block as seen by the block, whatever the tensor split
+// (parallel/tensor_parallel.hpp). Each function is the serial kernel, Megatron's 1D
+// operator or Optimus' 2D operator, chosen by tp.mode. All views are this rank's local
+// parts; c_total is the full hidden size C.
+//
+// Megatron pairs its linears: a column-parallel one ("in": qkv, fc) whose input is
+// replicated, followed by a row-parallel one ("out": proj, fc_proj) whose output needs one
+// all-reduce. So the 1D forward all-reduces after each "out" linear, the 1D backward after
+// each "in" linear: 2 all-reduces of (B*T, C) per block each way. In 2D both kinds are the
+// SUMMA linear.
+#include "parallel/tensor_parallel.hpp"
+
+namespace strata {
+
+// x, y (rows, C local). Serial and 1D: the serial kernel on replicated rows.
+template <class T>
+void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
+                          V1<const T> w, V1<const T> b);
+// Adds dL/dx to dx (a residual stream's gradient); accumulates dw, db.
+template <class T>
+void tp_layernorm_backward_accumulate(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db,
+                                      V2<const T> dy, V2<const T> x, V1<const T> w, V1<const T> mean,
+                                      V1<const T> rstd);
+
+// y = x w + b for a linear whose input is the block's (replicated in 1D) activation.
+template <class T>
+void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
+// Writes dx (complete: summed over the group in 1D); accumulates dw, db.
+template <class T>
+void tp_linear_in_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
+                           V2<const T> w);
+
+// y = x w + b for a linear whose input is split over the group in 1D (its output is
+// all-reduced there, and the replicated bias added once).
+template <class T>
+void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
+template <class T>
+void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
+                            V2<const T> w);
+
+}  // namespace strata

@@ -1,0 +1,143 @@
+#include "parallel/vocab_parallel.hpp"
+
+#include "core/kmath.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/residual.hpp"
+
+namespace strata {
+namespace {
+template <class T>
+void ensure(Tensor2<T>& t, int64_t rows, int64_t cols) {
+  if (int64_t(t.extent(0)) != rows || int64_t(t.extent(1)) != cols)
+    t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "vocab_parallel.scratch"), rows, cols);
+}
+// The communicator the vocabulary is split over for the loss.
+Comm* loss_comm(const TensorParallel& tp) {
+  return tp.mode == TensorMode::OneD ? tp.group : tp.mode == TensorMode::TwoD ? tp.row : nullptr;
+}
+}  // namespace
+
+int64_t wte_vocab_begin(const TensorParallel& tp, int64_t v_local) {
+  return tp.mode == TensorMode::OneD ? tp.rank * v_local : tp.mode == TensorMode::TwoD ? tp.i * v_local : 0;
+}
+
+int64_t logits_vocab_begin(const TensorParallel& tp, int64_t v_local) {
+  return tp.mode == TensorMode::OneD ? tp.rank * v_local : tp.mode == TensorMode::TwoD ? tp.j * v_local : 0;
+}
+
+template <class T>
+void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t> tokens, V2<const T> wte,
+                          V2<const T> wpe, int64_t t_len, Tensor2<T>& scratch) {
+  const int64_t vb = wte_vocab_begin(tp, wte.extent(0));
+  switch (tp.mode) {
+    case TensorMode::Serial:
+      kernels::embedding_forward<T>(out, tokens, wte, wpe, t_len);
+      break;
+    case TensorMode::OneD:
+      kernels::embedding_lookup_range<T>(out, tokens, wte, vb);
+      tp.group->allreduce_sum(V1<T>(out.data(), out.size()));
+      kernels::add_positions<T>(out, wpe, t_len);
+      break;
+    case TensorMode::TwoD:
+      // every batch block's rows from my vocabulary block; the column sums them and
+      // hands block i to grid row i
+      ensure(scratch, int64_t(tokens.extent(0)), int64_t(out.extent(1)));
+      kernels::embedding_lookup_range<T>(scratch, tokens, wte, vb);
+      tp.col->reduce_scatter_sum<T>(V1<const T>(scratch.data(), scratch.size()), V1<T>(out.data(), out.size()));
+      kernels::add_positions<T>(out, wpe, t_len);
+      break;
+  }
+}
+
+template <class T>
+void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<const T> dout,
+                           V1<const int32_t> tokens, int64_t t_len, Tensor2<T>& scratch) {
+  const int64_t vb = wte_vocab_begin(tp, dwte.extent(0));
+  switch (tp.mode) {
+    case TensorMode::Serial:
+      kernels::embedding_backward<T>(dwte, dwpe, dout, tokens, t_len);
+      break;
+    case TensorMode::OneD:
+      kernels::embedding_backward_range<T>(dwte, dwpe, dout, tokens, vb, t_len);
+      break;
+    case TensorMode::TwoD:
+      // all batch blocks' gradients of hidden block j, so the vocabulary block finds its
+      // tokens' rows; wpe's gradient then comes out the same on every rank of the column
+      ensure(scratch, int64_t(tokens.extent(0)), int64_t(dout.extent(1)));
+      tp.col->allgather<T>(V1<const T>(dout.data(), dout.size()), V1<T>(scratch.data(), scratch.size()));
+      kernels::embedding_backward_range<T>(dwte, dwpe, scratch, tokens, vb, t_len);
+      break;
+  }
+}
+
+template <class T>
+void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<const T> wte) {
+  if (tp.mode == TensorMode::TwoD)
+    summa_matmul_abt<T>(tp.grid(), x, wte, logits);
+  else
+    kernels::gemm<T>("N", "T", T(1), x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
+}
+
+template <class T>
+void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
+                      V2<const T> wte) {
+  if (tp.mode == TensorMode::TwoD) {
+    Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
+    summa_matmul_atb<T>(tp.grid(), dlogits, x, step);
+    kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
+    summa_matmul_ab<T>(tp.grid(), dlogits, wte, dx);
+    return;
+  }
+  kernels::gemm<T>("T", "N", T(1), dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
+  kernels::gemm<T>("N", "N", T(1), dlogits, wte, T(0), dx);  // dx = dlogits wte
+  if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
+}
+
+template <class T>
+double tp_cross_entropy_forward(const TensorParallel& tp, V1<T> losses, V1<T> lse, V2<const T> logits,
+                                V1<const int32_t> targets) {
+  Comm* comm = loss_comm(tp);
+  if (!comm) return kernels::cross_entropy_forward<T>(losses, lse, logits, targets);
+  const int64_t n = logits.extent(0);
+  const int64_t vb = logits_vocab_begin(tp, logits.extent(1));
+  Tensor1<T> mx(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ce.max"), n);
+  Tensor1<T> sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ce.sums"), 2 * n);
+  kernels::row_max<T>(mx, logits);
+  comm->allreduce_max(V1<T>(mx));
+  kernels::row_sumexp_and_target<T>(sums, logits, mx, targets, vb);
+  comm->allreduce_sum(V1<T>(sums));
+  double total = 0;
+  Kokkos::parallel_reduce(
+      "ce_vocab_parallel_loss", Range(0, n),
+      KOKKOS_LAMBDA(const int64_t i, double& acc) {
+        lse(i) = mx(i) + kmath::log(sums(2 * i));
+        losses(i) = lse(i) - sums(2 * i + 1);
+        acc += double(losses(i));
+      },
+      total);
+  return total;
+}
+
+template <class T>
+void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const T> lse, V1<const int32_t> targets,
+                               T scale) {
+  kernels::cross_entropy_backward<T>(logits, logits, lse, targets, scale, logits_vocab_begin(tp, logits.extent(1)));
+}
+
+#define STRATA_VOCAB_PARALLEL_INSTANTIATE(T)                                                                     \
+  template void tp_embedding_forward<T>(const TensorParallel&, V2<T>, V1<const int32_t>, V2<const T>,            \
+                                        V2<const T>, int64_t, Tensor2<T>&);                                      \
+  template void tp_embedding_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V1<const int32_t>,    \
+                                         int64_t, Tensor2<T>&);                                                  \
+  template void tp_head_logits<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);                       \
+  template void tp_head_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V2<const T>, V2<const T>); \
+  template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>,                  \
+                                              V1<const int32_t>);                                                \
+  template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);
+STRATA_VOCAB_PARALLEL_INSTANTIATE(float)
+STRATA_VOCAB_PARALLEL_INSTANTIATE(double)
+#undef STRATA_VOCAB_PARALLEL_INSTANTIATE
+
+}  // namespace strata

@@ -1,0 +1,50 @@
+#pragma once
+// The vocabulary end of a GPT under any tensor split: token embedding, the LM head tied to
+// it (logits = x wte^T) and the cross-entropy loss. wte [V, C] is split by vocabulary:
+//   1D: rank r holds rows V_r (all of C); tokens and activations are replicated, so the
+//       embedding is a lookup in range and one all-reduce, the head a local product with
+//       an all-reduce of dx in the backward, and the loss's max and sums go over the group.
+//   2D: rank (i, j) holds wte[V_i, C_j]. The embedding looks up all of the replica's
+//       tokens in its vocabulary block and reduce-scatters the result down grid column j
+//       (rank (i, j) keeps batch block i); the head is SUMMA ABT, whose logits block
+//       (i, j) is [batch block i, vocabulary block j], so the loss reduces along grid row i.
+// wpe [T, C] is replicated in 1D and split by hidden block j (replicated over i) in 2D.
+#include "parallel/tensor_parallel.hpp"
+
+namespace strata {
+
+// First vocabulary row of this rank's wte shard (v_local rows), and first vocabulary
+// column of its logits block (v_local columns).
+int64_t wte_vocab_begin(const TensorParallel& tp, int64_t v_local);
+int64_t logits_vocab_begin(const TensorParallel& tp, int64_t v_local);
+
+// tokens: all B*T tokens of the replica. out: this rank's rows (2D: batch block i) of the
+// hidden block it holds. scratch is resized as needed.
+template <class T>
+void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t> tokens, V2<const T> wte,
+                          V2<const T> wpe, int64_t t_len, Tensor2<T>& scratch);
+// dout: gradient of out. Accumulates dwte, dwpe.
+template <class T>
+void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<const T> dout,
+                           V1<const int32_t> tokens, int64_t t_len, Tensor2<T>& scratch);
+
+// logits (rows, V local) = x wte^T.
+template <class T>
+void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<const T> wte);
+// Writes dx (complete); accumulates dwte. dx may alias x (x is read first).
+template <class T>
+void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
+                      V2<const T> wte);
+
+// Softmax cross-entropy over the whole vocabulary of logits split by vocabulary columns.
+// targets: this rank's rows. Writes losses and lse (rows); returns the sum of this rank's
+// row losses.
+template <class T>
+double tp_cross_entropy_forward(const TensorParallel& tp, V1<T> losses, V1<T> lse, V2<const T> logits,
+                                V1<const int32_t> targets);
+// In place: logits := scale * (softmax - onehot(target)) for this rank's columns.
+template <class T>
+void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const T> lse, V1<const int32_t> targets,
+                               T scale);
+
+}  // namespace strata
