@@ -1,0 +1,40 @@
+#pragma once
+// Test helper: the whole model's parameters (or gradients) as one flat host vector in the
+// order and global shapes of a serial ParamStore, assembled from the shards of a tensor
+// group (each shard contributed once, by its replica 0, and summed over the group).
+#include <mpi.h>
+
+#include <vector>
+
+#include "model/param_store.hpp"
+#include "support/host_views.hpp"
+
+namespace strata::test {
+
+template <class T>
+std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& buffer, MPI_Comm tensor_group) {
+  const auto local = to_host<T>(buffer);
+  std::vector<double> global(size_t(store.global_numel()), 0.0);
+  int64_t base = 0;
+  for (const auto& p : store.infos()) {
+    if (p.replica == 0) {
+      // local element -> global index, shapes padded to 3 dimensions
+      const size_t nd = p.shape.size();
+      int64_t g[3] = {1, 1, 1}, st[3] = {0, 0, 0}, cn[3] = {1, 1, 1};
+      for (size_t d = 0; d < nd; ++d) {
+        g[3 - nd + d] = p.shape[d];
+        st[3 - nd + d] = p.start[d];
+        cn[3 - nd + d] = p.count[d];
+      }
+      for (int64_t i = 0; i < p.numel; ++i) {
+        const int64_t a = i / (cn[1] * cn[2]), b = i / cn[2] % cn[1], c = i % cn[2];
+        global[size_t(base + ((a + st[0]) * g[1] + (b + st[1])) * g[2] + (c + st[2]))] = double(local[p.offset + i]);
+      }
+    }
+    base += p.global_numel;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, global.data(), int(global.size()), MPI_DOUBLE, MPI_SUM, tensor_group);
+  return global;
+}
+
+}  // namespace strata::test
