@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# Set-up and the default example in one command: installs packages if missing, builds,
-# and trains inputs/gpt-fortunes.toml on 2 MPI ranks (data parallel), printing progress.
-# Extra arguments go to strata, e.g.  scripts/run-example.sh --set run.steps=50
+# Set-up and an example in one command: installs packages if missing, builds, and trains
+# a deck (default inputs/gpt-fortunes.toml, data parallel on 2 ranks) on as many MPI ranks
+# as its [parallel] section asks for, printing progress. Extra arguments go to strata:
+#   scripts/run-example.sh                                 # the default deck
+#   scripts/run-example.sh inputs/gpt-fortunes-2d.toml     # 2D tensor parallel, 4 ranks
+#   scripts/run-example.sh --set run.steps=50
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deck=inputs/gpt-fortunes.toml
+if [ $# -gt 0 ] && [[ $1 == *.toml ]]; then
+  deck=$1
+  shift
+fi
 scripts/build.sh
+# ranks = data x pipeline x tensor_rows x tensor_cols of the deck's [parallel] section
+np=$(awk -F= '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|tensor_rows|tensor_cols) *$/ {n*=$2+0} BEGIN{n=1} END{print n}' "$deck")
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-exec mpiexec -n 2 build/release/bin/strata train inputs/gpt-fortunes.toml "$@"
+exec mpiexec -n "$np" build/release/bin/strata train "$deck" "$@"

@@ -29,4 +29,10 @@ using Range = Kokkos::RangePolicy<ExecSpace>;
 // A (rows, cols) unmanaged view onto contiguous memory starting at ptr.
 template <class T> V2<T> as_matrix(T* ptr, int64_t rows, int64_t cols) { return V2<T>(ptr, rows, cols); }
 
+// Bytes held by some views (memory accounting: activation caches, buffers).
+template <class... Views>
+int64_t view_bytes(const Views&... views) {
+  return (int64_t(0) + ... + int64_t(views.span() * sizeof(typename Views::value_type)));
+}
+
 }  // namespace strata

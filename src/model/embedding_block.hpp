@@ -16,6 +16,7 @@ struct EmbeddingCache {
   void ensure(int64_t rows, int64_t c) {
     if (int64_t(out.extent(0)) != rows) out = Tensor2<T>("emb.out", rows, c);
   }
+  int64_t bytes() const { return view_bytes(out, scratch); }
 };
 
 template <class T>

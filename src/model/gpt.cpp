@@ -70,6 +70,13 @@ void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn&
 }
 
 template <class T>
+int64_t GPT<T>::activation_bytes() const {
+  int64_t b = act_.emb.bytes() + act_.head.bytes() + act_.scratch.bytes() + view_bytes(act_.dres);
+  for (const auto& c : act_.blocks) b += c.bytes();
+  return b;
+}
+
+template <class T>
 double GPT<T>::flops_per_token() const {
   const double n = double(store_.global_numel()) - double(cfg_.seq_len * cfg_.n_embd);
   return 6.0 * n + 12.0 * double(cfg_.n_layer) * double(cfg_.seq_len) * double(cfg_.n_embd);

@@ -52,6 +52,9 @@ class GPT {
   ParamStore<T>& params() { return store_; }
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
+  // Bytes of activation caches and gradient scratch this rank holds (after a forward and
+  // backward have sized them).
+  int64_t activation_bytes() const;
   // Training FLOPs per token: 6 N (N without the position table, which is a lookup)
   // plus 12 L T C for attention (QK^T and PV, forward and backward).
   double flops_per_token() const;

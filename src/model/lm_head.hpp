@@ -17,6 +17,7 @@ struct LMHeadCache {
   Tensor1<T> lse, losses;        // (BT)
   V1<const int32_t> targets;
   void ensure(int64_t rows, int64_t c, int64_t v);
+  int64_t bytes() const { return view_bytes(lnf, lnf_mean, lnf_rstd, logits, lse, losses); }
 };
 
 template <class T>

@@ -32,6 +32,10 @@ struct TransformerCache {
   Tensor2<T> fch, fch_gelu;        // (BT, F)
   Tensor2<T> out;                  // (BT, C') block output
   void ensure(const BlockContext& ctx, int64_t c_local, int64_t a_local, int64_t f_local, int64_t heads_local);
+  int64_t bytes() const {
+    return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.q, att.k, att.v, att.att, att.y, atty,
+                      x_mid, fch, fch_gelu, out);
+  }
 };
 
 // Gradient scratch shared by all blocks of a model (used one block at a time).
@@ -41,6 +45,7 @@ struct TransformerGradScratch {
   Tensor2<T> dc, da;     // (BT, C'), (BT, A)
   Tensor2<T> dfch;       // (BT, F)
   void ensure(int64_t rows, int64_t c_local, int64_t a_local, int64_t f_local);
+  int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch); }
 };
 
 template <class T>

@@ -315,9 +315,14 @@ void Trainer::print_summary(const TrainResult& r) {
     log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), s, (long long)e.calls,
                      1e3 * s / double(std::max<int64_t>(1, e.calls)), 100.0 * s / loop));
   }
+  const double mib = 1 << 20;
+  const double param_mib = double(model_->params().numel()) * sizeof(float) / mib;
+  log_.info(strfmt("memory (rank 0): parameters %.2f MiB (with gradients and AdamW moments %.2f MiB), activations "
+                   "%.2f MiB, peak RSS %.0f MiB",
+                   param_mib, 4 * param_mib, double(model_->activation_bytes()) / mib, double(peak_rss_bytes()) / mib));
   if (grid_->world_size() == 1) return;
   const auto [comm_s, comm_wire] = comm_totals();
-  log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.2f MiB/step sent (bandwidth-optimal count)",
+  log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",
                    comm_s, 100.0 * comm_s / loop, comm_wire / double(std::max<size_t>(1, r.losses.size())) / (1 << 20)));
   log_.info("comm group    kind                 calls  payload_MiB   wire_MiB    seconds");
   for (const auto& [group, c] : comms())
