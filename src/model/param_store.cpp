@@ -51,20 +51,10 @@ void ParamStore<T>::allocate(uint64_t seed) {
       const uint64_t stream = name_stream(p.name);
       const double sd = p.std;
       // Local element i -> its global index, so every layout draws the same global values.
-      // Shapes are padded to 3 dimensions with leading 1s.
-      const size_t nd = p.shape.size();
-      int64_t g[3] = {1, 1, 1}, st[3] = {0, 0, 0}, cn[3] = {1, 1, 1};
-      for (size_t d = 0; d < nd; ++d) {
-        g[3 - nd + d] = p.shape[d];
-        st[3 - nd + d] = p.start[d];
-        cn[3 - nd + d] = p.count[d];
-      }
-      const int64_t g1 = g[1], g2 = g[2], s0 = st[0], s1 = st[1], s2 = st[2], c1 = cn[1], c2 = cn[2];
+      const ShardIndex index(p);
       Kokkos::parallel_for(
           "param_init", Range(0, p.numel), KOKKOS_LAMBDA(const int64_t i) {
-            const int64_t a = i / (c1 * c2), b = i / c2 % c1, c = i % c2;
-            const int64_t global = ((a + s0) * g1 + (b + s1)) * g2 + (c + s2);
-            dst(i) = T(sd * counter_normal(seed, stream, uint64_t(global)));
+            dst(i) = T(sd * counter_normal(seed, stream, uint64_t(index.global(i))));
           });
     }
   }

@@ -37,6 +37,26 @@ struct ParamInfo {
   bool decay = false; // receives weight decay (2D weights do; biases and norms do not)
 };
 
+// Local element i of a shard (row-major over count) -> its global row-major index, on the
+// host or in a kernel. Shapes are padded to 3 dimensions with leading 1s.
+struct ShardIndex {
+  int64_t g1 = 1, g2 = 1, s0 = 0, s1 = 0, s2 = 0, c1 = 1, c2 = 1;
+  explicit ShardIndex(const ParamInfo& p) {
+    const size_t nd = p.shape.size(), pad = 3 - nd;
+    int64_t g[3] = {1, 1, 1}, st[3] = {0, 0, 0}, cn[3] = {1, 1, 1};
+    for (size_t d = 0; d < nd; ++d) {
+      g[pad + d] = p.shape[d];
+      st[pad + d] = p.start[d];
+      cn[pad + d] = p.count[d];
+    }
+    g1 = g[1], g2 = g[2], s0 = st[0], s1 = st[1], s2 = st[2], c1 = cn[1], c2 = cn[2];
+  }
+  KOKKOS_INLINE_FUNCTION int64_t global(int64_t i) const {
+    const int64_t a = i / (c1 * c2), b = i / c2 % c1, c = i % c2;
+    return ((a + s0) * g1 + (b + s1)) * g2 + (c + s2);
+  }
+};
+
 template <class T>
 class ParamStore {
  public:

@@ -1,7 +1,10 @@
 // Tensor-parallel equivalence. Every layout the job's rank count allows is compared with
 // the serial model:
-//  - one forward+backward of GPT<double> with awkward sizes (C=24, 4 heads, vocab 40,
-//    T=5): loss, gathered initial weights and gathered gradients against serial;
+//  - one forward+backward of GPT<double> with small, distinct sizes (B=6, T=5, C=12,
+//    4 heads, vocab 40): loss, gathered initial weights and gathered gradients of every
+//    parameter against serial, which exercises every operator's input and weight
+//    gradients (SUMMA linears, 2D layernorm, attention on local heads, vocabulary-parallel
+//    embedding, tied head and cross-entropy);
 //  - 20 AdamW steps with clipping through the trainer (float): losses and final gathered
 //    parameters against a serial run;
 //  - a checkpoint written under 2D 2x2 restarts under serial and under 1D t=4.
@@ -72,11 +75,11 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
   const int n = world_size();
   ModelConfig m;
   m.n_layer = 2;
-  m.n_embd = 24;
+  m.n_embd = 12;
   m.n_head = 4;
   m.vocab_size = 40;
   m.seq_len = 5;
-  const int64_t batch = 4;
+  const int64_t batch = 6;
   std::vector<int32_t> tok(batch * m.seq_len), tgt(batch * m.seq_len);
   for (size_t i = 0; i < tok.size(); ++i) {
     tok[i] = int32_t((i * 7 + 3) % m.vocab_size);

@@ -18,18 +18,8 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
   int64_t base = 0;
   for (const auto& p : store.infos()) {
     if (p.replica == 0) {
-      // local element -> global index, shapes padded to 3 dimensions
-      const size_t nd = p.shape.size();
-      int64_t g[3] = {1, 1, 1}, st[3] = {0, 0, 0}, cn[3] = {1, 1, 1};
-      for (size_t d = 0; d < nd; ++d) {
-        g[3 - nd + d] = p.shape[d];
-        st[3 - nd + d] = p.start[d];
-        cn[3 - nd + d] = p.count[d];
-      }
-      for (int64_t i = 0; i < p.numel; ++i) {
-        const int64_t a = i / (cn[1] * cn[2]), b = i / cn[2] % cn[1], c = i % cn[2];
-        global[size_t(base + ((a + st[0]) * g[1] + (b + st[1])) * g[2] + (c + st[2]))] = double(local[p.offset + i]);
-      }
+      const ShardIndex index(p);
+      for (int64_t i = 0; i < p.numel; ++i) global[size_t(base + index.global(i))] = double(local[p.offset + i]);
     }
     base += p.global_numel;
   }
