@@ -1,0 +1,65 @@
+#pragma once
+// Pipeline schedules as data (DeepSpeed's PipeSchedule, PyTorch's pipelining IR): for each
+// stage, the list of instructions it runs, in order. Generators emit compute only
+// (Forward, Backward, OptimizerStep, and for XPipe the weight prediction around each
+// pass); insert_communication() adds the sends and receives between neighbouring
+// stages; one executor runs any list, and simulate_schedule() (simulate.hpp) runs it on
+// paper with unit costs. No MPI here: the lists are plain values, testable and printable.
+#include <string>
+#include <vector>
+
+namespace strata {
+
+enum class PipeOp {
+  Forward,         // forward of micro-batch mb through this stage's layers
+  Backward,        // backward of micro-batch mb (after its forward), accumulating gradients
+  OptimizerStep,   // update this stage's weights (mb: the mini-batch it completes)
+  PredictWeights,  // XPipe: swap in W - steps * lr * m_hat / (sqrt(v_hat) + eps)
+  RestoreWeights,  // XPipe: swap the true weights back
+  SendAct,         // send micro-batch mb's output activation to stage peer
+  RecvAct,         // receive micro-batch mb's input activation from stage peer
+  SendGrad,        // send the gradient of micro-batch mb's input to stage peer
+  RecvGrad,        // receive the gradient of micro-batch mb's output from stage peer
+};
+
+struct PipeInstr {
+  PipeOp op;
+  int mb = -1;     // micro-batch (a running index over mini-batches for XPipe)
+  int peer = -1;   // stage on the other end of a send/receive
+  int steps = 0;   // PredictWeights: optimizer updates to look ahead (XPipe's s)
+  bool operator==(const PipeInstr& o) const { return op == o.op && mb == o.mb && peer == o.peer && steps == o.steps; }
+};
+
+using StageProgram = std::vector<PipeInstr>;
+
+struct PipeSchedule {
+  std::string name;                 // "gpipe", "1f1b", "xpipe"
+  int stages = 1;                   // p
+  int micro_batches = 1;            // per mini-batch (m; XPipe's T)
+  int mini_batches = 1;             // mini-batches in the list (1 for flushing schedules)
+  std::vector<StageProgram> programs;  // one per stage
+};
+
+// GPipe (fill-drain): all m forwards, then all m backwards, then the update.
+PipeSchedule gpipe_schedule(int stages, int micro_batches);
+// 1F1B (PipeDream-Flush, Megatron's default): stage r runs min(p - r - 1, m) warm-up
+// forwards, then alternates one forward and one backward, then drains; then the update.
+PipeSchedule one_f_one_b_schedule(int stages, int micro_batches);
+// XPipe: the micro-batches of `mini_batches` consecutive mini-batches (T each) stream
+// through a 1F1B pipeline without a flush; a stage updates its weights after the backward
+// of each mini-batch's last micro-batch, and runs every forward and backward on weights
+// predicted `steps` updates ahead, derived from the list (xpipe_prediction_steps()).
+PipeSchedule xpipe_schedule(int stages, int micro_batches_per_mini_batch, int mini_batches);
+
+// Adds RecvAct before each Forward and SendAct after it (except at the pipeline's ends),
+// RecvGrad before each Backward and SendGrad after it. Idempotent on lists that have them.
+void insert_communication(PipeSchedule& s);
+
+// Names as printed: "F3", "B3", "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1", ...
+std::string to_string(const PipeInstr& i);
+// One line per stage: "stage 0: F0 SEND_ACT0->1 F1 ...".
+std::string to_string(const PipeSchedule& s);
+// "gpipe" | "1f1b" | "xpipe" -> generator; throws UserError naming the choices otherwise.
+PipeSchedule make_schedule(const std::string& name, int stages, int micro_batches, int mini_batches = 1);
+
+}  // namespace strata

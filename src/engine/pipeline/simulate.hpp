@@ -1,0 +1,43 @@
+#pragma once
+// Running a pipeline schedule on paper: a discrete-event simulation of every stage's
+// instruction list with given costs (unit costs by default), where a receive waits for
+// its matching send. It finds deadlocks, measures the bubble and the micro-batches in
+// flight, and is the clock XPipe's weight prediction is derived from.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/pipeline/schedule.hpp"
+
+namespace strata {
+
+struct PipeCosts {
+  double forward = 1, backward = 1, optimizer = 0;
+};
+
+struct PipeSimulation {
+  bool deadlock = false;
+  std::string deadlock_report;   // the instruction each unfinished stage is stuck at
+  double makespan = 0;
+  std::vector<double> busy;      // per stage: time in Forward and Backward
+  std::vector<std::vector<std::pair<double, double>>> times;  // per stage, per instruction: (start, end)
+  std::vector<int> peak_in_flight;  // per stage: most forwards whose backward had not run
+  // Idle share of the stages over the makespan: 1 - sum(busy) / (p * makespan).
+  double bubble_fraction() const;
+};
+
+PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs = {});
+
+// Static checks, no simulation: on every stage each Backward follows its Forward, and
+// every micro-batch is run forward and backward once; between every pair of stages, the
+// sends of each kind match the receives in order (same micro-batches, same sequence).
+// Returns "" or the first violation found.
+std::string check_schedule(const PipeSchedule& s);
+
+// XPipe: sets the `steps` of every PredictWeights to the number of this stage's
+// optimizer updates from the start of the pass it guards until stage 0 finishes the
+// backward of the last micro-batch of the pass's mini-batch (when that mini-batch's
+// update is due), in the simulation with `costs`.
+void assign_prediction_steps(PipeSchedule& s, const PipeCosts& costs = {});
+
+}  // namespace strata

@@ -1,0 +1,102 @@
+// Pipeline schedules without MPI: order invariants, send/receive pairing, a discrete-event
+// simulation (no deadlock, bubble and in-flight micro-batches as the formulas say), and
+// XPipe's prediction steps derived from the list against the paper's closed form.
+#include <catch2/catch.hpp>
+
+#include "core/error.hpp"
+#include "engine/pipeline/simulate.hpp"
+
+using namespace strata;
+
+namespace {
+std::vector<int> micro_batch_counts(int p) {
+  std::vector<int> ms = {1, p - 1, p, 2 * p + 1};
+  std::vector<int> out;
+  for (int m : ms)
+    if (m >= 1) out.push_back(m);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("GPipe and 1F1B: valid, deadlock-free, bubble (p-1)/(m+p-1), in-flight m and min(p-r, m)",
+          "[pipeline][schedule]") {
+  for (const std::string name : {"gpipe", "1f1b"})
+    for (int p = 1; p <= 4; ++p)
+      for (int m : micro_batch_counts(p)) {
+        INFO(name << " p=" << p << " m=" << m);
+        const PipeSchedule s = make_schedule(name, p, m);
+        CHECK(check_schedule(s) == "");
+        const PipeSimulation sim = simulate_schedule(s);
+        REQUIRE_FALSE(sim.deadlock);
+        CHECK(sim.bubble_fraction() == Approx(double(p - 1) / double(m + p - 1)).margin(1e-12));
+        for (int r = 0; r < p; ++r)
+          CHECK(sim.peak_in_flight[r] == (name == "gpipe" ? m : std::min(p - r, m)));
+      }
+}
+
+TEST_CASE("XPipe: valid, deadlock-free, and its derived prediction steps match the paper for T = 1",
+          "[pipeline][schedule][xpipe]") {
+  for (int p = 1; p <= 4; ++p) {
+    const int mini_batches = 3 * p + 2;
+    const PipeSchedule s = xpipe_schedule(p, 1, mini_batches);
+    INFO("p=" << p << "\n" << to_string(s));
+    CHECK(check_schedule(s) == "");
+    REQUIRE_FALSE(simulate_schedule(s).deadlock);
+    for (int r = 0; r < p; ++r) {
+      StageProgram prog;  // compute only: each PREDICT directly before its pass
+      for (const auto& in : s.programs[r])
+        if (in.op != PipeOp::RecvAct && in.op != PipeOp::RecvGrad && in.op != PipeOp::SendAct &&
+            in.op != PipeOp::SendGrad)
+          prog.push_back(in);
+      for (size_t k = 0; k + 1 < prog.size(); ++k) {
+        if (prog[k].op != PipeOp::PredictWeights) continue;
+        const int n = prog[k + 1].mb;
+        if (n < p || n >= mini_batches - p) continue;  // steady state only (no fill, no drain)
+        const bool forward = prog[k + 1].op == PipeOp::Forward;
+        INFO("stage " << r << ", " << to_string(prog[k + 1]));
+        // Forward: the paper's s_f = p-1-floor(r/2) on every stage. Backward: the paper's
+        // s_b = floor(r/2) on even stages; on odd stages the list's timing puts the stage's
+        // own update of this mini-batch before stage 0 finishes it, one more (README).
+        CHECK(prog[k].steps == (forward ? p - 1 - r / 2 : r / 2 + r % 2));
+      }
+    }
+  }
+  for (int p = 2; p <= 4; ++p)
+    for (int t : {2, 3}) {
+      const PipeSchedule s = xpipe_schedule(p, t, 4);
+      INFO("p=" << p << " T=" << t);
+      CHECK(check_schedule(s) == "");
+      CHECK_FALSE(simulate_schedule(s).deadlock);
+    }
+}
+
+TEST_CASE("the checks catch broken schedules", "[pipeline][schedule]") {
+  PipeSchedule s = make_schedule("1f1b", 3, 4);
+  PipeSchedule again = s;
+  insert_communication(again);
+  CHECK(again.programs == s.programs);  // the pass is idempotent
+
+  // stage 1 receives micro-batches 0 and 1 in the wrong order
+  PipeSchedule swapped = s;
+  auto& prog = swapped.programs[1];
+  auto first = std::find(prog.begin(), prog.end(), PipeInstr{PipeOp::RecvAct, 0, 0});
+  auto second = std::find(prog.begin(), prog.end(), PipeInstr{PipeOp::RecvAct, 1, 0});
+  REQUIRE(first != prog.end());
+  REQUIRE(second != prog.end());
+  std::iter_swap(first, second);
+  CHECK(check_schedule(swapped) != "");
+
+  // the last stage runs its backwards before its forwards: a backward without forward
+  PipeSchedule backwards_first = gpipe_schedule(2, 2);
+  std::reverse(backwards_first.programs[1].begin(), backwards_first.programs[1].end() - 1);
+  CHECK(check_schedule(backwards_first) != "");
+
+  // stage 0 waits for a gradient before sending the activation it depends on: deadlock
+  PipeSchedule stuck = make_schedule("gpipe", 2, 1);
+  stuck.programs[0].insert(stuck.programs[0].begin(), PipeInstr{PipeOp::RecvGrad, 0, 1});
+  const PipeSimulation sim = simulate_schedule(stuck);
+  CHECK(sim.deadlock);
+  CHECK(sim.deadlock_report.find("stage 0 waits at RECV_GRAD0<-1") != std::string::npos);
+
+  CHECK_THROWS_AS(make_schedule("zigzag", 2, 2), UserError);
+}
