@@ -1,5 +1,6 @@
 // strata: one SPMD executable.
 //   strata train DECK.toml [--set section.key=value ...] [--restart PATH|latest]
+//   strata plan DECK --schedule [--set section.key=value ...]
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //
@@ -23,6 +24,7 @@
 #include "core/error.hpp"
 #include "train/generate.hpp"
 #include "train/inspect_checkpoint.hpp"
+#include "train/plan_schedule.hpp"
 #include "train/stop_signals.hpp"
 #include "train/trainer.hpp"
 
@@ -54,6 +56,13 @@ int run_train(const std::string& deck_path, const std::vector<std::string>& over
   opts.restart = restart;
   strata::Trainer trainer(deck, MPI_COMM_WORLD, opts);
   trainer.run();
+  return strata::kExitOk;
+}
+
+int run_plan(int rank, const std::string& deck_path, const std::vector<std::string>& overrides, bool schedule) {
+  const strata::Deck deck = strata::load_deck(deck_path, overrides);
+  if (!schedule) throw strata::UserError("strata plan: say what to plan: --schedule prints the pipeline schedule");
+  if (rank == 0) strata::print_schedule_plan(deck, std::cout);
   return strata::kExitOk;
 }
 
@@ -105,6 +114,12 @@ int main(int argc, char** argv) {
     train->add_option("--restart", restart,
                       "resume from a checkpoint file, or 'latest' (the newest in the run directory; "
                       "starts fresh if there is none)");
+    bool plan_schedule = false;
+    auto* plan = app.add_subcommand("plan", "print what a deck would run, without running it");
+    plan->add_option("deck", deck_path, "deck file (TOML)")->required();
+    plan->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+    plan->add_flag("--schedule", plan_schedule,
+                   "the pipeline schedule: every stage's instructions and a unit-cost simulation of them");
     auto* inspect = app.add_subcommand("inspect", "print a checkpoint's step, layout, deck and tensors, verifying checksums");
     inspect->add_option("checkpoint", checkpoint, "checkpoint file (.h5)")->required();
     auto* generate = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
@@ -124,6 +139,7 @@ int main(int argc, char** argv) {
     }
     try {
       if (*train) code = run_train(deck_path, overrides, restart);
+      if (*plan) code = run_plan(rank, deck_path, overrides, plan_schedule);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);
     } catch (const strata::UserError& e) {

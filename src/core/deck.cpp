@@ -132,13 +132,18 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
     need(m.vocab_size, "model.vocab_size", t, "parallel.tensor_cols");
   }
+  need(d.data.batch_size / p.data, "data.batch_size / parallel.data", p.micro_batches, "parallel.micro_batches");
   if (p.tensor_mode == "2d" && p.tensor_rows > 1) {
     const int64_t q = p.tensor_rows;
     need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
     need(m.n_embd, "model.n_embd", q * q, "q^2");
     need(m.vocab_size, "model.vocab_size", q, "q = parallel.tensor_rows");
-    need(d.data.batch_size / p.data, "data.batch_size / parallel.data", q, "q = parallel.tensor_rows");
+    need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
+         "q = parallel.tensor_rows");
   }
+  if (m.n_layer < p.pipeline)
+    throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline (" +
+                    std::to_string(p.pipeline) + "): every stage holds at least one layer");
 }
 
 Deck read_sections(toml::value& root, const std::string& origin) {
@@ -217,7 +222,12 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.read("tensor_mode", c.tensor_mode);
     s.read("comm_backend", d.parallel.comm_backend);
     s.read("grad_bucket_mb", d.parallel.grad_bucket_mb);
+    s.read("micro_batches", c.micro_batches);
+    s.read("schedule", c.schedule);
     s.reject_unknown();
+    s.check(c.micro_batches >= 1, "micro_batches", "must be >= 1");
+    s.check(c.schedule == "gpipe" || c.schedule == "1f1b" || c.schedule == "xpipe", "schedule",
+            "must be \"gpipe\", \"1f1b\" or \"xpipe\" (got \"" + c.schedule + "\")");
     s.check(d.parallel.grad_bucket_mb >= 0, "grad_bucket_mb", "must be >= 0");
     s.check(c.data >= 1, "data", "must be >= 1");
     s.check(c.pipeline >= 1, "pipeline", "must be >= 1");
@@ -280,7 +290,8 @@ std::string resolved_toml(const Deck& d) {
   os << "[parallel]\ndata = " << d.parallel.data << "\npipeline = " << d.parallel.pipeline
      << "\ntensor_rows = " << d.parallel.tensor_rows << "\ntensor_cols = " << d.parallel.tensor_cols
      << "\ntensor_mode = " << q(d.parallel.tensor_mode) << "\ncomm_backend = " << q(d.parallel.comm_backend)
-     << "\ngrad_bucket_mb = " << d.parallel.grad_bucket_mb << "\n\n";
+     << "\ngrad_bucket_mb = " << d.parallel.grad_bucket_mb << "\nmicro_batches = " << d.parallel.micro_batches
+     << "\nschedule = " << q(d.parallel.schedule) << "\n\n";
   os << "[optim]\nlr = " << d.optim.lr << "\nmin_lr = " << d.optim.min_lr << "\nwarmup_steps = " << d.optim.warmup_steps
      << "\nweight_decay = " << d.optim.weight_decay << "\nbeta1 = " << d.optim.beta1 << "\nbeta2 = " << d.optim.beta2
      << "\neps = " << d.optim.eps << "\ngrad_clip = " << d.optim.grad_clip << "\n";

@@ -49,6 +49,8 @@ struct ParallelConfig {
   std::string comm_backend = "mpi";  // collectives on device buffers: "mpi" or "nccl" (CUDA builds)
   double grad_bucket_mb = 4.0;       // gradient all-reduce bucket (MB), started during the backward;
                                      // 0: one all-reduce after the backward
+  int64_t micro_batches = 1;         // pipeline: micro-batches per step (per data replica)
+  std::string schedule = "1f1b";     // pipeline schedule: "gpipe", "1f1b" or "xpipe"
 };
 
 struct OptimConfig {
