@@ -144,6 +144,24 @@ MPI_Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, 
   return r;
 }
 
+template <class T>
+MPI_Request Comm::start_send(const T* host_data, int64_t n, int peer, int tag) {
+  const double t0 = MPI_Wtime();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Isend(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
+  count("send", n * int64_t(sizeof(T)), 1.0, MPI_Wtime() - t0);
+  return r;
+}
+
+template <class T>
+MPI_Request Comm::start_recv(T* host_data, int64_t n, int peer, int tag) {
+  const double t0 = MPI_Wtime();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Irecv(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
+  count("recv", 0, 0.0, MPI_Wtime() - t0);  // bytes are counted once, by the sender
+  return r;
+}
+
 void Comm::wait(MPI_Request& request, const char* kind) {
   const double t0 = MPI_Wtime();
   MPI_Wait(&request, MPI_STATUS_IGNORE);
@@ -178,7 +196,9 @@ void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
   template MPI_Request Comm::start_broadcast<T>(T*, int64_t, int);                         \
   template MPI_Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int);              \
   template void Comm::allgather<T>(V1<const T>, V1<T>);                                    \
-  template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);
+  template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                          \
+  template MPI_Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
+  template MPI_Request Comm::start_recv<T>(T*, int64_t, int, int);
 STRATA_COMM_INSTANTIATE(float)
 STRATA_COMM_INSTANTIATE(double)
 #undef STRATA_COMM_INSTANTIATE

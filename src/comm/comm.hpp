@@ -68,6 +68,10 @@ class Comm {
   template <class T> MPI_Request start_broadcast(T* host_data, int64_t n, int root);
   template <class T> MPI_Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
   void wait(MPI_Request& request, const char* kind);
+  // Non-blocking point-to-point, host memory: n values to / from rank peer of this
+  // communicator, matched by tag. Complete with wait(request, "send" / "recv").
+  template <class T> MPI_Request start_send(const T* host_data, int64_t n, int peer, int tag);
+  template <class T> MPI_Request start_recv(T* host_data, int64_t n, int peer, int tag);
   // Everyone's n values (device memory) side by side in rank order: recv holds size() * n.
   template <class T> void allgather(V1<const T> send, V1<T> recv);
   // The sum over ranks of send (size() * n values, device memory); this rank keeps block

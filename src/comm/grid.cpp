@@ -33,6 +33,9 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   MPI_Comm_split(world_, (g.data * P + g.pipeline) * R + g.row, g.col, &row_);
   MPI_Comm_split(world_, (g.data * P + g.pipeline) * C + g.col, g.row, &col_);
   MPI_Comm_split(world_, g.data * P + g.pipeline, g.row * C + g.col, &tensor_);
+  MPI_Comm_split(world_, g.data, (g.pipeline * R + g.row) * C + g.col, &model_);
+  const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
+  MPI_Comm_split(world_, end_stage ? (g.data * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline, &embedding_);
   if (g.pipeline > 0) pipeline_prev_ = rank_of({g.data, g.pipeline - 1, g.row, g.col});
   if (g.pipeline + 1 < P) pipeline_next_ = rank_of({g.data, g.pipeline + 1, g.row, g.col});
 }
@@ -46,7 +49,7 @@ Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Comm* c : {&data_, &pipeline_, &row_, &col_, &tensor_, &world_})
+  for (MPI_Comm* c : {&data_, &pipeline_, &row_, &col_, &tensor_, &model_, &embedding_, &world_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 

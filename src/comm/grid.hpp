@@ -37,6 +37,10 @@ class Grid {
   MPI_Comm tensor_row() const { return row_; }          // same (d, p, r): along a grid row
   MPI_Comm tensor_col() const { return col_; }          // same (d, p, c): along a grid column
   MPI_Comm tensor_group() const { return tensor_; }     // same (d, p): the whole tensor grid
+  MPI_Comm model_group() const { return model_; }       // same d: one model replica (pipeline x tensor)
+  // The first and the last pipeline stage of the same (d, r, c), which hold the two copies
+  // of the tied embedding; MPI_COMM_NULL on the other stages and without a pipeline.
+  MPI_Comm embedding_group() const { return embedding_; }
   // Neighbouring stages' world ranks, or -1 at the ends of the pipeline.
   int pipeline_prev() const { return pipeline_prev_; }
   int pipeline_next() const { return pipeline_next_; }
@@ -48,7 +52,7 @@ class Grid {
   ParallelConfig shape_;
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, pipeline_ = MPI_COMM_NULL, row_ = MPI_COMM_NULL,
-           col_ = MPI_COMM_NULL, tensor_ = MPI_COMM_NULL;
+           col_ = MPI_COMM_NULL, tensor_ = MPI_COMM_NULL, model_ = MPI_COMM_NULL, embedding_ = MPI_COMM_NULL;
   int world_rank_ = 0, world_size_ = 1, pipeline_prev_ = -1, pipeline_next_ = -1;
 };
 

@@ -9,12 +9,13 @@
 // until a bucket holds bucket_bytes, and its non-blocking all-reduce starts at once.
 #include "comm/comm.hpp"
 #include "core/timers.hpp"
+#include "engine/train_engine.hpp"
 #include "model/gpt.hpp"
 
 namespace strata {
 
 template <class T>
-class DataParallel {
+class DataParallel : public TrainEngine<T> {
  public:
   // bucket_bytes = 0: one all-reduce of all gradients after the backward.
   DataParallel(GPT<T>& model, Comm& data_comm, double bucket_bytes = 0)
@@ -23,9 +24,10 @@ class DataParallel {
   // One forward+backward over this rank's batch (local_batch sequences); gradients are
   // zeroed first and all-reduced after. Returns the global mean loss.
   double forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                          int64_t global_batch, Timers& timers);
+                          int64_t global_batch, Timers& timers) override;
   // Global mean loss of a batch without a backward (validation).
-  double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch, int64_t global_batch);
+  double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
+                  int64_t global_batch) override;
 
  private:
   GPT<T>& model_;

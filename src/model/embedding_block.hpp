@@ -4,6 +4,7 @@
 // (and by hidden block in 2D): parallel/vocab_parallel.hpp.
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
+#include "model/stage_placement.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -22,8 +23,10 @@ struct EmbeddingCache {
 template <class T>
 class EmbeddingBlock {
  public:
-  EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, int64_t vocab, int64_t seq_len, int64_t c,
-                 double std);
+  // The first pipeline stage holds wte and wpe and runs the block; the last holds a copy
+  // of wte for the tied LM head.
+  EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const StagePlacement& placement, int64_t vocab,
+                 int64_t seq_len, int64_t c, double std);
   // tokens: all B*T tokens of the replica; local: the rows this rank computes (2D: its
   // batch block) -> cache.out (local.rows(), C').
   void forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const;

@@ -3,13 +3,14 @@
 namespace strata {
 
 template <class T>
-GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp) : cfg_(cfg), tp_(tp) {
+GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement)
+    : cfg_(cfg), tp_(tp), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
   const int64_t c = cfg.n_embd;
-  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
+  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l)
-    blocks_.emplace_back(store_, tp_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std);
-  head_ = std::make_unique<LMHead<T>>(store_, tp_, embedding_->wte_index(), c);
+    blocks_.emplace_back(store_, tp_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
+  head_ = std::make_unique<LMHead<T>>(store_, tp_, embedding_->wte_index(), c, placement_.last());
   store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.
@@ -38,35 +39,63 @@ std::pair<int64_t, int64_t> GPT<T>::local_rows(const BlockContext& replica) cons
 
 template <class T>
 double GPT<T>::forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets) {
+  return forward_micro(ctx, tokens, targets, {}, act_);
+}
+
+template <class T>
+void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready) {
+  backward_micro(ctx, dloss_scale, {}, act_, on_ready);
+}
+
+template <class T>
+double GPT<T>::forward_micro(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets,
+                             V2<const T> input, GPTActivations<T>& act) {
   const BlockContext local = local_context(ctx);
-  embedding_->forward(local, tokens, act_.emb);
-  V2<const T> x = act_.emb.out;
-  for (size_t l = 0; l < blocks_.size(); ++l) {
-    blocks_[l].forward(local, x, act_.blocks[l]);
-    x = act_.blocks[l].out;
+  if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
+  V2<const T> x = input;
+  if (placement_.first()) {
+    embedding_->forward(local, tokens, act.emb);
+    x = act.emb.out;
   }
-  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), act_.head);
+  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) {
+    blocks_[l].forward(local, x, act.blocks[l]);
+    x = act.blocks[l].out;
+  }
+  if (!placement_.last()) return 0.0;
+  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), act.head);
   // 2D: grid row i has batch block i's losses; the column adds up the blocks
   return tp_.mode == TensorMode::TwoD ? tp_.col->allreduce_sum(loss) : loss;
 }
 
 template <class T>
-void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready) {
+V2<const T> GPT<T>::stage_output(const GPTActivations<T>& act) const {
+  return act.blocks[placement_.layer_end - 1].out;
+}
+
+template <class T>
+void GPT<T>::backward_micro(const BlockContext& ctx, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
+                            const GradReadyFn& on_ready) {
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   const BlockContext local = local_context(ctx);
-  const auto& emb_out = act_.emb.out;
-  if (act_.dres.extent(0) != emb_out.extent(0) || act_.dres.extent(1) != emb_out.extent(1))
-    act_.dres = Tensor2<T>("dres", emb_out.extent(0), emb_out.extent(1));
-  head_->backward(local, dloss_scale, act_.dres, act_.head);
-  ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
-  for (size_t l = blocks_.size(); l-- > 0;) {
-    blocks_[l].backward(local, act_.dres, act_.blocks[l], act_.scratch);
+  const auto& out = stage_output(act);
+  if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
+    act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
+  if (placement_.last()) {
+    head_->backward(local, dloss_scale, act.dres, act.head);
+    ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
+  } else {
+    Kokkos::deep_copy(act.dres, dout);
+  }
+  for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
+    blocks_[l].backward(local, act.dres, act.blocks[l], act.scratch);
     ready(block_ranges_[l]);
   }
-  embedding_->backward(local, act_.dres, act_.emb);
-  ready(embedding_range_);
+  if (placement_.first()) {
+    embedding_->backward(local, act.dres, act.emb);
+    ready(embedding_range_);
+  }
 }
 
 template <class T>

@@ -3,7 +3,8 @@
 // embedding). It owns the parameter store (this rank's shards) and, for drivers that run
 // one micro-batch at a time, one set of activation caches. With a tensor split, every rank
 // of the tensor group is given the replica's whole batch; in 2D, rank (i, j) runs the
-// blocks on batch block i.
+// blocks on batch block i. As a pipeline stage (StagePlacement) it runs its layers on one
+// micro-batch at a time with activations the driver owns (forward_micro/backward_micro).
 #include <functional>
 #include <memory>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "core/deck.hpp"
 #include "model/embedding_block.hpp"
 #include "model/lm_head.hpp"
+#include "model/stage_placement.hpp"
 #include "model/transformer_block.hpp"
 
 namespace strata {
@@ -28,8 +30,9 @@ struct GPTActivations {
 template <class T>
 class GPT {
  public:
-  // tp: the tensor split and its communicators (which must outlive the model).
-  GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {});
+  // tp: the tensor split and its communicators (which must outlive the model). placement:
+  // this rank's pipeline stage (default: the whole model).
+  GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {}, StagePlacement placement = {});
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
@@ -45,6 +48,26 @@ class GPT {
   // Backward of the last forward. dloss_scale is dL/d(loss of one token), e.g.
   // 1/(global tokens) for a mean loss. Accumulates into params().grads().
   void backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready = {});
+
+  // One pipeline stage's pass over one micro-batch (ctx.batch of its sequences; tokens
+  // and targets are the micro-batch's). input: the previous stage's output (empty on the
+  // first stage), which must outlive the backward. Returns the sum of the token losses on
+  // the last stage, 0 elsewhere.
+  double forward_micro(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets,
+                       V2<const T> input, GPTActivations<T>& act);
+  // This stage's output of the micro-batch whose forward filled act.
+  V2<const T> stage_output(const GPTActivations<T>& act) const;
+  // (rows, columns) of the activation passed between stages for a micro-batch of ctx.batch
+  // sequences: this rank's rows and hidden block.
+  std::pair<int64_t, int64_t> stage_activation_shape(const BlockContext& ctx) const {
+    return {local_context(ctx).rows(), tp_.mode == TensorMode::TwoD ? cfg_.n_embd / tp_.q : cfg_.n_embd};
+  }
+  // dout: the gradient of stage_output (empty on the last stage). Leaves the gradient of
+  // the stage's input in act.dres (not on the first stage); accumulates parameter gradients.
+  void backward_micro(const BlockContext& ctx, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
+                      const GradReadyFn& on_ready = {});
+  const StagePlacement& placement() const { return placement_; }
+  int wte_index() const { return embedding_->wte_index(); }
 
   // Logits of the last forward (before any backward overwrites them): (batch*seq_len,
   // vocab) without a tensor split, else this rank's rows and vocabulary columns.
@@ -66,6 +89,7 @@ class GPT {
 
   ModelConfig cfg_;
   TensorParallel tp_;  // before the blocks, which keep a reference to it
+  StagePlacement placement_;
   ParamStore<T> store_;
   std::unique_ptr<EmbeddingBlock<T>> embedding_;
   std::vector<TransformerBlock<T>> blocks_;

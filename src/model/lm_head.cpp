@@ -18,10 +18,11 @@ void LMHeadCache<T>::ensure(int64_t rows, int64_t c, int64_t v) {
 }
 
 template <class T>
-LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c)
+LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c, bool held)
     : store_(store), tp_(tp), wte_(wte_index), c_(c) {
-  lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, tensor_shard(tp, {c}, -1, -1, 0));
-  lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros, 0, false, tensor_shard(tp, {c}, -1, -1, 0));
+  const Shard shard = held ? tensor_shard(tp, {c}, -1, -1, 0) : not_held({c});
+  lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, shard);
+  lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros, 0, false, shard);
 }
 
 template <class T>

@@ -23,7 +23,8 @@ struct LMHeadCache {
 template <class T>
 class LMHead {
  public:
-  LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c);
+  // held: this rank is on the last pipeline stage (else it only declares lnf).
+  LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c, bool held = true);
   // x (BT, C'), targets (BT) of this rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
   // dloss_scale = dL/d(loss of each token). Writes dL/dx into dx (BT, C').

@@ -18,7 +18,9 @@ int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init
   p.count = shard.count.empty() ? p.shape : shard.count;
   if (p.start.size() != p.shape.size() || p.count.size() != p.shape.size())
     throw std::logic_error("shard of " + name + " has the wrong number of dimensions");
-  for (size_t d = 0; d < p.shape.size(); ++d)
+  bool held = false;  // all counts 0: declared here, held by another pipeline stage
+  for (size_t d = 0; d < p.shape.size(); ++d) held = held || p.count[d] > 0;
+  for (size_t d = 0; d < p.shape.size() && held; ++d)
     if (p.start[d] < 0 || p.count[d] <= 0 || p.start[d] + p.count[d] > p.shape[d])
       throw std::logic_error("shard of " + name + " lies outside the tensor");
   p.replica = shard.replica;

@@ -29,6 +29,7 @@ struct ParamInfo {
   std::vector<int64_t> shape;  // global shape
   std::vector<int64_t> start, count;  // this rank's hyperslab of it
   int replica = 0, replicas = 1;      // see Shard
+  // count is all 0 (numel 0) where another pipeline stage holds the parameter
   int64_t offset = 0;          // into the flat buffers
   int64_t numel = 0;           // of the local hyperslab
   int64_t global_numel = 0;
@@ -75,8 +76,9 @@ class ParamStore {
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
   V1<T> grad(int i) const { return V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel); }
   // 2D views of the local part: (count[0], product of the other counts).
-  V2<T> param2(int i) const { return as_matrix(params_.data() + infos_[i].offset, infos_[i].count[0], infos_[i].numel / infos_[i].count[0]); }
-  V2<T> grad2(int i) const { return as_matrix(grads_.data() + infos_[i].offset, infos_[i].count[0], infos_[i].numel / infos_[i].count[0]); }
+  V2<T> param2(int i) const { return matrix(params_, i); }
+  V2<T> grad2(int i) const { return matrix(grads_, i); }
+  bool held(int i) const { return infos_[i].numel > 0; }
 
   Tensor1<T>& params() { return params_; }
   Tensor1<T>& grads() { return grads_; }
@@ -86,6 +88,10 @@ class ParamStore {
   void zero_grads() { Kokkos::deep_copy(grads_, T(0)); }
 
  private:
+  V2<T> matrix(const Tensor1<T>& buf, int i) const {
+    const auto& p = infos_[i];
+    return p.numel == 0 ? V2<T>(buf.data(), 0, 0) : as_matrix(buf.data() + p.offset, p.count[0], p.numel / p.count[0]);
+  }
   std::vector<ParamInfo> infos_;
   std::map<std::string, int> by_name_;
   int64_t total_ = 0;

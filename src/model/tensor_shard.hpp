@@ -37,4 +37,13 @@ inline Shard tensor_shard(const TensorParallel& tp, const std::vector<int64_t>& 
   return s;
 }
 
+// A parameter another pipeline stage holds: declared here too, so every rank knows the
+// whole model's names and shapes (checkpoints are written collectively), but empty.
+inline Shard not_held(const std::vector<int64_t>& shape) {
+  Shard s;
+  s.start.assign(shape.size(), 0);
+  s.count.assign(shape.size(), 0);
+  return s;
+}
+
 }  // namespace strata

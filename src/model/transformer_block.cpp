@@ -45,7 +45,7 @@ void TransformerGradScratch<T>::ensure(int64_t rows, int64_t c, int64_t a, int64
 
 template <class T>
 TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, int layer, int64_t n_layer,
-                                      int64_t c, int64_t n_head, double std)
+                                      int64_t c, int64_t n_head, double std, bool held)
     : store_(store), tp_(tp), c_(c) {
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
@@ -54,7 +54,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   // add(name, shape, init, std, decay, split: 1D dim, 2D row dim, 2D column dim)
   const auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init, double sd, bool decay,
                        int dim_1d, int row_dim, int col_dim) {
-    const Shard sh = tensor_shard(tp, shape, dim_1d, row_dim, col_dim);
+    const Shard sh = held ? tensor_shard(tp, shape, dim_1d, row_dim, col_dim) : not_held(shape);
     return store.add(p + name, shape, init, sd, decay, sh);
   };
   ln1_w_ = add("ln1.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
@@ -73,7 +73,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   c_local_ = info[ln1_w_].count[0];
   a_local_ = info[qkv_b_].count[1];
   f_local_ = info[fc_b_].count[0];
-  heads_local_ = n_head * a_local_ / c;
+  heads_local_ = n_head * a_local_ / c;  // 0 where not held
 }
 
 template <class T>

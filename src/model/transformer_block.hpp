@@ -51,8 +51,10 @@ struct TransformerGradScratch {
 template <class T>
 class TransformerBlock {
  public:
+  // held: this rank runs the block (else another pipeline stage does, and the block only
+  // declares its parameters).
   TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, int layer, int64_t n_layer, int64_t c,
-                   int64_t n_head, double std);
+                   int64_t n_head, double std, bool held = true);
   // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
   void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache) const;

@@ -45,7 +45,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
     const auto& p = infos[i];
     // The holders of this shard split its rows of dimension 0: holder h writes block h.
     const int64_t holders = int64_t(data_size) * p.replicas, me = int64_t(data_rank) * p.replicas + p.replica;
-    const int64_t rows = p.count[0], row_size = p.numel / rows;
+    const int64_t rows = p.count[0], row_size = rows > 0 ? p.numel / rows : 0;  // 0 rows: held elsewhere
     const int64_t begin = rows * me / holders, end = rows * (me + 1) / holders;
     std::vector<int64_t> start = p.start, count = p.count;
     start[0] += begin;
@@ -95,7 +95,8 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view(*b));
   for (const auto& p : store.infos())
-    for (int g = 0; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, p.start, p.count, host[g].data() + p.offset);
+    if (p.numel > 0)  // parameters of other pipeline stages are read there
+      for (int g = 0; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, p.start, p.count, host[g].data() + p.offset);
   TrainingState s;
   s.step = r.int_attribute("step");
   s.optim_steps = r.int_attribute("optim_steps");

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "engine/data_parallel.hpp"
+#include "engine/pipeline/pipeline_engine.hpp"
 #include "io/batch.hpp"
 #include "io/checkpoint_dir.hpp"
 #include "io/metrics_csv.hpp"
@@ -54,10 +55,15 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   std::exception_ptr err;
   try {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
-    if (deck_.parallel.pipeline > 1)
-      throw UserError("pipeline parallelism is not implemented yet: set parallel.pipeline = 1 (data and tensor "
-                      "parallelism are available)");
+    const auto& par = deck_.parallel;
+    if (par.schedule == "xpipe" && par.pipeline > 1)
+      throw UserError("parallel.schedule = \"xpipe\": the asynchronous executor is not built yet; training runs "
+                      "\"gpipe\" and \"1f1b\" (strata plan --schedule shows XPipe's lists)");
+    if (par.micro_batches > 1 && par.pipeline == 1)
+      throw UserError("parallel.micro_batches = " + std::to_string(par.micro_batches) +
+                      " needs parallel.pipeline > 1 (micro-batches feed pipeline stages)");
     world_comm_ = std::make_unique<Comm>(grid_->world());
+    model_comm_ = std::make_unique<Comm>(grid_->model_group());
     data_comm_ = std::make_unique<Comm>(grid_->data_group(), parse_comm_backend(deck_.parallel.comm_backend));
     setup_tensor_parallel();
     if (deck_.data.kind == "text")
@@ -65,7 +71,14 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
                                             deck_.run.seed);
     else
       data_ = std::make_unique<RandomTokens>(deck_.model.vocab_size, deck_.run.seed);
-    model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed, tp_);
+    const auto placement =
+        StagePlacement::balanced(int(deck_.model.n_layer), int(par.pipeline), grid_->coords().pipeline);
+    model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed, tp_, placement);
+    if (par.pipeline > 1)
+      engine_ = std::make_unique<PipelineEngine<float>>(
+          *model_, *grid_, *data_comm_, make_schedule(par.schedule, int(par.pipeline), int(par.micro_batches)));
+    else
+      engine_ = std::make_unique<DataParallel<float>>(*model_, *data_comm_, par.grad_bucket_mb * 1e6);
     if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
     // A bad checkpoint must stop the run before it writes anything.
     if (!opts_.restart.empty()) restart_from(opts_.restart);
@@ -105,6 +118,9 @@ void Trainer::setup_tensor_parallel() {
 
 std::string Trainer::layout() const {
   std::string s = "data=" + std::to_string(grid_->data_size());
+  const auto& par = deck_.parallel;
+  if (par.pipeline > 1)
+    s += " pipeline=" + std::to_string(par.pipeline) + ":" + par.schedule + ":" + std::to_string(par.micro_batches) + "mb";
   if (tp_.mode == TensorMode::OneD) s += " tensor=1d:" + std::to_string(tp_.t);
   if (tp_.mode == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(tp_.q) + "x" + std::to_string(tp_.q);
   return s;
@@ -112,6 +128,10 @@ std::string Trainer::layout() const {
 
 std::vector<std::pair<std::string, const Comm*>> Trainer::comms() const {
   std::vector<std::pair<std::string, const Comm*>> out = {{"data", data_comm_.get()}};
+  if (auto* pipe = dynamic_cast<const PipelineEngine<float>*>(engine_.get())) {
+    out.emplace_back("pipeline", &pipe->pipeline_comm());
+    if (pipe->embedding_comm()) out.emplace_back("tied_emb", pipe->embedding_comm());
+  }
   if (tp_.mode == TensorMode::OneD) out.emplace_back("tensor", tensor_comm_.get());
   if (tp_.mode == TensorMode::TwoD) {
     out.emplace_back("tensor", tensor_comm_.get());
@@ -168,12 +188,11 @@ void Trainer::write_checkpoint(TrainingState state) {
 
 double Trainer::validate() {
   const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
-  DataParallel<float> engine(*model_, *data_comm_);
   Batch batch(lb, deck_.model.seq_len);
   double sum = 0;
   for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
     batch.load(*data_, Split::Validation, j, grid_->data_rank() * lb);
-    sum += engine.evaluate(batch.tokens(), batch.targets(), lb, gb);
+    sum += engine_->evaluate(batch.tokens(), batch.targets(), lb, gb);
   }
   return sum / double(deck_.run.val_batches);
 }
@@ -209,7 +228,6 @@ TrainResult Trainer::run() {
                                                                     "peak_rss_mib"},
                                            start_.step > 0 ? start_.step : -1);
 
-  DataParallel<float> engine(*model_, *data_comm_, deck_.parallel.grad_bucket_mb * 1e6);
   AdamW<float> optim(deck_.optim);
   optim.set_steps_taken(start_.optim_steps);
   Batch batch(lb, t_len);
@@ -221,6 +239,11 @@ TrainResult Trainer::run() {
   double window_start = t_start;
   int64_t window_steps = 0;
   auto window_comm = comm_totals();  // (seconds, wire bytes) at the window's start
+  // shifts the window's baseline past what happened since `before` (validation, checkpoints)
+  const auto exclude_from_window = [&](std::pair<double, double> base, std::pair<double, double> before) {
+    const auto now = comm_totals();
+    return std::make_pair(base.first + now.first - before.first, base.second + now.second - before.second);
+  };
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
   for (int64_t step = start_.step; step < rc.steps; ++step) {
@@ -228,9 +251,9 @@ TrainResult Trainer::run() {
     timers_.start("data");
     batch.load(*data_, Split::Train, step, grid_->data_rank() * lb);
     timers_.stop("data");
-    const double loss = engine.forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
+    const double loss = engine_->forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
     timers_.start("optimizer");
-    const double norm = clip_grad_norm<float>(model_->params(), tensor_comm_.get(), deck_.optim.grad_clip);
+    const double norm = clip_grad_norm<float>(model_->params(), model_comm_.get(), deck_.optim.grad_clip);
     const double lr = lr_at_step(deck_.optim, step, rc.steps);
     optim.step(model_->params(), lr);
     timers_.stop("optimizer");
@@ -243,8 +266,10 @@ TrainResult Trainer::run() {
     const bool last = step + 1 == rc.steps;
     if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && rc.val_every > 0)) {
       timers_.start("validation");
+      const auto comm_before_validation = comm_totals();
       val = validate();
       window_start += timers_.stop("validation");  // the step rate excludes validation
+      window_comm = exclude_from_window(window_comm, comm_before_validation);
       result.val.emplace_back(step + 1, val);
     }
     if ((step + 1) % rc.log_every == 0 || last || step == 0) {
@@ -285,8 +310,10 @@ TrainResult Trainer::run() {
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
     if (checkpoints && (every || stop)) {
       timers_.start("checkpoint");
+      const auto comm_before_checkpoint = comm_totals();
       write_checkpoint({step + 1, optim.steps_taken(), int64_t((step + 1) * tokens_per_step), val});  // NaN: validate
       window_start += timers_.stop("checkpoint");
+      window_comm = exclude_from_window(window_comm, comm_before_checkpoint);
     }
     if (stop && !last) {
       result.stopped_early = true;

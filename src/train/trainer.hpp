@@ -11,6 +11,7 @@
 #include "core/deck.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
+#include "engine/train_engine.hpp"
 #include "io/token_source.hpp"
 #include "model/gpt.hpp"
 #include "train/model_checkpoint.hpp"
@@ -61,10 +62,12 @@ class Trainer {
   std::unique_ptr<Comm> world_comm_;  // run-wide agreement (stop requests, summary maxima)
   std::unique_ptr<Comm> data_comm_;
   std::unique_ptr<Comm> tensor_comm_, row_comm_, col_comm_;
+  std::unique_ptr<Comm> model_comm_;  // one model replica: pipeline x tensor (gradient norm)
   TensorParallel tp_;
   Log log_;
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<GPT<float>> model_;
+  std::unique_ptr<TrainEngine<float>> engine_;  // data parallel, or the pipeline
   Timers timers_;
   std::string run_dir_;  // out_dir/name on every rank when outputs are written, else ""
   double gemm_gflops_ = 0;

@@ -52,6 +52,6 @@ TEST_CASE("bad decks are rejected with a message naming the key and file", "[cor
   CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "model.n_embd=34",
                       "model.n_head=2"}) == "deck.toml: model.n_embd (34) must be divisible by q^2 (4)");
   CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "data.batch_size=6",
-                      "parallel.data=2"}) == "deck.toml: data.batch_size / parallel.data (3) must be divisible by q = parallel.tensor_rows (2)");
+                      "parallel.data=2"}) == "deck.toml: data.batch_size / parallel.data / parallel.micro_batches (3) must be divisible by q = parallel.tensor_rows (2)");
   CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) == "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
 }
