@@ -1,5 +1,5 @@
 // strata: one SPMD executable.
-//   strata train DECK.toml [--set section.key=value ...] [--restart PATH|latest]
+//   strata train DECK [--set section.key=value ...] [--restart PATH|latest] [--trace FILE]
 //   strata plan DECK --schedule [--set section.key=value ...]
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
@@ -47,13 +47,15 @@ void bind_device_by_local_rank() {
 void bind_device_by_local_rank() {}
 #endif
 
-int run_train(const std::string& deck_path, const std::vector<std::string>& overrides, const std::string& restart) {
+int run_train(const std::string& deck_path, const std::vector<std::string>& overrides, const std::string& restart,
+              const std::string& trace) {
   // Every rank reads and validates the deck: the outcome is the same everywhere, so a bad
   // deck ends all ranks with the same error and no communication is needed.
   const strata::Deck deck = strata::load_deck(deck_path, overrides);
   strata::install_stop_signal_handlers();
   strata::TrainOptions opts;
   opts.restart = restart;
+  opts.trace = trace;
   strata::Trainer trainer(deck, MPI_COMM_WORLD, opts);
   trainer.run();
   return strata::kExitOk;
@@ -106,7 +108,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     std::string deck_path;
     std::vector<std::string> overrides;
-    std::string restart, checkpoint;
+    std::string restart, checkpoint, trace;
     strata::GenerateOptions gen;
     auto* train = app.add_subcommand("train", "train the model a deck describes");
     train->add_option("deck", deck_path, "deck file (TOML)")->required();
@@ -114,6 +116,9 @@ int main(int argc, char** argv) {
     train->add_option("--restart", restart,
                       "resume from a checkpoint file, or 'latest' (the newest in the run directory; "
                       "starts fresh if there is none)");
+    train->add_option("--trace", trace,
+                      "write a Chrome/Perfetto timeline (JSON) of every rank's compute and communication; "
+                      "for short runs");
     bool plan_schedule = false;
     auto* plan = app.add_subcommand("plan", "print what a deck would run, without running it");
     plan->add_option("deck", deck_path, "deck file (TOML)")->required();
@@ -138,7 +143,7 @@ int main(int argc, char** argv) {
       return code;
     }
     try {
-      if (*train) code = run_train(deck_path, overrides, restart);
+      if (*train) code = run_train(deck_path, overrides, restart, trace);
       if (*plan) code = run_plan(rank, deck_path, overrides, plan_schedule);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);

@@ -28,6 +28,7 @@ class DataParallel : public TrainEngine<T> {
   // Global mean loss of a batch without a backward (validation).
   double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
                   int64_t global_batch) override;
+  int64_t activation_bytes() const override { return model_.activation_bytes(); }
 
  private:
   GPT<T>& model_;

@@ -17,6 +17,8 @@ class TrainEngine {
                                   int64_t global_batch, Timers& timers) = 0;
   virtual double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
                           int64_t global_batch) = 0;
+  // Bytes of activations (and message buffers) this rank holds for its forward/backward.
+  virtual int64_t activation_bytes() const = 0;
 };
 
 }  // namespace strata

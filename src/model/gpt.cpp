@@ -100,9 +100,7 @@ void GPT<T>::backward_micro(const BlockContext& ctx, T dloss_scale, V2<const T> 
 
 template <class T>
 int64_t GPT<T>::activation_bytes() const {
-  int64_t b = act_.emb.bytes() + act_.head.bytes() + act_.scratch.bytes() + view_bytes(act_.dres);
-  for (const auto& c : act_.blocks) b += c.bytes();
-  return b;
+  return act_.bytes();
 }
 
 template <class T>

@@ -25,6 +25,11 @@ struct GPTActivations {
   LMHeadCache<T> head;
   Tensor2<T> dres;  // (BT, C) residual-stream gradient, reused layer by layer
   TransformerGradScratch<T> scratch;
+  int64_t bytes() const {
+    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + view_bytes(dres);
+    for (const auto& c : blocks) b += c.bytes();
+    return b;
+  }
 };
 
 template <class T>

@@ -18,6 +18,7 @@
 #include "io/metrics_csv.hpp"
 #include "io/random_tokens.hpp"
 #include "io/text_dataset.hpp"
+#include "io/trace_file.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_clip.hpp"
 #include "train/gemm_probe.hpp"
@@ -235,6 +236,12 @@ TrainResult Trainer::run() {
   result.first_step = start_.step;
   const bool checkpoints = !run_dir_.empty();
   if (start_.step >= rc.steps) log_.info(strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
+  std::unique_ptr<TraceRecorder> trace;
+  if (!opts_.trace.empty()) {
+    MPI_Barrier(grid_->world());  // every rank's time 0 at the same moment
+    trace = std::make_unique<TraceRecorder>(Timers::now());
+    timers_.set_trace(trace.get());
+  }
   const double t_start = Timers::now();
   double window_start = t_start;
   int64_t window_steps = 0;
@@ -326,6 +333,14 @@ TrainResult Trainer::run() {
     }
   }
   result.seconds = Timers::now() - t_start;
+  if (trace) {
+    timers_.set_trace(nullptr);
+    const auto& g = grid_->coords();
+    write_chrome_trace(opts_.trace, grid_->world(), *trace,
+                       strfmt("rank %d (data %d, stage %d, tensor %d,%d)", grid_->world_rank(), g.data, g.pipeline,
+                              g.row, g.col));
+    log_.info("strata: wrote the timeline of every rank to " + opts_.trace + " (tools/plot_trace.py draws it)");
+  }
   result.tokens_per_second = tokens_per_step * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   print_summary(result);
   return result;
@@ -346,7 +361,7 @@ void Trainer::print_summary(const TrainResult& r) {
   const double param_mib = double(model_->params().numel()) * sizeof(float) / mib;
   log_.info(strfmt("memory (rank 0): parameters %.2f MiB (with gradients and AdamW moments %.2f MiB), activations "
                    "%.2f MiB, peak RSS %.0f MiB",
-                   param_mib, 4 * param_mib, double(model_->activation_bytes()) / mib, double(peak_rss_bytes()) / mib));
+                   param_mib, 4 * param_mib, double(engine_->activation_bytes()) / mib, double(peak_rss_bytes()) / mib));
   if (grid_->world_size() == 1) return;
   const auto [comm_s, comm_wire] = comm_totals();
   log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",

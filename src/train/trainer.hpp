@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string restart;        // "" (fresh), "latest" (newest in run_dir/checkpoints, if any), or a path
   bool print = true;          // progress lines and summary (rank 0)
   bool probe_gemm = true;     // measure the GEMM rate for the utilisation column
+  std::string trace;          // write a Chrome/Perfetto timeline of every rank here ("" = none)
 };
 
 struct TrainResult {

@@ -5,7 +5,9 @@
 // its own message, so transfers overlap the stage's compute. After the list: the two
 // copies of the tied embedding sum their gradients (first and last stage), and the data
 // replicas sum all gradients. Buffers are staged through host mirrors for MPI (a no-op
-// where the host can read device memory).
+// where the host can read device memory). Activation caches are slots reused round-robin:
+// as many as the schedule ever has micro-batches in flight on this stage (the simulation
+// says: m for GPipe, min(p - r, m) for 1F1B), which is where 1F1B saves memory.
 #include <memory>
 #include <vector>
 
@@ -26,6 +28,7 @@ class PipelineEngine : public TrainEngine<T> {
                           int64_t global_batch, Timers& timers) override;
   double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
                   int64_t global_batch) override;
+  int64_t activation_bytes() const override;  // every micro-batch's activations and messages
   const Comm& pipeline_comm() const { return pipe_; }
   const Comm* embedding_comm() const { return embedding_.get(); }
 
@@ -45,8 +48,10 @@ class PipelineEngine : public TrainEngine<T> {
   std::unique_ptr<Comm> embedding_;   // first and last stage (tied embedding), if p > 1
   PipeSchedule schedule_;
   int stage_ = 0;
-  std::vector<GPTActivations<T>> acts_;               // per micro-batch
-  std::vector<Buffer> act_in_, grad_in_, act_out_, grad_out_;  // per micro-batch
+  int slots_ = 1;
+  std::vector<GPTActivations<T>> acts_;                // per slot: micro-batch mb uses mb % slots_
+  std::vector<Buffer> act_in_, grad_in_;               // per micro-batch (receives are posted early)
+  std::vector<Buffer> act_out_, grad_out_;             // per slot (send staging)
 };
 
 }  // namespace strata
