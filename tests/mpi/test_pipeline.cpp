@@ -31,12 +31,12 @@ int world_rank() {
 }
 
 // n_layer = 5: 2 stages hold 2 and 3 layers, 4 stages 1, 1, 1 and 2.
-Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& name = "pipe", int64_t steps = 16,
+Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& name = "pipe", int64_t steps = 10,
                int64_t every = 0) {
   const std::string text = R"(
 [run]
 out_dir = "pipeline_test_runs"
-val_every = 8
+val_every = 5
 val_batches = 1
 seed = 21
 [model]
