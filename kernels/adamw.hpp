@@ -29,4 +29,20 @@ void adamw_update(V1<T> param, V1<T> m, V1<T> v, V1<const T> grad, const AdamWHy
       });
 }
 
+// XPipe's weight prediction: param -= steps * lr * m_hat / (sqrt(v_hat) + eps), with the
+// moments' bias correction of `h.step` updates taken so far (h.lr is the learning rate of
+// the updates to come). Weight decay is not predicted. Nothing to do before the first
+// update (no moments yet).
+template <class T>
+void adam_predict(V1<T> param, V1<const T> m, V1<const T> v, int steps, const AdamWHyper& h) {
+  if (h.step < 1 || steps == 0) return;
+  const T eps = T(h.eps), scale = T(double(steps) * h.lr);
+  const T c1 = T(1) / T(1 - std::pow(h.beta1, double(h.step)));
+  const T c2 = T(1) / T(1 - std::pow(h.beta2, double(h.step)));
+  Kokkos::parallel_for(
+      "adam_predict", Range(0, param.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        param(i) -= scale * (m(i) * c1) / (kmath::sqrt(v(i) * c2) + eps);
+      });
+}
+
 }  // namespace strata::kernels

@@ -1,0 +1,46 @@
+#pragma once
+// XPipe's weight prediction (arXiv 1911.04610): an asynchronous pipeline stage runs a pass
+// on the weights it expects to hold `s` updates later, predicted with Adam's own moments,
+//   W_hat = W - s * lr * m_hat / (sqrt(v_hat) + eps),
+// and puts the true weights back afterwards; only the true weights are ever updated. With
+// a constant gradient the prediction is exact (m_hat and v_hat stay g and g^2).
+#include "core/deck.hpp"
+#include "kernels/adamw.hpp"
+#include "model/param_store.hpp"
+
+namespace strata {
+
+template <class T>
+class WeightPredictor {
+ public:
+  explicit WeightPredictor(const OptimConfig& cfg) : cfg_(cfg) {}
+
+  // Saves the true weights and writes the prediction `steps` updates ahead of an optimizer
+  // that has taken `steps_taken` updates, for updates of learning rate lr.
+  void predict(ParamStore<T>& store, int steps, double lr, int64_t steps_taken) {
+    if (active_) throw std::logic_error("WeightPredictor::predict twice without restore");
+    if (int64_t(saved_.extent(0)) != store.numel()) saved_ = Tensor1<T>("predictor.saved", store.numel());
+    Kokkos::deep_copy(saved_, store.params());
+    kernels::AdamWHyper h;
+    h.lr = lr;
+    h.beta1 = cfg_.beta1;
+    h.beta2 = cfg_.beta2;
+    h.eps = cfg_.eps;
+    h.step = steps_taken;
+    kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), steps, h);
+    active_ = true;
+  }
+  // Puts the saved true weights back.
+  void restore(ParamStore<T>& store) {
+    if (!active_) throw std::logic_error("WeightPredictor::restore without predict");
+    Kokkos::deep_copy(store.params(), saved_);
+    active_ = false;
+  }
+
+ private:
+  OptimConfig cfg_;
+  Tensor1<T> saved_;
+  bool active_ = false;
+};
+
+}  // namespace strata
