@@ -1,10 +1,16 @@
 #include "model/gpt.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace strata {
 
 template <class T>
 GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement)
     : cfg_(cfg), tp_(tp), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
+  if (placement_.layer_end <= placement_.layer_begin)
+    throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
+                           std::to_string(placement_.stages) + " holds no layer (n_layer " + std::to_string(cfg.n_layer) + ")");
   const int64_t c = cfg.n_embd;
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);

@@ -2,25 +2,29 @@
 
 #include <cmath>
 
-#include "kernels/adamw.hpp"
 
 namespace strata {
 
 template <class T>
 void AdamW<T>::step(ParamStore<T>& store, double lr) {
   ++step_;
-  kernels::AdamWHyper h;
-  h.lr = lr;
-  h.beta1 = cfg_.beta1;
-  h.beta2 = cfg_.beta2;
-  h.eps = cfg_.eps;
-  h.step = step_;
+  kernels::AdamWHyper h = adamw_hyper(cfg_, lr, step_);
   for (const auto& p : store.infos()) {
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
     auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
     kernels::adamw_update<T>(slice(store.params()), slice(store.adam_m()), slice(store.adam_v()),
                              slice(store.grads()), h);
   }
+}
+
+kernels::AdamWHyper adamw_hyper(const OptimConfig& cfg, double lr, int64_t step) {
+  kernels::AdamWHyper h;
+  h.lr = lr;
+  h.beta1 = cfg.beta1;
+  h.beta2 = cfg.beta2;
+  h.eps = cfg.eps;
+  h.step = step;
+  return h;
 }
 
 double lr_at_step(const OptimConfig& cfg, int64_t step, int64_t total_steps) {

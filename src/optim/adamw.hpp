@@ -2,6 +2,7 @@
 // AdamW over a parameter store: one update per tensor (weight decay only where the
 // tensor asks for it), moments in the store's flat buffers.
 #include "core/deck.hpp"
+#include "kernels/adamw.hpp"
 #include "model/param_store.hpp"
 
 namespace strata {
@@ -19,6 +20,10 @@ class AdamW {
   OptimConfig cfg_;
   int64_t step_ = 0;
 };
+
+// The kernel's hyper-parameters from the deck, for updates of learning rate lr, `step`
+// being the 1-based count of updates (the moments' bias correction).
+kernels::AdamWHyper adamw_hyper(const OptimConfig& cfg, double lr, int64_t step);
 
 // Learning rate at (0-based) step: linear warmup to lr, then cosine decay to min_lr at
 // the last step.

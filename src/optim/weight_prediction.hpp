@@ -4,9 +4,7 @@
 //   W_hat = W - s * lr * m_hat / (sqrt(v_hat) + eps),
 // and puts the true weights back afterwards; only the true weights are ever updated. With
 // a constant gradient the prediction is exact (m_hat and v_hat stay g and g^2).
-#include "core/deck.hpp"
-#include "kernels/adamw.hpp"
-#include "model/param_store.hpp"
+#include "optim/adamw.hpp"
 
 namespace strata {
 
@@ -21,13 +19,8 @@ class WeightPredictor {
     if (active_) throw std::logic_error("WeightPredictor::predict twice without restore");
     if (int64_t(saved_.extent(0)) != store.numel()) saved_ = Tensor1<T>("predictor.saved", store.numel());
     Kokkos::deep_copy(saved_, store.params());
-    kernels::AdamWHyper h;
-    h.lr = lr;
-    h.beta1 = cfg_.beta1;
-    h.beta2 = cfg_.beta2;
-    h.eps = cfg_.eps;
-    h.step = steps_taken;
-    kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), steps, h);
+    kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), steps,
+                             adamw_hyper(cfg_, lr, steps_taken));
     active_ = true;
   }
   // Puts the saved true weights back.

@@ -21,33 +21,13 @@
 #include "core/deck.hpp"
 #include "model/gpt.hpp"
 #include "support/gather_params.hpp"
+#include "support/mpi_test_helpers.hpp"
 #include "train/trainer.hpp"
 
 using namespace strata;
+using namespace strata::test;
 
 namespace {
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
-double max_abs(const std::vector<double>& a) {
-  double m = 0;
-  for (double x : a) m = std::max(m, std::abs(x));
-  return m;
-}
 
 // The layouts (parallel.* overrides) this many ranks can run, each on all of them.
 std::vector<std::vector<std::string>> layouts_for(int n) {
@@ -63,12 +43,6 @@ std::vector<std::vector<std::string>> layouts_for(int n) {
   }
 }
 
-std::string describe(const std::vector<std::string>& overrides) {
-  std::string s;
-  for (const auto& o : overrides) s += (s.empty() ? "" : " ") + o;
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equal serial", "[mpi][tensor_parallel]") {
@@ -80,21 +54,7 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
   m.vocab_size = 40;
   m.seq_len = 5;
   const int64_t batch = 6;
-  std::vector<int32_t> tok(batch * m.seq_len), tgt(batch * m.seq_len);
-  for (size_t i = 0; i < tok.size(); ++i) {
-    tok[i] = int32_t((i * 7 + 3) % m.vocab_size);
-    tgt[i] = int32_t((i * 11 + 5) % m.vocab_size);
-  }
-  Tensor1<int32_t> tokens("tokens", tok.size()), targets("targets", tgt.size());
-  {
-    auto ht = Kokkos::create_mirror_view(tokens), hg = Kokkos::create_mirror_view(targets);
-    for (size_t i = 0; i < tok.size(); ++i) {
-      ht(i) = tok[i];
-      hg(i) = tgt[i];
-    }
-    Kokkos::deep_copy(tokens, ht);
-    Kokkos::deep_copy(targets, hg);
-  }
+  const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
   const BlockContext ctx{batch, m.seq_len};
   const double scale = 1.0 / double(batch * m.seq_len);
 
@@ -177,15 +137,6 @@ grad_clip = 0.5
   all.push_back("run.steps=" + std::to_string(steps));
   all.push_back("run.checkpoint_every=" + std::to_string(every));
   return parse_deck(text, "test deck", all);
-}
-
-TrainOptions quiet(bool outputs = false, const std::string& restart = "") {
-  TrainOptions o;
-  o.print = false;
-  o.probe_gemm = false;
-  o.write_outputs = outputs;
-  o.restart = restart;
-  return o;
 }
 
 }  // namespace

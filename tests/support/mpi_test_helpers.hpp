@@ -1,0 +1,68 @@
+#pragma once
+// Helpers shared by the MPI equivalence tests: ranks, quiet trainer options, layout
+// descriptions, deterministic token batches and differences of gathered parameters.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "train/trainer.hpp"
+
+namespace strata::test {
+
+inline int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// No printing, no GEMM probe; outputs (run directory, checkpoints) only when asked.
+inline TrainOptions quiet(bool outputs = false, const std::string& restart = "") {
+  TrainOptions o;
+  o.print = false;
+  o.probe_gemm = false;
+  o.write_outputs = outputs;
+  o.restart = restart;
+  return o;
+}
+
+inline std::string describe(const std::vector<std::string>& overrides) {
+  std::string s;
+  for (const auto& o : overrides) s += (s.empty() ? "" : " ") + o;
+  return s;
+}
+
+inline double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+inline double max_abs(const std::vector<double>& a) {
+  double m = 0;
+  for (double x : a) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// n tokens and n targets in [0, vocab), a fixed pattern, on the device.
+inline std::pair<Tensor1<int32_t>, Tensor1<int32_t>> pattern_tokens(int64_t n, int64_t vocab) {
+  Tensor1<int32_t> tokens("tokens", n), targets("targets", n);
+  auto ht = Kokkos::create_mirror_view(tokens), hg = Kokkos::create_mirror_view(targets);
+  for (int64_t i = 0; i < n; ++i) {
+    ht(i) = int32_t((i * 7 + 3) % vocab);
+    hg(i) = int32_t((i * 11 + 5) % vocab);
+  }
+  Kokkos::deep_copy(tokens, ht);
+  Kokkos::deep_copy(targets, hg);
+  return {tokens, targets};
+}
+
+}  // namespace strata::test
