@@ -1,6 +1,7 @@
 #include "parallel/tp2d_layernorm.hpp"
 
 #include "core/kmath.hpp"
+#include "kernels/layernorm.hpp"
 #include "kernels/residual.hpp"
 
 namespace strata {
@@ -8,6 +9,10 @@ namespace strata {
 template <class T>
 void layernorm2d_forward(const TensorGrid2D& g, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
                          V1<const T> weight, V1<const T> bias) {
+  if (g.q == 1) {  // one rank: the serial kernel, bit for bit
+    kernels::layernorm_forward<T>(y, mean, rstd, x, weight, bias);
+    return;
+  }
   const int64_t r = x.extent(0), c = x.extent(1), q = g.q;
   // this rank's (mean, M2) per token
   Tensor1<T> part("ln2d.part", 2 * r), all("ln2d.all", 2 * r * q);
@@ -45,6 +50,10 @@ template <class T>
 void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T> dweight, V1<T> dbias,
                           V2<const T> dy, V2<const T> x, V1<const T> weight, V1<const T> mean, V1<const T> rstd,
                           bool accumulate) {
+  if (g.q == 1) {
+    kernels::layernorm_backward<T>(dx, dweight, dbias, dy, x, weight, mean, rstd, accumulate);
+    return;
+  }
   const int64_t r = x.extent(0), c = x.extent(1);
   // per token: sum of w*dy and of w*dy*norm over the whole hidden dimension (row all-reduce)
   Tensor1<T> sums("ln2d.sums", 2 * r);

@@ -83,7 +83,7 @@ void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<co
 template <class T>
 void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
                       V2<const T> wte) {
-  if (tp.mode == TensorMode::TwoD) {
+  if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial products below
     Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
     summa_matmul_atb<T>(tp.grid(), dlogits, x, step);
     kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
