@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Run strata on a workstation with mpirun. Every knob is a variable here; override any of
-# them from the environment, e.g.  RANKS=4 DECK=inputs/bench-gpt-tiny.toml jobscripts/workstation.sh
+# them from the environment, e.g.  DATA=4 jobscripts/workstation.sh  (4 data-parallel ranks)
+# or  DECK=inputs/gpt-fortunes-2d.toml jobscripts/workstation.sh  (the deck's 2 x 2 grid).
 set -euo pipefail
 
-RANKS=${RANKS:-2}                              # MPI ranks (= parallel.data for data parallelism)
 DECK=${DECK:-inputs/gpt-fortunes.toml}         # the deck to train
+DATA=${DATA:-}                                 # if set: parallel.data (data-parallel replicas)
 STRATA=${STRATA:-build/release/bin/strata}     # the executable (scripts/build.sh makes it)
 MPIEXEC=${MPIEXEC:-mpiexec}                    # MPICH's Hydra launcher on Debian
 THREADS_PER_RANK=${THREADS_PER_RANK:-1}        # BLAS/OpenMP threads per rank
 
 cd "$(dirname "$0")/.."
+sets=()
+[ -z "$DATA" ] || sets=(--set parallel.data="$DATA")
+# ranks = data x pipeline x tensor_rows x tensor_cols of the deck (with DATA if set)
+deck_ranks=$(awk -F= -v data="$DATA" '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|tensor_rows|tensor_cols) *$/ {k=$1; gsub(/ /,"",k); if (!(k=="data" && data!="")) n*=$2+0} BEGIN{n=1} END{if (data!="") n*=data; print n}' "$DECK")
+RANKS=${RANKS:-$deck_ranks}                    # MPI ranks: the deck's layout unless overridden
 # One BLAS thread per rank unless asked: Debian's OpenBLAS is the pthread build and would
 # otherwise start one thread per core in every rank.
 export OPENBLAS_NUM_THREADS=$THREADS_PER_RANK OMP_NUM_THREADS=$THREADS_PER_RANK
-exec "$MPIEXEC" -n "$RANKS" "$STRATA" train "$DECK" --set parallel.data="$RANKS" "$@"
+exec "$MPIEXEC" -n "$RANKS" "$STRATA" train "$DECK" "${sets[@]}" "$@"
