@@ -13,6 +13,7 @@
 
 #include "core/deck.hpp"
 #include "io/checkpoint_dir.hpp"
+#include "support/mpi_test_helpers.hpp"
 #include "train/trainer.hpp"
 
 using namespace strata;
@@ -20,36 +21,10 @@ using namespace strata;
 namespace {
 
 Deck ckpt_deck(int ranks, const std::string& name, int64_t steps, int64_t every) {
-  const std::string text = R"(
-[run]
-out_dir = "checkpoint_test_runs"
-val_every = 0
-val_batches = 1
-seed = 11
-keep_checkpoints = 2
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-seq_len = 16
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[optim]
-lr = 3e-3
-warmup_steps = 2
-)";
-  return parse_deck(text, "test deck",
-                    {"parallel.data=" + std::to_string(ranks), "run.name=" + name, "run.steps=" + std::to_string(steps),
-                     "run.checkpoint_every=" + std::to_string(every)});
-}
-
-TrainOptions quiet(const std::string& restart = "") {
-  TrainOptions o;
-  o.print = false;
-  o.probe_gemm = false;
-  o.restart = restart;
-  return o;
+  return test::small_gpt_deck({"run.out_dir=checkpoint_test_runs", "run.val_every=0", "run.val_batches=1",
+                               "run.seed=11", "run.keep_checkpoints=2", "optim.min_lr=3e-5", "optim.warmup_steps=2",
+                               "optim.grad_clip=1.0", "parallel.data=" + std::to_string(ranks), "run.name=" + name,
+                               "run.steps=" + std::to_string(steps), "run.checkpoint_every=" + std::to_string(every)});
 }
 
 bool exists(const std::string& p) {
@@ -70,7 +45,7 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
   MPI_Barrier(MPI_COMM_WORLD);
 
   // the uninterrupted run, checkpointing every 4 steps (keep 2: steps 8 and 12 remain)
-  const TrainResult full = Trainer(ckpt_deck(size, name, 12, 4), MPI_COMM_WORLD, quiet()).run();
+  const TrainResult full = Trainer(ckpt_deck(size, name, 12, 4), MPI_COMM_WORLD, test::quiet(true)).run();
   const std::string dir = "checkpoint_test_runs/" + name + "/checkpoints";
   const bool pruned = !exists(dir + "/ckpt_00000004.h5") && exists(dir + "/ckpt_00000008.h5") &&
                       exists(dir + "/ckpt_00000012.h5");
@@ -79,11 +54,11 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
 
   // restart from step 8 on the same layout: steps 9..12 must be bit-identical
   const TrainResult resumed =
-      Trainer(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, quiet(dir + "/ckpt_00000008.h5")).run();
+      Trainer(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, test::quiet(true, dir + "/ckpt_00000008.h5")).run();
 
   // "latest" where there is no checkpoint yet: a fresh run
   const TrainResult fresh =
-      Trainer(ckpt_deck(size, name + "-fresh", 2, 0), MPI_COMM_WORLD, quiet("latest")).run();
+      Trainer(ckpt_deck(size, name + "-fresh", 2, 0), MPI_COMM_WORLD, test::quiet(true, "latest")).run();
 
   CHECK(pruned);
   CHECK(latest_name == "ckpt_00000012.h5");
@@ -96,7 +71,7 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
   // a different layout: rank 0 alone restarts the N-rank checkpoint of step 8
   if (rank == 0) {
     const TrainResult serial = Trainer(ckpt_deck(1, name + "-serial", 12, 0), MPI_COMM_SELF,
-                                       quiet(dir + "/ckpt_00000008.h5"))
+                                       test::quiet(true, dir + "/ckpt_00000008.h5"))
                                    .run();
     REQUIRE(serial.losses.size() == 4);
     // same trajectory up to float summation order (see test_data_parallel)

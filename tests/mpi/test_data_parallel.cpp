@@ -8,6 +8,7 @@
 
 #include "core/deck.hpp"
 #include "support/host_views.hpp"
+#include "support/mpi_test_helpers.hpp"
 #include "train/trainer.hpp"
 
 using namespace strata;
@@ -17,30 +18,9 @@ namespace {
 // Text runs reduce gradients in tiny buckets during the backward (many non-blocking
 // all-reduces), random runs with one all-reduce after it: both must equal serial.
 Deck small_deck(const std::string& data_kind, int ranks) {
-  const std::string text = R"(
-[run]
-steps = 12
-val_every = 6
-val_batches = 2
-seed = 99
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-vocab_size = 256
-seq_len = 16
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[optim]
-lr = 3e-3
-min_lr = 3e-4
-warmup_steps = 3
-grad_clip = 0.5
-)";
-  return parse_deck(text, "test deck",
-                    {"data.kind=" + data_kind, "parallel.data=" + std::to_string(ranks),
-                     std::string("parallel.grad_bucket_mb=") + (data_kind == "text" ? "0.002" : "0")});
+  return test::small_gpt_deck({"run.steps=12", "run.val_every=6", "run.val_batches=2", "run.seed=99",
+                               "data.kind=" + data_kind, "parallel.data=" + std::to_string(ranks),
+                               std::string("parallel.grad_bucket_mb=") + (data_kind == "text" ? "0.002" : "0")});
 }
 
 }  // namespace

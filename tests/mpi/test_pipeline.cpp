@@ -26,32 +26,11 @@ namespace {
 // n_layer = 5: 2 stages hold 2 and 3 layers, 4 stages 1, 1, 1 and 2.
 Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& name = "pipe", int64_t steps = 10,
                int64_t every = 0) {
-  const std::string text = R"(
-[run]
-out_dir = "pipeline_test_runs"
-val_every = 5
-val_batches = 1
-seed = 21
-[model]
-n_layer = 5
-n_embd = 32
-n_head = 4
-vocab_size = 256
-seq_len = 16
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 12
-[optim]
-lr = 3e-3
-min_lr = 3e-4
-warmup_steps = 3
-grad_clip = 0.5
-)";
-  std::vector<std::string> all = overrides;
-  all.push_back("run.name=" + name);
-  all.push_back("run.steps=" + std::to_string(steps));
-  all.push_back("run.checkpoint_every=" + std::to_string(every));
-  return parse_deck(text, "test deck", all);
+  std::vector<std::string> all = {"run.out_dir=pipeline_test_runs", "run.val_every=5", "run.val_batches=1",
+                                  "run.seed=21", "model.n_layer=5", "data.batch_size=12", "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps), "run.checkpoint_every=" + std::to_string(every)};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return small_gpt_deck(all);
 }
 
 std::vector<std::vector<std::string>> layouts_for(int n) {

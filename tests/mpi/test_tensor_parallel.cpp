@@ -114,31 +114,11 @@ namespace {
 
 Deck tp_deck(const std::vector<std::string>& overrides, const std::string& name = "tp", int64_t steps = 20,
              int64_t every = 0) {
-  const std::string text = R"(
-[run]
-out_dir = "tensor_parallel_test_runs"
-val_every = 0
-seed = 5
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-vocab_size = 256
-seq_len = 16
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[optim]
-lr = 3e-3
-min_lr = 3e-4
-warmup_steps = 3
-grad_clip = 0.5
-)";
-  std::vector<std::string> all = overrides;
-  all.push_back("run.name=" + name);
-  all.push_back("run.steps=" + std::to_string(steps));
-  all.push_back("run.checkpoint_every=" + std::to_string(every));
-  return parse_deck(text, "test deck", all);
+  std::vector<std::string> all = {"run.out_dir=tensor_parallel_test_runs", "run.val_every=0", "run.seed=5",
+                                  "run.name=" + name, "run.steps=" + std::to_string(steps),
+                                  "run.checkpoint_every=" + std::to_string(every)};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return small_gpt_deck(all);
 }
 
 }  // namespace

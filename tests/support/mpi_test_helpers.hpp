@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/deck.hpp"
 #include "core/tensor.hpp"
 #include "train/trainer.hpp"
 
@@ -23,6 +24,29 @@ inline int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+// The small fortunes GPT the MPI tests train (2 layers, C=32, 4 heads, T=16, global
+// batch 8, AdamW with warmup, cosine decay and clipping), with overrides on top
+// ("section.key=value", as --set takes them).
+inline Deck small_gpt_deck(const std::vector<std::string>& overrides) {
+  const std::string text = R"(
+[model]
+n_layer = 2
+n_embd = 32
+n_head = 4
+vocab_size = 256
+seq_len = 16
+[data]
+files = ["/usr/share/games/fortunes/*"]
+batch_size = 8
+[optim]
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 3
+grad_clip = 0.5
+)";
+  return parse_deck(text, "test deck", overrides);
 }
 
 // No printing, no GEMM probe; outputs (run directory, checkpoints) only when asked.
