@@ -2,10 +2,12 @@
 # The GPU check, run on a machine with an NVIDIA GPU from the repository root:
 #   scripts/device-check.sh [BUNDLE]      (BUNDLE: .device/strata-device.tar.xz, made here by
 #                                           scripts/bundle-device.sh)
-# 1. unit tests on the GPU (kernels and gradient checks in float and double; the
-#    data-parallel equivalence test at 1 and 2 ranks sharing the GPU);
+# 1. unit tests on the GPU (kernels and gradient checks in float and double; the MPI
+#    equivalence tests at 1, 2 and 4 ranks sharing the GPU: data, 1D/2D tensor and
+#    pipeline parallelism against serial, device buffers staged through the host);
 # 2. the GPT of inputs/device-check.toml trained on the GPU: 1 rank with NCCL collectives,
-#    then 2 ranks with the MPI backend (device buffers staged through the host);
+#    2 ranks data parallel with the MPI backend, 4 ranks on a 2D 2x2 tensor grid, and 2
+#    pipeline stages (1F1B, 4 micro-batches);
 # 3. each run's losses against the CPU run of the same deck made by bundle-device.sh:
 #    step 1 within 1e-4 relative (same weights and batch, only the order of float sums
 #    differs between cuBLAS/GPU reductions and OpenBLAS/CPU ones), every step within 2e-3;
@@ -46,6 +48,7 @@ check "kernels" timeout 300 "$work/bin/test_kernels"
 check "units (GPT gradient check, deck, data)" timeout 300 "$work/bin/test_units"
 check "data parallel, 1 rank" timeout 300 "$mpi" -n 1 "$work/bin/test_mpi"
 check "data parallel, 2 ranks sharing the GPU (MPI backend)" timeout 300 "$mpi" -n 2 "$work/bin/test_mpi"
+check "data, tensor and pipeline parallel, 4 ranks sharing the GPU" timeout 600 "$mpi" -n 4 "$work/bin/test_mpi"
 
 runs=${OUT:-$work}/runs
 step "GPT training on the GPU: 1 rank, NCCL"
@@ -55,14 +58,20 @@ step "GPT training on the GPU: 2 ranks, MPI backend"
 check "train, 2 ranks, MPI" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
   --set parallel.data=2 --set run.out_dir="$runs/mpi-2"
 
+step "GPT training on the GPU: 2D tensor grid 2x2 (4 ranks) and 2 pipeline stages"
+check "train, 2D 2x2" timeout 300 "$mpi" -n 4 "$work/bin/strata" train inputs/device-check.toml \
+  --set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2 --set run.out_dir="$runs/tp2d-4"
+check "train, pipeline 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+  --set parallel.pipeline=2 --set parallel.micro_batches=4 --set run.out_dir="$runs/pipe-2"
+
 step "losses against the CPU run of the same deck"
-for r in nccl-1 mpi-2; do
+for r in nccl-1 mpi-2 tp2d-4 pipe-2; do
   check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics.csv" \
     "$runs/$r/device-check/metrics.csv" 1e-4 2e-3
 done
 
 step "throughput (last logged step)"
-for csv in "$work/cpu-reference/metrics.csv" "$runs/nccl-1/device-check/metrics.csv" "$runs/mpi-2/device-check/metrics.csv"; do
+for csv in "$work/cpu-reference/metrics.csv" "$runs"/*/device-check/metrics.csv; do
   [ -f "$csv" ] && tail -1 "$csv" | awk -F, -v f="$csv" '{ printf "%-60s %10.0f tok/s %8.1f ms/step %8.1f GFLOP/s\n", f, $7, $6, $8 }'
 done
 
