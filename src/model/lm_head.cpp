@@ -45,9 +45,8 @@ void LMHead<T>::backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHea
   (void)ctx;
   tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
   tp_head_backward<T>(tp_, k.lnf, s.grad2(wte_), k.logits, k.lnf, s.param2(wte_));  // dlnf over lnf
-  Kokkos::deep_copy(dx, T(0));
-  tp_layernorm_backward_accumulate<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), k.lnf, k.x_in, s.param(lnf_w_),
-                                      k.lnf_mean, k.lnf_rstd);
+  tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), k.lnf, k.x_in, s.param(lnf_w_),
+                           k.lnf_mean, k.lnf_rstd, false);
 }
 
 template struct LMHeadCache<float>;

@@ -108,14 +108,14 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
   tp_linear_out_backward<T>(tp, g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, k.fch_gelu, s.param2(fcp_w_));
   gelu_backward<T>(flat(g.dfch), flat(k.fch), flat(g.dfch));
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(fc_w_), s.grad(fc_b_), g.dfch, k.ln2, s.param2(fc_w_));
-  tp_layernorm_backward_accumulate<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
-                                      k.ln2_mean, k.ln2_rstd);  // dres is now dL/d(x_mid)
+  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
+                                      k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   // attention branch
   tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
   attention_backward<T>(g.dqkv, k.att, g.da, ctx.batch, ctx.seq_len, heads_local_);
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
-  tp_layernorm_backward_accumulate<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
-                                      k.ln1_mean, k.ln1_rstd);  // dres is now dL/d(x)
+  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
+                                      k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
 }
 
 template struct TransformerCache<float>;

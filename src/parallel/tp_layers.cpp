@@ -17,13 +17,12 @@ void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<T> y, V1
 }
 
 template <class T>
-void tp_layernorm_backward_accumulate(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db,
-                                      V2<const T> dy, V2<const T> x, V1<const T> w, V1<const T> mean,
-                                      V1<const T> rstd) {
+void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db, V2<const T> dy,
+                           V2<const T> x, V1<const T> w, V1<const T> mean, V1<const T> rstd, bool accumulate) {
   if (tp.mode == TensorMode::TwoD)
-    layernorm2d_backward<T>(tp.grid(), c_total, dx, dw, db, dy, x, w, mean, rstd, true);
+    layernorm2d_backward<T>(tp.grid(), c_total, dx, dw, db, dy, x, w, mean, rstd, accumulate);
   else
-    kernels::layernorm_backward<T>(dx, dw, db, dy, x, w, mean, rstd, true);
+    kernels::layernorm_backward<T>(dx, dw, db, dy, x, w, mean, rstd, accumulate);
 }
 
 template <class T>
@@ -72,9 +71,8 @@ void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> 
 #define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \
   template void tp_layernorm_forward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,         \
                                         V1<const T>, V1<const T>);                                                \
-  template void tp_layernorm_backward_accumulate<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>,          \
-                                                    V2<const T>, V2<const T>, V1<const T>, V1<const T>,           \
-                                                    V1<const T>);                                                 \
+  template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,        \
+                                         V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);               \
   template void tp_linear_in_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);     \
   template void tp_linear_in_backward<T>(const TensorParallel&, V2<T>, V2<T>, V1<T>, V2<const T>, V2<const T>,    \
                                          V2<const T>);                                                            \

@@ -17,11 +17,11 @@ namespace strata {
 template <class T>
 void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
                           V1<const T> w, V1<const T> b);
-// Adds dL/dx to dx (a residual stream's gradient); accumulates dw, db.
+// Writes dL/dx to dx, or adds it if accumulate (a residual stream's gradient);
+// accumulates dw, db.
 template <class T>
-void tp_layernorm_backward_accumulate(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db,
-                                      V2<const T> dy, V2<const T> x, V1<const T> w, V1<const T> mean,
-                                      V1<const T> rstd);
+void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db, V2<const T> dy,
+                           V2<const T> x, V1<const T> w, V1<const T> mean, V1<const T> rstd, bool accumulate);
 
 // y = x w + b for a linear whose input is the block's (replicated in 1D) activation.
 template <class T>

@@ -81,6 +81,9 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     else
       engine_ = std::make_unique<DataParallel<float>>(*model_, *data_comm_, par.grad_bucket_mb * 1e6);
     if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
+    // an unwritable trace file must stop the run before it trains, not after
+    if (!opts_.trace.empty() && world_rank(world) == 0 && !std::ofstream(opts_.trace))
+      throw UserError("cannot write the trace file '" + opts_.trace + "'");
     // A bad checkpoint must stop the run before it writes anything.
     if (!opts_.restart.empty()) restart_from(opts_.restart);
     if (opts_.write_outputs && world_rank(world) == 0) {
