@@ -36,6 +36,12 @@ class SectionReader {
       out = v->as_integer();
     }
   }
+  void read(const char* key, bool& out) {
+    if (auto* v = find(key)) {
+      if (!v->is_boolean()) type_error(key, "true or false", *v);
+      out = v->as_boolean();
+    }
+  }
   void read(const char* key, uint64_t& out) {
     int64_t x = int64_t(out);
     read(key, x);
@@ -224,10 +230,14 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.read("grad_bucket_mb", d.parallel.grad_bucket_mb);
     s.read("micro_batches", c.micro_batches);
     s.read("schedule", c.schedule);
+    s.read("weight_prediction", c.weight_prediction);
+    s.read("measure_staleness", c.measure_staleness);
     s.reject_unknown();
     s.check(c.micro_batches >= 1, "micro_batches", "must be >= 1");
     s.check(c.schedule == "gpipe" || c.schedule == "1f1b" || c.schedule == "xpipe", "schedule",
             "must be \"gpipe\", \"1f1b\" or \"xpipe\" (got \"" + c.schedule + "\")");
+    s.check(c.weight_prediction || c.schedule == "xpipe", "weight_prediction", "applies to schedule = \"xpipe\" only");
+    s.check(!c.measure_staleness || c.schedule == "xpipe", "measure_staleness", "applies to schedule = \"xpipe\" only");
     s.check(d.parallel.grad_bucket_mb >= 0, "grad_bucket_mb", "must be >= 0");
     s.check(c.data >= 1, "data", "must be >= 1");
     s.check(c.pipeline >= 1, "pipeline", "must be >= 1");
@@ -291,7 +301,9 @@ std::string resolved_toml(const Deck& d) {
      << "\ntensor_rows = " << d.parallel.tensor_rows << "\ntensor_cols = " << d.parallel.tensor_cols
      << "\ntensor_mode = " << q(d.parallel.tensor_mode) << "\ncomm_backend = " << q(d.parallel.comm_backend)
      << "\ngrad_bucket_mb = " << d.parallel.grad_bucket_mb << "\nmicro_batches = " << d.parallel.micro_batches
-     << "\nschedule = " << q(d.parallel.schedule) << "\n\n";
+     << "\nschedule = " << q(d.parallel.schedule)
+     << "\nweight_prediction = " << (d.parallel.weight_prediction ? "true" : "false")
+     << "\nmeasure_staleness = " << (d.parallel.measure_staleness ? "true" : "false") << "\n\n";
   os << "[optim]\nlr = " << d.optim.lr << "\nmin_lr = " << d.optim.min_lr << "\nwarmup_steps = " << d.optim.warmup_steps
      << "\nweight_decay = " << d.optim.weight_decay << "\nbeta1 = " << d.optim.beta1 << "\nbeta2 = " << d.optim.beta2
      << "\neps = " << d.optim.eps << "\ngrad_clip = " << d.optim.grad_clip << "\n";

@@ -51,6 +51,8 @@ struct ParallelConfig {
                                      // 0: one all-reduce after the backward
   int64_t micro_batches = 1;         // pipeline: micro-batches per step (per data replica)
   std::string schedule = "1f1b";     // pipeline schedule: "gpipe", "1f1b" or "xpipe"
+  bool weight_prediction = true;     // xpipe: run each pass on weights predicted to its target
+  bool measure_staleness = false;    // xpipe: report how far each pass's weights are from its target's
 };
 
 struct OptimConfig {

@@ -6,10 +6,11 @@
 namespace strata {
 
 template <class T>
-void AdamW<T>::step(ParamStore<T>& store, double lr) {
+void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
   ++step_;
   kernels::AdamWHyper h = adamw_hyper(cfg_, lr, step_);
   for (const auto& p : store.infos()) {
+    if (&p - store.infos().data() == skip) continue;
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
     auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
     kernels::adamw_update<T>(slice(store.params()), slice(store.adam_m()), slice(store.adam_v()),

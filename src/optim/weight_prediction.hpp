@@ -4,23 +4,40 @@
 //   W_hat = W - s * lr * m_hat / (sqrt(v_hat) + eps),
 // and puts the true weights back afterwards; only the true weights are ever updated. With
 // a constant gradient the prediction is exact (m_hat and v_hat stay g and g^2).
+#include <stdexcept>
+#include <vector>
+
 #include "optim/adamw.hpp"
 
 namespace strata {
+
+struct Lookahead {
+  int steps = 0;            // updates to predict
+  int64_t steps_taken = 0;  // updates behind the moments (their bias correction)
+};
 
 template <class T>
 class WeightPredictor {
  public:
   explicit WeightPredictor(const OptimConfig& cfg) : cfg_(cfg) {}
 
-  // Saves the true weights and writes the prediction `steps` updates ahead of an optimizer
-  // that has taken `steps_taken` updates, for updates of learning rate lr.
-  void predict(ParamStore<T>& store, int steps, double lr, int64_t steps_taken) {
+  // Saves the true weights and writes the prediction `all.steps` updates ahead, for
+  // updates of learning rate lr. `except`: parameters (by index) whose version differs
+  // from the rest of the store (XPipe's copy of the tied embedding), with their own
+  // lookahead.
+  void predict(ParamStore<T>& store, double lr, Lookahead all, const std::vector<std::pair<int, Lookahead>>& except = {}) {
     if (active_) throw std::logic_error("WeightPredictor::predict twice without restore");
     if (int64_t(saved_.extent(0)) != store.numel()) saved_ = Tensor1<T>("predictor.saved", store.numel());
     Kokkos::deep_copy(saved_, store.params());
-    kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), steps,
-                             adamw_hyper(cfg_, lr, steps_taken));
+    kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), all.steps,
+                             adamw_hyper(cfg_, lr, all.steps_taken));
+    for (const auto& [index, ahead] : except) {
+      const auto& p = store.infos()[index];
+      const auto slice = [&](const Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
+      Kokkos::deep_copy(slice(store.params()), slice(saved_));
+      kernels::adam_predict<T>(slice(store.params()), slice(store.adam_m()), slice(store.adam_v()), ahead.steps,
+                               adamw_hyper(cfg_, lr, ahead.steps_taken));
+    }
     active_ = true;
   }
   // Puts the saved true weights back.

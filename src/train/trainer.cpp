@@ -57,9 +57,6 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   try {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
     const auto& par = deck_.parallel;
-    if (par.schedule == "xpipe" && par.pipeline > 1)
-      throw UserError("parallel.schedule = \"xpipe\": the asynchronous executor is not built yet; training runs "
-                      "\"gpipe\" and \"1f1b\" (strata plan --schedule shows XPipe's lists)");
     if (par.micro_batches > 1 && par.pipeline == 1)
       throw UserError("parallel.micro_batches = " + std::to_string(par.micro_batches) +
                       " needs parallel.pipeline > 1 (micro-batches feed pipeline stages)");
@@ -75,10 +72,13 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     const auto placement =
         StagePlacement::balanced(int(deck_.model.n_layer), int(par.pipeline), grid_->coords().pipeline);
     model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed, tp_, placement);
-    if (par.pipeline > 1)
-      engine_ = std::make_unique<PipelineEngine<float>>(
-          *model_, *grid_, *data_comm_, make_schedule(par.schedule, int(par.pipeline), int(par.micro_batches)));
-    else
+    if (par.pipeline > 1) {
+      auto pipeline = std::make_unique<PipelineEngine<float>>(*model_, *grid_, *data_comm_, par.schedule,
+                                                              int(par.micro_batches));
+      if (pipeline->asynchronous()) stream_ = pipeline.get();
+      engine_ = std::move(pipeline);
+      if (par.measure_staleness) staleness_ = std::make_unique<StalenessMeter<float>>();
+    } else
       engine_ = std::make_unique<DataParallel<float>>(*model_, *data_comm_, par.grad_bucket_mb * 1e6);
     if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
     // an unwritable trace file must stop the run before it trains, not after
@@ -201,6 +201,50 @@ double Trainer::validate() {
   return sum / double(deck_.run.val_batches);
 }
 
+int64_t Trainer::stream_length(int64_t step) const {
+  const auto& rc = deck_.run;
+  const auto divides = [](int64_t every, int64_t n) { return every > 0 && n % every == 0; };
+  int64_t end = step;  // the first step from `step` on after which the trainer looks at the run
+  while (!(end + 1 == rc.steps || end == 0 || divides(rc.log_every, end + 1) || divides(rc.val_every, end + 1) ||
+           (!run_dir_.empty() && divides(rc.checkpoint_every, end + 1))))
+    ++end;
+  return end - step + 1;
+}
+
+StreamStep Trainer::train_step(int64_t step, AdamW<float>& optim, Batch& batch) {
+  const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
+  timers_.start("data");
+  batch.load(*data_, Split::Train, step, grid_->data_rank() * lb);
+  timers_.stop("data");
+  StreamStep out;
+  out.loss = engine_->forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
+  timers_.start("optimizer");
+  out.grad_norm = clip_grad_norm<float>(model_->params(), model_comm_.get(), deck_.optim.grad_clip);
+  optim.step(model_->params(), lr_at_step(deck_.optim, step, deck_.run.steps));
+  timers_.stop("optimizer");
+  return out;
+}
+
+std::vector<StreamStep> Trainer::train_stream(int64_t first_step, int64_t count, AdamW<float>& optim) {
+  const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
+  timers_.start("data");
+  while (int64_t(stream_batches_.size()) < count) stream_batches_.push_back(std::make_unique<Batch>(lb, deck_.model.seq_len));
+  std::vector<MiniBatchView> views;
+  for (int64_t k = 0; k < count; ++k) {
+    stream_batches_[k]->load(*data_, Split::Train, first_step + k, grid_->data_rank() * lb);
+    views.push_back({stream_batches_[k]->tokens(), stream_batches_[k]->targets()});
+  }
+  timers_.stop("data");
+  StreamUpdate<float> update;
+  update.optim = &optim;
+  update.config = deck_.optim;
+  update.lr_at = [this](int64_t step) { return lr_at_step(deck_.optim, step, deck_.run.steps); };
+  update.tensor_group = tp_.group;
+  update.predict = deck_.parallel.weight_prediction;
+  update.meter = staleness_.get();
+  return stream_->train_stream(first_step, views, lb, gb, update, timers_);
+}
+
 TrainResult Trainer::run() {
   const auto& rc = deck_.run;
   const int64_t gb = deck_.data.batch_size, ranks = grid_->data_size(), lb = gb / ranks;
@@ -256,21 +300,24 @@ TrainResult Trainer::run() {
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
-  for (int64_t step = start_.step; step < rc.steps; ++step) {
+  for (int64_t next = start_.step; next < rc.steps;) {
+    // one step, or for XPipe a stream of steps up to the next one that logs, validates
+    // or checkpoints (the pipeline drains there)
+    const int64_t count = stream_ ? stream_length(next) : 1;
+    const int64_t step = next + count - 1;  // the last step of this round
+    next = step + 1;
     timers_.start("step");
-    timers_.start("data");
-    batch.load(*data_, Split::Train, step, grid_->data_rank() * lb);
-    timers_.stop("data");
-    const double loss = engine_->forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
-    timers_.start("optimizer");
-    const double norm = clip_grad_norm<float>(model_->params(), model_comm_.get(), deck_.optim.grad_clip);
-    const double lr = lr_at_step(deck_.optim, step, rc.steps);
-    optim.step(model_->params(), lr);
-    timers_.stop("optimizer");
+    const std::vector<StreamStep> done = stream_ ? train_stream(step + 1 - count, count, optim)
+                                                 : std::vector<StreamStep>{train_step(step, optim, batch)};
     timers_.stop("step");
-    ++window_steps;
-    result.losses.push_back(loss);
-    if (!std::isfinite(loss)) throw std::runtime_error(strfmt("loss is %f at step %lld", loss, (long long)step + 1));
+    window_steps += count;
+    for (int64_t k = 0; k < count; ++k) {
+      result.losses.push_back(done[k].loss);
+      if (!std::isfinite(done[k].loss))
+        throw std::runtime_error(strfmt("loss is %f at step %lld", done[k].loss, (long long)(step - count + k + 2)));
+    }
+    const double loss = done.back().loss, norm = done.back().grad_norm;
+    const double lr = lr_at_step(deck_.optim, step, rc.steps);
 
     double val = nan;
     const bool last = step + 1 == rc.steps;
@@ -346,7 +393,25 @@ TrainResult Trainer::run() {
   }
   result.tokens_per_second = tokens_per_step * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   print_summary(result);
+  if (staleness_) print_staleness();
   return result;
+}
+
+void Trainer::print_staleness() {
+  // one rank per stage reports (data replica 0, tensor coordinates 0,0); the others add zeros
+  const auto& g = grid_->coords();
+  const bool reports = g.data == 0 && g.row == 0 && g.col == 0;
+  const auto& s = staleness_->summary();
+  log_.info(std::string("xpipe staleness: |W_used - W_target| / |W_target| per pass, ") +
+            (deck_.parallel.weight_prediction ? "with" : "without") + " weight prediction");
+  for (int stage = 0; stage < int(deck_.parallel.pipeline); ++stage) {
+    const bool mine = reports && g.pipeline == stage;
+    const double passes = world_comm_->allreduce_sum(mine ? double(s.passes) : 0.0);
+    const double ahead = world_comm_->allreduce_sum(mine ? double(s.ahead) : 0.0);
+    const double sum = world_comm_->allreduce_sum(mine ? s.sum_relative : 0.0);
+    log_.info(strfmt("xpipe staleness stage %d: %.0f passes, %.0f with s > 0: mean %.3e over those, %.3e over all",
+                     stage, passes, ahead, ahead > 0 ? sum / ahead : 0.0, passes > 0 ? sum / passes : 0.0));
+  }
 }
 
 void Trainer::print_summary(const TrainResult& r) {

@@ -11,7 +11,9 @@
 #include "core/deck.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
+#include "engine/pipeline/pipeline_engine.hpp"
 #include "engine/train_engine.hpp"
+#include "io/batch.hpp"
 #include "io/token_source.hpp"
 #include "model/gpt.hpp"
 #include "train/model_checkpoint.hpp"
@@ -51,6 +53,15 @@ class Trainer {
   // Loads `what` ("latest" or a path) into the model; sets start_.
   void restart_from(const std::string& what);
   std::string layout() const;
+  // One synchronous step: forward/backward (data parallel, or a flushing pipeline), clip, AdamW.
+  StreamStep train_step(int64_t step, AdamW<float>& optim, Batch& batch);
+  // XPipe: steps first_step .. first_step + count - 1 in one stream (the engine updates).
+  std::vector<StreamStep> train_stream(int64_t first_step, int64_t count, AdamW<float>& optim);
+  // XPipe: how many steps from `step` on to stream before the trainer must look at the
+  // run (log, validation, checkpoint, last step).
+  int64_t stream_length(int64_t step) const;
+  // XPipe with parallel.measure_staleness: one line per stage (rank 0 prints).
+  void print_staleness();
   // Builds the tensor group's communicators and tp_ from the deck's [parallel] section.
   void setup_tensor_parallel();
   // Communication seconds and wire bytes of every communicator so far (this rank).
@@ -69,6 +80,9 @@ class Trainer {
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<GPT<float>> model_;
   std::unique_ptr<TrainEngine<float>> engine_;  // data parallel, or the pipeline
+  PipelineEngine<float>* stream_ = nullptr;      // the engine, when it runs XPipe
+  std::unique_ptr<StalenessMeter<float>> staleness_;
+  std::vector<std::unique_ptr<Batch>> stream_batches_;
   Timers timers_;
   std::string run_dir_;  // out_dir/name on every rank when outputs are written, else ""
   double gemm_gflops_ = 0;

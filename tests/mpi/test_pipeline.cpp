@@ -76,7 +76,7 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
   Comm data(grid.data_group());
   for (const std::string schedule : {"gpipe", "1f1b"}) {
     GPT<double> model(m, 7, {}, StagePlacement::balanced(int(m.n_layer), n, grid.coords().pipeline));
-    PipelineEngine<double> engine(model, grid, data, make_schedule(schedule, n, int(micro)));
+    PipelineEngine<double> engine(model, grid, data, schedule, int(micro));
     Timers timers;
     const double loss = engine.forward_backward(tokens, targets, batch, batch, timers);
     const auto grads = test::gather_global(model.params(), model.params().grads(), grid.model_group());

@@ -25,7 +25,7 @@ TEST_CASE("weight prediction is exact for a constant gradient", "[optim][xpipe]"
   for (int s : {1, 2, 5}) {
     const auto now = test::to_host<double>(store.params());
     WeightPredictor<double> predictor(cfg);
-    predictor.predict(store, s, lr, opt.steps_taken());
+    predictor.predict(store, lr, {s, opt.steps_taken()});
     const auto predicted = test::to_host<double>(store.params());
     predictor.restore(store);
     CHECK(test::to_host<double>(store.params()) == now);  // the true weights come back bit for bit

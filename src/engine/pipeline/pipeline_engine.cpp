@@ -3,38 +3,50 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/error.hpp"
 #include "engine/pipeline/simulate.hpp"
+#include "optim/grad_clip.hpp"
 
 namespace strata {
 namespace {
-constexpr int act_tag(int mb) { return 2 * mb; }
-constexpr int grad_tag(int mb) { return 2 * mb + 1; }
+// Messages of one kind between two stages arrive in order, so tags only guard the
+// pairing; they wrap well inside MPI's guaranteed tag range (32767).
+constexpr int act_tag(int mb) { return 2 * (mb % 16000); }
+constexpr int grad_tag(int mb) { return 2 * (mb % 16000) + 1; }
+constexpr int tied_grad_tag(int n) { return 2 * (n % 16000); }
+constexpr int tied_weights_tag(int n) { return 2 * (n % 16000) + 1; }
 }  // namespace
 
 template <class T>
-PipelineEngine<T>::PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, PipeSchedule schedule)
-    : model_(model), data_(data_comm), pipe_(grid.pipeline_group()), schedule_(std::move(schedule)),
-      stage_(grid.coords().pipeline) {
-  if (schedule_.stages != int(grid.shape().pipeline))
-    throw std::logic_error("pipeline schedule for " + std::to_string(schedule_.stages) + " stages on a grid of " +
-                           std::to_string(grid.shape().pipeline));
+PipelineEngine<T>::PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, const std::string& schedule,
+                                  int micro_batches)
+    : model_(model), data_(data_comm), pipe_(grid.pipeline_group()), schedule_name_(schedule),
+      micro_batches_(micro_batches), stage_(grid.coords().pipeline), stages_(int(grid.shape().pipeline)) {
   if (grid.embedding_group() != MPI_COMM_NULL) embedding_ = std::make_unique<Comm>(grid.embedding_group());
-  for (const auto& in : schedule_.programs[stage_])
-    if (in.op == PipeOp::PredictWeights || in.op == PipeOp::RestoreWeights)
-      throw std::logic_error("PipelineEngine runs flushing schedules (gpipe, 1f1b), not " + schedule_.name);
-  const PipeSimulation sim = simulate_schedule(schedule_);
-  if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
-  slots_ = std::max(1, sim.peak_in_flight[stage_]);
+  if (!asynchronous()) {
+    flushing_ = make_schedule(schedule, stages_, micro_batches_);
+    const PipeSimulation sim = simulate_schedule(flushing_);
+    if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
+  }
 }
 
 template <class T>
-void PipelineEngine<T>::ensure_buffers(const BlockContext& ctx) {
-  const int m = schedule_.micro_batches;
+const PipeSchedule& PipelineEngine<T>::xpipe_schedule_for(int mini_batches) {
+  auto it = xpipe_.find(mini_batches);
+  if (it != xpipe_.end()) return it->second;
+  PipeSchedule s = make_schedule("xpipe", stages_, micro_batches_, mini_batches);
+  const PipeSimulation sim = simulate_schedule(s);
+  if (sim.deadlock) throw std::logic_error("XPipe schedule deadlocks: " + sim.deadlock_report);
+  return xpipe_.emplace(mini_batches, std::move(s)).first->second;
+}
+
+template <class T>
+void PipelineEngine<T>::ensure_buffers(const BlockContext& ctx, int slots) {
   const auto [rows, cols] = model_.stage_activation_shape(ctx);
-  if (!act_in_.empty() && int64_t(act_in_[0].dev.extent(0)) == rows) return;
-  acts_.assign(slots_, GPTActivations<T>{});
+  if (int(acts_.size()) == slots && int64_t(act_in_[0].dev.extent(0)) == rows) return;
+  acts_.assign(slots, GPTActivations<T>{});
   for (auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_}) {
-    list->assign(list == &act_in_ || list == &grad_in_ ? m : slots_, Buffer{});
+    list->assign(list == &act_in_ || list == &grad_in_ ? slots + 1 : slots, Buffer{});
     for (auto& b : *list) {
       b.dev = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.message"), rows, cols);
       b.host = Kokkos::create_mirror_view(b.dev);
@@ -61,93 +73,268 @@ void PipelineEngine<T>::receive_wait(Buffer& b) {
 }
 
 template <class T>
-double PipelineEngine<T>::forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                                           int64_t global_batch, Timers& timers) {
-  const int m = schedule_.micro_batches;
+void PipelineEngine<T>::send_tied(V1<const T> values, int tag) {
+  reap_tied_sends(false);
+  TiedSend t;
+  t.dev = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.tied_send"), values.extent(0));
+  Kokkos::deep_copy(t.dev, values);  // the values change on; the message keeps this version
+  t.host = Kokkos::create_mirror_view(t.dev);
+  Kokkos::deep_copy(t.host, t.dev);
+  t.request = embedding_->start_send(t.host.data(), int64_t(t.host.size()), 1 - embedding_->rank(), tag);
+  tied_sends_.push_back(std::move(t));
+}
+
+template <class T>
+void PipelineEngine<T>::receive_tied(V1<T> values, int tag) {
+  if (tied_recv_.extent(0) != values.extent(0)) tied_recv_ = Tensor1<T>("pipeline.tied_recv", values.extent(0));
+  auto host = Kokkos::create_mirror_view(tied_recv_);
+  MPI_Request r = embedding_->start_recv(host.data(), int64_t(host.size()), 1 - embedding_->rank(), tag);
+  embedding_->wait(r, "recv");
+  Kokkos::deep_copy(values, host);
+}
+
+template <class T>
+void PipelineEngine<T>::reap_tied_sends(bool all) {
+  while (!tied_sends_.empty()) {
+    auto& front = tied_sends_.front();
+    if (all) embedding_->wait(front.request, "send");
+    else if (!embedding_->test(front.request)) return;
+    tied_sends_.pop_front();
+  }
+}
+
+// Which receives have been posted, and when a ring buffer is free for the next one.
+template <class T>
+struct PipelineEngine<T>::Run {
+  std::vector<const PipeInstr*> act_recvs, grad_recvs;  // in program order
+  size_t act_posted = 0, grad_posted = 0;
+  std::vector<char> backward_done;  // per micro-batch
+  int ring = 1;
+  bool free_for(int mb) const { return mb < ring || backward_done[mb - ring]; }
+};
+
+template <class T>
+std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vector<MiniBatchView>& batches,
+                                           int64_t local_batch, int64_t global_batch, const StreamUpdate<T>* update,
+                                           std::vector<double>* norms_squared, int64_t first_step, Timers& timers) {
+  const int m = s.micro_batches;
   const int64_t t_len = model_.config().seq_len, bm = local_batch / m;
   const BlockContext ctx{bm, t_len};
   const double global_tokens = double(global_batch) * double(t_len);
-  ensure_buffers(ctx);
-  model_.params().zero_grads();
-  const auto& program = schedule_.programs[stage_];
-  // every receive of the step is posted now; a Recv instruction waits for its message
+  const int slots = std::max(1, simulate_schedule(s).peak_in_flight[stage_]);
+  ensure_buffers(ctx, slots);
+  auto& store = model_.params();
+  store.zero_grads();
+  const auto& program = s.programs[stage_];
+  const bool first = model_.placement().first(), last = model_.placement().last();
+  const bool tied_copy = last && !first;  // holds a copy of the embedding the first stage owns
+
+  Run st;
+  st.ring = slots + 1;
+  st.backward_done.assign(size_t(m) * size_t(s.mini_batches), 0);
   for (const auto& in : program) {
-    if (in.op == PipeOp::RecvAct)
-      act_in_[in.mb].request = pipe_.start_recv(act_in_[in.mb].host.data(), act_in_[in.mb].host.size(), in.peer, act_tag(in.mb));
-    if (in.op == PipeOp::RecvGrad)
-      grad_in_[in.mb].request =
-          pipe_.start_recv(grad_in_[in.mb].host.data(), grad_in_[in.mb].host.size(), in.peer, grad_tag(in.mb));
+    if (in.op == PipeOp::RecvAct) st.act_recvs.push_back(&in);
+    if (in.op == PipeOp::RecvGrad) st.grad_recvs.push_back(&in);
   }
-  const auto rows_of = [&](int mb) { return std::make_pair(mb * bm * t_len, (mb + 1) * bm * t_len); };
-  const auto slot = [&](int mb) { return mb % slots_; };
-  double loss_sum = 0;
+  const auto post_receives = [&] {
+    for (; st.act_posted < st.act_recvs.size() && st.free_for(st.act_recvs[st.act_posted]->mb); ++st.act_posted) {
+      const PipeInstr& in = *st.act_recvs[st.act_posted];
+      Buffer& b = act_in_[in.mb % st.ring];
+      b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, act_tag(in.mb));
+    }
+    for (; st.grad_posted < st.grad_recvs.size() && st.free_for(st.grad_recvs[st.grad_posted]->mb); ++st.grad_posted) {
+      const PipeInstr& in = *st.grad_recvs[st.grad_posted];
+      Buffer& b = grad_in_[in.mb % st.ring];
+      b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, grad_tag(in.mb));
+    }
+  };
+  post_receives();
+
+  // XPipe state: the stage's updates in this stream, and the tied embedding's version
+  const int wte = model_.wte_index();
+  const auto& wte_info = store.infos()[wte];
+  const auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + wte_info.offset, wte_info.numel); };
+  const int64_t steps_before = update ? update->optim->steps_taken() : 0;
+  int64_t updates = 0, tied_versions = 0;
+  std::unique_ptr<WeightPredictor<T>> predictor;
+  if (update) predictor = std::make_unique<WeightPredictor<T>>(update->config);
+  bool predicted = false;
+  if (update && update->meter && tied_copy) update->meter->set_skipped(wte_info.offset, wte_info.offset + wte_info.numel);
+
+  std::vector<double> loss(size_t(s.mini_batches), 0.0);
+  const auto rows_of = [&](int mb) { return std::make_pair(mb % m * bm * t_len, (mb % m + 1) * bm * t_len); };
+  const auto slot = [&](int mb) { return mb % slots; };
   for (const auto& in : program) {
     switch (in.op) {
       case PipeOp::RecvAct:
-      case PipeOp::RecvGrad:
+      case PipeOp::RecvGrad: {
+        const size_t posted = in.op == PipeOp::RecvAct ? st.act_posted : st.grad_posted;
+        const auto& list = in.op == PipeOp::RecvAct ? st.act_recvs : st.grad_recvs;
+        if (posted == 0 || list[posted - 1]->mb < in.mb)
+          throw std::logic_error("pipeline: " + to_string(in) + " was not posted (ring too small)");
         timers.start("pipeline_wait");  // the bubble, as seen from this stage
-        receive_wait(in.op == PipeOp::RecvAct ? act_in_[in.mb] : grad_in_[in.mb]);
+        receive_wait(in.op == PipeOp::RecvAct ? act_in_[in.mb % st.ring] : grad_in_[in.mb % st.ring]);
         timers.stop("pipeline_wait", to_string(in));
         break;
-      case PipeOp::Forward:
+      }
+      case PipeOp::Forward: {
         // the slot's previous micro-batch has finished its backward; its sends must be done
         for (auto* out : {&act_out_[slot(in.mb)], &grad_out_[slot(in.mb)]})
           if (out->request != MPI_REQUEST_NULL) pipe_.wait(out->request, "send");
+        const MiniBatchView& b = batches[size_t(in.mb / m)];
         timers.start("forward");
-        loss_sum += model_.forward_micro(ctx, Kokkos::subview(tokens, rows_of(in.mb)),
-                                         Kokkos::subview(targets, rows_of(in.mb)),
-                                         model_.placement().first() ? V2<const T>() : V2<const T>(act_in_[in.mb].dev),
-                                         acts_[slot(in.mb)]);
+        loss[in.mb / m] += model_.forward_micro(ctx, Kokkos::subview(b.tokens, rows_of(in.mb)),
+                                                Kokkos::subview(b.targets, rows_of(in.mb)),
+                                                first ? V2<const T>() : V2<const T>(act_in_[in.mb % st.ring].dev),
+                                                acts_[slot(in.mb)]);
         timers.stop("forward", to_string(in));
         break;
+      }
       case PipeOp::Backward:
         timers.start("backward");
         model_.backward_micro(ctx, T(1.0 / global_tokens),
-                              model_.placement().last() ? V2<const T>() : V2<const T>(grad_in_[in.mb].dev),
-                              acts_[slot(in.mb)]);
+                              last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev), acts_[slot(in.mb)]);
         timers.stop("backward", to_string(in));
+        st.backward_done[in.mb] = 1;
+        post_receives();
         break;
       case PipeOp::SendAct:
         send(model_.stage_output(acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));
         break;
       case PipeOp::SendGrad: send(acts_[slot(in.mb)].dres, grad_out_[slot(in.mb)], in.peer, grad_tag(in.mb)); break;
-      case PipeOp::OptimizerStep: break;  // the trainer steps once the gradients are reduced
-      case PipeOp::PredictWeights:
-      case PipeOp::RestoreWeights: break;  // rejected by the constructor
+      case PipeOp::OptimizerStep: {
+        if (!update) break;  // flushing schedules: the trainer updates after the list
+        // XPipe: this stage's update for mini-batch in.mb, in the stream
+        timers.start("optimizer");
+        data_.allreduce_sum(store.grads());
+        const double norm = clip_grad_norm<T>(store, update->tensor_group, update->config.grad_clip);
+        (*norms_squared)[in.mb] = norm * norm;
+        update->optim->step(store, update->lr_at(first_step + in.mb), tied_copy ? wte : -1);
+        store.zero_grads();
+        ++updates;
+        if (update->meter) update->meter->reached(store.params(), updates);
+        timers.stop("optimizer", to_string(in));
+        break;
+      }
+      case PipeOp::PredictWeights: {
+        if (update->meter && !update->predict) update->meter->record(store.params(), updates, in.steps);
+        if (!update->predict) break;
+        std::vector<std::pair<int, Lookahead>> except;
+        if (tied_copy) except.push_back({wte, {in.tied_steps, steps_before + tied_versions}});
+        predictor->predict(store, update->lr_at(first_step + updates), {in.steps, update->optim->steps_taken()}, except);
+        predicted = true;
+        if (update->meter) update->meter->record(store.params(), updates, in.steps);
+        break;
+      }
+      case PipeOp::RestoreWeights:
+        if (predicted) predictor->restore(store);
+        predicted = false;
+        break;
+      case PipeOp::SendTiedGrad:  // last stage: its share of the embedding's gradient
+        send_tied(slice(store.grads()), tied_grad_tag(in.mb));
+        Kokkos::deep_copy(slice(store.grads()), T(0));
+        break;
+      case PipeOp::RecvTiedGrad: {  // first stage: add the last stage's share
+        Tensor1<T> share("pipeline.tied_share", wte_info.numel);
+        receive_tied(share, tied_grad_tag(in.mb));
+        auto g = slice(store.grads());
+        Kokkos::parallel_for("tied_grad_add", Range(0, share.extent(0)), KOKKOS_LAMBDA(const int64_t i) { g(i) += share(i); });
+        break;
+      }
+      case PipeOp::SendTiedWeights: {  // first stage: the new version, with its moments
+        Tensor1<T> packed(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.tied_pack"), 3 * wte_info.numel);
+        const int64_t n = wte_info.numel;
+        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(int64_t(0), n)), slice(store.params()));
+        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(n, 2 * n)), slice(store.adam_m()));
+        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(2 * n, 3 * n)), slice(store.adam_v()));
+        send_tied(packed, tied_weights_tag(in.mb));
+        break;
+      }
+      case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
+        if (predicted) throw std::logic_error("pipeline: RECV_TIED inside a predicted pass");
+        const int64_t n = wte_info.numel;
+        Tensor1<T> packed("pipeline.tied_unpack", 3 * n);
+        timers.start("pipeline_wait");
+        receive_tied(packed, tied_weights_tag(in.mb));
+        timers.stop("pipeline_wait", to_string(in));
+        Kokkos::deep_copy(slice(store.params()), Kokkos::subview(packed, std::make_pair(int64_t(0), n)));
+        Kokkos::deep_copy(slice(store.adam_m()), Kokkos::subview(packed, std::make_pair(n, 2 * n)));
+        Kokkos::deep_copy(slice(store.adam_v()), Kokkos::subview(packed, std::make_pair(2 * n, 3 * n)));
+        ++tied_versions;
+        break;
+      }
     }
   }
   timers.start("pipeline_drain");
   for (auto* list : {&act_out_, &grad_out_})
     for (auto& b : *list)
       if (b.request != MPI_REQUEST_NULL) pipe_.wait(b.request, "send");
+  if (embedding_) reap_tied_sends(true);
   timers.stop("pipeline_drain");
+  return loss;
+}
+
+template <class T>
+double PipelineEngine<T>::forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
+                                           int64_t global_batch, Timers& timers) {
+  if (asynchronous()) throw std::logic_error("PipelineEngine: XPipe runs train_stream(), not forward_backward()");
+  const double loss_sum = run(flushing_, {{tokens, targets}}, local_batch, global_batch, nullptr, nullptr, 0, timers)[0];
   timers.start("grad_allreduce");
   auto& store = model_.params();
   if (embedding_) embedding_->allreduce_sum(store.grad(model_.wte_index()));  // the two copies of wte
   data_.allreduce_sum(store.grads());
-  const double loss = data_.allreduce_sum(pipe_.allreduce_sum(loss_sum)) / global_tokens;
+  const double loss = data_.allreduce_sum(pipe_.allreduce_sum(loss_sum)) / (double(global_batch) * double(model_.config().seq_len));
   timers.stop("grad_allreduce");
   return loss;
+}
+
+template <class T>
+std::vector<StreamStep> PipelineEngine<T>::train_stream(int64_t first_step, const std::vector<MiniBatchView>& batches,
+                                                        int64_t local_batch, int64_t global_batch,
+                                                        const StreamUpdate<T>& update, Timers& timers) {
+  if (!asynchronous()) throw std::logic_error("PipelineEngine: train_stream() runs XPipe only");
+  const int k = int(batches.size());
+  const PipeSchedule& s = xpipe_schedule_for(k);
+  std::vector<double> norms_squared(size_t(k), 0.0);
+  std::vector<double> loss = run(s, batches, local_batch, global_batch, &update, &norms_squared, first_step, timers);
+  // every stage took part in every update: the losses and norms are complete
+  timers.start("grad_allreduce");
+  // one device buffer: the losses, then the squared norms
+  Tensor1<double> sums("pipeline.stream_sums", 2 * size_t(k));
+  auto host = Kokkos::create_mirror_view(sums);
+  for (int n = 0; n < k; ++n) {
+    host(n) = loss[n];
+    host(k + n) = norms_squared[n];
+  }
+  Kokkos::deep_copy(sums, host);
+  pipe_.allreduce_sum(V1<double>(sums));  // each stage's loss share and own norm
+  data_.allreduce_sum(Kokkos::subview(sums, std::make_pair(0, k)));  // replicas agree on the norms
+  Kokkos::deep_copy(host, sums);
+  timers.stop("grad_allreduce");
+  std::vector<StreamStep> out(static_cast<size_t>(k));
+  for (int n = 0; n < k; ++n)
+    out[n] = {host(n) / (double(global_batch) * double(model_.config().seq_len)), std::sqrt(host(k + n))};
+  return out;
 }
 
 template <class T>
 double PipelineEngine<T>::evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
                                    int64_t global_batch) {
   // forward only, micro-batch after micro-batch: each stage receives, computes, sends on
-  const int m = schedule_.micro_batches;
+  const int m = micro_batches_;
   const int64_t t_len = model_.config().seq_len, bm = local_batch / m;
   const BlockContext ctx{bm, t_len};
-  ensure_buffers(ctx);
+  ensure_buffers(ctx, std::max<int>(1, int(acts_.size())));
   const auto& place = model_.placement();
   double loss_sum = 0;
   for (int mb = 0; mb < m; ++mb) {
     const auto rows = std::make_pair(mb * bm * t_len, (mb + 1) * bm * t_len);
     if (!place.first()) {
-      act_in_[mb].request = pipe_.start_recv(act_in_[mb].host.data(), act_in_[mb].host.size(), stage_ - 1, act_tag(mb));
-      receive_wait(act_in_[mb]);
+      act_in_[0].request = pipe_.start_recv(act_in_[0].host.data(), act_in_[0].host.size(), stage_ - 1, act_tag(mb));
+      receive_wait(act_in_[0]);
     }
     loss_sum += model_.forward_micro(ctx, Kokkos::subview(tokens, rows), Kokkos::subview(targets, rows),
-                                     place.first() ? V2<const T>() : V2<const T>(act_in_[mb].dev), acts_[0]);
+                                     place.first() ? V2<const T>() : V2<const T>(act_in_[0].dev), acts_[0]);
     if (!place.last()) {
       send(model_.stage_output(acts_[0]), act_out_[0], stage_ + 1, act_tag(mb));
       pipe_.wait(act_out_[0].request, "send");

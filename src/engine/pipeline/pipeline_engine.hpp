@@ -1,36 +1,87 @@
 #pragma once
-// The pipeline driver: runs one stage's instruction list (schedule.hpp) for one step. All
-// of the step's receives are posted first (non-blocking, one buffer per micro-batch and
-// direction, matched by tag), sends are non-blocking, and a Recv instruction waits only for
-// its own message, so transfers overlap the stage's compute. After the list: the two
-// copies of the tied embedding sum their gradients (first and last stage), and the data
-// replicas sum all gradients. Buffers are staged through host mirrors for MPI (a no-op
-// where the host can read device memory). Activation caches are slots reused round-robin:
-// as many as the schedule ever has micro-batches in flight on this stage (the simulation
-// says: m for GPipe, min(p - r, m) for 1F1B), which is where 1F1B saves memory.
+// The pipeline driver: runs one stage's instruction list (schedule.hpp), whatever the
+// schedule. Receives are posted ahead into ring buffers (a receive goes out as soon as its
+// buffer's previous micro-batch has run its backward), sends are non-blocking, and a Recv
+// instruction waits only for its own message, so transfers overlap the stage's compute.
+// Activation caches are slots reused round-robin: as many as the schedule ever has
+// micro-batches in flight on this stage (m for GPipe, min(p - r, m) for 1F1B), which is
+// where 1F1B saves memory. Buffers are staged through host mirrors for MPI (a no-op where
+// the host can read device memory).
+//
+// Flushing schedules (GPipe, 1F1B) run one mini-batch per forward_backward(); afterwards
+// the two copies of the tied embedding (first and last stage) and the data replicas sum
+// their gradients, and the trainer updates every stage at once.
+//
+// XPipe runs train_stream(): the micro-batches of K consecutive mini-batches stream
+// through without a flush, every stage updates its own weights at its OptimizerStep
+// instructions (data all-reduce, clipping by the stage's own gradient norm, AdamW), and
+// every pass runs on weights predicted to its target (WeightPredictor). The tied
+// embedding is updated by the first stage only, from its gradient plus the share the
+// last stage sends; the last stage takes each new version (with its Adam moments) where
+// the list says, and predicts its copy from the version it holds.
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "comm/comm.hpp"
 #include "comm/grid.hpp"
 #include "engine/pipeline/schedule.hpp"
+#include "engine/pipeline/staleness_meter.hpp"
 #include "engine/train_engine.hpp"
 #include "model/gpt.hpp"
+#include "optim/adamw.hpp"
+#include "optim/weight_prediction.hpp"
 
 namespace strata {
+
+// One mini-batch of this data replica: local_batch sequences of tokens and targets.
+struct MiniBatchView {
+  V1<const int32_t> tokens, targets;
+};
+
+// What an XPipe stream needs to update the weights inside it.
+template <class T>
+struct StreamUpdate {
+  AdamW<T>* optim = nullptr;                 // this rank's optimizer (steps_taken() counts updates)
+  OptimConfig config;                        // betas, eps, gradient clipping
+  std::function<double(int64_t)> lr_at;      // learning rate of the update of (0-based) step
+  Comm* tensor_group = nullptr;              // the stage's tensor group (gradient norm), or nullptr
+  bool predict = true;                       // false: run every pass on the current weights
+  StalenessMeter<T>* meter = nullptr;        // measures the weights each pass used, if set
+};
+
+// Per mini-batch of a stream: its global mean loss, and the norm of the gradient all
+// stages applied (each stage clipped its own part).
+struct StreamStep {
+  double loss = 0, grad_norm = 0;
+};
 
 template <class T>
 class PipelineEngine : public TrainEngine<T> {
  public:
-  // schedule: a flushing schedule (GPipe or 1F1B) for grid.shape().pipeline stages.
-  PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, PipeSchedule schedule);
+  // schedule: "gpipe", "1f1b" or "xpipe", for grid.shape().pipeline stages, with
+  // micro_batches micro-batches per mini-batch.
+  PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, const std::string& schedule, int micro_batches);
+  bool asynchronous() const { return schedule_name_ == "xpipe"; }
+
+  // Flushing schedules: one mini-batch; the gradients are left for the trainer's update.
   double forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
                           int64_t global_batch, Timers& timers) override;
+  // XPipe: mini-batches first_step, first_step + 1, ... (one per entry of batches),
+  // updating the weights inside the stream; drained at the end, when every stage has
+  // taken every update and both copies of the tied embedding agree.
+  std::vector<StreamStep> train_stream(int64_t first_step, const std::vector<MiniBatchView>& batches,
+                                       int64_t local_batch, int64_t global_batch, const StreamUpdate<T>& update,
+                                       Timers& timers);
   double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
                   int64_t global_batch) override;
-  int64_t activation_bytes() const override;  // every micro-batch's activations and messages
+  int64_t activation_bytes() const override;  // the caches of the micro-batches in flight and messages
   const Comm& pipeline_comm() const { return pipe_; }
   const Comm* embedding_comm() const { return embedding_.get(); }
+  // The XPipe list for a stream of `mini_batches` (printed by strata plan --schedule).
+  const PipeSchedule& xpipe_schedule_for(int mini_batches);
 
  private:
   struct Buffer {  // one message: device view and its host mirror
@@ -38,20 +89,39 @@ class PipelineEngine : public TrainEngine<T> {
     typename Tensor2<T>::HostMirror host;
     MPI_Request request = MPI_REQUEST_NULL;
   };
-  void ensure_buffers(const BlockContext& ctx);
+  struct Run;  // the state of one pass over a list
+  void ensure_buffers(const BlockContext& ctx, int slots);
   void send(V2<const T> data, Buffer& staging, int peer, int tag);
   void receive_wait(Buffer& b);
+  // Runs this stage's program of s over batches; returns the summed loss per mini-batch
+  // (nonzero on the last stage only).
+  std::vector<double> run(const PipeSchedule& s, const std::vector<MiniBatchView>& batches, int64_t local_batch,
+                          int64_t global_batch, const StreamUpdate<T>* update, std::vector<double>* norms_squared,
+                          int64_t first_step, Timers& timers);
+  // XPipe's tied-embedding messages (embedding communicator, non-blocking sends).
+  void send_tied(V1<const T> values, int tag);
+  void receive_tied(V1<T> values, int tag);
+  void reap_tied_sends(bool all);
 
   GPT<T>& model_;
   Comm& data_;
   Comm pipe_;                         // the stages of this replica, ranked by stage
   std::unique_ptr<Comm> embedding_;   // first and last stage (tied embedding), if p > 1
-  PipeSchedule schedule_;
-  int stage_ = 0;
-  int slots_ = 1;
-  std::vector<GPTActivations<T>> acts_;                // per slot: micro-batch mb uses mb % slots_
-  std::vector<Buffer> act_in_, grad_in_;               // per micro-batch (receives are posted early)
-  std::vector<Buffer> act_out_, grad_out_;             // per slot (send staging)
+  std::string schedule_name_;
+  int micro_batches_ = 1;
+  int stage_ = 0, stages_ = 1;
+  PipeSchedule flushing_;                    // GPipe / 1F1B: the one list
+  std::map<int, PipeSchedule> xpipe_;        // XPipe: the list per stream length
+  std::vector<GPTActivations<T>> acts_;      // per slot: micro-batch mb uses mb % slots
+  std::vector<Buffer> act_in_, grad_in_;     // receive rings: micro-batch mb uses mb % (slots + 1)
+  std::vector<Buffer> act_out_, grad_out_;   // per slot (send staging)
+  struct TiedSend {
+    Tensor1<T> dev;
+    typename Tensor1<T>::HostMirror host;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::deque<TiedSend> tied_sends_;          // in flight until the other end has them
+  Tensor1<T> tied_recv_;
 };
 
 }  // namespace strata

@@ -76,6 +76,7 @@ PipeSchedule xpipe_schedule(int p, int t, int mini_batches) {
         });
   }
   insert_communication(s);
+  insert_tied_exchange(s);
   assign_prediction_steps(s);
   return s;
 }
@@ -87,7 +88,7 @@ void insert_communication(PipeSchedule& s) {
     for (const auto& i : s.programs[r]) {
       const bool is_comm = i.op == PipeOp::SendAct || i.op == PipeOp::RecvAct || i.op == PipeOp::SendGrad ||
                            i.op == PipeOp::RecvGrad;
-      if (!is_comm) compute.push_back(i);  // rebuilt below, so the pass is idempotent
+      if (!is_comm) compute.push_back(i);  // rebuilt below, so the pass is idempotent (tied messages stay)
     }
     for (size_t k = 0; k < compute.size(); ++k) {
       const PipeInstr& i = compute[k];
@@ -106,18 +107,68 @@ void insert_communication(PipeSchedule& s) {
   }
 }
 
+void insert_tied_exchange(PipeSchedule& s) {
+  const int p = s.stages, last = p - 1;
+  if (p < 2) return;
+  const auto is_tied = [](const PipeInstr& i) {
+    return i.op == PipeOp::SendTiedGrad || i.op == PipeOp::RecvTiedGrad || i.op == PipeOp::SendTiedWeights ||
+           i.op == PipeOp::RecvTiedWeights;
+  };
+  for (auto& prog : s.programs) prog.erase(std::remove_if(prog.begin(), prog.end(), is_tied), prog.end());
+  // around each update: the last stage's share goes to the first stage, which updates and sends back
+  for (int r : {0, last}) {
+    StageProgram out;
+    for (const auto& i : s.programs[r]) {
+      if (i.op == PipeOp::OptimizerStep && r == 0) out.push_back({PipeOp::RecvTiedGrad, i.mb, last});
+      if (i.op == PipeOp::OptimizerStep && r == last) out.push_back({PipeOp::SendTiedGrad, i.mb, 0});
+      out.push_back(i);
+      if (i.op == PipeOp::OptimizerStep && r == 0) out.push_back({PipeOp::SendTiedWeights, i.mb, last});
+    }
+    s.programs[r] = std::move(out);
+  }
+  // The last stage takes version n at its first pass that starts after the first stage
+  // sent it (in the unit-cost simulation) and after its own share of n left: a fixed,
+  // deterministic point that cannot deadlock (the simulation below checks), which costs
+  // no wait when the stages run as simulated.
+  const PipeSimulation sim = simulate_schedule(s);
+  if (sim.deadlock) return;  // reported by whoever simulates the list
+  std::vector<double> sent_at(s.mini_batches, 0.0);
+  for (size_t k = 0; k < s.programs[0].size(); ++k)
+    if (s.programs[0][k].op == PipeOp::SendTiedWeights) sent_at[s.programs[0][k].mb] = sim.times[0][k].first;
+  StageProgram out;
+  int next = 0;            // the next version the last stage takes
+  int shares_sent = 0;     // its own gradient shares sent so far
+  const auto& prog = s.programs[last];
+  for (size_t k = 0; k < prog.size(); ++k) {
+    const bool pass_begins = prog[k].op == PipeOp::PredictWeights ||
+                             ((prog[k].op == PipeOp::Forward || prog[k].op == PipeOp::Backward) &&
+                              (k == 0 || prog[k - 1].op != PipeOp::PredictWeights));
+    if (pass_begins)
+      while (next < shares_sent && sent_at[next] <= sim.times[last][k].first) out.push_back({PipeOp::RecvTiedWeights, next++, 0});
+    if (prog[k].op == PipeOp::SendTiedGrad) ++shares_sent;
+    out.push_back(prog[k]);
+  }
+  while (next < s.mini_batches) out.push_back({PipeOp::RecvTiedWeights, next++, 0});  // the drain
+  s.programs[last] = std::move(out);
+}
+
 std::string to_string(const PipeInstr& i) {
   const std::string mb = std::to_string(i.mb), peer = "->" + std::to_string(i.peer);
   switch (i.op) {
     case PipeOp::Forward: return "F" + mb;
     case PipeOp::Backward: return "B" + mb;
     case PipeOp::OptimizerStep: return "STEP" + mb;
-    case PipeOp::PredictWeights: return "PREDICT(s=" + std::to_string(i.steps) + ")";
+    case PipeOp::PredictWeights:
+      return "PREDICT(s=" + std::to_string(i.steps) + (i.tied_steps ? ",tied=" + std::to_string(i.tied_steps) : "") + ")";
     case PipeOp::RestoreWeights: return "RESTORE";
     case PipeOp::SendAct: return "SEND_ACT" + mb + peer;
     case PipeOp::RecvAct: return "RECV_ACT" + mb + "<-" + std::to_string(i.peer);
     case PipeOp::SendGrad: return "SEND_GRAD" + mb + peer;
     case PipeOp::RecvGrad: return "RECV_GRAD" + mb + "<-" + std::to_string(i.peer);
+    case PipeOp::SendTiedGrad: return "SEND_TIED_GRAD" + mb + peer;
+    case PipeOp::RecvTiedGrad: return "RECV_TIED_GRAD" + mb + "<-" + std::to_string(i.peer);
+    case PipeOp::SendTiedWeights: return "SEND_TIED" + mb + peer;
+    case PipeOp::RecvTiedWeights: return "RECV_TIED" + mb + "<-" + std::to_string(i.peer);
   }
   return "?";
 }

@@ -20,6 +20,11 @@ enum class PipeOp {
   RecvAct,         // receive micro-batch mb's input activation from stage peer
   SendGrad,        // send the gradient of micro-batch mb's input to stage peer
   RecvGrad,        // receive the gradient of micro-batch mb's output from stage peer
+  // XPipe's tied embedding (first and last stage hold copies; the first stage owns it):
+  SendTiedGrad,    // last stage: send its share of mini-batch mb's embedding gradient to peer
+  RecvTiedGrad,    // first stage: add the last stage's share before its update of mb
+  SendTiedWeights, // first stage: send the embedding (and Adam moments) after update mb
+  RecvTiedWeights, // last stage: take that version in place of its copy
 };
 
 struct PipeInstr {
@@ -27,7 +32,10 @@ struct PipeInstr {
   int mb = -1;     // micro-batch (a running index over mini-batches for XPipe)
   int peer = -1;   // stage on the other end of a send/receive
   int steps = 0;   // PredictWeights: optimizer updates to look ahead (XPipe's s)
-  bool operator==(const PipeInstr& o) const { return op == o.op && mb == o.mb && peer == o.peer && steps == o.steps; }
+  int tied_steps = 0;  // PredictWeights on the last stage: the same for its embedding copy
+  bool operator==(const PipeInstr& o) const {
+    return op == o.op && mb == o.mb && peer == o.peer && steps == o.steps && tied_steps == o.tied_steps;
+  }
 };
 
 using StageProgram = std::vector<PipeInstr>;
@@ -48,14 +56,22 @@ PipeSchedule one_f_one_b_schedule(int stages, int micro_batches);
 // XPipe: the micro-batches of `mini_batches` consecutive mini-batches (T each) stream
 // through a 1F1B pipeline without a flush; a stage updates its weights after the backward
 // of each mini-batch's last micro-batch, and runs every forward and backward on weights
-// predicted `steps` updates ahead, derived from the list (xpipe_prediction_steps()).
+// predicted `steps` updates ahead, derived from the list (assign_prediction_steps()).
+// The tied embedding is updated by the first stage alone: the last stage sends it its
+// gradient share of each mini-batch and takes the updated weights back at the first pass
+// the simulation places after that update (insert_tied_exchange()).
 PipeSchedule xpipe_schedule(int stages, int micro_batches_per_mini_batch, int mini_batches);
 
 // Adds RecvAct before each Forward and SendAct after it (except at the pipeline's ends),
 // RecvGrad before each Backward and SendGrad after it. Idempotent on lists that have them.
 void insert_communication(PipeSchedule& s);
 
-// Names as printed: "F3", "B3", "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1", ...
+// XPipe, p > 1: adds the tied embedding's messages (the Send/RecvTied* instructions) to a
+// list that has its activation and gradient messages.
+void insert_tied_exchange(PipeSchedule& s);
+
+// Names as printed: "F3", "B3", "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1",
+// "SEND_TIED_GRAD0->0", "PREDICT(s=0,tied=1)", ...
 std::string to_string(const PipeInstr& i);
 // One line per stage: "stage 0: F0 SEND_ACT0->1 F1 ...".
 std::string to_string(const PipeSchedule& s);

@@ -8,9 +8,25 @@
 namespace strata {
 namespace {
 
-bool is_send(PipeOp op) { return op == PipeOp::SendAct || op == PipeOp::SendGrad; }
-bool is_recv(PipeOp op) { return op == PipeOp::RecvAct || op == PipeOp::RecvGrad; }
-int message_kind(PipeOp op) { return op == PipeOp::SendAct || op == PipeOp::RecvAct ? 0 : 1; }
+bool is_send(PipeOp op) {
+  return op == PipeOp::SendAct || op == PipeOp::SendGrad || op == PipeOp::SendTiedGrad || op == PipeOp::SendTiedWeights;
+}
+bool is_recv(PipeOp op) {
+  return op == PipeOp::RecvAct || op == PipeOp::RecvGrad || op == PipeOp::RecvTiedGrad || op == PipeOp::RecvTiedWeights;
+}
+// messages of one kind between two stages pair up in order
+int message_kind(PipeOp op) {
+  switch (op) {
+    case PipeOp::SendAct: case PipeOp::RecvAct: return 0;
+    case PipeOp::SendGrad: case PipeOp::RecvGrad: return 1;
+    case PipeOp::SendTiedGrad: case PipeOp::RecvTiedGrad: return 2;
+    default: return 3;  // the tied embedding's weights
+  }
+}
+const char* message_kind_name(int kind) {
+  static const char* names[] = {"activations", "gradients", "tied-embedding gradients", "tied-embedding weights"};
+  return names[kind];
+}
 
 }  // namespace
 
@@ -99,7 +115,7 @@ std::string check_schedule(const PipeSchedule& s) {
   for (const auto& [k, v] : recvs) keys.insert(k);
   for (const auto& k : keys)
     if (sends[k] != recvs[k])
-      return std::string(std::get<2>(k) == 0 ? "activations" : "gradients") + " from stage " +
+      return std::string(message_kind_name(std::get<2>(k))) + " from stage " +
              std::to_string(std::get<0>(k)) + " to stage " + std::to_string(std::get<1>(k)) +
              ": sends and receives do not pair up in order";
   return "";
@@ -114,9 +130,19 @@ void assign_prediction_steps(PipeSchedule& s, const PipeCosts& costs) {
   const auto& first = s.programs[0];
   for (size_t k = 0; k < first.size(); ++k)
     if (first[k].op == PipeOp::Backward && first[k].mb % t == t - 1) target[first[k].mb / t] = sim.times[0][k].second;
+  // the first stage's updates before each target: the tied embedding's version there
+  std::vector<int> first_stage_updates(s.mini_batches, 0);
+  for (size_t k = 0; k < first.size(); ++k)
+    if (first[k].op == PipeOp::OptimizerStep)
+      for (int n = 0; n < s.mini_batches; ++n) first_stage_updates[n] += sim.times[0][k].first < target[n];
+  const auto& last = s.programs[s.stages - 1];
+  const bool exchanges_tied = std::any_of(last.begin(), last.end(),
+                                          [](const PipeInstr& i) { return i.op == PipeOp::RecvTiedWeights; });
   for (int r = 0; r < s.stages; ++r) {
     auto& prog = s.programs[r];
+    int tied_versions = 0;  // embedding versions the stage took from the first stage so far
     for (size_t k = 0; k < prog.size(); ++k) {
+      tied_versions += prog[k].op == PipeOp::RecvTiedWeights;
       if (prog[k].op != PipeOp::PredictWeights) continue;
       size_t pass = k + 1;  // the Forward or Backward it guards (a receive may come between)
       while (pass < prog.size() && prog[pass].op != PipeOp::Forward && prog[pass].op != PipeOp::Backward) ++pass;
@@ -128,6 +154,9 @@ void assign_prediction_steps(PipeSchedule& s, const PipeCosts& costs) {
       for (size_t j = pass + 1; j < prog.size(); ++j)
         if (prog[j].op == PipeOp::OptimizerStep && sim.times[r][j].first < until) ++steps;
       prog[k].steps = steps;
+      // a stage with a copy of the tied embedding looks ahead from the version it holds
+      if (r > 0 && r == s.stages - 1 && exchanges_tied)
+        prog[k].tied_steps = first_stage_updates[prog[pass].mb / t] - tied_versions;
     }
   }
 }
