@@ -12,10 +12,17 @@ class Batch {
       : b_(local_batch), t_(seq_len), tokens_("tokens", b_ * t_), targets_("targets", b_ * t_),
         h_tokens_(Kokkos::create_mirror_view(tokens_)), h_targets_(Kokkos::create_mirror_view(targets_)) {}
 
-  // Sequences first_global .. first_global + local_batch - 1 of (split, step).
-  void load(const TokenSource& src, Split split, int64_t step, int64_t first_global) {
-    for (int64_t i = 0; i < b_; ++i)
-      src.sequence(split, step, first_global + i, t_, h_tokens_.data() + i * t_, h_targets_.data() + i * t_);
+  // Data replica `replica` of `replicas`' share of (split, step) when the global batch is
+  // cut into micro_batches micro-batches: its local micro-batch j is its part of global
+  // micro-batch j, so each micro-batch holds the same sequences on any number of replicas
+  // (XPipe runs micro-batches of one step on different weight versions).
+  void load(const TokenSource& src, Split split, int64_t step, int64_t replica = 0, int64_t replicas = 1,
+            int64_t micro_batches = 1) {
+    const int64_t per_micro = b_ / micro_batches;
+    for (int64_t i = 0; i < b_; ++i) {
+      const int64_t global = (i / per_micro) * per_micro * replicas + replica * per_micro + i % per_micro;
+      src.sequence(split, step, global, t_, h_tokens_.data() + i * t_, h_targets_.data() + i * t_);
+    }
     Kokkos::deep_copy(tokens_, h_tokens_);
     Kokkos::deep_copy(targets_, h_targets_);
   }

@@ -195,7 +195,7 @@ double Trainer::validate() {
   Batch batch(lb, deck_.model.seq_len);
   double sum = 0;
   for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
-    batch.load(*data_, Split::Validation, j, grid_->data_rank() * lb);
+    batch.load(*data_, Split::Validation, j, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
     sum += engine_->evaluate(batch.tokens(), batch.targets(), lb, gb);
   }
   return sum / double(deck_.run.val_batches);
@@ -214,7 +214,7 @@ int64_t Trainer::stream_length(int64_t step) const {
 StreamStep Trainer::train_step(int64_t step, AdamW<float>& optim, Batch& batch) {
   const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
   timers_.start("data");
-  batch.load(*data_, Split::Train, step, grid_->data_rank() * lb);
+  batch.load(*data_, Split::Train, step, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
   timers_.stop("data");
   StreamStep out;
   out.loss = engine_->forward_backward(batch.tokens(), batch.targets(), lb, gb, timers_);
@@ -231,7 +231,8 @@ std::vector<StreamStep> Trainer::train_stream(int64_t first_step, int64_t count,
   while (int64_t(stream_batches_.size()) < count) stream_batches_.push_back(std::make_unique<Batch>(lb, deck_.model.seq_len));
   std::vector<MiniBatchView> views;
   for (int64_t k = 0; k < count; ++k) {
-    stream_batches_[k]->load(*data_, Split::Train, first_step + k, grid_->data_rank() * lb);
+    stream_batches_[k]->load(*data_, Split::Train, first_step + k, grid_->data_rank(), grid_->data_size(),
+                             deck_.parallel.micro_batches);
     views.push_back({stream_batches_[k]->tokens(), stream_batches_[k]->targets()});
   }
   timers_.stop("data");
@@ -393,25 +394,28 @@ TrainResult Trainer::run() {
   }
   result.tokens_per_second = tokens_per_step * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   print_summary(result);
-  if (staleness_) print_staleness();
+  if (staleness_) result.staleness = report_staleness();
   return result;
 }
 
-void Trainer::print_staleness() {
+std::vector<StalenessSummary> Trainer::report_staleness() {
   // one rank per stage reports (data replica 0, tensor coordinates 0,0); the others add zeros
   const auto& g = grid_->coords();
   const bool reports = g.data == 0 && g.row == 0 && g.col == 0;
-  const auto& s = staleness_->summary();
+  const auto& mine = staleness_->summary();
   log_.info(std::string("xpipe staleness: |W_used - W_target| / |W_target| per pass, ") +
             (deck_.parallel.weight_prediction ? "with" : "without") + " weight prediction");
-  for (int stage = 0; stage < int(deck_.parallel.pipeline); ++stage) {
-    const bool mine = reports && g.pipeline == stage;
-    const double passes = world_comm_->allreduce_sum(mine ? double(s.passes) : 0.0);
-    const double ahead = world_comm_->allreduce_sum(mine ? double(s.ahead) : 0.0);
-    const double sum = world_comm_->allreduce_sum(mine ? s.sum_relative : 0.0);
-    log_.info(strfmt("xpipe staleness stage %d: %.0f passes, %.0f with s > 0: mean %.3e over those, %.3e over all",
-                     stage, passes, ahead, ahead > 0 ? sum / ahead : 0.0, passes > 0 ? sum / passes : 0.0));
+  std::vector<StalenessSummary> out(size_t(deck_.parallel.pipeline));
+  for (int stage = 0; stage < int(out.size()); ++stage) {
+    const bool here = reports && g.pipeline == stage;
+    auto& s = out[stage];
+    s.passes = int64_t(world_comm_->allreduce_sum(here ? double(mine.passes) : 0.0));
+    s.ahead = int64_t(world_comm_->allreduce_sum(here ? double(mine.ahead) : 0.0));
+    s.sum_relative = world_comm_->allreduce_sum(here ? mine.sum_relative : 0.0);
+    log_.info(strfmt("xpipe staleness stage %d: %lld passes, %lld with s > 0: mean %.3e over those, %.3e over all",
+                     stage, (long long)s.passes, (long long)s.ahead, s.mean_ahead(), s.mean_all()));
   }
+  return out;
 }
 
 void Trainer::print_summary(const TrainResult& r) {

@@ -35,6 +35,7 @@ struct TrainResult {
   std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
   double seconds = 0;                             // training loop wall time
   double tokens_per_second = 0;
+  std::vector<StalenessSummary> staleness;        // XPipe with parallel.measure_staleness: per stage
 };
 
 class Trainer {
@@ -60,8 +61,8 @@ class Trainer {
   // XPipe: how many steps from `step` on to stream before the trainer must look at the
   // run (log, validation, checkpoint, last step).
   int64_t stream_length(int64_t step) const;
-  // XPipe with parallel.measure_staleness: one line per stage (rank 0 prints).
-  void print_staleness();
+  // XPipe with parallel.measure_staleness: every stage's summary (collective), printed by rank 0.
+  std::vector<StalenessSummary> report_staleness();
   // Builds the tensor group's communicators and tp_ from the deck's [parallel] section.
   void setup_tensor_parallel();
   // Communication seconds and wire bytes of every communicator so far (this rank).

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
         data = std::make_unique<RandomTokens>(deck.model.vocab_size, deck.run.seed);
       const BlockContext ctx{deck.data.batch_size, deck.model.seq_len};
       Batch batch(ctx.batch, ctx.seq_len);
-      batch.load(*data, Split::Validation, 0, 0);
+      batch.load(*data, Split::Validation, 0);
       auto& store = model.params();
       store.zero_grads();
       const double loss = model.forward(ctx, batch.tokens(), batch.targets()) / double(ctx.rows());

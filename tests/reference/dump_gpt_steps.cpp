@@ -77,7 +77,7 @@ grad_clip = 0.5
   }
   meta << "],\n \"steps\": [";
   for (int64_t s = 0; s < deck.run.steps; ++s) {
-    batch.load(data, Split::Train, s, 0);
+    batch.load(data, Split::Train, s);
     store.zero_grads();
     const double n = double(ctx.rows());
     const double loss = model.forward(ctx, batch.tokens(), batch.targets()) / n;
