@@ -100,6 +100,7 @@ add_library(strata::hdf5 ALIAS strata_hdf5)
 # --- config, command line, tests, benchmarks ----------------------------------------------
 find_package(toml11 REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(ZLIB REQUIRED)  # gzip IDX image files (io/idx_file)
 if(STRATA_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()

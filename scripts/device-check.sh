@@ -7,7 +7,7 @@
 #    pipeline parallelism against serial, device buffers staged through the host);
 # 2. the GPT of inputs/device-check.toml trained on the GPU: 1 rank with NCCL collectives,
 #    2 ranks data parallel with the MPI backend, 4 ranks on a 2D 2x2 tensor grid, and 2
-#    pipeline stages (1F1B, 4 micro-batches);
+#    pipeline stages (1F1B, 4 micro-batches; and XPipe, which must run, not match);
 # 3. each run's losses against the CPU run of the same deck made by bundle-device.sh:
 #    step 1 within 1e-4 relative (same weights and batch, only the order of float sums
 #    differs between cuBLAS/GPU reductions and OpenBLAS/CPU ones), every step within 2e-3;
@@ -63,6 +63,9 @@ check "train, 2D 2x2" timeout 300 "$mpi" -n 4 "$work/bin/strata" train inputs/de
   --set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2 --set run.out_dir="$runs/tp2d-4"
 check "train, pipeline 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
   --set parallel.pipeline=2 --set parallel.micro_batches=4 --set run.out_dir="$runs/pipe-2"
+# XPipe is another optimiser (predicted weights): it must run; its losses are not the serial ones
+check "train, xpipe 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+  --set parallel.pipeline=2 --set parallel.micro_batches=4 --set parallel.schedule=xpipe --set run.out_dir="$runs/xpipe-2"
 
 step "losses against the CPU run of the same deck"
 for r in nccl-1 mpi-2 tp2d-4 pipe-2; do

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  mpich libmpich-dev
+  mpich libmpich-dev zlib1g-dev
   libhdf5-mpich-dev hdf5-tools
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
   libtoml11-dev libcli11-dev catch2 libbenchmark-dev

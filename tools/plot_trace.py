@@ -12,7 +12,8 @@ import json
 import sys
 
 COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "pipeline_wait": "#dd8452", "grad_allreduce": "#c44e52",
-           "optimizer": "#8172b3", "validation": "#937860", "checkpoint": "#da8bc3", "data": "#8c8c8c"}
+           "optimizer": "#8172b3", "validation": "#937860", "checkpoint": "#da8bc3", "data": "#8c8c8c",
+           "weight_prediction": "#ccb974"}
 
 
 def load(path):

@@ -40,6 +40,8 @@ class WeightPredictor {
     }
     active_ = true;
   }
+  // The true weights, saved while a prediction is in place.
+  V1<const T> true_weights() const { return saved_; }
   // Puts the saved true weights back.
   void restore(ParamStore<T>& store) {
     if (!active_) throw std::logic_error("WeightPredictor::restore without predict");

@@ -403,17 +403,24 @@ std::vector<StalenessSummary> Trainer::report_staleness() {
   const auto& g = grid_->coords();
   const bool reports = g.data == 0 && g.row == 0 && g.col == 0;
   const auto& mine = staleness_->summary();
-  log_.info(std::string("xpipe staleness: |W_used - W_target| / |W_target| per pass, ") +
-            (deck_.parallel.weight_prediction ? "with" : "without") + " weight prediction");
+  log_.info(std::string("xpipe staleness: mean |W - W_target| / |W_target| over the passes with s > 0, ") +
+            (deck_.parallel.weight_prediction ? "the predicted weights each pass ran on and the current ones"
+                                              : "the current weights each pass ran on (no prediction)"));
   std::vector<StalenessSummary> out(size_t(deck_.parallel.pipeline));
   for (int stage = 0; stage < int(out.size()); ++stage) {
     const bool here = reports && g.pipeline == stage;
     auto& s = out[stage];
     s.passes = int64_t(world_comm_->allreduce_sum(here ? double(mine.passes) : 0.0));
     s.ahead = int64_t(world_comm_->allreduce_sum(here ? double(mine.ahead) : 0.0));
-    s.sum_relative = world_comm_->allreduce_sum(here ? mine.sum_relative : 0.0);
-    log_.info(strfmt("xpipe staleness stage %d: %lld passes, %lld with s > 0: mean %.3e over those, %.3e over all",
-                     stage, (long long)s.passes, (long long)s.ahead, s.mean_ahead(), s.mean_all()));
+    s.sum_used = world_comm_->allreduce_sum(here ? mine.sum_used : 0.0);
+    s.sum_current = world_comm_->allreduce_sum(here ? mine.sum_current : 0.0);
+    if (deck_.parallel.weight_prediction)
+      log_.info(strfmt("xpipe staleness stage %d: %lld of %lld passes with s > 0: predicted %.3e, current %.3e (ratio %.2f)",
+                       stage, (long long)s.ahead, (long long)s.passes, s.mean_used(), s.mean_current(),
+                       s.mean_current() > 0 ? s.mean_used() / s.mean_current() : 0.0));
+    else
+      log_.info(strfmt("xpipe staleness stage %d: %lld of %lld passes with s > 0: current %.3e", stage,
+                       (long long)s.ahead, (long long)s.passes, s.mean_current()));
   }
   return out;
 }

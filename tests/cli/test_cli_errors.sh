@@ -54,7 +54,7 @@ expect 4 "= 2 ranks, but the job has 4" -- train good.toml --set parallel.data=2
 expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'
 expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
 expect 2 "model.n_layer (1) must be at least parallel.pipeline (2): every stage holds at least one layer" -- train good.toml --set parallel.pipeline=2
-expect 2 "the asynchronous executor is not built yet" -- train good.toml --set parallel.pipeline=2 --set model.n_layer=2 --set parallel.schedule=xpipe
+expect 1 'parallel.weight_prediction applies to schedule = "xpipe" only' -- train good.toml --set parallel.weight_prediction=false
 expect 1 "parallel.micro_batches = 2 needs parallel.pipeline > 1" -- train good.toml --set parallel.micro_batches=2
 expect 1 "cannot write the trace file '/nonexistent/t.json'" -- train good.toml --trace /nonexistent/t.json
 if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then

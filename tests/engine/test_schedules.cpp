@@ -70,6 +70,53 @@ TEST_CASE("XPipe: valid, deadlock-free, and its derived prediction steps match t
     }
 }
 
+TEST_CASE("XPipe: the tied embedding goes from the last stage to the first and back", "[pipeline][schedule][xpipe]") {
+  CHECK(to_string(xpipe_schedule(1, 2, 3)).find("TIED") == std::string::npos);  // one stage holds both ends
+  for (int p = 2; p <= 4; ++p)
+    for (int t = 1; t <= 3; ++t) {
+      const int k = 5;
+      const PipeSchedule s = xpipe_schedule(p, t, k);
+      INFO("p=" << p << " T=" << t << "\n" << to_string(s));
+      // first stage: the last stage's share arrives just before each update, the new version leaves after it
+      const auto& first = s.programs[0];
+      int steps = 0;
+      for (size_t i = 0; i < first.size(); ++i)
+        if (first[i].op == PipeOp::OptimizerStep) {
+          REQUIRE(i > 0);
+          REQUIRE(i + 1 < first.size());
+          CHECK(first[i - 1] == PipeInstr{PipeOp::RecvTiedGrad, first[i].mb, p - 1});
+          CHECK(first[i + 1] == PipeInstr{PipeOp::SendTiedWeights, first[i].mb, p - 1});
+          ++steps;
+        }
+      CHECK(steps == k);
+      // last stage: version n is taken after its own share of n left, in order, never inside
+      // a predicted pass, all of them by the end; and every pass looks ahead from the version
+      // it holds to the first stage's version at the target, which is n for mini-batch n
+      const auto& last = s.programs[p - 1];
+      int shares = 0, taken = 0;
+      bool in_pass = false;
+      for (size_t i = 0; i < last.size(); ++i) {
+        const PipeInstr& in = last[i];
+        if (in.op == PipeOp::SendTiedGrad) CHECK(in.mb == shares++);
+        if (in.op == PipeOp::RecvTiedWeights) {
+          CHECK(in.mb == taken++);
+          CHECK(taken <= shares);
+          CHECK_FALSE(in_pass);
+        }
+        if (in.op == PipeOp::PredictWeights) {
+          in_pass = true;
+          size_t pass = i + 1;
+          while (last[pass].op != PipeOp::Forward && last[pass].op != PipeOp::Backward) ++pass;
+          CHECK(in.tied_steps >= 0);
+          CHECK(taken + in.tied_steps == last[pass].mb / t);
+        }
+        if (in.op == PipeOp::RestoreWeights) in_pass = false;
+      }
+      CHECK(taken == k);
+      CHECK(check_schedule(s) == "");
+    }
+}
+
 TEST_CASE("the checks catch broken schedules", "[pipeline][schedule]") {
   PipeSchedule s = make_schedule("1f1b", 3, 4);
   PipeSchedule again = s;

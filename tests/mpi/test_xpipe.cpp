@@ -6,7 +6,7 @@
 // copy follows the first stage's versions), so the executor's rings, tags, tied-weight
 // exchange and update order are checked against it. Then XPipe with data and tensor
 // parallelism inside the stages against XPipe alone, a checkpoint restart in the middle
-// of an XPipe run, and the staleness measurement with and without prediction.
+// of an XPipe run, and the staleness of predicted against current weights.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -293,23 +293,22 @@ TEST_CASE("an XPipe run restarts from its checkpoint on the same trajectory", "[
 
 TEST_CASE("XPipe's weight prediction brings each pass's weights closer to its target", "[mpi][pipeline][xpipe]") {
   if (world_size() != 2) return;
-  std::vector<double> mean(2, 0.0);
-  for (const bool predict : {true, false}) {
-    Trainer t(xpipe_deck({"parallel.pipeline=2", "parallel.measure_staleness=true", "run.steps=16",
-                          std::string("parallel.weight_prediction=") + (predict ? "true" : "false")}),
-              MPI_COMM_WORLD, quiet());
-    const TrainResult r = t.run();
-    REQUIRE(r.staleness.size() == 2);
-    double sum = 0, ahead = 0;
-    for (const auto& s : r.staleness) {
-      sum += s.sum_relative;
-      ahead += double(s.ahead);
-    }
-    REQUIRE(ahead > 0);
-    mean[predict ? 0 : 1] = sum / ahead;
+  // one trajectory: each pass's predicted weights and the current (stale) ones, both
+  // measured against the weights the stage holds at the pass's target
+  Trainer t(xpipe_deck({"parallel.pipeline=2", "parallel.measure_staleness=true", "run.steps=16"}), MPI_COMM_WORLD,
+            quiet());
+  const TrainResult r = t.run();
+  REQUIRE(r.staleness.size() == 2);
+  double used = 0, current = 0, ahead = 0;
+  for (const auto& s : r.staleness) {
+    used += s.sum_used;
+    current += s.sum_current;
+    ahead += double(s.ahead);
   }
+  REQUIRE(ahead > 0);
   if (world_rank() == 0)
-    std::printf("xpipe staleness (small GPT, 16 steps): mean |W_used - W_target| / |W_target| %.3e with prediction, %.3e without\n",
-                mean[0], mean[1]);
-  CHECK(mean[0] < 0.8 * mean[1]);  // seen: 5.6e-3 against 1.03e-2
+    std::printf("xpipe staleness (small GPT, 16 steps): mean |W - W_target| / |W_target| %.3e predicted, %.3e current\n",
+                used / ahead, current / ahead);
+  CHECK(current > 0);
+  CHECK(used < 0.75 * current);
 }

@@ -158,7 +158,15 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   int64_t updates = 0, tied_versions = 0;
   std::unique_ptr<WeightPredictor<T>> predictor;
   if (update) predictor = std::make_unique<WeightPredictor<T>>(update->config);
-  bool predicted = false;
+  bool predicted = false;               // the store holds predicted weights
+  std::pair<int, int> predicted_for{0, 0};  // (steps, tied steps) of that prediction
+  const auto restore_true_weights = [&] {
+    if (!predicted) return;
+    timers.start("weight_prediction");
+    predictor->restore(store);
+    timers.stop("weight_prediction", "RESTORE");
+    predicted = false;
+  };
   if (update && update->meter && tied_copy) update->meter->set_skipped(wte_info.offset, wte_info.offset + wte_info.numel);
 
   std::vector<double> loss(size_t(s.mini_batches), 0.0);
@@ -205,6 +213,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
       case PipeOp::OptimizerStep: {
         if (!update) break;  // flushing schedules: the trainer updates after the list
         // XPipe: this stage's update for mini-batch in.mb, in the stream
+        restore_true_weights();
         timers.start("optimizer");
         data_.allreduce_sum(store.grads());
         const double norm = clip_grad_norm<T>(store, update->tensor_group, update->config.grad_clip);
@@ -217,18 +226,31 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         break;
       }
       case PipeOp::PredictWeights: {
-        if (update->meter && !update->predict) update->meter->record(store.params(), updates, in.steps);
-        if (!update->predict) break;
-        std::vector<std::pair<int, Lookahead>> except;
-        if (tied_copy) except.push_back({wte, {in.tied_steps, steps_before + tied_versions}});
-        predictor->predict(store, update->lr_at(first_step + updates), {in.steps, update->optim->steps_taken()}, except);
-        predicted = true;
-        if (update->meter) update->meter->record(store.params(), updates, in.steps);
+        if (!update->predict) {
+          if (update->meter) update->meter->record(store.params(), store.params(), updates, in.steps);
+          break;
+        }
+        const std::pair<int, int> ahead{in.steps, tied_copy ? in.tied_steps : 0};
+        if (predicted && ahead == predicted_for) {  // the prediction in place is this pass's
+        } else if (ahead.first == 0 && ahead.second == 0) {
+          restore_true_weights();  // the pass runs on the weights the stage holds
+        } else {
+          restore_true_weights();
+          std::vector<std::pair<int, Lookahead>> except;
+          if (tied_copy) except.push_back({wte, {in.tied_steps, steps_before + tied_versions}});
+          timers.start("weight_prediction");
+          predictor->predict(store, update->lr_at(first_step + updates), {in.steps, update->optim->steps_taken()}, except);
+          timers.stop("weight_prediction", to_string(in));
+          predicted = true;
+          predicted_for = ahead;
+        }
+        if (update->meter)
+          update->meter->record(store.params(), predicted ? predictor->true_weights() : store.params(), updates, in.steps);
         break;
       }
       case PipeOp::RestoreWeights:
-        if (predicted) predictor->restore(store);
-        predicted = false;
+        // lazily: the next pass often looks as far ahead (nothing updated in between), and
+        // whatever changes or sends the true weights restores them first
         break;
       case PipeOp::SendTiedGrad:  // last stage: its share of the embedding's gradient
         send_tied(slice(store.grads()), tied_grad_tag(in.mb));
@@ -242,6 +264,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         break;
       }
       case PipeOp::SendTiedWeights: {  // first stage: the new version, with its moments
+        restore_true_weights();
         Tensor1<T> packed(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.tied_pack"), 3 * wte_info.numel);
         const int64_t n = wte_info.numel;
         Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(int64_t(0), n)), slice(store.params()));
@@ -251,7 +274,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         break;
       }
       case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
-        if (predicted) throw std::logic_error("pipeline: RECV_TIED inside a predicted pass");
+        restore_true_weights();
         const int64_t n = wte_info.numel;
         Tensor1<T> packed("pipeline.tied_unpack", 3 * n);
         timers.start("pipeline_wait");
@@ -265,6 +288,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
       }
     }
   }
+  restore_true_weights();
   timers.start("pipeline_drain");
   for (auto* list : {&act_out_, &grad_out_})
     for (auto& b : *list)

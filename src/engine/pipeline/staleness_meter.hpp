@@ -1,10 +1,11 @@
 #pragma once
 // XPipe's staleness, measured on a real run: for every forward and backward pass of a
-// stage, the distance between the weights the pass ran on (predicted, or the current ones
-// without prediction) and the weights the stage holds at the pass's target event, `s`
-// updates later (s from the schedule: when the first stage finishes the pass's
-// mini-batch), relative to the norm of the latter. With s = 0 both are the current
-// weights and the distance is 0.
+// stage, the distance between the weights the pass ran on and the weights the stage holds
+// at the pass's target event, `s` updates later (s from the schedule: when the first
+// stage finishes the pass's step), relative to the norm of the latter. The current
+// (unpredicted) weights are measured the same way in the same run, so with prediction on
+// the two means compare the predicted and the stale weights on one trajectory. With
+// s = 0 a pass runs on its target weights and both distances are 0.
 #include <cmath>
 #include <vector>
 
@@ -13,11 +14,12 @@
 namespace strata {
 
 struct StalenessSummary {
-  int64_t passes = 0;         // passes measured (those whose target the run reached)
-  int64_t ahead = 0;          // of which with s > 0
-  double sum_relative = 0;    // sum of |W_used - W_target| / |W_target| over the passes with s > 0
-  double mean_ahead() const { return ahead > 0 ? sum_relative / double(ahead) : 0.0; }
-  double mean_all() const { return passes > 0 ? sum_relative / double(passes) : 0.0; }
+  int64_t passes = 0;          // passes measured (those whose target the run reached)
+  int64_t ahead = 0;           // of which with s > 0
+  double sum_used = 0;         // sum over passes of |W_used - W_target| / |W_target|
+  double sum_current = 0;      // the same for the current weights at the pass (no prediction)
+  double mean_used() const { return ahead > 0 ? sum_used / double(ahead) : 0.0; }        // over s > 0
+  double mean_current() const { return ahead > 0 ? sum_current / double(ahead) : 0.0; }  // over s > 0
 };
 
 template <class T>
@@ -27,17 +29,14 @@ class StalenessMeter {
   // embedding, which follows another stage's versions).
   void set_skipped(int64_t begin, int64_t end) { skip_ = {begin, end}; }
 
-  // A pass runs on `used` now; the stage holds version `version` and the target is
-  // `steps` updates ahead.
-  void record(V1<const T> used, int64_t version, int steps) {
-    if (steps == 0) {  // the pass runs on its target weights
+  // A pass runs on `used` now, while the stage's true weights are `current` (the same
+  // without prediction) at version `version`; its target is `steps` updates ahead.
+  void record(V1<const T> used, V1<const T> current, int64_t version, int steps) {
+    if (steps == 0) {
       ++summary_.passes;
       return;
     }
-    Pending p{Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "staleness.used"), used.extent(0)),
-              version + steps};
-    Kokkos::deep_copy(p.used, used);
-    pending_.push_back(std::move(p));
+    pending_.push_back({copy(used), copy(current), version + steps});
   }
   // The stage reached `version` (after an update) and holds `now`.
   void reached(V1<const T> now, int64_t version) {
@@ -46,20 +45,26 @@ class StalenessMeter {
         ++k;
         continue;
       }
-      summary_.sum_relative += relative_distance(pending_[k].used, now);
+      summary_.sum_used += relative_distance(pending_[k].used, now);
+      summary_.sum_current += relative_distance(pending_[k].current, now);
       ++summary_.ahead;
       ++summary_.passes;
       pending_.erase(pending_.begin() + k);
     }
   }
-  // Passes whose target lies beyond the run are dropped (their distance is unknown).
+  // Passes whose target lies beyond the stream are dropped (their distance is unknown).
   const StalenessSummary& summary() const { return summary_; }
 
  private:
   struct Pending {
-    Tensor1<T> used;
+    Tensor1<T> used, current;
     int64_t target;
   };
+  static Tensor1<T> copy(V1<const T> v) {
+    Tensor1<T> c(Kokkos::view_alloc(Kokkos::WithoutInitializing, "staleness.copy"), v.extent(0));
+    Kokkos::deep_copy(c, v);
+    return c;
+  }
   double relative_distance(V1<const T> used, V1<const T> target) const {
     double diff = 0, ref = 0;
     const int64_t b = skip_.first, e = skip_.second;

@@ -1,0 +1,223 @@
+// Layer-parallel MGRIT on a residual network (double precision) against the serial
+// network: one level is the serial forward exactly on 1, 2 and 4 ranks; k two-level FCF
+// iterations make the first 2k C-points exact (and not the ones after); three levels
+// iterated to tolerance give the serial final state to 1e-10 relative, and the adjoint
+// MGRIT the serial backprop gradients to 1e-10 relative.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "engine/layerpar/resnet_steps.hpp"
+#include "support/host_views.hpp"
+#include "support/mpi_test_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+ResNetConfig small_resnet() {
+  ResNetConfig c;
+  c.inputs = 12;
+  c.width = 6;
+  c.steps = 64;
+  c.classes = 4;
+  c.t_final = 2.0;
+  c.step_init_std = 0.5;  // weights far from zero: the steps differ visibly
+  return c;
+}
+
+struct Data {
+  Tensor2<double> x;
+  Tensor1<int32_t> labels;
+};
+
+Data make_data(const ResNetConfig& c, int64_t batch) {
+  Data d{Tensor2<double>("x", batch, c.inputs), Tensor1<int32_t>("labels", batch)};
+  auto hx = Kokkos::create_mirror_view(d.x);
+  auto hl = Kokkos::create_mirror_view(d.labels);
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t p = 0; p < c.inputs; ++p) hx(i, p) = std::sin(0.7 * double(i * c.inputs + p) + 0.3);
+    hl(i) = int32_t(i % c.classes);
+  }
+  Kokkos::deep_copy(d.x, hx);
+  Kokkos::deep_copy(d.labels, hl);
+  return d;
+}
+
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::abs(a[i] - b[i]));
+    n = std::max(n, std::abs(b[i]));
+  }
+  return d / n;
+}
+
+std::vector<double> host(V1<const double> v) {
+  Tensor1<double> c("copy", v.extent(0));
+  Kokkos::deep_copy(c, v);
+  return to_host<double>(c);
+}
+
+double comm_max(double x) {
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return x;
+}
+
+V2<double> adj_state(V1<double> x, int64_t batch, int64_t width) { return V2<double>(x.data(), batch, width); }
+
+// The layer-parallel gradients in the serial store's layout: each rank fills in the
+// parameters it holds, the sum over ranks assembles them.
+std::vector<double> global_grads(ResNet<double>& serial, ResNet<double>& par) {
+  std::vector<double> out(size_t(serial.params().numel()), 0.0);
+  const auto local = to_host<double>(par.params().grads());
+  const auto& infos = par.params().infos();
+  for (size_t i = 0; i < infos.size(); ++i)
+    for (int64_t e = 0; e < infos[i].numel; ++e)
+      out[size_t(serial.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
+  MPI_Allreduce(MPI_IN_PLACE, out.data(), int(out.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return out;
+}
+
+// The layer-parallel network of this rank and its MGRIT forward solve.
+struct Parallel {
+  ResNet<double> net;
+  Comm comm;
+  ResNetForwardSteps<double> steps;
+  Mgrit<double> mgrit;
+  Parallel(const ResNetConfig& c, int64_t batch, MgritOptions opt)
+      : net(c, 3, StagePlacement::balanced(int(c.steps), world_size(), world_rank())), comm(MPI_COMM_WORLD),
+        steps(net, batch, opt.cfactor), mgrit(steps, comm, c.steps, opt) {}
+  MgritStats forward(const Data& d) {
+    if (world_rank() == 0) net.open_forward(d.x, steps.as_state(mgrit.point(0)));
+    mgrit.zero_guess();
+    return mgrit.solve();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("MGRIT with one level is the serial network, bit for bit", "[mpi][mgrit]") {
+  const ResNetConfig c = small_resnet();
+  const int64_t batch = 5;
+  const Data d = make_data(c, batch);
+  ResNet<double> serial(c, 3);
+  std::vector<Tensor2<double>> u;
+  Tensor2<double> logits;
+  Tensor1<double> lse;
+  serial.forward(d.x, d.labels, u, logits, lse);
+
+  MgritOptions opt;
+  opt.levels = 1;
+  Parallel par(c, batch, opt);
+  par.forward(d);
+  for (int64_t j = 0; j <= par.mgrit.points(); ++j) {
+    const int64_t n = par.mgrit.first_point() + j;
+    INFO("point " << n);
+    CHECK(host(par.mgrit.point(j)) == to_host<double>(Tensor1<double>(u[n].data(), u[n].size())));
+  }
+}
+
+TEST_CASE("two-level MGRIT with FCF relaxation makes 2 more C-points exact per iteration", "[mpi][mgrit]") {
+  const ResNetConfig c = small_resnet();
+  const int64_t batch = 5;
+  const Data d = make_data(c, batch);
+  ResNet<double> serial(c, 3);
+  std::vector<Tensor2<double>> u;
+  Tensor2<double> logits;
+  Tensor1<double> lse;
+  serial.forward(d.x, d.labels, u, logits, lse);
+  for (int k = 1; k <= 3; ++k) {
+    MgritOptions opt;
+    opt.levels = 2;
+    opt.cfactor = 4;
+    opt.fcf = true;
+    opt.max_iterations = k;
+    opt.tolerance = 0;
+    Parallel par(c, batch, opt);
+    par.forward(d);
+    double worst_exact = 0, first_inexact = 0;
+    for (int64_t j = 1; j <= par.mgrit.points(); ++j) {
+      const int64_t n = par.mgrit.first_point() + j;
+      if (n % opt.cfactor != 0) continue;
+      const double e = rel_diff(host(par.mgrit.point(j)), to_host<double>(Tensor1<double>(u[n].data(), u[n].size())));
+      if (n / opt.cfactor <= 2 * k) worst_exact = std::max(worst_exact, e);
+      if (n / opt.cfactor == 2 * k + 1) first_inexact = e;
+    }
+    worst_exact = comm_max(worst_exact);
+    first_inexact = comm_max(first_inexact);
+    INFO(k << " iterations: C-points 1.." << 2 * k << " off by " << worst_exact << ", C-point " << 2 * k + 1 << " by "
+           << first_inexact);
+    CHECK(worst_exact < 1e-13);
+    CHECK(first_inexact > 1e-8);  // and no further: the property is sharp
+  }
+}
+
+TEST_CASE("three-level MGRIT to tolerance: serial final state and serial gradients", "[mpi][mgrit]") {
+  const ResNetConfig c = small_resnet();
+  const int64_t batch = 5;
+  const Data d = make_data(c, batch);
+  ResNet<double> serial(c, 3);
+  std::vector<Tensor2<double>> u;
+  Tensor2<double> logits;
+  Tensor1<double> lse;
+  const double loss = serial.forward(d.x, d.labels, u, logits, lse);
+  serial.params().zero_grads();
+  serial.backward(d.x, d.labels, 1.0 / double(batch), u, logits, lse);
+  const auto serial_grads = to_host<double>(serial.params().grads());
+
+  MgritOptions opt;
+  opt.levels = 3;
+  opt.cfactor = 4;
+  opt.tolerance = 1e-11;
+  opt.max_iterations = 30;
+  Parallel par(c, batch, opt);
+  const MgritStats fwd = par.forward(d);
+  if (world_rank() == 0) {
+    std::printf("mgrit forward (%d ranks, N=64, c=4, 3 levels, F-relaxation): %d iterations, residuals", world_size(),
+                fwd.iterations);
+    for (double r : fwd.residuals) std::printf(" %.1e", r);
+    std::printf(", factor %.3f\n", fwd.convergence_factor());
+  }
+  CHECK(fwd.converged);
+  // the final state, on the last rank
+  const int rank = world_rank(), last = world_size() - 1;
+  double state_err = 0;
+  if (rank == last)
+    state_err = rel_diff(host(par.mgrit.point(par.mgrit.points())),
+                         to_host<double>(Tensor1<double>(u[c.steps].data(), u[c.steps].size())));
+  CHECK(comm_max(state_err) < 1e-10);
+
+  // loss and dL/du_N on the last rank; the adjoint solve, reversed ranks
+  auto& net = par.net;
+  net.params().zero_grads();
+  ResNetScratch<double> scratch;
+  Tensor2<double> plogits("logits", batch, c.classes), du("du", batch, c.width);
+  Tensor1<double> plse("lse", batch), losses("losses", batch);
+  MPI_Comm reversed;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, last - rank, &reversed);
+  Comm rcomm(reversed);
+  ResNetAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
+  Mgrit<double> adjoint(adj, rcomm, c.steps, opt);
+  adjoint.zero_guess();
+  double ploss = 0;
+  if (rank == last) {
+    const auto un = par.steps.as_state(par.mgrit.point(par.mgrit.points()));
+    ploss = net.close_forward(un, d.labels, plogits, plse, losses);
+    net.close_backward(un, d.labels, 1.0 / double(batch), plogits, plse, adj_state(adjoint.point(0), batch, c.width));
+  }
+  CHECK(comm_max(std::abs(ploss - (rank == last ? loss : ploss))) < 1e-10 * loss);
+  const MgritStats bwd = adjoint.solve();
+  CHECK(bwd.converged);
+  adj.accumulate_gradients(adjoint);
+  if (rank == 0)  // lambda_0 is the adjoint's last point on the first forward rank
+    net.open_backward(d.x, adj_state(adjoint.point(adjoint.points()), batch, c.width), scratch);
+  const double grad_err = rel_diff(global_grads(serial, net), serial_grads);
+  if (rank == 0) std::printf("mgrit adjoint: %d iterations, gradient rel diff %.2e\n", bwd.iterations, grad_err);
+  CHECK(grad_err < 1e-10);
+  MPI_Comm_free(&reversed);
+}
