@@ -22,6 +22,7 @@
 
 #include "core/deck.hpp"
 #include "core/error.hpp"
+#include "train/classifier_trainer.hpp"
 #include "train/generate.hpp"
 #include "train/inspect_checkpoint.hpp"
 #include "train/plan_schedule.hpp"
@@ -56,6 +57,12 @@ int run_train(const std::string& deck_path, const std::vector<std::string>& over
   strata::TrainOptions opts;
   opts.restart = restart;
   opts.trace = trace;
+  if (deck.model.kind == "resnet") {  // image classification, layer-parallel by MGRIT
+    if (!trace.empty()) throw strata::UserError("--trace records pipeline timelines; model.kind = \"resnet\" has none");
+    strata::ClassifierTrainer trainer(deck, MPI_COMM_WORLD, opts);
+    trainer.run();
+    return strata::kExitOk;
+  }
   strata::Trainer trainer(deck, MPI_COMM_WORLD, opts);
   trainer.run();
   return strata::kExitOk;

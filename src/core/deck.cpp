@@ -153,7 +153,7 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
 }
 
 Deck read_sections(toml::value& root, const std::string& origin) {
-  static const std::set<std::string> known = {"run", "model", "data", "parallel", "optim"};
+  static const std::set<std::string> known = {"run", "model", "data", "parallel", "optim", "layerpar"};
   for (const auto& kv : root.as_table())
     if (!known.count(kv.first)) throw UserError(origin + ": unknown section [" + kv.first + "]");
 
@@ -192,11 +192,15 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.read("vocab_size", c.vocab_size);
     s.read("seq_len", c.seq_len);
     s.read("init_std", c.init_std);
+    s.read("t_final", c.t_final);
+    s.read("step_init_std", c.step_init_std);
     s.reject_unknown();
-    s.check(c.kind == "gpt", "kind", "must be \"gpt\" (got \"" + c.kind + "\")");
+    s.check(c.kind == "gpt" || c.kind == "resnet", "kind", "must be \"gpt\" or \"resnet\" (got \"" + c.kind + "\")");
+    s.check(c.t_final > 0, "t_final", "must be > 0");
+    s.check(c.step_init_std >= 0, "step_init_std", "must be >= 0");
     s.check(c.n_layer >= 1, "n_layer", "must be >= 1");
     s.check(c.n_head >= 1, "n_head", "must be >= 1");
-    s.check(c.n_embd >= 1 && c.n_embd % c.n_head == 0, "n_embd",
+    s.check(c.n_embd >= 1 && (c.kind != "gpt" || c.n_embd % c.n_head == 0), "n_embd",
             "(" + std::to_string(c.n_embd) + ") must be a positive multiple of model.n_head (" +
                 std::to_string(c.n_head) + ")");
     s.check(c.vocab_size >= 2, "vocab_size", "must be >= 2");
@@ -208,10 +212,14 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     auto& c = d.data;
     s.read("kind", c.kind);
     s.read("files", c.files);
+    s.read("dir", c.dir);
     s.read("val_fraction", c.val_fraction);
     s.read("batch_size", c.batch_size);
     s.reject_unknown();
-    s.check(c.kind == "text" || c.kind == "random", "kind", "must be \"text\" or \"random\" (got \"" + c.kind + "\")");
+    s.check(c.kind == "text" || c.kind == "random" || c.kind == "images", "kind",
+            "must be \"text\", \"random\" or \"images\" (got \"" + c.kind + "\")");
+    s.check((c.kind == "images") == (d.model.kind == "resnet"), "kind",
+            "\"images\" goes with model.kind = \"resnet\" and the token kinds with \"gpt\"");
     s.check(c.kind != "text" || !c.files.empty(), "files", "must list at least one file or glob for kind = \"text\"");
     s.check(c.val_fraction > 0 && c.val_fraction < 1, "val_fraction", "must be in (0, 1)");
     s.check(c.batch_size >= 1, "batch_size", "must be >= 1");
@@ -274,6 +282,34 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.check(c.eps > 0, "eps", "must be > 0");
     s.check(c.grad_clip >= 0, "grad_clip", "must be >= 0");
   }
+  {
+    SectionReader s(root, "layerpar", origin);
+    auto& c = d.layerpar;
+    s.read("levels", c.levels);
+    s.read("cfactor", c.cfactor);
+    s.read("fwd_iterations", c.fwd_iterations);
+    s.read("bwd_iterations", c.bwd_iterations);
+    s.read("tolerance", c.tolerance);
+    s.read("relaxation", c.relaxation);
+    s.read("warm_start", c.warm_start);
+    s.reject_unknown();
+    s.check(c.levels >= 1, "levels", "must be >= 1");
+    s.check(c.cfactor >= 2, "cfactor", "must be >= 2");
+    s.check(c.fwd_iterations >= 1, "fwd_iterations", "must be >= 1");
+    s.check(c.bwd_iterations >= 1, "bwd_iterations", "must be >= 1");
+    s.check(c.tolerance >= 0, "tolerance", "must be >= 0");
+    s.check(c.relaxation == "F" || c.relaxation == "FCF", "relaxation", "must be \"F\" or \"FCF\" (got \"" + c.relaxation + "\")");
+    if (d.model.kind == "resnet") {
+      int64_t unit = d.parallel.pipeline;
+      for (int64_t l = 1; l < c.levels; ++l) unit *= c.cfactor;
+      s.check(d.model.n_layer % unit == 0, "levels",
+              "and layerpar.cfactor do not fit: model.n_layer (" + std::to_string(d.model.n_layer) +
+                  ") must be divisible by parallel.pipeline x cfactor^(levels-1) (" + std::to_string(unit) + ")");
+    }
+  }
+  if (d.model.kind == "resnet" && (d.parallel.tensor_rows > 1 || d.parallel.tensor_cols > 1 || d.parallel.micro_batches > 1))
+    throw UserError(origin + ": model.kind = \"resnet\" runs data x layer-parallel (parallel.data x parallel.pipeline) only: "
+                    "no tensor split, no micro-batches");
   if (d.data.batch_size % d.parallel.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(d.data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(d.parallel.data) + ")");
@@ -293,10 +329,11 @@ std::string resolved_toml(const Deck& d) {
      << "\nmax_walltime = " << d.run.max_walltime << "\n\n";
   os << "[model]\nkind = " << q(d.model.kind) << "\nn_layer = " << d.model.n_layer << "\nn_embd = " << d.model.n_embd
      << "\nn_head = " << d.model.n_head << "\nvocab_size = " << d.model.vocab_size
-     << "\nseq_len = " << d.model.seq_len << "\ninit_std = " << d.model.init_std << "\n\n";
+     << "\nseq_len = " << d.model.seq_len << "\ninit_std = " << d.model.init_std << "\nt_final = " << d.model.t_final
+     << "\nstep_init_std = " << d.model.step_init_std << "\n\n";
   os << "[data]\nkind = " << q(d.data.kind) << "\nfiles = [";
   for (size_t i = 0; i < d.data.files.size(); ++i) os << (i ? ", " : "") << q(d.data.files[i]);
-  os << "]\nval_fraction = " << d.data.val_fraction << "\nbatch_size = " << d.data.batch_size << "\n\n";
+  os << "]\ndir = " << q(d.data.dir) << "\nval_fraction = " << d.data.val_fraction << "\nbatch_size = " << d.data.batch_size << "\n\n";
   os << "[parallel]\ndata = " << d.parallel.data << "\npipeline = " << d.parallel.pipeline
      << "\ntensor_rows = " << d.parallel.tensor_rows << "\ntensor_cols = " << d.parallel.tensor_cols
      << "\ntensor_mode = " << q(d.parallel.tensor_mode) << "\ncomm_backend = " << q(d.parallel.comm_backend)
@@ -306,7 +343,11 @@ std::string resolved_toml(const Deck& d) {
      << "\nmeasure_staleness = " << (d.parallel.measure_staleness ? "true" : "false") << "\n\n";
   os << "[optim]\nlr = " << d.optim.lr << "\nmin_lr = " << d.optim.min_lr << "\nwarmup_steps = " << d.optim.warmup_steps
      << "\nweight_decay = " << d.optim.weight_decay << "\nbeta1 = " << d.optim.beta1 << "\nbeta2 = " << d.optim.beta2
-     << "\neps = " << d.optim.eps << "\ngrad_clip = " << d.optim.grad_clip << "\n";
+     << "\neps = " << d.optim.eps << "\ngrad_clip = " << d.optim.grad_clip << "\n\n";
+  os << "[layerpar]\nlevels = " << d.layerpar.levels << "\ncfactor = " << d.layerpar.cfactor
+     << "\nfwd_iterations = " << d.layerpar.fwd_iterations << "\nbwd_iterations = " << d.layerpar.bwd_iterations
+     << "\ntolerance = " << d.layerpar.tolerance << "\nrelaxation = " << q(d.layerpar.relaxation)
+     << "\nwarm_start = " << (d.layerpar.warm_start ? "true" : "false") << "\n";
   return os.str();
 }
 

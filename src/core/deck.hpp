@@ -22,17 +22,20 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";
+  std::string kind = "gpt";  // "gpt", or "resnet" (residual network for images: n_layer steps of width n_embd)
   int64_t n_layer = 4;
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t vocab_size = 256;  // 256 for byte-level text
   int64_t seq_len = 128;     // context length T (also the position table size)
   double init_std = 0.02;
+  double t_final = 1.0;         // resnet: T = n_layer h
+  double step_init_std = 0.01;  // resnet: std of the residual steps' weights
 };
 
 struct DataConfig {
-  std::string kind = "text";       // "text" (bytes of files) or "random" (uniform tokens)
+  std::string kind = "text";       // "text" (bytes of files), "random" (uniform tokens) or "images" (IDX, MNIST layout)
+  std::string dir = "/usr/share/datasets/fashion-mnist";  // for kind = "images"
   std::vector<std::string> files;  // paths or globs, for kind = "text"
   double val_fraction = 0.05;      // share of text held out for validation
   int64_t batch_size = 8;          // global sequences per step, split over data-parallel ranks
@@ -66,6 +69,18 @@ struct OptimConfig {
   double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
 };
 
+// Layer-parallel training of a residual network by MGRIT (model.kind = "resnet"): the
+// steps are spread over parallel.pipeline ranks and solved like time steps.
+struct LayerParConfig {
+  int64_t levels = 1;               // 1: sequential propagation (the serial network, split in blocks)
+  int64_t cfactor = 4;              // coarsening factor
+  int64_t fwd_iterations = 2;       // MGRIT V-cycles of the forward solve
+  int64_t bwd_iterations = 1;       // of the adjoint solve
+  double tolerance = 0.0;           // stop earlier when the residual norm falls below (0: never)
+  std::string relaxation = "F";     // finest level: "F" or "FCF" (coarser levels use FCF)
+  bool warm_start = true;           // start each solve from the previous batch's solution
+};
+
 struct Deck {
   std::string path;  // the file it came from ("" when built in code)
   RunConfig run;
@@ -73,6 +88,7 @@ struct Deck {
   DataConfig data;
   ParallelConfig parallel;
   OptimConfig optim;
+  LayerParConfig layerpar;
   std::string resolved_toml;  // the deck after overrides and defaults, as TOML
 };
 

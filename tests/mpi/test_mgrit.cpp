@@ -2,7 +2,8 @@
 // network: one level is the serial forward exactly on 1, 2 and 4 ranks; k two-level FCF
 // iterations make the first 2k C-points exact (and not the ones after); three levels
 // iterated to tolerance give the serial final state to 1e-10 relative, and the adjoint
-// MGRIT the serial backprop gradients to 1e-10 relative.
+// MGRIT the serial backprop gradients to 1e-10 relative; so does the training driver
+// (LayerParallel), alone and with data replicas.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -10,7 +11,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "engine/layerpar/resnet_steps.hpp"
+#include "comm/grid.hpp"
+#include "engine/layerpar/layer_parallel.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -220,4 +222,59 @@ TEST_CASE("three-level MGRIT to tolerance: serial final state and serial gradien
   if (rank == 0) std::printf("mgrit adjoint: %d iterations, gradient rel diff %.2e\n", bwd.iterations, grad_err);
   CHECK(grad_err < 1e-10);
   MPI_Comm_free(&reversed);
+}
+
+TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and gradients, with data replicas too",
+          "[mpi][mgrit]") {
+  const int n = world_size(), rank = world_rank();
+  const ResNetConfig c = small_resnet();
+  const int64_t batch = 6;
+  const Data d = make_data(c, batch);
+  ResNet<double> serial(c, 3);
+  std::vector<Tensor2<double>> u;
+  Tensor2<double> logits;
+  Tensor1<double> lse;
+  const double loss = serial.forward(d.x, d.labels, u, logits, lse) / double(batch);
+  serial.params().zero_grads();
+  serial.backward(d.x, d.labels, 1.0 / double(batch), u, logits, lse);
+  const auto serial_grads = to_host<double>(serial.params().grads());
+
+  for (const int data : {1, 2}) {
+    if (n % data != 0) continue;
+    const int layers = n / data;
+    ParallelConfig pc;
+    pc.data = data;
+    pc.pipeline = layers;
+    Grid grid(pc, MPI_COMM_WORLD);
+    Comm layer_comm(grid.pipeline_group()), data_comm(grid.data_group());
+    ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), layers, grid.coords().pipeline));
+    LayerParallelOptions o;
+    o.forward.levels = o.backward.levels = 3;
+    o.forward.cfactor = o.backward.cfactor = 4;
+    o.forward.tolerance = o.backward.tolerance = 1e-12;
+    o.forward.max_iterations = o.backward.max_iterations = 40;
+    const int64_t lb = batch / data;
+    LayerParallel<double> engine(net, layer_comm, data_comm, lb, o);
+    // this replica's rows of the batch
+    Tensor2<double> x("x", lb, c.inputs);
+    Tensor1<int32_t> labels("labels", lb);
+    Kokkos::deep_copy(x, Kokkos::subview(d.x, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb), Kokkos::ALL));
+    Kokkos::deep_copy(labels, Kokkos::subview(d.labels, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb)));
+    const LayerParallelResult r = engine.forward_backward(x, labels, batch);
+    INFO("data " << data << " x layers " << layers);
+    CHECK(r.forward.converged);
+    CHECK(r.backward.converged);
+    CHECK(r.loss == Approx(loss).epsilon(1e-10));
+    // the gradients of every replica are the serial ones; assemble over the layer group
+    std::vector<double> mine(size_t(serial.params().numel()), 0.0);
+    const auto local = to_host<double>(net.params().grads());
+    const auto& infos = net.params().infos();
+    for (size_t i = 0; i < infos.size(); ++i)
+      for (int64_t e = 0; e < infos[i].numel; ++e)
+        mine[size_t(serial.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
+    MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline_group());
+    const double err = rel_diff(mine, serial_grads);
+    if (rank == 0) std::printf("layer-parallel driver, data %d x layers %d: gradient rel diff %.2e\n", data, layers, err);
+    CHECK(err < 1e-10);
+  }
 }

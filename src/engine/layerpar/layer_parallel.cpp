@@ -1,0 +1,97 @@
+#include "engine/layerpar/layer_parallel.hpp"
+
+namespace strata {
+namespace {
+MPI_Comm reversed_copy(const Comm& c) {
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_Comm_split(c.raw(), 0, c.size() - 1 - c.rank(), &out);
+  return out;
+}
+}  // namespace
+
+template <class T>
+LayerParallel<T>::LayerParallel(ResNet<T>& net, Comm& layers, Comm& data, int64_t local_batch,
+                                LayerParallelOptions options)
+    : net_(net), layers_(layers), data_(data), opt_(options), batch_(local_batch), reversed_(reversed_copy(layers)),
+      reversed_comm_(std::make_unique<Comm>(reversed_)), forward_steps_(net, local_batch, options.forward.cfactor),
+      forward_(forward_steps_, layers, net.config().steps, options.forward) {
+  adjoint_steps_ = std::make_unique<ResNetAdjointSteps<T>>(net, forward_, local_batch, options.backward.cfactor);
+  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, *reversed_comm_, net.config().steps, options.backward);
+  logits_ = Tensor2<T>("layerpar.logits", local_batch, net.config().classes);
+  lse_ = Tensor1<T>("layerpar.lse", local_batch);
+  losses_ = Tensor1<T>("layerpar.losses", local_batch);
+}
+
+template <class T>
+LayerParallel<T>::~LayerParallel() {
+  adjoint_.reset();
+  reversed_comm_.reset();
+  if (reversed_ != MPI_COMM_NULL) MPI_Comm_free(&reversed_);
+}
+
+template <class T>
+MgritStats LayerParallel<T>::solve_forward(V2<const T> x) {
+  if (!opt_.warm_start || !forward_warm_) forward_.zero_guess();
+  forward_warm_ = true;
+  if (layers_.rank() == 0) net_.open_forward(x, forward_steps_.as_state(forward_.point(0)));
+  return forward_.solve();
+}
+
+template <class T>
+std::pair<double, int64_t> LayerParallel<T>::loss_and_accuracy(V1<const int32_t> labels) {
+  double loss = 0, correct = 0;
+  if (layers_.rank() == layers_.size() - 1) {
+    const auto u_n = forward_steps_.as_state(V1<const T>(forward_.point(forward_.points())));
+    loss = net_.close_forward(u_n, labels, logits_, lse_, losses_);
+    const auto h_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits_);
+    const auto h_labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels);
+    for (int64_t i = 0; i < batch_; ++i) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < int64_t(h_logits.extent(1)); ++k)
+        if (h_logits(i, k) > h_logits(i, best)) best = k;
+      correct += best == h_labels(i) ? 1 : 0;
+    }
+  }
+  loss = data_.allreduce_sum(layers_.allreduce_sum(loss));
+  correct = data_.allreduce_sum(layers_.allreduce_sum(correct));
+  return {loss, int64_t(correct + 0.5)};
+}
+
+template <class T>
+LayerParallelResult LayerParallel<T>::forward_backward(V2<const T> x, V1<const int32_t> labels, int64_t global_batch) {
+  LayerParallelResult r;
+  net_.params().zero_grads();
+  r.forward = solve_forward(x);
+  const auto [loss, correct] = loss_and_accuracy(labels);
+  r.loss = loss / double(global_batch);
+  r.correct = correct;
+  // the adjoint starts at the last layer: dL/du_N, reversed point 0 of the adjoint solve
+  if (!opt_.warm_start || !adjoint_warm_) adjoint_->zero_guess();
+  adjoint_warm_ = true;
+  if (layers_.rank() == layers_.size() - 1) {
+    const auto u_n = forward_steps_.as_state(V1<const T>(forward_.point(forward_.points())));
+    net_.close_backward(u_n, labels, T(1.0 / double(global_batch)), logits_, lse_,
+                        forward_steps_.as_state(adjoint_->point(0)));
+  }
+  r.backward = adjoint_->solve();
+  adjoint_steps_->accumulate_gradients(*adjoint_);
+  if (layers_.rank() == 0)  // dL/du_0: the adjoint's last point, on the first layer rank
+    net_.open_backward(x, forward_steps_.as_state(V1<const T>(adjoint_->point(adjoint_->points()))), scratch_);
+  data_.allreduce_sum(net_.params().grads());
+  return r;
+}
+
+template <class T>
+LayerParallelResult LayerParallel<T>::evaluate(V2<const T> x, V1<const int32_t> labels, int64_t global_batch) {
+  LayerParallelResult r;
+  r.forward = solve_forward(x);
+  const auto [loss, correct] = loss_and_accuracy(labels);
+  r.loss = loss / double(global_batch);
+  r.correct = correct;
+  return r;
+}
+
+template class LayerParallel<float>;
+template class LayerParallel<double>;
+
+}  // namespace strata

@@ -1,0 +1,66 @@
+#pragma once
+// The layer-parallel driver for a residual network: the forward propagation is an MGRIT
+// solve over the ranks of the layer group (each holds a contiguous block of residual
+// steps, the first also the opening layer, the last the closing layer and the loss), the
+// backward an adjoint MGRIT solve in reverse layer order, after which every rank
+// accumulates the weight gradients of its own steps from the adjoint states. With a fixed
+// number of iterations (torchbraid trains with 2 forward and 1 backward) the gradient is
+// inexact; iterated to tolerance it is the serial gradient. Each solve starts from the
+// previous batch's solution (warm start) unless told otherwise. Data replicas sum their
+// gradients afterwards.
+#include <memory>
+
+#include "comm/comm.hpp"
+#include "engine/layerpar/resnet_steps.hpp"
+
+namespace strata {
+
+struct LayerParallelOptions {
+  MgritOptions forward, backward;  // levels, cfactor, iterations, tolerance, relaxation
+  bool warm_start = true;
+};
+
+struct LayerParallelResult {
+  double loss = 0;             // global mean loss (every rank)
+  int64_t correct = 0;         // global count of correct predictions
+  MgritStats forward, backward;
+};
+
+template <class T>
+class LayerParallel {
+ public:
+  // net: this rank's block of steps; layers: the layer group in layer order (its rank r
+  // holds block r); data: the replicas of this block. local_batch: samples per replica.
+  LayerParallel(ResNet<T>& net, Comm& layers, Comm& data, int64_t local_batch, LayerParallelOptions options);
+  ~LayerParallel();
+  // Zeroes the gradients, then forward and backward of this replica's x (B, inputs) and
+  // labels (B); the gradients end summed over the data replicas, scaled by 1/global_batch.
+  LayerParallelResult forward_backward(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
+  // Forward only (the same forward solve as training).
+  LayerParallelResult evaluate(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
+  const LayerParallelOptions& options() const { return opt_; }
+
+ private:
+  MgritStats solve_forward(V2<const T> x);
+  // the last layer rank's loss and correct count, summed over the layer group and the
+  // replicas; leaves the logits and lse for the backward
+  std::pair<double, int64_t> loss_and_accuracy(V1<const int32_t> labels);
+
+  ResNet<T>& net_;
+  Comm& layers_;
+  Comm& data_;
+  LayerParallelOptions opt_;
+  int64_t batch_;
+  MPI_Comm reversed_ = MPI_COMM_NULL;
+  std::unique_ptr<Comm> reversed_comm_;  // the layer group in reverse order (the adjoint's time)
+  ResNetForwardSteps<T> forward_steps_;
+  Mgrit<T> forward_;
+  std::unique_ptr<ResNetAdjointSteps<T>> adjoint_steps_;
+  std::unique_ptr<Mgrit<T>> adjoint_;
+  bool forward_warm_ = false, adjoint_warm_ = false;
+  ResNetScratch<T> scratch_;
+  Tensor2<T> logits_;
+  Tensor1<T> lse_, losses_;
+};
+
+}  // namespace strata
