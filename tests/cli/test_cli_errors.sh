@@ -22,6 +22,24 @@ kind = "random"
 batch_size = 4
 '
 printf '%s' "$good" > good.toml
+resnet='[run]
+steps = 2
+[model]
+kind = "resnet"
+n_layer = 8
+n_embd = 8
+[data]
+kind = "images"
+batch_size = 4
+[parallel]
+pipeline = 2
+[layerpar]
+levels = 2
+cfactor = 2
+'
+printf '%s' "$resnet" > resnet.toml
+printf 'not an IDX file' | gzip > train-images-idx3-ubyte.gz
+printf 'x' > train-labels-idx1-ubyte
 
 # expect NPROCS EXPECTED_MESSAGE_PART -- strata args...
 expect() {
@@ -56,6 +74,11 @@ expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set 
 expect 2 "model.n_layer (1) must be at least parallel.pipeline (2): every stage holds at least one layer" -- train good.toml --set parallel.pipeline=2
 expect 1 'parallel.weight_prediction applies to schedule = "xpipe" only' -- train good.toml --set parallel.weight_prediction=false
 expect 1 "parallel.micro_batches = 2 needs parallel.pipeline > 1" -- train good.toml --set parallel.micro_batches=2
+expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- train resnet.toml --set data.dir=/nonexistent
+expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
+expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be divisible by parallel.pipeline x cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=4
+expect 1 'layerpar.relaxation must be "F" or "FCF" (got "C")' -- train resnet.toml --set layerpar.relaxation=C
+expect 1 'data.kind "images" goes with model.kind = "resnet"' -- train good.toml --set data.kind=images
 expect 1 "cannot write the trace file '/nonexistent/t.json'" -- train good.toml --trace /nonexistent/t.json
 if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then
   expect 2 'parallel.comm_backend = "nccl" needs a CUDA build' -- train good.toml --set parallel.data=2 --set parallel.comm_backend=nccl

@@ -13,6 +13,7 @@
 
 #include "comm/grid.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
+#include "engine/layerpar/mgrit_cost.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -277,4 +278,28 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     if (rank == 0) std::printf("layer-parallel driver, data %d x layers %d: gradient rel diff %.2e\n", data, layers, err);
     CHECK(err < 1e-10);
   }
+}
+
+TEST_CASE("the MGRIT cost model counts the solver's steps and messages exactly", "[mpi][mgrit]") {
+  const int n = world_size(), rank = world_rank();
+  const ResNetConfig c = small_resnet();
+  const int64_t batch = 2;
+  const Data d = make_data(c, batch);
+  for (const int levels : {1, 2, 3})
+    for (const bool fcf : {false, true}) {
+      MgritOptions opt;
+      opt.levels = levels;
+      opt.cfactor = 4;
+      opt.fcf = fcf;
+      opt.tolerance = 0;
+      opt.max_iterations = 3;
+      Parallel par(c, batch, opt);
+      const MgritStats st = par.forward(d);
+      const MgritCycleCost cost = mgrit_cycle_cost(c.steps, n, opt);
+      const int64_t cycles = levels == 1 ? 1 : opt.max_iterations;
+      INFO(levels << " levels, " << (fcf ? "FCF" : "F") << ", " << n << " ranks, rank " << rank);
+      REQUIRE(st.steps.size() == size_t(levels));
+      for (int l = 0; l < levels; ++l) CHECK(st.steps[size_t(l)] == cycles * cost.steps[size_t(l)]);
+      CHECK(st.messages == (rank + 1 < n ? cycles * cost.messages + 1 : 0));  // + the final exchange
+    }
 }

@@ -61,10 +61,16 @@ void Mgrit<T>::zero_guess() {
 }
 
 template <class T>
+void Mgrit<T>::phi(int level, int64_t i, V1<const T> in, V1<T> out) {
+  app_.step(level, i, in, out);
+  if (stats_) ++stats_->steps[size_t(level)];
+}
+
+template <class T>
 void Mgrit<T>::advance(int l, int64_t j) {
   Level& lv = levels_[l];
   const int64_t global = rank_ * block(l) + j - 1;  // the step from point global to global + 1
-  app_.step(l, global, state(lv.u, j - 1), state(lv.u, j));
+  phi(l, global, state(lv.u, j - 1), state(lv.u, j));
   if (lv.has_rhs) app_.sum(T(1), state(lv.g, j), T(1), state(lv.u, j));
 }
 
@@ -78,6 +84,7 @@ void Mgrit<T>::exchange_ghost(int l) {
     Kokkos::fence();
     app_.pack(state(lv.u, block(l)), send_buf_.data());
     send = comm_.start_send(send_buf_.data(), size_, rank_ + 1, l);
+    if (stats_) ++stats_->messages;
   }
   if (rank_ > 0) {
     comm_.wait(recv, "recv");
@@ -119,12 +126,12 @@ double Mgrit<T>::restrict_to(int l) {
     const int64_t j = k * c;
     auto g = state(coarse.g, k);
     // r = g_l + Phi_l(u_{j-1}) - u_j
-    app_.step(l, rank_ * block(l) + j - 1, state(fine.u, j - 1), g);
+    phi(l, rank_ * block(l) + j - 1, state(fine.u, j - 1), g);
     if (fine.has_rhs) app_.sum(T(1), state(fine.g, j), T(1), g);
     app_.sum(T(-1), state(fine.u, j), T(1), g);
     norm2 += app_.norm_squared(g);
     // + v_k - Phi_{l+1}(v_{k-1})
-    app_.step(l + 1, rank_ * block(l + 1) + k - 1, state(coarse.v, k - 1), V1<T>(tmp_));
+    phi(l + 1, rank_ * block(l + 1) + k - 1, state(coarse.v, k - 1), V1<T>(tmp_));
     app_.sum(T(1), state(coarse.v, k), T(1), g);
     app_.sum(T(-1), tmp_, T(1), g);
   }
@@ -156,6 +163,7 @@ void Mgrit<T>::sequential_solve(int l) {
     Kokkos::fence();
     app_.pack(state(lv.u, block(l)), send_buf_.data());
     MPI_Request s = comm_.start_send(send_buf_.data(), size_, rank_ + 1, 100 + l);
+    if (stats_) ++stats_->messages;
     comm_.wait(s, "send");
   }
 }
@@ -176,6 +184,8 @@ void Mgrit<T>::cycle(int l) {
 template <class T>
 MgritStats Mgrit<T>::solve() {
   MgritStats st;
+  st.steps.assign(size_t(opt_.levels), 0);
+  stats_ = &st;
   if (opt_.levels == 1) {
     sequential_solve(0);
     st.iterations = 1;
@@ -196,6 +206,7 @@ MgritStats Mgrit<T>::solve() {
     }
   }
   exchange_ghost(0);  // every ghost holds its neighbour's final point
+  stats_ = nullptr;
   return st;
 }
 

@@ -37,6 +37,8 @@ struct MgritStats {
   int iterations = 0;               // V-cycles run
   std::vector<double> residuals;    // level-0 residual norm before each cycle's coarse solve
   bool converged = false;
+  std::vector<int64_t> steps;       // Phi evaluations on this rank, per level (the cost model's unit)
+  int64_t messages = 0;             // states this rank sent
   // mean ratio of successive residual norms (the convergence factor); 0 with fewer than 2
   double convergence_factor() const;
 };
@@ -90,6 +92,8 @@ class Mgrit {
   std::vector<Level> levels_;
   Tensor1<T> tmp_;                // one state of scratch
   std::vector<T> send_buf_, recv_buf_;
+  MgritStats* stats_ = nullptr;   // the solve in progress (counts steps and messages)
+  void phi(int level, int64_t i, V1<const T> in, V1<T> out);
 };
 
 }  // namespace strata

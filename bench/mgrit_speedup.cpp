@@ -1,0 +1,200 @@
+// The layer-parallel cost model (src/engine/layerpar/mgrit_cost.hpp, whose step and
+// message counts the tests check against the solver's counters) turned into time: this
+// machine's cost of one residual step forward, adjoint, and adjoint with gradients (batch
+// 100, width 64, measured here) and of one state message (a ping-pong when run on 2 ranks),
+// then
+//   serial        open + N t_f + close + N t_g
+//   layer-par.    open + K_f (critical steps t_f + critical messages t_m)
+//                 + close + K_b (critical steps t_a + critical messages t_m) + (N/P) t_g
+// It checks itself against LayerParallel's measured time per batch on this machine (1 and
+// 2 ranks), and predicts the speedup for N = 1024 at P = 16 .. 1024 with the best number of
+// levels the block layout allows (N/P must be a multiple of c^(levels-1)).
+//
+//   mpiexec -n 2 build/release/bench/mgrit_speedup [--steps 64] [--cfactor 4] [--levels 2]
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "core/timers.hpp"
+#include "engine/layerpar/layer_parallel.hpp"
+#include "engine/layerpar/mgrit_cost.hpp"
+
+using namespace strata;
+
+namespace {
+
+struct StepTimes {
+  double forward = 0, adjoint = 0, gradient = 0, open = 0, close = 0, message = 0;
+};
+
+template <class F>
+double seconds_per_call(F f, int reps) {
+  f();  // warm-up (allocations)
+  const double t0 = Timers::now();
+  for (int i = 0; i < reps; ++i) f();
+  Kokkos::fence();
+  return (Timers::now() - t0) / reps;
+}
+
+StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
+  ResNetConfig cfg;
+  cfg.width = width;
+  cfg.steps = 4;
+  ResNet<double> net(cfg, 1);
+  ResNetScratch<double> s;
+  Tensor2<double> u("u", batch, width), v("v", batch, width), x("x", batch, cfg.inputs), logits("l", batch, 10);
+  Tensor1<double> lse("lse", batch), losses("losses", batch);
+  Tensor1<int32_t> labels("labels", batch);
+  Kokkos::deep_copy(u, 0.1);
+  Kokkos::deep_copy(x, 0.5);
+  StepTimes t;
+  t.forward = seconds_per_call([&] { net.step_forward(0, 0.1, u, v, s); }, 400);
+  t.adjoint = seconds_per_call([&] { net.step_adjoint(0, 0.1, u, v, u, s, false); }, 400);
+  t.gradient = seconds_per_call([&] { net.step_adjoint(0, 0.1, u, v, u, s, true); }, 400);
+  t.open = seconds_per_call([&] { net.open_forward(x, u); }, 100) +
+           seconds_per_call([&] { net.open_backward(x, u, s); }, 100);
+  t.close = seconds_per_call([&] {
+    net.close_forward(u, labels, logits, lse, losses);
+    net.close_backward(u, labels, 0.01, logits, lse, v);
+  }, 100);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  if (size >= 2 && rank < 2) {  // ping-pong of one state between ranks 0 and 1
+    std::vector<double> buf(size_t(batch * width), 1.0);
+    const int reps = 200;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < reps; ++i) {
+      if (rank == 0) {
+        MPI_Send(buf.data(), int(buf.size()), MPI_DOUBLE, 1, 0, world);
+        MPI_Recv(buf.data(), int(buf.size()), MPI_DOUBLE, 1, 0, world, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(buf.data(), int(buf.size()), MPI_DOUBLE, 0, 0, world, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), int(buf.size()), MPI_DOUBLE, 0, 0, world);
+      }
+    }
+    t.message = (MPI_Wtime() - t0) / (2.0 * reps);
+  } else if (size >= 2) {
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  MPI_Bcast(&t.message, 1, MPI_DOUBLE, 0, world);
+  return t;
+}
+
+double serial_time(int64_t n, const StepTimes& t) { return t.open + t.close + double(n) * (t.forward + t.gradient); }
+
+double parallel_time(int64_t n, int ranks, const LayerParallelOptions& o, const StepTimes& t) {
+  const MgritCycleCost f = mgrit_cycle_cost(n, ranks, o.forward), b = mgrit_cycle_cost(n, ranks, o.backward);
+  const int kf = o.forward.levels == 1 ? 1 : o.forward.max_iterations;
+  const int kb = o.backward.levels == 1 ? 1 : o.backward.max_iterations;
+  const double msg = ranks > 1 ? t.message : 0.0;
+  return t.open + t.close + kf * (double(f.critical_steps) * t.forward + double(f.critical_messages) * msg) +
+         kb * (double(b.critical_steps) * t.adjoint + double(b.critical_messages) * msg) +
+         double(n / ranks) * t.gradient + 2 * msg;  // each solve ends with one more exchange
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    int64_t n = 64, batch = 100, width = 64;
+    LayerParallelOptions o;
+    o.forward.levels = o.backward.levels = 2;
+    o.forward.cfactor = o.backward.cfactor = 4;
+    o.forward.max_iterations = 2;
+    o.backward.max_iterations = 1;
+    o.forward.tolerance = o.backward.tolerance = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string a = argv[i];
+      if (a == "--steps") n = std::atoll(argv[i + 1]);
+      if (a == "--cfactor") o.forward.cfactor = o.backward.cfactor = std::atoi(argv[i + 1]);
+      if (a == "--levels") o.forward.levels = o.backward.levels = std::atoi(argv[i + 1]);
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const StepTimes t = measure(batch, width, MPI_COMM_WORLD);
+    if (rank == 0)
+      std::printf("measured (batch %lld, width %lld, double): step forward %.1f us, adjoint %.1f us, adjoint + "
+                  "gradient %.1f us, opening %.1f us, closing %.1f us, one state message %.1f us%s\n",
+                  (long long)batch, (long long)width, t.forward * 1e6, t.adjoint * 1e6, t.gradient * 1e6, t.open * 1e6,
+                  t.close * 1e6, t.message * 1e6, size < 2 ? " (1 rank: not measured)" : "");
+
+    // the model against LayerParallel on this machine: the serial network and MGRIT on 1..size ranks
+    ResNetConfig cfg;
+    cfg.width = width;
+    cfg.steps = n;
+    Tensor2<double> x("x", batch, cfg.inputs);
+    Tensor1<int32_t> labels("labels", batch);
+    Kokkos::deep_copy(x, 0.3);
+    if (rank == 0) std::printf("\nN = %lld, c = %d, %d levels, %d forward / %d backward iterations:\n", (long long)n,
+                               o.forward.cfactor, o.forward.levels, o.forward.max_iterations, o.backward.max_iterations);
+    if (rank == 0) std::printf("| ranks | solver | predicted ms/batch | measured ms/batch |\n|---|---|---|---|\n");
+    for (int p = 1; p <= size; p *= 2) {
+      for (const bool mgrit : {false, true}) {
+        LayerParallelOptions run = o;
+        if (!mgrit) run.forward.levels = run.backward.levels = 1;
+        int64_t unit = p;
+        for (int l = 1; l < run.forward.levels; ++l) unit *= run.forward.cfactor;
+        if (n % unit != 0) continue;
+        MPI_Comm sub;
+        MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
+        double measured = 0;
+        if (sub != MPI_COMM_NULL) {
+          Comm layers(sub), self(MPI_COMM_SELF);
+          ResNet<double> net(cfg, 1, StagePlacement::balanced(int(n), p, rank));
+          LayerParallel<double> engine(net, layers, self, batch, run);
+          engine.forward_backward(x, labels, batch);
+          const int reps = 10;
+          MPI_Barrier(sub);
+          const double t0 = Timers::now();
+          for (int i = 0; i < reps; ++i) engine.forward_backward(x, labels, batch);
+          measured = (Timers::now() - t0) / reps;
+          MPI_Comm_free(&sub);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+          std::printf("| %d | %s | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
+                      1e3 * parallel_time(n, p, run, t), 1e3 * measured);
+      }
+    }
+
+    // the prediction beyond this machine: N = 1024
+    if (rank == 0) {
+      const int64_t big = 1024;
+      std::printf("\npredicted, N = %d, c = %d, %d forward / %d backward iterations, this machine's step and message "
+                  "times:\n| ranks P | steps per rank | best levels | ms per batch | speedup over serial |\n|---|---|---|---|---|\n",
+                  int(big), o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
+      const double serial = serial_time(big, t);
+      std::printf("| 1 (serial network) | %d | - | %.1f | 1.00 |\n", int(big), 1e3 * serial);
+      for (int p = 16; p <= 1024; p *= 2) {
+        double best = 0;
+        int best_levels = 0;
+        for (int levels = 2; levels <= 6; ++levels) {
+          int64_t unit = p;
+          for (int l = 1; l < levels; ++l) unit *= o.forward.cfactor;
+          if (big % unit != 0) break;
+          LayerParallelOptions run = o;
+          run.forward.levels = run.backward.levels = levels;
+          const double tp = parallel_time(big, p, run, t);
+          if (best_levels == 0 || tp < best) {
+            best = tp;
+            best_levels = levels;
+          }
+        }
+        if (best_levels == 0)
+          std::printf("| %d | %d | none: a block of %d step(s) cannot coarsen by %d | - | - |\n", p, int(big / p),
+                      int(big / p), o.forward.cfactor);
+        else
+          std::printf("| %d | %d | %d | %.2f | %.1f |\n", p, int(big / p), best_levels, 1e3 * best, serial / best);
+      }
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}
