@@ -86,6 +86,25 @@ std::vector<double> global_grads(ResNet<double>& serial, ResNet<double>& par) {
   return out;
 }
 
+// The serial network on the whole batch: every state, the summed loss and the gradients
+// of the mean loss.
+struct Serial {
+  ResNet<double> net;
+  std::vector<Tensor2<double>> u;
+  Tensor2<double> logits;
+  Tensor1<double> lse;
+  double loss = 0;
+  std::vector<double> grads;
+  Serial(const ResNetConfig& c, const Data& d) : net(c, 3) {
+    const int64_t batch = d.x.extent(0);
+    loss = net.forward(d.x, d.labels, u, logits, lse);
+    net.params().zero_grads();
+    net.backward(d.x, d.labels, 1.0 / double(batch), u, logits, lse);
+    grads = to_host<double>(net.params().grads());
+  }
+  std::vector<double> state(int64_t n) const { return to_host<double>(Tensor1<double>(u[n].data(), u[n].size())); }
+};
+
 // The layer-parallel network of this rank and its MGRIT forward solve.
 struct Parallel {
   ResNet<double> net;
@@ -108,11 +127,7 @@ TEST_CASE("MGRIT with one level is the serial network, bit for bit", "[mpi][mgri
   const ResNetConfig c = small_resnet();
   const int64_t batch = 5;
   const Data d = make_data(c, batch);
-  ResNet<double> serial(c, 3);
-  std::vector<Tensor2<double>> u;
-  Tensor2<double> logits;
-  Tensor1<double> lse;
-  serial.forward(d.x, d.labels, u, logits, lse);
+  const Serial serial(c, d);
 
   MgritOptions opt;
   opt.levels = 1;
@@ -121,7 +136,7 @@ TEST_CASE("MGRIT with one level is the serial network, bit for bit", "[mpi][mgri
   for (int64_t j = 0; j <= par.mgrit.points(); ++j) {
     const int64_t n = par.mgrit.first_point() + j;
     INFO("point " << n);
-    CHECK(host(par.mgrit.point(j)) == to_host<double>(Tensor1<double>(u[n].data(), u[n].size())));
+    CHECK(host(par.mgrit.point(j)) == serial.state(n));
   }
 }
 
@@ -129,11 +144,7 @@ TEST_CASE("two-level MGRIT with FCF relaxation makes 2 more C-points exact per i
   const ResNetConfig c = small_resnet();
   const int64_t batch = 5;
   const Data d = make_data(c, batch);
-  ResNet<double> serial(c, 3);
-  std::vector<Tensor2<double>> u;
-  Tensor2<double> logits;
-  Tensor1<double> lse;
-  serial.forward(d.x, d.labels, u, logits, lse);
+  const Serial serial(c, d);
   for (int k = 1; k <= 3; ++k) {
     MgritOptions opt;
     opt.levels = 2;
@@ -147,7 +158,7 @@ TEST_CASE("two-level MGRIT with FCF relaxation makes 2 more C-points exact per i
     for (int64_t j = 1; j <= par.mgrit.points(); ++j) {
       const int64_t n = par.mgrit.first_point() + j;
       if (n % opt.cfactor != 0) continue;
-      const double e = rel_diff(host(par.mgrit.point(j)), to_host<double>(Tensor1<double>(u[n].data(), u[n].size())));
+      const double e = rel_diff(host(par.mgrit.point(j)), serial.state(n));
       if (n / opt.cfactor <= 2 * k) worst_exact = std::max(worst_exact, e);
       if (n / opt.cfactor == 2 * k + 1) first_inexact = e;
     }
@@ -164,14 +175,9 @@ TEST_CASE("three-level MGRIT to tolerance: serial final state and serial gradien
   const ResNetConfig c = small_resnet();
   const int64_t batch = 5;
   const Data d = make_data(c, batch);
-  ResNet<double> serial(c, 3);
-  std::vector<Tensor2<double>> u;
-  Tensor2<double> logits;
-  Tensor1<double> lse;
-  const double loss = serial.forward(d.x, d.labels, u, logits, lse);
-  serial.params().zero_grads();
-  serial.backward(d.x, d.labels, 1.0 / double(batch), u, logits, lse);
-  const auto serial_grads = to_host<double>(serial.params().grads());
+  Serial serial(c, d);
+  const double loss = serial.loss;
+  const auto& serial_grads = serial.grads;
 
   MgritOptions opt;
   opt.levels = 3;
@@ -192,7 +198,7 @@ TEST_CASE("three-level MGRIT to tolerance: serial final state and serial gradien
   double state_err = 0;
   if (rank == last)
     state_err = rel_diff(host(par.mgrit.point(par.mgrit.points())),
-                         to_host<double>(Tensor1<double>(u[c.steps].data(), u[c.steps].size())));
+                         serial.state(c.steps));
   CHECK(comm_max(state_err) < 1e-10);
 
   // loss and dL/du_N on the last rank; the adjoint solve, reversed ranks
@@ -219,7 +225,7 @@ TEST_CASE("three-level MGRIT to tolerance: serial final state and serial gradien
   adj.accumulate_gradients(adjoint);
   if (rank == 0)  // lambda_0 is the adjoint's last point on the first forward rank
     net.open_backward(d.x, adj_state(adjoint.point(adjoint.points()), batch, c.width), scratch);
-  const double grad_err = rel_diff(global_grads(serial, net), serial_grads);
+  const double grad_err = rel_diff(global_grads(serial.net, net), serial_grads);
   if (rank == 0) std::printf("mgrit adjoint: %d iterations, gradient rel diff %.2e\n", bwd.iterations, grad_err);
   CHECK(grad_err < 1e-10);
   MPI_Comm_free(&reversed);
@@ -231,14 +237,9 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
   const ResNetConfig c = small_resnet();
   const int64_t batch = 6;
   const Data d = make_data(c, batch);
-  ResNet<double> serial(c, 3);
-  std::vector<Tensor2<double>> u;
-  Tensor2<double> logits;
-  Tensor1<double> lse;
-  const double loss = serial.forward(d.x, d.labels, u, logits, lse) / double(batch);
-  serial.params().zero_grads();
-  serial.backward(d.x, d.labels, 1.0 / double(batch), u, logits, lse);
-  const auto serial_grads = to_host<double>(serial.params().grads());
+  Serial serial(c, d);
+  const double loss = serial.loss / double(batch);
+  const auto& serial_grads = serial.grads;
 
   for (const int data : {1, 2}) {
     if (n % data != 0) continue;
@@ -267,12 +268,12 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     CHECK(r.backward.converged);
     CHECK(r.loss == Approx(loss).epsilon(1e-10));
     // the gradients of every replica are the serial ones; assemble over the layer group
-    std::vector<double> mine(size_t(serial.params().numel()), 0.0);
+    std::vector<double> mine(size_t(serial.net.params().numel()), 0.0);
     const auto local = to_host<double>(net.params().grads());
     const auto& infos = net.params().infos();
     for (size_t i = 0; i < infos.size(); ++i)
       for (int64_t e = 0; e < infos[i].numel; ++e)
-        mine[size_t(serial.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
+        mine[size_t(serial.net.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
     MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline_group());
     const double err = rel_diff(mine, serial_grads);
     if (rank == 0) std::printf("layer-parallel driver, data %d x layers %d: gradient rel diff %.2e\n", data, layers, err);

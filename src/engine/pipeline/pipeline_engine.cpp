@@ -15,6 +15,11 @@ constexpr int act_tag(int mb) { return 2 * (mb % 16000); }
 constexpr int grad_tag(int mb) { return 2 * (mb % 16000) + 1; }
 constexpr int tied_grad_tag(int n) { return 2 * (n % 16000); }
 constexpr int tied_weights_tag(int n) { return 2 * (n % 16000) + 1; }
+
+template <class T>
+void add_into(V1<T> y, V1<const T> x) {  // y += x
+  Kokkos::parallel_for("pipeline_add", Range(0, y.extent(0)), KOKKOS_LAMBDA(const int64_t i) { y(i) += x(i); });
+}
 }  // namespace
 
 template <class T>
@@ -259,8 +264,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
       case PipeOp::RecvTiedGrad: {  // first stage: add the last stage's share
         Tensor1<T> share("pipeline.tied_share", wte_info.numel);
         receive_tied(share, tied_grad_tag(in.mb));
-        auto g = slice(store.grads());
-        Kokkos::parallel_for("tied_grad_add", Range(0, share.extent(0)), KOKKOS_LAMBDA(const int64_t i) { g(i) += share(i); });
+        add_into<T>(slice(store.grads()), share);
         break;
       }
       case PipeOp::SendTiedWeights: {  // first stage: the new version, with its moments

@@ -22,6 +22,23 @@ struct StalenessSummary {
   double mean_current() const { return ahead > 0 ? sum_current / double(ahead) : 0.0; }  // over s > 0
 };
 
+// |used - target| / |target| over the elements outside [skip_begin, skip_end).
+// (A free function: CUDA lambdas may not live in private member functions.)
+template <class T>
+double staleness_relative_distance(V1<const T> used, V1<const T> target, int64_t skip_begin, int64_t skip_end) {
+  double diff = 0, ref = 0;
+  Kokkos::parallel_reduce(
+      "staleness_distance", Range(0, used.extent(0)),
+      KOKKOS_LAMBDA(const int64_t i, double& d, double& r) {
+        if (i >= skip_begin && i < skip_end) return;
+        const double t = double(target(i)), x = double(used(i)) - t;
+        d += x * x;
+        r += t * t;
+      },
+      diff, ref);
+  return ref > 0 ? std::sqrt(diff / ref) : 0.0;
+}
+
 template <class T>
 class StalenessMeter {
  public:
@@ -66,18 +83,7 @@ class StalenessMeter {
     return c;
   }
   double relative_distance(V1<const T> used, V1<const T> target) const {
-    double diff = 0, ref = 0;
-    const int64_t b = skip_.first, e = skip_.second;
-    Kokkos::parallel_reduce(
-        "staleness_distance", Range(0, used.extent(0)),
-        KOKKOS_LAMBDA(const int64_t i, double& d, double& r) {
-          if (i >= b && i < e) return;
-          const double t = double(target(i)), x = double(used(i)) - t;
-          d += x * x;
-          r += t * t;
-        },
-        diff, ref);
-    return ref > 0 ? std::sqrt(diff / ref) : 0.0;
+    return staleness_relative_distance<T>(used, target, skip_.first, skip_.second);
   }
   std::pair<int64_t, int64_t> skip_{0, 0};
   std::vector<Pending> pending_;
