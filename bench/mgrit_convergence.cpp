@@ -7,7 +7,7 @@
 // (or --step-std), or a trained checkpoint of the same N (--checkpoint), whose weights are
 // larger: |1 + c h lambda| grows with c h and the coarse steps can stop contracting.
 //
-//   build/release/bench/mgrit_convergence [--steps 64 256 1024] [--checkpoint FILE] [--step-std 0.01]
+//   build/release/bench/mgrit_convergence [--steps 64 256 1024] [--checkpoint FILE] [--step-std 0.01] [--t-final 4]
 #include <mpi.h>
 
 #include <cstdio>
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard kokkos(argc, argv);
     std::vector<int64_t> steps_list = {64, 256, 1024};
     std::string checkpoint;
-    double step_std = 0.01, t_final = 1.0;
+    double step_std = 0.01, t_final = 4.0;  // inputs/resnet-fmnist-mgrit.toml
     int64_t width = 64, batch = 100;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -39,8 +39,10 @@ int main(int argc, char** argv) {
         checkpoint = argv[++i];
       } else if (a == "--step-std" && i + 1 < argc) {
         step_std = std::atof(argv[++i]);
+      } else if (a == "--t-final" && i + 1 < argc) {
+        t_final = std::atof(argv[++i]);
       } else {
-        std::fprintf(stderr, "usage: mgrit_convergence [--steps N...] [--checkpoint FILE] [--step-std S]\n");
+        std::fprintf(stderr, "usage: mgrit_convergence [--steps N...] [--checkpoint FILE] [--step-std S] [--t-final T]\n");
         return 2;
       }
     }

@@ -67,7 +67,11 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
         const auto latest = CheckpointDirectory(run_dir_ + "/checkpoints").latest();
         path = latest ? *latest : "";
       }
-      if (!path.empty()) start_ = read_model_checkpoint(path, model_->params());
+      if (!path.empty()) {
+        start_ = read_model_checkpoint(path, model_->params());
+        // the MGRIT warm start is not in the checkpoint: the first solves start from zero
+        log_.info(strfmt("strata: restart: read %s (step %lld)", path.c_str(), (long long)start_.step));
+      }
     }
     if (opts_.write_outputs && grid_->world_rank() == 0) {
       ::mkdir(deck_.run.out_dir.c_str(), 0755);
