@@ -194,7 +194,10 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.read("init_std", c.init_std);
     s.read("t_final", c.t_final);
     s.read("step_init_std", c.step_init_std);
+    s.read("channels", c.channels);
     s.reject_unknown();
+    s.check(c.channels >= 0, "channels", "must be >= 0");
+    s.check(c.channels == 0 || c.kind == "resnet", "channels", "applies to kind = \"resnet\" only");
     s.check(c.kind == "gpt" || c.kind == "resnet", "kind", "must be \"gpt\" or \"resnet\" (got \"" + c.kind + "\")");
     s.check(c.t_final > 0, "t_final", "must be > 0");
     s.check(c.step_init_std >= 0, "step_init_std", "must be >= 0");
@@ -330,7 +333,7 @@ std::string resolved_toml(const Deck& d) {
   os << "[model]\nkind = " << q(d.model.kind) << "\nn_layer = " << d.model.n_layer << "\nn_embd = " << d.model.n_embd
      << "\nn_head = " << d.model.n_head << "\nvocab_size = " << d.model.vocab_size
      << "\nseq_len = " << d.model.seq_len << "\ninit_std = " << d.model.init_std << "\nt_final = " << d.model.t_final
-     << "\nstep_init_std = " << d.model.step_init_std << "\n\n";
+     << "\nstep_init_std = " << d.model.step_init_std << "\nchannels = " << d.model.channels << "\n\n";
   os << "[data]\nkind = " << q(d.data.kind) << "\nfiles = [";
   for (size_t i = 0; i < d.data.files.size(); ++i) os << (i ? ", " : "") << q(d.data.files[i]);
   os << "]\ndir = " << q(d.data.dir) << "\nval_fraction = " << d.data.val_fraction << "\nbatch_size = " << d.data.batch_size << "\n\n";

@@ -31,6 +31,7 @@ struct ModelConfig {
   double init_std = 0.02;
   double t_final = 1.0;         // resnet: T = n_layer h
   double step_init_std = 0.01;  // resnet: std of the residual steps' weights
+  int64_t channels = 0;         // resnet: > 0 makes it convolutional (3x3, this many channels); 0: dense of n_embd
 };
 
 struct DataConfig {

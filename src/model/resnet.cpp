@@ -4,6 +4,7 @@
 
 #include "kernels/cross_entropy.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/im2col.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual_tanh.hpp"
 #include "model/tensor_shard.hpp"
@@ -18,64 +19,103 @@ void ResNetScratch<T>::ensure(int64_t rows, int64_t width) {
 }
 
 template <class T>
+void ResNetScratch<T>::ensure_cols(int64_t rows, int64_t n) {
+  if (int64_t(cols.extent(0)) == rows && int64_t(cols.extent(1)) == n) return;
+  cols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "resnet.cols"), rows, n);
+  dcols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "resnet.dcols"), rows, n);
+}
+
+template <class T>
+template <class V>
+V ResNet<T>::rows_of(V u) const {
+  if (!convolutional()) return u;
+  return V(u.data(), u.extent(0) * side_ * side_, cfg_.channels);
+}
+
+template <class T>
+V2<const T> ResNet<T>::step_input(V2<const T> u, int64_t channels, ResNetScratch<T>& s) const {
+  if (!convolutional()) return u;
+  const int64_t b = u.extent(0);
+  s.ensure_cols(b * side_ * side_, 9 * channels);
+  kernels::im2col_3x3<T>(s.cols, u.data(), b, side_, side_, channels);
+  return s.cols;
+}
+
+template <class T>
 ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placement) : cfg_(cfg), placement_(placement) {
   if (placement_.stages == 1 && placement_.layer_end == 0) placement_.layer_end = int(cfg.steps);
   if (cfg.steps < 1 || cfg.width < 1 || cfg.inputs < 1 || cfg.classes < 2)
     throw std::logic_error("ResNet: steps, width, inputs must be >= 1 and classes >= 2");
-  const int64_t w = cfg.width;
+  if (cfg.channels > 0) {
+    while (side_ * side_ < cfg.inputs) ++side_;
+    if (side_ * side_ != cfg.inputs) throw std::logic_error("ResNet: convolutional needs square images");
+  }
+  // dense: weights (width in, width out); convolutional: (9 x channels in, channels out)
+  const int64_t w = convolutional() ? cfg.channels : cfg.width;
+  const int64_t open_in = convolutional() ? 9 : cfg.inputs, step_in = convolutional() ? 9 * w : w;
   const auto held_if = [](bool held, std::vector<int64_t> shape) { return held ? Shard{} : not_held(shape); };
-  open_w_ = store_.add("open.weight", {cfg.inputs, w}, Init::Normal, cfg.init_std, true,
-                       held_if(placement_.first(), {cfg.inputs, w}));
+  open_w_ = store_.add("open.weight", {open_in, w}, Init::Normal, cfg.init_std, true,
+                       held_if(placement_.first(), {open_in, w}));
   open_b_ = store_.add("open.bias", {w}, Init::Zeros, 0, false, held_if(placement_.first(), {w}));
   for (int64_t n = 0; n < cfg.steps; ++n) {
     const bool held = placement_.holds_layer(int(n));
-    step_w_.push_back(store_.add("steps." + std::to_string(n) + ".weight", {w, w}, Init::Normal, cfg.step_init_std,
-                                 true, held_if(held, {w, w})));
+    step_w_.push_back(store_.add("steps." + std::to_string(n) + ".weight", {step_in, w}, Init::Normal,
+                                 cfg.step_init_std, true, held_if(held, {step_in, w})));
     step_b_.push_back(store_.add("steps." + std::to_string(n) + ".bias", {w}, Init::Zeros, 0, false, held_if(held, {w})));
   }
-  close_w_ = store_.add("close.weight", {w, cfg.classes}, Init::Normal, cfg.init_std, true,
-                        held_if(placement_.last(), {w, cfg.classes}));
+  close_w_ = store_.add("close.weight", {state_size(), cfg.classes}, Init::Normal, cfg.init_std, true,
+                        held_if(placement_.last(), {state_size(), cfg.classes}));
   close_b_ = store_.add("close.bias", {cfg.classes}, Init::Zeros, 0, false, held_if(placement_.last(), {cfg.classes}));
   store_.allocate(seed);
 }
 
 template <class T>
 void ResNet<T>::open_forward(V2<const T> x, V2<T> u0) const {
-  kernels::gemm<T>("N", "N", T(1), x, store_.param2(open_w_), T(0), u0);
-  kernels::bias_tanh<T>(u0, store_.param(open_b_));
+  ResNetScratch<T> s;
+  const auto in = step_input(x, 1, s);
+  kernels::gemm<T>("N", "N", T(1), in, store_.param2(open_w_), T(0), rows_of(u0));
+  kernels::bias_tanh<T>(rows_of(u0), store_.param(open_b_));
 }
 
 template <class T>
 void ResNet<T>::open_backward(V2<const T> x, V2<const T> du0, ResNetScratch<T>& s) {
-  s.ensure(x.extent(0), cfg_.width);
-  // recompute z = x W_in, then dz = du0 * tanh'(z + b)
-  kernels::gemm<T>("N", "N", T(1), x, store_.param2(open_w_), T(0), s.z);
-  kernels::tanh_gate_backward<T>(s.dz, du0, s.z, store_.param(open_b_));
-  kernels::matmul_backward<T>(V2<T>(), store_.grad2(open_w_), store_.grad(open_b_), s.dz, x, store_.param2(open_w_));
+  const auto in = step_input(x, 1, s);
+  s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
+  // recompute z = in W_in, then dz = du0 * tanh'(z + b)
+  kernels::gemm<T>("N", "N", T(1), in, store_.param2(open_w_), T(0), s.z);
+  kernels::tanh_gate_backward<T>(s.dz, rows_of(du0), s.z, store_.param(open_b_));
+  kernels::matmul_backward<T>(V2<T>(), store_.grad2(open_w_), store_.grad(open_b_), s.dz, in, store_.param2(open_w_));
 }
 
 template <class T>
 void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, ResNetScratch<T>& s) const {
-  s.ensure(u.extent(0), cfg_.width);
-  kernels::gemm<T>("N", "N", T(1), u, store_.param2(step_w_[n]), T(0), s.z);
-  kernels::residual_tanh_forward<T>(u_out, u, s.z, store_.param(step_b_[n]), dt);
+  const auto in = step_input(u, cfg_.channels, s);
+  s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
+  kernels::gemm<T>("N", "N", T(1), in, store_.param2(step_w_[n]), T(0), s.z);
+  kernels::residual_tanh_forward<T>(rows_of(u_out), rows_of(u), s.z, store_.param(step_b_[n]), dt);
 }
 
 template <class T>
 void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in,
                              ResNetScratch<T>& s, bool grads) {
-  s.ensure(u.extent(0), cfg_.width);
+  const auto in = step_input(u, cfg_.channels, s);
+  s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   const auto w = store_.param2(step_w_[n]);
-  kernels::gemm<T>("N", "N", T(1), u, w, T(0), s.z);
-  kernels::tanh_gate_backward<T>(s.dz, lambda_out, s.z, store_.param(step_b_[n]));
+  kernels::gemm<T>("N", "N", T(1), in, w, T(0), s.z);
+  kernels::tanh_gate_backward<T>(s.dz, rows_of(lambda_out), s.z, store_.param(step_b_[n]));
   Kokkos::deep_copy(lambda_in, lambda_out);
-  kernels::gemm<T>("N", "T", dt, s.dz, w, T(1), lambda_in);
+  if (convolutional()) {  // lambda_in += dt col2im(dz W^T)
+    kernels::gemm<T>("N", "T", T(1), s.dz, w, T(0), s.dcols);
+    kernels::col2im_3x3_add<T>(lambda_in.data(), s.dcols, u.extent(0), side_, side_, cfg_.channels, dt);
+  } else {
+    kernels::gemm<T>("N", "T", dt, s.dz, w, T(1), lambda_in);
+  }
   if (!grads) return;
-  // dW += dt u^T dz, db += dt 1^T dz: scale dz once, then the linear layer's backward
+  // dW += dt in^T dz, db += dt 1^T dz: scale dz once, then the linear layer's backward
   const auto dz = s.dz;
   Kokkos::parallel_for(
       "resnet_scale_dz", Range(0, int64_t(dz.size())), KOKKOS_LAMBDA(const int64_t k) { dz.data()[k] *= dt; });
-  kernels::matmul_backward<T>(V2<T>(), store_.grad2(step_w_[n]), store_.grad(step_b_[n]), s.dz, u, w);
+  kernels::matmul_backward<T>(V2<T>(), store_.grad2(step_w_[n]), store_.grad(step_b_[n]), s.dz, in, w);
 }
 
 template <class T>
@@ -97,7 +137,7 @@ template <class T>
 double ResNet<T>::forward(V2<const T> x, V1<const int32_t> labels, std::vector<Tensor2<T>>& u, Tensor2<T>& logits,
                           Tensor1<T>& lse) {
   if (placement_.stages != 1) throw std::logic_error("ResNet::forward is the serial reference");
-  const int64_t b = x.extent(0), w = cfg_.width;
+  const int64_t b = x.extent(0), w = state_size();
   u.resize(size_t(cfg_.steps + 1));
   for (auto& s : u)
     if (int64_t(s.extent(0)) != b) s = Tensor2<T>("resnet.u", b, w);
@@ -113,7 +153,7 @@ double ResNet<T>::forward(V2<const T> x, V1<const int32_t> labels, std::vector<T
 template <class T>
 void ResNet<T>::backward(V2<const T> x, V1<const int32_t> labels, T scale, std::vector<Tensor2<T>>& u,
                          Tensor2<T>& logits, const Tensor1<T>& lse) {
-  const int64_t b = x.extent(0), w = cfg_.width;
+  const int64_t b = x.extent(0), w = state_size();
   Tensor2<T> lambda("resnet.lambda", b, w), next("resnet.lambda_next", b, w);
   ResNetScratch<T> s;
   close_backward(u[cfg_.steps], labels, scale, logits, lse, lambda);
@@ -126,8 +166,12 @@ void ResNet<T>::backward(V2<const T> x, V1<const int32_t> labels, T scale, std::
 
 template <class T>
 int64_t ResNet<T>::flops_per_sample() const {
-  const int64_t w = cfg_.width;
   // forward 2 flops per multiply-add; backward twice the forward (input and weight gradients)
+  if (convolutional()) {
+    const int64_t px = side_ * side_, c = cfg_.channels;
+    return 3 * 2 * (px * 9 * c + cfg_.steps * px * 9 * c * c + px * c * cfg_.classes);
+  }
+  const int64_t w = cfg_.width;
   return 3 * 2 * (cfg_.inputs * w + cfg_.steps * w * w + w * cfg_.classes);
 }
 

@@ -3,7 +3,10 @@
 // al., arXiv 1812.04352): an opening layer u_0 = tanh(x W_in + b_in) (pixels -> width),
 // N residual steps
 //   u_{n+1} = u_n + h tanh(u_n W_n + b_n),   h = t_final / N,
-// and a closing layer to class logits with softmax cross-entropy. The steps are the "time
+// and a closing layer to class logits with softmax cross-entropy. The convolutional
+// variant (channels > 0) keeps each image as a side x side x channels state (NHWC) and
+// makes the opening layer and every step a 3x3 convolution (zero padding), computed as
+// im2col and a gemm (kernels/im2col.hpp); the closing layer reads the whole state. The steps are the "time
 // steps" a layer-parallel solver (engine/layerpar/) distributes; this class offers them
 // one at a time, forward, adjoint (transposed Jacobian) and parameter gradient, with any
 // step size, so a coarse multigrid level can take one step of c h with step n's weights.
@@ -19,7 +22,8 @@ namespace strata {
 
 struct ResNetConfig {
   int64_t inputs = 784;     // pixels per image
-  int64_t width = 64;       // state width
+  int64_t width = 64;       // state width (dense)
+  int64_t channels = 0;     // > 0: convolutional, with this many channels (images side x side, side^2 = inputs)
   int64_t steps = 64;       // N residual steps
   int64_t classes = 10;
   double t_final = 1.0;     // T = N h
@@ -29,8 +33,10 @@ struct ResNetConfig {
 
 template <class T>
 struct ResNetScratch {  // per batch size: reused by every step
-  Tensor2<T> z, dz;
+  Tensor2<T> z, dz;       // (rows, width or channels)
+  Tensor2<T> cols, dcols; // convolutional: im2col rows (rows, 9 x input channels)
   void ensure(int64_t rows, int64_t width);
+  void ensure_cols(int64_t rows, int64_t cols);
 };
 
 template <class T>
@@ -42,6 +48,9 @@ class ResNet {
   const StagePlacement& placement() const { return placement_; }
   ParamStore<T>& params() { return store_; }
   T h() const { return T(cfg_.t_final / double(cfg_.steps)); }
+  bool convolutional() const { return cfg_.channels > 0; }
+  // values per sample of a state: width, or side x side x channels
+  int64_t state_size() const { return convolutional() ? side_ * side_ * cfg_.channels : cfg_.width; }
 
   // x (B, inputs) -> u0 (B, width). First rank only.
   void open_forward(V2<const T> x, V2<T> u0) const;
@@ -72,7 +81,13 @@ class ResNet {
   int64_t flops_per_sample() const;
 
  private:
+  // u (B, state_size) as the matrix a layer works on: (B, width), or (B side^2, channels)
+  template <class V>
+  V rows_of(V u) const;
+  // what a step (or the opening layer) multiplies by its weight: u itself, or im2col(u)
+  V2<const T> step_input(V2<const T> u, int64_t channels, ResNetScratch<T>& s) const;
   ResNetConfig cfg_;
+  int64_t side_ = 0;
   StagePlacement placement_;
   ParamStore<T> store_;
   int open_w_ = -1, open_b_ = -1, close_w_ = -1, close_b_ = -1;

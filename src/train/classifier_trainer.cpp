@@ -38,6 +38,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     ResNetConfig rc;
     rc.inputs = data_->pixels();
     rc.width = deck_.model.n_embd;
+    rc.channels = deck_.model.channels;
     rc.steps = deck_.model.n_layer;
     rc.classes = data_->classes();
     rc.t_final = deck_.model.t_final;
@@ -133,9 +134,12 @@ ClassifierResult ClassifierTrainer::run() {
   const auto& rc = deck_.run;
   const int64_t gb = deck_.data.batch_size;
   const auto& cfg = model_->config();
-  log_.info(strfmt("strata: ResNet %lld steps of width %lld (T = %g), %lld -> %lld classes: %.3fM parameters; %lld train / "
+  log_.info(strfmt("strata: ResNet %lld %s steps (T = %g), %lld -> %lld classes: %.3fM parameters; %lld train / "
                    "%lld test images from %s",
-                   (long long)cfg.steps, (long long)cfg.width, cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes,
+                   (long long)cfg.steps,
+                   cfg.channels > 0 ? strfmt("3x3-convolution %lld-channel", (long long)cfg.channels).c_str()
+                                    : strfmt("dense width-%lld", (long long)cfg.width).c_str(),
+                   cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes,
                    double(model_->params().global_numel()) / 1e6, (long long)data_->size(Split::Train),
                    (long long)data_->size(Split::Validation), deck_.data.dir.c_str()));
   log_.info(strfmt("strata: %d ranks (%s), global batch %lld, %lld steps%s", grid_->world_size(), layout().c_str(),

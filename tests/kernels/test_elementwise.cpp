@@ -5,6 +5,7 @@
 
 #include "kernels/gelu.hpp"
 #include "kernels/residual.hpp"
+#include "kernels/residual_tanh.hpp"
 #include "support/host_views.hpp"
 
 using namespace strata;
@@ -71,4 +72,18 @@ TEST_CASE("fast_exp<float> is within 3e-7 relative of exp over the float range",
   REQUIRE(kernels::fast_exp<float>(-1000.0f) < 1e-37f);
   REQUIRE(std::isfinite(kernels::fast_exp<float>(1000.0f)));
   REQUIRE(kernels::fast_exp<double>(1.5) == std::exp(1.5));
+}
+
+TEST_CASE("fast_tanh: exact to rounding in double, a few 1e-7 in float", "[kernels][fast_tanh]") {
+  double worst_d = 0, worst_f = 0;
+  for (int i = -4000; i <= 4000; ++i) {
+    const double x = i * 0.005 + 1e-4 * (i % 7);  // [-20, 20], across the polynomial's edge
+    const double t = std::tanh(x);
+    worst_d = std::max(worst_d, std::abs(kernels::fast_tanh<double>(x) - t) / std::max(std::abs(t), 1e-300));
+    worst_f = std::max(worst_f, std::abs(double(kernels::fast_tanh<float>(float(x))) - std::tanh(double(float(x)))) /
+                                    std::max(std::abs(t), 1e-30));
+  }
+  CHECK(worst_d < 1e-10);
+  CHECK(worst_f < 2e-6);
+  CHECK(kernels::fast_tanh<double>(0.0) == 0.0);
 }

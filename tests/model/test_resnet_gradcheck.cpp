@@ -1,5 +1,6 @@
 // The residual network's backward (opening layer, every residual step's adjoint and
-// weight gradient, closing layer and loss) against central differences, in double.
+// weight gradient, closing layer and loss) against central differences, in double, for
+// the dense and the convolutional (3x3, im2col) variant.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -9,15 +10,8 @@
 using namespace strata;
 using namespace strata::test;
 
-TEST_CASE("ResNet backward matches finite differences for every parameter", "[model][gradcheck][resnet]") {
-  ResNetConfig cfg;
-  cfg.inputs = 7;
-  cfg.width = 5;
-  cfg.steps = 4;
-  cfg.classes = 3;
-  cfg.t_final = 1.5;
-  cfg.init_std = 0.5;
-  cfg.step_init_std = 0.5;
+namespace {
+void check_gradients(const ResNetConfig& cfg) {
   ResNet<double> net(cfg, 11);
   const int64_t batch = 4;
   Tensor2<double> x("x", batch, cfg.inputs);
@@ -64,4 +58,29 @@ TEST_CASE("ResNet backward matches finite differences for every parameter", "[mo
     INFO(info.name);
     REQUIRE(max_rel_error(a, b) < 1e-7);
   }
+}
+}  // namespace
+
+TEST_CASE("ResNet backward matches finite differences for every parameter", "[model][gradcheck][resnet]") {
+  ResNetConfig cfg;
+  cfg.inputs = 7;
+  cfg.width = 5;
+  cfg.steps = 4;
+  cfg.classes = 3;
+  cfg.t_final = 1.5;
+  cfg.init_std = 0.5;
+  cfg.step_init_std = 0.5;
+  check_gradients(cfg);
+}
+
+TEST_CASE("the convolutional ResNet's backward matches finite differences", "[model][gradcheck][resnet]") {
+  ResNetConfig cfg;
+  cfg.inputs = 16;  // 4 x 4 images
+  cfg.channels = 2;
+  cfg.steps = 3;
+  cfg.classes = 3;
+  cfg.t_final = 1.5;
+  cfg.init_std = 0.5;
+  cfg.step_init_std = 0.4;
+  check_gradients(cfg);
 }

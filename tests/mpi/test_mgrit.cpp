@@ -304,3 +304,37 @@ TEST_CASE("the MGRIT cost model counts the solver's steps and messages exactly",
       CHECK(st.messages == (rank + 1 < n ? cycles * cost.messages + 1 : 0));  // + the final exchange
     }
 }
+
+TEST_CASE("the convolutional network: the layer-parallel driver to tolerance gives the serial gradients",
+          "[mpi][mgrit]") {
+  const int n = world_size(), rank = world_rank();
+  ResNetConfig c;
+  c.inputs = 16;  // 4 x 4 images, 2 channels, 3x3 convolutions
+  c.channels = 2;
+  c.steps = 16;
+  c.classes = 3;
+  c.t_final = 2.0;
+  c.init_std = 0.5;
+  c.step_init_std = 0.3;
+  const int64_t batch = 3;
+  const Data d = make_data(c, batch);
+  const Serial serial(c, d);
+  ParallelConfig pc;
+  pc.pipeline = n;
+  Grid grid(pc, MPI_COMM_WORLD);
+  Comm layer_comm(grid.pipeline_group()), data_comm(grid.data_group());
+  ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), n, rank));
+  LayerParallelOptions o;
+  o.forward.levels = o.backward.levels = 2;
+  o.forward.cfactor = o.backward.cfactor = 4;
+  o.forward.tolerance = o.backward.tolerance = 1e-12;
+  o.forward.max_iterations = o.backward.max_iterations = 40;
+  LayerParallel<double> engine(net, layer_comm, data_comm, batch, o);
+  const LayerParallelResult r = engine.forward_backward(d.x, d.labels, batch);
+  CHECK(r.forward.converged);
+  CHECK(r.backward.converged);
+  CHECK(r.loss == Approx(serial.loss / double(batch)).epsilon(1e-10));
+  const double err = rel_diff(global_grads(const_cast<ResNet<double>&>(serial.net), net), serial.grads);
+  if (rank == 0) std::printf("convolutional layer-parallel on %d ranks: gradient rel diff %.2e\n", n, err);
+  CHECK(err < 1e-10);
+}

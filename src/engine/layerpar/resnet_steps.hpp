@@ -18,14 +18,14 @@ template <class T>
 class ResNetForwardSteps : public TimeStepper<T> {
  public:
   ResNetForwardSteps(ResNet<T>& net, int64_t batch, int cfactor) : net_(net), batch_(batch), c_(cfactor) {}
-  int64_t state_size() const override { return batch_ * net_.config().width; }
+  int64_t state_size() const override { return batch_ * net_.state_size(); }
   void step(int level, int64_t i, V1<const T> in, V1<T> out) override {
     int64_t scale = 1;
     for (int l = 0; l < level; ++l) scale *= c_;
     net_.step_forward(i * scale, T(scale) * net_.h(), as_state(in), as_state(out), scratch_);
   }
-  V2<T> as_state(V1<T> x) const { return V2<T>(x.data(), batch_, net_.config().width); }
-  V2<const T> as_state(V1<const T> x) const { return V2<const T>(x.data(), batch_, net_.config().width); }
+  V2<T> as_state(V1<T> x) const { return V2<T>(x.data(), batch_, net_.state_size()); }
+  V2<const T> as_state(V1<const T> x) const { return V2<const T>(x.data(), batch_, net_.state_size()); }
 
  private:
   ResNet<T>& net_;
@@ -41,7 +41,7 @@ class ResNetAdjointSteps : public TimeStepper<T> {
   // for this rank's layers.
   ResNetAdjointSteps(ResNet<T>& net, Mgrit<T>& forward, int64_t batch, int cfactor)
       : net_(net), forward_(forward), batch_(batch), c_(cfactor) {}
-  int64_t state_size() const override { return batch_ * net_.config().width; }
+  int64_t state_size() const override { return batch_ * net_.state_size(); }
   void step(int level, int64_t i, V1<const T> in, V1<T> out) override {
     int64_t scale = 1;
     for (int l = 0; l < level; ++l) scale *= c_;
@@ -52,7 +52,7 @@ class ResNetAdjointSteps : public TimeStepper<T> {
   // adjoint solver's points (reversed order, ghost included).
   void accumulate_gradients(Mgrit<T>& adjoint) {
     const int64_t n_total = net_.config().steps;
-    Tensor2<T> discard("resnet.lambda_discard", batch_, net_.config().width);
+    Tensor2<T> discard("resnet.lambda_discard", batch_, net_.state_size());
     for (int64_t n = forward_.first_point(); n < forward_.first_point() + forward_.points(); ++n) {
       const int64_t j = n_total - n - 1 - adjoint.first_point();  // lambda_{n+1}
       net_.step_adjoint(n, net_.h(), forward_state(n), as_state(V1<const T>(adjoint.point(j))), discard, scratch_, true);
@@ -61,8 +61,8 @@ class ResNetAdjointSteps : public TimeStepper<T> {
 
  private:
   V2<const T> forward_state(int64_t n) { return as_state(V1<const T>(forward_.point(n - forward_.first_point()))); }
-  V2<T> as_state(V1<T> x) const { return V2<T>(x.data(), batch_, net_.config().width); }
-  V2<const T> as_state(V1<const T> x) const { return V2<const T>(x.data(), batch_, net_.config().width); }
+  V2<T> as_state(V1<T> x) const { return V2<T>(x.data(), batch_, net_.state_size()); }
+  V2<const T> as_state(V1<const T> x) const { return V2<const T>(x.data(), batch_, net_.state_size()); }
   ResNet<T>& net_;
   Mgrit<T>& forward_;
   int64_t batch_;
