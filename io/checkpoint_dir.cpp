@@ -2,9 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -13,6 +15,18 @@
 #include "core/error.hpp"
 
 namespace strata {
+
+void make_directories(const std::string& path) {
+  std::string cur;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+        throw UserError("cannot create run directory '" + path + "'");
+    }
+    if (i < path.size()) cur += path[i];
+  }
+}
+
 namespace {
 
 void fsync_path(const std::string& path) {

@@ -11,6 +11,9 @@
 
 namespace strata {
 
+// mkdir -p: creates path and its missing parents; throws UserError naming path.
+void make_directories(const std::string& path);
+
 class CheckpointDirectory {
  public:
   explicit CheckpointDirectory(std::string dir) : dir_(std::move(dir)) {}

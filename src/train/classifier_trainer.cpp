@@ -1,7 +1,5 @@
 #include "train/classifier_trainer.hpp"
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <csignal>
 #include <fstream>
@@ -75,12 +73,8 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
       }
     }
     if (opts_.write_outputs && grid_->world_rank() == 0) {
-      ::mkdir(deck_.run.out_dir.c_str(), 0755);
-      ::mkdir(run_dir_.c_str(), 0755);
-      ::mkdir((run_dir_ + "/checkpoints").c_str(), 0755);
+      make_directories(run_dir_ + "/checkpoints");
       std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
-      struct stat st;
-      if (::stat((run_dir_ + "/checkpoints").c_str(), &st) != 0) throw UserError("cannot create run directory '" + run_dir_ + "'");
     }
   } catch (...) {
     err = std::current_exception();
@@ -126,8 +120,9 @@ void ClassifierTrainer::write_checkpoint(TrainingState state) {
                                                grid_->data_size(), model_->params(), state, deck_, layout());
   if (grid_->world_rank() == 0) dir.publish(state.step, deck_.run.keep_checkpoints);
   MPI_Barrier(grid_->world());
+  last_checkpoint_seconds_ = Timers::now() - t0;
   log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s", dir.final_path(state.step).c_str(),
-                   double(bytes) / (1 << 20), Timers::now() - t0));
+                   double(bytes) / (1 << 20), last_checkpoint_seconds_));
 }
 
 ClassifierResult ClassifierTrainer::run() {
@@ -206,7 +201,11 @@ ClassifierResult ClassifierTrainer::run() {
       window_steps = 0;
       window_correct = 0;
     }
-    const bool stop = world_comm_->allreduce_max(stop_signal_received() != 0 ? 1.0 : 0.0) > 0;
+    // a signal on any rank, or the wall-time budget (rank 0's clock), stops every rank after this step
+    const bool out_of_time = grid_->world_rank() == 0 &&
+                             out_of_walltime(rc.max_walltime, Timers::now() - t_start, step + 1 - start_.step,
+                                             last_checkpoint_seconds_);
+    const bool stop = world_comm_->allreduce_max(stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0) > 0;
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
     if (!run_dir_.empty() && (every || stop)) {
       timers_.start("checkpoint");
@@ -215,8 +214,8 @@ ClassifierResult ClassifierTrainer::run() {
     }
     if (stop && !last) {
       result.train.stopped_early = true;
-      log_.info(strfmt("strata: stopping after step %lld of %lld (a signal)%s", (long long)step + 1, (long long)rc.steps,
-                       run_dir_.empty() ? "" : "; resume with --restart latest"));
+      log_.info(strfmt("strata: stopping after step %lld of %lld (%s)%s", (long long)step + 1, (long long)rc.steps,
+                       out_of_time ? "run.max_walltime" : "a signal", run_dir_.empty() ? "" : "; resume with --restart latest"));
       break;
     }
   }

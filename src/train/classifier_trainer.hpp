@@ -54,6 +54,7 @@ class ClassifierTrainer {
   Timers timers_;
   std::string run_dir_;
   TrainingState start_;
+  double last_checkpoint_seconds_ = 0;
 };
 
 }  // namespace strata

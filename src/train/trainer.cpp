@@ -1,7 +1,5 @@
 #include "train/trainer.hpp"
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -31,17 +29,6 @@ int world_rank(MPI_Comm c) {
   int r = 0;
   MPI_Comm_rank(c, &r);
   return r;
-}
-
-void make_dirs(const std::string& path) {
-  std::string cur;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-        throw UserError("cannot create run directory '" + path + "'");
-    }
-    if (i < path.size()) cur += path[i];
-  }
 }
 
 std::string hms(double s) {
@@ -87,7 +74,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     // A bad checkpoint must stop the run before it writes anything.
     if (!opts_.restart.empty()) restart_from(opts_.restart);
     if (opts_.write_outputs && world_rank(world) == 0) {
-      make_dirs(run_dir_ + "/checkpoints");
+      make_directories(run_dir_ + "/checkpoints");
       std::ofstream(run_dir_ + "/deck.toml") << deck_.resolved_toml;
     }
   } catch (...) {
@@ -358,12 +345,9 @@ TrainResult Trainer::run() {
     // Stop requests (a signal on any rank, or the wall-time budget) are decided together:
     // one small all-reduce per step, so every rank stops after the same step.
     bool out_of_time = false;  // judged by rank 0's clock alone, so the log names the reason
-    if (rc.max_walltime > 0 && grid_->world_rank() == 0) {
-      // stop while there is time for two more steps and two checkpoint writes, plus 5 s
-      const double elapsed = Timers::now() - t_start;
-      const double per_step = elapsed / double(step + 1 - start_.step);
-      out_of_time = elapsed + 2 * per_step + 2 * last_checkpoint_seconds_ + 5 > rc.max_walltime;
-    }
+    if (grid_->world_rank() == 0)
+      out_of_time = out_of_walltime(rc.max_walltime, Timers::now() - t_start, step + 1 - start_.step,
+                                    last_checkpoint_seconds_);
     const bool stop = world_comm_->allreduce_max(stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0) > 0;
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
     if (checkpoints && (every || stop)) {
