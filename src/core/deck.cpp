@@ -303,11 +303,11 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.check(c.tolerance >= 0, "tolerance", "must be >= 0");
     s.check(c.relaxation == "F" || c.relaxation == "FCF", "relaxation", "must be \"F\" or \"FCF\" (got \"" + c.relaxation + "\")");
     if (d.model.kind == "resnet") {
-      int64_t unit = d.parallel.pipeline;
+      int64_t unit = 1;
       for (int64_t l = 1; l < c.levels; ++l) unit *= c.cfactor;
       s.check(d.model.n_layer % unit == 0, "levels",
               "and layerpar.cfactor do not fit: model.n_layer (" + std::to_string(d.model.n_layer) +
-                  ") must be divisible by parallel.pipeline x cfactor^(levels-1) (" + std::to_string(unit) + ")");
+                  ") must be a multiple of cfactor^(levels-1) (" + std::to_string(unit) + ")");
     }
   }
   if (d.model.kind == "resnet" && (d.parallel.tensor_rows > 1 || d.parallel.tensor_cols > 1 || d.parallel.micro_batches > 1))

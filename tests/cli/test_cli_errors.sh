@@ -76,7 +76,7 @@ expect 1 'parallel.weight_prediction applies to schedule = "xpipe" only' -- trai
 expect 1 "parallel.micro_batches = 2 needs parallel.pipeline > 1" -- train good.toml --set parallel.micro_batches=2
 expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- train resnet.toml --set data.dir=/nonexistent
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
-expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be divisible by parallel.pipeline x cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=4
+expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
 expect 1 'layerpar.relaxation must be "F" or "FCF" (got "C")' -- train resnet.toml --set layerpar.relaxation=C
 expect 1 'data.kind "images" goes with model.kind = "resnet"' -- train good.toml --set data.kind=images
 expect 1 "cannot write the trace file '/nonexistent/t.json'" -- train good.toml --trace /nonexistent/t.json

@@ -1,9 +1,11 @@
 // Layer-parallel MGRIT on a residual network (double precision) against the serial
 // network: one level is the serial forward exactly on 1, 2 and 4 ranks; k two-level FCF
-// iterations make the first 2k C-points exact (and not the ones after); three levels
-// iterated to tolerance give the serial final state to 1e-10 relative, and the adjoint
-// MGRIT the serial backprop gradients to 1e-10 relative; so does the training driver
-// (LayerParallel), alone and with data replicas.
+// iterations make the first 2k C-points exact (and not the ones after); iterated to
+// tolerance, MGRIT gives the serial states to 1e-10 relative and the adjoint MGRIT the
+// serial backprop gradients to 1e-10 relative, on even blocks and on blocks that split
+// coarse intervals between ranks or leave a rank without coarse points; so does the
+// training driver (LayerParallel), alone and with data replicas. The cost model replays
+// the solver's step and message counts rank by rank.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -22,11 +24,11 @@ using namespace strata::test;
 
 namespace {
 
-ResNetConfig small_resnet() {
+ResNetConfig small_resnet(int64_t steps = 64) {
   ResNetConfig c;
   c.inputs = 12;
   c.width = 6;
-  c.steps = 64;
+  c.steps = steps;
   c.classes = 4;
   c.t_final = 2.0;
   c.step_init_std = 0.5;  // weights far from zero: the steps differ visibly
@@ -105,15 +107,51 @@ struct Serial {
   std::vector<double> state(int64_t n) const { return to_host<double>(Tensor1<double>(u[n].data(), u[n].size())); }
 };
 
+// A way to split the steps over the ranks, and the MGRIT hierarchy on it.
+struct Layout {
+  const char* name;
+  int64_t steps;
+  int cfactor, levels;
+  bool uneven;  // the first ranks get one step each, the rest is split evenly
+  std::vector<int64_t> bounds() const {
+    const int p = world_size();
+    if (!uneven || p == 1) return MgritLayout::balanced(steps, p);
+    std::vector<int64_t> b(size_t(p) + 1);
+    const int ones = p / 2;
+    for (int r = 0; r <= ones; ++r) b[size_t(r)] = r;
+    for (int r = ones; r <= p; ++r) b[size_t(r)] = ones + (steps - ones) * (r - ones) / (p - ones);
+    return b;
+  }
+};
+
+// even blocks aligned with the coarsest grid on 1, 2, 4 ranks; blocks that split coarse
+// intervals (18 over 4 ranks: 0 4 9 13 18, with c = 3); blocks smaller than an interval
+// (16 over 4 ranks with c = 8: ranks 0 and 2 hold no coarse point); uneven blocks (on 4
+// ranks 0 1 2 10 18: ranks 0 and 1 sit out the coarse levels)
+const Layout kLayouts[] = {{"64 steps, c 4, 3 levels, even", 64, 4, 3, false},
+                           {"18 steps, c 3, 3 levels, even", 18, 3, 3, false},
+                           {"16 steps, c 8, 2 levels, even", 16, 8, 2, false},
+                           {"18 steps, c 3, 3 levels, uneven", 18, 3, 3, true}};
+
+StagePlacement placement_of(const std::vector<int64_t>& bounds) {
+  StagePlacement s;
+  s.stage = world_rank();
+  s.stages = world_size();
+  s.layer_begin = int(bounds[size_t(s.stage)]);
+  s.layer_end = int(bounds[size_t(s.stage) + 1]);
+  return s;
+}
+
 // The layer-parallel network of this rank and its MGRIT forward solve.
 struct Parallel {
+  std::vector<int64_t> bounds;
   ResNet<double> net;
   Comm comm;
   ResNetForwardSteps<double> steps;
   Mgrit<double> mgrit;
-  Parallel(const ResNetConfig& c, int64_t batch, MgritOptions opt)
-      : net(c, 3, StagePlacement::balanced(int(c.steps), world_size(), world_rank())), comm(MPI_COMM_WORLD),
-        steps(net, batch, opt.cfactor), mgrit(steps, comm, c.steps, opt) {}
+  Parallel(const ResNetConfig& c, int64_t batch, MgritOptions opt, std::vector<int64_t> blocks = {})
+      : bounds(blocks.empty() ? MgritLayout::balanced(c.steps, world_size()) : blocks), net(c, 3, placement_of(bounds)),
+        comm(MPI_COMM_WORLD), steps(net, batch, opt.cfactor), mgrit(steps, comm, c.steps, opt, bounds) {}
   MgritStats forward(const Data& d) {
     if (world_rank() == 0) net.open_forward(d.x, steps.as_state(mgrit.point(0)));
     mgrit.zero_guess();
@@ -141,108 +179,110 @@ TEST_CASE("MGRIT with one level is the serial network, bit for bit", "[mpi][mgri
 }
 
 TEST_CASE("two-level MGRIT with FCF relaxation makes 2 more C-points exact per iteration", "[mpi][mgrit]") {
-  const ResNetConfig c = small_resnet();
-  const int64_t batch = 5;
-  const Data d = make_data(c, batch);
-  const Serial serial(c, d);
-  for (int k = 1; k <= 3; ++k) {
-    MgritOptions opt;
-    opt.levels = 2;
-    opt.cfactor = 4;
-    opt.fcf = true;
-    opt.max_iterations = k;
-    opt.tolerance = 0;
-    Parallel par(c, batch, opt);
-    par.forward(d);
-    double worst_exact = 0, first_inexact = 0;
-    for (int64_t j = 1; j <= par.mgrit.points(); ++j) {
-      const int64_t n = par.mgrit.first_point() + j;
-      if (n % opt.cfactor != 0) continue;
-      const double e = rel_diff(host(par.mgrit.point(j)), serial.state(n));
-      if (n / opt.cfactor <= 2 * k) worst_exact = std::max(worst_exact, e);
-      if (n / opt.cfactor == 2 * k + 1) first_inexact = e;
+  for (const Layout& lay : {kLayouts[0], kLayouts[3]}) {
+    const ResNetConfig c = small_resnet(lay.steps);
+    const int64_t batch = 5;
+    const Data d = make_data(c, batch);
+    const Serial serial(c, d);
+    for (int k = 1; 2 * k + 1 <= std::min<int64_t>(7, c.steps / lay.cfactor); ++k) {
+      MgritOptions opt;
+      opt.levels = 2;
+      opt.cfactor = lay.cfactor;
+      opt.fcf = true;
+      opt.max_iterations = k;
+      opt.tolerance = 0;
+      Parallel par(c, batch, opt, lay.bounds());
+      par.forward(d);
+      double worst_exact = 0, first_inexact = 0;
+      for (int64_t j = 1; j <= par.mgrit.points(); ++j) {
+        const int64_t n = par.mgrit.first_point() + j;
+        if (n % opt.cfactor != 0) continue;
+        const double e = rel_diff(host(par.mgrit.point(j)), serial.state(n));
+        if (n / opt.cfactor <= 2 * k) worst_exact = std::max(worst_exact, e);
+        if (n / opt.cfactor == 2 * k + 1) first_inexact = e;
+      }
+      worst_exact = comm_max(worst_exact);
+      first_inexact = comm_max(first_inexact);
+      INFO(lay.name << ", " << k << " iterations: C-points 1.." << 2 * k << " off by " << worst_exact << ", C-point "
+                    << 2 * k + 1 << " by " << first_inexact);
+      CHECK(worst_exact < 1e-13);
+      CHECK(first_inexact > 1e-8);  // and no further: the property is sharp
     }
-    worst_exact = comm_max(worst_exact);
-    first_inexact = comm_max(first_inexact);
-    INFO(k << " iterations: C-points 1.." << 2 * k << " off by " << worst_exact << ", C-point " << 2 * k + 1 << " by "
-           << first_inexact);
-    CHECK(worst_exact < 1e-13);
-    CHECK(first_inexact > 1e-8);  // and no further: the property is sharp
   }
 }
 
-TEST_CASE("three-level MGRIT to tolerance: serial final state and serial gradients", "[mpi][mgrit]") {
-  const ResNetConfig c = small_resnet();
-  const int64_t batch = 5;
-  const Data d = make_data(c, batch);
-  Serial serial(c, d);
-  const double loss = serial.loss;
-  const auto& serial_grads = serial.grads;
+TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients", "[mpi][mgrit]") {
+  for (const Layout& lay : kLayouts) {
+    INFO(lay.name << " over " << world_size() << " ranks");
+    const ResNetConfig c = small_resnet(lay.steps);
+    const int64_t batch = 5;
+    const Data d = make_data(c, batch);
+    Serial serial(c, d);
+    const double loss = serial.loss;
 
-  MgritOptions opt;
-  opt.levels = 3;
-  opt.cfactor = 4;
-  opt.tolerance = 1e-11;
-  opt.max_iterations = 30;
-  Parallel par(c, batch, opt);
-  const MgritStats fwd = par.forward(d);
-  if (world_rank() == 0) {
-    std::printf("mgrit forward (%d ranks, N=64, c=4, 3 levels, F-relaxation): %d iterations, residuals", world_size(),
-                fwd.iterations);
-    for (double r : fwd.residuals) std::printf(" %.1e", r);
-    std::printf(", factor %.3f\n", fwd.convergence_factor());
-  }
-  CHECK(fwd.converged);
-  // the final state, on the last rank
-  const int rank = world_rank(), last = world_size() - 1;
-  double state_err = 0;
-  if (rank == last)
-    state_err = rel_diff(host(par.mgrit.point(par.mgrit.points())),
-                         serial.state(c.steps));
-  CHECK(comm_max(state_err) < 1e-10);
+    MgritOptions opt;
+    opt.levels = lay.levels;
+    opt.cfactor = lay.cfactor;
+    opt.tolerance = 1e-11;
+    opt.max_iterations = 30;
+    Parallel par(c, batch, opt, lay.bounds());
+    const MgritStats fwd = par.forward(d);
+    if (world_rank() == 0) {
+      std::printf("mgrit forward (%s, %d ranks, F-relaxation): %d iterations, residuals", lay.name, world_size(),
+                  fwd.iterations);
+      for (double r : fwd.residuals) std::printf(" %.1e", r);
+      std::printf(", factor %.3f\n", fwd.convergence_factor());
+    }
+    CHECK(fwd.converged);
+    double state_err = 0;  // every point this rank holds, its ghost included
+    for (int64_t j = 0; j <= par.mgrit.points(); ++j)
+      state_err = std::max(state_err, rel_diff(host(par.mgrit.point(j)), serial.state(par.mgrit.first_point() + j)));
+    CHECK(comm_max(state_err) < 1e-10);
 
-  // loss and dL/du_N on the last rank; the adjoint solve, reversed ranks
-  auto& net = par.net;
-  net.params().zero_grads();
-  ResNetScratch<double> scratch;
-  Tensor2<double> plogits("logits", batch, c.classes), du("du", batch, c.width);
-  Tensor1<double> plse("lse", batch), losses("losses", batch);
-  MPI_Comm reversed;
-  MPI_Comm_split(MPI_COMM_WORLD, 0, last - rank, &reversed);
-  Comm rcomm(reversed);
-  ResNetAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
-  Mgrit<double> adjoint(adj, rcomm, c.steps, opt);
-  adjoint.zero_guess();
-  double ploss = 0;
-  if (rank == last) {
-    const auto un = par.steps.as_state(par.mgrit.point(par.mgrit.points()));
-    ploss = net.close_forward(un, d.labels, plogits, plse, losses);
-    net.close_backward(un, d.labels, 1.0 / double(batch), plogits, plse, adj_state(adjoint.point(0), batch, c.width));
+    // loss and dL/du_N on the last rank; the adjoint solve on the reversed ranks and blocks
+    const int rank = world_rank(), last = world_size() - 1;
+    auto& net = par.net;
+    net.params().zero_grads();
+    ResNetScratch<double> scratch;
+    Tensor2<double> plogits("logits", batch, c.classes);
+    Tensor1<double> plse("lse", batch), losses("losses", batch);
+    MPI_Comm reversed;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, last - rank, &reversed);
+    Comm rcomm(reversed);
+    ResNetAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
+    Mgrit<double> adjoint(adj, rcomm, c.steps, opt, par.mgrit.layout().reversed().bounds());
+    adjoint.zero_guess();
+    double ploss = 0;
+    if (rank == last) {
+      const auto un = par.steps.as_state(par.mgrit.point(par.mgrit.points()));
+      ploss = net.close_forward(un, d.labels, plogits, plse, losses);
+      net.close_backward(un, d.labels, 1.0 / double(batch), plogits, plse, adj_state(adjoint.point(0), batch, c.width));
+    }
+    CHECK(comm_max(std::abs(ploss - (rank == last ? loss : ploss))) < 1e-10 * loss);
+    const MgritStats bwd = adjoint.solve();
+    CHECK(bwd.converged);
+    adj.accumulate_gradients(adjoint);
+    if (rank == 0)  // lambda_0 is the adjoint's last point on the first forward rank
+      net.open_backward(d.x, adj_state(adjoint.point(adjoint.points()), batch, c.width), scratch);
+    const double grad_err = rel_diff(global_grads(serial.net, net), serial.grads);
+    if (rank == 0) std::printf("mgrit adjoint: %d iterations, gradient rel diff %.2e\n", bwd.iterations, grad_err);
+    CHECK(grad_err < 1e-10);
+    MPI_Comm_free(&reversed);
   }
-  CHECK(comm_max(std::abs(ploss - (rank == last ? loss : ploss))) < 1e-10 * loss);
-  const MgritStats bwd = adjoint.solve();
-  CHECK(bwd.converged);
-  adj.accumulate_gradients(adjoint);
-  if (rank == 0)  // lambda_0 is the adjoint's last point on the first forward rank
-    net.open_backward(d.x, adj_state(adjoint.point(adjoint.points()), batch, c.width), scratch);
-  const double grad_err = rel_diff(global_grads(serial.net, net), serial_grads);
-  if (rank == 0) std::printf("mgrit adjoint: %d iterations, gradient rel diff %.2e\n", bwd.iterations, grad_err);
-  CHECK(grad_err < 1e-10);
-  MPI_Comm_free(&reversed);
 }
 
 TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and gradients, with data replicas too",
           "[mpi][mgrit]") {
   const int n = world_size(), rank = world_rank();
-  const ResNetConfig c = small_resnet();
-  const int64_t batch = 6;
-  const Data d = make_data(c, batch);
-  Serial serial(c, d);
-  const double loss = serial.loss / double(batch);
-  const auto& serial_grads = serial.grads;
-
+  for (const Layout& lay : {kLayouts[0], kLayouts[1]})  // even blocks; blocks that split coarse intervals
   for (const int data : {1, 2}) {
     if (n % data != 0) continue;
+    const ResNetConfig c = small_resnet(lay.steps);
+    const int64_t batch = 6;
+    const Data d = make_data(c, batch);
+    Serial serial(c, d);
+    const double loss = serial.loss / double(batch);
+    const auto& serial_grads = serial.grads;
     const int layers = n / data;
     ParallelConfig pc;
     pc.data = data;
@@ -251,8 +291,8 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     Comm layer_comm(grid.pipeline_group()), data_comm(grid.data_group());
     ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), layers, grid.coords().pipeline));
     LayerParallelOptions o;
-    o.forward.levels = o.backward.levels = 3;
-    o.forward.cfactor = o.backward.cfactor = 4;
+    o.forward.levels = o.backward.levels = lay.levels;
+    o.forward.cfactor = o.backward.cfactor = lay.cfactor;
     o.forward.tolerance = o.backward.tolerance = 1e-12;
     o.forward.max_iterations = o.backward.max_iterations = 40;
     const int64_t lb = batch / data;
@@ -263,7 +303,7 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     Kokkos::deep_copy(x, Kokkos::subview(d.x, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb), Kokkos::ALL));
     Kokkos::deep_copy(labels, Kokkos::subview(d.labels, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb)));
     const LayerParallelResult r = engine.forward_backward(x, labels, batch);
-    INFO("data " << data << " x layers " << layers);
+    INFO(lay.name << ", data " << data << " x layers " << layers);
     CHECK(r.forward.converged);
     CHECK(r.backward.converged);
     CHECK(r.loss == Approx(loss).epsilon(1e-10));
@@ -276,33 +316,37 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
         mine[size_t(serial.net.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
     MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline_group());
     const double err = rel_diff(mine, serial_grads);
-    if (rank == 0) std::printf("layer-parallel driver, data %d x layers %d: gradient rel diff %.2e\n", data, layers, err);
+    if (rank == 0)
+      std::printf("layer-parallel driver (%s), data %d x layers %d: gradient rel diff %.2e\n", lay.name, data, layers,
+                  err);
     CHECK(err < 1e-10);
   }
 }
 
-TEST_CASE("the MGRIT cost model counts the solver's steps and messages exactly", "[mpi][mgrit]") {
+TEST_CASE("the MGRIT cost model counts the solver's steps and messages exactly, rank by rank", "[mpi][mgrit]") {
   const int n = world_size(), rank = world_rank();
-  const ResNetConfig c = small_resnet();
   const int64_t batch = 2;
-  const Data d = make_data(c, batch);
-  for (const int levels : {1, 2, 3})
-    for (const bool fcf : {false, true}) {
-      MgritOptions opt;
-      opt.levels = levels;
-      opt.cfactor = 4;
-      opt.fcf = fcf;
-      opt.tolerance = 0;
-      opt.max_iterations = 3;
-      Parallel par(c, batch, opt);
-      const MgritStats st = par.forward(d);
-      const MgritCycleCost cost = mgrit_cycle_cost(c.steps, n, opt);
-      const int64_t cycles = levels == 1 ? 1 : opt.max_iterations;
-      INFO(levels << " levels, " << (fcf ? "FCF" : "F") << ", " << n << " ranks, rank " << rank);
-      REQUIRE(st.steps.size() == size_t(levels));
-      for (int l = 0; l < levels; ++l) CHECK(st.steps[size_t(l)] == cycles * cost.steps[size_t(l)]);
-      CHECK(st.messages == (rank + 1 < n ? cycles * cost.messages + 1 : 0));  // + the final exchange
-    }
+  for (const Layout& lay : kLayouts) {
+    const ResNetConfig c = small_resnet(lay.steps);
+    const Data d = make_data(c, batch);
+    for (int levels = 1; levels <= lay.levels; ++levels)
+      for (const bool fcf : {false, true}) {
+        MgritOptions opt;
+        opt.levels = levels;
+        opt.cfactor = lay.cfactor;
+        opt.fcf = fcf;
+        opt.tolerance = 0;
+        opt.max_iterations = 3;
+        Parallel par(c, batch, opt, lay.bounds());
+        const MgritStats st = par.forward(d);
+        const MgritCost cost = mgrit_cost(par.mgrit.layout(), opt, 1.0, 0.25);
+        INFO(lay.name << ", " << levels << " levels, " << (fcf ? "FCF" : "F") << ", " << n << " ranks, rank " << rank);
+        REQUIRE(st.steps.size() == size_t(levels));
+        for (int l = 0; l < levels; ++l) CHECK(st.steps[size_t(l)] == cost.steps[size_t(rank)][size_t(l)]);
+        CHECK(st.messages == cost.messages[size_t(rank)]);
+        if (levels == 1) CHECK(cost.time == Approx(double(c.steps) + 0.25 * (n - 1)));  // the chain through all ranks
+      }
+  }
 }
 
 TEST_CASE("the convolutional network: the layer-parallel driver to tolerance gives the serial gradients",

@@ -1,11 +1,22 @@
 #include "engine/layerpar/layer_parallel.hpp"
 
+#include <stdexcept>
+
 namespace strata {
 namespace {
 MPI_Comm reversed_copy(const Comm& c) {
   MPI_Comm out = MPI_COMM_NULL;
   MPI_Comm_split(c.raw(), 0, c.size() - 1 - c.rank(), &out);
   return out;
+}
+
+// The solver's blocks: layer rank r holds its placement's steps, which must be the even
+// split every rank assumes.
+std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, const Comm& layers) {
+  auto bounds = MgritLayout::balanced(steps, layers.size());
+  if (mine.layer_begin != bounds[size_t(layers.rank())] || mine.layer_end != bounds[size_t(layers.rank()) + 1])
+    throw std::logic_error("layer parallel: the network's steps are not the balanced block of its layer rank");
+  return bounds;
 }
 }  // namespace
 
@@ -14,9 +25,13 @@ LayerParallel<T>::LayerParallel(ResNet<T>& net, Comm& layers, Comm& data, int64_
                                 LayerParallelOptions options)
     : net_(net), layers_(layers), data_(data), opt_(options), batch_(local_batch), reversed_(reversed_copy(layers)),
       reversed_comm_(std::make_unique<Comm>(reversed_)), forward_steps_(net, local_batch, options.forward.cfactor),
-      forward_(forward_steps_, layers, net.config().steps, options.forward) {
+      forward_(forward_steps_, layers, net.config().steps, options.forward,
+               layer_bounds(net.placement(), net.config().steps, layers)) {
   adjoint_steps_ = std::make_unique<ResNetAdjointSteps<T>>(net, forward_, local_batch, options.backward.cfactor);
-  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, *reversed_comm_, net.config().steps, options.backward);
+  const MgritLayout backward(net.config().steps, options.backward.cfactor, options.backward.levels,
+                             forward_.layout().bounds());
+  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, *reversed_comm_, net.config().steps, options.backward,
+                                        backward.reversed().bounds());
   logits_ = Tensor2<T>("layerpar.logits", local_batch, net.config().classes);
   lse_ = Tensor1<T>("layerpar.lse", local_batch);
   losses_ = Tensor1<T>("layerpar.losses", local_batch);

@@ -1,7 +1,7 @@
 #include "engine/layerpar/mgrit.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <string>
 
 #include "core/error.hpp"
@@ -19,32 +19,28 @@ double MgritStats::convergence_factor() const {
   return n > 0 ? sum / n : 0.0;
 }
 
-template <class T>
-int64_t Mgrit<T>::pow_c(int l) const {
-  int64_t p = 1;
-  for (int i = 0; i < l; ++i) p *= opt_.cfactor;
-  return p;
-}
+namespace {
+// message tags: ghost states per level, the FAS coarse ghost, the sequential solve
+constexpr int kGhostTag = 0, kRestrictTag = 100, kSolveTag = 200;
+}  // namespace
 
 template <class T>
-Mgrit<T>::Mgrit(TimeStepper<T>& app, Comm& comm, int64_t n_steps, MgritOptions options)
-    : app_(app), comm_(comm), opt_(options), rank_(comm.rank()), ranks_(comm.size()), n_(n_steps),
-      size_(app.state_size()) {
-  if (opt_.levels < 1 || opt_.cfactor < 2 || opt_.max_iterations < 1)
-    throw UserError("MGRIT: levels must be >= 1, cfactor >= 2 and iterations >= 1");
-  const int64_t unit = ranks_ * pow_c(opt_.levels - 1);
-  if (n_ % unit != 0)
-    throw UserError("MGRIT: " + std::to_string(n_) + " steps do not split into " + std::to_string(ranks_) +
-                    " ranks x cfactor^(levels-1) = " + std::to_string(unit) + " (each rank's block must be whole on the coarsest level)");
-  block0_ = n_ / ranks_;
-  levels_.resize(opt_.levels);
+Mgrit<T>::Mgrit(TimeStepper<T>& app, Comm& comm, int64_t n_steps, MgritOptions options, std::vector<int64_t> bounds)
+    : app_(app), comm_(comm), opt_(options), rank_(comm.rank()), ranks_(comm.size()), size_(app.state_size()),
+      layout_(n_steps, options.cfactor, options.levels,
+              bounds.empty() ? MgritLayout::balanced(n_steps, comm.size()) : std::move(bounds)) {
+  if (opt_.max_iterations < 1) throw UserError("MGRIT: iterations must be >= 1");
+  if (layout_.ranks() != ranks_)
+    throw std::logic_error("MGRIT: the layout has " + std::to_string(layout_.ranks()) + " blocks for " +
+                           std::to_string(ranks_) + " ranks");
+  levels_.resize(size_t(opt_.levels));
   for (int l = 0; l < opt_.levels; ++l) {
-    const int64_t states = (block(l) + 1) * size_;
-    levels_[l].u = Tensor1<T>("mgrit.u", states);
+    const int64_t states = (count(l) + 1) * size_;
+    levels_[size_t(l)].u = Tensor1<T>("mgrit.u", states);
     if (l > 0) {
-      levels_[l].g = Tensor1<T>("mgrit.g", states);
-      levels_[l].v = Tensor1<T>("mgrit.v", states);
-      levels_[l].has_rhs = true;
+      levels_[size_t(l)].g = Tensor1<T>("mgrit.g", states);
+      levels_[size_t(l)].v = Tensor1<T>("mgrit.v", states);
+      levels_[size_t(l)].has_rhs = true;
     }
   }
   tmp_ = Tensor1<T>("mgrit.tmp", size_);
@@ -68,42 +64,76 @@ void Mgrit<T>::phi(int level, int64_t i, V1<const T> in, V1<T> out) {
 
 template <class T>
 void Mgrit<T>::advance(int l, int64_t j) {
-  Level& lv = levels_[l];
-  const int64_t global = rank_ * block(l) + j - 1;  // the step from point global to global + 1
-  phi(l, global, state(lv.u, j - 1), state(lv.u, j));
+  Level& lv = levels_[size_t(l)];
+  phi(l, lo(l) + j - 1, state(lv.u, j - 1), state(lv.u, j));  // the step from point lo + j - 1
   if (lv.has_rhs) app_.sum(T(1), state(lv.g, j), T(1), state(lv.u, j));
 }
 
 template <class T>
+void Mgrit<T>::advance_interval(int l, int64_t j) {
+  const int64_t end = std::min(j + opt_.cfactor - 1 - (lo(l) + j) % opt_.cfactor, count(l));
+  for (int64_t k = j + 1; k <= end; ++k) advance(l, k);
+}
+
+template <class T>
+MPI_Request Mgrit<T>::start_send(int l, Tensor1<T>& buf, int64_t j, int tag) {
+  const int to = layout_.next(l, rank_);
+  if (to < 0) return MPI_REQUEST_NULL;
+  Kokkos::fence();
+  app_.pack(state(buf, j), send_buf_.data());
+  if (stats_) ++stats_->messages;
+  return comm_.start_send(send_buf_.data(), size_, to, tag + l);
+}
+
+template <class T>
+MPI_Request Mgrit<T>::start_receive(int l, int tag) {
+  const int from = layout_.prev(l, rank_);
+  if (from < 0 || count(l) == 0) return MPI_REQUEST_NULL;
+  return comm_.start_recv(recv_buf_.data(), size_, from, tag + l);
+}
+
+template <class T>
+void Mgrit<T>::finish_receive(MPI_Request& req, Tensor1<T>& buf) {
+  if (req == MPI_REQUEST_NULL) return;
+  comm_.wait(req, "recv");
+  app_.unpack(recv_buf_.data(), state(buf, 0));
+}
+
+template <class T>
 void Mgrit<T>::exchange_ghost(int l) {
-  if (ranks_ == 1) return;
-  Level& lv = levels_[l];
-  MPI_Request send = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
-  if (rank_ > 0) recv = comm_.start_recv(recv_buf_.data(), size_, rank_ - 1, l);
-  if (rank_ + 1 < ranks_) {
-    Kokkos::fence();
-    app_.pack(state(lv.u, block(l)), send_buf_.data());
-    send = comm_.start_send(send_buf_.data(), size_, rank_ + 1, l);
-    if (stats_) ++stats_->messages;
-  }
-  if (rank_ > 0) {
-    comm_.wait(recv, "recv");
-    app_.unpack(recv_buf_.data(), state(lv.u, 0));
-  }
+  if (!layout_.active(l, rank_)) return;
+  Level& lv = levels_[size_t(l)];
+  MPI_Request recv = start_receive(l, kGhostTag);
+  MPI_Request send = start_send(l, lv.u, count(l), kGhostTag);
+  finish_receive(recv, lv.u);
   if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
 }
 
 template <class T>
 void Mgrit<T>::f_relax(int l) {
-  exchange_ghost(l);  // the first interval starts at the previous rank's last C-point
-  const int64_t c = opt_.cfactor;
-  for (int64_t base = 0; base < block(l); base += c)
-    for (int64_t j = base + 1; j < base + c; ++j) advance(l, j);
+  if (!layout_.active(l, rank_)) return;
+  Level& lv = levels_[size_t(l)];
+  const int64_t c = opt_.cfactor, n = count(l), first = first_c(l);
+  MPI_Request recv = start_receive(l, kGhostTag), send = MPI_REQUEST_NULL;
+  // the last point goes first: a C-point as it is, an F-point once its interval is relaxed
+  const int64_t last_c = (lo(l) + n) / c * c - lo(l);  // local index of the last C-point (<= 0: none held)
+  const bool last_is_c = last_c == n;
+  if (last_is_c) send = start_send(l, lv.u, n, kGhostTag);
+  if (!last_is_c && first <= n) {
+    advance_interval(l, last_c);
+    send = start_send(l, lv.u, n, kGhostTag);
+  }
+  for (int64_t j = first; j <= n && j < last_c + (last_is_c ? 1 : 0); j += c) advance_interval(l, j);
+  // the points before the first C-point continue the previous rank's interval
+  finish_receive(recv, lv.u);
+  if (first > 1) advance_interval(l, 0);
+  if (!last_is_c && first > n) send = start_send(l, lv.u, n, kGhostTag);
+  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
 }
 
 template <class T>
 void Mgrit<T>::c_relax(int l) {
-  for (int64_t j = opt_.cfactor; j <= block(l); j += opt_.cfactor) advance(l, j);
+  for (int64_t j = first_c(l); j <= count(l); j += opt_.cfactor) advance(l, j);
 }
 
 template <class T>
@@ -116,35 +146,44 @@ void Mgrit<T>::relax(int l, bool fcf) {
 
 template <class T>
 double Mgrit<T>::restrict_to(int l) {
-  Level& fine = levels_[l];
-  Level& coarse = levels_[l + 1];
-  const int64_t c = opt_.cfactor;
+  Level& fine = levels_[size_t(l)];
+  Level& coarse = levels_[size_t(l) + 1];
+  const int64_t c = opt_.cfactor, first = first_c(l), coarse_n = count(l + 1);
+  // v = u at the C-points; the coarse ghost is the fine ghost where the block starts at a
+  // C-point, else the previous coarse rank's last v
+  for (int64_t k = 1; k <= coarse_n; ++k) app_.sum(T(1), state(fine.u, first + (k - 1) * c), T(0), state(coarse.v, k));
+  const bool aligned = lo(l) % c == 0;
+  if (aligned) app_.sum(T(1), state(fine.u, 0), T(0), state(coarse.v, 0));
+  MPI_Request recv = aligned ? MPI_REQUEST_NULL : start_receive(l + 1, kRestrictTag), send = MPI_REQUEST_NULL;
+  const int to = layout_.next(l + 1, rank_);
+  if (layout_.active(l + 1, rank_) && to >= 0 && layout_.lo(l, to) % c != 0)
+    send = start_send(l + 1, coarse.v, coarse_n, kRestrictTag);
+  finish_receive(recv, coarse.v);
   double norm2 = 0;
-  // v = u at the C-points, the ghost included (current after the relaxation's exchange)
-  for (int64_t k = 0; k <= block(l + 1); ++k) app_.sum(T(1), state(fine.u, k * c), T(0), state(coarse.v, k));
-  for (int64_t k = 1; k <= block(l + 1); ++k) {
-    const int64_t j = k * c;
+  for (int64_t k = 1; k <= coarse_n; ++k) {
+    const int64_t j = first + (k - 1) * c;
     auto g = state(coarse.g, k);
     // r = g_l + Phi_l(u_{j-1}) - u_j
-    phi(l, rank_ * block(l) + j - 1, state(fine.u, j - 1), g);
+    phi(l, lo(l) + j - 1, state(fine.u, j - 1), g);
     if (fine.has_rhs) app_.sum(T(1), state(fine.g, j), T(1), g);
     app_.sum(T(-1), state(fine.u, j), T(1), g);
     norm2 += app_.norm_squared(g);
     // + v_k - Phi_{l+1}(v_{k-1})
-    phi(l + 1, rank_ * block(l + 1) + k - 1, state(coarse.v, k - 1), V1<T>(tmp_));
+    phi(l + 1, lo(l + 1) + k - 1, state(coarse.v, k - 1), V1<T>(tmp_));
     app_.sum(T(1), state(coarse.v, k), T(1), g);
     app_.sum(T(-1), tmp_, T(1), g);
   }
+  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
   Kokkos::deep_copy(coarse.u, coarse.v);  // the coarse level starts from the restriction
   return norm2;
 }
 
 template <class T>
 void Mgrit<T>::correct_from(int l) {
-  Level& fine = levels_[l];
-  Level& coarse = levels_[l + 1];
-  for (int64_t k = 1; k <= block(l + 1); ++k) {
-    auto u = state(fine.u, k * opt_.cfactor);
+  Level& fine = levels_[size_t(l)];
+  Level& coarse = levels_[size_t(l) + 1];
+  for (int64_t k = 1; k <= count(l + 1); ++k) {
+    auto u = state(fine.u, first_c(l) + (k - 1) * opt_.cfactor);
     app_.sum(T(1), state(coarse.u, k), T(1), u);
     app_.sum(T(-1), state(coarse.v, k), T(1), u);
   }
@@ -152,20 +191,13 @@ void Mgrit<T>::correct_from(int l) {
 
 template <class T>
 void Mgrit<T>::sequential_solve(int l) {
-  Level& lv = levels_[l];
-  if (rank_ > 0) {  // wait for the previous block's last point
-    MPI_Request r = comm_.start_recv(recv_buf_.data(), size_, rank_ - 1, 100 + l);
-    comm_.wait(r, "recv");
-    app_.unpack(recv_buf_.data(), state(lv.u, 0));
-  }
-  for (int64_t j = 1; j <= block(l); ++j) advance(l, j);
-  if (rank_ + 1 < ranks_) {
-    Kokkos::fence();
-    app_.pack(state(lv.u, block(l)), send_buf_.data());
-    MPI_Request s = comm_.start_send(send_buf_.data(), size_, rank_ + 1, 100 + l);
-    if (stats_) ++stats_->messages;
-    comm_.wait(s, "send");
-  }
+  if (!layout_.active(l, rank_)) return;
+  Level& lv = levels_[size_t(l)];
+  MPI_Request recv = start_receive(l, kSolveTag);  // the previous block's last point
+  finish_receive(recv, lv.u);
+  for (int64_t j = 1; j <= count(l); ++j) advance(l, j);
+  MPI_Request send = start_send(l, lv.u, count(l), kSolveTag);
+  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
 }
 
 template <class T>

@@ -15,12 +15,18 @@
 // residual norm (2-norm over all C-points and ranks) is below the tolerance, or after
 // max_iterations. With one level it is the sequential solve: the serial network.
 //
-// Each rank holds a contiguous block of points on every level (N divisible by
-// ranks * c^(levels-1)) and a copy of the point before its block (a ghost); the only
-// messages are one state per block boundary per sweep, sent without blocking.
+// The points are spread as MgritLayout says (any contiguous blocks of at least one step;
+// N a multiple of c^(levels-1)): each rank holds its block of every level and a copy of
+// the point before it (a ghost). The messages are one state per block boundary per sweep,
+// sent without blocking: a rank whose last point is a C-point sends it as the sweep
+// starts; otherwise its last interval spans into the next rank, so it relaxes that
+// interval first and sends its last F-point then (an interval spread over several ranks
+// is relaxed along them in turn). The FAS right-hand side needs the previous coarse
+// point; where a block does not start at a C-point, that takes one more message.
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "engine/layerpar/mgrit_layout.hpp"
 #include "engine/layerpar/time_stepper.hpp"
 
 namespace strata {
@@ -46,16 +52,18 @@ struct MgritStats {
 template <class T>
 class Mgrit {
  public:
-  // comm: the ranks in time order; n_steps: N fine steps.
-  Mgrit(TimeStepper<T>& app, Comm& comm, int64_t n_steps, MgritOptions options);
+  // comm: the ranks in time order; n_steps: N fine steps, split evenly over the ranks
+  // (MgritLayout::balanced), or into the given blocks (bounds: ranks + 1 fine indices).
+  Mgrit(TimeStepper<T>& app, Comm& comm, int64_t n_steps, MgritOptions options, std::vector<int64_t> bounds = {});
   const MgritOptions& options() const { return opt_; }
+  const MgritLayout& layout() const { return layout_; }
 
   // Level-0 points this rank holds: global points first_point() + j, j = 0..points();
   // j = 0 is the ghost (the previous rank's last point), or the initial value u_0 on
   // rank 0. The states are the solver's initial guess before solve() (warm start: leave
   // them from the last solve) and the solution after it.
-  int64_t first_point() const { return rank_ * block(0); }
-  int64_t points() const { return block(0); }
+  int64_t first_point() const { return layout_.lo(0, rank_); }
+  int64_t points() const { return layout_.count(0, rank_); }
   V1<T> point(int64_t j) { return state(levels_[0].u, j); }
 
   // Sets every point but u_0 to zero (a cold start).
@@ -69,11 +77,21 @@ class Mgrit {
     Tensor1<T> u, g, v;   // (block + 1) states each: points, FAS right-hand side, restricted values
     bool has_rhs = false; // level 0 has none (g = 0)
   };
-  int64_t block(int l) const { return block0_ / pow_c(l); }
-  int64_t pow_c(int l) const;
+  int64_t lo(int l) const { return layout_.lo(l, rank_); }
+  int64_t count(int l) const { return layout_.count(l, rank_); }
+  // local index of this rank's first C-point of level l (> count(l): it holds none)
+  int64_t first_c(int l) const { return (lo(l) / opt_.cfactor + 1) * opt_.cfactor - lo(l); }
   V1<T> state(Tensor1<T>& buf, int64_t j) { return V1<T>(buf.data() + j * size_, size_); }
   // u_j = Phi(u_{j-1}) + g_j at local point j of level l
   void advance(int l, int64_t j);
+  // the F-points after local C-point (or ghost) j, up to the next C-point or the block end
+  void advance_interval(int l, int64_t j);
+  // starts sending buf's local point j of level l to the next rank of the chain
+  MPI_Request start_send(int l, Tensor1<T>& buf, int64_t j, int tag);
+  // from the previous rank of the chain into buf's ghost: start, then finish
+  MPI_Request start_receive(int l, int tag);
+  void finish_receive(MPI_Request& req, Tensor1<T>& buf);
+  // every active rank's ghost of level l gets its left neighbour's last point
   void exchange_ghost(int l);
   void f_relax(int l);
   void c_relax(int l);
@@ -88,10 +106,11 @@ class Mgrit {
   Comm& comm_;
   MgritOptions opt_;
   int rank_ = 0, ranks_ = 1;
-  int64_t n_ = 0, size_ = 0, block0_ = 0;
+  int64_t size_ = 0;
+  MgritLayout layout_;
   std::vector<Level> levels_;
   Tensor1<T> tmp_;                // one state of scratch
-  std::vector<T> send_buf_, recv_buf_;
+  std::vector<T> send_buf_, recv_buf_;  // one state each, host side
   MgritStats* stats_ = nullptr;   // the solve in progress (counts steps and messages)
   void phi(int level, int64_t i, V1<const T> in, V1<T> out);
 };

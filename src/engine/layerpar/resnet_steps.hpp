@@ -2,13 +2,18 @@
 // The residual network's steps as MGRIT time steps (time_stepper.hpp), for a batch.
 //
 // Forward: state u (batch x width), step n of size dt: u + dt tanh(u W_n + b_n). A step of
-// level l from its point i stands for c^l fine steps and takes one step of size c^l h
-// with the weights of fine layer i c^l (injection from the left fine layer).
+// level l from its point i stands for the c^l fine steps from fine point i c^l and takes
+// one step of size c^l h with the weights of the last of them, fine layer (i+1) c^l - 1:
+// the layer that ends at the point the step produces, which the rank producing it always
+// holds, however the blocks fall (mgrit_layout.hpp), so coarse steps need no weights from
+// other ranks.
 //
 // Adjoint: lambda_n = lambda_{n+1} + h J_n(u_n)^T lambda_{n+1}, run backwards: reversed
 // point i is forward point N - i, and the solver's ranks are the forward ranks in
-// reverse order. A level-l step from reversed point i uses fine layer n = N - (i+1) c^l at
-// the forward solution u_n (which the rank holding that layer has), with size c^l h.
+// reverse order (MgritLayout::reversed). A level-l step from reversed point i uses fine
+// layer n = N - (i+1) c^l at the forward solution u_n, with size c^l h: again the layer
+// that starts at the (forward) point the step produces, so the producing rank holds both
+// the layer and u_n (as a point of its block or its ghost).
 #include "engine/layerpar/mgrit.hpp"
 #include "model/resnet.hpp"
 
@@ -22,7 +27,7 @@ class ResNetForwardSteps : public TimeStepper<T> {
   void step(int level, int64_t i, V1<const T> in, V1<T> out) override {
     int64_t scale = 1;
     for (int l = 0; l < level; ++l) scale *= c_;
-    net_.step_forward(i * scale, T(scale) * net_.h(), as_state(in), as_state(out), scratch_);
+    net_.step_forward((i + 1) * scale - 1, T(scale) * net_.h(), as_state(in), as_state(out), scratch_);
   }
   V2<T> as_state(V1<T> x) const { return V2<T>(x.data(), batch_, net_.state_size()); }
   V2<const T> as_state(V1<const T> x) const { return V2<const T>(x.data(), batch_, net_.state_size()); }
