@@ -68,7 +68,8 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
       }
       if (!path.empty()) {
         start_ = read_model_checkpoint(path, model_->params());
-        // the MGRIT warm start is not in the checkpoint: the first solves start from zero
+        // the MGRIT warm start is not in the checkpoint: the first solves start from zero,
+        // as the uninterrupted run's do after every checkpoint_every-th step
         log_.info(strfmt("strata: restart: read %s (step %lld)", path.c_str(), (long long)start_.step));
       }
     }
@@ -207,6 +208,7 @@ ClassifierResult ClassifierTrainer::run() {
                                              last_checkpoint_seconds_);
     const bool stop = world_comm_->allreduce_max(stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0) > 0;
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
+    if (rc.checkpoint_every > 0 && (step + 1) % rc.checkpoint_every == 0) engine_->cold_start();
     if (!run_dir_.empty() && (every || stop)) {
       timers_.start("checkpoint");
       write_checkpoint({step + 1, optim.steps_taken(), (step + 1) * gb, val});

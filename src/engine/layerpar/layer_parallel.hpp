@@ -39,6 +39,9 @@ class LayerParallel {
   // Forward only (the same forward solve as training).
   LayerParallelResult evaluate(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
   const LayerParallelOptions& options() const { return opt_; }
+  // The next solves start from zero instead of the last solution (the trainer does this
+  // at every checkpoint step, so a restart from a checkpoint repeats the run bit for bit).
+  void cold_start() { forward_warm_ = adjoint_warm_ = false; }
 
  private:
   MgritStats solve_forward(V2<const T> x);
