@@ -11,6 +11,7 @@ packages=(
   libtoml11-dev libcli11-dev catch2 libbenchmark-dev
   python3-h5py python3-numpy python3-torch python3-matplotlib
   fortunes dataset-fashion-mnist
+  slurm-wlm munge
 )
 
 missing=()
