@@ -7,7 +7,11 @@
 // (or --step-std), or a trained checkpoint of the same N (--checkpoint), whose weights are
 // larger: |1 + c h lambda| grows with c h and the coarse steps can stop contracting.
 //
+// --channels C: the convolutional variant (3x3 convolutions, C channels; give --steps,
+// e.g. 16). Combinations whose N is not a multiple of c^(levels-1) are left out.
+//
 //   build/release/bench/mgrit_convergence [--steps 64 256 1024] [--checkpoint FILE] [--step-std 0.01] [--t-final 4]
+//                                         [--channels C]
 #include <mpi.h>
 
 #include <cstdio>
@@ -29,7 +33,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> steps_list = {64, 256, 1024};
     std::string checkpoint;
     double step_std = 0.01, t_final = 4.0;  // inputs/resnet-fmnist-mgrit.toml
-    int64_t width = 64, batch = 100;
+    int64_t width = 64, batch = 100, channels = 0;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--steps") {
@@ -41,8 +45,10 @@ int main(int argc, char** argv) {
         step_std = std::atof(argv[++i]);
       } else if (a == "--t-final" && i + 1 < argc) {
         t_final = std::atof(argv[++i]);
+      } else if (a == "--channels" && i + 1 < argc) {
+        channels = std::atoll(argv[++i]);
       } else {
-        std::fprintf(stderr, "usage: mgrit_convergence [--steps N...] [--checkpoint FILE] [--step-std S] [--t-final T]\n");
+        std::fprintf(stderr, "usage: mgrit_convergence [--steps N...] [--checkpoint FILE] [--step-std S] [--t-final T] [--channels C]\n");
         return 2;
       }
     }
@@ -59,16 +65,20 @@ int main(int argc, char** argv) {
       Kokkos::deep_copy(x, hx);
     }
     Comm self(MPI_COMM_SELF);
-    std::printf("%s weights; batch %lld test images, width %lld, T = %g\n",
+    std::printf("%s weights; batch %lld test images, %s, T = %g\n",
                 checkpoint.empty() ? ("initial (step std " + std::to_string(step_std) + ")").c_str()
                                    : ("trained (" + checkpoint + ")").c_str(),
-                (long long)batch, (long long)width, t_final);
+                (long long)batch,
+                channels > 0 ? ("3x3 convolutions, " + std::to_string(channels) + " channels").c_str()
+                             : ("width " + std::to_string(width)).c_str(),
+                t_final);
     std::printf("| N | c | relaxation | levels | iterations to 1e-10 | convergence factor | residual after 1, 2 iterations |\n");
     std::printf("|---|---|---|---|---|---|---|\n");
     for (const int64_t n : steps_list) {
       ResNetConfig cfg;
       cfg.inputs = data.pixels();
       cfg.width = width;
+      cfg.channels = channels;
       cfg.steps = n;
       cfg.t_final = t_final;
       cfg.init_std = 0.05;
@@ -85,6 +95,7 @@ int main(int argc, char** argv) {
       for (const int c : {2, 4, 8})
         for (const bool fcf : {false, true})
           for (const int levels : {2, 3}) {
+            if (n % (levels == 2 ? c : c * c) != 0) continue;
             MgritOptions o;
             o.levels = levels;
             o.cfactor = c;
