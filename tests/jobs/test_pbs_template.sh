@@ -21,29 +21,12 @@ for f in "$repo"/jobscripts/pbs/train.pbs "$repo"/jobscripts/pbs/chain.sh; do
 done
 
 cd "$work"
-cat > deck.toml <<'DECK'
-[run]
-steps = 100000
-log_every = 1
-checkpoint_every = 0
-seed = 3
-out_dir = "runs"
-name = "pbs"
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-seq_len = 32
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[parallel]
-data = 2
-DECK
+cp "$repo/tests/jobs/tiny-gpt.toml" deck.toml
 printf '%s\n' "$(hostname)" "$(hostname)" > nodefile  # select=1:ncpus=2:mpiprocs=2
 job() {  # the template's body as PBS would start it
   env PBS_NODEFILE="$work/nodefile" PBS_O_WORKDIR="$work" PBS_JOBID="$1.test" DECK=deck.toml STRATA="$strata" \
-    MPIEXEC="$mpiexec" WALLTIME=10 MARGIN=2 timeout 120 bash "$repo/jobscripts/pbs/train.pbs" >"$1.out" 2>&1
+    MPIEXEC="$mpiexec" WALLTIME=10 MARGIN=2 timeout 120 bash "$repo/jobscripts/pbs/train.pbs" \
+    --set run.name=pbs --set run.steps=100000 --set run.checkpoint_every=0 >"$1.out" 2>&1
 }
 
 job 1

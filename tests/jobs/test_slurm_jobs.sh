@@ -27,24 +27,7 @@ fi
 eval "$("$repo/scripts/slurm-local.sh" env)"
 cd "$work"
 
-cat > deck.toml <<'DECK'
-[run]
-steps = 8
-log_every = 1
-checkpoint_every = 4
-seed = 3
-out_dir = "runs"
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-seq_len = 32
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[parallel]
-data = 2
-DECK
+cp "$repo/tests/jobs/tiny-gpt.toml" deck.toml
 export DECK=$work/deck.toml STRATA=$strata
 template=$repo/jobscripts/slurm/train.sbatch
 
