@@ -1,6 +1,5 @@
 #include "engine/layerpar/mgrit.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -71,8 +70,7 @@ void Mgrit<T>::advance(int l, int64_t j) {
 
 template <class T>
 void Mgrit<T>::advance_interval(int l, int64_t j) {
-  const int64_t end = std::min(j + opt_.cfactor - 1 - (lo(l) + j) % opt_.cfactor, count(l));
-  for (int64_t k = j + 1; k <= end; ++k) advance(l, k);
+  for (int64_t k = j + 1; k <= layout_.interval_end(l, rank_, j); ++k) advance(l, k);
 }
 
 template <class T>
@@ -116,7 +114,7 @@ void Mgrit<T>::f_relax(int l) {
   const int64_t c = opt_.cfactor, n = count(l), first = first_c(l);
   MPI_Request recv = start_receive(l, kGhostTag), send = MPI_REQUEST_NULL;
   // the last point goes first: a C-point as it is, an F-point once its interval is relaxed
-  const int64_t last_c = (lo(l) + n) / c * c - lo(l);  // local index of the last C-point (<= 0: none held)
+  const int64_t last_c = layout_.last_c(l, rank_);
   const bool last_is_c = last_c == n;
   if (last_is_c) send = start_send(l, lv.u, n, kGhostTag);
   if (!last_is_c && first <= n) {

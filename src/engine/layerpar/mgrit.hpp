@@ -79,8 +79,7 @@ class Mgrit {
   };
   int64_t lo(int l) const { return layout_.lo(l, rank_); }
   int64_t count(int l) const { return layout_.count(l, rank_); }
-  // local index of this rank's first C-point of level l (> count(l): it holds none)
-  int64_t first_c(int l) const { return (lo(l) / opt_.cfactor + 1) * opt_.cfactor - lo(l); }
+  int64_t first_c(int l) const { return layout_.first_c(l, rank_); }
   V1<T> state(Tensor1<T>& buf, int64_t j) { return V1<T>(buf.data() + j * size_, size_); }
   // u_j = Phi(u_{j-1}) + g_j at local point j of level l
   void advance(int l, int64_t j);

@@ -36,12 +36,8 @@ class Replay {
  private:
   int64_t lo(int l, int r) const { return lay_.lo(l, r); }
   int64_t count(int l, int r) const { return lay_.count(l, r); }
-  int64_t first_c(int l, int r) const { return (lo(l, r) / o_.cfactor + 1) * o_.cfactor - lo(l, r); }
   // F-points after local point j up to the next C-point or the block end
-  int64_t interval(int l, int r, int64_t j) const {
-    const int64_t end = std::min(j + o_.cfactor - 1 - (lo(l, r) + j) % o_.cfactor, count(l, r));
-    return std::max<int64_t>(0, end - j);
-  }
+  int64_t interval(int l, int r, int64_t j) const { return std::max<int64_t>(0, lay_.interval_end(l, r, j) - j); }
   void work(int l, int r, double& t, int64_t steps) {
     cost_.steps[size_t(r)][size_t(l)] += steps;
     t += double(steps) * ts_;
@@ -62,7 +58,7 @@ class Replay {
     for (int r = 0; r < ranks_; ++r) {
       if (!lay_.active(l, r)) continue;
       double& t = clock_[size_t(r)];
-      const int64_t n = count(l, r), first = first_c(l, r), last_c = (lo(l, r) + n) / c * c - lo(l, r);
+      const int64_t n = count(l, r), first = lay_.first_c(l, r), last_c = lay_.last_c(l, r);
       const bool last_is_c = last_c == n;
       if (last_is_c) send(l, r, t);
       if (!last_is_c && first <= n) {

@@ -8,6 +8,7 @@
 // it on every level. On each level the ranks that hold points, and rank 0, form a chain:
 // a rank's left point (its "ghost", point lo) is the last point of the nearest holding
 // rank before it, and its last point goes to the nearest holding rank after it.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,6 +64,15 @@ class MgritLayout {
   int64_t lo(int l, int r) const { return bounds_[size_t(r)] / scale(l); }
   int64_t hi(int l, int r) const { return bounds_[size_t(r) + 1] / scale(l); }
   int64_t count(int l, int r) const { return hi(l, r) - lo(l, r); }
+  // Local indices (0 = the ghost lo, count = hi) of the C-points of level l (every c-th
+  // point, the points of level l + 1) in rank r's block: the first (> count: none) and
+  // the last (<= 0: none); and the end of the F-points after local point j (the point
+  // before the next C-point, or the block's end).
+  int64_t first_c(int l, int r) const { return (lo(l, r) / c_ + 1) * c_ - lo(l, r); }
+  int64_t last_c(int l, int r) const { return hi(l, r) / c_ * c_ - lo(l, r); }
+  int64_t interval_end(int l, int r, int64_t j) const {
+    return std::min(j + c_ - 1 - (lo(l, r) + j) % c_, count(l, r));
+  }
   // takes part in level l: holds points there, or is rank 0 (which holds u_0)
   bool active(int l, int r) const { return r == 0 || count(l, r) > 0; }
   // the rank holding r's ghost on level l (-1 for rank 0)
