@@ -33,7 +33,7 @@ Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& nam
   return small_gpt_deck(all);
 }
 
-std::vector<std::vector<std::string>> layouts_for(int n) {
+std::vector<std::vector<std::string>> pipeline_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
   switch (n) {
     case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"}};
@@ -90,7 +90,7 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
 
 TEST_CASE("GPipe and 1F1B pipelines equal the serial run", "[mpi][pipeline]") {
   const int n = world_size(), rank = world_rank();
-  const auto layouts = layouts_for(n);
+  const auto layouts = pipeline_layouts_for(n);
   if (layouts.empty()) return;
   TrainResult ser;
   std::vector<double> ser_params;

@@ -30,7 +30,7 @@ using namespace strata::test;
 namespace {
 
 // The layouts (parallel.* overrides) this many ranks can run, each on all of them.
-std::vector<std::vector<std::string>> layouts_for(int n) {
+std::vector<std::vector<std::string>> tensor_layouts_for(int n) {
   const std::string d2 = "parallel.data=2";
   switch (n) {
     case 1: return {{"parallel.tensor_mode=2d"}};  // q = 1 through the 2D code path
@@ -65,7 +65,7 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
   const auto serial_params = test::to_host<double>(serial.params().params());
   const auto serial_grads = test::to_host<double>(serial.params().grads());
 
-  for (const auto& layout : layouts_for(n)) {
+  for (const auto& layout : tensor_layouts_for(n)) {
     if (describe(layout).find("data=2") != std::string::npos) continue;  // one tensor group here
     ParallelConfig pc;
     for (const auto& o : layout) {
@@ -133,7 +133,7 @@ TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi
     const auto f = test::to_host<float>(serial.model().params().params());
     ser_params.assign(f.begin(), f.end());
   }
-  for (const auto& layout : layouts_for(n)) {
+  for (const auto& layout : tensor_layouts_for(n)) {
     Trainer par(tp_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().tensor_group());
