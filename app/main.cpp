@@ -1,6 +1,7 @@
 // strata: one SPMD executable.
 //   strata train DECK [--set section.key=value ...] [--restart PATH|latest] [--trace FILE]
 //   strata plan DECK --schedule [--set section.key=value ...]
+//   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node)
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //
@@ -15,6 +16,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -22,6 +24,7 @@
 
 #include "core/deck.hpp"
 #include "core/error.hpp"
+#include "plan/calibrate.hpp"
 #include "train/classifier_trainer.hpp"
 #include "train/generate.hpp"
 #include "train/inspect_checkpoint.hpp"
@@ -72,6 +75,35 @@ int run_plan(int rank, const std::string& deck_path, const std::vector<std::stri
   const strata::Deck deck = strata::load_deck(deck_path, overrides);
   if (!schedule) throw strata::UserError("strata plan: say what to plan: --schedule prints the pipeline schedule");
   if (rank == 0) strata::print_schedule_plan(deck, std::cout);
+  return strata::kExitOk;
+}
+
+// Every rank measures; rank 0 prints the measurements and writes the machine file.
+int run_calibrate(int rank, const std::string& deck_path, const std::vector<std::string>& overrides,
+                  const std::string& out, const std::string& name) {
+  const strata::Deck deck = strata::load_deck(deck_path, overrides);
+  if (!out.empty() && rank == 0) {  // refuse an unwritable path before measuring
+    std::ofstream probe(out, std::ios::app);
+    if (!probe) throw strata::UserError("cannot write the machine file '" + out + "'");
+  }
+  const strata::Calibration cal = strata::calibrate(deck, MPI_COMM_WORLD, name);
+  if (rank != 0) return strata::kExitOk;
+  std::printf("gemm at the model's shapes (GFLOP/s, one rank):\n");
+  for (const auto& [shape, gf] : cal.gemm) std::printf("  %-24s %8.1f\n", shape.c_str(), gf);
+  if (!cal.samples.empty()) {
+    std::printf("%-10s %12s %14s %14s\n", "link", "bytes", "measured_us", "fitted_us");
+    for (const auto& s : cal.samples)
+      std::printf("%-10s %12.0f %14.2f %14.2f\n", s.kind.c_str(), s.bytes, s.seconds * 1e6, s.fitted * 1e6);
+  }
+  const std::string toml = strata::to_toml(cal.machine);
+  if (out.empty()) {
+    std::printf("\n%s", toml.c_str());
+  } else {
+    std::ofstream os(out);
+    os << toml;
+    if (!os) throw strata::UserError("cannot write the machine file '" + out + "'");
+    std::printf("strata: machine file %s written\n", out.c_str());
+  }
   return strata::kExitOk;
 }
 
@@ -132,6 +164,14 @@ int main(int argc, char** argv) {
     plan->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
     plan->add_flag("--schedule", plan_schedule,
                    "the pipeline schedule: every stage's instructions and a unit-cost simulation of them");
+    std::string machine_out, machine_name = "this machine";
+    auto* calibrate = app.add_subcommand(
+        "calibrate", "measure this machine's GEMM rate at a deck's shapes, memory bandwidth and MPI costs (alpha, "
+                     "beta) and write a machine file for the planner; run with the ranks of one node");
+    calibrate->add_option("deck", deck_path, "deck file (TOML): the model whose shapes to measure")->required();
+    calibrate->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+    calibrate->add_option("--out", machine_out, "machine file to write (default: print it)");
+    calibrate->add_option("--name", machine_name, "the machine's name in the file");
     auto* inspect = app.add_subcommand("inspect", "print a checkpoint's step, layout, deck and tensors, verifying checksums");
     inspect->add_option("checkpoint", checkpoint, "checkpoint file (.h5)")->required();
     auto* generate = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
@@ -152,6 +192,7 @@ int main(int argc, char** argv) {
     try {
       if (*train) code = run_train(deck_path, overrides, restart, trace);
       if (*plan) code = run_plan(rank, deck_path, overrides, plan_schedule);
+      if (*calibrate) code = run_calibrate(rank, deck_path, overrides, machine_out, machine_name);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);
     } catch (const strata::UserError& e) {

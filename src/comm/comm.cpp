@@ -1,5 +1,6 @@
 #include "comm/comm.hpp"
 
+#include "comm/wire_model.hpp"
 #include "core/error.hpp"
 
 #include <algorithm>
@@ -25,12 +26,12 @@ Comm::Comm(MPI_Comm comm, CommBackend backend) : comm_(comm) {
 
 Comm::~Comm() = default;
 
-void Comm::count(const char* kind, int64_t bytes, double wire_factor, double seconds) {
+void Comm::count(const char* kind, int64_t bytes, double wire_per_byte, double seconds) {
   auto& s = stats_[kind];
   s.calls += 1;
   if (size_ > 1) {
     s.bytes += bytes;
-    s.wire_bytes += double(bytes) * wire_factor;
+    s.wire_bytes += double(bytes) * wire_per_byte;
   }
   s.seconds += seconds;
 }
@@ -52,7 +53,7 @@ void Comm::allreduce_impl(V1<T> buf, MPI_Op op, const char* kind) {
       Kokkos::deep_copy(buf, host);
     }
   }
-  count(kind, n * int64_t(sizeof(T)), 2.0 * (size_ - 1) / size_, MPI_Wtime() - t0);
+  count(kind, n * int64_t(sizeof(T)), wire_factor(Collective::AllReduce, size_), MPI_Wtime() - t0);
 }
 
 void Comm::allreduce_sum(V1<float> buf) { allreduce_impl(buf, MPI_SUM, "allreduce"); }
@@ -76,7 +77,7 @@ void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
     else deferred_float_.push_back(buf);
   }
   const double dt = MPI_Wtime() - t0;
-  count("allreduce_overlapped", n * int64_t(sizeof(T)), 2.0 * (size_ - 1) / size_, dt);
+  count("allreduce_overlapped", n * int64_t(sizeof(T)), wire_factor(Collective::AllReduce, size_), dt);
 }
 
 void Comm::start_allreduce_sum(V1<float> buf) { start_allreduce_impl(buf, MPI_FLOAT); }
@@ -112,7 +113,7 @@ double Comm::allreduce_scalar(double x, MPI_Op op, const char* kind) {
   const double t0 = MPI_Wtime();
   double out = x;
   if (size_ > 1) MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, op, comm_);
-  count(kind, int64_t(sizeof(double)), 2.0 * (size_ - 1) / size_, MPI_Wtime() - t0);
+  count(kind, int64_t(sizeof(double)), wire_factor(Collective::AllReduce, size_), MPI_Wtime() - t0);
   return out;
 }
 double Comm::allreduce_sum(double x) { return allreduce_scalar(x, MPI_SUM, "allreduce_scalar"); }
@@ -122,7 +123,7 @@ double Comm::allreduce_min(double x) { return allreduce_scalar(x, MPI_MIN, "allr
 void Comm::broadcast(void* data, int64_t bytes, int root) {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_);
-  count("broadcast", bytes, double(size_ - 1) / size_, MPI_Wtime() - t0);
+  count("broadcast", bytes, wire_factor(Collective::Broadcast, size_), MPI_Wtime() - t0);
 }
 
 template <class T>
@@ -130,7 +131,7 @@ MPI_Request Comm::start_broadcast(T* host_data, int64_t n, int root) {
   const double t0 = MPI_Wtime();
   MPI_Request r = MPI_REQUEST_NULL;
   if (size_ > 1) MPI_Ibcast(host_data, int(n), mpi_type<T>(), root, comm_, &r);
-  count("broadcast", n * int64_t(sizeof(T)), double(size_ - 1) / size_, MPI_Wtime() - t0);
+  count("broadcast", n * int64_t(sizeof(T)), wire_factor(Collective::Broadcast, size_), MPI_Wtime() - t0);
   return r;
 }
 
@@ -140,7 +141,7 @@ MPI_Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, 
   MPI_Request r = MPI_REQUEST_NULL;
   if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r);
   else std::copy(host_send, host_send + n, host_recv);
-  count("reduce", n * int64_t(sizeof(T)), double(size_ - 1) / size_, MPI_Wtime() - t0);
+  count("reduce", n * int64_t(sizeof(T)), wire_factor(Collective::Reduce, size_), MPI_Wtime() - t0);
   return r;
 }
 
@@ -149,7 +150,7 @@ MPI_Request Comm::start_send(const T* host_data, int64_t n, int peer, int tag) {
   const double t0 = MPI_Wtime();
   MPI_Request r = MPI_REQUEST_NULL;
   MPI_Isend(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
-  count("send", n * int64_t(sizeof(T)), 1.0, MPI_Wtime() - t0);
+  count("send", n * int64_t(sizeof(T)), wire_factor(Collective::Send, size_), MPI_Wtime() - t0);
   return r;
 }
 
@@ -183,7 +184,7 @@ void Comm::allgather(V1<const T> send, V1<T> recv) {
   auto hr = Kokkos::create_mirror_view(recv);
   MPI_Allgather(hs.data(), int(n), mpi_type<T>(), hr.data(), int(n), mpi_type<T>(), comm_);
   Kokkos::deep_copy(recv, hr);
-  count("allgather", n * int64_t(sizeof(T)), double(size_ - 1), MPI_Wtime() - t0);
+  count("allgather", n * int64_t(sizeof(T)), wire_factor(Collective::AllGather, size_), MPI_Wtime() - t0);
 }
 
 template <class T>
@@ -195,7 +196,7 @@ void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
   auto hr = Kokkos::create_mirror_view(recv);
   MPI_Reduce_scatter_block(hs.data(), hr.data(), int(n), mpi_type<T>(), MPI_SUM, comm_);
   Kokkos::deep_copy(recv, hr);
-  count("reduce_scatter", n * int64_t(sizeof(T)), double(size_ - 1), MPI_Wtime() - t0);
+  count("reduce_scatter", n * int64_t(sizeof(T)), wire_factor(Collective::ReduceScatter, size_), MPI_Wtime() - t0);
 }
 
 #define STRATA_COMM_INSTANTIATE(T)                                                          \

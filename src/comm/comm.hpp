@@ -23,8 +23,7 @@ struct CommStats {
   int64_t calls = 0;
   int64_t bytes = 0;  // payload: the size of the buffer each call works on, summed
   // What this rank sends with the bandwidth-optimal algorithm for a group of p ranks
-  // (ring all-reduce 2(p-1)/p of the payload, pipelined broadcast and reduce (p-1)/p,
-  // all-gather and reduce-scatter (p-1) blocks): the quantity the V1D/V2D formulas count.
+  // (comm/wire_model.hpp): the quantity the V1D/V2D formulas count.
   double wire_bytes = 0;
   double seconds = 0;
 };
@@ -87,8 +86,8 @@ class Comm {
   template <class T> void allreduce_impl(V1<T> buf, MPI_Op op, const char* kind);
   template <class T> void start_allreduce_impl(V1<T> buf, MPI_Datatype type);
   double allreduce_scalar(double x, MPI_Op op, const char* kind);
-  // payload bytes; the wire bytes are payload * wire_factor when the group has > 1 rank
-  void count(const char* kind, int64_t bytes, double wire_factor, double seconds);
+  // payload bytes; the wire bytes are payload * wire_per_byte (wire_model.hpp)
+  void count(const char* kind, int64_t bytes, double wire_per_byte, double seconds);
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

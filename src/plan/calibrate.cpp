@@ -1,0 +1,148 @@
+#include "plan/calibrate.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <ctime>
+
+#include "comm/comm.hpp"
+#include "core/log.hpp"
+#include "core/timers.hpp"
+#include "train/gemm_probe.hpp"
+
+namespace strata {
+
+std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, double>>& x_t) {
+  // minimise sum ((a + b x - t) / t)^2: weighted normal equations, weights 1/t^2
+  double s1 = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
+  for (const auto& [x, t] : x_t) {
+    const double w = 1.0 / (t * t);
+    s1 += w;
+    sx += w * x;
+    sxx += w * x * x;
+    st += w * t;
+    sxt += w * x * t;
+  }
+  const double det = s1 * sxx - sx * sx;
+  double a = (st * sxx - sx * sxt) / det, b = (s1 * sxt - sx * st) / det;
+  if (a < 0) {  // latency below resolution: fit the slope alone
+    a = 0;
+    b = sxt / sxx;
+  }
+  return {a, b};
+}
+
+namespace {
+
+// (m, k, n) of the deck's model's matrix products, rows as the trainer probes them
+std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
+  const auto& m = d.model;
+  if (m.kind == "resnet") {
+    const int64_t rows = d.data.batch_size / d.parallel.data;
+    return {{rows, 784, m.n_embd}, {rows, m.n_embd, m.n_embd}, {rows, m.n_embd, 10}};
+  }
+  const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
+  return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_size}};
+}
+
+double triad_bandwidth() {
+  const int64_t n = int64_t(64) << 18;  // 64 MiB of floats per array
+  Tensor1<float> a("triad.a", n), b("triad.b", n), c("triad.c", n);
+  Kokkos::deep_copy(b, 1.0f);
+  Kokkos::deep_copy(c, 2.0f);
+  double best = 0;
+  for (int rep = 0; rep < 6; ++rep) {
+    const double t0 = Timers::now();
+    Kokkos::parallel_for(
+        "triad", Range(0, n), KOKKOS_LAMBDA(const int64_t i) { a(i) = b(i) + 0.5f * c(i); });
+    Kokkos::fence();
+    const double dt = Timers::now() - t0;
+    if (rep > 0) best = std::max(best, 3.0 * double(n) * sizeof(float) / dt);
+  }
+  return best;
+}
+
+// the best of 3 batches of `iters` calls of f, per call (barrier between batches)
+template <class F>
+double per_call(Comm& comm, int iters, F f) {
+  double best = 1e30;
+  f();  // warm-up
+  for (int batch = 0; batch < 3; ++batch) {
+    comm.barrier();
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) f();
+    double dt = (MPI_Wtime() - t0) / iters;
+    dt = comm.allreduce_max(dt);
+    best = std::min(best, dt);
+  }
+  return best;
+}
+
+}  // namespace
+
+Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name) {
+  Comm comm(world);
+  const int p = comm.size(), rank = comm.rank();
+  Calibration cal;
+  MachineFile& m = cal.machine;
+  m.name = name;
+  m.ranks_per_node = p;
+
+  double flops = 0, seconds = 0;
+  for (const auto& [r, k, n] : model_shapes(deck)) {
+    const double gf = measure_gemm_gflops(r, k, n, 0.2);
+    const double f = 2.0 * double(r) * double(k) * double(n);
+    flops += f;
+    seconds += f / (gf * 1e9);
+    cal.gemm.emplace_back(strfmt("%lld x %lld x %lld", (long long)r, (long long)k, (long long)n), gf);
+  }
+  m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
+  m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
+
+  std::vector<std::pair<double, double>> send, allreduce, broadcast;
+  if (p > 1) {
+    std::vector<float> host(size_t(4) << 20);
+    Tensor1<float> dev("calibrate.buf", int64_t(4) << 20);
+    for (int64_t bytes = 8; bytes <= (int64_t(8) << 20); bytes *= 4) {
+      const int64_t n = bytes / int64_t(sizeof(float));
+      const int iters = int(std::clamp<int64_t>((int64_t(8) << 20) / (bytes + 4096), 4, 2000));
+      const double pingpong = per_call(comm, iters, [&] {
+        if (rank == 0) {
+          MPI_Request s = comm.start_send(host.data(), n, 1, 7);
+          comm.wait(s, "send");
+          MPI_Request r = comm.start_recv(host.data(), n, 1, 8);
+          comm.wait(r, "recv");
+        } else if (rank == 1) {
+          MPI_Request r = comm.start_recv(host.data(), n, 0, 7);
+          comm.wait(r, "recv");
+          MPI_Request s = comm.start_send(host.data(), n, 0, 8);
+          comm.wait(s, "send");
+        }
+      });
+      send.emplace_back(double(bytes), pingpong / 2);
+      auto view = Kokkos::subview(dev, std::make_pair(int64_t(0), n));
+      allreduce.emplace_back(double(bytes), per_call(comm, iters, [&] { comm.allreduce_sum(V1<float>(view)); }));
+      broadcast.emplace_back(double(bytes), per_call(comm, iters, [&] { comm.broadcast(host.data(), bytes, 0); }));
+    }
+    auto fit = [&](const char* kind, Collective k, const std::vector<std::pair<double, double>>& xt, double& alpha,
+                   double& beta) {
+      const auto [a, b] = fit_alpha_beta(xt);
+      alpha = a / latency_steps(k, p);
+      beta = b / wire_factor(k, p);
+      for (const auto& [x, t] : xt) cal.samples.push_back({kind, x, t, collective_seconds(k, p, x, alpha, beta)});
+    };
+    fit("send", Collective::Send, send, m.intra_node.send_alpha, m.intra_node.send_beta);
+    fit("allreduce", Collective::AllReduce, allreduce, m.intra_node.allreduce_alpha, m.intra_node.allreduce_beta);
+    fit("broadcast", Collective::Broadcast, broadcast, m.intra_node.broadcast_alpha, m.intra_node.broadcast_beta);
+  }
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));
+  m.description = strfmt("%d ranks on one node", p);
+  m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
+                    deck.model.kind.c_str(), (long long)deck.model.n_embd,
+                    p > 1 ? "" : "; one rank: no link costs measured");
+  return cal;
+}
+
+}  // namespace strata

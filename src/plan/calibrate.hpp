@@ -1,0 +1,42 @@
+#pragma once
+// `strata calibrate`: measures what the planner needs to know of this machine and writes
+// it as a machine file (machine_file.hpp). Collective over the ranks of `world` (run it
+// with the ranks of one node, one per core or GPU):
+//  - gemm_flops: one rank's float GEMM rate at the deck's model shapes (every linear layer
+//    of a block and the head, time-weighted), with the trainer's probe;
+//  - memory_bandwidth: a streaming triad on 3 x 64 MiB;
+//  - send, all-reduce and broadcast through strata's own Comm at payloads from 8 B to
+//    8 MiB (4x apart), each fitted to t = steps(p) alpha + wire(p) bytes beta
+//    (comm/wire_model.hpp) by least squares in relative error; send is timed as half a
+//    ping-pong of ranks 0 and 1.
+// With one rank there is nothing to time: the link costs are left at zero and the file
+// says so in its source line.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "core/deck.hpp"
+#include "plan/machine_file.hpp"
+
+namespace strata {
+
+struct CommSample {
+  std::string kind;       // "send", "allreduce", "broadcast"
+  double bytes = 0;       // payload
+  double seconds = 0;     // measured
+  double fitted = 0;      // the fit's prediction
+};
+
+struct Calibration {
+  MachineFile machine;
+  std::vector<CommSample> samples;
+  std::vector<std::pair<std::string, double>> gemm;  // shape "m x k x n" -> GFLOP/s
+};
+
+// Least squares in relative error of t = a + b x over (x, t) pairs; a >= 0.
+std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, double>>& x_t);
+
+Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name);
+
+}  // namespace strata

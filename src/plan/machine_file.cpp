@@ -1,0 +1,140 @@
+#include "plan/machine_file.hpp"
+
+#include <toml.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace strata {
+
+double LinkCosts::seconds(Collective kind, int ranks, double payload_bytes) const {
+  switch (kind) {
+    case Collective::Send: return collective_seconds(kind, ranks, payload_bytes, send_alpha, send_beta);
+    case Collective::Broadcast:
+    case Collective::Reduce: return collective_seconds(kind, ranks, payload_bytes, broadcast_alpha, broadcast_beta);
+    default: return collective_seconds(kind, ranks, payload_bytes, allreduce_alpha, allreduce_beta);
+  }
+}
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const toml::value& root, std::string path) : root_(root), path_(std::move(path)) {}
+  const toml::table& section(const std::string& name, const std::set<std::string>& keys) {
+    if (!root_.is_table() || !root_.as_table().count(name) || !root_.as_table().at(name).is_table())
+      throw UserError("machine file '" + path_ + "': no [" + name + "] section");
+    const auto& t = root_.as_table().at(name).as_table();
+    for (const auto& [k, v] : t)
+      if (!keys.count(k)) throw UserError("machine file '" + path_ + "': unknown key " + name + "." + k);
+    return t;
+  }
+  double number(const toml::table& t, const std::string& sec, const std::string& key, bool positive = true) {
+    if (!t.count(key)) throw UserError("machine file '" + path_ + "': missing " + sec + "." + key);
+    const auto& v = t.at(key);
+    double x = 0;
+    if (v.is_floating()) x = v.as_floating();
+    else if (v.is_integer()) x = double(v.as_integer());
+    else throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be a number");
+    if (positive ? !(x > 0) : !(x >= 0))
+      throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be " + (positive ? "> 0" : ">= 0"));
+    return x;
+  }
+  std::string text(const toml::table& t, const std::string& sec, const std::string& key) {
+    if (!t.count(key) || !t.at(key).is_string())
+      throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be a string");
+    return t.at(key).as_string();
+  }
+  LinkCosts link(const std::string& name) {
+    const std::set<std::string> keys = {"send_alpha",     "send_beta",      "allreduce_alpha",
+                                        "allreduce_beta", "broadcast_alpha", "broadcast_beta"};
+    const auto& t = section(name, keys);
+    LinkCosts c;
+    c.send_alpha = number(t, name, "send_alpha", false);
+    c.send_beta = number(t, name, "send_beta", false);
+    c.allreduce_alpha = number(t, name, "allreduce_alpha", false);
+    c.allreduce_beta = number(t, name, "allreduce_beta", false);
+    c.broadcast_alpha = number(t, name, "broadcast_alpha", false);
+    c.broadcast_beta = number(t, name, "broadcast_beta", false);
+    return c;
+  }
+  bool has(const std::string& name) const { return root_.is_table() && root_.as_table().count(name); }
+
+ private:
+  const toml::value& root_;
+  std::string path_;
+};
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // a TOML float
+  return s;
+}
+
+std::string gbps(double beta) { return beta > 0 ? "   # " + num(1e-9 / beta) + " GB/s" : ""; }
+
+void write_link(std::ostringstream& o, const char* name, const LinkCosts& c) {
+  o << "\n[" << name << "]   # t = steps(p) alpha + wire(p) bytes beta (src/comm/wire_model.hpp); alpha in s, beta in s/byte\n"
+    << "send_alpha = " << num(c.send_alpha) << "\nsend_beta = " << num(c.send_beta) << gbps(c.send_beta) << "\n"
+    << "allreduce_alpha = " << num(c.allreduce_alpha) << "\nallreduce_beta = " << num(c.allreduce_beta)
+    << gbps(c.allreduce_beta) << "\n"
+    << "broadcast_alpha = " << num(c.broadcast_alpha) << "\nbroadcast_beta = " << num(c.broadcast_beta)
+    << gbps(c.broadcast_beta) << "\n";
+}
+
+}  // namespace
+
+MachineFile read_machine_file(const std::string& path) {
+  std::ifstream is(path, std::ios::binary);
+  if (!is) throw UserError("machine file '" + path + "' cannot be read");
+  toml::value root;
+  try {
+    root = toml::parse(is, path);
+  } catch (const std::exception& e) {
+    throw UserError("machine file '" + path + "' is not valid TOML");
+  }
+  Reader r(root, path);
+  for (const auto& [k, v] : root.as_table())
+    if (k != "machine" && k != "compute" && k != "intra_node" && k != "inter_node")
+      throw UserError("machine file '" + path + "': unknown section [" + k + "]");
+  MachineFile m;
+  const auto& mt = r.section("machine", {"name", "description", "source", "ranks_per_node"});
+  m.name = r.text(mt, "machine", "name");
+  m.description = r.text(mt, "machine", "description");
+  m.source = r.text(mt, "machine", "source");
+  m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
+  const auto& ct = r.section("compute", {"gemm_flops", "memory_bandwidth"});
+  m.gemm_flops = r.number(ct, "compute", "gemm_flops");
+  m.memory_bandwidth = r.number(ct, "compute", "memory_bandwidth");
+  m.intra_node = r.link("intra_node");
+  m.has_inter_node = r.has("inter_node");
+  if (m.has_inter_node) m.inter_node = r.link("inter_node");
+  return m;
+}
+
+std::string to_toml(const MachineFile& m) {
+  auto q = [](const std::string& s) {  // a one-line TOML basic string
+    std::string out = "\"";
+    for (const char ch : s) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += (ch == '\n' || ch == '\t') ? ' ' : ch;
+    }
+    return out + "\"";
+  };
+  std::ostringstream o;
+  o << "[machine]\nname = " << q(m.name) << "\ndescription = " << q(m.description) << "\nsource = " << q(m.source)
+    << "\nranks_per_node = " << m.ranks_per_node << "\n\n[compute]\n"
+    << "gemm_flops = " << num(m.gemm_flops) << "         # FLOP/s per rank, float GEMM at the model's shapes\n"
+    << "memory_bandwidth = " << num(m.memory_bandwidth) << "   # bytes/s per rank, streaming\n";
+  write_link(o, "intra_node", m.intra_node);
+  if (m.has_inter_node) write_link(o, "inter_node", m.inter_node);
+  return o.str();
+}
+
+}  // namespace strata

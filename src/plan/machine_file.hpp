@@ -1,0 +1,41 @@
+#pragma once
+// A machine as the planner sees it, read from and written to a TOML machine file
+// (machines/*.toml; `strata calibrate` measures one):
+//
+//   [machine]  name, description, source (where the numbers come from), ranks_per_node
+//   [compute]  gemm_flops (FLOP/s of one rank's float GEMM at the model's shapes),
+//              memory_bandwidth (bytes/s one rank streams through elementwise kernels)
+//   [intra_node] and [inter_node]: for each of send, allreduce, broadcast a latency
+//              <kind>_alpha (s) and an inverse bandwidth <kind>_beta (s/byte), so that a
+//              collective of p ranks takes steps(p) alpha + wire(p) bytes beta
+//              (comm/wire_model.hpp); inter_node may be left out for one-node machines.
+//
+// Unknown keys and missing ones are errors naming the file and the key.
+#include <string>
+
+#include "comm/wire_model.hpp"
+
+namespace strata {
+
+struct LinkCosts {
+  double send_alpha = 0, send_beta = 0;
+  double allreduce_alpha = 0, allreduce_beta = 0;
+  double broadcast_alpha = 0, broadcast_beta = 0;
+  // seconds for a collective of `ranks` ranks on `payload_bytes` bytes; all-gather and
+  // reduce-scatter use the all-reduce costs (each is half a ring all-reduce), reduce
+  // the broadcast ones
+  double seconds(Collective kind, int ranks, double payload_bytes) const;
+};
+
+struct MachineFile {
+  std::string name, description, source;
+  int ranks_per_node = 1;
+  double gemm_flops = 0, memory_bandwidth = 0;
+  LinkCosts intra_node, inter_node;
+  bool has_inter_node = false;
+};
+
+MachineFile read_machine_file(const std::string& path);
+std::string to_toml(const MachineFile& m);
+
+}  // namespace strata

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `strata calibrate` on 2 ranks writes a machine file that has every section, positive
+# GEMM rate, bandwidth and link costs, and prints the measured and fitted times it came
+# from; on 1 rank it says no link costs were measured; an unwritable --out is refused
+# before measuring (exit 2, one line).
+# Usage: test_calibrate.sh STRATA MPIEXEC DECK
+set -u
+strata=$1
+mpiexec=$2
+deck=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+
+if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" --name test-box >"$work/out.log" 2>&1; then
+  value() { sed -nE "s/^$1 = ([-0-9.e+]+).*/\1/p" "$work/m.toml"; }
+  bad=
+  for key in gemm_flops memory_bandwidth send_alpha send_beta allreduce_alpha allreduce_beta broadcast_alpha broadcast_beta; do
+    v=$(value $key)
+    awk -v v="$v" 'BEGIN { exit !(v + 0 > 0) }' || bad="$bad $key=$v"
+  done
+  if [ -z "$bad" ] && grep -q '^name = "test-box"' "$work/m.toml" && grep -q '^ranks_per_node = 2' "$work/m.toml" &&
+     grep -q "^allreduce .* 8388608 " "$work/out.log"; then
+    ok "calibrate on 2 ranks: a complete machine file with positive costs ($(value gemm_flops) FLOP/s, allreduce $(value allreduce_beta) s/byte)"
+  else
+    fail "machine file:$bad"; cat "$work/m.toml" "$work/out.log"
+  fi
+else
+  fail "calibrate on 2 ranks"; cat "$work/out.log"
+fi
+
+if timeout 60 "$mpiexec" -n 1 "$strata" calibrate "$deck" >"$work/one.log" 2>&1 &&
+   grep -q "one rank: no link costs measured" "$work/one.log"; then
+  ok "calibrate on 1 rank: compute only, and it says so"
+else
+  fail "calibrate on 1 rank"; cat "$work/one.log"
+fi
+
+out=$(timeout 60 "$mpiexec" -n 1 "$strata" calibrate "$deck" --out /nonexistent/m.toml 2>&1 >/dev/null)
+rc=$?
+if [ $rc -eq 2 ] && [ "$(grep -c 'strata: error' <<<"$out")" -eq 1 ] && grep -q "cannot write the machine file '/nonexistent/m.toml'" <<<"$out"; then
+  ok "an unwritable --out: one line, exit 2"
+else
+  fail "unwritable --out: exit $rc: $out"
+fi
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]

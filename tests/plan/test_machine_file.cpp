@@ -1,0 +1,116 @@
+// Machine files (src/plan/machine_file.hpp): a written file reads back the same; each
+// malformed kind is refused with a line naming the file and the key; the shipped files
+// (machines/*.toml, found through STRATA_MACHINES_DIR, which CTest sets) parse; and the
+// alpha-beta fit recovers the costs it was given.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "plan/calibrate.hpp"
+
+using namespace strata;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("strata-machine-test-" + name + ".toml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+MachineFile sample() {
+  MachineFile m;
+  m.name = "box";
+  m.description = "two \"cores\", one \\ node";
+  m.source = "a test";
+  m.ranks_per_node = 2;
+  m.gemm_flops = 9.5e10;
+  m.memory_bandwidth = 1.2e10;
+  m.intra_node = {1e-6, 2e-10, 3e-6, 4e-10, 5e-6, 6e-10};
+  return m;
+}
+
+std::string error_of(const std::string& text) {
+  const std::string path = write_temp("bad", text);
+  try {
+    read_machine_file(path);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a machine file written by to_toml reads back the same", "[machine_file]") {
+  MachineFile m = sample();
+  m.has_inter_node = true;
+  m.inter_node = {7e-6, 8e-11, 9e-6, 1e-10, 2e-5, 3e-10};
+  const MachineFile r = read_machine_file(write_temp("roundtrip", to_toml(m)));
+  CHECK(r.name == m.name);
+  CHECK(r.source == m.source);
+  CHECK(r.description == m.description);
+  CHECK(r.ranks_per_node == 2);
+  CHECK(r.gemm_flops == Approx(m.gemm_flops).epsilon(1e-3));
+  CHECK(r.memory_bandwidth == Approx(m.memory_bandwidth).epsilon(1e-3));
+  CHECK(r.intra_node.allreduce_beta == Approx(4e-10).epsilon(1e-3));
+  CHECK(r.inter_node.broadcast_alpha == Approx(2e-5).epsilon(1e-3));
+  CHECK(r.has_inter_node);
+  // costs: a ring all-reduce of 8 ranks on 1 MB
+  CHECK(r.intra_node.seconds(Collective::AllReduce, 8, 1e6) == Approx(14 * 3e-6 + 1.75 * 1e6 * 4e-10));
+  CHECK(r.intra_node.seconds(Collective::AllReduce, 1, 1e6) == 0.0);
+  CHECK(r.intra_node.seconds(Collective::Send, 2, 1e6) == Approx(1e-6 + 1e6 * 2e-10));
+}
+
+TEST_CASE("malformed machine files are refused naming the file and the key", "[machine_file]") {
+  const std::string good = to_toml(sample());
+  CHECK_THAT(error_of(good + "\n[gpu]\nx = 1\n"), Catch::Contains("unknown section [gpu]"));
+  std::string typo = good;
+  typo.replace(typo.find("gemm_flops"), 10, "gemm_flop");
+  CHECK_THAT(error_of(typo), Catch::Contains("unknown key compute.gemm_flop"));
+  std::string negative = good;
+  negative.insert(negative.find("memory_bandwidth = ") + 19, "-");
+  CHECK_THAT(error_of(negative), Catch::Contains("compute.memory_bandwidth must be > 0"));
+  CHECK_THAT(error_of("[machine]\nname = \"x\"\n"), Catch::Contains("machine.description must be a string"));
+  CHECK_THAT(error_of("[machine\n"), Catch::Contains("is not valid TOML"));
+  CHECK_THAT(error_of(good.substr(0, good.find("[intra_node]"))), Catch::Contains("no [intra_node] section"));
+  try {
+    read_machine_file("/nonexistent/m.toml");
+    FAIL("no error");
+  } catch (const UserError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("'/nonexistent/m.toml' cannot be read"));
+  }
+}
+
+TEST_CASE("the shipped machine files parse", "[machine_file]") {
+  const char* dir = std::getenv("STRATA_MACHINES_DIR");
+  if (!dir) {
+    WARN("STRATA_MACHINES_DIR is not set: the shipped machine files are not checked");
+    return;
+  }
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    INFO(entry.path());
+    const MachineFile m = read_machine_file(entry.path().string());
+    CHECK(m.gemm_flops > 0);
+    CHECK(m.intra_node.allreduce_beta > 0);
+    ++files;
+  }
+  CHECK(files >= 2);
+  const MachineFile h100 = read_machine_file(std::string(dir) + "/h100-dgx-cluster.toml");
+  CHECK(h100.ranks_per_node == 8);
+  CHECK(h100.has_inter_node);
+  CHECK(1.0 / h100.inter_node.allreduce_beta < 50e9);  // below the 400 Gb/s line rate
+}
+
+TEST_CASE("the alpha-beta fit recovers the costs of exact samples", "[machine_file]") {
+  std::vector<std::pair<double, double>> xt;
+  for (double x = 8; x <= 16e6; x *= 4) xt.emplace_back(x, 3e-6 + x * 1.5e-10);
+  const auto [a, b] = fit_alpha_beta(xt);
+  CHECK(a == Approx(3e-6).epsilon(1e-9));
+  CHECK(b == Approx(1.5e-10).epsilon(1e-9));
+}
