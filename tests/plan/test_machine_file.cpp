@@ -15,13 +15,13 @@ using namespace strata;
 
 namespace {
 
-std::string write_temp(const std::string& name, const std::string& text) {
+std::string write_machine_temp(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() / ("strata-machine-test-" + name + ".toml");
   std::ofstream(path) << text;
   return path.string();
 }
 
-MachineFile sample() {
+MachineFile sample_machine() {
   MachineFile m;
   m.name = "box";
   m.description = "two \"cores\", one \\ node";
@@ -33,8 +33,8 @@ MachineFile sample() {
   return m;
 }
 
-std::string error_of(const std::string& text) {
-  const std::string path = write_temp("bad", text);
+std::string machine_file_error(const std::string& text) {
+  const std::string path = write_machine_temp("bad", text);
   try {
     read_machine_file(path);
   } catch (const UserError& e) {
@@ -46,10 +46,10 @@ std::string error_of(const std::string& text) {
 }  // namespace
 
 TEST_CASE("a machine file written by to_toml reads back the same", "[machine_file]") {
-  MachineFile m = sample();
+  MachineFile m = sample_machine();
   m.has_inter_node = true;
   m.inter_node = {7e-6, 8e-11, 9e-6, 1e-10, 2e-5, 3e-10};
-  const MachineFile r = read_machine_file(write_temp("roundtrip", to_toml(m)));
+  const MachineFile r = read_machine_file(write_machine_temp("roundtrip", to_toml(m)));
   CHECK(r.name == m.name);
   CHECK(r.source == m.source);
   CHECK(r.description == m.description);
@@ -66,17 +66,17 @@ TEST_CASE("a machine file written by to_toml reads back the same", "[machine_fil
 }
 
 TEST_CASE("malformed machine files are refused naming the file and the key", "[machine_file]") {
-  const std::string good = to_toml(sample());
-  CHECK_THAT(error_of(good + "\n[gpu]\nx = 1\n"), Catch::Contains("unknown section [gpu]"));
+  const std::string good = to_toml(sample_machine());
+  CHECK_THAT(machine_file_error(good + "\n[gpu]\nx = 1\n"), Catch::Contains("unknown section [gpu]"));
   std::string typo = good;
   typo.replace(typo.find("gemm_flops"), 10, "gemm_flop");
-  CHECK_THAT(error_of(typo), Catch::Contains("unknown key compute.gemm_flop"));
+  CHECK_THAT(machine_file_error(typo), Catch::Contains("unknown key compute.gemm_flop"));
   std::string negative = good;
   negative.insert(negative.find("memory_bandwidth = ") + 19, "-");
-  CHECK_THAT(error_of(negative), Catch::Contains("compute.memory_bandwidth must be > 0"));
-  CHECK_THAT(error_of("[machine]\nname = \"x\"\n"), Catch::Contains("machine.description must be a string"));
-  CHECK_THAT(error_of("[machine\n"), Catch::Contains("is not valid TOML"));
-  CHECK_THAT(error_of(good.substr(0, good.find("[intra_node]"))), Catch::Contains("no [intra_node] section"));
+  CHECK_THAT(machine_file_error(negative), Catch::Contains("compute.memory_bandwidth must be > 0"));
+  CHECK_THAT(machine_file_error("[machine]\nname = \"x\"\n"), Catch::Contains("machine.description must be a string"));
+  CHECK_THAT(machine_file_error("[machine\n"), Catch::Contains("is not valid TOML"));
+  CHECK_THAT(machine_file_error(good.substr(0, good.find("[intra_node]"))), Catch::Contains("no [intra_node] section"));
   try {
     read_machine_file("/nonexistent/m.toml");
     FAIL("no error");
