@@ -8,11 +8,7 @@ set -u
 strata=$1
 mpiexec=$2
 deck=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+source "$(dirname "$0")/../support/test_lib.sh"
 
 if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" --name test-box >"$work/out.log" 2>&1; then
   value() { sed -nE "s/^$1 = ([-0-9.e+]+).*/\1/p" "$work/m.toml"; }
@@ -46,5 +42,4 @@ else
   fail "unwritable --out: exit $rc: $out"
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

@@ -10,11 +10,7 @@ set -u
 repo=$(realpath "$1")
 strata=$(realpath "$2")
 mpiexec=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+source "$(dirname "$0")/../support/test_lib.sh"
 
 for f in "$repo"/jobscripts/pbs/train.pbs "$repo"/jobscripts/pbs/chain.sh; do
   bash -n "$f" && ok "bash -n $(basename "$f")" || fail "bash -n $f"
@@ -53,5 +49,4 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "no readable \$PBS_NODEFILE" <<<"$out" && ok "outside a PBS job: one clear line, exit 1" ||
   fail "without PBS_NODEFILE: exit $rc: $out"
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

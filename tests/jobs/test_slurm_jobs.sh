@@ -12,14 +12,10 @@ set -u
 repo=$(realpath "$1")
 strata=$(realpath "$2")
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: starting the Slurm daemons needs root"; exit 77; }
-work=$(mktemp -d /tmp/strata-slurm-test.XXXXXX)
-chmod 0755 "$work"  # munged wants every directory above its socket searchable
+source "$(dirname "$0")/../support/test_lib.sh"  # $work is searchable: munged wants that of its socket's dirs
 export SLURM_LOCAL_DIR=$work/slurm SLURM_LOCAL_TIMEOUT=60
 export SLURM_LOCAL_PORT=$((20000 + $$ % 20000))  # not the default port: a site's or another test's cluster
-trap '"$repo/scripts/slurm-local.sh" down >/dev/null 2>&1; rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
+on_exit '"$repo/scripts/slurm-local.sh" down >/dev/null 2>&1'
 
 if ! "$repo/scripts/slurm-local.sh" up >"$work/up.log" 2>&1; then
   echo "FAIL: the local Slurm cluster did not come up:"; tail -20 "$work/up.log"; exit 1
@@ -85,5 +81,4 @@ else
   fail "chain.sh did not print two job ids: ${ids[*]}"
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish
