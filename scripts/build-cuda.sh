@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU build: a CUDA-enabled Kokkos from Debian's source (scripts/build-kokkos-cuda.sh),
 # then all of strata, tests and benchmarks included, with nvcc for sm_90 (preset "cuda",
-# build/cuda). This machine has no GPU: the build proves the code is device-correct
-# (host-only code in a kernel fails to compile); scripts/device-check.sh runs it on a GPU.
+# build/cuda); arguments go to `cmake --build` (`--target strata test_mpi` builds less).
+# This machine has no GPU: the build proves the code is device-correct (host-only code in
+# a kernel fails to compile); scripts/device-check.sh runs it on a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -12,4 +13,4 @@ scripts/build-kokkos-cuda.sh >/dev/null
 if [ ! -f build/cuda/CMakeCache.txt ]; then
   cmake --preset cuda >/dev/null
 fi
-cmake --build --preset cuda -j "$(nproc)"
+cmake --build --preset cuda -j "$(nproc)" "$@"   # e.g. --target strata test_mpi
