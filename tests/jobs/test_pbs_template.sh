@@ -44,6 +44,15 @@ else
   fail "second PBS job: exit $rc"; cat 2.out
 fi
 
+RESTART= PBS_NODEFILE="$work/nodefile" PBS_O_WORKDIR="$work" DECK=deck.toml STRATA="$strata" MPIEXEC="$mpiexec" \
+  timeout 120 bash "$repo/jobscripts/pbs/train.pbs" --set run.name=pbs --set run.steps=2 >3.out 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q -- "--restart" 3.out && grep -q "step     1/2" 3.out; then
+  ok "RESTART= starts fresh even where checkpoints exist"
+else
+  fail "RESTART=: exit $rc"; cat 3.out
+fi
+
 out=$(env -u PBS_NODEFILE PBS_O_WORKDIR="$work" bash "$repo/jobscripts/pbs/train.pbs" 2>&1)
 rc=$?
 [ $rc -eq 1 ] && grep -q "no readable \$PBS_NODEFILE" <<<"$out" && ok "outside a PBS job: one clear line, exit 1" ||
