@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/grad_buckets.hpp"
+
 namespace strata {
 
 template <class T>
@@ -17,18 +19,14 @@ double DataParallel<T>::forward_backward(V1<const int32_t> tokens, V1<const int3
   timers.start("backward");
   if (bucket_bytes_ > 0 && comm_.size() > 1) {
     const int64_t bucket = std::max<int64_t>(1, int64_t(bucket_bytes_ / sizeof(T)));
-    int64_t lo = -1, hi = -1;  // the pending bucket [lo, hi), grown downwards
-    const auto launch = [&] {
-      if (hi > lo) comm_.start_allreduce_sum(V1<T>(grads.data() + lo, hi - lo));
-      lo = hi = -1;
-    };
+    GradBuckets buckets(bucket, [&](int64_t offset, int64_t count) {
+      comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
+    });
     model_.backward(ctx, T(1.0 / global_tokens), [&](int64_t offset, int64_t count) {
-      if (hi < 0) hi = offset + count;
-      lo = offset;
-      if (hi - lo >= bucket) launch();
+      buckets.ready(offset, count);
       comm_.progress();
     });
-    launch();
+    buckets.flush();
     timers.stop("backward");
     timers.start("grad_allreduce");  // what is left of the reduction after the backward
     comm_.finish_allreduces();
@@ -51,6 +49,26 @@ double DataParallel<T>::evaluate(V1<const int32_t> tokens, V1<const int32_t> tar
   return comm_.allreduce_sum(local) / (double(global_batch) * double(ctx.seq_len));
 }
 
+template <class T>
+Traffic data_parallel_traffic(const GPT<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch) {
+  Traffic out;
+  model.micro_batch_traffic({local_batch, model.config().seq_len}, out);
+  const int64_t e = sizeof(T);
+  if (bucket_bytes > 0 && data_ranks > 1) {
+    GradBuckets buckets(std::max<int64_t>(1, int64_t(bucket_bytes / e)), [&](int64_t, int64_t count) {
+      out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
+    });
+    for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
+    buckets.flush();
+  } else {
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, model.params().numel() * e);
+  }
+  out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
+  return out;
+}
+
+template Traffic data_parallel_traffic<float>(const GPT<float>&, int, double, int64_t);
+template Traffic data_parallel_traffic<double>(const GPT<double>&, int, double, int64_t);
 template class DataParallel<float>;
 template class DataParallel<double>;
 

@@ -36,4 +36,9 @@ class DataParallel : public TrainEngine<T> {
   double bucket_bytes_;
 };
 
+// What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
+// for call: the model's tensor-parallel traffic and the data group's gradient buckets.
+template <class T>
+Traffic data_parallel_traffic(const GPT<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch);
+
 }  // namespace strata

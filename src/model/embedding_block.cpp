@@ -1,6 +1,7 @@
 #include "model/embedding_block.hpp"
 
 #include "model/tensor_shard.hpp"
+#include "parallel/tp_traffic.hpp"
 #include "parallel/vocab_parallel.hpp"
 
 namespace strata {
@@ -32,6 +33,13 @@ template <class T>
 void EmbeddingBlock<T>::backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const {
   tp_embedding_backward<T>(tp_, store_.grad2(wte_), store_.grad2(wpe_), dout, cache.tokens, local.seq_len,
                            cache.scratch);
+}
+
+template <class T>
+void EmbeddingBlock<T>::traffic(const BlockContext& local, Traffic& out) const {
+  const int64_t c = store_.infos()[wpe_].count[1];
+  tp_embedding_forward_traffic(out, tp_, local.rows(), c, sizeof(T));
+  tp_embedding_backward_traffic(out, tp_, local.rows(), c, sizeof(T));
 }
 
 template class EmbeddingBlock<float>;

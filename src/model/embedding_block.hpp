@@ -2,6 +2,7 @@
 // Token + position embedding: x0 = wte[tokens] + wpe[positions]. wte is [vocab, C] and is
 // tied to the LM head; wpe is [seq_len, C]. Under a tensor split wte is cut by vocabulary
 // (and by hidden block in 2D): parallel/vocab_parallel.hpp.
+#include "comm/traffic.hpp"
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
 #include "model/stage_placement.hpp"
@@ -18,6 +19,10 @@ struct EmbeddingCache {
     if (int64_t(out.extent(0)) != rows) out = Tensor2<T>("emb.out", rows, c);
   }
   int64_t bytes() const { return view_bytes(out, scratch); }
+  // bytes() after a forward of `rows` local rows (scratch_rows: the 2D scratch's, else 0)
+  static int64_t bytes_for(int64_t rows, int64_t c, int64_t scratch_rows) {
+    return (rows + scratch_rows) * c * int64_t(sizeof(T));
+  }
 };
 
 template <class T>
@@ -32,6 +37,8 @@ class EmbeddingBlock {
   void forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const;
   // dout (local.rows(), C'): accumulates dwte, dwpe.
   void backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const;
+  // What one forward and backward on local sends (comm/traffic.hpp).
+  void traffic(const BlockContext& local, Traffic& out) const;
   int wte_index() const { return wte_; }
 
  private:

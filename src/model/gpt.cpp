@@ -6,7 +6,7 @@
 namespace strata {
 
 template <class T>
-GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement)
+GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement, bool allocate)
     : cfg_(cfg), tp_(tp), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
   if (placement_.layer_end <= placement_.layer_begin)
     throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
@@ -17,7 +17,7 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   for (int l = 0; l < cfg.n_layer; ++l)
     blocks_.emplace_back(store_, tp_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
   head_ = std::make_unique<LMHead<T>>(store_, tp_, embedding_->wte_index(), c, placement_.last());
-  store_.allocate(seed);
+  if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.
   const auto offset_of = [&](const std::string& name) { return store_.infos()[store_.index(name)].offset; };
@@ -102,6 +102,51 @@ void GPT<T>::backward_micro(const BlockContext& ctx, T dloss_scale, V2<const T> 
     embedding_->backward(local, act.dres, act.emb);
     ready(embedding_range_);
   }
+}
+
+template <class T>
+void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out) const {
+  const BlockContext local = local_context(ctx);
+  if (placement_.first()) embedding_->traffic(local, out);
+  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) blocks_[l].traffic(local, out);
+  if (!placement_.last()) return;
+  head_->traffic(local, out);
+  if (tp_.mode == TensorMode::TwoD) out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
+}
+
+template <class T>
+std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
+  std::vector<std::pair<int64_t, int64_t>> order;
+  if (placement_.last()) order.push_back(lnf_range_);
+  for (int l = placement_.layer_end; l-- > placement_.layer_begin;) order.push_back(block_ranges_[l]);
+  if (placement_.first()) order.push_back(embedding_range_);
+  return order;
+}
+
+template <class T>
+int64_t GPT<T>::activation_bytes_for(const BlockContext& ctx) const {
+  const BlockContext local = local_context(ctx);
+  const int64_t rows = local.rows(), c = stage_activation_shape(ctx).second;
+  int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[placement_.layer_begin].widths()) +
+              rows * c * int64_t(sizeof(T));  // scratch and dres
+  if (placement_.first()) b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
+  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
+    b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
+  if (placement_.last()) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[wte_index()].count[0]);
+  return b;
+}
+
+template <class T>
+double GPT<T>::stage_flops(const BlockContext& ctx) const {
+  double n = 0;
+  for (const auto& p : store_.infos()) {
+    if (p.numel == 0 || p.name == "wpe") continue;                  // another stage's, or a lookup
+    if (p.name == "wte" && !placement_.last()) continue;            // a lookup here; the head's product is counted there
+    n += double(p.global_numel);
+  }
+  const double layers = placement_.layer_end - placement_.layer_begin;
+  const double per_token = 6.0 * n + 12.0 * layers * double(cfg_.seq_len) * double(cfg_.n_embd);
+  return per_token * double(ctx.rows()) / double(tp_.size());
 }
 
 template <class T>

@@ -37,7 +37,10 @@ class GPT {
  public:
   // tp: the tensor split and its communicators (which must outlive the model). placement:
   // this rank's pipeline stage (default: the whole model).
-  GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {}, StagePlacement placement = {});
+  // allocate = false declares the parameters without memory (the planner's dry model:
+  // shards, traffic and sizes, no forward or backward).
+  GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {}, StagePlacement placement = {},
+      bool allocate = true);
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
@@ -78,11 +81,23 @@ class GPT {
   // vocab) without a tensor split, else this rank's rows and vocabulary columns.
   V2<const T> logits() const { return act_.head.logits; }
   ParamStore<T>& params() { return store_; }
+  const ParamStore<T>& params() const { return store_; }
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   // Bytes of activation caches and gradient scratch this rank holds (after a forward and
   // backward have sized them).
   int64_t activation_bytes() const;
+  // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
+  // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
+  void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const;
+  // The flat-gradient ranges backward_micro hands to on_ready, in its order.
+  std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const;
+  // Bytes of one GPTActivations after a forward and backward of ctx on this stage (what
+  // activation_bytes() reports for one micro-batch in flight).
+  int64_t activation_bytes_for(const BlockContext& ctx) const;
+  // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
+  // flops_per_token() (the LM head's product where the head runs), over the tensor group.
+  double stage_flops(const BlockContext& ctx) const;
   // Training FLOPs per token: 6 N (N without the position table, which is a lookup)
   // plus 12 L T C for attention (QK^T and PV, forward and backward).
   double flops_per_token() const;

@@ -2,6 +2,7 @@
 
 #include "model/tensor_shard.hpp"
 #include "parallel/tp_layers.hpp"
+#include "parallel/tp_traffic.hpp"
 #include "parallel/vocab_parallel.hpp"
 
 namespace strata {
@@ -47,6 +48,17 @@ void LMHead<T>::backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHea
   tp_head_backward<T>(tp_, k.lnf, s.grad2(wte_), k.logits, k.lnf, s.param2(wte_));  // dlnf over lnf
   tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), k.lnf, k.x_in, s.param(lnf_w_),
                            k.lnf_mean, k.lnf_rstd, false);
+}
+
+template <class T>
+void LMHead<T>::traffic(const BlockContext& ctx, Traffic& out) const {
+  const auto& wte = store_.infos()[wte_];
+  const int64_t n = ctx.rows(), c = store_.infos()[lnf_w_].count[0], v = wte.count[0], e = sizeof(T);
+  tp_layernorm_forward_traffic(out, tp_, n, e);
+  tp_head_logits_traffic(out, tp_, n, c, v, e);
+  tp_cross_entropy_forward_traffic(out, tp_, n, e);
+  tp_head_backward_traffic(out, tp_, n, c, v, e);
+  tp_layernorm_backward_traffic(out, tp_, n, c, e);
 }
 
 template struct LMHeadCache<float>;

@@ -2,6 +2,7 @@
 // Final layernorm, the LM head tied to the token embedding (logits = lnf(x) wte^T), and
 // the cross-entropy loss against the next tokens. Under a tensor split the logits are
 // split by vocabulary (parallel/vocab_parallel.hpp).
+#include "comm/traffic.hpp"
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
 #include "parallel/tensor_parallel.hpp"
@@ -18,6 +19,9 @@ struct LMHeadCache {
   V1<const int32_t> targets;
   void ensure(int64_t rows, int64_t c, int64_t v);
   int64_t bytes() const { return view_bytes(lnf, lnf_mean, lnf_rstd, logits, lse, losses); }
+  static int64_t bytes_for(int64_t rows, int64_t c, int64_t v) {  // bytes() after ensure(rows, c, v)
+    return rows * (c + v + 4) * int64_t(sizeof(T));
+  }
 };
 
 template <class T>
@@ -29,6 +33,8 @@ class LMHead {
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
   // dloss_scale = dL/d(loss of each token). Writes dL/dx into dx (BT, C').
   void backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHeadCache<T>& cache) const;
+  // What one forward and backward on ctx sends (comm/traffic.hpp).
+  void traffic(const BlockContext& ctx, Traffic& out) const;
 
  private:
   ParamStore<T>& store_;

@@ -8,6 +8,7 @@
 #include "kernels/residual.hpp"
 #include "model/tensor_shard.hpp"
 #include "parallel/tp_layers.hpp"
+#include "parallel/tp_traffic.hpp"
 
 namespace strata {
 namespace {
@@ -16,8 +17,8 @@ template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size())
 }  // namespace
 
 template <class T>
-void TransformerCache<T>::ensure(const BlockContext& ctx, int64_t c, int64_t a, int64_t f, int64_t heads) {
-  const int64_t n = ctx.rows();
+void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w) {
+  const int64_t n = ctx.rows(), c = w.c, a = w.a, f = w.f, heads = w.heads;
   if (int64_t(out.extent(0)) == n) return;
   ln1 = Tensor2<T>("ln1", n, c);
   ln2 = Tensor2<T>("ln2", n, c);
@@ -35,7 +36,23 @@ void TransformerCache<T>::ensure(const BlockContext& ctx, int64_t c, int64_t a, 
 }
 
 template <class T>
-void TransformerGradScratch<T>::ensure(int64_t rows, int64_t c, int64_t a, int64_t f) {
+int64_t TransformerCache<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w) {
+  const int64_t n = ctx.rows();
+  // ln1 ln2 x_mid out; four row statistics; qkv; q k v y; atty; the attention
+  // probabilities (B*H', T, T); fch, fch_gelu
+  const int64_t elements = 4 * n * w.c + 4 * n + 3 * n * w.a + 4 * n * w.a + n * w.a +
+                           ctx.batch * w.heads * ctx.seq_len * ctx.seq_len + 2 * n * w.f;
+  return elements * int64_t(sizeof(T));
+}
+
+template <class T>
+int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w) {
+  return rows * (3 * w.a + w.c + w.a + w.f) * int64_t(sizeof(T));  // dqkv, dc, da, dfch
+}
+
+template <class T>
+void TransformerGradScratch<T>::ensure(int64_t rows, const BlockWidths& w) {
+  const int64_t c = w.c, a = w.a, f = w.f;
   if (int64_t(dc.extent(0)) == rows) return;
   dqkv = Tensor2<T>("dqkv", rows, 3 * a);
   dc = Tensor2<T>("dc", rows, c);
@@ -70,10 +87,10 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   fcp_w_ = add("mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true, 0, 0, 1);
   fcp_b_ = add("mlp.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
   const auto& info = store.infos();
-  c_local_ = info[ln1_w_].count[0];
-  a_local_ = info[qkv_b_].count[1];
-  f_local_ = info[fc_b_].count[0];
-  heads_local_ = n_head * a_local_ / c;  // 0 where not held
+  w_.c = info[ln1_w_].count[0];
+  w_.a = info[qkv_b_].count[1];
+  w_.f = info[fc_b_].count[0];
+  w_.heads = n_head * w_.a / c;  // 0 where not held
 }
 
 template <class T>
@@ -81,12 +98,12 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
-  k.ensure(ctx, c_local_, a_local_, f_local_, heads_local_);
+  k.ensure(ctx, w_);
   k.x_in = x;
   // attention branch; x is (BT, C')
   tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   tp_linear_in_forward<T>(tp, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
-  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, heads_local_);     // (BT, A)
+  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads);     // (BT, A)
   tp_linear_out_forward<T>(tp, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
@@ -103,7 +120,7 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
-  g.ensure(ctx.rows(), c_local_, a_local_, f_local_);
+  g.ensure(ctx.rows(), w_);
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
   tp_linear_out_backward<T>(tp, g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, k.fch_gelu, s.param2(fcp_w_));
   gelu_backward<T>(flat(g.dfch), flat(k.fch), flat(g.dfch));
@@ -112,10 +129,30 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   // attention branch
   tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, k.att, g.da, ctx.batch, ctx.seq_len, heads_local_);
+  attention_backward<T>(g.dqkv, k.att, g.da, ctx.batch, ctx.seq_len, w_.heads);
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
+}
+
+template <class T>
+void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
+  const auto& tp = tp_;
+  const int64_t n = ctx.rows(), c = w_.c, a = w_.a, f = w_.f, e = sizeof(T);
+  // forward, in the order of forward()
+  tp_layernorm_forward_traffic(out, tp, n, e);
+  tp_linear_in_forward_traffic(out, tp, n, c, 3 * a, e);
+  tp_linear_out_forward_traffic(out, tp, n, a, c, e);
+  tp_layernorm_forward_traffic(out, tp, n, e);
+  tp_linear_in_forward_traffic(out, tp, n, c, f, e);
+  tp_linear_out_forward_traffic(out, tp, n, f, c, e);
+  // backward, in the order of backward()
+  tp_linear_out_backward_traffic(out, tp, n, f, c, e);
+  tp_linear_in_backward_traffic(out, tp, n, c, f, e);
+  tp_layernorm_backward_traffic(out, tp, n, c, e);
+  tp_linear_out_backward_traffic(out, tp, n, a, c, e);
+  tp_linear_in_backward_traffic(out, tp, n, c, 3 * a, e);
+  tp_layernorm_backward_traffic(out, tp, n, c, e);
 }
 
 template struct TransformerCache<float>;

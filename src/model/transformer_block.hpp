@@ -12,10 +12,17 @@
 
 #include "kernels/attention.hpp"
 #include "model/block_context.hpp"
+#include "comm/traffic.hpp"
 #include "model/param_store.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
+
+// A block's local widths: C' the hidden block (C, or C/q in 2D), A its heads' width (C,
+// C/t, C/q), F the MLP width (4C, 4C/t, 4C/q), and its number of local heads.
+struct BlockWidths {
+  int64_t c = 0, a = 0, f = 0, heads = 0;
+};
 
 // Activations one forward keeps for its backward; one per micro-batch in flight.
 template <class T>
@@ -31,7 +38,9 @@ struct TransformerCache {
   Tensor2<T> x_mid;                // (BT, C') residual after attention
   Tensor2<T> fch, fch_gelu;        // (BT, F)
   Tensor2<T> out;                  // (BT, C') block output
-  void ensure(const BlockContext& ctx, int64_t c_local, int64_t a_local, int64_t f_local, int64_t heads_local);
+  void ensure(const BlockContext& ctx, const BlockWidths& w);
+  // What bytes() comes to after ensure(ctx, w).
+  static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);
   int64_t bytes() const {
     return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.q, att.k, att.v, att.att, att.y, atty,
                       x_mid, fch, fch_gelu, out);
@@ -44,7 +53,8 @@ struct TransformerGradScratch {
   Tensor2<T> dqkv;       // (BT, 3A)
   Tensor2<T> dc, da;     // (BT, C'), (BT, A)
   Tensor2<T> dfch;       // (BT, F)
-  void ensure(int64_t rows, int64_t c_local, int64_t a_local, int64_t f_local);
+  void ensure(int64_t rows, const BlockWidths& w);
+  static int64_t bytes_for(int64_t rows, const BlockWidths& w);  // bytes() after ensure(rows, w)
   int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch); }
 };
 
@@ -61,12 +71,15 @@ class TransformerBlock {
   // In place on the residual-stream gradient: dres holds dL/d(out) on entry and
   // dL/d(x) on return. Accumulates this block's parameter gradients.
   void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s) const;
+  const BlockWidths& widths() const { return w_; }
+  // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
+  void traffic(const BlockContext& ctx, Traffic& out) const;
 
  private:
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   int64_t c_;                    // the model's hidden size C
-  int64_t c_local_, a_local_, f_local_, heads_local_;
+  BlockWidths w_;
   int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_, fc_b_, fcp_w_, fcp_b_;
 };
 

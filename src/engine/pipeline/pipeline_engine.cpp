@@ -380,6 +380,53 @@ int64_t PipelineEngine<T>::activation_bytes() const {
   return b;
 }
 
+template <class T>
+Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch) {
+  const auto& place = model.placement();
+  const BlockContext ctx{local_batch / s.micro_batches, model.config().seq_len};
+  const int64_t e = sizeof(T), params = model.params().numel();
+  const int64_t tied = model.params().infos()[model.wte_index()].numel;
+  const auto [rows, cols] = model.stage_activation_shape(ctx);
+  const TensorParallel& tp = model.tensor_parallel();
+  const bool stream = s.name == "xpipe";
+  Traffic micro, out;
+  model.micro_batch_traffic(ctx, micro);
+  for (const auto& in : s.programs[place.stage]) {
+    switch (in.op) {
+      case PipeOp::Forward: out.add(micro); break;  // with its backward
+      case PipeOp::SendAct:
+      case PipeOp::SendGrad: out.add("pipeline", "send", Collective::Send, s.stages, rows * cols * e); break;
+      case PipeOp::RecvAct:
+      case PipeOp::RecvGrad: out.add("pipeline", "recv", Collective::Send, s.stages, 0); break;
+      case PipeOp::OptimizerStep:
+        if (!stream) break;
+        out.add("data", "allreduce", Collective::AllReduce, data_ranks, params * e);
+        if (tp.mode != TensorMode::Serial)  // the stage's gradient norm
+          out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
+        break;
+      case PipeOp::SendTiedGrad: out.add("tied_emb", "send", Collective::Send, 2, tied * e); break;
+      case PipeOp::SendTiedWeights: out.add("tied_emb", "send", Collective::Send, 2, 3 * tied * e); break;
+      case PipeOp::RecvTiedGrad:
+      case PipeOp::RecvTiedWeights: out.add("tied_emb", "recv", Collective::Send, 2, 0); break;
+      default: break;
+    }
+  }
+  const int64_t k = s.mini_batches, d = sizeof(double);
+  if (stream) {
+    out.add("pipeline", "allreduce", Collective::AllReduce, s.stages, 2 * k * d);  // losses and norms
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, k * d);
+  } else {
+    if (s.stages > 1 && (place.first() || place.last()))
+      out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, params * e);
+    out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
+    out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
+  }
+  return out;
+}
+
+template Traffic pipeline_traffic<float>(const GPT<float>&, const PipeSchedule&, int, int64_t);
+template Traffic pipeline_traffic<double>(const GPT<double>&, const PipeSchedule&, int, int64_t);
 template class PipelineEngine<float>;
 template class PipelineEngine<double>;
 

@@ -124,4 +124,11 @@ class PipelineEngine : public TrainEngine<T> {
   Tensor1<T> tied_recv_;
 };
 
+// What the stage the model is placed on sends in one run of s on one rank (comm/traffic.hpp),
+// call for call: one mini-batch for GPipe and 1F1B with the gradient sums after it, a
+// stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
+// Read off the stage's instruction list, as run() executes it.
+template <class T>
+Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch);
+
 }  // namespace strata

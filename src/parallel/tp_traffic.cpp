@@ -1,0 +1,100 @@
+#include "parallel/tp_traffic.hpp"
+
+namespace strata {
+namespace {
+constexpr const char* kTensor = "tensor";
+constexpr const char* kRow = "grid_row";
+constexpr const char* kCol = "grid_col";
+
+// linear2d_backward (tp2d_linear.cpp): dx = ABT(dy, w), dw = ATB(x, dy), the bias
+// gradient summed over the column
+void linear2d_backward_traffic(Traffic& out, int q, int64_t rows, int64_t in, int64_t out_w, int64_t e) {
+  if (q == 1) return;
+  summa_abt_traffic(out, q, rows, out_w, in, e);
+  summa_atb_traffic(out, q, rows, in, out_w, e);
+  out.add(kCol, "allreduce", Collective::AllReduce, q, out_w * e);
+}
+}  // namespace
+
+void summa_ab_traffic(Traffic& out, int q, int64_t m, int64_t k, int64_t n, int64_t e) {
+  if (q == 1) return;
+  out.add(kRow, "broadcast", Collective::Broadcast, q, m * k * e, q);  // A_it along the row, each step
+  out.add(kCol, "broadcast", Collective::Broadcast, q, k * n * e, q);  // B_tj down the column
+}
+
+void summa_abt_traffic(Traffic& out, int q, int64_t m, int64_t k, int64_t n, int64_t e) {
+  if (q == 1) return;
+  out.add(kCol, "broadcast", Collective::Broadcast, q, n * k * e, q);  // B_tj down the column
+  out.add(kRow, "reduce", Collective::Reduce, q, m * n * e, q);        // partial C_it along the row
+}
+
+void summa_atb_traffic(Traffic& out, int q, int64_t k, int64_t m, int64_t n, int64_t e) {
+  if (q == 1) return;
+  out.add(kRow, "broadcast", Collective::Broadcast, q, k * m * e, q);  // A_it along the row
+  out.add(kCol, "reduce", Collective::Reduce, q, m * n * e, q);        // partial C_tj down the column
+}
+
+void tp_layernorm_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t e) {
+  if (tp.mode == TensorMode::TwoD && tp.q > 1)
+    out.add(kRow, "allgather", Collective::AllGather, tp.q, 2 * rows * e);  // (mean, M2) per token
+}
+
+void tp_layernorm_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c_local, int64_t e) {
+  if (tp.mode != TensorMode::TwoD || tp.q == 1) return;
+  out.add(kRow, "allreduce", Collective::AllReduce, tp.q, 2 * rows * e);     // two sums per token
+  out.add(kCol, "allreduce", Collective::AllReduce, tp.q, 2 * c_local * e);  // dweight, dbias
+}
+
+void tp_linear_in_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                  int64_t e) {
+  if (tp.mode == TensorMode::TwoD) summa_ab_traffic(out, tp.q, rows, in, out_w, e);
+}
+
+void tp_linear_in_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                   int64_t e) {
+  if (tp.mode == TensorMode::TwoD) linear2d_backward_traffic(out, tp.q, rows, in, out_w, e);
+  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * in * e);
+}
+
+void tp_linear_out_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                   int64_t e) {
+  if (tp.mode == TensorMode::TwoD) summa_ab_traffic(out, tp.q, rows, in, out_w, e);
+  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * out_w * e);
+}
+
+void tp_linear_out_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                    int64_t e) {
+  if (tp.mode == TensorMode::TwoD) linear2d_backward_traffic(out, tp.q, rows, in, out_w, e);
+}
+
+void tp_embedding_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t e) {
+  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * c * e);
+  if (tp.mode == TensorMode::TwoD)
+    out.add(kCol, "reduce_scatter", Collective::ReduceScatter, tp.q, rows * c * e);  // even at q = 1
+}
+
+void tp_embedding_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t e) {
+  if (tp.mode == TensorMode::TwoD) out.add(kCol, "allgather", Collective::AllGather, tp.q, rows * c * e);
+}
+
+void tp_head_logits_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t v, int64_t e) {
+  if (tp.mode == TensorMode::TwoD) summa_abt_traffic(out, tp.q, rows, c, v, e);
+}
+
+void tp_head_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t v, int64_t e) {
+  if (tp.mode == TensorMode::TwoD && tp.q > 1) {
+    summa_atb_traffic(out, tp.q, rows, v, c, e);  // dwte = dlogits^T x
+    summa_ab_traffic(out, tp.q, rows, v, c, e);   // dx = dlogits wte
+  }
+  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * c * e);
+}
+
+void tp_cross_entropy_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t e) {
+  if (tp.mode == TensorMode::Serial) return;
+  const char* group = tp.mode == TensorMode::OneD ? kTensor : kRow;
+  const int ranks = tp.mode == TensorMode::OneD ? tp.t : tp.q;
+  out.add(group, "allreduce_max", Collective::AllReduce, ranks, rows * e);      // row maxima
+  out.add(group, "allreduce", Collective::AllReduce, ranks, 2 * rows * e);      // sum of exp, target logit
+}
+
+}  // namespace strata
