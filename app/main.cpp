@@ -1,6 +1,7 @@
 // strata: one SPMD executable.
 //   strata train DECK [--set section.key=value ...] [--restart PATH|latest] [--trace FILE]
 //   strata plan DECK --schedule [--set section.key=value ...]
+//   strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
 //   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node)
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
@@ -25,6 +26,8 @@
 #include "core/deck.hpp"
 #include "core/error.hpp"
 #include "plan/calibrate.hpp"
+#include "plan/machine_file.hpp"
+#include "plan/plan_report.hpp"
 #include "train/classifier_trainer.hpp"
 #include "train/generate.hpp"
 #include "train/inspect_checkpoint.hpp"
@@ -71,10 +74,29 @@ int run_train(const std::string& deck_path, const std::vector<std::string>& over
   return strata::kExitOk;
 }
 
-int run_plan(int rank, const std::string& deck_path, const std::vector<std::string>& overrides, bool schedule) {
-  const strata::Deck deck = strata::load_deck(deck_path, overrides);
-  if (!schedule) throw strata::UserError("strata plan: say what to plan: --schedule prints the pipeline schedule");
-  if (rank == 0) strata::print_schedule_plan(deck, std::cout);
+struct PlanRequest {
+  bool schedule = false;
+  int ranks = 0, top = 20;
+  std::string machine = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
+};
+
+int run_plan(int rank, const std::string& deck_path, const std::vector<std::string>& overrides, const PlanRequest& req) {
+  if (req.schedule == (req.ranks > 0))
+    throw strata::UserError("strata plan: say what to plan: --schedule (the deck's pipeline schedule) or --ranks N "
+                            "(the best layout for N ranks)");
+  if (req.schedule) {
+    const strata::Deck deck = strata::load_deck(deck_path, overrides);
+    if (rank == 0) strata::print_schedule_plan(deck, std::cout);
+    return strata::kExitOk;
+  }
+  // the deck's own [parallel] layout need not fit N ranks: the planner chooses one
+  std::vector<std::string> serial = {"parallel.data=1", "parallel.pipeline=1", "parallel.tensor_rows=1",
+                                     "parallel.tensor_cols=1", "parallel.micro_batches=1"};
+  serial.insert(serial.end(), overrides.begin(), overrides.end());
+  const strata::Deck deck = strata::load_deck(deck_path, serial);
+  if (deck.model.kind != "gpt") throw strata::UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
+  const strata::MachineFile machine = strata::read_machine_file(req.machine);
+  if (rank == 0) strata::print_layout_plan(deck, req.ranks, machine, std::cout, req.top);
   return strata::kExitOk;
 }
 
@@ -158,12 +180,18 @@ int main(int argc, char** argv) {
     train->add_option("--trace", trace,
                       "write a Chrome/Perfetto timeline (JSON) of every rank's compute and communication; "
                       "for short runs");
-    bool plan_schedule = false;
+    PlanRequest plan_request;
     auto* plan = app.add_subcommand("plan", "print what a deck would run, without running it");
     plan->add_option("deck", deck_path, "deck file (TOML)")->required();
     plan->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
-    plan->add_flag("--schedule", plan_schedule,
+    plan->add_flag("--schedule", plan_request.schedule,
                    "the pipeline schedule: every stage's instructions and a unit-cost simulation of them");
+    plan->add_option("--ranks", plan_request.ranks,
+                     "predict every layout data x pipeline x tensor (1D, 2D) x schedule of N ranks and recommend one")
+        ->check(CLI::PositiveNumber);
+    plan->add_option("--machine", plan_request.machine, "machine file (strata calibrate; machines/*.toml)")
+        ->capture_default_str();
+    plan->add_option("--top", plan_request.top, "layouts to show, fastest first (0: all)")->capture_default_str();
     std::string machine_out, machine_name = "this machine";
     auto* calibrate = app.add_subcommand(
         "calibrate", "measure this machine's GEMM rate at a deck's shapes, memory bandwidth and MPI costs (alpha, "
@@ -191,7 +219,7 @@ int main(int argc, char** argv) {
     }
     try {
       if (*train) code = run_train(deck_path, overrides, restart, trace);
-      if (*plan) code = run_plan(rank, deck_path, overrides, plan_schedule);
+      if (*plan) code = run_plan(rank, deck_path, overrides, plan_request);
       if (*calibrate) code = run_calibrate(rank, deck_path, overrides, machine_out, machine_name);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);

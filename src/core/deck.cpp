@@ -122,8 +122,8 @@ void apply_override(toml::value& root, const std::string& spec, const std::strin
   top[section].as_table()[key] = value;
 }
 
-// Model sizes the tensor-parallel split must divide (Megatron 1D over t ranks; Optimus 2D
-// over a q x q grid), named with their numbers.
+}  // namespace
+
 void check_model_fits_grid(const Deck& d, const std::string& origin) {
   const auto& p = d.parallel;
   const auto& m = d.model;
@@ -151,6 +151,8 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
 }
+
+namespace {
 
 Deck read_sections(toml::value& root, const std::string& origin) {
   static const std::set<std::string> known = {"run", "model", "data", "parallel", "optim", "layerpar"};

@@ -101,4 +101,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 Deck parse_deck(const std::string& toml_text, const std::string& origin,
                 const std::vector<std::string>& overrides = {});
 
+// Throws a UserError when the deck's parallel layout does not fit its model and batch:
+// sizes the tensor split must divide (Megatron 1D over t ranks; Optimus 2D over q x q),
+// micro-batches, layers per pipeline stage. load_deck calls it; so does the planner for
+// every layout it considers.
+void check_model_fits_grid(const Deck& d, const std::string& origin);
+
 }  // namespace strata

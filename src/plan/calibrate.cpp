@@ -1,5 +1,7 @@
 #include "plan/calibrate.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -98,6 +100,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   }
   m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
+  m.memory_capacity = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / p;  // the node's, shared
 
   std::vector<std::pair<double, double>> send, allreduce, broadcast;
   if (p > 1) {

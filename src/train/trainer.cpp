@@ -278,6 +278,7 @@ TrainResult Trainer::run() {
     timers_.set_trace(trace.get());
   }
   const double t_start = Timers::now();
+  double warm_start = -1;  // the end of the first round
   double window_start = t_start;
   int64_t window_steps = 0;
   auto window_comm = comm_totals();  // (seconds, wire bytes) at the window's start
@@ -366,8 +367,12 @@ TrainResult Trainer::run() {
                        checkpoints ? "; resume with --restart latest" : ""));
       break;
     }
+    if (warm_start < 0) warm_start = Timers::now();
+    else result.warm_steps += count;
   }
   result.seconds = Timers::now() - t_start;
+  result.warm_seconds = result.warm_steps > 0 ? Timers::now() - warm_start : 0.0;
+  result.activation_bytes = engine_->activation_bytes();
   if (trace) {
     timers_.set_trace(nullptr);
     const auto& g = grid_->coords();

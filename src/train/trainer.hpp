@@ -34,6 +34,9 @@ struct TrainResult {
   bool stopped_early = false;                     // a signal or run.max_walltime stopped it
   std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
   double seconds = 0;                             // training loop wall time
+  double warm_seconds = 0;                        // of it, after the first round (allocation, first touch)
+  int64_t warm_steps = 0;                         // steps in warm_seconds
+  int64_t activation_bytes = 0;                   // this rank's activation caches and messages at the end
   double tokens_per_second = 0;
   std::vector<StalenessSummary> staleness;        // XPipe with parallel.measure_staleness: per stage
 };
@@ -44,6 +47,8 @@ class Trainer {
   ~Trainer();
   TrainResult run();
   GPT<float>& model() { return *model_; }
+  // The communicators whose counters the summary reports, by the names it gives them.
+  std::vector<std::pair<std::string, const Comm*>> comms() const;
   const Grid& grid() const { return *grid_; }
 
  private:
@@ -67,7 +72,6 @@ class Trainer {
   void setup_tensor_parallel();
   // Communication seconds and wire bytes of every communicator so far (this rank).
   std::pair<double, double> comm_totals() const;
-  std::vector<std::pair<std::string, const Comm*>> comms() const;
 
   Deck deck_;
   TrainOptions opts_;

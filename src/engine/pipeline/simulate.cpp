@@ -60,15 +60,15 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
           if (it == sent.end()) break;  // blocked until the peer sends
           start = std::max(start, it->second);
         } else if (in.op == PipeOp::Forward) {
-          cost = costs.forward;
+          cost = costs.forward_of(r);
           sim.peak_in_flight[r] = std::max(sim.peak_in_flight[r], ++in_flight[r]);
         } else if (in.op == PipeOp::Backward) {
-          cost = costs.backward;
+          cost = costs.backward_of(r);
           --in_flight[r];
         } else if (in.op == PipeOp::OptimizerStep) {
           cost = costs.optimizer;
         }
-        if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start;
+        if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start + costs.transfer;
         if (in.op == PipeOp::Forward || in.op == PipeOp::Backward) sim.busy[r] += cost;
         sim.times[r][pc[r]] = {start, start + cost};
         clock[r] = start + cost;

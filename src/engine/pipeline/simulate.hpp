@@ -13,6 +13,11 @@ namespace strata {
 
 struct PipeCosts {
   double forward = 1, backward = 1, optimizer = 0;
+  // per stage, where stages differ (the planner's): override forward / backward when set
+  std::vector<double> stage_forward, stage_backward;
+  double transfer = 0;  // a message's time from its send to its arrival
+  double forward_of(int stage) const { return stage_forward.empty() ? forward : stage_forward[size_t(stage)]; }
+  double backward_of(int stage) const { return stage_backward.empty() ? backward : stage_backward[size_t(stage)]; }
 };
 
 struct PipeSimulation {

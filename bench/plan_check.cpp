@@ -1,0 +1,142 @@
+// The planner against the engine, for every layout of this job's rank count: each layout
+// trains the deck for a few steps through the real Trainer, and its communication
+// counters, step time, activation memory and parameters are printed beside what
+// `strata plan` predicts for it. Bytes and calls must agree exactly on every rank, group
+// and kind of collective (the exit code says whether they did); times are compared on the
+// warm steps (after the first), and only mean something where every rank has a core.
+//
+//   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
+//       [--machine MACHINE.toml] [--steps S] [--set section.key=value ...]
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "plan/layout.hpp"
+#include "plan/machine_file.hpp"
+#include "plan/step_prediction.hpp"
+#include "train/trainer.hpp"
+
+using namespace strata;
+
+namespace {
+
+// This rank's mismatches between predicted and counted traffic ("" when they agree).
+std::string compare(const Traffic& predicted, const Trainer& trainer) {
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> counted;  // calls, bytes
+  for (const auto& [group, comm] : trainer.comms())
+    for (const auto& [kind, st] : comm->stats())
+      if (st.calls > 0) counted[{group, kind}] = {st.calls, st.bytes};
+  std::string out;
+  for (const auto& [key, e] : predicted.entries()) {
+    const auto it = counted.find(key);
+    const std::pair<int64_t, int64_t> got = it == counted.end() ? std::make_pair(int64_t(0), int64_t(0)) : it->second;
+    if (got.first != e.calls || got.second != e.payload_bytes)
+      out += strfmt(" %s/%s: predicted %lld calls %lld B, counted %lld calls %lld B;", key.first.c_str(),
+                    key.second.c_str(), (long long)e.calls, (long long)e.payload_bytes, (long long)got.first,
+                    (long long)got.second);
+    if (it != counted.end()) counted.erase(it);
+  }
+  for (const auto& [key, got] : counted)
+    out += strfmt(" %s/%s: not predicted, counted %lld calls %lld B;", key.first.c_str(), key.second.c_str(),
+                  (long long)got.first, (long long)got.second);
+  return out;
+}
+
+double max_over_ranks(double x) {
+  double out = x;
+  MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int failures = 0, rank = 0, ranks = 1;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
+    int steps = 4;
+    std::vector<std::string> overrides = {"parallel.data=1", "parallel.pipeline=1", "parallel.tensor_rows=1",
+                                          "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--machine" && i + 1 < argc) machine_path = argv[++i];
+      else if (a == "--steps" && i + 1 < argc) steps = std::max(2, std::atoi(argv[++i]));
+      else if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
+      else deck_path = a;
+    }
+    overrides.push_back("run.steps=" + std::to_string(steps));
+    overrides.push_back("run.log_every=" + std::to_string(steps));
+    try {
+      const Deck deck = load_deck(deck_path, overrides);
+      const MachineFile machine = read_machine_file(machine_path);
+      const bool oversubscribed = ranks > machine.ranks_per_node;
+      if (rank == 0) {
+        std::printf("plan_check: %s on %d ranks, machine %s, %d steps per layout%s\n", deck_path.c_str(), ranks,
+                    machine.name.c_str(), steps,
+                    oversubscribed ? " (more ranks than the machine file's node has cores: times not comparable)" : "");
+        std::printf("%-40s %12s %12s %7s %10s %10s %6s %10s %10s %11s\n", "layout", "pred MiB/st", "counted", "bytes",
+                    "pred ms", "meas ms", "ratio", "pred act", "meas act", "params");
+      }
+      for (const Layout& l : feasible_layouts(deck, ranks)) {
+        const Deck d = l.applied_to(deck);
+        TrainOptions opts;
+        opts.write_outputs = false;
+        opts.print = false;
+        opts.probe_gemm = false;
+        Trainer trainer(d, MPI_COMM_WORLD, opts);
+        const TrainResult result = trainer.run();
+        // what this rank's stage should have sent over the run: one round per step, or for
+        // XPipe the trainer's two streams (the first step alone, then the rest)
+        const int stage = trainer.grid().coords().pipeline;
+        const bool xpipe = l.pipeline > 1 && l.schedule == "xpipe";
+        Traffic predicted;
+        if (xpipe) {
+          predicted.add(stage_traffic(d, l, stage, 1));
+          predicted.add(stage_traffic(d, l, stage, steps - 1));
+        } else {
+          predicted.add(stage_traffic(d, l, stage, 1), steps);
+        }
+        const std::string mismatch = compare(predicted, trainer);
+        if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
+        double counted_wire = 0;
+        for (const auto& [group, comm] : trainer.comms())
+          for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;
+        const int bad = int(max_over_ranks(mismatch.empty() ? 0.0 : 1.0));
+        failures += bad;
+        const double pred_wire = max_over_ranks(predicted.wire_bytes()) / steps / double(1 << 20);
+        const double meas_wire = max_over_ranks(counted_wire) / steps / double(1 << 20);
+        const StepPrediction p = predict_step(d, l, machine, xpipe ? steps - 1 : 0);
+        const double meas_ms = 1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
+        const double meas_act = max_over_ranks(double(result.activation_bytes)) / double(1 << 20);
+        const bool params_differ =
+            max_over_ranks(trainer.model().params().numel() != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
+        if (rank == 0)
+          std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f %11s\n", l.name().c_str(), pred_wire,
+                      meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),
+                      double(p.activation_bytes) / double(1 << 20), meas_act,
+                      params_differ ? "DIFFER" : "exact");
+        if (params_differ) ++failures;
+      }
+      if (rank == 0)
+        std::printf("plan_check: %s\n", failures == 0 ? "bytes and calls agree exactly on every rank, group and kind"
+                                                       : "MISMATCHES (see above)");
+    } catch (const UserError& e) {
+      if (rank == 0) std::fprintf(stderr, "plan_check: %s\n", e.what());
+      failures = 1;
+    }
+  }
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}

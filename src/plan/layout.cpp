@@ -1,0 +1,89 @@
+#include "plan/layout.hpp"
+
+#include "core/error.hpp"
+
+namespace strata {
+
+std::string Layout::name() const {
+  std::string s = "data=" + std::to_string(data);
+  if (pipeline > 1) s += " pipeline=" + std::to_string(pipeline) + ":" + schedule + ":" + std::to_string(micro_batches) + "mb";
+  if (tensor == TensorMode::OneD) s += " tensor=1d:" + std::to_string(t);
+  if (tensor == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(q) + "x" + std::to_string(q);
+  return s;
+}
+
+Deck Layout::applied_to(const Deck& deck) const {
+  Deck d = deck;
+  auto& p = d.parallel;
+  p.data = data;
+  p.pipeline = pipeline;
+  p.tensor_mode = tensor == TensorMode::TwoD ? "2d" : "1d";
+  p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
+  p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
+  p.schedule = schedule;
+  p.micro_batches = micro_batches;
+  return d;
+}
+
+std::vector<std::string> Layout::overrides() const {
+  const Deck d = applied_to(Deck{});
+  const auto& p = d.parallel;
+  return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
+          "parallel.tensor_mode=" + p.tensor_mode, "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
+          "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + p.schedule,
+          "parallel.micro_batches=" + std::to_string(p.micro_batches)};
+}
+
+std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
+  std::vector<Layout> tensor_splits{Layout{}};
+  for (int t = 2; t <= ranks; ++t)
+    if (ranks % t == 0) {
+      Layout l;
+      l.tensor = TensorMode::OneD;
+      l.t = t;
+      tensor_splits.push_back(l);
+    }
+  for (int q = 2; q * q <= ranks; ++q)
+    if (ranks % (q * q) == 0) {
+      Layout l;
+      l.tensor = TensorMode::TwoD;
+      l.q = q;
+      tensor_splits.push_back(l);
+    }
+  std::vector<Layout> out;
+  const auto admit = [&](const Layout& l) {
+    const Deck d = l.applied_to(deck);
+    if (d.data.batch_size % l.data != 0) return;
+    try {
+      check_model_fits_grid(d, "plan");
+    } catch (const UserError&) {
+      return;
+    }
+    out.push_back(l);
+  };
+  for (const Layout& base : tensor_splits) {
+    const int rest = ranks / base.tensor_size();
+    for (int p = 1; p <= rest; ++p) {
+      if (rest % p != 0) continue;
+      Layout l = base;
+      l.pipeline = p;
+      l.data = rest / p;
+      if (p == 1) {
+        admit(l);
+        continue;
+      }
+      if (deck.data.batch_size % l.data != 0) continue;
+      const int64_t replica_batch = deck.data.batch_size / l.data;
+      for (const char* schedule : {"gpipe", "1f1b", "xpipe"})
+        for (int64_t m = 1; m <= replica_batch; ++m)
+          if (replica_batch % m == 0) {
+            l.schedule = schedule;
+            l.micro_batches = int(m);
+            admit(l);
+          }
+    }
+  }
+  return out;
+}
+
+}  // namespace strata

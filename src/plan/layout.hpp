@@ -1,0 +1,37 @@
+#pragma once
+// A parallel layout the planner considers for a deck on N ranks: data x pipeline x
+// tensor (1D over t ranks or 2D over q x q), with a pipeline schedule and micro-batch
+// count where there are stages. It maps onto the deck's [parallel] keys, so a layout the
+// planner recommends is run by setting those keys.
+#include <string>
+#include <vector>
+
+#include "core/deck.hpp"
+#include "parallel/tensor_parallel.hpp"
+
+namespace strata {
+
+struct Layout {
+  int data = 1, pipeline = 1;
+  TensorMode tensor = TensorMode::Serial;
+  int t = 1;  // 1D group size
+  int q = 1;  // 2D grid side
+  std::string schedule = "1f1b";  // with pipeline > 1
+  int micro_batches = 1;
+  int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
+  int ranks() const { return data * pipeline * tensor_size(); }
+  // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2"
+  std::string name() const;
+  // the deck's [parallel] keys for this layout (the rest of the deck unchanged)
+  Deck applied_to(const Deck& deck) const;
+  // --set overrides that select it
+  std::vector<std::string> overrides() const;
+};
+
+// Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
+// deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
+// tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with stages, each schedule
+// (gpipe, 1f1b, xpipe) and each micro-batch count that divides the replica's batch.
+std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);
+
+}  // namespace strata

@@ -1,0 +1,75 @@
+#include "plan/plan_report.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace strata {
+namespace {
+
+std::string bytes_text(double b) {
+  if (b >= 1024.0 * 1024 * 1024) return strfmt("%.2f GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return strfmt("%.2f MiB", b / (1024.0 * 1024));
+  return strfmt("%.1f KiB", b / 1024.0);
+}
+
+std::string seconds_text(double s) {
+  return s >= 1 ? strfmt("%.3f s", s) : strfmt("%.2f ms", s * 1e3);
+}
+
+}  // namespace
+
+std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const MachineFile& machine) {
+  std::vector<StepPrediction> out;
+  for (const Layout& l : feasible_layouts(deck, ranks)) out.push_back(predict_step(deck, l, machine));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const StepPrediction& a, const StepPrediction& b) { return a.step_s < b.step_s; });
+  return out;
+}
+
+int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, std::ostream& out, int top) {
+  const auto& m = deck.model;
+  const std::vector<StepPrediction> ranked = rank_layouts(deck, ranks, machine);
+  const double tokens = double(deck.data.batch_size) * double(m.seq_len);
+  out << strfmt("strata plan: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld; global batch %lld x %lld tokens; %d ranks\n",
+                (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
+                (long long)m.seq_len, (long long)deck.data.batch_size, (long long)m.seq_len, ranks);
+  out << strfmt("machine: %s, %d ranks per node: GEMM %.3g TFLOP/s, memory %.3g GB/s and %s per rank\n",
+                machine.name.c_str(), machine.ranks_per_node, machine.gemm_flops / 1e12, machine.memory_bandwidth / 1e9,
+                bytes_text(machine.memory_capacity).c_str());
+  if (ranked.empty()) throw UserError("strata plan: no layout of " + std::to_string(ranks) + " ranks fits the deck's model and batch");
+  int best = -1;
+  for (size_t i = 0; i < ranked.size() && best < 0; ++i)
+    if (double(ranked[i].memory_bytes()) <= machine.memory_capacity) best = int(i);
+  const size_t shown = top > 0 ? std::min(ranked.size(), size_t(top)) : ranked.size();
+  out << strfmt("%zu layouts fit the model and batch; the %zu fastest predicted, per step (memory and traffic: the busiest rank):\n",
+                ranked.size(), shown);
+  out << strfmt("%4s  %-40s %11s %11s %10s %9s %9s %9s %8s %11s\n", "rank", "layout", "memory", "comm/step", "step",
+                "compute", "comm", "bubble", "of GEMM", "tokens/s");
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& p = ranked[i];
+    const bool fits = double(p.memory_bytes()) <= machine.memory_capacity;
+    out << strfmt("%4zu%s %-40s %11s %11s %10s %9s %9s %8.1f%% %6.0f%% %11.0f\n", i + 1, fits ? " " : "!",
+                  p.layout.name().c_str(), bytes_text(double(p.memory_bytes())).c_str(),
+                  bytes_text(p.wire_bytes).c_str(), seconds_text(p.step_s).c_str(), seconds_text(p.compute_s).c_str(),
+                  seconds_text(p.comm_s).c_str(), 100.0 * p.bubble, 100.0 * p.model_flops / (p.step_s * ranks * machine.gemm_flops),
+                  tokens / p.step_s);
+  }
+  if (best < 0) {
+    out << "recommended: none: every layout needs more than " << bytes_text(machine.memory_capacity)
+        << " on some rank (the rows marked !); use more ranks or a smaller micro-batch\n";
+    return -1;
+  }
+  const auto& r = ranked[size_t(best)];
+  out << "recommended: " << r.layout.name() << strfmt(" (rank %d): %s per step, %s per rank", best + 1,
+                                                     seconds_text(r.step_s).c_str(), bytes_text(double(r.memory_bytes())).c_str());
+  out << "\n  run it with:";
+  for (const auto& o : r.layout.overrides()) out << " --set " << o;
+  out << "\n";
+  if (shown < ranked.size()) out << "(" << ranked.size() - shown << " slower layouts not shown; --top 0 shows all)\n";
+  out << "(! = needs more memory than a rank has; of GEMM: the model's FLOPs per second over all ranks' GEMM rate)\n";
+  return best;
+}
+
+}  // namespace strata

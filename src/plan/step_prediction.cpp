@@ -1,0 +1,204 @@
+#include "plan/step_prediction.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "engine/data_parallel.hpp"
+#include "engine/pipeline/pipeline_engine.hpp"
+#include "engine/pipeline/simulate.hpp"
+
+namespace strata {
+namespace {
+
+// Elementwise work per micro-batch, in multiples of the bytes of activations the blocks
+// keep (layernorm, GELU, softmax, residual adds, copies): the forward writes them and
+// reads its inputs, the backward reads them, writes gradients of the same size and reads
+// those again. Set against this machine's measured step times (bench/plan_check).
+constexpr double kForwardPasses = 2.0, kBackwardPasses = 4.0;
+// AdamW and the gradient-norm pass: per parameter, read param, grad, m, v and write
+// param, m, v (7 floats), plus one read of the gradient for its norm.
+constexpr double kOptimizerFloats = 8.0;
+
+TensorParallel tensor_of(const Layout& l) {
+  TensorParallel tp;
+  tp.mode = l.tensor;
+  tp.t = l.t;
+  tp.q = l.q;
+  return tp;
+}
+
+std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tensor_of(l),
+                                      StagePlacement::balanced(int(deck.model.n_layer), l.pipeline, stage), false);
+}
+
+PipeSchedule schedule_of(const Layout& l, int mini_batches) {
+  return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches);
+}
+
+// Which links a communicator group crosses: ranks are numbered tensor-fastest (comm/grid.hpp),
+// so a group of `size` ranks `stride` apart stays in a node while it spans no more ranks
+// than a node has.
+class Links {
+ public:
+  Links(const Layout& l, const MachineFile& m) : l_(l), m_(m) {}
+  const LinkCosts& of(const std::string& group) const {
+    const int ts = l_.tensor_size();
+    int stride = 1, size = 1;
+    if (group == "tensor" || group == "grid_row") size = group == "tensor" ? ts : l_.q;
+    else if (group == "grid_col") stride = l_.q, size = l_.q;
+    else if (group == "pipeline") stride = ts, size = l_.pipeline;
+    else if (group == "tied_emb") stride = ts * std::max(1, l_.pipeline - 1), size = 2;
+    else if (group == "data") stride = ts * l_.pipeline, size = l_.data;
+    const bool crosses = int64_t(stride) * (size - 1) + 1 > m_.ranks_per_node;
+    return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
+  }
+  // seconds of the entries whose kind is (not) in `kinds`
+  double seconds(const Traffic& t, bool summa_only) const {
+    double s = 0;
+    for (const auto& [key, e] : t.entries()) {
+      const bool summa = key.second == "broadcast" || key.second == "reduce";
+      if (summa != summa_only || e.calls == 0 || key.second == "recv") continue;
+      s += double(e.calls) * of(key.first).seconds(e.collective, e.ranks, double(e.payload_bytes) / double(e.calls));
+    }
+    return s;
+  }
+  double seconds(const Traffic& t) const { return seconds(t, false) + seconds(t, true); }
+
+ private:
+  const Layout& l_;
+  const MachineFile& m_;
+};
+
+struct StageCosts {
+  double compute = 0;  // per micro-batch, forward and backward: GEMMs and elementwise passes
+  double gemm = 0;     // per micro-batch, of which GEMMs
+  double tensor = 0;   // per micro-batch, tensor-parallel communication not hidden
+  double sums = 0;       // per step: the gradient sums' time not hidden by the backward
+  double optimizer = 0;  // per step: AdamW and the norm (XPipe: with the sums, in the stream)
+  double after() const { return sums + optimizer; }
+  double forward() const { return compute / 3 + tensor / 3; }   // the backward does twice the work
+  double backward() const { return 2 * compute / 3 + 2 * tensor / 3; }
+};
+
+}  // namespace
+
+Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps) {
+  const auto model = dry_model(deck, l, stage);
+  const int64_t local_batch = deck.data.batch_size / l.data;
+  if (l.pipeline == 1)
+    return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch);
+  return pipeline_traffic(*model, schedule_of(l, l.schedule == "xpipe" ? stream_steps : 1), l.data, local_batch);
+}
+
+StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile& machine, int stream_steps) {
+  StepPrediction out;
+  out.layout = l;
+  const Links links(l, machine);
+  const int p = l.pipeline;
+  const bool xpipe = p > 1 && l.schedule == "xpipe";
+  const int64_t local_batch = deck.data.batch_size / l.data;
+  const BlockContext micro{local_batch / l.micro_batches, deck.model.seq_len};
+  // XPipe's steady state: the difference of two streams
+  const int k1 = 2 * p + 1, k2 = 4 * p + 2;
+  const PipeSchedule unit = p > 1 ? schedule_of(l, xpipe ? k1 : 1) : PipeSchedule{};
+  const PipeSimulation unit_sim = p > 1 ? simulate_schedule(unit) : PipeSimulation{};
+
+  std::vector<StageCosts> costs(static_cast<size_t>(p));
+  double transfer = 0;
+  for (int s = 0; s < p; ++s) {
+    const auto model = dry_model(deck, l, s);
+    const auto& store = model->params();
+    StageCosts& c = costs[size_t(s)];
+    if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
+    // per micro-batch
+    const double act = double(model->activation_bytes_for(micro));
+    c.gemm = model->stage_flops(micro) / machine.gemm_flops;
+    c.compute = c.gemm + (kForwardPasses + kBackwardPasses) * act / machine.memory_bandwidth;
+    Traffic tensor;
+    model->micro_batch_traffic(micro, tensor);
+    // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
+    c.tensor = links.seconds(tensor, false) + std::max(0.0, links.seconds(tensor, true) - c.gemm);
+    c.optimizer = kOptimizerFloats * double(store.numel()) * sizeof(float) / machine.memory_bandwidth;
+    if (p > 1) {
+      const auto [rows, cols] = model->stage_activation_shape(micro);
+      transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
+    }
+    // per step
+    const Traffic round = stage_traffic(deck, l, s, xpipe ? k2 : 1);
+    double wire = round.wire_bytes();
+    if (xpipe) wire = (wire - stage_traffic(deck, l, s, k1).wire_bytes()) / double(k2 - k1);
+    out.wire_bytes = std::max(out.wire_bytes, wire);
+    out.stage_traffic.push_back(round);
+    out.stage_params.push_back(store.numel());
+    const double grads = double(store.numel()) * sizeof(float);
+    const double data_sum = links.of("data").seconds(Collective::AllReduce, l.data, grads);
+    if (p == 1) {
+      // buckets reduce during the backward; at least the last one is left after it
+      int64_t buckets = 0;
+      for (const auto& [key, e] : round.entries())
+        if (key.second == "allreduce_overlapped") buckets = e.calls;
+      c.sums = buckets > 0 ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
+    } else if (!xpipe) {
+      const double wte = double(store.infos()[model->wte_index()].numel) * sizeof(float);
+      const double tied = s == 0 || s == p - 1 ? links.of("tied_emb").seconds(Collective::AllReduce, 2, wte) : 0.0;
+      c.sums = tied + data_sum;
+    } else {
+      c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
+      c.optimizer += data_sum;
+    }
+    // memory
+    int64_t state = 4 * store.numel() * int64_t(sizeof(float));
+    if (xpipe) state += store.numel() * int64_t(sizeof(float));  // the true weights under a prediction
+    int64_t activations = model->activation_bytes_for(micro);
+    if (p > 1) {  // slots as the engine sizes them, and its message rings
+      const int slots = std::max(1, unit_sim.peak_in_flight[size_t(s)]);
+      const auto [rows, cols] = model->stage_activation_shape(micro);
+      activations = slots * activations + (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
+    }
+    if (state + activations > out.memory_bytes()) {
+      out.state_bytes = state;
+      out.activation_bytes = activations;
+    }
+  }
+
+  if (p == 1) {
+    const auto& c = costs[0];
+    out.compute_s = c.compute + c.optimizer;
+    out.comm_s = c.tensor + c.sums;
+    out.step_s = out.compute_s + out.comm_s;
+    return out;
+  }
+  PipeCosts pc;
+  pc.transfer = transfer;
+  double after = 0;
+  for (const auto& c : costs) {
+    pc.stage_forward.push_back(c.forward());
+    pc.stage_backward.push_back(c.backward());
+    pc.optimizer = std::max(pc.optimizer, c.optimizer);
+    const double m = double(l.micro_batches);
+    after = std::max(after, xpipe ? 0.0 : c.after());
+    if (m * c.compute + c.optimizer > out.compute_s) {  // the busiest stage's
+      out.compute_s = m * c.compute + c.optimizer - (xpipe ? c.sums : 0.0);
+      out.comm_s = m * c.tensor + c.sums;
+    }
+  }
+  if (!xpipe) {
+    const PipeSimulation sim = simulate_schedule(unit, pc);
+    out.bubble = sim.bubble_fraction();
+    out.step_s = sim.makespan + after;
+  } else if (stream_steps > 0) {
+    const PipeSimulation sim = simulate_schedule(schedule_of(l, stream_steps), pc);
+    out.step_s = sim.makespan / double(stream_steps);
+    out.bubble = sim.bubble_fraction();
+  } else {
+    const PipeSimulation a = simulate_schedule(schedule_of(l, k1), pc), b = simulate_schedule(schedule_of(l, k2), pc);
+    out.step_s = (b.makespan - a.makespan) / double(k2 - k1);
+    double busy = 0;
+    for (int s = 0; s < p; ++s) busy += (b.busy[size_t(s)] - a.busy[size_t(s)]) / double(k2 - k1);
+    out.bubble = std::max(0.0, 1.0 - busy / (double(p) * out.step_s));
+  }
+  return out;
+}
+
+}  // namespace strata

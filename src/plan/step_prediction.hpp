@@ -1,0 +1,46 @@
+#pragma once
+// What one training step of a deck costs under a layout on a machine, predicted from the
+// engine's own pieces rather than a second model of the network:
+//  - parameters per rank: the model's ParamStore declarations (a GPT declared without
+//    memory for each pipeline stage, with the layout's tensor split);
+//  - activations: the caches' sizes as the blocks allocate them (GPT::activation_bytes_for)
+//    times the micro-batches the schedule keeps in flight (its unit-cost simulation, as
+//    the pipeline engine sizes its slots), plus the pipeline's message buffers;
+//  - communication: the traffic every operator, block and driver declares beside its
+//    implementation (comm/traffic.hpp), which the validation checks call for call
+//    against Comm's counters;
+//  - time: the stage's FLOPs at the machine's GEMM rate, its activation bytes streamed a
+//    few times at its memory bandwidth, each collective at alpha-beta costs of the links
+//    its group spans, and the pipeline schedule simulated with those costs (bubble,
+//    transfers, stage imbalance) followed by the gradient sums and the optimizer.
+#include <vector>
+
+#include "comm/traffic.hpp"
+#include "plan/layout.hpp"
+#include "plan/machine_file.hpp"
+
+namespace strata {
+
+struct StepPrediction {
+  Layout layout;
+  int64_t state_bytes = 0;       // parameters, gradients, AdamW moments (XPipe: and the saved weights)
+  int64_t activation_bytes = 0;  // caches of the micro-batches in flight and pipeline messages
+  int64_t memory_bytes() const { return state_bytes + activation_bytes; }  // on the fullest rank
+  double wire_bytes = 0;         // sent per step by the busiest rank (bandwidth-optimal count)
+  double compute_s = 0;          // per step on the busiest stage: GEMMs and elementwise passes
+  double comm_s = 0;             // per step, communication not hidden behind computation
+  double step_s = 0;
+  double bubble = 0;             // pipeline idle share (0 without stages)
+  double model_flops = 0;        // per step, all ranks: 6N + 12 L T C per token (GPT::flops_per_token)
+  std::vector<Traffic> stage_traffic;  // one rank of each stage, per round (stage_traffic below)
+  std::vector<int64_t> stage_params;   // parameters one rank of each stage holds
+};
+
+// The traffic of one rank of pipeline stage `stage` in one round of the trainer: one step
+// for data parallelism, GPipe and 1F1B; a stream of `stream_steps` steps for XPipe.
+Traffic stage_traffic(const Deck& deck, const Layout& layout, int stage, int stream_steps = 1);
+
+// stream_steps: XPipe's stream length to time (0: its steady state, streams without end).
+StepPrediction predict_step(const Deck& deck, const Layout& layout, const MachineFile& machine, int stream_steps = 0);
+
+}  // namespace strata
