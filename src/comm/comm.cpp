@@ -37,6 +37,13 @@ void Comm::count(const char* kind, int64_t bytes, double wire_per_byte, double s
 }
 
 template <class T>
+void Comm::chunked_allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op) {
+  const int64_t chunk = kAllreduceChunkBytes / int64_t(sizeof(T));
+  for (int64_t begin = 0; begin < n; begin += chunk)
+    MPI_Allreduce(MPI_IN_PLACE, data + begin, int(std::min(chunk, n - begin)), type, op, comm_);
+}
+
+template <class T>
 void Comm::allreduce_impl(V1<T> buf, MPI_Op op, const char* kind) {
   const int64_t n = buf.extent(0);
   const MPI_Datatype type = mpi_type<T>();
@@ -46,10 +53,10 @@ void Comm::allreduce_impl(V1<T> buf, MPI_Op op, const char* kind) {
     if (nccl_ && op == MPI_SUM) {
       nccl_->allreduce_sum(buf.data(), n, sizeof(T) == sizeof(double));
     } else if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), type, op, comm_);
+      chunked_allreduce(buf.data(), n, type, op);
     } else {
       auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);
-      MPI_Allreduce(MPI_IN_PLACE, host.data(), int(n), type, op, comm_);
+      chunked_allreduce(host.data(), n, type, op);
       Kokkos::deep_copy(buf, host);
     }
   }
@@ -69,9 +76,6 @@ void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
   Kokkos::fence();  // the gradient kernels that produced buf must be done
   if (nccl_) {
     nccl_->allreduce_sum(buf.data(), n, sizeof(T) == sizeof(double), /*wait=*/false);
-  } else if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
-    pending_.emplace_back();
-    MPI_Iallreduce(MPI_IN_PLACE, buf.data(), int(n), type, MPI_SUM, comm_, &pending_.back());
   } else {
     if constexpr (sizeof(T) == sizeof(double)) deferred_double_.push_back(buf);
     else deferred_float_.push_back(buf);
@@ -83,23 +87,13 @@ void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
 void Comm::start_allreduce_sum(V1<float> buf) { start_allreduce_impl(buf, MPI_FLOAT); }
 void Comm::start_allreduce_sum(V1<double> buf) { start_allreduce_impl(buf, MPI_DOUBLE); }
 
-void Comm::progress() {
-  if (pending_.empty()) return;
-  const double t0 = MPI_Wtime();
-  int done = 0;
-  MPI_Testall(int(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
-  stats_["allreduce_overlapped"].seconds += MPI_Wtime() - t0;
-}
-
 void Comm::finish_allreduces() {
   const double t0 = MPI_Wtime();
-  if (!pending_.empty()) MPI_Waitall(int(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
-  pending_.clear();
   if (nccl_) nccl_->synchronize();
   const auto staged = [&](auto& list, MPI_Datatype type) {
     for (auto& buf : list) {
       auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);
-      MPI_Allreduce(MPI_IN_PLACE, host.data(), int(host.size()), type, MPI_SUM, comm_);
+      chunked_allreduce(host.data(), int64_t(host.size()), type, MPI_SUM);
       Kokkos::deep_copy(buf, host);
     }
     list.clear();

@@ -24,7 +24,6 @@ double DataParallel<T>::forward_backward(V1<const int32_t> tokens, V1<const int3
     });
     model_.backward(ctx, T(1.0 / global_tokens), [&](int64_t offset, int64_t count) {
       buckets.ready(offset, count);
-      comm_.progress();
     });
     buckets.flush();
     timers.stop("backward");

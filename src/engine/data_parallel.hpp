@@ -4,9 +4,10 @@
 // every replica applies the same update. The loss is scaled by the *global* token count,
 // so the summed gradient is the gradient of the global mean loss, whatever the rank count.
 //
-// Gradients are reduced in buckets while the backward goes on: as the model reports each
-// block's gradients final (from the last block to the first), adjacent ranges are merged
-// until a bucket holds bucket_bytes, and its non-blocking all-reduce starts at once.
+// Gradients are reduced in buckets (GradBuckets): as the model reports each block's
+// gradients final (from the last block to the first), adjacent ranges are merged until a
+// bucket holds bucket_bytes, and its all-reduce starts at once; with NCCL it overlaps the
+// rest of the backward, with MPI it completes after it (Comm::start_allreduce_sum).
 #include "comm/comm.hpp"
 #include "core/timers.hpp"
 #include "engine/train_engine.hpp"

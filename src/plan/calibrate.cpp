@@ -10,6 +10,7 @@
 #include "comm/comm.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
+#include "model/gpt.hpp"
 #include "train/gemm_probe.hpp"
 
 namespace strata {
@@ -64,6 +65,34 @@ double triad_bandwidth() {
   return best;
 }
 
+// Bytes of kept activations per second that the model's non-GEMM work gets through
+// (layernorms, GELU, softmax and the attention's small products, residual adds, copies,
+// the cross-entropy): a one-layer model of the deck's shapes runs forward and backward on
+// the deck's batch, and what its GEMMs at `gemm_flops` do not explain is set against the
+// activation bytes it keeps. The planner times every stage with the same two rates.
+double activation_rate(const Deck& deck, double gemm_flops) {
+  ModelConfig one = deck.model;
+  one.n_layer = 1;
+  GPT<float> model(one, deck.run.seed);
+  const BlockContext ctx{std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
+                         one.seq_len};
+  Tensor1<int32_t> tokens("calibrate.tokens", ctx.rows());
+  Kokkos::parallel_for(
+      "calibrate_tokens", Range(0, ctx.rows()),
+      KOKKOS_LAMBDA(const int64_t i) { tokens(i) = int32_t((i * 7919) % one.vocab_size); });
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = Timers::now();
+    model.params().zero_grads();
+    model.forward(ctx, tokens, tokens);
+    model.backward(ctx, 1.0f / float(ctx.rows()));
+    Kokkos::fence();
+    if (rep > 0) best = std::min(best, Timers::now() - t0);
+  }
+  const double rest = std::max(0.05 * best, best - model.stage_flops(ctx) / gemm_flops);
+  return double(model.activation_bytes_for(ctx)) / rest;
+}
+
 // the best of 3 batches of `iters` calls of f, per call (barrier between batches)
 template <class F>
 double per_call(Comm& comm, int iters, F f) {
@@ -100,6 +129,8 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   }
   m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
+  m.activation_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(activation_rate(deck, m.gemm_flops)) / p
+                                               : m.memory_bandwidth / 6;  // six streaming passes, unmeasured
   m.memory_capacity = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / p;  // the node's, shared
 
   std::vector<std::pair<double, double>> send, allreduce, broadcast;

@@ -5,6 +5,8 @@
 //  - gemm_flops: one rank's float GEMM rate at the deck's model shapes (every linear layer
 //    of a block and the head, time-weighted), with the trainer's probe;
 //  - memory_bandwidth: a streaming triad on 3 x 64 MiB;
+//  - activation_rate: a one-layer model of the deck's shapes runs forward and backward;
+//    the time its GEMMs do not explain, per byte of the activations it keeps;
 //  - send, all-reduce and broadcast through strata's own Comm at payloads from 8 B to
 //    8 MiB (4x apart), each fitted to t = steps(p) alpha + wire(p) bytes beta
 //    (comm/wire_model.hpp) by least squares in relative error; send is timed as half a

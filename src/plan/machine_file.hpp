@@ -5,7 +5,9 @@
 //   [machine]  name, description, source (where the numbers come from), ranks_per_node
 //   [compute]  gemm_flops (FLOP/s of one rank's float GEMM at the model's shapes),
 //              memory_bandwidth (bytes/s one rank streams through elementwise kernels),
-//              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's)
+//              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's),
+//              activation_rate (bytes of kept activations per second the non-GEMM work of a
+//              forward and backward gets through: layernorm, GELU, softmax, copies)
 //   [intra_node] and [inter_node]: for each of send, allreduce, broadcast a latency
 //              <kind>_alpha (s) and an inverse bandwidth <kind>_beta (s/byte), so that a
 //              collective of p ranks takes steps(p) alpha + wire(p) bytes beta
@@ -31,7 +33,7 @@ struct LinkCosts {
 struct MachineFile {
   std::string name, description, source;
   int ranks_per_node = 1;
-  double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0;
+  double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0;
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;
 };

@@ -10,11 +10,6 @@
 namespace strata {
 namespace {
 
-// Elementwise work per micro-batch, in multiples of the bytes of activations the blocks
-// keep (layernorm, GELU, softmax, residual adds, copies): the forward writes them and
-// reads its inputs, the backward reads them, writes gradients of the same size and reads
-// those again. Set against this machine's measured step times (bench/plan_check).
-constexpr double kForwardPasses = 2.0, kBackwardPasses = 4.0;
 // AdamW and the gradient-norm pass: per parameter, read param, grad, m, v and write
 // param, m, v (7 floats), plus one read of the gradient for its norm.
 constexpr double kOptimizerFloats = 8.0;
@@ -114,7 +109,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     // per micro-batch
     const double act = double(model->activation_bytes_for(micro));
     c.gemm = model->stage_flops(micro) / machine.gemm_flops;
-    c.compute = c.gemm + (kForwardPasses + kBackwardPasses) * act / machine.memory_bandwidth;
+    c.compute = c.gemm + act / machine.activation_rate;  // the non-GEMM work, as calibrate measures it
     Traffic tensor;
     model->micro_batch_traffic(micro, tensor);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
@@ -134,11 +129,13 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     const double grads = double(store.numel()) * sizeof(float);
     const double data_sum = links.of("data").seconds(Collective::AllReduce, l.data, grads);
     if (p == 1) {
-      // buckets reduce during the backward; at least the last one is left after it
+      // with NCCL, buckets reduce during the backward and at least the last one is left
+      // after it; with MPI they all run after it (Comm::start_allreduce_sum)
       int64_t buckets = 0;
       for (const auto& [key, e] : round.entries())
         if (key.second == "allreduce_overlapped") buckets = e.calls;
-      c.sums = buckets > 0 ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
+      const bool overlaps = buckets > 0 && deck.parallel.comm_backend == "nccl";
+      c.sums = overlaps ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
     } else if (!xpipe) {
       const double wte = double(store.infos()[model->wte_index()].numel) * sizeof(float);
       const double tied = s == 0 || s == p - 1 ? links.of("tied_emb").seconds(Collective::AllReduce, 2, wte) : 0.0;
