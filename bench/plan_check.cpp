@@ -2,8 +2,9 @@
 // trains the deck for a few steps through the real Trainer, and its communication
 // counters, step time, activation memory and parameters are printed beside what
 // `strata plan` predicts for it. Bytes and calls must agree exactly on every rank, group
-// and kind of collective (the exit code says whether they did); times are compared on the
-// warm steps (after the first), and only mean something where every rank has a core.
+// and kind of collective, and parameters and activation bytes on the fullest rank (the
+// exit code says whether they did; "!" marks activations that differ); times are compared
+// on the warm steps (after the first), and only mean something where every rank has a core.
 //
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
 //       [--machine MACHINE.toml] [--steps S] [--set section.key=value ...]
@@ -120,17 +121,19 @@ int main(int argc, char** argv) {
         const StepPrediction p = predict_step(d, l, machine, xpipe ? steps - 1 : 0);
         const double meas_ms = 1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
         const double meas_act = max_over_ranks(double(result.activation_bytes)) / double(1 << 20);
+        const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20);
         const bool params_differ =
             max_over_ranks(trainer.model().params().numel() != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
         if (rank == 0)
-          std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f %11s\n", l.name().c_str(), pred_wire,
+          std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(), pred_wire,
                       meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),
-                      double(p.activation_bytes) / double(1 << 20), meas_act,
+                      double(p.activation_bytes) / double(1 << 20), meas_act, act_differ ? "!" : "",
                       params_differ ? "DIFFER" : "exact");
-        if (params_differ) ++failures;
+        if (params_differ || act_differ) ++failures;
       }
       if (rank == 0)
-        std::printf("plan_check: %s\n", failures == 0 ? "bytes and calls agree exactly on every rank, group and kind"
+        std::printf("plan_check: %s\n", failures == 0 ? "bytes and calls agree exactly on every rank, group and kind; "
+                                                         "parameters and activation bytes too"
                                                        : "MISMATCHES (see above)");
     } catch (const UserError& e) {
       if (rank == 0) std::fprintf(stderr, "plan_check: %s\n", e.what());

@@ -1,5 +1,7 @@
 #include "plan/layout.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace strata {
@@ -35,6 +37,8 @@ std::vector<std::string> Layout::overrides() const {
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
+  // beyond 8 micro-batches per stage a flushing schedule's bubble, (p-1)/(m+p-1), is
+  // under 1/9 and the simulations only grow
   std::vector<Layout> tensor_splits{Layout{}};
   for (int t = 2; t <= ranks; ++t)
     if (ranks % t == 0) {
@@ -75,7 +79,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const char* schedule : {"gpipe", "1f1b", "xpipe"})
-        for (int64_t m = 1; m <= replica_batch; ++m)
+        for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
           if (replica_batch % m == 0) {
             l.schedule = schedule;
             l.micro_batches = int(m);

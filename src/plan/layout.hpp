@@ -30,8 +30,10 @@ struct Layout {
 
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
-// tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with stages, each schedule
-// (gpipe, 1f1b, xpipe) and each micro-batch count that divides the replica's batch.
+// tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with p stages, each schedule
+// (gpipe, 1f1b, xpipe) and each micro-batch count m that divides the replica's batch,
+// up to kMaxMicroBatchesPerStage * p.
+constexpr int64_t kMaxMicroBatchesPerStage = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);
 
 }  // namespace strata

@@ -94,9 +94,17 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
   const bool xpipe = p > 1 && l.schedule == "xpipe";
   const int64_t local_batch = deck.data.batch_size / l.data;
   const BlockContext micro{local_batch / l.micro_batches, deck.model.seq_len};
-  // XPipe's steady state: the difference of two streams
-  const int k1 = 2 * p + 1, k2 = 4 * p + 2;
-  const PipeSchedule unit = p > 1 ? schedule_of(l, xpipe ? k1 : 1) : PipeSchedule{};
+  // the lists the stages run: a flushing schedule's one mini-batch, or two XPipe streams
+  // whose difference is its steady state (a third, of stream_steps, when asked for)
+  const int k1 = p + 1, k2 = 2 * p + 2;
+  PipeSchedule flush, shorter, longer, asked;
+  if (p > 1 && !xpipe) flush = schedule_of(l, 1);
+  if (xpipe) {
+    shorter = schedule_of(l, k1);
+    longer = schedule_of(l, k2);
+    if (stream_steps > 0) asked = schedule_of(l, stream_steps);
+  }
+  const PipeSchedule& unit = xpipe ? (stream_steps > 0 ? asked : shorter) : flush;  // sizes the slots
   const PipeSimulation unit_sim = p > 1 ? simulate_schedule(unit) : PipeSimulation{};
 
   std::vector<StageCosts> costs(static_cast<size_t>(p));
@@ -120,9 +128,10 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
     }
     // per step
-    const Traffic round = stage_traffic(deck, l, s, xpipe ? k2 : 1);
+    const Traffic round = p == 1 ? data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch)
+                                 : pipeline_traffic(*model, xpipe ? longer : flush, l.data, local_batch);
     double wire = round.wire_bytes();
-    if (xpipe) wire = (wire - stage_traffic(deck, l, s, k1).wire_bytes()) / double(k2 - k1);
+    if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, l.data, local_batch).wire_bytes()) / double(k2 - k1);
     out.wire_bytes = std::max(out.wire_bytes, wire);
     out.stage_traffic.push_back(round);
     out.stage_params.push_back(store.numel());
@@ -181,15 +190,15 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     }
   }
   if (!xpipe) {
-    const PipeSimulation sim = simulate_schedule(unit, pc);
+    const PipeSimulation sim = simulate_schedule(flush, pc);
     out.bubble = sim.bubble_fraction();
     out.step_s = sim.makespan + after;
   } else if (stream_steps > 0) {
-    const PipeSimulation sim = simulate_schedule(schedule_of(l, stream_steps), pc);
+    const PipeSimulation sim = simulate_schedule(asked, pc);
     out.step_s = sim.makespan / double(stream_steps);
     out.bubble = sim.bubble_fraction();
   } else {
-    const PipeSimulation a = simulate_schedule(schedule_of(l, k1), pc), b = simulate_schedule(schedule_of(l, k2), pc);
+    const PipeSimulation a = simulate_schedule(shorter, pc), b = simulate_schedule(longer, pc);
     out.step_s = (b.makespan - a.makespan) / double(k2 - k1);
     double busy = 0;
     for (int s = 0; s < p; ++s) busy += (b.busy[size_t(s)] - a.busy[size_t(s)]) / double(k2 - k1);

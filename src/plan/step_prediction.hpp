@@ -32,7 +32,7 @@ struct StepPrediction {
   double step_s = 0;
   double bubble = 0;             // pipeline idle share (0 without stages)
   double model_flops = 0;        // per step, all ranks: 6N + 12 L T C per token (GPT::flops_per_token)
-  std::vector<Traffic> stage_traffic;  // one rank of each stage, per round (stage_traffic below)
+  std::vector<Traffic> stage_traffic;  // one rank of each stage: one step, or XPipe's stream of 2p+2
   std::vector<int64_t> stage_params;   // parameters one rank of each stage holds
 };
 

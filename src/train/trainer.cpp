@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include "comm/agree.hpp"
 #include "core/error.hpp"
@@ -29,6 +30,38 @@ int world_rank(MPI_Comm c) {
   int r = 0;
   MPI_Comm_rank(c, &r);
   return r;
+}
+
+// Every timer any rank has, with its largest time and call count over the ranks. Ranks
+// need not have the same timers (an XPipe stage that never predicts has no
+// weight_prediction timer), so the names are agreed on before the values are reduced.
+std::map<std::string, Timers::Entry> max_over_ranks(const Timers& timers, MPI_Comm comm) {
+  std::string mine;
+  for (const auto& [name, e] : timers.entries()) mine += name + '\n';
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  int length = int(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks), 0);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  for (int r = 1; r < ranks; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(size_t(offsets.back() + lengths.back()), '\0');
+  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
+  std::map<std::string, Timers::Entry> out;
+  for (size_t begin = 0, end; (end = all.find('\n', begin)) != std::string::npos; begin = end + 1)
+    out[all.substr(begin, end - begin)] = {};
+  std::vector<double> values;  // seconds and calls, in the union's order
+  for (const auto& [name, unused] : out) {
+    const auto it = timers.entries().find(name);
+    values.push_back(it == timers.entries().end() ? 0.0 : it->second.seconds);
+    values.push_back(it == timers.entries().end() ? 0.0 : double(it->second.calls));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm);
+  size_t k = 0;
+  for (auto& [name, e] : out) {
+    e.seconds = values[k++];
+    e.calls = int64_t(values[k++]);
+  }
+  return out;
 }
 
 std::string hms(double s) {
@@ -420,11 +453,9 @@ void Trainer::print_summary(const TrainResult& r) {
   log_.info(strfmt("strata: done: %lld steps in %.2f s, %.0f tokens/s, final loss %.4f",
                    (long long)r.losses.size(), loop, r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back()));
   log_.info("timer            total_s   calls   ms/call   % of loop   (max over ranks)");
-  for (const auto& [name, e] : timers_.entries()) {
-    const double s = world_comm_->allreduce_max(e.seconds);
-    log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), s, (long long)e.calls,
-                     1e3 * s / double(std::max<int64_t>(1, e.calls)), 100.0 * s / loop));
-  }
+  for (const auto& [name, e] : max_over_ranks(timers_, grid_->world()))
+    log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), e.seconds, (long long)e.calls,
+                     1e3 * e.seconds / double(std::max<int64_t>(1, e.calls)), 100.0 * e.seconds / loop));
   const double mib = 1 << 20;
   const double param_mib = double(model_->params().numel()) * sizeof(float) / mib;
   log_.info(strfmt("memory (rank 0): parameters %.2f MiB (with gradients and AdamW moments %.2f MiB), activations "

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `strata plan DECK --ranks N`: a table of every feasible layout, fastest first, and a
+# recommendation whose "run it with" overrides really train; the 1.3B deck on 64 H100s
+# fits only with a pipeline (no micro-batches without one); one-line errors (exit 2) for
+# no question asked, an unreadable machine file and a rank count no layout fits.
+# Usage: test_plan.sh STRATA MPIEXEC SOURCE_DIR
+set -u
+strata=$1
+mpiexec=$2
+src=$3
+source "$(dirname "$0")/../support/test_lib.sh"
+deck=$src/tests/plan/plan-tiny.toml
+vm=$src/machines/debian-2core-vm.toml
+
+if timeout 60 "$strata" plan "$deck" --ranks 4 --machine "$vm" --top 0 >"$work/p4.log" 2>&1; then
+  rows=$(grep -cE '^ +[0-9]+[ !] +data=' "$work/p4.log")
+  said=$(sed -nE 's/^([0-9]+) layouts fit.*/\1/p' "$work/p4.log")
+  if [ "$rows" -eq 37 ] && [ "$said" = 37 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+     grep -q 'data=1 pipeline=4:xpipe:8mb' "$work/p4.log" && grep -q '^recommended: ' "$work/p4.log"; then
+    ok "4 ranks of the tiny deck: all 37 layouts (data, pipeline x 3 schedules x micro-batches, 1D, 2D) and a recommendation"
+  else
+    fail "plan --ranks 4: $rows rows, '$said' said"; cat "$work/p4.log"
+  fi
+  # the table is sorted by step time
+  if grep -E '^ +[0-9]+[ !] +data=' "$work/p4.log" | awk '{ for (i = 1; i <= NF; ++i) if ($i == "ms" || $i == "s") { t = $(i-1) * ($i == "s" ? 1000 : 1); break }
+                                                          if (t < last) bad = 1; last = t } END { exit bad }'; then
+    ok "sorted by predicted step time"
+  else
+    fail "not sorted"; cat "$work/p4.log"
+  fi
+else
+  fail "plan --ranks 4"; cat "$work/p4.log"
+fi
+
+# the recommended layout for 2 ranks trains with the overrides it prints (XPipe, 8 micro-batches:
+# two steps once hung in the summary, where the stages had different timers)
+if timeout 60 "$strata" plan "$deck" --ranks 2 --machine "$vm" >"$work/p2.log" 2>&1; then
+  sets=$(sed -nE 's/^  run it with: (.*)/\1/p' "$work/p2.log")
+  if [ -n "$sets" ] && (cd "$work" && timeout -k 10 120 "$mpiexec" -n 2 "$strata" train "$deck" $sets --set run.steps=2 >"$work/t.log" 2>&1) &&
+     grep -q "done: 2 steps" "$work/t.log"; then
+    ok "the recommendation for 2 ranks trains: $(sed -nE 's/^recommended: ([^(]*).*/\1/p' "$work/p2.log")"
+  else
+    fail "recommended layout did not train: $sets"; cat "$work/p2.log" "$work/t.log"
+  fi
+else
+  fail "plan --ranks 2"; cat "$work/p2.log"
+fi
+
+if timeout 120 "$strata" plan "$src/inputs/gpt-1.3b.toml" --ranks 64 --machine "$src/machines/h100-dgx-cluster.toml" >"$work/big.log" 2>&1 &&
+   grep -qE '^recommended: .*pipeline=' "$work/big.log" && grep -qE '^ +[0-9]+! +data=64 ' "$work/big.log"; then
+  ok "1.3B on 64 H100s: $(grep '^recommended' "$work/big.log")"
+else
+  fail "1.3B plan"; cat "$work/big.log"
+fi
+
+expect_error() {  # message, then the command
+  local want=$1
+  shift
+  out=$(timeout 60 "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(grep -c 'strata: error' <<<"$out")" -eq 1 ] && grep -qF "$want" <<<"$out"; then
+    ok "error: $want"
+  else
+    fail "expected '$want' (exit 2), got exit $rc: $out"
+  fi
+}
+expect_error "say what to plan: --schedule" "$strata" plan "$deck"
+expect_error "machine file '/nonexistent.toml' cannot be read" "$strata" plan "$deck" --ranks 2 --machine /nonexistent.toml
+expect_error "no layout of 5 ranks fits the deck's model and batch" "$strata" plan "$deck" --ranks 5 --machine "$vm"
+
+finish
