@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/timers.hpp"
 #include "model/gpt.hpp"
+#include "optim/weight_prediction.hpp"
 #include "train/gemm_probe.hpp"
 
 namespace strata {
@@ -93,6 +94,27 @@ double activation_rate(const Deck& deck, double gemm_flops) {
   return double(model.activation_bytes_for(ctx)) / rest;
 }
 
+// Parameters per second through XPipe's weight prediction and its restore, on a one-layer
+// model of the deck's shapes.
+double prediction_rate(const Deck& deck) {
+  ModelConfig one = deck.model;
+  one.n_layer = 1;
+  GPT<float> model(one, deck.run.seed);
+  auto& store = model.params();
+  Kokkos::deep_copy(store.adam_m(), 1e-3f);
+  Kokkos::deep_copy(store.adam_v(), 1e-6f);
+  WeightPredictor<float> predictor(deck.optim);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = Timers::now();
+    predictor.predict(store, deck.optim.lr, {1, 10});
+    predictor.restore(store);
+    Kokkos::fence();
+    if (rep > 0) best = std::min(best, Timers::now() - t0);
+  }
+  return double(store.numel()) / best;
+}
+
 // the best of 3 batches of `iters` calls of f, per call (barrier between batches)
 template <class F>
 double per_call(Comm& comm, int iters, F f) {
@@ -131,6 +153,8 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   m.activation_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(activation_rate(deck, m.gemm_flops)) / p
                                                : m.memory_bandwidth / 6;  // six streaming passes, unmeasured
+  m.prediction_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(prediction_rate(deck)) / p
+                                               : m.memory_bandwidth / 32;  // 8 floats per parameter, unmeasured
   m.memory_capacity = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / p;  // the node's, shared
 
   std::vector<std::pair<double, double>> send, allreduce, broadcast;

@@ -7,7 +7,9 @@
 //              memory_bandwidth (bytes/s one rank streams through elementwise kernels),
 //              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's),
 //              activation_rate (bytes of kept activations per second the non-GEMM work of a
-//              forward and backward gets through: layernorm, GELU, softmax, copies)
+//              forward and backward gets through: layernorm, GELU, softmax, copies),
+//              prediction_rate (parameters per second XPipe's weight prediction, with its
+//              restore, gets through)
 //   [intra_node] and [inter_node]: for each of send, allreduce, broadcast a latency
 //              <kind>_alpha (s) and an inverse bandwidth <kind>_beta (s/byte), so that a
 //              collective of p ranks takes steps(p) alpha + wire(p) bytes beta
@@ -33,7 +35,7 @@ struct LinkCosts {
 struct MachineFile {
   std::string name, description, source;
   int ranks_per_node = 1;
-  double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0;
+  double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, prediction_rate = 0;
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;
 };

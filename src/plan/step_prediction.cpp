@@ -71,6 +71,7 @@ struct StageCosts {
   double tensor = 0;   // per micro-batch, tensor-parallel communication not hidden
   double sums = 0;       // per step: the gradient sums' time not hidden by the backward
   double optimizer = 0;  // per step: AdamW and the norm (XPipe: with the sums, in the stream)
+  double predict = 0;    // XPipe: one weight prediction of the stage's parameters
   double after() const { return sums + optimizer; }
   double forward() const { return compute / 3 + tensor / 3; }   // the backward does twice the work
   double backward() const { return 2 * compute / 3 + 2 * tensor / 3; }
@@ -123,6 +124,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
     c.tensor = links.seconds(tensor, false) + std::max(0.0, links.seconds(tensor, true) - c.gemm);
     c.optimizer = kOptimizerFloats * double(store.numel()) * sizeof(float) / machine.memory_bandwidth;
+    c.predict = double(store.numel()) / machine.prediction_rate;
     if (p > 1) {
       const auto [rows, cols] = model->stage_activation_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
@@ -182,6 +184,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     pc.stage_forward.push_back(c.forward());
     pc.stage_backward.push_back(c.backward());
     pc.optimizer = std::max(pc.optimizer, c.optimizer);
+    if (xpipe && deck.parallel.weight_prediction) pc.stage_predict.push_back(c.predict);
     const double m = double(l.micro_batches);
     after = std::max(after, xpipe ? 0.0 : c.after());
     if (m * c.compute + c.optimizer > out.compute_s) {  // the busiest stage's

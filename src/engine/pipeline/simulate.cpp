@@ -45,6 +45,7 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0.0);
   std::vector<int> in_flight(p, 0);
+  std::vector<std::pair<int, int>> in_place(static_cast<size_t>(p), {0, 0});  // XPipe's predicted look-ahead
   std::map<std::tuple<int, int, int, int>, double> sent;  // (from, to, kind, mb) -> time available
   for (int r = 0; r < p; ++r) sim.times[r].assign(s.programs[r].size(), {0.0, 0.0});
   bool moved = true;
@@ -67,6 +68,16 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
           --in_flight[r];
         } else if (in.op == PipeOp::OptimizerStep) {
           cost = costs.optimizer;
+        }
+        if (!costs.stage_predict.empty()) {  // the prediction in place, as the engine keeps it
+          const std::pair<int, int> ahead{in.steps, in.tied_steps};
+          if (in.op == PipeOp::PredictWeights) {
+            if (ahead != std::pair<int, int>{0, 0} && ahead != in_place[r]) cost = costs.stage_predict[size_t(r)];
+            in_place[r] = ahead;
+          } else if (in.op == PipeOp::OptimizerStep || in.op == PipeOp::SendTiedWeights ||
+                     in.op == PipeOp::RecvTiedWeights) {
+            in_place[r] = {0, 0};
+          }
         }
         if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start + costs.transfer;
         if (in.op == PipeOp::Forward || in.op == PipeOp::Backward) sim.busy[r] += cost;
