@@ -94,9 +94,9 @@ double activation_rate(const Deck& deck, double gemm_flops) {
   return double(model.activation_bytes_for(ctx)) / rest;
 }
 
-// Parameters per second through XPipe's weight prediction and its restore, on a one-layer
-// model of the deck's shapes.
-double prediction_rate(const Deck& deck) {
+// Parameters per second through XPipe's weight prediction and its restore (an Adam-style
+// pass over weights and moments), on a one-layer model of the deck's shapes.
+double adam_rate(const Deck& deck) {
   ModelConfig one = deck.model;
   one.n_layer = 1;
   GPT<float> model(one, deck.run.seed);
@@ -153,7 +153,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   m.activation_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(activation_rate(deck, m.gemm_flops)) / p
                                                : m.memory_bandwidth / 6;  // six streaming passes, unmeasured
-  m.prediction_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(prediction_rate(deck)) / p
+  m.adam_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(adam_rate(deck)) / p
                                                : m.memory_bandwidth / 32;  // 8 floats per parameter, unmeasured
   m.memory_capacity = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / p;  // the node's, shared
 

@@ -7,7 +7,8 @@
 //  - memory_bandwidth: a streaming triad on 3 x 64 MiB;
 //  - activation_rate: a one-layer model of the deck's shapes runs forward and backward;
 //    the time its GEMMs do not explain, per byte of the activations it keeps;
-//  - prediction_rate: XPipe's weight prediction and restore on that model's parameters;
+//  - adam_rate: XPipe's weight prediction and restore on that model's parameters (the
+//    planner costs the AdamW update with it too);
 //  - send, all-reduce and broadcast through strata's own Comm at payloads from 8 B to
 //    8 MiB (4x apart), each fitted to t = steps(p) alpha + wire(p) bytes beta
 //    (comm/wire_model.hpp) by least squares in relative error; send is timed as half a

@@ -110,12 +110,12 @@ MachineFile read_machine_file(const std::string& path) {
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
   const auto& ct = r.section("compute", {"gemm_flops", "memory_bandwidth", "memory_capacity", "activation_rate",
-                                          "prediction_rate"});
+                                          "adam_rate"});
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
   m.memory_bandwidth = r.number(ct, "compute", "memory_bandwidth");
   m.memory_capacity = r.number(ct, "compute", "memory_capacity");
   m.activation_rate = r.number(ct, "compute", "activation_rate");
-  m.prediction_rate = r.number(ct, "compute", "prediction_rate");
+  m.adam_rate = r.number(ct, "compute", "adam_rate");
   m.intra_node = r.link("intra_node");
   m.has_inter_node = r.has("inter_node");
   if (m.has_inter_node) m.inter_node = r.link("inter_node");
@@ -139,7 +139,7 @@ std::string to_toml(const MachineFile& m) {
     << "memory_capacity = " << num(m.memory_capacity) << "    # bytes a rank may use (its share of the node's, or its GPU's)\n"
     << "activation_rate = " << num(m.activation_rate)
     << "    # bytes of kept activations per second through the non-GEMM work (forward + backward)\n"
-    << "prediction_rate = " << num(m.prediction_rate) << "    # parameters per second through XPipe's weight prediction\n";
+    << "adam_rate = " << num(m.adam_rate) << "    # parameters per second through an Adam-style pass (the update; XPipe's prediction)\n";
   write_link(o, "intra_node", m.intra_node);
   if (m.has_inter_node) write_link(o, "inter_node", m.inter_node);
   return o.str();

@@ -8,8 +8,9 @@
 //              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's),
 //              activation_rate (bytes of kept activations per second the non-GEMM work of a
 //              forward and backward gets through: layernorm, GELU, softmax, copies),
-//              prediction_rate (parameters per second XPipe's weight prediction, with its
-//              restore, gets through)
+//              adam_rate (parameters per second through an Adam-style pass over the
+//              weights and moments: XPipe's weight prediction with its restore, measured;
+//              the AdamW update, the same arithmetic)
 //   [intra_node] and [inter_node]: for each of send, allreduce, broadcast a latency
 //              <kind>_alpha (s) and an inverse bandwidth <kind>_beta (s/byte), so that a
 //              collective of p ranks takes steps(p) alpha + wire(p) bytes beta
@@ -35,7 +36,7 @@ struct LinkCosts {
 struct MachineFile {
   std::string name, description, source;
   int ranks_per_node = 1;
-  double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, prediction_rate = 0;
+  double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, adam_rate = 0;
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;
 };

@@ -10,9 +10,6 @@
 namespace strata {
 namespace {
 
-// AdamW and the gradient-norm pass: per parameter, read param, grad, m, v and write
-// param, m, v (7 floats), plus one read of the gradient for its norm.
-constexpr double kOptimizerFloats = 8.0;
 
 TensorParallel tensor_of(const Layout& l) {
   TensorParallel tp;
@@ -123,8 +120,9 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     model->micro_batch_traffic(micro, tensor);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
     c.tensor = links.seconds(tensor, false) + std::max(0.0, links.seconds(tensor, true) - c.gemm);
-    c.optimizer = kOptimizerFloats * double(store.numel()) * sizeof(float) / machine.memory_bandwidth;
-    c.predict = double(store.numel()) / machine.prediction_rate;
+    // AdamW's update and XPipe's prediction are the same arithmetic over the weights and moments
+    c.optimizer = double(store.numel()) / machine.adam_rate;
+    c.predict = c.optimizer;
     if (p > 1) {
       const auto [rows, cols] = model->stage_activation_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));

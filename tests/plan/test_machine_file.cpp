@@ -31,7 +31,7 @@ MachineFile sample_machine() {
   m.memory_bandwidth = 1.2e10;
   m.memory_capacity = 8e9;
   m.activation_rate = 3e9;
-  m.prediction_rate = 4e8;
+  m.adam_rate = 4e8;
   m.intra_node = {1e-6, 2e-10, 3e-6, 4e-10, 5e-6, 6e-10};
   return m;
 }
@@ -61,7 +61,7 @@ TEST_CASE("a machine file written by to_toml reads back the same", "[machine_fil
   CHECK(r.memory_bandwidth == Approx(m.memory_bandwidth).epsilon(1e-3));
   CHECK(r.memory_capacity == Approx(m.memory_capacity).epsilon(1e-3));
   CHECK(r.activation_rate == Approx(m.activation_rate).epsilon(1e-3));
-  CHECK(r.prediction_rate == Approx(m.prediction_rate).epsilon(1e-3));
+  CHECK(r.adam_rate == Approx(m.adam_rate).epsilon(1e-3));
   CHECK(r.intra_node.allreduce_beta == Approx(4e-10).epsilon(1e-3));
   CHECK(r.inter_node.broadcast_alpha == Approx(2e-5).epsilon(1e-3));
   CHECK(r.has_inter_node);
