@@ -10,7 +10,6 @@
 namespace strata {
 namespace {
 
-
 TensorParallel tensor_of(const Layout& l) {
   TensorParallel tp;
   tp.mode = l.tensor;
@@ -45,7 +44,7 @@ class Links {
     const bool crosses = int64_t(stride) * (size - 1) + 1 > m_.ranks_per_node;
     return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
   }
-  // seconds of the entries whose kind is (not) in `kinds`
+  // seconds of SUMMA's entries (broadcast, reduce) or of all the others
   double seconds(const Traffic& t, bool summa_only) const {
     double s = 0;
     for (const auto& [key, e] : t.entries()) {
@@ -55,7 +54,6 @@ class Links {
     }
     return s;
   }
-  double seconds(const Traffic& t) const { return seconds(t, false) + seconds(t, true); }
 
  private:
   const Layout& l_;
@@ -63,7 +61,7 @@ class Links {
 };
 
 struct StageCosts {
-  double compute = 0;  // per micro-batch, forward and backward: GEMMs and elementwise passes
+  double compute = 0;  // per micro-batch, forward and backward: GEMMs and the non-GEMM work
   double gemm = 0;     // per micro-batch, of which GEMMs
   double tensor = 0;   // per micro-batch, tensor-parallel communication not hidden
   double sums = 0;       // per step: the gradient sums' time not hidden by the backward
