@@ -66,21 +66,26 @@ double triad_bandwidth() {
   return best;
 }
 
-// Bytes of kept activations per second that the model's non-GEMM work gets through
-// (layernorms, GELU, softmax and the attention's small products, residual adds, copies,
-// the cross-entropy): a one-layer model of the deck's shapes runs forward and backward on
-// the deck's batch, and what its GEMMs at `gemm_flops` do not explain is set against the
-// activation bytes it keeps. The planner times every stage with the same two rates.
-double activation_rate(const Deck& deck, double gemm_flops) {
+// A one-layer model of the deck's shapes, for the two rates below.
+ModelConfig one_layer(const Deck& deck) {
   ModelConfig one = deck.model;
   one.n_layer = 1;
-  GPT<float> model(one, deck.run.seed);
+  return one;
+}
+
+// Bytes of kept activations per second that the model's non-GEMM work gets through
+// (layernorms, GELU, softmax and the attention's small products, residual adds, copies,
+// the cross-entropy): the one-layer model runs forward and backward on the deck's batch,
+// and what its GEMMs at `gemm_flops` do not explain is set against the activation bytes
+// it keeps. The planner times every stage with the same two rates.
+double activation_rate(const Deck& deck, GPT<float>& model, double gemm_flops) {
   const BlockContext ctx{std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
-                         one.seq_len};
+                         deck.model.seq_len};
   Tensor1<int32_t> tokens("calibrate.tokens", ctx.rows());
+  const int64_t vocab = deck.model.vocab_size;
   Kokkos::parallel_for(
       "calibrate_tokens", Range(0, ctx.rows()),
-      KOKKOS_LAMBDA(const int64_t i) { tokens(i) = int32_t((i * 7919) % one.vocab_size); });
+      KOKKOS_LAMBDA(const int64_t i) { tokens(i) = int32_t((i * 7919) % vocab); });
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     const double t0 = Timers::now();
@@ -95,11 +100,8 @@ double activation_rate(const Deck& deck, double gemm_flops) {
 }
 
 // Parameters per second through XPipe's weight prediction and its restore (an Adam-style
-// pass over weights and moments), on a one-layer model of the deck's shapes.
-double adam_rate(const Deck& deck) {
-  ModelConfig one = deck.model;
-  one.n_layer = 1;
-  GPT<float> model(one, deck.run.seed);
+// pass over weights and moments), on the one-layer model's parameters.
+double adam_rate(const Deck& deck, GPT<float>& model) {
   auto& store = model.params();
   Kokkos::deep_copy(store.adam_m(), 1e-3f);
   Kokkos::deep_copy(store.adam_v(), 1e-6f);
@@ -151,10 +153,15 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   }
   m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
-  m.activation_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(activation_rate(deck, m.gemm_flops)) / p
-                                               : m.memory_bandwidth / 6;  // six streaming passes, unmeasured
-  m.adam_rate = deck.model.kind == "gpt" ? comm.allreduce_sum(adam_rate(deck)) / p
-                                               : m.memory_bandwidth / 32;  // 8 floats per parameter, unmeasured
+  const bool gpt = deck.model.kind == "gpt";
+  if (gpt) {
+    GPT<float> model(one_layer(deck), deck.run.seed);
+    m.activation_rate = comm.allreduce_sum(activation_rate(deck, model, m.gemm_flops)) / p;
+    m.adam_rate = comm.allreduce_sum(adam_rate(deck, model)) / p;
+  } else {  // the planner plans GPTs: rough streaming estimates, and the source line says so
+    m.activation_rate = m.memory_bandwidth / 6;
+    m.adam_rate = m.memory_bandwidth / 32;
+  }
   m.memory_capacity = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / p;  // the node's, shared
 
   std::vector<std::pair<double, double>> send, allreduce, broadcast;
@@ -200,6 +207,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
                     deck.model.kind.c_str(), (long long)deck.model.n_embd,
                     p > 1 ? "" : "; one rank: no link costs measured");
+  if (!gpt) m.source += "; not a GPT deck: activation_rate and adam_rate are streaming estimates, not measured";
   return cal;
 }
 
