@@ -18,8 +18,7 @@ double DataParallel<T>::forward_backward(V1<const int32_t> tokens, V1<const int3
   auto& grads = model_.params().grads();
   timers.start("backward");
   if (bucket_bytes_ > 0 && comm_.size() > 1) {
-    const int64_t bucket = std::max<int64_t>(1, int64_t(bucket_bytes_ / sizeof(T)));
-    GradBuckets buckets(bucket, [&](int64_t offset, int64_t count) {
+    GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
       comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
     });
     model_.backward(ctx, T(1.0 / global_tokens), [&](int64_t offset, int64_t count) {
@@ -54,7 +53,7 @@ Traffic data_parallel_traffic(const GPT<T>& model, int data_ranks, double bucket
   model.micro_batch_traffic({local_batch, model.config().seq_len}, out);
   const int64_t e = sizeof(T);
   if (bucket_bytes > 0 && data_ranks > 1) {
-    GradBuckets buckets(std::max<int64_t>(1, int64_t(bucket_bytes / e)), [&](int64_t, int64_t count) {
+    GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
       out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
     });
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);

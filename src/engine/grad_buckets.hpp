@@ -1,8 +1,10 @@
 #pragma once
 // How the data-parallel driver groups gradient ranges into all-reduce buckets: ranges
 // arrive from the end of the flat buffer towards its start, each adjacent to the one
-// before; they are merged until a bucket holds `bucket` values, and then it is launched.
+// before; they are merged until a bucket holds `bucket_bytes` (at least one value), and
+// then it is launched.
 // The driver launches real all-reduces; the planner counts them.
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -11,7 +13,8 @@ namespace strata {
 template <class Launch>  // Launch(offset, count)
 class GradBuckets {
  public:
-  GradBuckets(int64_t bucket, Launch launch) : bucket_(bucket), launch_(std::move(launch)) {}
+  GradBuckets(double bucket_bytes, int64_t value_bytes, Launch launch)
+      : bucket_(std::max<int64_t>(1, int64_t(bucket_bytes / double(value_bytes)))), launch_(std::move(launch)) {}
   void ready(int64_t offset, int64_t count) {
     if (hi_ < 0) hi_ = offset + count;
     lo_ = offset;
@@ -23,7 +26,7 @@ class GradBuckets {
   }
 
  private:
-  int64_t bucket_;
+  int64_t bucket_;  // values
   Launch launch_;
   int64_t lo_ = -1, hi_ = -1;  // the pending bucket [lo, hi), grown downwards
 };
