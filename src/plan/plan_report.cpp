@@ -38,6 +38,10 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   out << strfmt("machine: %s, %d ranks per node: GEMM %.3g TFLOP/s, memory %.3g GB/s and %s per rank\n",
                 machine.name.c_str(), machine.ranks_per_node, machine.gemm_flops / 1e12, machine.memory_bandwidth / 1e9,
                 bytes_text(machine.memory_capacity).c_str());
+  if (ranks > machine.ranks_per_node && !machine.has_inter_node)
+    out << strfmt("note: %d ranks span %d nodes of %d ranks, and the machine file has no [inter_node] costs: the "
+                  "intra-node ones are used across nodes\n",
+                  ranks, (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node, machine.ranks_per_node);
   if (ranked.empty()) throw UserError("strata plan: no layout of " + std::to_string(ranks) + " ranks fits the deck's model and batch");
   int best = -1;
   for (size_t i = 0; i < ranked.size() && best < 0; ++i)
