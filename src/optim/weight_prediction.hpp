@@ -27,7 +27,7 @@ class WeightPredictor {
   // lookahead.
   void predict(ParamStore<T>& store, double lr, Lookahead all, const std::vector<std::pair<int, Lookahead>>& except = {}) {
     if (active_) throw std::logic_error("WeightPredictor::predict twice without restore");
-    if (int64_t(saved_.extent(0)) != store.numel()) saved_ = Tensor1<T>("predictor.saved", store.numel());
+    reserve(store);
     Kokkos::deep_copy(saved_, store.params());
     kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), all.steps,
                              adamw_hyper(cfg_, lr, all.steps_taken));
@@ -42,6 +42,11 @@ class WeightPredictor {
   }
   // The true weights, saved while a prediction is in place.
   V1<const T> true_weights() const { return saved_; }
+  // Allocates the copy of the true weights (predict does it on first use).
+  void reserve(const ParamStore<T>& store) {
+    if (int64_t(saved_.extent(0)) != store.numel()) saved_ = Tensor1<T>("predictor.saved", store.numel());
+  }
+
   // Puts the saved true weights back.
   void restore(ParamStore<T>& store) {
     if (!active_) throw std::logic_error("WeightPredictor::restore without predict");

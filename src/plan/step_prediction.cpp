@@ -104,7 +104,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
   const PipeSimulation unit_sim = p > 1 ? simulate_schedule(unit) : PipeSimulation{};
 
   std::vector<StageCosts> costs(static_cast<size_t>(p));
-  double transfer = 0;
+  double transfer = 0, tied_transfer = 0;
   for (int s = 0; s < p; ++s) {
     const auto model = dry_model(deck, l, s);
     const auto& store = model->params();
@@ -124,6 +124,8 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     if (p > 1) {
       const auto [rows, cols] = model->stage_activation_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
+      const double wte = double(store.infos()[model->wte_index()].numel) * sizeof(float);
+      if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step
     const Traffic round = p == 1 ? data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch)
@@ -175,6 +177,8 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
   }
   PipeCosts pc;
   pc.transfer = transfer;
+  pc.tied_grad_transfer = tied_transfer;
+  pc.tied_weights_transfer = 3 * tied_transfer;  // the weights and both moments, one message each
   double after = 0;
   for (const auto& c : costs) {
     pc.stage_forward.push_back(c.forward());

@@ -48,7 +48,11 @@ const PipeSchedule& PipelineEngine<T>::xpipe_schedule_for(int mini_batches) {
 template <class T>
 void PipelineEngine<T>::ensure_buffers(const BlockContext& ctx, int slots) {
   const auto [rows, cols] = model_.stage_activation_shape(ctx);
-  if (int(acts_.size()) == slots && int64_t(act_in_[0].dev.extent(0)) == rows) return;
+  // at least `slots`: the buffers only grow, so that XPipe streams of different lengths
+  // (a one-step stream keeps fewer micro-batches in flight) do not reallocate them in turn
+  const bool same_shape = !act_in_.empty() && int64_t(act_in_[0].dev.extent(0)) == rows;
+  if (same_shape && int(acts_.size()) >= slots) return;
+  if (same_shape) slots = std::max(slots, int(acts_.size()));
   acts_.assign(slots, GPTActivations<T>{});
   for (auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_}) {
     list->assign(list == &act_in_ || list == &grad_in_ ? slots + 1 : slots, Buffer{});
@@ -78,34 +82,36 @@ void PipelineEngine<T>::receive_wait(Buffer& b) {
 }
 
 template <class T>
-void PipelineEngine<T>::send_tied(V1<const T> values, int tag) {
-  reap_tied_sends(false);
-  TiedSend t;
-  t.dev = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.tied_send"), values.extent(0));
-  Kokkos::deep_copy(t.dev, values);  // the values change on; the message keeps this version
-  t.host = Kokkos::create_mirror_view(t.dev);
-  Kokkos::deep_copy(t.host, t.dev);
-  t.request = embedding_->start_send(t.host.data(), int64_t(t.host.size()), 1 - embedding_->rank(), tag);
-  tied_sends_.push_back(std::move(t));
+void PipelineEngine<T>::send_tied(const std::vector<V1<const T>>& parts, int tag) {
+  for (auto& r : tied_out_.requests) embedding_->wait(r, "send");  // the previous version has left
+  tied_out_.requests.clear();
+  const int64_t n = int64_t(parts.front().extent(0));
+  tied_out_.resize(n * int64_t(parts.size()));
+  for (size_t i = 0; i < parts.size(); ++i)  // the values change on; the message keeps this version
+    Kokkos::deep_copy(tied_out_.part(i, n), parts[i]);
+  Kokkos::deep_copy(tied_out_.host, tied_out_.dev);  // no-op where they are the same memory
+  for (size_t i = 0; i < parts.size(); ++i)
+    tied_out_.requests.push_back(
+        embedding_->start_send(tied_out_.host.data() + int64_t(i) * n, n, 1 - embedding_->rank(), tag));
 }
 
 template <class T>
-void PipelineEngine<T>::receive_tied(V1<T> values, int tag) {
-  if (tied_recv_.extent(0) != values.extent(0)) tied_recv_ = Tensor1<T>("pipeline.tied_recv", values.extent(0));
-  auto host = Kokkos::create_mirror_view(tied_recv_);
-  MPI_Request r = embedding_->start_recv(host.data(), int64_t(host.size()), 1 - embedding_->rank(), tag);
-  embedding_->wait(r, "recv");
-  Kokkos::deep_copy(values, host);
+V1<const T> PipelineEngine<T>::receive_tied(int64_t n, int parts, int tag) {
+  tied_in_.resize(n * parts);
+  for (int i = 0; i < parts; ++i)
+    tied_in_.requests.push_back(
+        embedding_->start_recv(tied_in_.host.data() + int64_t(i) * n, n, 1 - embedding_->rank(), tag));
+  for (auto& r : tied_in_.requests) embedding_->wait(r, "recv");
+  tied_in_.requests.clear();
+  Kokkos::deep_copy(tied_in_.dev, tied_in_.host);
+  return tied_in_.dev;
 }
 
 template <class T>
-void PipelineEngine<T>::reap_tied_sends(bool all) {
-  while (!tied_sends_.empty()) {
-    auto& front = tied_sends_.front();
-    if (all) embedding_->wait(front.request, "send");
-    else if (!embedding_->test(front.request)) return;
-    tied_sends_.pop_front();
-  }
+void PipelineEngine<T>::TiedMessage::resize(int64_t n) {
+  if (int64_t(dev.extent(0)) == n) return;
+  dev = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.tied_message"), n);
+  host = Kokkos::create_mirror_view(dev);
 }
 
 // Which receives have been posted, and when a ring buffer is free for the next one.
@@ -161,8 +167,11 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   const auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + wte_info.offset, wte_info.numel); };
   const int64_t steps_before = update ? update->optim->steps_taken() : 0;
   int64_t updates = 0, tied_versions = 0;
-  std::unique_ptr<WeightPredictor<T>> predictor;
-  if (update) predictor = std::make_unique<WeightPredictor<T>>(update->config);
+  if (update && !predictor_) {
+    predictor_ = std::make_unique<WeightPredictor<T>>(update->config);
+    predictor_->reserve(store);  // now, not in the middle of the stream
+  }
+  WeightPredictor<T>* predictor = predictor_.get();
   bool predicted = false;               // the store holds predicted weights
   std::pair<int, int> predicted_for{0, 0};  // (steps, tied steps) of that prediction
   const auto restore_true_weights = [&] {
@@ -258,35 +267,26 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         // whatever changes or sends the true weights restores them first
         break;
       case PipeOp::SendTiedGrad:  // last stage: its share of the embedding's gradient
-        send_tied(slice(store.grads()), tied_grad_tag(in.mb));
+        send_tied({slice(store.grads())}, tied_grad_tag(in.mb));
         Kokkos::deep_copy(slice(store.grads()), T(0));
         break;
-      case PipeOp::RecvTiedGrad: {  // first stage: add the last stage's share
-        Tensor1<T> share("pipeline.tied_share", wte_info.numel);
-        receive_tied(share, tied_grad_tag(in.mb));
-        add_into<T>(slice(store.grads()), share);
+      case PipeOp::RecvTiedGrad:  // first stage: add the last stage's share
+        add_into<T>(slice(store.grads()), receive_tied(wte_info.numel, 1, tied_grad_tag(in.mb)));
         break;
-      }
-      case PipeOp::SendTiedWeights: {  // first stage: the new version, with its moments
+      case PipeOp::SendTiedWeights:  // first stage: the new version, with its moments
         restore_true_weights();
-        Tensor1<T> packed(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.tied_pack"), 3 * wte_info.numel);
-        const int64_t n = wte_info.numel;
-        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(int64_t(0), n)), slice(store.params()));
-        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(n, 2 * n)), slice(store.adam_m()));
-        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(2 * n, 3 * n)), slice(store.adam_v()));
-        send_tied(packed, tied_weights_tag(in.mb));
+        send_tied({slice(store.params()), slice(store.adam_m()), slice(store.adam_v())}, tied_weights_tag(in.mb));
         break;
-      }
       case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
         restore_true_weights();
         const int64_t n = wte_info.numel;
-        Tensor1<T> packed("pipeline.tied_unpack", 3 * n);
         timers.start("pipeline_wait");
-        receive_tied(packed, tied_weights_tag(in.mb));
+        const V1<const T> version = receive_tied(n, 3, tied_weights_tag(in.mb));
         timers.stop("pipeline_wait", to_string(in));
-        Kokkos::deep_copy(slice(store.params()), Kokkos::subview(packed, std::make_pair(int64_t(0), n)));
-        Kokkos::deep_copy(slice(store.adam_m()), Kokkos::subview(packed, std::make_pair(n, 2 * n)));
-        Kokkos::deep_copy(slice(store.adam_v()), Kokkos::subview(packed, std::make_pair(2 * n, 3 * n)));
+        const auto part = [&](int64_t i) { return Kokkos::subview(version, std::make_pair(i * n, (i + 1) * n)); };
+        Kokkos::deep_copy(slice(store.params()), part(0));
+        Kokkos::deep_copy(slice(store.adam_m()), part(1));
+        Kokkos::deep_copy(slice(store.adam_v()), part(2));
         ++tied_versions;
         break;
       }
@@ -297,7 +297,8 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   for (auto* list : {&act_out_, &grad_out_})
     for (auto& b : *list)
       if (b.request != MPI_REQUEST_NULL) pipe_.wait(b.request, "send");
-  if (embedding_) reap_tied_sends(true);
+  for (auto& r : tied_out_.requests) embedding_->wait(r, "send");
+  tied_out_.requests.clear();
   timers.stop("pipeline_drain");
   return loss;
 }
@@ -405,9 +406,9 @@ Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ra
           out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
         break;
       case PipeOp::SendTiedGrad: out.add("tied_emb", "send", Collective::Send, 2, tied * e); break;
-      case PipeOp::SendTiedWeights: out.add("tied_emb", "send", Collective::Send, 2, 3 * tied * e); break;
-      case PipeOp::RecvTiedGrad:
-      case PipeOp::RecvTiedWeights: out.add("tied_emb", "recv", Collective::Send, 2, 0); break;
+      case PipeOp::SendTiedWeights: out.add("tied_emb", "send", Collective::Send, 2, tied * e, 3); break;  // and moments
+      case PipeOp::RecvTiedGrad: out.add("tied_emb", "recv", Collective::Send, 2, 0); break;
+      case PipeOp::RecvTiedWeights: out.add("tied_emb", "recv", Collective::Send, 2, 0, 3); break;
       default: break;
     }
   }

@@ -19,7 +19,6 @@
 // embedding is updated by the first stage only, from its gradient plus the share the
 // last stage sends; the last stage takes each new version (with its Adam moments) where
 // the list says, and predicts its copy from the version it holds.
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -90,7 +89,7 @@ class PipelineEngine : public TrainEngine<T> {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   struct Run;  // the state of one pass over a list
-  void ensure_buffers(const BlockContext& ctx, int slots);
+  void ensure_buffers(const BlockContext& ctx, int slots);  // grows only
   void send(V2<const T> data, Buffer& staging, int peer, int tag);
   void receive_wait(Buffer& b);
   // Runs this stage's program of s over batches; returns the summed loss per mini-batch
@@ -98,10 +97,11 @@ class PipelineEngine : public TrainEngine<T> {
   std::vector<double> run(const PipeSchedule& s, const std::vector<MiniBatchView>& batches, int64_t local_batch,
                           int64_t global_batch, const StreamUpdate<T>* update, std::vector<double>* norms_squared,
                           int64_t first_step, Timers& timers);
-  // XPipe's tied-embedding messages (embedding communicator, non-blocking sends).
-  void send_tied(V1<const T> values, int tag);
-  void receive_tied(V1<T> values, int tag);
-  void reap_tied_sends(bool all);
+  // XPipe's tied-embedding messages on the embedding communicator, through persistent
+  // buffers: send_tied copies the parts (of equal length) out and sends one message each
+  // without waiting; receive_tied waits for `parts` messages of n values and returns them.
+  void send_tied(const std::vector<V1<const T>>& parts, int tag);
+  V1<const T> receive_tied(int64_t n, int parts, int tag);
 
   GPT<T>& model_;
   Comm& data_;
@@ -115,13 +115,17 @@ class PipelineEngine : public TrainEngine<T> {
   std::vector<GPTActivations<T>> acts_;      // per slot: micro-batch mb uses mb % slots
   std::vector<Buffer> act_in_, grad_in_;     // receive rings: micro-batch mb uses mb % (slots + 1)
   std::vector<Buffer> act_out_, grad_out_;   // per slot (send staging)
-  struct TiedSend {
+  struct TiedMessage {
     Tensor1<T> dev;
     typename Tensor1<T>::HostMirror host;
-    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<MPI_Request> requests;  // one per part, in flight
+    void resize(int64_t n);
+    auto part(size_t i, int64_t n) const { return Kokkos::subview(dev, std::make_pair(int64_t(i) * n, int64_t(i + 1) * n)); }
   };
-  std::deque<TiedSend> tied_sends_;          // in flight until the other end has them
-  Tensor1<T> tied_recv_;
+  // A stage sends one kind and receives the other (the last stage sends gradient shares
+  // and takes versions); each message kind is sent once per mini-batch.
+  TiedMessage tied_out_, tied_in_;
+  std::unique_ptr<WeightPredictor<T>> predictor_;  // XPipe: its copy of the true weights is kept
 };
 
 // What the stage the model is placed on sends in one run of s on one rank (comm/traffic.hpp),

@@ -30,6 +30,14 @@ const char* message_kind_name(int kind) {
 
 }  // namespace
 
+double PipeCosts::transfer_of(PipeOp send) const {
+  switch (send) {
+    case PipeOp::SendTiedGrad: return tied_grad_transfer;
+    case PipeOp::SendTiedWeights: return tied_weights_transfer;
+    default: return transfer;
+  }
+}
+
 double PipeSimulation::bubble_fraction() const {
   double total = 0;
   for (double b : busy) total += b;
@@ -79,7 +87,7 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
             in_place[r] = {0, 0};
           }
         }
-        if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start + costs.transfer;
+        if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start + costs.transfer_of(in.op);
         if (in.op == PipeOp::Forward || in.op == PipeOp::Backward) sim.busy[r] += cost;
         sim.times[r][pc[r]] = {start, start + cost};
         clock[r] = start + cost;

@@ -15,13 +15,16 @@ struct PipeCosts {
   double forward = 1, backward = 1, optimizer = 0;
   // per stage, where stages differ (the planner's): override forward / backward when set
   std::vector<double> stage_forward, stage_backward;
-  double transfer = 0;  // a message's time from its send to its arrival
+  // a message's time from its send to its arrival: activations and gradients; XPipe's
+  // share of the tied embedding's gradient, and its new version (weights and both moments)
+  double transfer = 0, tied_grad_transfer = 0, tied_weights_transfer = 0;
   // XPipe, per stage: a weight prediction, charged where a PredictWeights looks ahead by a
   // different amount than the prediction in place (the engine reuses an equal one; an
   // update or a tied-weights message puts the true weights back)
   std::vector<double> stage_predict;
   double forward_of(int stage) const { return stage_forward.empty() ? forward : stage_forward[size_t(stage)]; }
   double backward_of(int stage) const { return stage_backward.empty() ? backward : stage_backward[size_t(stage)]; }
+  double transfer_of(PipeOp send) const;
 };
 
 struct PipeSimulation {
