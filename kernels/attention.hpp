@@ -1,7 +1,10 @@
 #pragma once
 // Causal multi-head self-attention on a packed qkv activation, as batched gemms:
-//   S = Q K^T (per batch row and head), P = causal_softmax(S / sqrt(hs)), Y = P V.
+//   S = Q K^T (per batch row and head), P = causal_softmax(S / sqrt(hs)), Y = P V,
+// computed on and below the diagonal blocks only (causal_scores and friends).
 // qkv is (B*T, 3C) with columns [q | k | v], each C = H*hs wide, head-major inside.
+#include <algorithm>
+
 #include "kernels/gemm.hpp"
 #include "kernels/softmax_causal.hpp"
 
@@ -76,33 +79,73 @@ void attention_split_output(V3<T> y, V2<const T> out, int64_t b, int64_t t, int6
       });
 }
 
+// The products with the (T, T) score matrices skip their masked upper triangle: rows go
+// in blocks of `block`, and block [r0, r1) meets keys [0, r1) only. The block trades the
+// flops skipped, (1 + block / T) / 2 of the square's are done, against smaller GEMMs.
+inline int64_t causal_block_rows(int64_t t) { return t <= 512 ? 64 : 128; }
+
+// s (N, T, T) = alpha * x y^T on and below the diagonal blocks, for x, y (N, T, hs); the
+// entries right of each row block's last key are not written.
+template <class T>
+void causal_scores(T alpha, V3<const T> x, V3<const T> y, V3<T> s, int64_t block) {
+  const int64_t n = s.extent(0), t = s.extent(1), hs = x.extent(2);
+  for (int64_t r0 = 0; r0 < t; r0 += block) {
+    const int64_t r1 = std::min(t, r0 + block);
+    gemm_strided_batched<T>('N', 'T', r1 - r0, r1, hs, alpha, x.data() + r0 * hs, hs, t * hs, y.data(), hs, t * hs,
+                            T(0), s.data() + r0 * t, t, t * t, n);
+  }
+}
+
+// z (N, T, hs) = p w for p (N, T, T) zero above the diagonal (read on and below the
+// diagonal blocks only) and w (N, T, hs).
+template <class T>
+void causal_times(V3<const T> p, V3<const T> w, V3<T> z, int64_t block) {
+  const int64_t n = p.extent(0), t = p.extent(1), hs = w.extent(2);
+  for (int64_t r0 = 0; r0 < t; r0 += block) {
+    const int64_t r1 = std::min(t, r0 + block);
+    gemm_strided_batched<T>('N', 'N', r1 - r0, hs, r1, T(1), p.data() + r0 * t, t, t * t, w.data(), hs, t * hs, T(0),
+                            z.data() + r0 * hs, hs, t * hs, n);
+  }
+}
+
+// z (N, T, hs) = p^T w, p as in causal_times: column block [c0, c1) of p is zero above row c0.
+template <class T>
+void causal_transposed_times(V3<const T> p, V3<const T> w, V3<T> z, int64_t block) {
+  const int64_t n = p.extent(0), t = p.extent(1), hs = w.extent(2);
+  for (int64_t c0 = 0; c0 < t; c0 += block) {
+    const int64_t c1 = std::min(t, c0 + block);
+    gemm_strided_batched<T>('T', 'N', c1 - c0, hs, t - c0, T(1), p.data() + c0 * t + c0, t, t * t,
+                            w.data() + c0 * hs, hs, t * hs, T(0), z.data() + c0 * hs, hs, t * hs, n);
+  }
+}
+
 // out (B*T, C) = causal attention of qkv (B*T, 3C). buf keeps q, k, v and P.
 template <class T>
 void attention_forward(V2<T> out, AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = buf.q.extent(2);
+  const int64_t hs = buf.q.extent(2), block = causal_block_rows(t);
   attention_split_heads<T>(buf.q, buf.k, buf.v, qkv, b, t, h);
-  gemm_batched<T>("N", "T", T(1), buf.q, buf.k, T(0), buf.att);      // (T,hs)(hs,T) -> (T,T)
-  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)));
-  gemm_batched<T>("N", "N", T(1), buf.att, buf.v, T(0), buf.y);      // (T,T)(T,hs) -> (T,hs)
+  causal_scores<T>(T(1), buf.q, buf.k, buf.att, block);                   // S = Q K^T
+  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)), block);  // P
+  causal_times<T>(buf.att, buf.v, buf.y, block);                          // Y = P V
   attention_merge_heads<T>(out, buf.y, b, t, h);
 }
 
-// dout (B*T, C) -> dqkv (B*T, 3C). Uses buf from the forward; its att is overwritten by
-// the score gradient, its y by dout's per-head layout.
+// dout (B*T, C) -> dqkv (B*T, 3C). Uses buf from the forward; its y is overwritten by
+// dout's per-head layout.
 template <class T>
 void attention_backward(V2<T> dqkv, AttentionBuffers<T>& buf, V2<const T> dout, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = buf.q.extent(2), bh = b * h;
+  const int64_t hs = buf.q.extent(2), bh = b * h, block = causal_block_rows(t);
   Tensor3<T> dy = buf.y;
   attention_split_output<T>(dy, dout, b, t, h);
   Tensor3<T> datt(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dp"), bh, t, t);
   Tensor3<T> dq(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dq"), bh, t, hs);
   Tensor3<T> dk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dk"), bh, t, hs);
   Tensor3<T> dv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dv"), bh, t, hs);
-  gemm_batched<T>("N", "T", T(1), dy, buf.v, T(0), datt);            // dP = dY V^T
-  gemm_batched<T>("T", "N", T(1), buf.att, dy, T(0), dv);            // dV = P^T dY
-  softmax_causal_backward<T>(datt, buf.att, T(1) / kmath::sqrt(T(hs)));
-  gemm_batched<T>("N", "N", T(1), datt, buf.k, T(0), dq);            // dQ = dS K
-  gemm_batched<T>("T", "N", T(1), datt, buf.q, T(0), dk);            // dK = dS^T Q
+  causal_scores<T>(T(1), dy, buf.v, datt, block);                                // dP = dY V^T
+  causal_transposed_times<T>(buf.att, dy, dv, block);                            // dV = P^T dY
+  softmax_causal_backward<T>(datt, buf.att, T(1) / kmath::sqrt(T(hs)), block);  // dS
+  causal_times<T>(datt, buf.k, dq, block);                                       // dQ = dS K
+  causal_transposed_times<T>(datt, buf.q, dk, block);                            // dK = dS^T Q
   attention_merge_heads_qkv<T>(dqkv, dq, dk, dv, b, t, h);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #else
 #include <KokkosBlas3_gemm.hpp>
+#include <KokkosBlas_Host_tpl.hpp>
 #endif
 
 namespace strata::kernels {
@@ -41,6 +42,20 @@ inline void gemm_colmajor(cublasOperation_t ta, cublasOperation_t tb, int m, int
                           const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc) {
   check(cublasDgemm(cublas_handle(), ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc), "cublasDgemm");
 }
+inline void gemm_colmajor_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                                  const float* a, int lda, long long sa, const float* b, int ldb, long long sb,
+                                  float beta, float* c, int ldc, long long sc, int batch) {
+  check(cublasSgemmStridedBatched(cublas_handle(), ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc,
+                                  batch),
+        "cublasSgemmStridedBatched");
+}
+inline void gemm_colmajor_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, double alpha,
+                                  const double* a, int lda, long long sa, const double* b, int ldb, long long sb,
+                                  double beta, double* c, int ldc, long long sc, int batch) {
+  check(cublasDgemmStridedBatched(cublas_handle(), ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc,
+                                  batch),
+        "cublasDgemmStridedBatched");
+}
 }  // namespace detail
 #endif
 
@@ -59,18 +74,36 @@ void gemm(const char* trans_a, const char* trans_b, T alpha, V2<const T> a, V2<c
 #endif
 }
 
+// Row-major products on raw memory with explicit leading dimensions, over `batch`
+// matrices a fixed stride apart: C_i = alpha * op(A_i) op(B_i) + beta * C_i with
+// C_i (m x n, row stride ldc) at c + i * stride_c, and so on; op(A_i) is (m x k).
+// Submatrices of larger ones (a block of rows and columns) are such operands.
+template <class T>
+void gemm_strided_batched(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                          int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c,
+                          int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+  // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands
+  detail::gemm_colmajor_batched(trans_b == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                int(n), int(m), int(k), alpha, b, int(ldb), stride_b, a, int(lda), stride_a, beta, c,
+                                int(ldc), stride_c, int(batch));
+#else
+  for (int64_t i = 0; i < batch; ++i)
+    KokkosBlas::Impl::HostBlas<T>::gemm(trans_b, trans_a, int(n), int(m), int(k), alpha, b + i * stride_b, int(ldb),
+                                        a + i * stride_a, int(lda), beta, c + i * stride_c, int(ldc));
+#endif
+}
+
 // Batched product over the leading dimension: C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i].
 // A is (batch, ., .) etc.; each slice is contiguous row-major.
 template <class T>
 void gemm_batched(const char* trans_a, const char* trans_b, T alpha, V3<const T> a, V3<const T> b, T beta,
                   V3<T> c) {
-  const int64_t batch = c.extent(0);
-  const int64_t a_r = a.extent(1), a_c = a.extent(2), b_r = b.extent(1), b_c = b.extent(2);
-  const int64_t c_r = c.extent(1), c_c = c.extent(2);
-  for (int64_t i = 0; i < batch; ++i) {
-    gemm<T>(trans_a, trans_b, alpha, V2<const T>(a.data() + i * a_r * a_c, a_r, a_c),
-            V2<const T>(b.data() + i * b_r * b_c, b_r, b_c), beta, V2<T>(c.data() + i * c_r * c_c, c_r, c_c));
-  }
+  const int64_t m = c.extent(1), n = c.extent(2), k = trans_a[0] == 'T' ? a.extent(1) : a.extent(2);
+  gemm_strided_batched<T>(trans_a[0], trans_b[0], m, n, k, alpha, a.data(), a.extent(2), a.extent(1) * a.extent(2),
+                          b.data(), b.extent(2), b.extent(1) * b.extent(2), beta, c.data(), n, m * n,
+                          int64_t(c.extent(0)));
 }
 
 }  // namespace strata::kernels

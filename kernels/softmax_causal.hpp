@@ -7,10 +7,17 @@
 
 namespace strata::kernels {
 
+// The future is zeroed up to the end of the row's block of `block` rows (default: the
+// whole row): the causal products (attention.hpp) read no further, and skip writing it.
+KOKKOS_INLINE_FUNCTION int64_t causal_zero_end(int64_t t, int64_t t_len, int64_t block) {
+  const int64_t end = (t / block + 1) * block;
+  return end < t_len ? end : t_len;
+}
+
 // att is (N, T, T), scores in, probabilities out (in place). scale multiplies the scores.
 template <class T>
-void softmax_causal_forward(V3<T> att, T scale) {
-  const int64_t n = att.extent(0), t_len = att.extent(1);
+void softmax_causal_forward(V3<T> att, T scale, int64_t block = 0) {
+  const int64_t n = att.extent(0), t_len = att.extent(1), blk = block > 0 ? block : t_len;
   Kokkos::parallel_for(
       "softmax_causal_forward", Range(0, n * t_len), KOKKOS_LAMBDA(const int64_t r) {
         const int64_t b = r / t_len, t = r % t_len;
@@ -22,15 +29,16 @@ void softmax_causal_forward(V3<T> att, T scale) {
         for (int64_t j = 0; j <= t; ++j) sum += row[j];
         const T inv = T(1) / sum;
         for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
-        for (int64_t j = t + 1; j < t_len; ++j) row[j] = T(0);
+        for (int64_t j = t + 1, end = causal_zero_end(t, t_len, blk); j < end; ++j) row[j] = T(0);
       });
 }
 
 // Given the probabilities p = att and datt = dL/dp, writes dL/dscores into datt (in
-// place), including the scale: ds = scale * p * (dp - sum_j p_j dp_j), 0 above the diagonal.
+// place), including the scale: ds = scale * p * (dp - sum_j p_j dp_j), 0 above the
+// diagonal (up to the block's end, as in the forward).
 template <class T>
-void softmax_causal_backward(V3<T> datt, V3<const T> att, T scale) {
-  const int64_t n = att.extent(0), t_len = att.extent(1);
+void softmax_causal_backward(V3<T> datt, V3<const T> att, T scale, int64_t block = 0) {
+  const int64_t n = att.extent(0), t_len = att.extent(1), blk = block > 0 ? block : t_len;
   Kokkos::parallel_for(
       "softmax_causal_backward", Range(0, n * t_len), KOKKOS_LAMBDA(const int64_t r) {
         const int64_t b = r / t_len, t = r % t_len;
@@ -39,7 +47,7 @@ void softmax_causal_backward(V3<T> datt, V3<const T> att, T scale) {
         T dot = 0;
         for (int64_t j = 0; j <= t; ++j) dot += p[j] * d[j];
         for (int64_t j = 0; j <= t; ++j) d[j] = scale * p[j] * (d[j] - dot);
-        for (int64_t j = t + 1; j < t_len; ++j) d[j] = T(0);
+        for (int64_t j = t + 1, end = causal_zero_end(t, t_len, blk); j < end; ++j) d[j] = T(0);
       });
 }
 
