@@ -74,12 +74,12 @@ BENCHMARK(BM_gelu_forward_backward)->Unit(benchmark::kMillisecond);
 
 // Causal attention, forward and backward; FLOPs as in the model's count (full T x T).
 void BM_attention_forward_backward(benchmark::State& state) {
-  kernels::AttentionBuffers<float> buf(kB, kT, kH, kC / kH);
+  kernels::AttentionBuffers<float> buf(kB, kT, kH);
   Tensor2<float> qkv("qkv", kRows, 3 * kC), y("y", kRows, kC), dqkv("dqkv", kRows, 3 * kC);
   fill(qkv, 0.01f);
   for (auto _ : state) {
     kernels::attention_forward<float>(y, buf, qkv, kB, kT, kH);
-    kernels::attention_backward<float>(dqkv, buf, y, kB, kT, kH);
+    kernels::attention_backward<float>(dqkv, buf, qkv, y, kB, kT, kH);
     Kokkos::fence();
   }
   set_flops(state, 12.0 * double(kRows) * double(kT) * double(kC));

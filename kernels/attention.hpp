@@ -10,73 +10,37 @@
 
 namespace strata::kernels {
 
-// Scratch and saved state of one attention call; sizes follow (B, T, H, hs).
+// The attention probabilities of one call, kept for the backward: (B*H, T, T).
 template <class T>
 struct AttentionBuffers {
-  Tensor3<T> q, k, v;  // (B*H, T, hs) each, heads made contiguous
-  Tensor3<T> att;      // (B*H, T, T) softmax probabilities, kept for the backward
-  Tensor3<T> y;        // (B*H, T, hs) per-head outputs, reused for gradients
+  Tensor3<T> att;
   AttentionBuffers() = default;
-  AttentionBuffers(int64_t b, int64_t t, int64_t h, int64_t hs)
-      : q("att.q", b * h, t, hs), k("att.k", b * h, t, hs), v("att.v", b * h, t, hs),
-        att("att.p", b * h, t, t), y("att.y", b * h, t, hs) {}
+  AttentionBuffers(int64_t b, int64_t t, int64_t h) : att("att.p", b * h, t, t) {}
 };
 
-// (B*T, 3C) packed -> q, k, v (B*H, T, hs).
+// The per-(batch row, head) matrices of T rows that attention multiplies, wherever they
+// lie: matrix (bb, hh) starts at data + bb * batch_stride + hh * head_stride and its rows
+// are ld apart. Q, K and V are column blocks of the packed qkv activation, the output a
+// column block of (B*T, C), so no head is copied out or back.
 template <class T>
-void attention_split_heads(V3<T> q, V3<T> k, V3<T> v, V2<const T> qkv, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = q.extent(2), c = h * hs;
-  Kokkos::parallel_for(
-      "attention_split_heads", Range(0, b * t), KOKKOS_LAMBDA(const int64_t bt) {
-        const int64_t bb = bt / t, tt = bt % t;
-        const T* src = &qkv(bt, 0);
-        for (int64_t hh = 0; hh < h; ++hh)
-          for (int64_t d = 0; d < hs; ++d) {
-            q(bb * h + hh, tt, d) = src[hh * hs + d];
-            k(bb * h + hh, tt, d) = src[c + hh * hs + d];
-            v(bb * h + hh, tt, d) = src[2 * c + hh * hs + d];
-          }
-      });
+struct HeadMatrices {
+  T* data;
+  int64_t ld, batch_stride, head_stride;
+  T* at(int64_t bb, int64_t row, int64_t col = 0) const { return data + bb * batch_stride + row * ld + col; }
+};
+template <class T>
+HeadMatrices<const T> as_const(const HeadMatrices<T>& m) {
+  return {m.data, m.ld, m.batch_stride, m.head_stride};
 }
-
-// Inverse of attention_split_heads for gradients: dq, dk, dv -> dqkv (B*T, 3C).
+// Head hh's columns [offset + hh*hs, offset + (hh+1)*hs) of a (B*T, width) activation.
 template <class T>
-void attention_merge_heads_qkv(V2<T> dqkv, V3<const T> dq, V3<const T> dk, V3<const T> dv, int64_t b, int64_t t,
-                               int64_t h) {
-  const int64_t hs = dq.extent(2), c = h * hs;
-  Kokkos::parallel_for(
-      "attention_merge_heads_qkv", Range(0, b * t), KOKKOS_LAMBDA(const int64_t bt) {
-        const int64_t bb = bt / t, tt = bt % t;
-        T* dst = &dqkv(bt, 0);
-        for (int64_t hh = 0; hh < h; ++hh)
-          for (int64_t d = 0; d < hs; ++d) {
-            dst[hh * hs + d] = dq(bb * h + hh, tt, d);
-            dst[c + hh * hs + d] = dk(bb * h + hh, tt, d);
-            dst[2 * c + hh * hs + d] = dv(bb * h + hh, tt, d);
-          }
-      });
+HeadMatrices<T> head_columns(T* activation, int64_t t, int64_t width, int64_t offset, int64_t hs) {
+  return {activation + offset, width, t * width, hs};
 }
-
-// (B*H, T, hs) <-> (B*T, C) for the attention output and its gradient.
+// The (T, T) matrices of a (B*H, T, T) tensor.
 template <class T>
-void attention_merge_heads(V2<T> out, V3<const T> y, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = y.extent(2);
-  Kokkos::parallel_for(
-      "attention_merge_heads", Range(0, b * t), KOKKOS_LAMBDA(const int64_t bt) {
-        const int64_t bb = bt / t, tt = bt % t;
-        for (int64_t hh = 0; hh < h; ++hh)
-          for (int64_t d = 0; d < hs; ++d) out(bt, hh * hs + d) = y(bb * h + hh, tt, d);
-      });
-}
-template <class T>
-void attention_split_output(V3<T> y, V2<const T> out, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = y.extent(2);
-  Kokkos::parallel_for(
-      "attention_split_output", Range(0, b * t), KOKKOS_LAMBDA(const int64_t bt) {
-        const int64_t bb = bt / t, tt = bt % t;
-        for (int64_t hh = 0; hh < h; ++hh)
-          for (int64_t d = 0; d < hs; ++d) y(bb * h + hh, tt, d) = out(bt, hh * hs + d);
-      });
+HeadMatrices<T> score_matrices(T* scores, int64_t t, int64_t h) {
+  return {scores, t, h * t * t, t * t};
 }
 
 // The products with the (T, T) score matrices skip their masked upper triangle: rows go
@@ -84,69 +48,72 @@ void attention_split_output(V3<T> y, V2<const T> out, int64_t b, int64_t t, int6
 // flops skipped, (1 + block / T) / 2 of the square's are done, against smaller GEMMs.
 inline int64_t causal_block_rows(int64_t t) { return t <= 512 ? 64 : 128; }
 
-// s (N, T, T) = alpha * x y^T on and below the diagonal blocks, for x, y (N, T, hs); the
+// s = alpha * x y^T for x, y (T, hs) per head, on and below the diagonal blocks; the
 // entries right of each row block's last key are not written.
 template <class T>
-void causal_scores(T alpha, V3<const T> x, V3<const T> y, V3<T> s, int64_t block) {
-  const int64_t n = s.extent(0), t = s.extent(1), hs = x.extent(2);
-  for (int64_t r0 = 0; r0 < t; r0 += block) {
-    const int64_t r1 = std::min(t, r0 + block);
-    gemm_strided_batched<T>('N', 'T', r1 - r0, r1, hs, alpha, x.data() + r0 * hs, hs, t * hs, y.data(), hs, t * hs,
-                            T(0), s.data() + r0 * t, t, t * t, n);
-  }
+void causal_scores(T alpha, HeadMatrices<const T> x, HeadMatrices<const T> y, HeadMatrices<T> s, int64_t b,
+                   int64_t h, int64_t t, int64_t hs, int64_t block) {
+  for (int64_t bb = 0; bb < b; ++bb)
+    for (int64_t r0 = 0; r0 < t; r0 += block) {
+      const int64_t r1 = std::min(t, r0 + block);
+      gemm_strided_batched<T>('N', 'T', r1 - r0, r1, hs, alpha, x.at(bb, r0), x.ld, x.head_stride, y.at(bb, 0), y.ld,
+                              y.head_stride, T(0), s.at(bb, r0), s.ld, s.head_stride, h);
+    }
 }
 
-// z (N, T, hs) = p w for p (N, T, T) zero above the diagonal (read on and below the
-// diagonal blocks only) and w (N, T, hs).
+// z = p w per head, for p (T, T) zero above the diagonal (read on and below the diagonal
+// blocks only) and w (T, hs).
 template <class T>
-void causal_times(V3<const T> p, V3<const T> w, V3<T> z, int64_t block) {
-  const int64_t n = p.extent(0), t = p.extent(1), hs = w.extent(2);
-  for (int64_t r0 = 0; r0 < t; r0 += block) {
-    const int64_t r1 = std::min(t, r0 + block);
-    gemm_strided_batched<T>('N', 'N', r1 - r0, hs, r1, T(1), p.data() + r0 * t, t, t * t, w.data(), hs, t * hs, T(0),
-                            z.data() + r0 * hs, hs, t * hs, n);
-  }
+void causal_times(HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z, int64_t b, int64_t h,
+                  int64_t t, int64_t hs, int64_t block) {
+  for (int64_t bb = 0; bb < b; ++bb)
+    for (int64_t r0 = 0; r0 < t; r0 += block) {
+      const int64_t r1 = std::min(t, r0 + block);
+      gemm_strided_batched<T>('N', 'N', r1 - r0, hs, r1, T(1), p.at(bb, r0), p.ld, p.head_stride, w.at(bb, 0), w.ld,
+                              w.head_stride, T(0), z.at(bb, r0), z.ld, z.head_stride, h);
+    }
 }
 
-// z (N, T, hs) = p^T w, p as in causal_times: column block [c0, c1) of p is zero above row c0.
+// z = p^T w per head, p as in causal_times: its column block [c0, c1) is zero above row c0.
 template <class T>
-void causal_transposed_times(V3<const T> p, V3<const T> w, V3<T> z, int64_t block) {
-  const int64_t n = p.extent(0), t = p.extent(1), hs = w.extent(2);
-  for (int64_t c0 = 0; c0 < t; c0 += block) {
-    const int64_t c1 = std::min(t, c0 + block);
-    gemm_strided_batched<T>('T', 'N', c1 - c0, hs, t - c0, T(1), p.data() + c0 * t + c0, t, t * t,
-                            w.data() + c0 * hs, hs, t * hs, T(0), z.data() + c0 * hs, hs, t * hs, n);
-  }
+void causal_transposed_times(HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z, int64_t b,
+                             int64_t h, int64_t t, int64_t hs, int64_t block) {
+  for (int64_t bb = 0; bb < b; ++bb)
+    for (int64_t c0 = 0; c0 < t; c0 += block) {
+      const int64_t c1 = std::min(t, c0 + block);
+      gemm_strided_batched<T>('T', 'N', c1 - c0, hs, t - c0, T(1), p.at(bb, c0, c0), p.ld, p.head_stride,
+                              w.at(bb, c0), w.ld, w.head_stride, T(0), z.at(bb, c0), z.ld, z.head_stride, h);
+    }
 }
 
-// out (B*T, C) = causal attention of qkv (B*T, 3C). buf keeps q, k, v and P.
+// out (B*T, C) = causal attention of qkv (B*T, 3C), whose columns are [q | k | v], each
+// C = H*hs wide and head-major inside. buf keeps the probabilities P.
 template <class T>
 void attention_forward(V2<T> out, AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = buf.q.extent(2), block = causal_block_rows(t);
-  attention_split_heads<T>(buf.q, buf.k, buf.v, qkv, b, t, h);
-  causal_scores<T>(T(1), buf.q, buf.k, buf.att, block);                   // S = Q K^T
-  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)), block);  // P
-  causal_times<T>(buf.att, buf.v, buf.y, block);                          // Y = P V
-  attention_merge_heads<T>(out, buf.y, b, t, h);
+  const int64_t c = out.extent(1), hs = c / h, block = causal_block_rows(t);
+  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
+  const HeadMatrices<T> p = score_matrices(buf.att.data(), t, h);
+  causal_scores<T>(T(1), part(0), part(1), p, b, h, t, hs, block);                      // S = Q K^T
+  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)), block);                 // P
+  causal_times<T>(as_const(p), part(2), head_columns(out.data(), t, c, 0, hs), b, h, t, hs, block);  // Y = P V
 }
 
-// dout (B*T, C) -> dqkv (B*T, 3C). Uses buf from the forward; its y is overwritten by
-// dout's per-head layout.
+// dout (B*T, C) -> dqkv (B*T, 3C), with the qkv and P of the forward.
 template <class T>
-void attention_backward(V2<T> dqkv, AttentionBuffers<T>& buf, V2<const T> dout, int64_t b, int64_t t, int64_t h) {
-  const int64_t hs = buf.q.extent(2), bh = b * h, block = causal_block_rows(t);
-  Tensor3<T> dy = buf.y;
-  attention_split_output<T>(dy, dout, b, t, h);
-  Tensor3<T> datt(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dp"), bh, t, t);
-  Tensor3<T> dq(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dq"), bh, t, hs);
-  Tensor3<T> dk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dk"), bh, t, hs);
-  Tensor3<T> dv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dv"), bh, t, hs);
-  causal_scores<T>(T(1), dy, buf.v, datt, block);                                // dP = dY V^T
-  causal_transposed_times<T>(buf.att, dy, dv, block);                            // dV = P^T dY
-  softmax_causal_backward<T>(datt, buf.att, T(1) / kmath::sqrt(T(hs)), block);  // dS
-  causal_times<T>(datt, buf.k, dq, block);                                       // dQ = dS K
-  causal_transposed_times<T>(datt, buf.q, dk, block);                            // dK = dS^T Q
-  attention_merge_heads_qkv<T>(dqkv, dq, dk, dv, b, t, h);
+void attention_backward(V2<T> dqkv, const AttentionBuffers<T>& buf, V2<const T> qkv, V2<const T> dout, int64_t b,
+                        int64_t t, int64_t h) {
+  const int64_t c = dout.extent(1), hs = c / h, block = causal_block_rows(t);
+  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
+  const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * c, i * c, hs); };
+  const HeadMatrices<const T> dy = head_columns<const T>(dout.data(), t, c, 0, hs);
+  const HeadMatrices<const T> p = score_matrices<const T>(buf.att.data(), t, h);
+  Tensor3<T> datt(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dp"), b * h, t, t);
+  const HeadMatrices<T> ds = score_matrices(datt.data(), t, h);
+  causal_scores<T>(T(1), dy, part(2), ds, b, h, t, hs, block);                    // dP = dY V^T
+  causal_transposed_times<T>(p, dy, dpart(2), b, h, t, hs, block);                // dV = P^T dY
+  softmax_causal_backward<T>(datt, buf.att, T(1) / kmath::sqrt(T(hs)), block);    // dS
+  causal_times<T>(as_const(ds), part(1), dpart(0), b, h, t, hs, block);           // dQ = dS K
+  causal_transposed_times<T>(as_const(ds), part(0), dpart(1), b, h, t, hs, block);  // dK = dS^T Q
 }
 
 }  // namespace strata::kernels

@@ -27,7 +27,7 @@ void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w) 
   ln2_mean = Tensor1<T>("ln2_mean", n);
   ln2_rstd = Tensor1<T>("ln2_rstd", n);
   qkv = Tensor2<T>("qkv", n, 3 * a);
-  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, heads, a / heads);
+  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, heads);
   atty = Tensor2<T>("atty", n, a);
   x_mid = Tensor2<T>("x_mid", n, c);
   fch = Tensor2<T>("fch", n, f);
@@ -38,9 +38,9 @@ void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w) 
 template <class T>
 int64_t TransformerCache<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w) {
   const int64_t n = ctx.rows();
-  // ln1 ln2 x_mid out; four row statistics; qkv; q k v y; atty; the attention
-  // probabilities (B*H', T, T); fch, fch_gelu
-  const int64_t elements = 4 * n * w.c + 4 * n + 3 * n * w.a + 4 * n * w.a + n * w.a +
+  // ln1 ln2 x_mid out; four row statistics; qkv; atty; the attention probabilities
+  // (B*H', T, T); fch, fch_gelu
+  const int64_t elements = 4 * n * w.c + 4 * n + 3 * n * w.a + n * w.a +
                            ctx.batch * w.heads * ctx.seq_len * ctx.seq_len + 2 * n * w.f;
   return elements * int64_t(sizeof(T));
 }
@@ -129,7 +129,7 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   // attention branch
   tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, k.att, g.da, ctx.batch, ctx.seq_len, w_.heads);
+  attention_backward<T>(g.dqkv, k.att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads);
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)

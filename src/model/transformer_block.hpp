@@ -42,7 +42,7 @@ struct TransformerCache {
   // What bytes() comes to after ensure(ctx, w).
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);
   int64_t bytes() const {
-    return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.q, att.k, att.v, att.att, att.y, atty,
+    return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.att, atty,
                       x_mid, fch, fch_gelu, out);
   }
 };

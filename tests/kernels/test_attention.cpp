@@ -64,7 +64,7 @@ TEST_CASE("attention forward matches plain loops and its backward matches finite
   auto qkv = random_vector<double>(b * t * 3 * c, 42), r = random_vector<double>(b * t * c, 43);
   auto forward = [&]() {
     auto d = to_device(qkv);
-    kernels::AttentionBuffers<double> buf(b, t, h, hs);
+    kernels::AttentionBuffers<double> buf(b, t, h);
     Tensor1<double> y("y", b * t * c);
     kernels::attention_forward<double>(mat(y, b * t, c), buf, mat(d, b * t, 3 * c), b, t, h);
     return to_host<double>(y);
@@ -72,45 +72,52 @@ TEST_CASE("attention forward matches plain loops and its backward matches finite
   REQUIRE(max_rel_error(forward(), ref_attention(qkv, b, t, h, hs)) < 1e-12);
 
   auto d = to_device(qkv), dr = to_device(r);
-  kernels::AttentionBuffers<double> buf(b, t, h, hs);
+  kernels::AttentionBuffers<double> buf(b, t, h);
   Tensor1<double> y("y", b * t * c), g("g", b * t * 3 * c);
   kernels::attention_forward<double>(mat(y, b * t, c), buf, mat(d, b * t, 3 * c), b, t, h);
-  kernels::attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(dr, b * t, c), b, t, h);
+  kernels::attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b, t, h);
   REQUIRE(max_rel_error(to_host<double>(g), numeric_gradient(qkv, [&]() { return dot(forward(), r); })) < 1e-7);
 }
 
 TEST_CASE("causal products in row blocks match the full products and read nothing right of a block",
           "[kernels][attention]") {
-  const int n = 2, t = 10, hs = 3, block = 4;  // blocks of 4, 4 and 2 rows
-  auto x = random_vector<double>(n * t * hs, 44), y = random_vector<double>(n * t * hs, 45);
-  // p: lower triangular; zero above the diagonal inside a row's block, NaN right of it
-  auto p = random_vector<double>(n * t * t, 46);
-  for (int b = 0; b < n; ++b)
+  // two batch rows of two heads; x and y are head column blocks of a (B*T, 2*hs) activation
+  const int b = 2, h = 2, t = 10, hs = 3, w = h * hs, block = 4;  // row blocks of 4, 4 and 2
+  auto x = random_vector<double>(b * t * w, 44), y = random_vector<double>(b * t * w, 45);
+  // p (B*H, T, T): lower triangular; zero above the diagonal inside a row's block, NaN right of it
+  auto p = random_vector<double>(b * h * t * t, 46);
+  for (int m = 0; m < b * h; ++m)
     for (int i = 0; i < t; ++i)
-      for (int j = i + 1; j < t; ++j) p[(b * t + i) * t + j] = j < (i / block + 1) * block ? 0.0 : std::nan("");
-  const auto at = [&](const std::vector<double>& v, int b, int i, int j, int cols) { return v[(b * t + i) * cols + j]; };
+      for (int j = i + 1; j < t; ++j) p[(m * t + i) * t + j] = j < (i / block + 1) * block ? 0.0 : std::nan("");
+  // element (i, d) of head hh in batch row bb of an activation, and (i, j) of its score matrix
+  const auto act = [&](const std::vector<double>& v, int bb, int hh, int i, int d) { return v[(bb * t + i) * w + hh * hs + d]; };
+  const auto score = [&](const std::vector<double>& v, int bb, int hh, int i, int j) { return v[((bb * h + hh) * t + i) * t + j]; };
 
   auto dx = to_device(x), dy = to_device(y), dp = to_device(p);
-  Tensor1<double> s("s", n * t * t), z("z", n * t * hs), zt("zt", n * t * hs);
-  kernels::causal_scores<double>(2.0, cube(dx, n, t, hs), cube(dy, n, t, hs), cube(s, n, t, t), block);
-  kernels::causal_times<double>(cube(dp, n, t, t), cube(dy, n, t, hs), cube(z, n, t, hs), block);
-  kernels::causal_transposed_times<double>(cube(dp, n, t, t), cube(dy, n, t, hs), cube(zt, n, t, hs), block);
+  Tensor1<double> s("s", b * h * t * t), z("z", b * t * w), zt("zt", b * t * w);
+  const auto heads = [&](const Tensor1<double>& a) { return kernels::head_columns<double>(a.data(), t, w, 0, hs); };
+  const auto cheads = [&](const Tensor1<double>& a) { return kernels::head_columns<const double>(a.data(), t, w, 0, hs); };
+  const auto scores = kernels::score_matrices<const double>(dp.data(), t, h);
+  kernels::causal_scores<double>(2.0, cheads(dx), cheads(dy), kernels::score_matrices<double>(s.data(), t, h), b, h, t, hs, block);
+  kernels::causal_times<double>(scores, cheads(dy), heads(z), b, h, t, hs, block);
+  kernels::causal_transposed_times<double>(scores, cheads(dy), heads(zt), b, h, t, hs, block);
   const auto hs_ = to_host<double>(s), hz = to_host<double>(z), hzt = to_host<double>(zt);
-  for (int b = 0; b < n; ++b)
-    for (int i = 0; i < t; ++i) {
-      for (int j = 0; j < std::min(t, (i / block + 1) * block); ++j) {  // the scores up to the block's end
-        double want = 0;
-        for (int d = 0; d < hs; ++d) want += 2.0 * at(x, b, i, d, hs) * at(y, b, j, d, hs);
-        REQUIRE(at(hs_, b, i, j, t) == Approx(want).epsilon(1e-12));
+  for (int bb = 0; bb < b; ++bb)
+    for (int hh = 0; hh < h; ++hh)
+      for (int i = 0; i < t; ++i) {
+        for (int j = 0; j < std::min(t, (i / block + 1) * block); ++j) {  // the scores up to the block's end
+          double want = 0;
+          for (int d = 0; d < hs; ++d) want += 2.0 * act(x, bb, hh, i, d) * act(y, bb, hh, j, d);
+          REQUIRE(score(hs_, bb, hh, i, j) == Approx(want).epsilon(1e-12));
+        }
+        for (int d = 0; d < hs; ++d) {
+          double want = 0, want_t = 0;  // p y and p^T y with p's upper triangle taken as zero
+          for (int j = 0; j <= i; ++j) want += score(p, bb, hh, i, j) * act(y, bb, hh, j, d);
+          for (int j = i; j < t; ++j) want_t += score(p, bb, hh, j, i) * act(y, bb, hh, j, d);
+          REQUIRE(act(hz, bb, hh, i, d) == Approx(want).epsilon(1e-12));
+          REQUIRE(act(hzt, bb, hh, i, d) == Approx(want_t).epsilon(1e-12));
+        }
       }
-      for (int d = 0; d < hs; ++d) {
-        double want = 0, want_t = 0;  // p y and p^T y with p's upper triangle taken as zero
-        for (int j = 0; j <= i; ++j) want += at(p, b, i, j, t) * at(y, b, j, d, hs);
-        for (int j = i; j < t; ++j) want_t += at(p, b, j, i, t) * at(y, b, j, d, hs);
-        REQUIRE(at(hz, b, i, d, hs) == Approx(want).epsilon(1e-12));
-        REQUIRE(at(hzt, b, i, d, hs) == Approx(want_t).epsilon(1e-12));
-      }
-    }
 }
 
 TEST_CASE("attention over more than one row block matches plain loops and finite differences",
@@ -118,7 +125,7 @@ TEST_CASE("attention over more than one row block matches plain loops and finite
   const int b = 1, t = 70, h = 2, hs = 2, c = h * hs;  // blocks of 64 and 6 rows
   REQUIRE(kernels::causal_block_rows(t) < t);
   auto qkv = random_vector<double>(b * t * 3 * c, 47), r = random_vector<double>(b * t * c, 48);
-  kernels::AttentionBuffers<double> buf(b, t, h, hs);
+  kernels::AttentionBuffers<double> buf(b, t, h);
   auto forward = [&]() {
     auto d = to_device(qkv);
     Tensor1<double> y("y", b * t * c);
@@ -129,6 +136,6 @@ TEST_CASE("attention over more than one row block matches plain loops and finite
   auto d = to_device(qkv), dr = to_device(r);
   Tensor1<double> y("y", b * t * c), g("g", b * t * 3 * c);
   kernels::attention_forward<double>(mat(y, b * t, c), buf, mat(d, b * t, 3 * c), b, t, h);
-  kernels::attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(dr, b * t, c), b, t, h);
+  kernels::attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b, t, h);
   REQUIRE(max_rel_error(to_host<double>(g), numeric_gradient(qkv, [&]() { return dot(forward(), r); })) < 1e-7);
 }
