@@ -163,12 +163,6 @@ void Comm::wait(MPI_Request& request, const char* kind) {
   stats_[kind].seconds += MPI_Wtime() - t0;
 }
 
-bool Comm::test(MPI_Request& request) {
-  int done = 0;
-  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-  return done != 0;
-}
-
 template <class T>
 void Comm::allgather(V1<const T> send, V1<T> recv) {
   const int64_t n = send.extent(0);

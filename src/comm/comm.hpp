@@ -68,8 +68,6 @@ class Comm {
   template <class T> MPI_Request start_broadcast(T* host_data, int64_t n, int root);
   template <class T> MPI_Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
   void wait(MPI_Request& request, const char* kind);
-  // Whether request has completed (then it is MPI_REQUEST_NULL); never blocks.
-  bool test(MPI_Request& request);
   // Non-blocking point-to-point, host memory: n values to / from rank peer of this
   // communicator, matched by tag. Complete with wait(request, "send" / "recv").
   template <class T> MPI_Request start_send(const T* host_data, int64_t n, int peer, int tag);
