@@ -3,6 +3,7 @@
 // torch.optim.AdamW: p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p).
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace strata::kernels {
 
@@ -17,8 +18,8 @@ void adamw_update(V1<T> param, V1<T> m, V1<T> v, V1<const T> grad, const AdamWHy
   const T b1 = T(h.beta1), b2 = T(h.beta2), eps = T(h.eps), lr = T(h.lr), wd = T(h.weight_decay);
   const T c1 = T(1) / T(1 - std::pow(h.beta1, double(h.step)));
   const T c2 = T(1) / T(1 - std::pow(h.beta2, double(h.step)));
-  Kokkos::parallel_for(
-      "adamw_update", Range(0, param.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_element(
+      "adamw_update", param.extent(0), KOKKOS_LAMBDA(const int64_t i) {
         const T g = grad(i);
         const T mi = b1 * m(i) + (T(1) - b1) * g;
         const T vi = b2 * v(i) + (T(1) - b2) * g * g;
@@ -39,8 +40,8 @@ void adam_predict(V1<T> param, V1<const T> m, V1<const T> v, int steps, const Ad
   const T eps = T(h.eps), scale = T(double(steps) * h.lr);
   const T c1 = T(1) / T(1 - std::pow(h.beta1, double(h.step)));
   const T c2 = T(1) / T(1 - std::pow(h.beta2, double(h.step)));
-  Kokkos::parallel_for(
-      "adam_predict", Range(0, param.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_element(
+      "adam_predict", param.extent(0), KOKKOS_LAMBDA(const int64_t i) {
         param(i) -= scale * (m(i) * c1) / (kmath::sqrt(v(i) * c2) + eps);
       });
 }

@@ -3,6 +3,12 @@
 // the compiler cannot vectorise; this float version is branch-free arithmetic that it
 // can, with a relative error below 3e-7 (a few ulp) over the whole float range. Double
 // precision (used by the gradient checks) keeps the exact library exp.
+//
+// The argument is clamped to [-87, 88] (so 2^n stays a normal float) with integer
+// operations on the float's bits, not float compares: GCC if-converts a float compare
+// inside a loop only under -fno-trapping-math, and then into a slow blend chain, so a
+// float clamp left every kernel that calls this scalar (GELU forward and backward took
+// 9.5 ms per (2048 x 1536) on one core, 4.8 ms with this form). A NaN argument gives NaN.
 #include <cstdint>
 #include <cstring>
 
@@ -15,12 +21,35 @@ KOKKOS_INLINE_FUNCTION T fast_exp(T x) {
   return kmath::exp(x);
 }
 
+namespace fast_exp_detail {
+KOKKOS_INLINE_FUNCTION int32_t bits_of(float x) {
+  int32_t b;
+  memcpy(&b, &x, sizeof b);  // a bit cast the vectoriser understands
+  return b;
+}
+KOKKOS_INLINE_FUNCTION float float_of(int32_t b) {
+  float x;
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
+// Maps a float's bits to an int32 that orders as the floats do (negative floats are
+// sign-magnitude: flip their magnitude bits); the map is its own inverse.
+KOKKOS_INLINE_FUNCTION int32_t ordered(int32_t b) { return b ^ ((b >> 31) & 0x7FFFFFFF); }
+}  // namespace fast_exp_detail
+
 template <>
-KOKKOS_INLINE_FUNCTION float fast_exp<float>(float x) {
-  // exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2]
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const float n = kmath::floor(x * 1.44269504088896341f + 0.5f);
+KOKKOS_INLINE_FUNCTION float fast_exp<float>(float x0) {
+  using namespace fast_exp_detail;
+  const int32_t b = bits_of(x0);
+  const int32_t lo = ordered(int32_t(0xC2AE0000u));  // -87.0f
+  const int32_t hi = ordered(0x42B00000);            // 88.0f
+  int32_t k = ordered(b);
+  k = k < lo ? lo : k;
+  k = k > hi ? hi : k;
+  const float x = float_of(ordered(k));
+  // exp(x) = 2^n * exp(r), n = round(x / ln2) (by the 1.5 * 2^23 trick: exact for
+  // |x / ln2| < 2^22), r = x - n ln2 in [-ln2/2, ln2/2]
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;     // ln2 split in a short high part ...
   r = r - n * -2.12194440e-4f;        // ... and the rest (Cody-Waite)
   // exp(r) by its degree-6 Taylor polynomial (|r| <= 0.347: truncation < 2e-8)
@@ -32,10 +61,9 @@ KOKKOS_INLINE_FUNCTION float fast_exp<float>(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   // 2^n by building the float's exponent field (n in [-126, 127] after the clamp)
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof(float));  // a bit cast the vectoriser understands
-  return p * scale;
+  const float scale = float_of((int32_t(n) + 127) << 23);
+  const int32_t is_nan = -int32_t((b & 0x7FFFFFFF) > 0x7F800000);  // all ones for NaN
+  return float_of(bits_of(p * scale) | (is_nan & 0x7FC00000));
 }
 
 }  // namespace strata::kernels

@@ -52,6 +52,8 @@ TEST_CASE("residual forward adds and its backward accumulates into both branches
   REQUIRE(max_rel_error(to_host<double>(gb), numeric_gradient(b, loss)) < 1e-8);
 }
 
+#include <limits>
+
 #include "kernels/fast_exp.hpp"
 
 TEST_CASE("fast_exp<float> is within 3e-7 relative of exp over the float range", "[kernels][fast_exp]") {
@@ -71,6 +73,13 @@ TEST_CASE("fast_exp<float> is within 3e-7 relative of exp over the float range",
   REQUIRE(kernels::fast_exp<float>(-1000.0f) >= 0.0f);
   REQUIRE(kernels::fast_exp<float>(-1000.0f) < 1e-37f);
   REQUIRE(std::isfinite(kernels::fast_exp<float>(1000.0f)));
+  // the clamp works on the float's bits: huge, infinite and NaN arguments
+  REQUIRE(kernels::fast_exp<float>(-1e30f) < 1e-37f);
+  REQUIRE(kernels::fast_exp<float>(-std::numeric_limits<float>::infinity()) < 1e-37f);
+  REQUIRE(kernels::fast_exp<float>(1e30f) > 1e38f);
+  REQUIRE(kernels::fast_exp<float>(std::numeric_limits<float>::infinity()) > 1e38f);
+  REQUIRE(std::isnan(kernels::fast_exp<float>(std::numeric_limits<float>::quiet_NaN())));
+  REQUIRE(kernels::fast_exp<float>(0.0f) == 1.0f);
   REQUIRE(kernels::fast_exp<double>(1.5) == std::exp(1.5));
 }
 
