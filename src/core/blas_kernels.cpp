@@ -1,0 +1,15 @@
+#include "core/blas_kernels.hpp"
+
+#include <dlfcn.h>
+
+namespace strata {
+
+std::string blas_core_name() {
+  // looked up, not linked: the BLAS may be another implementation
+  using CoreName = char* (*)();
+  const auto fn = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* name = fn ? fn() : nullptr;
+  return name ? std::string(name) : std::string();
+}
+
+}  // namespace strata
