@@ -5,6 +5,7 @@
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
 #include "kernels/fast_exp.hpp"
+#include "kernels/lanes.hpp"
 
 namespace strata::kernels {
 
@@ -17,10 +18,8 @@ double cross_entropy_forward(V1<T> losses, V1<T> lse, V2<const T> logits, V1<con
       "cross_entropy_forward", Range(0, n),
       KOKKOS_LAMBDA(const int64_t i, double& acc) {
         const T* row = &logits(i, 0);
-        T mx = row[0];
-        for (int64_t j = 1; j < v; ++j) mx = row[j] > mx ? row[j] : mx;
-        T sum = 0;
-        for (int64_t j = 0; j < v; ++j) sum += fast_exp(row[j] - mx);
+        const T mx = lane_max<T>(v, [&](int64_t j) { return row[j]; });
+        const T sum = lane_sum<T>(v, [&](int64_t j) { return fast_exp(row[j] - mx); });
         const T l = mx + kmath::log(sum);
         lse(i) = l;
         losses(i) = l - row[targets(i)];
@@ -56,9 +55,8 @@ void row_max(V1<T> mx, V2<const T> logits) {
   const int64_t v = logits.extent(1);
   Kokkos::parallel_for(
       "row_max", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
-        T m = logits(i, 0);
-        for (int64_t j = 1; j < v; ++j) m = logits(i, j) > m ? logits(i, j) : m;
-        mx(i) = m;
+        const T* row = &logits(i, 0);
+        mx(i) = lane_max<T>(v, [&](int64_t j) { return row[j]; });
       });
 }
 
@@ -72,8 +70,7 @@ void row_sumexp_and_target(V1<T> sums, V2<const T> logits, V1<const T> mx, V1<co
       "row_sumexp_and_target", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
         const T* row = &logits(i, 0);
         const T m = mx(i);
-        T s = 0;
-        for (int64_t j = 0; j < v; ++j) s += fast_exp(row[j] - m);
+        const T s = lane_sum<T>(v, [&](int64_t j) { return fast_exp(row[j] - m); });
         const int64_t t = int64_t(targets(i)) - vocab_begin;
         sums(2 * i) = s;
         sums(2 * i + 1) = t >= 0 && t < v ? row[t] : T(0);

@@ -1,6 +1,7 @@
 #pragma once
 // Layer normalisation over the last dimension, eps = 1e-5 (as GPT-2 and PyTorch).
 #include "core/kmath.hpp"
+#include "kernels/lanes.hpp"
 #include "kernels/row_reduce.hpp"
 
 namespace strata::kernels {
@@ -13,15 +14,8 @@ void layernorm_forward(V2<T> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<co
   Kokkos::parallel_for(
       "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
         const T* x = &inp(i, 0);
-        T m = 0;
-        for (int64_t j = 0; j < c; ++j) m += x[j];
-        m /= T(c);
-        T var = 0;
-        for (int64_t j = 0; j < c; ++j) {
-          const T d = x[j] - m;
-          var += d * d;
-        }
-        var /= T(c);
+        const T m = lane_sum<T>(c, [&](int64_t j) { return x[j]; }) / T(c);
+        const T var = lane_sum<T>(c, [&](int64_t j) { return (x[j] - m) * (x[j] - m); }) / T(c);
         const T s = T(1) / kmath::sqrt(var + T(1e-5));
         T* y = &out(i, 0);
         for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * weight(j) + bias(j);
@@ -41,14 +35,8 @@ void layernorm_backward(V2<T> dinp, V1<T> dweight, V1<T> dbias, V2<const T> dout
     const T* x = &inp(i, 0);
     const T* dy = &dout(i, 0);
     const T m = mean(i), s = rstd(i);
-    T dnorm_mean = 0, dnorm_norm_mean = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      const T dnorm = weight(j) * dy[j];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * (x[j] - m) * s;
-    }
-    dnorm_mean /= T(c);
-    dnorm_norm_mean /= T(c);
+    const T dnorm_mean = lane_sum<T>(c, [&](int64_t j) { return weight(j) * dy[j]; }) / T(c);
+    const T dnorm_norm_mean = lane_sum<T>(c, [&](int64_t j) { return weight(j) * dy[j] * (x[j] - m) * s; }) / T(c);
     T* dx = &dinp(i, 0);
     for (int64_t j = 0; j < c; ++j) {
       const T norm = (x[j] - m) * s;

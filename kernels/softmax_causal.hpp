@@ -4,6 +4,7 @@
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
 #include "kernels/fast_exp.hpp"
+#include "kernels/lanes.hpp"
 
 namespace strata::kernels {
 
@@ -22,11 +23,9 @@ void softmax_causal_forward(V3<T> att, T scale, int64_t block = 0) {
       "softmax_causal_forward", Range(0, n * t_len), KOKKOS_LAMBDA(const int64_t r) {
         const int64_t b = r / t_len, t = r % t_len;
         T* row = &att(b, t, 0);
-        T mx = row[0] * scale;
-        for (int64_t j = 1; j <= t; ++j) mx = row[j] * scale > mx ? row[j] * scale : mx;
-        for (int64_t j = 0; j <= t; ++j) row[j] = fast_exp(row[j] * scale - mx);  // vectorises
-        T sum = 0;
-        for (int64_t j = 0; j <= t; ++j) sum += row[j];
+        // scale > 0, so the largest scaled score is the largest score, scaled
+        const T mx = lane_max<T>(t + 1, [&](int64_t j) { return row[j]; }) * scale;
+        const T sum = lane_sum<T>(t + 1, [&](int64_t j) { return row[j] = fast_exp(row[j] * scale - mx); });
         const T inv = T(1) / sum;
         for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
         for (int64_t j = t + 1, end = causal_zero_end(t, t_len, blk); j < end; ++j) row[j] = T(0);
@@ -44,8 +43,7 @@ void softmax_causal_backward(V3<T> datt, V3<const T> att, T scale, int64_t block
         const int64_t b = r / t_len, t = r % t_len;
         const T* p = &att(b, t, 0);
         T* d = &datt(b, t, 0);
-        T dot = 0;
-        for (int64_t j = 0; j <= t; ++j) dot += p[j] * d[j];
+        const T dot = lane_sum<T>(t + 1, [&](int64_t j) { return p[j] * d[j]; });
         for (int64_t j = 0; j <= t; ++j) d[j] = scale * p[j] * (d[j] - dot);
         for (int64_t j = t + 1, end = causal_zero_end(t, t_len, blk); j < end; ++j) d[j] = T(0);
       });

@@ -1,27 +1,32 @@
 #pragma once
-// Sum of squares of a vector (for gradient norms).
+// Sum of squares of a vector (for gradient norms), accumulated in double.
 #include "core/tensor.hpp"
-
-#if !defined(KOKKOS_ENABLE_CUDA)
-#include <KokkosBlas1_dot.hpp>
-#endif
+#include "kernels/lanes.hpp"
 
 namespace strata::kernels {
 
 template <class T>
 double sum_of_squares(V1<const T> x) {
-#if defined(KOKKOS_ENABLE_CUDA)
+  const int64_t n = x.extent(0);
   double s = 0;
-  Kokkos::parallel_reduce(
-      "sum_of_squares", Range(0, x.extent(0)),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += double(x(i)) * double(x(i)); }, s);
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    // chunks summed in vector lanes (kernels/lanes.hpp); a one-term-at-a-time double
+    // reduction stays scalar
+    constexpr int64_t chunk = 4096;
+    Kokkos::parallel_reduce(
+        "sum_of_squares", Range(0, (n + chunk - 1) / chunk),
+        KOKKOS_LAMBDA(const int64_t c, double& acc) {
+          const T* p = x.data() + c * chunk;
+          const int64_t len = n - c * chunk < chunk ? n - c * chunk : chunk;
+          acc += lane_sum<double>(len, [&](int64_t j) { return double(p[j]) * double(p[j]); });
+        },
+        s);
+  } else {
+    Kokkos::parallel_reduce(
+        "sum_of_squares", Range(0, n), KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += double(x(i)) * double(x(i)); },
+        s);
+  }
   return s;
-#else
-  // 1D layouts are the same memory; KokkosBlas hands LayoutLeft vectors to BLAS ?dot,
-  // which is vectorised (a plain double-accumulating reduction is not).
-  Kokkos::View<const T*, Kokkos::LayoutLeft, MemSpace, Unmanaged> v(x.data(), x.extent(0));
-  return double(KokkosBlas::dot(v, v));
-#endif
 }
 
 }  // namespace strata::kernels

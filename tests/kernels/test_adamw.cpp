@@ -39,10 +39,12 @@ TEST_CASE("adamw matches the reference update over several steps", "[kernels][ad
 #include "kernels/sum_squares.hpp"
 
 TEST_CASE("sum_of_squares matches a plain sum", "[kernels][sum_squares]") {
-  auto x = random_vector<double>(1001, 70);
-  double want = 0;
-  for (double v : x) want += v * v;
-  REQUIRE(kernels::sum_of_squares<double>(to_device(x)) == Approx(want).epsilon(1e-13));
-  auto xf = random_vector<float>(1001, 70);
-  REQUIRE(kernels::sum_of_squares<float>(to_device(xf)) == Approx(want).epsilon(1e-5));
+  for (const int64_t n : {1, 15, 1001, 4096 * 3 + 17}) {  // within one chunk of 4096, and across chunks
+    auto x = random_vector<double>(n, 70);
+    double want = 0;
+    for (double v : x) want += v * v;
+    REQUIRE(kernels::sum_of_squares<double>(to_device(x)) == Approx(want).epsilon(1e-13));
+    auto xf = random_vector<float>(n, 70);
+    REQUIRE(kernels::sum_of_squares<float>(to_device(xf)) == Approx(want).epsilon(1e-5));
+  }
 }

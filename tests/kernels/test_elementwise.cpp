@@ -83,6 +83,30 @@ TEST_CASE("fast_exp<float> is within 3e-7 relative of exp over the float range",
   REQUIRE(kernels::fast_exp<double>(1.5) == std::exp(1.5));
 }
 
+#include "kernels/lanes.hpp"
+
+TEST_CASE("lane_sum and lane_max equal the sequential sum and maximum, tails included", "[kernels][lanes]") {
+  for (int64_t n = 1; n <= 70; ++n) {
+    std::vector<float> x(n);
+    for (int64_t j = 0; j < n; ++j) x[j] = float(std::sin(0.7 * double(j * j + n))) * 3.0f - 1.0f;
+    double sum = 0;
+    float mx = x[0];
+    for (float v : x) sum += v, mx = std::max(mx, v);
+    REQUIRE(kernels::lane_sum<float>(n, [&](int64_t j) { return x[j]; }) == Approx(sum).margin(1e-5));
+    REQUIRE(kernels::lane_sum<double>(n, [&](int64_t j) { return double(x[j]); }) == Approx(sum).epsilon(1e-14));
+    REQUIRE(kernels::lane_max<float>(n, [&](int64_t j) { return x[j]; }) == mx);
+    REQUIRE(kernels::lane_max<double>(n, [&](int64_t j) { return double(x[j]); }) == double(mx));
+  }
+  // all negative (the integer order of negative floats is the flipped one), signed zeros, NaN
+  const std::vector<float> neg = {-3.5f, -0.25f, -7.0f, -1e30f, -0.5f};
+  REQUIRE(kernels::lane_max<float>(5, [&](int64_t j) { return neg[j]; }) == -0.25f);
+  const std::vector<float> zeros = {-0.0f, 0.0f, -0.0f};
+  REQUIRE(!std::signbit(kernels::lane_max<float>(3, [&](int64_t j) { return zeros[j]; })));
+  std::vector<float> with_nan(40, 1.0f);
+  with_nan[33] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE(std::isnan(kernels::lane_max<float>(40, [&](int64_t j) { return with_nan[j]; })));
+}
+
 TEST_CASE("fast_tanh: exact to rounding in double, a few 1e-7 in float", "[kernels][fast_tanh]") {
   double worst_d = 0, worst_f = 0;
   for (int i = -4000; i <= 4000; ++i) {
