@@ -1,6 +1,7 @@
 #pragma once
 // The linear layer: out = inp @ W + bias, weights stored (in, out) so that the forward is
 // an AB product and the backward an ABT and an ATB product (the SUMMA shapes).
+#include "kernels/column_sums.hpp"
 #include "kernels/gemm.hpp"
 
 namespace strata::kernels {
@@ -36,16 +37,9 @@ void add_bias(V2<T> out, V1<const T> bias) {
 template <class T>
 void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
                      V2<const T> weight) {
-  const int64_t n = dout.extent(0);
   if (dinp.extent(0) > 0) gemm<T>("N", "T", T(1), dout, weight, T(0), dinp);
   gemm<T>("T", "N", T(1), inp, dout, T(1), dweight);
-  if (dbias.extent(0) > 0) {
-    // dbias += 1^T dout: a column sum as a (1 x N)(N x OUT) product, so BLAS does it
-    // (KokkosBlas' gemv on row-major views does not reach the BLAS library).
-    Tensor2<T> ones(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ones"), 1, n);
-    Kokkos::deep_copy(ones, T(1));
-    gemm<T>("N", "N", T(1), ones, dout, T(1), V2<T>(dbias.data(), 1, dbias.extent(0)));
-  }
+  if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
 }
 
 }  // namespace strata::kernels

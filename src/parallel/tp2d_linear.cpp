@@ -1,5 +1,6 @@
 #include "parallel/tp2d_linear.hpp"
 
+#include "kernels/column_sums.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
 
@@ -24,14 +25,8 @@ void linear2d_backward(const TensorGrid2D& g, V2<const T> dy, V2<const T> x, V2<
   kernels::residual_accumulate<T>(V1<T>(dw.data(), dw.size()), V1<const T>(dw_step.data(), dw_step.size()));
   // dbias_j = column sums of dY over all rows: this grid row's rows here, the rest of
   // grid column j's rows by the all-reduce.
-  const int64_t rows = dy.extent(0), n = dy.extent(1);
-  Tensor1<T> local("linear2d.dbias", n);
-  Kokkos::parallel_for(
-      "linear2d_dbias", Range(0, n), KOKKOS_LAMBDA(const int64_t c) {
-        T s = 0;
-        for (int64_t r = 0; r < rows; ++r) s += dy(r, c);
-        local(c) = s;
-      });
+  Tensor1<T> local("linear2d.dbias", dy.extent(1));
+  kernels::add_column_sums<T>(local, dy);
   g.col.allreduce_sum(V1<T>(local));
   kernels::residual_accumulate<T>(dbias, local);
 }

@@ -75,3 +75,17 @@ TEST_CASE("matmul forward adds the bias and its backward matches finite differen
   REQUIRE(max_rel_error(to_host<double>(gw), numeric_gradient(w, loss)) < 1e-7);
   REQUIRE(max_rel_error(to_host<double>(gb), numeric_gradient(bias, loss)) < 1e-7);
 }
+
+TEST_CASE("add_column_sums adds each column's sum, in float within rounding", "[kernels][gemm]") {
+  const int64_t rows = 37, cols = 19;
+  const auto h = random_vector<float>(size_t(rows * cols), 81);
+  const Tensor1<float> m = to_device(h);
+  Tensor1<float> acc = to_device(std::vector<float>(cols, 1.0f));
+  kernels::add_column_sums<float>(acc, mat(m, rows, cols));
+  const auto got = to_host<float>(acc);
+  for (int64_t j = 0; j < cols; ++j) {
+    double want = 1.0;
+    for (int64_t i = 0; i < rows; ++i) want += h[i * cols + j];
+    REQUIRE(got[j] == Approx(want).margin(1e-5));
+  }
+}
