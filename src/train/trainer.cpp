@@ -1,7 +1,5 @@
 #include "train/trainer.hpp"
 
-#include "core/blas_kernels.hpp"
-
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include <map>
 
 #include "comm/agree.hpp"
+#include "core/blas_kernels.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "engine/data_parallel.hpp"
@@ -287,9 +286,10 @@ TrainResult Trainer::run() {
   if (auto* text = dynamic_cast<TextDataset*>(data_.get()))
     log_.info(strfmt("strata: data: %zu files, %lld train / %lld validation bytes", text->files().size(),
                      (long long)text->train_bytes(), (long long)text->val_bytes()));
+  const std::string blas = blas_core_name();
   log_.info(strfmt("strata: %lld ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s%s",
                    (long long)world, layout().c_str(), deck_.parallel.comm_backend.c_str(), (long long)gb, (long long)t_len, (long long)rc.steps, gemm_gflops_,
-                   blas_core_name().empty() ? "" : (" (OpenBLAS " + blas_core_name() + " kernels)").c_str(),
+                   blas.empty() ? "" : (" (OpenBLAS " + blas + " kernels)").c_str(),
                    run_dir_.empty() ? "" : ("; run dir " + run_dir_).c_str()));
 
   std::unique_ptr<MetricsCsv> metrics;
