@@ -1,22 +1,27 @@
 // strata: one SPMD executable.
-//   strata train DECK [--set section.key=value ...] [--restart PATH|latest] [--trace FILE]
+//   strata train DECK [--set section.key=value ...] [--restart PATH|latest | --fresh] [--trace FILE]
 //   strata plan DECK --schedule [--set section.key=value ...]
 //   strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
 //   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node)
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //
-// Exit codes: 0 success, also after a signal (SIGUSR1/SIGTERM) or run.max_walltime made
-// training write a checkpoint and stop early; 2 bad input (deck, data, layout, command
-// line, checkpoint), reported once by rank 0 as one line; 3 `inspect` found tensors that
-// fail their checksum; 1 internal error. An error on some ranks only, after set-up, aborts
-// the whole job (MPI_Abort) rather than leaving the others waiting.
+// Exit codes (core/error.hpp, README "When things go wrong"): 0 success, also after a
+// signal or run.max_walltime made training write a checkpoint and stop early; 1 internal
+// error; 2 bad input (deck, data, layout, command line, checkpoint, run directory); 3
+// `inspect` found tensors that fail their checksum; 4 an output could not be written
+// (nothing was published); 5 the loss diverged; 128 + signal: a rank ended without a
+// checkpoint after a second signal or run.stop_timeout. An error that all ranks agree on
+// is printed once by rank 0; one that a rank sees alone after set-up is printed by that
+// rank and aborts the whole job (MPI_Abort) rather than leaving the others waiting.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
+#include <hdf5.h>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -24,7 +29,9 @@
 #include <iostream>
 
 #include "core/deck.hpp"
+#include "comm/agree.hpp"
 #include "core/error.hpp"
+#include "plan/memory_fit.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/plan_report.hpp"
@@ -54,17 +61,40 @@ void bind_device_by_local_rank() {
 void bind_device_by_local_rank() {}
 #endif
 
-int run_train(const std::string& deck_path, const std::vector<std::string>& overrides, const std::string& restart,
-              const std::string& trace) {
-  // Every rank reads and validates the deck: the outcome is the same everywhere, so a bad
-  // deck ends all ranks with the same error and no communication is needed.
-  const strata::Deck deck = strata::load_deck(deck_path, overrides);
-  strata::install_stop_signal_handlers();
-  strata::TrainOptions opts;
-  opts.restart = restart;
-  opts.trace = trace;
+// The memory one rank's share may use and how many ranks share it: one GPU (CUDA builds)
+// or the node's physical memory.
+std::pair<int64_t, int> memory_capacity() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int on_node = 1;
+  MPI_Comm_size(node, &on_node);
+  MPI_Comm_free(&node);
+#if defined(KOKKOS_ENABLE_CUDA)
+  size_t free = 0, total = 0;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaMemGetInfo(&free, &total) != cudaSuccess)
+    return {0, 1};
+  return {int64_t(total), (on_node + devices - 1) / devices};
+#else
+  return {int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE)), on_node};
+#endif
+}
+
+int run_train(const std::string& deck_path, const std::vector<std::string>& overrides, const strata::TrainOptions& opts) {
+  // Every rank reads and validates the deck, and checks that the model fits in memory,
+  // before anything is allocated; the outcome is agreed, so a deck one node cannot read
+  // ends every rank with one message.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const auto [capacity, sharers] = memory_capacity();
+  strata::Deck deck;
+  strata::agreed(MPI_COMM_WORLD, [&] {
+    deck = strata::load_deck(deck_path, overrides);
+    strata::check_fits_in_memory(deck, capacity, sharers);
+  });
+  strata::install_stop_signal_handlers(rank);
   if (deck.model.kind == "resnet") {  // image classification, layer-parallel by MGRIT
-    if (!trace.empty()) throw strata::UserError("--trace records pipeline timelines; model.kind = \"resnet\" has none");
+    if (!opts.trace.empty()) throw strata::UserError("--trace records pipeline timelines; model.kind = \"resnet\" has none", true);
     strata::ClassifierTrainer trainer(deck, MPI_COMM_WORLD, opts);
     trainer.run();
     return strata::kExitOk;
@@ -72,6 +102,14 @@ int run_train(const std::string& deck_path, const std::vector<std::string>& over
   strata::Trainer trainer(deck, MPI_COMM_WORLD, opts);
   trainer.run();
   return strata::kExitOk;
+}
+
+// An exception's text on one line (Kokkos' allocation failures span several).
+std::string one_line(std::string s) {
+  for (auto& c : s)
+    if (c == '\n') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
 }
 
 struct PlanRequest {
@@ -132,7 +170,7 @@ int run_calibrate(int rank, const std::string& deck_path, const std::vector<std:
 // Post-processing runs on rank 0; other ranks (if any) just wait.
 int run_inspect(int rank, const std::string& path) {
   if (rank != 0) return strata::kExitOk;
-  return strata::inspect_checkpoint(path, std::cout) == 0 ? strata::kExitOk : 3;
+  return strata::inspect_checkpoint(path, std::cout) == 0 ? strata::kExitOk : strata::kExitChecksum;
 }
 
 int run_generate(int rank, const std::string& path, const strata::GenerateOptions& opts) {
@@ -147,6 +185,10 @@ int run_generate(int rank, const std::string& path, const strata::GenerateOption
 }  // namespace
 
 int main(int argc, char** argv) {
+  // HDF5's exit-time clean-up closes open files with collective MPI-IO calls; in a job
+  // that is being aborted (a failed checkpoint write on another rank) that runs inside
+  // MPI's progress engine and crashes it. strata closes its files itself.
+  H5dont_atexit();
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -169,15 +211,19 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     std::string deck_path;
     std::vector<std::string> overrides;
-    std::string restart, checkpoint, trace;
+    std::string checkpoint;
+    strata::TrainOptions train_opts;
     strata::GenerateOptions gen;
     auto* train = app.add_subcommand("train", "train the model a deck describes");
     train->add_option("deck", deck_path, "deck file (TOML)")->required();
     train->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
-    train->add_option("--restart", restart,
-                      "resume from a checkpoint file, or 'latest' (the newest in the run directory; "
-                      "starts fresh if there is none)");
-    train->add_option("--trace", trace,
+    train->add_option("--restart", train_opts.restart,
+                      "resume from a checkpoint file, or 'latest' (what the run directory's LATEST names, or its "
+                      "newest checkpoint that checks out; starts fresh if there is none)");
+    train->add_flag("--fresh", train_opts.fresh,
+                    "start from step 0 although the run directory has checkpoints (they are moved aside, "
+                    "not deleted)");
+    train->add_option("--trace", train_opts.trace,
                       "write a Chrome/Perfetto timeline (JSON) of every rank's compute and communication; "
                       "for short runs");
     PlanRequest plan_request;
@@ -218,17 +264,25 @@ int main(int argc, char** argv) {
       return code;
     }
     try {
-      if (*train) code = run_train(deck_path, overrides, restart, trace);
+      if (*train) code = run_train(deck_path, overrides, train_opts);
       if (*plan) code = run_plan(rank, deck_path, overrides, plan_request);
       if (*calibrate) code = run_calibrate(rank, deck_path, overrides, machine_out, machine_name);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);
-    } catch (const strata::UserError& e) {
-      if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
-      code = strata::kExitUserError;
+    } catch (const strata::StrataError& e) {
+      // Agreed errors (and every error of the sub-commands that are not training runs,
+      // which all ranks see alike) are printed once; an error only this rank saw after
+      // the training's set-up ends the job.
+      code = e.exit_code();
+      if (e.agreed() || !*train) {
+        if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", one_line(e.what()).c_str());
+      } else {
+        std::fprintf(stderr, "strata: error: rank %d: %s\n", rank, one_line(e.what()).c_str());
+        collective_error = false;
+      }
     } catch (const std::exception& e) {
       // Past set-up an exception may be one rank's alone: report it and take the job down.
-      std::fprintf(stderr, "strata: internal error on rank %d: %s\n", rank, e.what());
+      std::fprintf(stderr, "strata: internal error on rank %d: %s\n", rank, one_line(e.what()).c_str());
       collective_error = false;
       code = strata::kExitInternal;
     }

@@ -1,7 +1,6 @@
 #include "io/checkpoint_file.hpp"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "core/error.hpp"
 
@@ -11,38 +10,106 @@ namespace {
 // HDF5 prints its own error stacks by default; strata reports one line instead.
 void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
-void check(herr_t status, const std::string& what) {
-  if (status < 0) throw std::runtime_error("HDF5: " + what + " failed");
+// The most specific description on HDF5's error stack: for a failed MPI-IO call it holds
+// the MPI error string, which names the system error (e.g. "No space left on device").
+std::string hdf5_error_detail() {
+  std::string detail;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+        auto& d = *static_cast<std::string*>(out);
+        if (n == 0 && e->desc) d = e->desc;  // the innermost error comes first upward
+        return 0;
+      },
+      &detail);
+  for (auto& c : detail)
+    if (c == '\n') c = ' ';
+  return detail;
+}
+
+// The writer whose MPI-IO file is open. MPI's error handlers are C callbacks without user
+// data, so the one writer a rank has open at a time is found here.
+CheckpointWriter* g_open_writer = nullptr;
+
+extern "C" void on_mpi_io_error(MPI_File*, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(*code, text, &len);
+  // "Other I/O error , error stack: ADIOI_GEN_WRITECONTIG(80): Other I/O error No space
+  // left on device": the system's words are at the end
+  std::string why(text, size_t(len));
+  for (auto& c : why)
+    if (c == '\n') c = ' ';
+  std::string call;  // the MPI-IO routine that failed, in the system's terms
+  const auto innermost = why.rfind("): ");
+  if (innermost != std::string::npos) {
+    const auto open = why.rfind('(', innermost), begin = why.rfind(' ', open);
+    const std::string routine = why.substr(begin == std::string::npos ? 0 : begin + 1, open - begin - 1);
+    call = routine.find("FLUSH") != std::string::npos   ? "fsync"
+           : routine.find("WRITE") != std::string::npos ? "write"
+                                                        : routine;
+    why = why.substr(innermost + 3);
+  }
+  const std::string generic = "Other I/O error ";
+  if (why.rfind(generic, 0) == 0 && why.size() > generic.size()) why = why.substr(generic.size());
+  if (!call.empty()) why = call + ": " + why;
+  if (g_open_writer) g_open_writer->mpi_io_failed(why);
 }
 
 }  // namespace
 
 // ---- writer ---------------------------------------------------------------------------
 
-CheckpointWriter::CheckpointWriter(const std::string& path, MPI_Comm comm) : path_(path) {
+CheckpointWriter::CheckpointWriter(const std::string& path, MPI_Comm comm,
+                                   std::function<void(const std::string&)> on_write_failure)
+    : on_write_failure_(std::move(on_write_failure)), path_(path) {
   silence_hdf5();
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
   H5Pset_all_coll_metadata_ops(fapl, true);
   H5Pset_coll_metadata_write(fapl, true);
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (file_ < 0) {
+    H5Pclose(fapl);
+    fail("cannot create checkpoint file '" + path + "'");
+    return;
+  }
+  // MPI-IO failures go to on_write_failure at the moment they happen, before parallel
+  // HDF5's error path can take this rank out of step with the others.
+  void* handle = nullptr;
+  if (on_write_failure_ && H5Fget_vfd_handle(file_, fapl, &handle) >= 0 && handle) {
+    MPI_Errhandler handler;
+    MPI_File_create_errhandler(on_mpi_io_error, &handler);
+    MPI_File_set_errhandler(*static_cast<MPI_File*>(handle), handler);
+    MPI_Errhandler_free(&handler);
+    g_open_writer = this;
+  }
   H5Pclose(fapl);
-  if (file_ < 0) throw UserError("cannot create checkpoint file '" + path + "'");
 }
 
-CheckpointWriter::~CheckpointWriter() {
-  try {
-    close();
-  } catch (...) {
-  }
+CheckpointWriter::~CheckpointWriter() { close(); }
+
+void CheckpointWriter::mpi_io_failed(const std::string& why) {
+  write_failed("MPI-IO on " + path_ + " failed: " + why);
+}
+
+void CheckpointWriter::fail(const std::string& what) {
+  if (!error_.empty()) return;
+  const std::string detail = hdf5_error_detail();
+  error_ = what + (detail.empty() ? "" : " (" + detail + ")");
+}
+
+void CheckpointWriter::write_failed(const std::string& what) {
+  fail(what);
+  if (on_write_failure_) on_write_failure_(error_);
 }
 
 void CheckpointWriter::close() {
   if (file_ < 0) return;
-  H5Fflush(file_, H5F_SCOPE_GLOBAL);
-  const herr_t st = H5Fclose(file_);
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) write_failed("flushing " + path_ + " to disk");
+  if (H5Fclose(file_) < 0) write_failed("closing " + path_);
   file_ = -1;
-  check(st, "closing " + path_);
+  if (g_open_writer == this) g_open_writer = nullptr;
 }
 
 hid_t CheckpointWriter::group_for(const std::string& name) {
@@ -55,13 +122,13 @@ hid_t CheckpointWriter::group_for(const std::string& name) {
   hid_t g = H5Lexists(file_, parent.c_str(), H5P_DEFAULT) > 0 ? H5Gopen2(file_, parent.c_str(), H5P_DEFAULT)
                                                                : H5Gcreate2(file_, parent.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT);
   H5Pclose(lcpl);
-  if (g < 0) throw std::runtime_error("HDF5: cannot create group " + parent + " in " + path_);
   return g;
 }
 
 void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape,
                                     const std::vector<int64_t>& start_in, const std::vector<int64_t>& count_in,
                                     const float* data) {
+  if (file_ < 0) return;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   hsize_t row_size = 1;
   for (size_t d = 1; d < dims.size(); ++d) row_size *= dims[d];
@@ -77,13 +144,15 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
   H5Pset_fletcher32(dcpl);
   hid_t space = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
   hid_t group = group_for(name);
+  if (group < 0) write_failed("creating the group of " + name + " in " + path_);
   const std::string leaf = name.substr(name.rfind('/') + 1);
-  hid_t dset = H5Dcreate2(group, leaf.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t dset = group < 0 ? -1 : H5Dcreate2(group, leaf.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   H5Pclose(dcpl);
-  H5Gclose(group);
+  if (group >= 0) H5Gclose(group);
   if (dset < 0) {
     H5Sclose(space);
-    throw std::runtime_error("HDF5: cannot create dataset " + name + " in " + path_);
+    write_failed("creating dataset " + name + " in " + path_);
+    return;
   }
   // This rank's hyperslab; an empty selection still takes part in the collective write.
   std::vector<hsize_t> start(start_in.begin(), start_in.end()), count(count_in.begin(), count_in.end());
@@ -100,43 +169,46 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
   const herr_t st = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, dxpl, data);
+  if (st < 0) write_failed("writing " + name + " to " + path_);
   H5Pclose(dxpl);
   H5Sclose(mem);
   H5Sclose(space);
-  H5Dclose(dset);
-  check(st, "writing " + name + " to " + path_);
+  if (H5Dclose(dset) < 0) write_failed("closing dataset " + name + " in " + path_);
 }
 
 void CheckpointWriter::write_attribute(const std::string& name, const std::string& value) {
+  if (file_ < 0) return;
   hid_t type = H5Tcopy(H5T_C_S1);
   H5Tset_size(type, std::max<size_t>(1, value.size()));
   H5Tset_strpad(type, H5T_STR_NULLPAD);
   hid_t space = H5Screate(H5S_SCALAR);
   hid_t attr = H5Acreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
-  const herr_t st = H5Awrite(attr, type, value.empty() ? "" : value.data());
-  H5Aclose(attr);
+  const herr_t st = attr < 0 ? -1 : H5Awrite(attr, type, value.empty() ? "" : value.data());
+  if (attr >= 0) H5Aclose(attr);
   H5Sclose(space);
   H5Tclose(type);
-  check(st, "writing attribute " + name);
+  if (st < 0) write_failed("writing attribute " + name + " to " + path_);
 }
 
 namespace {
-void write_scalar_attribute(hid_t file, const std::string& name, hid_t file_type, hid_t mem_type, const void* value) {
+herr_t write_scalar_attribute(hid_t file, const std::string& name, hid_t file_type, hid_t mem_type, const void* value) {
   hid_t space = H5Screate(H5S_SCALAR);
   hid_t attr = H5Acreate2(file, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-  const herr_t st = H5Awrite(attr, mem_type, value);
-  H5Aclose(attr);
+  const herr_t st = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
+  if (attr >= 0) H5Aclose(attr);
   H5Sclose(space);
-  check(st, "writing attribute " + name);
+  return st;
 }
 }  // namespace
 
 void CheckpointWriter::write_attribute(const std::string& name, int64_t value) {
-  write_scalar_attribute(file_, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+  if (file_ >= 0 && write_scalar_attribute(file_, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value) < 0)
+    write_failed("writing attribute " + name + " to " + path_);
 }
 
 void CheckpointWriter::write_attribute(const std::string& name, double value) {
-  write_scalar_attribute(file_, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+  if (file_ >= 0 && write_scalar_attribute(file_, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value) < 0)
+    write_failed("writing attribute " + name + " to " + path_);
 }
 
 // ---- reader ---------------------------------------------------------------------------

@@ -9,15 +9,25 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace strata {
 
+// Writing never throws once the file is open. A failed write, flush or close (disk full,
+// quota, I/O error) cannot be agreed on afterwards: parallel HDF5's error path leaves the
+// collective calls of the rank that failed out of step with the others' (seen here: one
+// rank in MPI_File_set_view, the other in a truncate's broadcast, for ever). So
+// `on_write_failure`, when given, is called with the reason at the moment of the failure,
+// from an MPI-IO error handler on the file or after the HDF5 call that failed, and the
+// caller ends the job; without it the first reason is kept (error()), which is safe only
+// where a single rank writes.
 class CheckpointWriter {
  public:
-  // Creates path (truncating it) collectively over comm.
-  CheckpointWriter(const std::string& path, MPI_Comm comm);
+  // Creates path (truncating it) collectively over comm; error() says if it failed.
+  CheckpointWriter(const std::string& path, MPI_Comm comm,
+                   std::function<void(const std::string&)> on_write_failure = nullptr);
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -31,12 +41,21 @@ class CheckpointWriter {
   void write_attribute(const std::string& name, const std::string& value);
   void write_attribute(const std::string& name, int64_t value);
   void write_attribute(const std::string& name, double value);
-  // Collective; flushes and closes. Called by the destructor if not called before.
+  // Collective; flushes (MPI_File_sync, i.e. fsync) and closes; every result is checked.
+  // Called by the destructor if not called before.
   void close();
+  // The first failure on this rank ("" if none): what failed and, where HDF5 or MPI-IO
+  // says, why (e.g. "No space left on device").
+  const std::string& error() const { return error_; }
+  // Called by the file's MPI-IO error handler.
+  void mpi_io_failed(const std::string& why);
 
  private:
   hid_t group_for(const std::string& dataset_name);
-  std::string path_;
+  void fail(const std::string& what);
+  void write_failed(const std::string& what);
+  std::function<void(const std::string&)> on_write_failure_;
+  std::string path_, error_;
   hid_t file_ = -1;
 };
 

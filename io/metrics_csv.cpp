@@ -1,6 +1,8 @@
 #include "io/metrics_csv.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 
@@ -8,7 +10,8 @@
 
 namespace strata {
 
-MetricsCsv::MetricsCsv(const std::string& path, const std::vector<std::string>& columns, int64_t resume_after_step) {
+MetricsCsv::MetricsCsv(const std::string& path, const std::vector<std::string>& columns, int64_t resume_after_step)
+    : path_(path) {
   std::string header;
   for (size_t i = 0; i < columns.size(); ++i) header += (i ? "," : "") + columns[i];
   std::vector<std::string> kept;
@@ -20,10 +23,10 @@ MetricsCsv::MetricsCsv(const std::string& path, const std::vector<std::string>& 
         if (!line.empty() && std::atoll(line.c_str()) <= resume_after_step) kept.push_back(line);
   }
   f_ = std::fopen(path.c_str(), "w");
-  if (!f_) throw UserError("cannot write metrics file '" + path + "'");
+  if (!f_) throw UserError("cannot write metrics file '" + path + "': " + std::strerror(errno));
   std::fprintf(f_, "%s\n", header.c_str());
   for (const auto& line : kept) std::fprintf(f_, "%s\n", line.c_str());
-  std::fflush(f_);
+  if (std::fflush(f_) != 0) throw IoError("cannot write metrics file '" + path + "': " + std::strerror(errno));
 }
 
 MetricsCsv::~MetricsCsv() {
@@ -37,7 +40,8 @@ void MetricsCsv::row(const std::vector<double>& values) {
     if (!std::isnan(values[i])) std::fprintf(f_, "%.9g", values[i]);
   }
   std::fputc('\n', f_);
-  std::fflush(f_);
+  if (std::fflush(f_) != 0 || std::ferror(f_))
+    throw IoError(path_ + ": a row could not be written: " + std::strerror(errno));
 }
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #pragma once
 // metrics.csv in the run directory: one row per logged step, written by rank 0 and
-// flushed each row so a killed run keeps what it measured.
+// flushed each row so a killed run keeps what it measured; a row that cannot be written
+// is an IoError (the run loop stops the run with a checkpoint).
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -17,9 +18,11 @@ class MetricsCsv {
   ~MetricsCsv();
   MetricsCsv(const MetricsCsv&) = delete;
   MetricsCsv& operator=(const MetricsCsv&) = delete;
-  void row(const std::vector<double>& values);  // NaN is written as an empty cell
+  // NaN is written as an empty cell. Throws IoError when the row does not reach the file.
+  void row(const std::vector<double>& values);
 
  private:
+  std::string path_;
   std::FILE* f_ = nullptr;
 };
 

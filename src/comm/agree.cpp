@@ -12,19 +12,19 @@ void agree_on_error(MPI_Comm comm, std::exception_ptr local_error) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   std::string message;
-  int kind = 0;  // 1 = user error, 2 = internal error
+  int code = kExitOk;
   if (local_error) {
     try {
       std::rethrow_exception(local_error);
-    } catch (const UserError& e) {
+    } catch (const StrataError& e) {
       message = e.what();
-      kind = 1;
+      code = e.exit_code();
     } catch (const std::exception& e) {
       message = e.what();
-      kind = 2;
+      code = kExitInternal;
     } catch (...) {
       message = "unknown error";
-      kind = 2;
+      code = kExitInternal;
     }
   }
   int mine = local_error ? rank : size, first = size;
@@ -32,11 +32,20 @@ void agree_on_error(MPI_Comm comm, std::exception_ptr local_error) {
   if (first == size) return;
   int len = int(message.size());
   MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  MPI_Bcast(&kind, 1, MPI_INT, first, comm);
+  MPI_Bcast(&code, 1, MPI_INT, first, comm);
   message.resize(size_t(len));
   MPI_Bcast(message.data(), len, MPI_CHAR, first, comm);
-  if (kind == 1) throw UserError(message);
-  throw std::runtime_error(message);
+  throw_error(code, message, true);
+}
+
+void agreed(MPI_Comm comm, const std::function<void()>& phase) {
+  std::exception_ptr err;
+  try {
+    phase();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  agree_on_error(comm, err);
 }
 
 }  // namespace strata

@@ -1,5 +1,6 @@
 #include "core/deck.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -53,6 +54,7 @@ class SectionReader {
       if (v->is_floating()) out = v->as_floating();
       else if (v->is_integer()) out = double(v->as_integer());
       else type_error(key, "a number", *v);
+      if (!std::isfinite(out)) fail(key, "must be a finite number (got " + toml::format(*v) + ")");
     }
   }
   void read(const char* key, std::vector<std::string>& out) {
@@ -174,11 +176,19 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.read("checkpoint_every", c.checkpoint_every);
     s.read("keep_checkpoints", c.keep_checkpoints);
     s.read("max_walltime", c.max_walltime);
+    s.read("on_nonfinite", c.on_nonfinite);
+    s.read("max_skipped_steps", c.max_skipped_steps);
+    s.read("stop_timeout", c.stop_timeout);
     s.reject_unknown();
+    s.check(c.on_nonfinite == "stop" || c.on_nonfinite == "skip", "on_nonfinite",
+            "must be \"stop\" or \"skip\" (got \"" + c.on_nonfinite + "\")");
+    s.check(c.max_skipped_steps >= 1, "max_skipped_steps", "must be >= 1");
+    s.check(c.stop_timeout >= 0, "stop_timeout", "must be >= 0 (seconds)");
     s.check(c.checkpoint_every >= 0, "checkpoint_every", "must be >= 0");
     s.check(c.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1");
     s.check(c.max_walltime >= 0, "max_walltime", "must be >= 0 (seconds)");
-    s.check(!c.name.empty() && c.name.find('/') == std::string::npos, "name", "must be a non-empty name without '/'");
+    s.check(!c.name.empty() && c.name.find('/') == std::string::npos && c.name != "." && c.name != "..", "name",
+            "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + c.name + "\")");
     s.check(c.steps >= 1, "steps", "must be >= 1");
     s.check(c.log_every >= 1, "log_every", "must be >= 1");
     s.check(c.val_every >= 0, "val_every", "must be >= 0");
@@ -305,11 +315,16 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.check(c.tolerance >= 0, "tolerance", "must be >= 0");
     s.check(c.relaxation == "F" || c.relaxation == "FCF", "relaxation", "must be \"F\" or \"FCF\" (got \"" + c.relaxation + "\")");
     if (d.model.kind == "resnet") {
-      int64_t unit = 1;
-      for (int64_t l = 1; l < c.levels; ++l) unit *= c.cfactor;
-      s.check(d.model.n_layer % unit == 0, "levels",
+      int64_t unit = 1;  // cfactor^(levels-1), computed only while it does not pass n_layer (no overflow)
+      bool beyond = false;
+      for (int64_t l = 1; l < c.levels && !beyond; ++l) {
+        beyond = unit > d.model.n_layer / c.cfactor;
+        if (!beyond) unit *= c.cfactor;
+      }
+      s.check(!beyond && d.model.n_layer % unit == 0, "levels",
               "and layerpar.cfactor do not fit: model.n_layer (" + std::to_string(d.model.n_layer) +
-                  ") must be a multiple of cfactor^(levels-1) (" + std::to_string(unit) + ")");
+                  ") must be a multiple of cfactor^(levels-1) (" +
+                  (beyond ? "more than " + std::to_string(d.model.n_layer) : std::to_string(unit)) + ")");
     }
   }
   if (d.model.kind == "resnet" && (d.parallel.tensor_rows > 1 || d.parallel.tensor_cols > 1 || d.parallel.micro_batches > 1))
@@ -331,7 +346,8 @@ std::string resolved_toml(const Deck& d) {
      << "\nlog_every = " << d.run.log_every << "\nval_every = " << d.run.val_every
      << "\nval_batches = " << d.run.val_batches << "\nseed = " << d.run.seed
      << "\ncheckpoint_every = " << d.run.checkpoint_every << "\nkeep_checkpoints = " << d.run.keep_checkpoints
-     << "\nmax_walltime = " << d.run.max_walltime << "\n\n";
+     << "\nmax_walltime = " << d.run.max_walltime << "\non_nonfinite = " << q(d.run.on_nonfinite)
+     << "\nmax_skipped_steps = " << d.run.max_skipped_steps << "\nstop_timeout = " << d.run.stop_timeout << "\n\n";
   os << "[model]\nkind = " << q(d.model.kind) << "\nn_layer = " << d.model.n_layer << "\nn_embd = " << d.model.n_embd
      << "\nn_head = " << d.model.n_head << "\nvocab_size = " << d.model.vocab_size
      << "\nseq_len = " << d.model.seq_len << "\ninit_std = " << d.model.init_std << "\nt_final = " << d.model.t_final

@@ -19,6 +19,10 @@ struct RunConfig {
   int64_t checkpoint_every = 0;  // steps between checkpoints (and one at the end); 0: none
   int64_t keep_checkpoints = 3;  // complete checkpoints kept in run_dir/checkpoints
   double max_walltime = 0;       // seconds; checkpoint and stop before this much has passed (0: no limit)
+  std::string on_nonfinite = "stop";  // a step with a non-finite loss or gradient norm: "stop" (exit 5) or "skip" it
+  int64_t max_skipped_steps = 10;     // "skip": stop (exit 5) after this many skipped steps in a row
+  double stop_timeout = 60;           // seconds a rank may take to reach a step boundary after a stop signal
+                                      // before it exits without a checkpoint (0: wait for ever)
 };
 
 struct ModelConfig {

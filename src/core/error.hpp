@@ -1,7 +1,13 @@
 #pragma once
-// Errors strata reports to the user. A UserError is bad input (deck, data, command line,
-// rank count): one line naming the cause, exit code 2. Anything else that escapes is an
-// internal error: exit code 1. Both bring every rank down (see app/main.cpp).
+// Errors strata reports to the user, each with its exit code (the README's table):
+//   UserError      2  bad input: deck, data, layout, command line, checkpoint, run directory
+//   IoError        4  a write, flush, fsync or rename of the run's outputs failed (disk full,
+//                     quota, I/O error): nothing was published, the last good checkpoint stands
+//   DivergedError  5  the loss or gradient norm is not finite (run.on_nonfinite = "stop", or
+//                     too many skipped steps in a row): the last good checkpoint stands
+// Anything else that escapes is an internal error, exit code 1. An error that every rank
+// agreed on (comm/agree.hpp) is printed once by rank 0 and ends every rank normally; an
+// error one rank sees alone after set-up is printed by that rank and aborts the job.
 #include <stdexcept>
 #include <string>
 
@@ -10,11 +16,49 @@ namespace strata {
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
 constexpr int kExitUserError = 2;
+constexpr int kExitChecksum = 3;  // `strata inspect` found a tensor failing its checksum
+constexpr int kExitIoError = 4;
+constexpr int kExitDiverged = 5;
 
-class UserError : public std::runtime_error {
+// A failure with its exit code. `agreed`: every rank of the job holds the same error
+// (thrown by agree_on_error), so nobody waits in a collective and no abort is needed.
+class StrataError : public std::runtime_error {
  public:
-  explicit UserError(const std::string& what) : std::runtime_error(what) {}
+  StrataError(const std::string& what, int exit_code, bool agreed = false)
+      : std::runtime_error(what), exit_code_(exit_code), agreed_(agreed) {}
+  int exit_code() const { return exit_code_; }
+  bool agreed() const { return agreed_; }
+
+ private:
+  int exit_code_;
+  bool agreed_;
 };
+
+class UserError : public StrataError {
+ public:
+  explicit UserError(const std::string& what, bool agreed = false) : StrataError(what, kExitUserError, agreed) {}
+};
+
+class IoError : public StrataError {
+ public:
+  explicit IoError(const std::string& what, bool agreed = false) : StrataError(what, kExitIoError, agreed) {}
+};
+
+class DivergedError : public StrataError {
+ public:
+  explicit DivergedError(const std::string& what, bool agreed = false) : StrataError(what, kExitDiverged, agreed) {}
+};
+
+// Throws the error class of exit_code (UserError for 2, IoError for 4, ...; StrataError
+// with the code otherwise) carrying `what`.
+[[noreturn]] inline void throw_error(int exit_code, const std::string& what, bool agreed) {
+  switch (exit_code) {
+    case kExitUserError: throw UserError(what, agreed);
+    case kExitIoError: throw IoError(what, agreed);
+    case kExitDiverged: throw DivergedError(what, agreed);
+    default: throw StrataError(what, exit_code, agreed);
+  }
+}
 
 // Throws UserError(message) when cond is false.
 inline void require(bool cond, const std::string& message) {

@@ -72,7 +72,40 @@ struct StageCosts {
   double backward() const { return 2 * compute / 3 + 2 * tensor / 3; }
 };
 
+// (state, activation) bytes of one rank of a stage: parameters, gradients and AdamW
+// moments (XPipe: and the true weights under a prediction); the activation caches of the
+// micro-batches in flight (`slots` as the pipeline engine sizes them, -1 without a
+// pipeline) and the pipeline's message rings.
+std::pair<int64_t, int64_t> stage_memory(const GPT<float>& model, const BlockContext& micro, bool xpipe, int slots) {
+  const int64_t numel = model.params().numel();
+  const int64_t state = (xpipe ? 5 : 4) * numel * int64_t(sizeof(float));
+  int64_t activations = model.activation_bytes_for(micro);
+  if (slots >= 0) {
+    slots = std::max(1, slots);
+    const auto [rows, cols] = model.stage_activation_shape(micro);
+    activations = slots * activations + (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
+  }
+  return {state, activations};
+}
+
 }  // namespace
+
+MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
+  const int p = l.pipeline;
+  const bool xpipe = p > 1 && l.schedule == "xpipe";
+  const BlockContext micro{deck.data.batch_size / l.data / l.micro_batches, deck.model.seq_len};
+  // the engine sizes its slots by the list it runs first: XPipe's stream of p + 1 mini-batches
+  const PipeSimulation sim = p > 1 ? simulate_schedule(schedule_of(l, xpipe ? p + 1 : 1)) : PipeSimulation{};
+  MemoryPrediction out;
+  for (int s = 0; s < p; ++s) {
+    const auto [state, activations] = stage_memory(*dry_model(deck, l, s), micro, xpipe, p > 1 ? sim.peak_in_flight[size_t(s)] : -1);
+    if (state + activations > out.state_bytes + out.activation_bytes) {
+      out.state_bytes = state;
+      out.activation_bytes = activations;
+    }
+  }
+  return out;
+}
 
 Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps) {
   const auto model = dry_model(deck, l, stage);
@@ -153,15 +186,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    // memory
-    int64_t state = 4 * store.numel() * int64_t(sizeof(float));
-    if (xpipe) state += store.numel() * int64_t(sizeof(float));  // the true weights under a prediction
-    int64_t activations = model->activation_bytes_for(micro);
-    if (p > 1) {  // slots as the engine sizes them, and its message rings
-      const int slots = std::max(1, unit_sim.peak_in_flight[size_t(s)]);
-      const auto [rows, cols] = model->stage_activation_shape(micro);
-      activations = slots * activations + (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
-    }
+    const auto [state, activations] = stage_memory(*model, micro, xpipe, p > 1 ? unit_sim.peak_in_flight[size_t(s)] : -1);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
       out.activation_bytes = activations;

@@ -36,6 +36,13 @@ struct StepPrediction {
   std::vector<int64_t> stage_params;   // parameters one rank of each stage holds
 };
 
+// Memory of the fullest rank under a layout, as predict_step counts it (its XPipe slots:
+// the steady state's).
+struct MemoryPrediction {
+  int64_t state_bytes = 0, activation_bytes = 0;
+};
+MemoryPrediction predict_memory(const Deck& deck, const Layout& layout);
+
 // The traffic of one rank of pipeline stage `stage` in one round of the trainer: one step
 // for data parallelism, GPipe and 1F1B; a stream of `stream_steps` steps for XPipe.
 Traffic stage_traffic(const Deck& deck, const Layout& layout, int stage, int stream_steps = 1);

@@ -1,8 +1,9 @@
 #pragma once
-// The training loop of the image classifier (model.kind = "resnet", data.kind = "images"):
+// The image classifier's training job (model.kind = "resnet", data.kind = "images"):
 // data -> layer-parallel engine (MGRIT forward and adjoint over parallel.pipeline ranks,
-// data replicas over parallel.data) -> gradient clipping -> AdamW -> metrics, test-set
-// evaluation and checkpoints. Set-up errors are agreed on by all ranks before training.
+// data replicas over parallel.data) -> gradient clipping -> AdamW, with test-set
+// evaluation. The run loop (run_loop.hpp) owns the lifecycle; set-up errors are agreed
+// on by all ranks before training.
 #include <mpi.h>
 
 #include <memory>
@@ -11,11 +12,10 @@
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
 #include "core/log.hpp"
-#include "core/timers.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
 #include "io/image_dataset.hpp"
-#include "train/model_checkpoint.hpp"
-#include "train/trainer.hpp"
+#include "train/run_loop.hpp"
+#include "train/training_job.hpp"
 
 namespace strata {
 
@@ -25,36 +25,46 @@ struct ClassifierResult {
   std::vector<double> forward_factors;                // MGRIT forward convergence factor per logged step
 };
 
-class ClassifierTrainer {
+class ClassifierTrainer : public TrainingJob {
  public:
   ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOptions opts = {});
-  ~ClassifierTrainer();
+  ~ClassifierTrainer() override;
   ClassifierResult run();
   ResNet<float>& model() { return *model_; }
-  const Grid& grid() const { return *grid_; }
+  const Grid& grid() const override { return *grid_; }
+
+  // TrainingJob
+  ParamStore<float>& params() override { return model_->params(); }
+  std::string layout() const override;
+  void describe(const Log& log) override;
+  int64_t samples_per_step() const override { return deck_.data.batch_size; }
+  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers) override;
+  Evaluation evaluate() override;
+  bool validates_at_end() const override { return true; }
+  void after_step(int64_t steps_done) override;
+  std::vector<std::string> metric_columns() const override;
+  std::string progress(const ProgressWindow& w, std::vector<double>& row) override;
+  std::string done_line(int64_t steps_run, double seconds, double last_loss) const override;
 
  private:
   // Loads this replica's share of (split, step) into x_ / labels_.
   void load(Split split, int64_t step);
-  // Mean loss and accuracy over run.val_batches test batches.
-  std::pair<double, double> evaluate();
-  void write_checkpoint(TrainingState state);
-  std::string layout() const;
 
   Deck deck_;
   TrainOptions opts_;
   std::unique_ptr<Grid> grid_;
-  std::unique_ptr<Comm> world_comm_, data_comm_, layer_comm_, model_comm_;
+  std::unique_ptr<Comm> data_comm_, layer_comm_, model_comm_;
   Log log_;
   std::unique_ptr<ImageDataset> data_;
   std::unique_ptr<ResNet<float>> model_;
   std::unique_ptr<LayerParallel<float>> engine_;
   Tensor2<float> x_;
   Tensor1<int32_t> labels_;
-  Timers timers_;
-  std::string run_dir_;
-  TrainingState start_;
-  double last_checkpoint_seconds_ = 0;
+  LayerParallelResult last_;                          // of the last step (MGRIT residuals)
+  double window_correct_ = 0;                         // training samples right since the last progress line
+  std::vector<std::pair<int64_t, double>> accuracy_;  // (step, test accuracy)
+  std::vector<double> forward_factors_;
+  std::unique_ptr<RunLoop> loop_;
 };
 
 }  // namespace strata

@@ -24,7 +24,8 @@ const char* kGroups[3] = {"/params/", "/optim/adam_m/", "/optim/adam_v/"};
 
 int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_rank, int data_size,
                                ParamStore<float>& store, const TrainingState& state, const Deck& deck,
-                               const std::string& layout, bool pause_midway) {
+                               const std::string& layout, bool pause_midway,
+                               const std::function<void(const std::string&)>& on_write_failure) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -33,7 +34,11 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *b));
 
-  CheckpointWriter w(path, comm);
+  CheckpointWriter w(path, comm, on_write_failure);
+  // a rank that could not create the file would skip the collective calls the others make
+  int created = w.error().empty() ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &created, 1, MPI_INT, MPI_MIN, comm);
+  if (!created) throw IoError(w.error().empty() ? "another rank could not create " + path : w.error());
   int64_t bytes = 0;
   const auto& infos = store.infos();
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -66,7 +71,29 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
   w.write_attribute("sampler", std::string("counter-based: sequence i of step s is a function of (seed, s, i); "
                                            "training resumes at step = the 'step' attribute"));
   w.close();
+  if (!w.error().empty()) throw IoError(w.error());
   return bytes;
+}
+
+int64_t checkpoint_bytes(const ParamStore<float>& store) {
+  int64_t values = 0;
+  for (const auto& p : store.infos()) values += p.global_numel;
+  return 3 * values * int64_t(sizeof(float));
+}
+
+std::string check_checkpoint_file(const std::string& path, const ParamStore<float>& store, int64_t step) {
+  try {
+    CheckpointReader r(path);
+    if (r.string_attribute("format") != kCheckpointFormat) return "it is not of format " + std::string(kCheckpointFormat);
+    if (step >= 0 && r.int_attribute("step") != step)
+      return "its step attribute is " + std::to_string(r.int_attribute("step")) + ", not " + std::to_string(step);
+    for (const auto& p : store.infos())
+      for (const char* g : kGroups)
+        if (!r.has_tensor(g + p.name) || r.shape(g + p.name) != p.shape) return "tensor " + std::string(g) + p.name + " is missing or misshapen";
+  } catch (const StrataError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
@@ -102,6 +129,7 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
   s.optim_steps = r.int_attribute("optim_steps");
   s.tokens_seen = r.int_attribute("tokens_seen");
   s.val_loss = r.double_attribute("val_loss");
+  s.deck = r.string_attribute("deck");
   for (int g = 0; g < 3; ++g) Kokkos::deep_copy(*buffers[g], host[g]);
   return s;
 }

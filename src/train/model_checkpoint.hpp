@@ -10,6 +10,7 @@
 // Every dataset is chunked with a Fletcher32 checksum per chunk.
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 
 #include "core/deck.hpp"
@@ -22,6 +23,7 @@ struct TrainingState {
   int64_t optim_steps = 0;  // AdamW's update count (bias correction)
   int64_t tokens_seen = 0;
   double val_loss = 0;      // validation loss at this step (NaN if not computed)
+  std::string deck;         // read_model_checkpoint: the resolved deck the checkpoint was written with
 };
 
 // Format 2: the qkv weight is [C, 3, C] and its bias [3, C] (format 1 had [C, 3C], [3C]).
@@ -31,14 +33,26 @@ constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
 // count); the ranks that hold the same shard (its tensor-group replicas times the data
 // replicas, data_size of them) split its rows between them, so every value is written
 // once. If pause_midway, sleeps for a long time after half the tensors (a test hook: a
-// test kills the job inside the write). Returns bytes of (global) tensor data.
+// test kills the job inside the write). Returns bytes of (global) tensor data. A failed
+// flush or close throws IoError on the ranks that saw it, after every collective call was
+// made (the caller agrees on the outcome and discards the file); a failed tensor or
+// attribute write calls on_write_failure (CheckpointWriter says why it cannot be agreed).
 int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_rank, int data_size,
                                ParamStore<float>& store, const TrainingState& state, const Deck& deck,
-                               const std::string& layout, bool pause_midway = false);
+                               const std::string& layout, bool pause_midway = false,
+                               const std::function<void(const std::string&)>& on_write_failure = nullptr);
 
 // Reads this rank's shards of a checkpoint into store (any layout may read any checkpoint). Throws
 // UserError naming the file and tensor for a missing tensor, a shape that does not match
 // the deck's model, or a failed checksum; nothing is modified before all checks passed.
 TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store);
+
+// Checks, without reading tensor data, that path is a complete checkpoint of this
+// format with every tensor store declares, in its global shape, and (step >= 0) of that
+// step. Returns "" when it is, else why not (one phrase). Any rank may call it alone.
+std::string check_checkpoint_file(const std::string& path, const ParamStore<float>& store, int64_t step = -1);
+
+// Bytes of a checkpoint of store's model (tensor data; HDF5's own metadata comes on top).
+int64_t checkpoint_bytes(const ParamStore<float>& store);
 
 }  // namespace strata

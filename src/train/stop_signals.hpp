@@ -1,14 +1,20 @@
 #pragma once
-// SIGUSR1 and SIGTERM (Slurm's --signal, a time limit, scancel) ask the run to write a
-// checkpoint at the next step boundary and stop. The handler only sets a flag; the
-// trainer turns it into a collective decision so every rank stops at the same step.
+// SIGUSR1, SIGTERM and SIGINT (Slurm's --signal, a time limit, scancel, Ctrl-C on mpiexec)
+// ask the run to write a checkpoint at the next step boundary and stop. The handler only
+// sets a flag; the run loop turns it into a collective decision so every rank stops at
+// the same step. A second SIGTERM or SIGINT ends the rank at once (exit 128 + signal,
+// one line on stderr), and StopWatchdog (stop_watchdog.hpp) does the same when a stop
+// request is not taken up in time, so a job stuck in a collective still ends.
 #include <cstdint>
 
 namespace strata {
 
-void install_stop_signal_handlers();
+// rank: named in the line a second signal prints.
+void install_stop_signal_handlers(int rank = 0);
 // The signal number that asked for a stop on this rank, or 0.
 int stop_signal_received();
+// "SIGTERM", "SIGUSR1", "SIGINT" or "signal N".
+const char* signal_name(int sig);
 
 // run.max_walltime: stop while there is time for two more steps and two checkpoint
 // writes, plus 5 s, after `steps` steps in `elapsed` seconds (0: no limit).

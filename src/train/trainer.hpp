@@ -1,6 +1,9 @@
 #pragma once
-// The training loop: data -> engine (data parallel) -> clip -> AdamW -> metrics.
-// Set-up errors (deck layout, data) are agreed on by all ranks before any training.
+// The GPT's training job (training_job.hpp): data (text or random tokens) -> engine (data
+// parallel, a flushing pipeline, or XPipe's stream) -> clipping -> AdamW, with tensor
+// parallelism inside. The run loop (run_loop.hpp) owns the lifecycle. Set-up errors
+// (deck layout, data, checkpoint, run directory) are agreed on by all ranks before any
+// training.
 #include <mpi.h>
 
 #include <memory>
@@ -10,73 +13,56 @@
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
 #include "core/log.hpp"
-#include "core/timers.hpp"
 #include "engine/pipeline/pipeline_engine.hpp"
 #include "engine/train_engine.hpp"
 #include "io/batch.hpp"
 #include "io/token_source.hpp"
 #include "model/gpt.hpp"
-#include "train/model_checkpoint.hpp"
+#include "train/run_loop.hpp"
+#include "train/training_job.hpp"
 
 namespace strata {
 
-struct TrainOptions {
-  bool write_outputs = true;  // run directory, deck copy, metrics.csv, checkpoints
-  std::string restart;        // "" (fresh), "latest" (newest in run_dir/checkpoints, if any), or a path
-  bool print = true;          // progress lines and summary (rank 0)
-  bool probe_gemm = true;     // measure the GEMM rate for the utilisation column
-  std::string trace;          // write a Chrome/Perfetto timeline of every rank here ("" = none)
+struct GptTrainResult : TrainResult {
+  std::vector<StalenessSummary> staleness;  // XPipe with parallel.measure_staleness: per stage
 };
 
-struct TrainResult {
-  int64_t first_step = 0;                         // steps before this run (restart point)
-  std::vector<double> losses;                     // global mean training loss per step run
-  bool stopped_early = false;                     // a signal or run.max_walltime stopped it
-  std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
-  double seconds = 0;                             // training loop wall time
-  double warm_seconds = 0;                        // of it, after the first round (allocation, first touch)
-  int64_t warm_steps = 0;                         // steps in warm_seconds
-  int64_t activation_bytes = 0;                   // this rank's activation caches and messages at the end
-  double tokens_per_second = 0;
-  std::vector<StalenessSummary> staleness;        // XPipe with parallel.measure_staleness: per stage
-};
-
-class Trainer {
+class Trainer : public TrainingJob {
  public:
   Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts = {});
-  ~Trainer();
-  TrainResult run();
+  ~Trainer() override;
+  GptTrainResult run();
   GPT<float>& model() { return *model_; }
   // The communicators whose counters the summary reports, by the names it gives them.
   std::vector<std::pair<std::string, const Comm*>> comms() const;
-  const Grid& grid() const { return *grid_; }
+  const Grid& grid() const override { return *grid_; }
+
+  // TrainingJob
+  ParamStore<float>& params() override { return model_->params(); }
+  std::string layout() const override;
+  void describe(const Log& log) override;
+  int64_t samples_per_step() const override { return deck_.data.batch_size * deck_.model.seq_len; }
+  bool streams() const override { return stream_ != nullptr; }
+  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers) override;
+  Evaluation evaluate() override;
+  std::vector<std::string> metric_columns() const override;
+  std::string progress(const ProgressWindow& w, std::vector<double>& row) override;
+  std::pair<double, double> comm_totals() const override;
+  std::string done_line(int64_t steps_run, double seconds, double last_loss) const override;
+  void print_summary(const Log& log, double loop_seconds, int64_t steps_run) override;
 
  private:
-  double validate();
-  void print_summary(const TrainResult& r);
-  // Collective: writes and publishes the checkpoint of `state`; a NaN val_loss is computed first.
-  void write_checkpoint(TrainingState state);
-  // Loads `what` ("latest" or a path) into the model; sets start_.
-  void restart_from(const std::string& what);
-  std::string layout() const;
-  // One synchronous step: forward/backward (data parallel, or a flushing pipeline), clip, AdamW.
-  StreamStep train_step(int64_t step, AdamW<float>& optim, Batch& batch);
   // XPipe: steps first_step .. first_step + count - 1 in one stream (the engine updates).
-  std::vector<StreamStep> train_stream(int64_t first_step, int64_t count, AdamW<float>& optim);
-  // XPipe: how many steps from `step` on to stream before the trainer must look at the
-  // run (log, validation, checkpoint, last step).
-  int64_t stream_length(int64_t step) const;
+  std::vector<StepOutcome> train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers);
   // XPipe with parallel.measure_staleness: every stage's summary (collective), printed by rank 0.
   std::vector<StalenessSummary> report_staleness();
   // Builds the tensor group's communicators and tp_ from the deck's [parallel] section.
   void setup_tensor_parallel();
-  // Communication seconds and wire bytes of every communicator so far (this rank).
-  std::pair<double, double> comm_totals() const;
 
   Deck deck_;
   TrainOptions opts_;
   std::unique_ptr<Grid> grid_;
-  std::unique_ptr<Comm> world_comm_;  // run-wide agreement (stop requests, summary maxima)
+  std::unique_ptr<Comm> world_comm_;  // run-wide agreement (staleness sums)
   std::unique_ptr<Comm> data_comm_;
   std::unique_ptr<Comm> tensor_comm_, row_comm_, col_comm_;
   std::unique_ptr<Comm> model_comm_;  // one model replica: pipeline x tensor (gradient norm)
@@ -87,12 +73,10 @@ class Trainer {
   std::unique_ptr<TrainEngine<float>> engine_;  // data parallel, or the pipeline
   PipelineEngine<float>* stream_ = nullptr;      // the engine, when it runs XPipe
   std::unique_ptr<StalenessMeter<float>> staleness_;
+  std::unique_ptr<Batch> batch_;
   std::vector<std::unique_ptr<Batch>> stream_batches_;
-  Timers timers_;
-  std::string run_dir_;  // out_dir/name on every rank when outputs are written, else ""
   double gemm_gflops_ = 0;
-  TrainingState start_;  // where this run starts (a restart's checkpoint, or step 0)
-  double last_checkpoint_seconds_ = 0;
+  std::unique_ptr<RunLoop> loop_;
 };
 
 }  // namespace strata

@@ -297,7 +297,7 @@ TEST_CASE("XPipe's weight prediction brings each pass's weights closer to its ta
   // measured against the weights the stage holds at the pass's target
   Trainer t(xpipe_deck({"parallel.pipeline=2", "parallel.measure_staleness=true", "run.steps=16"}), MPI_COMM_WORLD,
             quiet());
-  const TrainResult r = t.run();
+  const GptTrainResult r = t.run();
   REQUIRE(r.staleness.size() == 2);
   double used = 0, current = 0, ahead = 0;
   for (const auto& s : r.staleness) {

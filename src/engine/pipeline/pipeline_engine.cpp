@@ -1,5 +1,7 @@
 #include "engine/pipeline/pipeline_engine.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -232,7 +234,8 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         data_.allreduce_sum(store.grads());
         const double norm = clip_grad_norm<T>(store, update->tensor_group, update->config.grad_clip);
         (*norms_squared)[in.mb] = norm * norm;
-        update->optim->step(store, update->lr_at(first_step + in.mb), tied_copy ? wte : -1);
+        // a non-finite gradient is never applied (the run loop stops or skips the step)
+        if (std::isfinite(norm)) update->optim->step(store, update->lr_at(first_step + in.mb), tied_copy ? wte : -1);
         store.zero_grads();
         ++updates;
         if (update->meter) update->meter->reached(store.params(), updates);

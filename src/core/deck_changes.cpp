@@ -1,0 +1,50 @@
+#include "core/deck_changes.hpp"
+
+#include <map>
+#include <sstream>
+#include <toml.hpp>
+
+#include "core/error.hpp"
+
+namespace strata {
+namespace {
+
+// section.key -> formatted value, for every key of every table section, sorted
+std::vector<std::pair<std::string, std::string>> flatten(const std::string& text, const char* which) {
+  // std::map tables: keys in a fixed (sorted) order, so "the first key that differs" is stable
+  toml::basic_value<toml::discard_comments, std::map, std::vector> root;
+  try {
+    std::istringstream is(text);
+    root = toml::parse<toml::discard_comments, std::map, std::vector>(is, which);
+  } catch (const std::exception&) {
+    throw UserError(std::string("the ") + which + " deck is not valid TOML");
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!root.is_table()) return out;
+  for (const auto& [section, table] : root.as_table()) {
+    if (!table.is_table()) continue;
+    for (const auto& [key, value] : table.as_table()) {
+      std::string v = toml::format(value);
+      while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+      out.emplace_back(section + "." + key, v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml) {
+  const auto before = flatten(before_toml, "checkpoint's");
+  const auto after = flatten(after_toml, "current");
+  std::map<std::string, std::string> old(before.begin(), before.end());
+  std::vector<DeckChange> out;
+  for (const auto& [key, value] : after) {
+    const auto it = old.find(key);
+    const std::string was = it == old.end() ? "(absent)" : it->second;
+    if (was != value) out.push_back({key, was, value});
+  }
+  return out;
+}
+
+}  // namespace strata

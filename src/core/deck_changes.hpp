@@ -1,0 +1,19 @@
+#pragma once
+// What differs between two resolved decks (Deck::resolved_toml), key by key: a restart
+// compares the deck its checkpoint was written with to the deck it runs now.
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct DeckChange {
+  std::string key;     // "section.key"
+  std::string before;  // TOML value in the first deck ("(absent)" when it has no such key)
+  std::string after;   // in the second
+};
+
+// Every key whose value differs (or is in one deck only), sorted by section and key.
+// Throws UserError when either text is not TOML (a damaged checkpoint attribute).
+std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml);
+
+}  // namespace strata

@@ -1,0 +1,316 @@
+#include "train/run_loop.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include "comm/agree.hpp"
+#include "core/deck_changes.hpp"
+#include "core/error.hpp"
+#include "core/memory.hpp"
+#include "io/checkpoint_dir.hpp"
+#include "train/restart_point.hpp"
+#include "train/stop_signals.hpp"
+#include "train/stop_watchdog.hpp"
+#include "train/test_faults.hpp"
+
+namespace strata {
+namespace {
+
+// Every timer any rank has, with its largest time and call count over the ranks. Ranks
+// need not have the same timers (an XPipe stage that never predicts has no
+// weight_prediction timer), so the names are agreed on before the values are reduced.
+std::map<std::string, Timers::Entry> max_over_ranks(const Timers& timers, MPI_Comm comm) {
+  std::string mine;
+  for (const auto& [name, e] : timers.entries()) mine += name + '\n';
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  int length = int(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks), 0);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  for (int r = 1; r < ranks; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(size_t(offsets.back() + lengths.back()), '\0');
+  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
+  std::map<std::string, Timers::Entry> out;
+  for (size_t begin = 0, end; (end = all.find('\n', begin)) != std::string::npos; begin = end + 1)
+    out[all.substr(begin, end - begin)] = {};
+  std::vector<double> values;  // seconds and calls, in the union's order
+  for (const auto& [name, unused] : out) {
+    const auto it = timers.entries().find(name);
+    values.push_back(it == timers.entries().end() ? 0.0 : it->second.seconds);
+    values.push_back(it == timers.entries().end() ? 0.0 : double(it->second.calls));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm);
+  size_t k = 0;
+  for (auto& [name, e] : out) {
+    e.seconds = values[k++];
+    e.calls = int64_t(values[k++]);
+  }
+  return out;
+}
+
+std::string hms(double s) {
+  const int64_t t = int64_t(s + 0.5);
+  return strfmt("%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
+}
+
+double allreduce_max(double x, MPI_Comm comm) {
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return x;
+}
+
+// The deck a checkpoint was written with against this run's: the model and the seed
+// decide what the parameters mean and must match; the rest may change and is listed.
+std::string check_deck_against_checkpoint(const std::string& path, const std::string& written_with,
+                                          const std::string& now) {
+  std::string changed;
+  for (const auto& c : deck_changes(written_with, now)) {
+    if (c.key.rfind("model.", 0) == 0 || c.key == "run.seed")
+      throw UserError("checkpoint '" + path + "' was written with " + c.key + " = " + c.before + ", the deck has " +
+                      c.after + " (the model and run.seed must match to restart)");
+    changed += (changed.empty() ? "" : ", ") + c.key + " " + c.before + " -> " + c.after;
+  }
+  return changed;
+}
+
+}  // namespace
+
+RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainingJob& job, const Log& log)
+    : deck_(deck), opts_(opts), job_(job), log_(log) {
+  const MPI_Comm world = job_.world();
+  MPI_Comm_rank(world, &rank_);
+  if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
+  // 1. the run directory and its lock (rank 0)
+  agreed(world, [&] {
+    if (rank_ != 0 || run_dir_.empty()) return;
+    make_directories(run_dir_);
+    lock_ = std::make_unique<RunLock>(run_dir_);
+  });
+  // 2. where to start, decided by rank 0; every rank reads its part of the checkpoint
+  const RestartPoint from = choose_restart_point(opts_.restart, opts_.fresh, run_dir_, job_.params(), world);
+  if (!from.note.empty()) log_.info("strata: restart: " + from.note);
+  agreed(world, [&] {
+    if (from.path.empty()) return;
+    const double t0 = Timers::now();
+    start_ = read_model_checkpoint(from.path, job_.params());
+    const double dt = Timers::now() - t0;
+    const std::string changed = check_deck_against_checkpoint(from.path, start_.deck, deck_.resolved_toml);
+    const double mib = double(checkpoint_bytes(job_.params())) / double(1 << 20);
+    log_.info(strfmt("strata: restart: read %s (step %lld, %.1f MiB of tensors) in %.3f s (%.0f MB/s)",
+                     from.path.c_str(), (long long)start_.step, mib, dt, mib * 1.048576 / std::max(dt, 1e-9)));
+    if (!changed.empty()) log_.info("strata: restart: changed since the checkpoint: " + changed);
+  });
+  // 3. the outputs (rank 0): deck.toml, metrics.csv, the checkpoints folder
+  agreed(world, [&] {
+    if (run_dir_.empty()) return;
+    publisher_ = std::make_unique<CheckpointPublisher>(run_dir_ + "/checkpoints", world, deck_.run.keep_checkpoints,
+                                                       from.path);
+    if (rank_ != 0) return;
+    make_directories(run_dir_ + "/checkpoints");
+    std::ofstream out(run_dir_ + "/deck.toml");
+    out << deck_.resolved_toml;
+    out.close();
+    if (!out) throw IoError("cannot write " + run_dir_ + "/deck.toml");
+    auto columns = job_.metric_columns();
+    columns.insert(columns.begin(), {"step", "loss"});
+    columns.push_back("skipped_steps");
+    metrics_ = std::make_unique<MetricsCsv>(run_dir_ + "/metrics.csv", columns, start_.step > 0 ? start_.step : -1);
+  });
+}
+
+RunLoop::~RunLoop() = default;
+
+int64_t RunLoop::round_end(int64_t step) const {
+  if (!job_.streams()) return step;
+  const auto& rc = deck_.run;
+  const auto divides = [](int64_t every, int64_t n) { return every > 0 && n % every == 0; };
+  int64_t end = step;
+  while (!(end + 1 == rc.steps || end == 0 || divides(rc.log_every, end + 1) || divides(rc.val_every, end + 1) ||
+           (!run_dir_.empty() && divides(rc.checkpoint_every, end + 1))))
+    ++end;
+  return end;
+}
+
+TrainingState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const {
+  TrainingState s;
+  s.step = steps_done;
+  s.optim_steps = optim_steps;
+  s.tokens_seen = steps_done * job_.samples_per_step();
+  s.val_loss = val;
+  return s;
+}
+
+TrainResult RunLoop::run() {
+  const auto& rc = deck_.run;
+  const MPI_Comm world = job_.world();
+  int world_size = 1;
+  MPI_Comm_size(world, &world_size);
+  job_.describe(log_);
+  const TestFaults faults = TestFaults::from_environment();
+  StopWatchdog watchdog(rc.stop_timeout, rank_);
+
+  AdamW<float> optim(deck_.optim);
+  optim.set_steps_taken(start_.optim_steps);
+  TrainResult result;
+  result.first_step = start_.step;
+  if (start_.step >= rc.steps)
+    log_.info(strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
+  const double t_start = Timers::now();
+  double warm_start = -1;  // the end of the first round
+  double window_start = t_start;
+  int64_t window_steps = 0, skipped_in_a_row = 0, window_skipped = 0;
+  auto window_comm = job_.comm_totals();  // (seconds, wire bytes) at the window's start
+  // moves the window's start past a phase that is not training (validation, checkpoints)
+  const auto exclude = [&](double seconds, std::pair<double, double> comm_before) {
+    window_start += seconds;
+    const auto now = job_.comm_totals();
+    window_comm.first += now.first - comm_before.first;
+    window_comm.second += now.second - comm_before.second;
+  };
+  std::string output_failure;  // rank 0: metrics.csv could not be written
+
+  for (int64_t next = start_.step; next < rc.steps;) {
+    const int64_t first = next, step = round_end(next);  // this round: steps first..step (0-based)
+    next = step + 1;
+    faults.before_step(first + 1, rank_);
+    timers_.start("step");
+    const std::vector<StepOutcome> done = job_.train_round(first, step - first + 1, optim, timers_);
+    timers_.stop("step");
+    window_steps += int64_t(done.size());
+    // a step whose loss or gradient norm is not finite was not applied: stop, or skip it
+    // (the loss and the norm are global values, the same on every rank: so is the decision)
+    for (size_t k = 0; k < done.size(); ++k) {
+      const StepOutcome& o = done[k];
+      result.losses.push_back(o.loss);
+      if (o.applied) {
+        skipped_in_a_row = 0;
+        continue;
+      }
+      ++result.skipped_steps;
+      ++window_skipped;
+      ++skipped_in_a_row;
+      const std::string what = strfmt("step %lld: the loss is %g and the gradient norm %g", (long long)(first + k + 1),
+                                      o.loss, o.grad_norm);
+      const std::string last_good = publisher_ && publisher_->directory().latest_name()
+                                        ? "; the last good checkpoint is " + *publisher_->directory().latest_name()
+                                        : "";
+      if (rc.on_nonfinite == "stop")
+        throw DivergedError(what + ": stopping (run.on_nonfinite = \"stop\"; \"skip\" skips such steps)" + last_good,
+                            true);
+      if (skipped_in_a_row >= rc.max_skipped_steps)
+        throw DivergedError(what + strfmt(": %lld steps in a row skipped (run.max_skipped_steps): stopping",
+                                          (long long)skipped_in_a_row) + last_good, true);
+      log_.warn(what + ": skipped (run.on_nonfinite = \"skip\")");
+    }
+    const StepOutcome& last_outcome = done.back();
+    const double lr = lr_at_step(deck_.optim, step, rc.steps);
+    const bool last = step + 1 == rc.steps;
+
+    Evaluation val;
+    if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && (rc.val_every > 0 || job_.validates_at_end()))) {
+      timers_.start("validation");
+      const auto comm_before = job_.comm_totals();
+      val = job_.evaluate();
+      exclude(timers_.stop("validation"), comm_before);
+      result.val.emplace_back(step + 1, val.loss);
+    }
+    if ((step + 1) % rc.log_every == 0 || last || step == 0) {
+      const double now = Timers::now();
+      ProgressWindow w;
+      w.step = step + 1;
+      w.steps = rc.steps;
+      w.window_steps = window_steps;
+      w.seconds = now - window_start;
+      const auto comm_now = job_.comm_totals();
+      w.comm_seconds = comm_now.first - window_comm.first;
+      w.comm_bytes = comm_now.second - window_comm.second;
+      w.last = last_outcome;
+      w.lr = lr;
+      w.val = val;
+      std::vector<double> row = {double(step + 1), last_outcome.loss};
+      std::string line = strfmt("step %5lld/%lld | loss %.4f", (long long)step + 1, (long long)rc.steps, last_outcome.loss);
+      line += job_.progress(w, row);
+      if (window_skipped > 0) line += strfmt(" | skipped %lld", (long long)window_skipped);
+      line += strfmt(" | mem %.0f MiB | ETA %s", double(peak_rss_bytes()) / (1 << 20),
+                     hms(w.seconds / double(window_steps) * double(rc.steps - step - 1)).c_str());
+      log_.info(line);
+      row.push_back(double(result.skipped_steps));
+      if (metrics_ && output_failure.empty()) {
+        try {
+          metrics_->row(row);
+        } catch (const StrataError& e) {
+          output_failure = e.what();
+        }
+      }
+      window_start = now;
+      window_comm = comm_now;
+      window_steps = window_skipped = 0;
+    }
+
+    // Stop requests (a signal on any rank, the wall-time budget by rank 0's clock, an
+    // output that failed) are decided together: one small all-reduce per round, so every
+    // rank stops after the same step.
+    const bool out_of_time = rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - t_start,
+                                                           step + 1 - start_.step, last_checkpoint_seconds_);
+    const double request = !output_failure.empty() ? 2.0 : stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0;
+    const double agreed_request = allreduce_max(request, world);
+    const bool stop = agreed_request > 0;
+    if (stop) watchdog.acknowledge();
+    const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
+    if (publisher_ && (every || stop)) {
+      timers_.start("checkpoint");
+      const auto comm_before = job_.comm_totals();
+      if (std::isnan(val.loss)) val = job_.evaluate();
+      const auto written =
+          publisher_->publish(checkpoint_state(step + 1, optim.steps_taken(), val.loss), job_.params(), deck_,
+                              job_.layout(), job_.grid().data_rank(), job_.grid().data_size(),
+                              faults.pause_checkpoint_at == step + 1);
+      last_checkpoint_seconds_ = written.seconds;
+      log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s), val loss %.4f", written.path.c_str(),
+                       double(written.bytes) / (1 << 20), written.seconds,
+                       double(written.bytes) / 1e6 / std::max(written.seconds, 1e-9), val.loss));
+      exclude(timers_.stop("checkpoint"), comm_before);
+    }
+    for (int64_t s = first; s <= step; ++s) job_.after_step(s + 1);  // after the checkpoint's evaluation
+    if (agreed_request >= 2) {
+      // rank 0 holds the message; every rank ends with the same exit code
+      throw IoError(output_failure + strfmt(" (stopped after step %lld%s)", (long long)step + 1,
+                                            publisher_ ? ", with a checkpoint" : ""),
+                    true);
+    }
+    if (stop && !last) {
+      result.stopped_early = true;
+      const int sig = stop_signal_received();
+      const char* why = sig != 0 ? signal_name(sig) : out_of_time ? "run.max_walltime" : "a signal to another rank";
+      log_.info(strfmt("strata: stopping after step %lld of %lld (%s)%s", (long long)step + 1, (long long)rc.steps, why,
+                       publisher_ ? "; resume with --restart latest" : ""));
+      break;
+    }
+    if (warm_start < 0) warm_start = Timers::now();
+    else result.warm_steps += int64_t(done.size());
+  }
+  result.seconds = Timers::now() - t_start;
+  result.warm_seconds = result.warm_steps > 0 ? Timers::now() - warm_start : 0.0;
+  result.tokens_per_second = double(job_.samples_per_step()) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
+  print_summary(result);
+  return result;
+}
+
+void RunLoop::print_summary(const TrainResult& r) {
+  // Every rank takes part in the reductions; rank 0 prints.
+  const MPI_Comm world = job_.world();
+  const double loop = allreduce_max(r.seconds, world);
+  const int64_t steps_run = int64_t(r.losses.size());
+  log_.info(strfmt("strata: done: %lld steps in %.2f s", (long long)steps_run, loop) +
+            job_.done_line(steps_run, loop, r.losses.empty() ? 0.0 : r.losses.back()) +
+            (r.skipped_steps > 0 ? strfmt(", %lld skipped", (long long)r.skipped_steps) : ""));
+  log_.info("timer            total_s   calls   ms/call   % of loop   (max over ranks)");
+  for (const auto& [name, e] : max_over_ranks(timers_, world))
+    log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), e.seconds, (long long)e.calls,
+                     1e3 * e.seconds / double(std::max<int64_t>(1, e.calls)), 100.0 * e.seconds / loop));
+  job_.print_summary(log_, loop, steps_run);
+}
+
+}  // namespace strata

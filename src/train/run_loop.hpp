@@ -1,0 +1,90 @@
+#pragma once
+// The run loop: the lifecycle of every training run, whatever the model and engine
+// (training_job.hpp says what differs):
+//  - set-up, agreed by all ranks before any training (comm/agree.hpp): the run directory
+//    and its lock (io/run_lock.hpp), where to restart (restart_point.hpp), the checkpoint
+//    read and checked against the deck (model section and seed must match; other
+//    changes are logged), deck.toml and metrics.csv;
+//  - the steps, in rounds (one step, or an XPipe stream up to the next step the loop must
+//    look at), with their non-finite losses stopped (exit 5) or skipped
+//    (run.on_nonfinite);
+//  - validation, progress lines, metrics.csv rows;
+//  - stop requests (a signal on any rank, run.max_walltime, an output that failed on any
+//    rank), agreed after every round so every rank stops after the same step, with
+//    StopWatchdog ending ranks that never get there;
+//  - checkpoints, published all or nothing (checkpoint_publisher.hpp);
+//  - the summary (timers, then the job's memory and communication).
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/deck.hpp"
+#include "core/log.hpp"
+#include "core/timers.hpp"
+#include "io/metrics_csv.hpp"
+#include "io/run_lock.hpp"
+#include "train/checkpoint_publisher.hpp"
+#include "train/model_checkpoint.hpp"
+#include "train/training_job.hpp"
+
+namespace strata {
+
+struct TrainOptions {
+  bool write_outputs = true;  // run directory, deck copy, metrics.csv, checkpoints
+  std::string restart;        // "" (fresh), "latest" (newest in run_dir/checkpoints, if any), or a path
+  bool fresh = false;         // start over a run directory that has checkpoints (they are moved aside)
+  bool print = true;          // progress lines and summary (rank 0)
+  bool probe_gemm = true;     // measure the GEMM rate for the utilisation column
+  std::string trace;          // write a Chrome/Perfetto timeline of every rank here ("" = none)
+};
+
+struct TrainResult {
+  int64_t first_step = 0;                         // steps before this run (restart point)
+  std::vector<double> losses;                     // global mean training loss per step run
+  int64_t skipped_steps = 0;                      // steps not applied (run.on_nonfinite = "skip")
+  bool stopped_early = false;                     // a signal or run.max_walltime stopped it
+  std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
+  double seconds = 0;                             // training loop wall time
+  double warm_seconds = 0;                        // of it, after the first round (allocation, first touch)
+  int64_t warm_steps = 0;                         // steps in warm_seconds
+  int64_t activation_bytes = 0;                   // this rank's activation caches and messages at the end
+  double tokens_per_second = 0;
+};
+
+class RunLoop {
+ public:
+  // Collective set-up (every failure agreed: the same error on every rank, before any
+  // training). Loads the restart checkpoint into job.params().
+  RunLoop(const Deck& deck, const TrainOptions& opts, TrainingJob& job, const Log& log);
+  ~RunLoop();
+  // Collective: trains from start().step to run.steps, or until a stop request.
+  TrainResult run();
+  const TrainingState& start() const { return start_; }
+  const std::string& run_dir() const { return run_dir_; }  // "" when outputs are off
+  Timers& timers() { return timers_; }
+
+ private:
+  // The last step of the round that starts at `step`: the step itself, or for a job that
+  // streams, the first step from there on after which the loop must look (log,
+  // validation, checkpoint, the last step).
+  int64_t round_end(int64_t step) const;
+  TrainingState checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const;
+  void print_summary(const TrainResult& r);
+
+  const Deck& deck_;
+  TrainOptions opts_;
+  TrainingJob& job_;
+  const Log& log_;
+  int rank_ = 0;
+  std::string run_dir_;
+  std::unique_ptr<RunLock> lock_;                 // rank 0, while the run lives
+  std::unique_ptr<MetricsCsv> metrics_;           // rank 0
+  std::unique_ptr<CheckpointPublisher> publisher_;
+  TrainingState start_;
+  Timers timers_;
+  double last_checkpoint_seconds_ = 0;
+};
+
+}  // namespace strata

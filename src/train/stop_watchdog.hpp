@@ -1,0 +1,31 @@
+#pragma once
+// Ends this rank when a stop request (stop_signals.hpp) has not been taken up by the run
+// loop within `timeout` seconds: a rank stuck in a collective (a peer hangs, a file
+// system stalls) never reaches the step boundary where stops are agreed. It prints one
+// line naming the rank and the signal, and exits with 128 + signal without MPI_Finalize,
+// which makes the launcher (mpiexec, srun) end the other ranks. A thread polls the flag
+// every 100 ms; it never calls MPI.
+#include <atomic>
+#include <thread>
+
+namespace strata {
+
+class StopWatchdog {
+ public:
+  // timeout <= 0: no watchdog.
+  StopWatchdog(double timeout_seconds, int rank);
+  ~StopWatchdog();
+  StopWatchdog(const StopWatchdog&) = delete;
+  StopWatchdog& operator=(const StopWatchdog&) = delete;
+  // The run loop has agreed to stop: from now on the stop is being honoured.
+  void acknowledge() { acknowledged_ = true; }
+
+ private:
+  void watch();
+  double timeout_;
+  int rank_;
+  std::atomic<bool> acknowledged_{false}, done_{false};
+  std::thread thread_;
+};
+
+}  // namespace strata

@@ -1,0 +1,86 @@
+#pragma once
+// What the run loop (run_loop.hpp) needs of a model and its engine: the GPT (Trainer)
+// and the residual network (ClassifierTrainer) implement it. The loop owns the
+// lifecycle (run directory, restart, stop requests, non-finite steps, checkpoints,
+// progress, summary); a job owns its model, engine, data and how it reports them.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "comm/grid.hpp"
+#include "core/log.hpp"
+#include "core/timers.hpp"
+#include "model/param_store.hpp"
+#include "optim/adamw.hpp"
+
+namespace strata {
+
+// One optimizer step as the loop sees it. `applied`: the update was made (a step with a
+// non-finite loss or gradient norm is never applied).
+struct StepOutcome {
+  double loss = 0, grad_norm = 0;
+  bool applied = true;
+};
+
+struct Evaluation {
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  // classifiers only
+};
+
+// The steps since the last progress line, for the job to format.
+struct ProgressWindow {
+  int64_t step = 0, steps = 0;  // the step just done (1-based) and the run's total
+  int64_t window_steps = 0;     // steps in the window
+  double seconds = 0;           // their time, validation and checkpoints excluded
+  double comm_seconds = 0, comm_bytes = 0;  // this rank's communication in the window (comm_totals)
+  StepOutcome last;             // the window's last step
+  double lr = 0;
+  Evaluation val;               // at this step, if the loop evaluated (else NaN)
+};
+
+class TrainingJob {
+ public:
+  virtual ~TrainingJob() = default;
+  virtual ParamStore<float>& params() = 0;
+  virtual const Grid& grid() const = 0;
+  virtual MPI_Comm world() const { return grid().world(); }
+  // e.g. "data=2 pipeline=2:1f1b:4mb" (progress line, checkpoint attribute)
+  virtual std::string layout() const = 0;
+  // Start-up lines: the model, data and layout.
+  virtual void describe(const Log& log) = 0;
+  // Samples (tokens for a language model) per optimizer step, all ranks together.
+  virtual int64_t samples_per_step() const = 0;
+  // true: train_round takes several steps at once (XPipe streams them without a flush).
+  virtual bool streams() const { return false; }
+  // Steps first_step .. first_step + count - 1 (0-based): forward, backward, clipping and
+  // the update (never applied when the loss or gradient norm is not finite). Collective.
+  virtual std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim,
+                                               Timers& timers) = 0;
+  // The validation loss (and accuracy) over run.val_batches batches. Collective.
+  virtual Evaluation evaluate() = 0;
+  // true: validate after the last step even when run.val_every = 0.
+  virtual bool validates_at_end() const { return false; }
+  // After every step (steps_done = the 1-based step just finished), after its checkpoint.
+  virtual void after_step(int64_t /*steps_done*/) {}
+  // Progress: metrics.csv columns after step and loss, and for a window the line's fields
+  // after "loss X" (" | lr ... | ms/step ...") with the row's values for those columns.
+  virtual std::vector<std::string> metric_columns() const = 0;
+  virtual std::string progress(const ProgressWindow& w, std::vector<double>& row) = 0;
+  // This rank's communication so far: (seconds, wire bytes).
+  virtual std::pair<double, double> comm_totals() const { return {0.0, 0.0}; }
+  // The end of the "done: N steps in S s" line (", 28791 tokens/s, final loss 2.5998").
+  virtual std::string done_line(int64_t steps_run, double seconds, double last_loss) const = 0;
+  // Lines after the timer table (memory, communication). Collective.
+  virtual void print_summary(const Log& /*log*/, double /*loop_seconds*/, int64_t /*steps_run*/) {}
+};
+
+// The step of a synchronous job after its forward and backward: clip the gradient by its
+// global norm and update, unless the loss or the norm is not finite. model_group: the
+// ranks of one model replica (nullptr when it is this rank alone).
+StepOutcome clip_and_update(double loss, ParamStore<float>& params, Comm* model_group, AdamW<float>& optim,
+                            double grad_clip, double lr);
+
+}  // namespace strata
