@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
       }
     } catch (const std::exception& e) {
       // Past set-up an exception may be one rank's alone: report it and take the job down.
-      std::fprintf(stderr, "strata: internal error on rank %d: %s\n", rank, one_line(e.what()).c_str());
+      std::fprintf(stderr, "strata: error: rank %d: internal error: %s\n", rank, one_line(e.what()).c_str());
       collective_error = false;
       code = strata::kExitInternal;
     }

@@ -137,13 +137,16 @@ std::vector<std::string> CheckpointDirectory::prune(int64_t keep, const std::vec
     return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
   };
   const std::string keep_always = protect.empty() ? "" : canonical(protect);
+  // the protected file is kept on top of `keep`
+  std::vector<int64_t> candidates;
+  for (int64_t s : order)
+    if (::access(final_path(s).c_str(), F_OK) == 0 && canonical(final_path(s)) != keep_always) candidates.push_back(s);
   std::vector<std::string> deleted;
-  int64_t remaining = int64_t(order.size());
-  for (size_t i = 0; i < order.size() && remaining > keep; ++i) {
-    const std::string path = final_path(order[i]);
-    if (::access(path.c_str(), F_OK) != 0 || canonical(path) == keep_always) continue;
+  int64_t remaining = int64_t(candidates.size());
+  for (size_t i = 0; i < candidates.size() && remaining > keep; ++i) {
+    const std::string path = final_path(candidates[i]);
     if (std::remove(path.c_str()) == 0) {
-      deleted.push_back(file_name(order[i]));
+      deleted.push_back(file_name(candidates[i]));
       --remaining;
     }
   }

@@ -32,7 +32,8 @@ class CheckpointDirectory {
   void discard(int64_t step) const;
   // Step 4: deletes complete checkpoints, oldest first, until `keep` remain. Files found
   // in the folder count as older than those this run wrote (`written`, in the order it
-  // wrote them); `protect` (the file this run restarted from) is never deleted.
+  // wrote them); `protect` (the file this run restarted from) is never deleted and does
+  // not count against `keep`.
   // Returns the names deleted.
   std::vector<std::string> prune(int64_t keep, const std::vector<int64_t>& written, const std::string& protect) const;
 

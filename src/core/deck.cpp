@@ -315,16 +315,19 @@ Deck read_sections(toml::value& root, const std::string& origin) {
     s.check(c.tolerance >= 0, "tolerance", "must be >= 0");
     s.check(c.relaxation == "F" || c.relaxation == "FCF", "relaxation", "must be \"F\" or \"FCF\" (got \"" + c.relaxation + "\")");
     if (d.model.kind == "resnet") {
-      int64_t unit = 1;  // cfactor^(levels-1), computed only while it does not pass n_layer (no overflow)
+      // cfactor^(levels-1) must divide n_layer; it is multiplied out only while it cannot
+      // overflow, and shown in floating point beyond that
+      int64_t unit = 1;
       bool beyond = false;
       for (int64_t l = 1; l < c.levels && !beyond; ++l) {
         beyond = unit > d.model.n_layer / c.cfactor;
         if (!beyond) unit *= c.cfactor;
       }
+      const double power = std::pow(double(c.cfactor), double(c.levels - 1));
       s.check(!beyond && d.model.n_layer % unit == 0, "levels",
               "and layerpar.cfactor do not fit: model.n_layer (" + std::to_string(d.model.n_layer) +
                   ") must be a multiple of cfactor^(levels-1) (" +
-                  (beyond ? "more than " + std::to_string(d.model.n_layer) : std::to_string(unit)) + ")");
+                  (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
     }
   }
   if (d.model.kind == "resnet" && (d.parallel.tensor_rows > 1 || d.parallel.tensor_cols > 1 || d.parallel.micro_batches > 1))

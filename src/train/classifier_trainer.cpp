@@ -109,9 +109,9 @@ Evaluation ClassifierTrainer::evaluate() {
   return e;
 }
 
-std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int64_t count, AdamW<float>& optim,
-                                                        Timers& timers) {
-  (void)count;  // one step at a time (streams() is false)
+std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int64_t, AdamW<float>& optim,
+                                                        Timers& timers, const std::function<bool()>&) {
+  // one step at a time (streams() is false)
   timers.start("data");
   load(Split::Train, first_step);
   timers.stop("data");

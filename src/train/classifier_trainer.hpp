@@ -38,7 +38,8 @@ class ClassifierTrainer : public TrainingJob {
   std::string layout() const override;
   void describe(const Log& log) override;
   int64_t samples_per_step() const override { return deck_.data.batch_size; }
-  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers) override;
+  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+                                       const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
   bool validates_at_end() const override { return true; }
   void after_step(int64_t steps_done) override;

@@ -123,11 +123,11 @@ RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainingJob& job, c
 RunLoop::~RunLoop() = default;
 
 int64_t RunLoop::round_end(int64_t step) const {
-  if (!job_.streams()) return step;
   const auto& rc = deck_.run;
   const auto divides = [](int64_t every, int64_t n) { return every > 0 && n % every == 0; };
   int64_t end = step;
-  while (!(end + 1 == rc.steps || end == 0 || divides(rc.log_every, end + 1) || divides(rc.val_every, end + 1) ||
+  while (end - step + 1 < job_.max_round_steps() &&
+         !(end + 1 == rc.steps || end == 0 || divides(rc.log_every, end + 1) || divides(rc.val_every, end + 1) ||
            (!run_dir_.empty() && divides(rc.checkpoint_every, end + 1))))
     ++end;
   return end;
@@ -171,13 +171,24 @@ TrainResult RunLoop::run() {
   };
   std::string output_failure;  // rank 0: metrics.csv could not be written
 
+  // a stop request as a streaming job asks for it inside a round: a signal, or (rank 0)
+  // the wall-time budget at the rate of the rounds so far
+  int64_t steps_before_round = 0;
+  const std::function<bool()> stop_requested = [&] {
+    return stop_signal_received() != 0 ||
+           (rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - t_start, steps_before_round,
+                                          last_checkpoint_seconds_));
+  };
   for (int64_t next = start_.step; next < rc.steps;) {
-    const int64_t first = next, step = round_end(next);  // this round: steps first..step (0-based)
-    next = step + 1;
+    const int64_t first = next;
+    steps_before_round = first - start_.step;
     faults.before_step(first + 1, rank_);
     timers_.start("step");
-    const std::vector<StepOutcome> done = job_.train_round(first, step - first + 1, optim, timers_);
+    const std::vector<StepOutcome> done =
+        job_.train_round(first, round_end(first) - first + 1, optim, timers_, stop_requested);
     timers_.stop("step");
+    const int64_t step = first + int64_t(done.size()) - 1;  // this round: steps first..step (0-based)
+    next = step + 1;
     window_steps += int64_t(done.size());
     // a step whose loss or gradient norm is not finite was not applied: stop, or skip it
     // (the loss and the norm are global values, the same on every rank: so is the decision)

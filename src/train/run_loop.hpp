@@ -68,7 +68,7 @@ class RunLoop {
  private:
   // The last step of the round that starts at `step`: the step itself, or for a job that
   // streams, the first step from there on after which the loop must look (log,
-  // validation, checkpoint, the last step).
+  // validation, checkpoint, the last step), within the job's max_round_steps().
   int64_t round_end(int64_t step) const;
   TrainingState checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const;
   void print_summary(const TrainResult& r);

@@ -163,8 +163,9 @@ Evaluation Trainer::evaluate() {
   return e;
 }
 
-std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers) {
-  if (stream_) return train_stream(first_step, count, optim, timers);
+std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+                                              const std::function<bool()>& stop_requested) {
+  if (stream_) return train_stream(first_step, count, optim, timers, stop_requested);
   const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
   timers.start("data");
   batch_->load(*data_, Split::Train, first_step, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
@@ -177,7 +178,8 @@ std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count,
   return {out};
 }
 
-std::vector<StepOutcome> Trainer::train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers) {
+std::vector<StepOutcome> Trainer::train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+                                               const std::function<bool()>& stop_requested) {
   const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
   timers.start("data");
   while (int64_t(stream_batches_.size()) < count) stream_batches_.push_back(std::make_unique<Batch>(lb, deck_.model.seq_len));
@@ -195,6 +197,7 @@ std::vector<StepOutcome> Trainer::train_stream(int64_t first_step, int64_t count
   update.tensor_group = tp_.group;
   update.predict = deck_.parallel.weight_prediction;
   update.meter = staleness_.get();
+  update.stop_requested = stop_requested;
   std::vector<StepOutcome> out;
   // each stage applied its update only where its own gradient was finite (PipelineEngine)
   for (const StreamStep& s : stream_->train_stream(first_step, views, lb, gb, update, timers))

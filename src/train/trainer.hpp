@@ -42,8 +42,14 @@ class Trainer : public TrainingJob {
   std::string layout() const override;
   void describe(const Log& log) override;
   int64_t samples_per_step() const override { return deck_.data.batch_size * deck_.model.seq_len; }
-  bool streams() const override { return stream_ != nullptr; }
-  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers) override;
+  // XPipe: streams of up to 1024 micro-batches (and at least 2p mini-batches): a longer
+  // stream saves less than (p-1)/1024 of a drain, while its list grows (and costs time
+  // to build, quadratically).
+  int64_t max_round_steps() const override {
+    return stream_ ? std::max<int64_t>(2 * deck_.parallel.pipeline, 1024 / deck_.parallel.micro_batches) : 1;
+  }
+  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+                                       const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
   std::vector<std::string> metric_columns() const override;
   std::string progress(const ProgressWindow& w, std::vector<double>& row) override;
@@ -53,7 +59,8 @@ class Trainer : public TrainingJob {
 
  private:
   // XPipe: steps first_step .. first_step + count - 1 in one stream (the engine updates).
-  std::vector<StepOutcome> train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers);
+  std::vector<StepOutcome> train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+                                        const std::function<bool()>& stop_requested);
   // XPipe with parallel.measure_staleness: every stage's summary (collective), printed by rank 0.
   std::vector<StalenessSummary> report_staleness();
   // Builds the tensor group's communicators and tp_ from the deck's [parallel] section.

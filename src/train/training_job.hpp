@@ -4,6 +4,7 @@
 // lifecycle (run directory, restart, stop requests, non-finite steps, checkpoints,
 // progress, summary); a job owns its model, engine, data and how it reports them.
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -53,12 +54,15 @@ class TrainingJob {
   virtual void describe(const Log& log) = 0;
   // Samples (tokens for a language model) per optimizer step, all ranks together.
   virtual int64_t samples_per_step() const = 0;
-  // true: train_round takes several steps at once (XPipe streams them without a flush).
-  virtual bool streams() const { return false; }
+  // Steps train_round may take at once: 1, or more for a job that streams them without a
+  // flush (XPipe).
+  virtual int64_t max_round_steps() const { return 1; }
   // Steps first_step .. first_step + count - 1 (0-based): forward, backward, clipping and
-  // the update (never applied when the loss or gradient norm is not finite). Collective.
-  virtual std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim,
-                                               Timers& timers) = 0;
+  // the update (never applied when the loss or gradient norm is not finite). A job that
+  // streams may end the round early, after fewer steps, when stop_requested() is true on
+  // any rank (it asks at each update). Collective.
+  virtual std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+                                               const std::function<bool()>& stop_requested) = 0;
   // The validation loss (and accuracy) over run.val_batches batches. Collective.
   virtual Evaluation evaluate() = 0;
   // true: validate after the last step even when run.val_every = 0.

@@ -78,6 +78,12 @@ expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- t
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
 expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
 expect 1 'layerpar.relaxation must be "F" or "FCF" (got "C")' -- train resnet.toml --set layerpar.relaxation=C
+expect 1 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be a multiple of cfactor^(levels-1) (" -- train resnet.toml --set layerpar.levels=64 --set layerpar.cfactor=1024
+expect 1 "optim.lr must be a finite number (got inf)" -- train good.toml --set optim.lr=inf
+expect 1 "run.name must be a plain name: not empty, no '/', not '.' or '..' (got \"..\")" -- train good.toml --set run.name=..
+expect 2 "the run needs about" -- train good.toml --set parallel.data=2 --set model.n_embd=16384 --set model.n_head=16 --set model.n_layer=48
+expect 1 "the model is far too large for any rank" -- train good.toml --set model.n_embd=4000000000 --set model.n_head=1
+expect 1 "--fresh starts over; it cannot be combined with --restart latest" -- train good.toml --fresh --restart latest
 expect 1 'data.kind "images" goes with model.kind = "resnet"' -- train good.toml --set data.kind=images
 expect 1 "cannot write the trace file '/nonexistent/t.json'" -- train good.toml --trace /nonexistent/t.json
 if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then

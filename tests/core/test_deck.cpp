@@ -55,3 +55,23 @@ TEST_CASE("bad decks are rejected with a message naming the key and file", "[cor
                       "parallel.data=2"}) == "deck.toml: data.batch_size / parallel.data / parallel.micro_batches (3) must be divisible by q = parallel.tensor_rows (2)");
   CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) == "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
 }
+
+TEST_CASE("values that pass a range check but cannot be run are refused", "[core][deck]") {
+  const std::string ok = "[data]\nkind = \"random\"\n";
+  // infinities and NaN, like any non-finite number
+  CHECK(error_of(ok + "[optim]\nlr = inf\n") == "deck.toml: optim.lr must be a finite number (got inf)");
+  CHECK(error_of(ok + "[run]\nmax_walltime = nan\n") == "deck.toml: run.max_walltime must be a finite number (got nan)");
+  CHECK(error_of(ok, {"optim.grad_clip=inf"}) == "deck.toml: optim.grad_clip must be a finite number (got inf)");
+  // run.name is one plain directory name
+  for (const char* bad : {"run.name=.", "run.name=..", "run.name=a/b"})
+    CHECK(error_of(ok, {bad}).find("run.name must be a plain name") != std::string::npos);
+  // cfactor^(levels-1) that would overflow 64 bits (it used to end in SIGFPE)
+  const std::string resnet = "[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n";
+  CHECK(error_of(resnet, {"layerpar.levels=70", "layerpar.cfactor=4"}).find("must be a multiple of cfactor^(levels-1) (") !=
+        std::string::npos);
+  CHECK(error_of(resnet, {"layerpar.levels=3", "layerpar.cfactor=4611686018427387904"}).find("cfactor^(levels-1)") !=
+        std::string::npos);
+  CHECK(error_of(resnet, {"layerpar.levels=4", "layerpar.cfactor=2"}) == "");
+  CHECK(error_of(ok, {"run.on_nonfinite=ignore"}) == "deck.toml: run.on_nonfinite must be \"stop\" or \"skip\" (got \"ignore\")");
+  CHECK(error_of(ok, {"run.max_skipped_steps=0"}) == "deck.toml: run.max_skipped_steps must be >= 1");
+}

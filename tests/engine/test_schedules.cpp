@@ -117,6 +117,39 @@ TEST_CASE("XPipe: the tied embedding goes from the last stage to the first and b
     }
 }
 
+TEST_CASE("XPipe: a stream can end early, every stage switching lists where the stop is known",
+          "[pipeline][schedule][xpipe]") {
+  for (int p = 2; p <= 4; ++p)
+    for (int t : {1, 2, 4})
+      for (int k = 2; k <= 9; ++k) {
+        const PipeSchedule full = make_schedule("xpipe", p, t, k);
+        const int lookahead = xpipe_stop_lookahead(full);
+        CHECK(lookahead >= 1);
+        CHECK(lookahead <= (p + t - 1) / t + 1);  // about p / T mini-batches: the stop costs little
+        for (int shorter = lookahead + 1; shorter < k; ++shorter) {
+          const PipeSchedule cut = make_schedule("xpipe", p, t, shorter);
+          for (int r = 0; r < p; ++r) {
+            INFO("p=" << p << " T=" << t << " k=" << k << " stopped at " << shorter << " stage " << r);
+            const StageProgram& a = full.programs[r];
+            const StageProgram& b = cut.programs[r];
+            const size_t at = forward_pass_start(a, t * shorter - 1);
+            REQUIRE(at < b.size());
+            // up to the switch the lists agree in everything but the predictions' look-ahead
+            for (size_t i = 0; i <= at; ++i) {
+              CHECK(a[i].op == b[i].op);
+              CHECK(a[i].mb == b[i].mb);
+              CHECK(a[i].peer == b[i].peer);
+            }
+            // the update whose stop agreement decides this switch was made before it
+            size_t update = a.size();
+            for (size_t i = 0; i < a.size(); ++i)
+              if (a[i].op == PipeOp::OptimizerStep && a[i].mb == shorter - 1 - lookahead) update = i;
+            CHECK(update < at);
+          }
+        }
+      }
+}
+
 TEST_CASE("the checks catch broken schedules", "[pipeline][schedule]") {
   PipeSchedule s = make_schedule("1f1b", 3, 4);
   PipeSchedule again = s;

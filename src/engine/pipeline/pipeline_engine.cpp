@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "engine/pipeline/simulate.hpp"
@@ -34,7 +35,14 @@ PipelineEngine<T>::PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_co
     flushing_ = make_schedule(schedule, stages_, micro_batches_);
     const PipeSimulation sim = simulate_schedule(flushing_);
     if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
+  } else {
+    MPI_Comm_dup(grid.world(), &stop_comm_);
   }
+}
+
+template <class T>
+PipelineEngine<T>::~PipelineEngine() {
+  if (stop_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stop_comm_);
 }
 
 template <class T>
@@ -138,14 +146,14 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   ensure_buffers(ctx, slots);
   auto& store = model_.params();
   store.zero_grads();
-  const auto& program = s.programs[stage_];
+  const StageProgram* program = &s.programs[stage_];  // a stopped XPipe stream switches to a shorter list
   const bool first = model_.placement().first(), last = model_.placement().last();
   const bool tied_copy = last && !first;  // holds a copy of the embedding the first stage owns
 
   Run st;
   st.ring = slots + 1;
   st.backward_done.assign(size_t(m) * size_t(s.mini_batches), 0);
-  for (const auto& in : program) {
+  for (const auto& in : *program) {
     if (in.op == PipeOp::RecvAct) st.act_recvs.push_back(&in);
     if (in.op == PipeOp::RecvGrad) st.grad_recvs.push_back(&in);
   }
@@ -188,7 +196,60 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   std::vector<double> loss(size_t(s.mini_batches), 0.0);
   const auto rows_of = [&](int mb) { return std::make_pair(mb % m * bm * t_len, (mb % m + 1) * bm * t_len); };
   const auto slot = [&](int mb) { return mb % slots; };
-  for (const auto& in : program) {
+
+  // XPipe's early end: each update posts this rank's stop request in a non-blocking
+  // all-reduce over the job; before the forward pass where the list of a stream ending
+  // after mini-batch k' - 1 departs from this one, the request of update k' - 1 - L is
+  // read (schedule.hpp), and if any rank asked, this rank switches to that list.
+  const bool stoppable = update && update->stop_requested && s.name == "xpipe";
+  const int lookahead = stoppable ? xpipe_stop_lookahead(s) : 0;
+  std::vector<int> stop_flags(size_t(s.mini_batches), 0);
+  std::vector<MPI_Request> stop_requests(size_t(s.mini_batches), MPI_REQUEST_NULL);
+  int mini_batches = s.mini_batches, next_end = lookahead + 1;  // the next stream length to decide on
+  const auto end_early = [&](int k_end, size_t at) {
+    const StageProgram& shorter = xpipe_schedule_for(k_end).programs[stage_];
+    for (size_t j = 0; j < at; ++j)
+      if (shorter[j].op != (*program)[j].op || shorter[j].mb != (*program)[j].mb)
+        throw std::logic_error("XPipe: the list of a " + std::to_string(k_end) + "-step stream departs before " +
+                               to_string((*program)[at]));
+    // receives posted for micro-batches the shorter stream does not have are cancelled
+    const int end_mb = k_end * m;
+    for (auto [list, posted, ring] : {std::make_tuple(&st.act_recvs, &st.act_posted, &act_in_),
+                                      std::make_tuple(&st.grad_recvs, &st.grad_posted, &grad_in_)}) {
+      size_t kept = 0;
+      for (size_t j = 0; j < *posted; ++j) {
+        if ((*list)[j]->mb < end_mb) {
+          ++kept;
+          continue;
+        }
+        MPI_Request& r = (*ring)[(*list)[j]->mb % st.ring].request;
+        MPI_Cancel(&r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+      }
+      *posted = kept;
+      list->clear();
+      for (const auto& in : shorter)
+        if (in.op == (list == &st.act_recvs ? PipeOp::RecvAct : PipeOp::RecvGrad)) list->push_back(&in);
+    }
+    program = &shorter;
+    mini_batches = k_end;
+  };
+
+  for (size_t at = 0; at < program->size(); ++at) {
+    const PipeInstr& in = (*program)[at];
+    if (stoppable && next_end < mini_batches && in.mb == next_end * m - 1 &&
+        (in.op == PipeOp::RecvAct || in.op == PipeOp::PredictWeights || in.op == PipeOp::Forward)) {
+      MPI_Request& r = stop_requests[size_t(next_end - 1 - lookahead)];
+      timers.start("stop_agreement");
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+      timers.stop("stop_agreement");
+      if (stop_flags[size_t(next_end - 1 - lookahead)]) {
+        end_early(next_end, at);
+        --at;  // the same position in the shorter list
+        continue;
+      }
+      ++next_end;
+    }
     switch (in.op) {
       case PipeOp::RecvAct:
       case PipeOp::RecvGrad: {
@@ -238,6 +299,11 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         if (std::isfinite(norm)) update->optim->step(store, update->lr_at(first_step + in.mb), tied_copy ? wte : -1);
         store.zero_grads();
         ++updates;
+        if (stoppable) {
+          int& flag = stop_flags[size_t(in.mb)];
+          flag = update->stop_requested() ? 1 : 0;
+          MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, stop_comm_, &stop_requests[size_t(in.mb)]);
+        }
         if (update->meter) update->meter->reached(store.params(), updates);
         timers.stop("optimizer", to_string(in));
         break;
@@ -296,6 +362,9 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
     }
   }
   restore_true_weights();
+  MPI_Waitall(int(stop_requests.size()), stop_requests.data(), MPI_STATUSES_IGNORE);  // every rank posted the same
+  loss.resize(size_t(mini_batches));
+  if (norms_squared) norms_squared->resize(size_t(mini_batches));
   timers.start("pipeline_drain");
   for (auto* list : {&act_out_, &grad_out_})
     for (auto& b : *list)
@@ -329,23 +398,24 @@ std::vector<StreamStep> PipelineEngine<T>::train_stream(int64_t first_step, cons
   const PipeSchedule& s = xpipe_schedule_for(k);
   std::vector<double> norms_squared(size_t(k), 0.0);
   std::vector<double> loss = run(s, batches, local_batch, global_batch, &update, &norms_squared, first_step, timers);
+  const int done = int(loss.size());  // k, or fewer when a stop ended the stream early
   // every stage took part in every update: the losses and norms are complete
   timers.start("grad_allreduce");
   // one device buffer: the losses, then the squared norms
-  Tensor1<double> sums("pipeline.stream_sums", 2 * size_t(k));
+  Tensor1<double> sums("pipeline.stream_sums", 2 * size_t(done));
   auto host = Kokkos::create_mirror_view(sums);
-  for (int n = 0; n < k; ++n) {
+  for (int n = 0; n < done; ++n) {
     host(n) = loss[n];
-    host(k + n) = norms_squared[n];
+    host(done + n) = norms_squared[n];
   }
   Kokkos::deep_copy(sums, host);
   pipe_.allreduce_sum(V1<double>(sums));  // each stage's loss share and own norm
-  data_.allreduce_sum(Kokkos::subview(sums, std::make_pair(0, k)));  // replicas agree on the norms
+  data_.allreduce_sum(Kokkos::subview(sums, std::make_pair(0, done)));  // replicas agree on the norms
   Kokkos::deep_copy(host, sums);
   timers.stop("grad_allreduce");
-  std::vector<StreamStep> out(static_cast<size_t>(k));
-  for (int n = 0; n < k; ++n)
-    out[n] = {host(n) / (double(global_batch) * double(model_.config().seq_len)), std::sqrt(host(k + n))};
+  std::vector<StreamStep> out(static_cast<size_t>(done));
+  for (int n = 0; n < done; ++n)
+    out[n] = {host(n) / (double(global_batch) * double(model_.config().seq_len)), std::sqrt(host(done + n))};
   return out;
 }
 

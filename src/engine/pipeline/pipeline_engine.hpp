@@ -49,6 +49,9 @@ struct StreamUpdate {
   Comm* tensor_group = nullptr;              // the stage's tensor group (gradient norm), or nullptr
   bool predict = true;                       // false: run every pass on the current weights
   StalenessMeter<T>* meter = nullptr;        // measures the weights each pass used, if set
+  // Asked at each of the stage's updates; when it is true on any rank, every rank ends
+  // the stream early (after xpipe_stop_lookahead() more mini-batches), drained as usual.
+  std::function<bool()> stop_requested;
 };
 
 // Per mini-batch of a stream: its global mean loss, and the norm of the gradient all
@@ -63,6 +66,7 @@ class PipelineEngine : public TrainEngine<T> {
   // schedule: "gpipe", "1f1b" or "xpipe", for grid.shape().pipeline stages, with
   // micro_batches micro-batches per mini-batch.
   PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, const std::string& schedule, int micro_batches);
+  ~PipelineEngine() override;
   bool asynchronous() const { return schedule_name_ == "xpipe"; }
 
   // Flushing schedules: one mini-batch; the gradients are left for the trainer's update.
@@ -70,7 +74,8 @@ class PipelineEngine : public TrainEngine<T> {
                           int64_t global_batch, Timers& timers) override;
   // XPipe: mini-batches first_step, first_step + 1, ... (one per entry of batches),
   // updating the weights inside the stream; drained at the end, when every stage has
-  // taken every update and both copies of the tied embedding agree.
+  // taken every update and both copies of the tied embedding agree. Returns one entry per
+  // mini-batch trained: fewer than batches when update.stop_requested ended it early.
   std::vector<StreamStep> train_stream(int64_t first_step, const std::vector<MiniBatchView>& batches,
                                        int64_t local_batch, int64_t global_batch, const StreamUpdate<T>& update,
                                        Timers& timers);
@@ -126,6 +131,7 @@ class PipelineEngine : public TrainEngine<T> {
   // and takes versions); each message kind is sent once per mini-batch.
   TiedMessage tied_out_, tied_in_;
   std::unique_ptr<WeightPredictor<T>> predictor_;  // XPipe: its copy of the true weights is kept
+  MPI_Comm stop_comm_ = MPI_COMM_NULL;  // XPipe: every rank of the job, for the in-stream stop agreement
 };
 
 // What the stage the model is placed on sends in one run of s on one rank (comm/traffic.hpp),

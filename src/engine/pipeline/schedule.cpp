@@ -1,6 +1,7 @@
 #include "engine/pipeline/schedule.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.hpp"
 #include "engine/pipeline/simulate.hpp"
@@ -79,6 +80,35 @@ PipeSchedule xpipe_schedule(int p, int t, int mini_batches) {
   insert_tied_exchange(s);
   assign_prediction_steps(s);
   return s;
+}
+
+size_t forward_pass_start(const StageProgram& program, int mb) {
+  for (size_t i = 0; i < program.size(); ++i) {
+    const PipeInstr& in = program[i];
+    if (in.mb == mb && (in.op == PipeOp::RecvAct || in.op == PipeOp::PredictWeights || in.op == PipeOp::Forward))
+      return i;  // a micro-batch's forward pass comes before its backward pass
+  }
+  return program.size();
+}
+
+int xpipe_stop_lookahead(const PipeSchedule& s) {
+  const int t = s.micro_batches, k = s.mini_batches;
+  int lookahead = 0;
+  for (const auto& program : s.programs) {
+    std::vector<size_t> pass_start(size_t(t) * size_t(k), program.size());  // forward_pass_start of every mb
+    for (size_t i = program.size(); i-- > 0;) {
+      const PipeInstr& in = program[i];
+      if (in.mb >= 0 && size_t(in.mb) < pass_start.size() &&
+          (in.op == PipeOp::RecvAct || in.op == PipeOp::PredictWeights || in.op == PipeOp::Forward))
+        pass_start[size_t(in.mb)] = i;
+    }
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (program[i].op != PipeOp::OptimizerStep) continue;
+      const int n = program[i].mb;
+      while (n + 1 + lookahead < k && pass_start[size_t(t * (n + 1 + lookahead) - 1)] < i) ++lookahead;
+    }
+  }
+  return lookahead;
 }
 
 void insert_communication(PipeSchedule& s) {

@@ -62,6 +62,19 @@ PipeSchedule one_f_one_b_schedule(int stages, int micro_batches);
 // the simulation places after that update (insert_tied_exchange()).
 PipeSchedule xpipe_schedule(int stages, int micro_batches_per_mini_batch, int mini_batches);
 
+// XPipe, stopping a stream early: a stage may switch from the list of a stream of k
+// mini-batches to the list of k' < k at the first instruction of the forward pass (its
+// RecvAct or PredictWeights) of micro-batch k' T - 1, the last of mini-batch k' - 1: up to
+// there the two lists agree in every instruction but the look-ahead of predictions
+// (checked in tests). The stop is agreed at the stages' updates: a request seen at the
+// update of mini-batch n ends the stream after mini-batch n + L, where L is the smallest
+// look-ahead for which every stage has made that update before the pass where it must
+// switch. Returns L.
+int xpipe_stop_lookahead(const PipeSchedule& s);
+// The first instruction of the forward pass of micro-batch mb on `stage` (its RecvAct or
+// PredictWeights, else the Forward): the index where a stop must be known.
+size_t forward_pass_start(const StageProgram& program, int mb);
+
 // Adds RecvAct before each Forward and SendAct after it (except at the pipeline's ends),
 // RecvGrad before each Backward and SendGrad after it. Idempotent on lists that have them.
 void insert_communication(PipeSchedule& s);

@@ -1,0 +1,26 @@
+// What a restart compares: the deck a checkpoint was written with against the current one.
+#include <catch2/catch.hpp>
+
+#include "core/deck.hpp"
+#include "core/deck_changes.hpp"
+#include "core/error.hpp"
+
+using namespace strata;
+
+TEST_CASE("deck_changes lists the keys whose values differ, sorted", "[core][deck]") {
+  const std::string base = "[data]\nkind = \"random\"\n";
+  const Deck a = parse_deck(base, "a.toml", {"run.steps=10", "optim.lr=0.001"});
+  const Deck b = parse_deck(base, "b.toml", {"run.steps=20", "optim.lr=0.001", "model.n_head=8", "model.n_embd=256"});
+  CHECK(deck_changes(a.resolved_toml, a.resolved_toml).empty());
+  const auto changes = deck_changes(a.resolved_toml, b.resolved_toml);
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].key == "model.n_head");
+  CHECK(changes[0].before == "4");
+  CHECK(changes[0].after == "8");
+  CHECK(changes[1].key == "run.steps");
+  // a key the older deck did not have
+  const auto added = deck_changes("[run]\nsteps = 20\n", "[run]\nsteps = 20\nstop_timeout = 60.0\n");
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].before == "(absent)");
+  CHECK_THROWS_AS(deck_changes("[run", b.resolved_toml), UserError);
+}

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Faults of the kind a cluster produces, through the real executable on 2 ranks. Each
+# scenario asserts the exit code, the one-line message, a bound on the time from the fault
+# to the job's end, and what survives: the newest good checkpoint is LATEST, verifies
+# (strata inspect) and restarts to the uninterrupted run's losses.
+#   I/O errors (LD_PRELOAD shim: write, fsync, rename failing on one rank or all), a full
+#   file system (a small tmpfs, when this runs as root), divergence (stop and skip), a
+#   rank-local error after set-up, kill -9 of one rank inside a checkpoint write, SIGTERM
+#   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
+#   lost or dangling, a model mismatch, two runs on one directory, a fresh start over
+#   checkpoints.
+# Usage: test_faults.sh STRATA MPIEXEC SHIM.so
+set -u
+strata=$1
+mpiexec=$2
+shim=$3
+source "$(dirname "$0")/../support/test_lib.sh"
+cd "$work"
+marker="strata-fault-test-$$"  # in every job's command line, so only this test's processes are touched
+on_exit "pkill -9 -f '$marker' 2>/dev/null; umount '$work/tmpfs' 2>/dev/null"
+
+cat > deck.toml <<'DECK'
+[run]
+steps = 12
+log_every = 1
+checkpoint_every = 4
+keep_checkpoints = 3
+seed = 3
+[model]
+n_layer = 2
+n_embd = 32
+n_head = 4
+seq_len = 32
+[data]
+files = ["/usr/share/games/fortunes/*"]
+batch_size = 8
+[parallel]
+data = 2
+DECK
+out=runs-$marker
+# run NAME [strata args...]; extra environment for the ranks in $RANK_ENV
+run() {
+  local name=$1
+  shift
+  timeout 120 "$mpiexec" -n 2 env ${RANK_ENV:-} "$strata" train deck.toml --set run.out_dir=$out --set run.name=$name "$@"
+}
+now() { date +%s.%N; }
+elapsed() { echo "$(now) - $1" | bc; }
+within() { [ "$(echo "$1 <= $2" | bc)" = 1 ]; }  # seconds bound
+pid_of_rank() {  # NAME RANK: the pid of that rank of the job running run.name=NAME
+  for p in $(pgrep -x strata); do
+    { tr '\0' '\n' </proc/$p/environ; } 2>/dev/null | grep -qx "PMI_RANK=$2" &&
+      { tr '\0' ' ' </proc/$p/cmdline; } 2>/dev/null | grep -q -- "run.name=$1" && echo $p
+  done | head -1
+}
+wait_for() {  # file pattern seconds
+  for _ in $(seq 1 $(($3 * 10))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+same_losses() { diff <(cut -d, -f1,2 $out/full/metrics.csv) <(cut -d, -f1,2 $out/$1/metrics.csv) >/dev/null; }
+
+# survives NAME LATEST [killed]: LATEST names that file, no temporary file is left (unless
+# the job was killed inside the write), it verifies, and a restart from it reproduces
+# every loss of the uninterrupted run
+survives() {
+  local d=$out/$1/checkpoints
+  if [ "$(cat $d/LATEST 2>/dev/null)" != "$2" ] || { [ -z "${3:-}" ] && ls $d | grep -q '\.tmp$'; }; then
+    fail "$1: LATEST is '$(cat $d/LATEST 2>/dev/null)', wanted $2; files: $(ls $d | tr '\n' ' ')"
+    return
+  fi
+  timeout 60 "$strata" inspect $d/$2 2>&1 | grep -q "all checksums ok" || { fail "$1: $2 does not verify"; return; }
+  if run $1 --restart latest >$1-restart.log 2>&1 && same_losses $1; then
+    ok "$1: $2 is LATEST, verifies, and the restart reproduces the uninterrupted run's losses"
+  else
+    fail "$1: the restart from $2"; tail -3 $1-restart.log
+  fi
+}
+
+# fault NAME CODE TEXT SECONDS [strata args...]: the job exits with CODE within SECONDS,
+# and stderr holds TEXT on a "strata: error" line
+fault() {
+  local name=$1 code=$2 text=$3 bound=$4
+  shift 4
+  local t0 rc took
+  t0=$(now)
+  run $name "$@" >$name.out 2>$name.err
+  rc=$?
+  took=$(elapsed $t0)
+  if [ $rc -eq $code ] && grep "strata: error" $name.err | grep -qF -- "$text" && within $took $bound; then
+    ok "$name: exit $code in $(printf %.1f $took) s: $(grep -m1 'strata: error' $name.err | cut -c1-150)"
+  else
+    fail "$name: exit $rc (wanted $code) after $(printf %.1f $took) s (bound $bound), wanted '$text'; stderr:"
+    sed 's/^/    /' $name.err | head -8
+  fi
+}
+
+# --- the reference: uninterrupted
+run full >full.log 2>&1 || { fail "the uninterrupted run"; cat full.log; }
+
+# --- I/O errors at the step-8 checkpoint, injected by the shim
+io_fault() {  # NAME OP ERRNO RANK TEXT
+  RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=$2 STRATA_FAULT_ERRNO=$3 STRATA_FAULT_RANK=$4 STRATA_FAULT_PATH=ckpt_00000008" \
+    fault $1 4 "$5" 20
+  survives $1 ckpt_00000004.h5
+}
+io_fault write-rank1 write EIO 1 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on"
+io_fault nospace-rank0 write ENOSPC 0 "No space left on device"
+io_fault fsync-all fsync EIO "" "fsync: Input/output error"
+io_fault quota-rename rename EDQUOT 0 "cannot rename $out/quota-rename/checkpoints/ckpt_00000008.h5.tmp"
+[ "$(grep -c 'strata: error' quota-rename.err)" -eq 1 ] && ok "an error all ranks agree on is one line" ||
+  fail "quota-rename printed $(grep -c 'strata: error' quota-rename.err) error lines"
+
+# --- a full file system: room for the step-4 checkpoint, not for the step-8 one
+size=$(stat -c %s $out/full/checkpoints/ckpt_00000012.h5)
+mkdir -p tmpfs
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=$(( (1048576 + size * 16 / 10) / 1024 ))k tmpfs tmpfs 2>/dev/null; then
+  t0=$(now)
+  timeout 60 "$mpiexec" -n 2 "$strata" train deck.toml --set run.out_dir=tmpfs --set run.name=$marker >tmpfs.out 2>tmpfs.err
+  rc=$?
+  if [ $rc -eq 4 ] && grep -q "strata: error: checkpoint ckpt_00000008.h5 not published: rank 0: no room: it needs about" tmpfs.err &&
+     [ "$(cat tmpfs/$marker/checkpoints/LATEST)" = ckpt_00000004.h5 ] && ! ls tmpfs/$marker/checkpoints | grep -q tmp; then
+    ok "full file system: refused before writing, exit 4 in $(printf %.1f $(elapsed $t0)) s: $(cut -c1-150 tmpfs.err)"
+  else
+    fail "full file system: exit $rc"; cat tmpfs.err; ls -l tmpfs/$marker/checkpoints
+  fi
+  umount tmpfs
+else
+  echo "skipped: the full-file-system case needs root to mount a tmpfs"
+fi
+
+# --- divergence after a restart: nothing published, nothing pruned
+cp -r $out/full $out/diverge
+before=$(ls $out/diverge/checkpoints | tr '\n' ' ')
+# (whichever comes first: a step's non-finite loss, or the checkpoint's non-finite validation loss)
+fault diverge 5 "nan" 20 --restart $out/diverge/checkpoints/ckpt_00000008.h5 --set optim.lr=1e10 \
+  --set optim.warmup_steps=0 --set optim.grad_clip=0 --set run.checkpoint_every=1
+[ "$(ls $out/diverge/checkpoints | tr '\n' ' ')" = "$before" ] && [ "$(cat $out/diverge/checkpoints/LATEST)" = ckpt_00000012.h5 ] &&
+  ok "diverge: every checkpoint is still there and LATEST unchanged" || fail "diverge: checkpoints now $(ls $out/diverge/checkpoints)"
+cp -r $out/full $out/skip
+fault skip 5 "3 steps in a row skipped (run.max_skipped_steps)" 20 --restart $out/skip/checkpoints/ckpt_00000008.h5 \
+  --set optim.lr=1e10 --set optim.warmup_steps=0 --set optim.grad_clip=0 --set run.on_nonfinite=skip --set run.max_skipped_steps=3
+grep -q "skipped (run.on_nonfinite = \"skip\")" skip.err && ok "skip: each skipped step is logged" || fail "skip: no warnings"
+
+# --- a rank-local error after set-up ends every rank
+RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15
+survives rank-error ckpt_00000004.h5
+
+# --- kill -9 of one rank inside the step-8 checkpoint write
+RANK_ENV="STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=8" run kill9 >kill9.log 2>&1 &
+job=$!
+if wait_for kill9.log "pausing inside the checkpoint write" 60; then
+  t0=$(now)
+  kill -9 "$(pid_of_rank kill9 1)"
+  wait $job
+  rc=$?
+  took=$(elapsed $t0)
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && within $took 15 && ok "kill -9 of rank 1 mid-write: the job ends (exit $rc) in $(printf %.1f $took) s" ||
+    fail "kill -9 mid-write: exit $rc after $took s"
+  survives kill9 ckpt_00000004.h5 killed
+else
+  fail "kill9: the test hook never paused"; kill -9 $job
+fi
+
+# --- SIGTERM to a job stuck in a collective: rank 1 hangs before step 6, rank 0 waits in it
+stuck() {  # NAME SIGNALS... : signals go to both ranks, 2.5 s apart
+  local name=$1
+  shift
+  RANK_ENV="STRATA_TEST_FAULT=hang:6:1" run $name --set run.stop_timeout=$stop_timeout >$name.out 2>$name.err &
+  local job=$! t0
+  wait_for $name.err "rank 1 hangs before step 6" 60 || { fail "$name: never hung"; kill -9 $job; return; }
+  sleep 0.5
+  t0=$(now)
+  for s in "$@"; do
+    kill -$s "$(pid_of_rank $name 0)" "$(pid_of_rank $name 1)"
+    sleep 2.5
+  done
+  wait $job
+  echo "$? $(elapsed $t0)" >$name.rc
+}
+stop_timeout=3 stuck watchdog TERM
+read rc took <watchdog.rc
+[ "$rc" = 143 ] && within $took 8 && grep -q "SIGTERM asked to stop 3 s ago, but this rank never reached a step boundary" watchdog.err &&
+  ok "SIGTERM to a stuck job: the watchdog ends it (exit 143) in $(printf %.1f $took) s" || { fail "watchdog: exit $rc after $took s"; cat watchdog.err; }
+survives watchdog ckpt_00000004.h5
+stop_timeout=600 stuck second TERM TERM
+read rc took <second.rc
+[ "$rc" = 143 ] && within $took 6 && grep -q "second SIGTERM: exiting at once, without a checkpoint" second.err &&
+  ok "a second SIGTERM ends a stuck job at once (exit 143, $(printf %.1f $took) s after the first)" || { fail "second signal: exit $rc after $took s"; cat second.err; }
+
+# --- XPipe looks at stop requests inside its streams
+xpipe=(--set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set parallel.micro_batches=2
+       --set run.steps=100000 --set run.log_every=100000 --set run.checkpoint_every=0)
+run xpipe "${xpipe[@]}" >xpipe.log 2>&1 &
+job=$!
+if wait_for xpipe.log "step     1/100000" 60; then
+  sleep 1
+  t0=$(now)
+  kill -USR1 "$(pid_of_rank xpipe 1)"
+  wait $job
+  rc=$?
+  took=$(elapsed $t0)
+  step=$(sed -nE 's/.*stopping after step ([0-9]+) of 100000 .*/\1/p' xpipe.log)
+  if [ $rc -eq 0 ] && [ -n "$step" ] && within $took 10 && [ "$(cat $out/xpipe/checkpoints/LATEST)" = "$(printf 'ckpt_%08d.h5' $step)" ]; then
+    ok "XPipe: SIGUSR1 to rank 1 mid-stream: checkpoint at step $step and exit 0 in $(printf %.2f $took) s"
+    run xpipe "${xpipe[@]}" --set run.steps=$((step + 3)) --restart latest >xpipe2.log 2>&1 &&
+      grep -q "step $(printf '%5d' $((step + 3)))/" xpipe2.log && ok "XPipe: the next job continues from step $step" ||
+      { fail "XPipe: no continuation"; tail -3 xpipe2.log; }
+  else
+    fail "XPipe stop: exit $rc after $took s, step '$step'"; tail -5 xpipe.log
+  fi
+else
+  fail "XPipe run never started"; cat xpipe.log; kill -9 $job
+fi
+
+# --- LATEST lost, or naming a file that is gone: the newest checkpoint that checks out
+for case in lost dangling; do
+  cp -r $out/full $out/$case
+  rm $out/$case/checkpoints/ckpt_00000012.h5
+  if [ $case = lost ]; then rm $out/$case/checkpoints/LATEST; want="there is no LATEST file"; else want="LATEST names 'ckpt_00000012.h5', which does not exist"; fi
+  if run $case --restart latest >$case.log 2>&1 && grep -q "$want: restarting from the newest checkpoint that checks out, ckpt_00000008.h5" $case.log &&
+     same_losses $case; then
+    ok "LATEST $case: restarted from ckpt_00000008.h5, as the log says, on the same trajectory"
+  else
+    fail "LATEST $case"; grep strata: $case.log | head -5
+  fi
+done
+
+# --- a checkpoint of another model, another seed
+fault mismatch 2 "was written with model.n_head = 4, the deck has 8" 20 --restart $out/full/checkpoints/ckpt_00000008.h5 --set model.n_head=8
+fault seed 2 "was written with run.seed = 3, the deck has 4" 20 --restart $out/full/checkpoints/ckpt_00000008.h5 --set run.seed=4
+run changed --restart $out/full/checkpoints/ckpt_00000008.h5 --set optim.lr=1e-4 >changed.log 2>&1 &&
+  grep -q "changed since the checkpoint: optim.lr 0.00029999999999999997 -> 0.0001, run.name \"full\" -> \"changed\"" changed.log &&
+  ok "the restart log lists what changed" || { fail "changes not listed"; grep restart changed.log; }
+
+# --- two runs on one directory; a fresh start over checkpoints
+run busy --set run.steps=100000 --set run.checkpoint_every=0 >busy.log 2>&1 &
+job=$!
+if wait_for busy.log "step     2/" 60; then
+  fault busy 2 "run directory '$out/busy' is in use by another job (host " 10 --restart latest
+  kill -TERM "$(pid_of_rank busy 0)"
+  wait $job
+else
+  fail "busy: the first run never started"; kill -9 $job
+fi
+fault full 2 "run directory '$out/full' already has checkpoints (newest ckpt_00000012.h5): resume with --restart latest" 20
+mkdir -p $out/metrics-dir/metrics.csv
+fault metrics-dir 2 "cannot write metrics file '$out/metrics-dir/metrics.csv': Is a directory" 20
+cp -r $out/full $out/over
+if run over --fresh >over.log 2>&1 && grep -q "the previous checkpoints are kept in $out/over/checkpoints.replaced-" over.log &&
+   ls -d $out/over/checkpoints.replaced-*/ckpt_00000012.h5 >/dev/null && same_losses over; then
+  ok "--fresh starts over and keeps the old checkpoints aside"
+else
+  fail "--fresh"; tail -3 over.log
+fi
+finish
