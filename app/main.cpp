@@ -286,10 +286,7 @@ int main(int argc, char** argv) {
       collective_error = false;
       code = strata::kExitInternal;
     }
-    if (!collective_error) {
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, code);
-    }
+    if (!collective_error) strata::abort_job(MPI_COMM_WORLD, code);
   }
   MPI_Finalize();
   return code;

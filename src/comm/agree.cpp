@@ -1,5 +1,8 @@
 #include "comm/agree.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +49,14 @@ void agreed(MPI_Comm comm, const std::function<void()>& phase) {
     err = std::current_exception();
   }
   agree_on_error(comm, err);
+}
+
+void abort_job(MPI_Comm comm, int exit_code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::usleep(300 * 1000);
+  MPI_Abort(comm, exit_code);
+  ::_exit(exit_code);  // MPI_Abort does not return; should it, the rank still ends
 }
 
 }  // namespace strata

@@ -17,4 +17,10 @@ void agree_on_error(MPI_Comm comm, std::exception_ptr local_error);
 // Runs phase() on every rank and agrees on its outcome: agree_on_error(comm, what it threw).
 void agreed(MPI_Comm comm, const std::function<void()>& phase);
 
+// The other way a failure ends every rank, when no agreement can be reached (the others
+// wait in a collective): flushes this rank's output, waits a moment so that the launcher
+// forwards it (seen here: MPICH's mpiexec dropped an aborting rank's last line about one
+// time in three without the wait), then MPI_Abort(comm, exit_code).
+[[noreturn]] void abort_job(MPI_Comm comm, int exit_code);
+
 }  // namespace strata

@@ -69,21 +69,24 @@ CheckpointPublisher::Written CheckpointPublisher::publish(const TrainingState& s
     dir_.discard(step);
     std::fprintf(stderr, "strata: error: checkpoint %s not published: rank %d: %s; a failed collective write "
                          "cannot be undone, so the job ends%s\n", name.c_str(), rank_, why.c_str(), still().c_str());
-    std::fflush(stderr);
-    MPI_Abort(world_, kExitIoError);
+    abort_job(world_, kExitIoError);
   };
+  const double t1 = Timers::now();
   phase([&] {
     write_model_checkpoint(dir_.temp_path(step), world_, data_rank, data_size, params, state, deck, layout,
                            pause_midway, end_job);
   });
+  const double t2 = Timers::now();
+  double read_back = 0;
   phase([&] {
     if (rank_ != 0) return;
     const std::string problem = check_checkpoint_file(dir_.temp_path(step), params, step);
     if (!problem.empty()) throw IoError("the written file does not read back: " + problem);
+    read_back = Timers::now() - t2;
     dir_.publish(step);
   });
   written_.push_back(step);
-  Written out{dir_.final_path(step), bytes, Timers::now() - t0};
+  Written out{dir_.final_path(step), bytes, Timers::now() - t0, t1 - t0 + read_back};
   if (rank_ == 0) dir_.prune(keep_, written_, protect_);
   return out;
 }

@@ -33,7 +33,8 @@ class CheckpointPublisher {
   struct Written {
     std::string path;
     int64_t bytes = 0;
-    double seconds = 0;
+    double seconds = 0;        // all of it
+    double check_seconds = 0;  // of it, the checks before the write and the read-back after it
   };
   // Collective. data_rank/data_size: this rank's data replica (replicas share the writing).
   // pause_midway: the test hook of write_model_checkpoint.

@@ -174,6 +174,7 @@ TrainResult RunLoop::run() {
   // a stop request as a streaming job asks for it inside a round: a signal, or (rank 0)
   // the wall-time budget at the rate of the rounds so far
   int64_t steps_before_round = 0;
+  double slowest_step = 0;
   const std::function<bool()> stop_requested = [&] {
     return stop_signal_received() != 0 ||
            (rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - t_start, steps_before_round,
@@ -186,9 +187,13 @@ TrainResult RunLoop::run() {
     timers_.start("step");
     const std::vector<StepOutcome> done =
         job_.train_round(first, round_end(first) - first + 1, optim, timers_, stop_requested);
-    timers_.stop("step");
+    const double round_seconds = timers_.stop("step");
     const int64_t step = first + int64_t(done.size()) - 1;  // this round: steps first..step (0-based)
     next = step + 1;
+    // a stop is taken up within a step (XPipe: a few steps and a drain): ten of the
+    // slowest seen are what a healthy rank may need
+    slowest_step = std::max(slowest_step, round_seconds / double(done.size()));
+    watchdog.expect_at_most(10 * slowest_step);
     window_steps += int64_t(done.size());
     // a step whose loss or gradient norm is not finite was not applied: stop, or skip it
     // (the loss and the norm are global values, the same on every rank: so is the decision)
@@ -279,9 +284,9 @@ TrainResult RunLoop::run() {
                               job_.layout(), job_.grid().data_rank(), job_.grid().data_size(),
                               faults.pause_checkpoint_at == step + 1);
       last_checkpoint_seconds_ = written.seconds;
-      log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s), val loss %.4f", written.path.c_str(),
-                       double(written.bytes) / (1 << 20), written.seconds,
-                       double(written.bytes) / 1e6 / std::max(written.seconds, 1e-9), val.loss));
+      log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s; checks %.3f s), val loss %.4f",
+                       written.path.c_str(), double(written.bytes) / (1 << 20), written.seconds,
+                       double(written.bytes) / 1e6 / std::max(written.seconds, 1e-9), written.check_seconds, val.loss));
       exclude(timers_.stop("checkpoint"), comm_before);
     }
     for (int64_t s = first; s <= step; ++s) job_.after_step(s + 1);  // after the checkpoint's evaluation

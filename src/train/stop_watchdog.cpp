@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -31,7 +32,8 @@ void StopWatchdog::watch() {
       seen = clock::now();
     }
     const double waited = std::chrono::duration<double>(clock::now() - seen).count();
-    if (waited > timeout_) {
+    const double limit = std::max(timeout_, floor_.load());
+    if (waited > limit) {
       std::fprintf(stderr,
                    "strata: error: rank %d: %s asked to stop %.0f s ago, but this rank never reached a step "
                    "boundary (stuck in a collective or a stalled write?): exiting without a checkpoint "

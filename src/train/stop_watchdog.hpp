@@ -1,6 +1,7 @@
 #pragma once
 // Ends this rank when a stop request (stop_signals.hpp) has not been taken up by the run
-// loop within `timeout` seconds: a rank stuck in a collective (a peer hangs, a file
+// loop within `timeout` seconds (or what the loop expects a healthy round to need, if
+// longer): a rank stuck in a collective (a peer hangs, a file
 // system stalls) never reaches the step boundary where stops are agreed. It prints one
 // line naming the rank and the signal, and exits with 128 + signal without MPI_Finalize,
 // which makes the launcher (mpiexec, srun) end the other ranks. A thread polls the flag
@@ -19,10 +20,15 @@ class StopWatchdog {
   StopWatchdog& operator=(const StopWatchdog&) = delete;
   // The run loop has agreed to stop: from now on the stop is being honoured.
   void acknowledge() { acknowledged_ = true; }
+  // The longest a healthy rank may need to reach the next step boundary, as the run loop
+  // has measured it: the timeout is at least this (a step of a large model can take
+  // longer than run.stop_timeout).
+  void expect_at_most(double seconds) { floor_ = seconds; }
 
  private:
   void watch();
   double timeout_;
+  std::atomic<double> floor_{0};
   int rank_;
   std::atomic<bool> acknowledged_{false}, done_{false};
   std::thread thread_;

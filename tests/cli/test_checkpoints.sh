@@ -12,6 +12,7 @@
 #  - inspect and generate.
 # Usage: test_checkpoints.sh STRATA MPIEXEC
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
 strata=$1
 mpiexec=$2
 work=$(mktemp -d)
@@ -30,24 +31,7 @@ wait_for() {  # file pattern seconds
   return 1
 }
 
-cat > deck.toml <<'DECK'
-[run]
-steps = 12
-log_every = 1
-checkpoint_every = 4
-keep_checkpoints = 3
-seed = 3
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-seq_len = 32
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[parallel]
-data = 2
-DECK
+cp "$here/../support/ckpt-deck.toml" deck.toml
 run() { timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.out_dir=runs-$marker "$@"; }
 
 # --- the reference: uninterrupted

@@ -11,32 +11,16 @@
 #   checkpoints.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
 strata=$1
 mpiexec=$2
 shim=$3
-source "$(dirname "$0")/../support/test_lib.sh"
+source "$here/../support/test_lib.sh"
 cd "$work"
 marker="strata-fault-test-$$"  # in every job's command line, so only this test's processes are touched
 on_exit "pkill -9 -f '$marker' 2>/dev/null; umount '$work/tmpfs' 2>/dev/null"
 
-cat > deck.toml <<'DECK'
-[run]
-steps = 12
-log_every = 1
-checkpoint_every = 4
-keep_checkpoints = 3
-seed = 3
-[model]
-n_layer = 2
-n_embd = 32
-n_head = 4
-seq_len = 32
-[data]
-files = ["/usr/share/games/fortunes/*"]
-batch_size = 8
-[parallel]
-data = 2
-DECK
+cp "$here/../support/ckpt-deck.toml" deck.toml
 out=runs-$marker
 # run NAME [strata args...]; extra environment for the ranks in $RANK_ENV
 run() {
