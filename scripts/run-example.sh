@@ -16,4 +16,10 @@ scripts/build.sh
 # ranks = data x pipeline x tensor_rows x tensor_cols of the deck's [parallel] section
 np=$(awk -F= '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|tensor_rows|tensor_cols) *$/ {n*=$2+0} BEGIN{n=1} END{print n}' "$deck")
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# an example starts over each time (--fresh moves an earlier run's checkpoints aside),
+# unless it is told to resume (--restart) or to start over itself
+case " $* " in
+  *" --restart"* | *" --fresh "*) ;;
+  *) set -- "$@" --fresh ;;
+esac
 exec mpiexec -n "$np" build/release/bin/strata train "$deck" "$@"
