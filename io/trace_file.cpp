@@ -48,6 +48,8 @@ void write_chrome_trace(const std::string& path, MPI_Comm comm, const TraceRecor
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   for (int r = 0; r < size; ++r) out << (r ? ",\n" : "") << all.substr(size_t(offsets[r]), size_t(lengths[r]));
   out << "\n]}\n";
+  out.close();
+  if (!out) throw IoError("writing the trace file '" + path + "' failed (disk full?)");
 }
 
 }  // namespace strata
