@@ -65,29 +65,7 @@ else
 fi
 
 # --- layer-parallel MGRIT (inexact, warm-started solves): a restart repeats the run bit for bit
-cat > resnet.toml <<'DECK'
-[run]
-steps = 6
-log_every = 1
-checkpoint_every = 3
-val_every = 2
-val_batches = 2
-seed = 5
-[model]
-kind = "resnet"
-n_layer = 8
-n_embd = 16
-[data]
-kind = "images"
-batch_size = 20
-[parallel]
-pipeline = 2
-[layerpar]
-levels = 2
-cfactor = 2
-fwd_iterations = 1
-bwd_iterations = 1
-DECK
+cp "$here/../support/resnet-ckpt-deck.toml" resnet.toml
 rrun() { timeout 120 "$mpiexec" -n 2 "$strata" train resnet.toml --set run.out_dir=runs-$marker "$@"; }
 if rrun --set run.name=mgrit-full >mgrit-full.log 2>&1 &&
    rrun --set run.name=mgrit-resumed --restart runs-$marker/mgrit-full/checkpoints/ckpt_00000003.h5 >mgrit-resumed.log 2>&1; then

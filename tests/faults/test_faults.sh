@@ -95,34 +95,17 @@ io_fault quota-rename rename EDQUOT 0 "cannot rename $out/quota-rename/checkpoin
   fail "quota-rename printed $(grep -c 'strata: error' quota-rename.err) error lines"
 
 # --- the same run loop for the layer-parallel residual network: a failed fsync, divergence
-cat > resnet.toml <<'DECK'
-[run]
-steps = 8
-log_every = 1
-checkpoint_every = 4
-seed = 5
-[model]
-kind = "resnet"
-n_layer = 8
-n_embd = 16
-[data]
-kind = "images"
-batch_size = 20
-[parallel]
-pipeline = 2
-[layerpar]
-levels = 2
-cfactor = 2
-DECK
+cp "$here/../support/resnet-ckpt-deck.toml" resnet.toml
+resnet=(--set run.steps=8 --set run.checkpoint_every=4 --set run.out_dir=$out --set run.name=resnet)
 t0=$(now)
 timeout 60 "$mpiexec" -n 2 env LD_PRELOAD=$shim STRATA_FAULT_OP=fsync STRATA_FAULT_PATH=ckpt_00000008 "$strata" train resnet.toml \
-  --set run.out_dir=$out --set run.name=resnet >resnet.out 2>resnet.err
+  "${resnet[@]}" >resnet.out 2>resnet.err
 rc=$?
 [ $rc -eq 4 ] && grep -q "strata: error: checkpoint ckpt_00000008.h5 not published: rank .: MPI-IO on .* failed: fsync: Input/output error" resnet.err &&
   [ "$(cat $out/resnet/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
   ok "resnet (MGRIT): a failed fsync: exit 4 in $(printf %.1f $(elapsed $t0)) s, LATEST still ckpt_00000004.h5" ||
   { fail "resnet fsync: exit $rc"; cat resnet.err; }
-timeout 60 "$mpiexec" -n 2 "$strata" train resnet.toml --set run.out_dir=$out --set run.name=resnet --restart latest \
+timeout 60 "$mpiexec" -n 2 "$strata" train resnet.toml "${resnet[@]}" --restart latest \
   --set optim.lr=1e30 --set optim.grad_clip=0 --set run.steps=16 >resnet2.out 2>resnet2.err
 rc=$?
 [ $rc -eq 5 ] && grep -q "strata: error: .*nan" resnet2.err && [ "$(cat $out/resnet/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
