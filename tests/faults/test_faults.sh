@@ -94,6 +94,13 @@ io_fault quota-rename rename EDQUOT 0 "cannot rename $out/quota-rename/checkpoin
 [ "$(grep -c 'strata: error' quota-rename.err)" -eq 1 ] && ok "an error all ranks agree on is one line" ||
   fail "quota-rename printed $(grep -c 'strata: error' quota-rename.err) error lines"
 
+# --- metrics.csv stops taking rows mid-run (the header and 6 rows pass): the run stops
+# with a checkpoint at the next step and exit 4
+RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_RANK=0 STRATA_FAULT_PATH=metrics.csv STRATA_FAULT_AFTER=7" \
+  fault metrics-full 4 "metrics.csv: a row could not be written: Input/output error (stopped after step 7, with a checkpoint)" 20
+[ "$(cat $out/metrics-full/checkpoints/LATEST)" = ckpt_00000007.h5 ] && ok "metrics-full: the stop wrote ckpt_00000007.h5" ||
+  fail "metrics-full: LATEST is $(cat $out/metrics-full/checkpoints/LATEST)"
+
 # --- the same run loop for the layer-parallel residual network: a failed fsync, divergence
 cp "$here/../support/resnet-ckpt-deck.toml" resnet.toml
 resnet=(--set run.steps=8 --set run.checkpoint_every=4 --set run.out_dir=$out --set run.name=resnet)
