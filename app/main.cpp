@@ -182,6 +182,15 @@ int run_generate(int rank, const std::string& path, const strata::GenerateOption
   return strata::kExitOk;
 }
 
+// strata deck: the resolved deck, or the reference of every key.
+int run_deck(int rank, const std::string& path, const std::vector<std::string>& overrides, bool reference) {
+  if (reference == !path.empty())
+    throw strata::UserError("strata deck: give a deck file, or --reference (not both)");
+  const std::string text = reference ? strata::deck_reference() : strata::load_deck(path, overrides).resolved_toml;
+  if (rank == 0) std::cout << text << std::flush;
+  return strata::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +255,13 @@ int main(int argc, char** argv) {
     calibrate->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
     calibrate->add_option("--out", machine_out, "machine file to write (default: print it)");
     calibrate->add_option("--name", machine_name, "the machine's name in the file");
+    bool reference = false;
+    auto* deck_cmd = app.add_subcommand(
+        "deck", "check a deck and print it resolved (defaults and --set applied), or print the reference of every key");
+    deck_cmd->add_option("deck", deck_path, "deck file (TOML)");
+    deck_cmd->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
+    deck_cmd->add_flag("--reference", reference,
+                       "print every key's type, default, allowed values and meaning (Markdown; docs/deck.md)");
     auto* inspect = app.add_subcommand("inspect", "print a checkpoint's step, layout, deck and tensors, verifying checksums");
     inspect->add_option("checkpoint", checkpoint, "checkpoint file (.h5)")->required();
     auto* generate = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
@@ -267,6 +283,7 @@ int main(int argc, char** argv) {
       if (*train) code = run_train(deck_path, overrides, train_opts);
       if (*plan) code = run_plan(rank, deck_path, overrides, plan_request);
       if (*calibrate) code = run_calibrate(rank, deck_path, overrides, machine_out, machine_name);
+      if (*deck_cmd) code = run_deck(rank, deck_path, overrides, reference);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);
     } catch (const strata::StrataError& e) {

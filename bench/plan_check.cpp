@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         // what this rank's stage should have sent over the run: one round per step, or for
         // XPipe the trainer's two streams (the first step alone, then the rest)
         const int stage = trainer.grid().coords().pipeline;
-        const bool xpipe = l.pipeline > 1 && l.schedule == "xpipe";
+        const bool xpipe = l.pipeline > 1 && l.schedule == Schedule::XPipe;
         Traffic predicted;
         if (xpipe) {
           predicted.add(stage_traffic(d, l, stage, 1));

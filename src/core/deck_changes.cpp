@@ -1,5 +1,6 @@
 #include "core/deck_changes.hpp"
 
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <toml.hpp>
@@ -24,7 +25,10 @@ std::vector<std::pair<std::string, std::string>> flatten(const std::string& text
   for (const auto& [section, table] : root.as_table()) {
     if (!table.is_table()) continue;
     for (const auto& [key, value] : table.as_table()) {
-      std::string v = toml::format(value);
+      // a whole number reads the same written as 1 or 1.0 (older resolved decks wrote 1)
+      const bool whole = value.is_floating() && value.as_floating() == std::floor(value.as_floating()) &&
+                         std::fabs(value.as_floating()) < 1e15;
+      std::string v = whole ? std::to_string(int64_t(value.as_floating())) : toml::format(value);
       while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
       out.emplace_back(section + "." + key, v);
     }

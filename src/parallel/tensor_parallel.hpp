@@ -7,11 +7,10 @@
 //           heads, the MLP's hidden units and the vocabulary split t ways.
 //   TwoD  : Optimus' split over a q x q grid: rank (i, j) holds activations
 //           [batch block i, hidden block j] and weights [in block i, out block j].
+#include "core/parallel_modes.hpp"
 #include "parallel/summa.hpp"
 
 namespace strata {
-
-enum class TensorMode { Serial, OneD, TwoD };
 
 struct TensorParallel {
   TensorMode mode = TensorMode::Serial;

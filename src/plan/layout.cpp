@@ -8,7 +8,7 @@ namespace strata {
 
 std::string Layout::name() const {
   std::string s = "data=" + std::to_string(data);
-  if (pipeline > 1) s += " pipeline=" + std::to_string(pipeline) + ":" + schedule + ":" + std::to_string(micro_batches) + "mb";
+  if (pipeline > 1) s += " pipeline=" + std::to_string(pipeline) + ":" + to_string(schedule) + ":" + std::to_string(micro_batches) + "mb";
   if (tensor == TensorMode::OneD) s += " tensor=1d:" + std::to_string(t);
   if (tensor == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(q) + "x" + std::to_string(q);
   return s;
@@ -19,7 +19,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   auto& p = d.parallel;
   p.data = data;
   p.pipeline = pipeline;
-  p.tensor_mode = tensor == TensorMode::TwoD ? "2d" : "1d";
+  p.tensor_mode = tensor == TensorMode::TwoD ? TensorMode::TwoD : TensorMode::OneD;
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
   p.schedule = schedule;
@@ -31,8 +31,8 @@ std::vector<std::string> Layout::overrides() const {
   const Deck d = applied_to(Deck{});
   const auto& p = d.parallel;
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
-          "parallel.tensor_mode=" + p.tensor_mode, "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
-          "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + p.schedule,
+          "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
+          "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + to_string(p.schedule),
           "parallel.micro_batches=" + std::to_string(p.micro_batches)};
 }
 
@@ -78,7 +78,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       }
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
-      for (const char* schedule : {"gpipe", "1f1b", "xpipe"})
+      for (const auto& [schedule, name] : schedule_names())
         for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
           if (replica_batch % m == 0) {
             l.schedule = schedule;

@@ -16,7 +16,7 @@ struct Layout {
   TensorMode tensor = TensorMode::Serial;
   int t = 1;  // 1D group size
   int q = 1;  // 2D grid side
-  std::string schedule = "1f1b";  // with pipeline > 1
+  Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
   int micro_batches = 1;
   int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
   int ranks() const { return data * pipeline * tensor_size(); }

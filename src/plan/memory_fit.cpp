@@ -16,7 +16,7 @@ Layout layout_of(const Deck& d) {
   l.pipeline = int(d.parallel.pipeline);
   l.schedule = d.parallel.schedule;
   l.micro_batches = int(d.parallel.micro_batches);
-  if (d.parallel.tensor_mode == "2d") {
+  if (d.parallel.tensor_mode == TensorMode::TwoD) {
     l.tensor = TensorMode::TwoD;
     l.q = int(d.parallel.tensor_rows);
   } else if (d.parallel.tensor_cols > 1) {

@@ -92,7 +92,7 @@ std::pair<int64_t, int64_t> stage_memory(const GPT<float>& model, const BlockCon
 
 MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   const int p = l.pipeline;
-  const bool xpipe = p > 1 && l.schedule == "xpipe";
+  const bool xpipe = p > 1 && l.schedule == Schedule::XPipe;
   const BlockContext micro{deck.data.batch_size / l.data / l.micro_batches, deck.model.seq_len};
   // the engine sizes its slots by the list it runs first: XPipe's stream of p + 1 mini-batches
   const PipeSimulation sim = p > 1 ? simulate_schedule(schedule_of(l, xpipe ? p + 1 : 1)) : PipeSimulation{};
@@ -112,7 +112,7 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
     return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch);
-  return pipeline_traffic(*model, schedule_of(l, l.schedule == "xpipe" ? stream_steps : 1), l.data, local_batch);
+  return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.data, local_batch);
 }
 
 StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile& machine, int stream_steps) {
@@ -120,7 +120,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
   out.layout = l;
   const Links links(l, machine);
   const int p = l.pipeline;
-  const bool xpipe = p > 1 && l.schedule == "xpipe";
+  const bool xpipe = p > 1 && l.schedule == Schedule::XPipe;
   const int64_t local_batch = deck.data.batch_size / l.data;
   const BlockContext micro{local_batch / l.micro_batches, deck.model.seq_len};
   // the lists the stages run: a flushing schedule's one mini-batch, or two XPipe streams

@@ -74,7 +74,7 @@ Trainer::~Trainer() = default;
 
 void Trainer::setup_tensor_parallel() {
   const auto& p = deck_.parallel;
-  const bool two_d = p.tensor_mode == "2d";  // even at q = 1: the 2D code path on one rank
+  const bool two_d = p.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path on one rank
   if (!two_d && p.tensor_cols == 1) return;
   tensor_comm_ = std::make_unique<Comm>(grid_->tensor_group());
   tp_.group = tensor_comm_.get();
@@ -98,7 +98,7 @@ std::string Trainer::layout() const {
   std::string s = "data=" + std::to_string(grid_->data_size());
   const auto& par = deck_.parallel;
   if (par.pipeline > 1)
-    s += " pipeline=" + std::to_string(par.pipeline) + ":" + par.schedule + ":" + std::to_string(par.micro_batches) + "mb";
+    s += " pipeline=" + std::to_string(par.pipeline) + ":" + to_string(par.schedule) + ":" + std::to_string(par.micro_batches) + "mb";
   if (tp_.mode == TensorMode::OneD) s += " tensor=1d:" + std::to_string(tp_.t);
   if (tp_.mode == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(tp_.q) + "x" + std::to_string(tp_.q);
   return s;

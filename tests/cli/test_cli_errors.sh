@@ -4,6 +4,7 @@
 set -u
 strata=$1
 mpiexec=$2
+deck_doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/deck.md
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -88,6 +89,23 @@ expect 1 'data.kind "images" goes with model.kind = "resnet"' -- train good.toml
 expect 1 "cannot write the trace file '/nonexistent/t.json'" -- train good.toml --trace /nonexistent/t.json
 if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then
   expect 2 'parallel.comm_backend = "nccl" needs a CUDA build' -- train good.toml --set parallel.data=2 --set parallel.comm_backend=nccl
+fi
+
+expect 1 "strata deck: give a deck file, or --reference (not both)" -- deck
+expect 1 'parallel.schedule must be "gpipe", "1f1b" or "xpipe" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
+
+# strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
+# reference the binary prints (regenerate: strata deck --reference > docs/deck.md)
+if "$strata" deck good.toml --set optim.lr=0.01 > resolved.toml && grep -q '^lr = 0.01$' resolved.toml &&
+   "$strata" deck resolved.toml | tail -n +2 | cmp -s - <(tail -n +2 resolved.toml); then
+  echo "ok: strata deck prints the resolved deck, and it reads back to itself"
+else
+  echo "FAIL: strata deck's resolved deck"; failures=$((failures + 1))
+fi
+if "$strata" deck --reference | cmp -s - "$deck_doc"; then
+  echo "ok: docs/deck.md is what strata deck --reference prints"
+else
+  echo "FAIL: docs/deck.md is out of date: strata deck --reference > docs/deck.md"; failures=$((failures + 1))
 fi
 
 # command-line errors: exit 2 as well

@@ -75,3 +75,35 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
   CHECK(error_of(ok, {"run.on_nonfinite=ignore"}) == "deck.toml: run.on_nonfinite must be \"stop\" or \"skip\" (got \"ignore\")");
   CHECK(error_of(ok, {"run.max_skipped_steps=0"}) == "deck.toml: run.max_skipped_steps must be >= 1");
 }
+
+TEST_CASE("the key table drives reading, the resolved deck and the reference", "[core][deck]") {
+  // every key appears in the resolved deck and the reference, in its section
+  const Deck d = parse_deck("[data]\nkind = \"random\"\n", "deck.toml");
+  const std::string ref = deck_reference();
+  for (const char* key : {"run.stop_timeout", "parallel.schedule", "layerpar.warm_start", "optim.grad_clip"}) {
+    const std::string k = std::string(key).substr(std::string(key).find('.') + 1);
+    CHECK(d.resolved_toml.find("\n" + k + " = ") != std::string::npos);
+    CHECK(ref.find("| `" + k + "` |") != std::string::npos);
+  }
+  // enums parse from their names and print back as them
+  const Deck x = parse_deck("[data]\nkind = \"random\"\n", "deck.toml",
+                            {"parallel.schedule=xpipe", "parallel.pipeline=2", "parallel.micro_batches=2",
+                             "parallel.tensor_mode=2d"});
+  CHECK(x.parallel.schedule == Schedule::XPipe);
+  CHECK(x.parallel.tensor_mode == TensorMode::TwoD);
+  CHECK(x.resolved_toml.find("schedule = \"xpipe\"") != std::string::npos);
+  CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
+        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\" or \"xpipe\" (got \"zigzag\")");
+  CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.tensor_mode=serial"}) ==
+        "deck.toml: parallel.tensor_mode must be \"1d\" or \"2d\" (got \"serial\")");
+  CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n").find(
+            "parallel.schedule must be a string, got integer") != std::string::npos);
+  // numbers are written so that they read back exactly
+  const Deck y = parse_deck("[data]\nkind = \"random\"\n", "deck.toml", {"optim.lr=0.1", "optim.eps=1e-300",
+                                                                           "run.max_walltime=3600"});
+  const Deck z = parse_deck(y.resolved_toml, "resolved");
+  CHECK(z.optim.lr == 0.1);
+  CHECK(z.optim.eps == 1e-300);
+  CHECK(z.run.max_walltime == 3600.0);
+  CHECK(y.resolved_toml.find("max_walltime = 3600.0\n") != std::string::npos);
+}

@@ -22,5 +22,8 @@ TEST_CASE("deck_changes lists the keys whose values differ, sorted", "[core][dec
   const auto added = deck_changes("[run]\nsteps = 20\n", "[run]\nsteps = 20\nstop_timeout = 60.0\n");
   REQUIRE(added.size() == 1);
   CHECK(added[0].before == "(absent)");
+  // whole numbers written as 1 (older resolved decks) and as 1.0 are the same value
+  CHECK(deck_changes("[model]\nt_final = 1\n", "[model]\nt_final = 1.0\n").empty());
+  CHECK(deck_changes("[model]\nt_final = 1\n", "[model]\nt_final = 1.5\n").size() == 1);
   CHECK_THROWS_AS(deck_changes("[run", b.resolved_toml), UserError);
 }

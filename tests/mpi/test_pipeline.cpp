@@ -74,7 +74,7 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
   Comm data(grid.data_group());
-  for (const std::string schedule : {"gpipe", "1f1b"}) {
+  for (const Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB}) {
     GPT<double> model(m, 7, {}, StagePlacement::balanced(int(m.n_layer), n, grid.coords().pipeline));
     PipelineEngine<double> engine(model, grid, data, schedule, int(micro));
     Timers timers;
@@ -82,7 +82,7 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
     const auto grads = test::gather_global(model.params(), model.params().grads(), grid.model_group());
     double worst = 0;
     for (size_t i = 0; i < grads.size(); ++i) worst = std::max(worst, std::abs(grads[i] - serial_grads[i]));
-    INFO(schedule << " over " << n << " stages");
+    INFO(to_string(schedule) << " over " << n << " stages");
     CHECK(loss == Approx(serial_loss).epsilon(1e-13));
     CHECK(worst <= 1e-14 * largest);  // double precision: the micro-batch sums' order differs
   }

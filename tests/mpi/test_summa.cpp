@@ -33,7 +33,7 @@ struct SquareGrid {
     ParallelConfig cfg;
     cfg.data = world / (q * q);
     cfg.tensor_rows = cfg.tensor_cols = q;
-    cfg.tensor_mode = "2d";
+    cfg.tensor_mode = TensorMode::TwoD;
     return cfg;
   }
   static int largest_q() {

@@ -69,7 +69,7 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
     if (describe(layout).find("data=2") != std::string::npos) continue;  // one tensor group here
     ParallelConfig pc;
     for (const auto& o : layout) {
-      if (o == "parallel.tensor_mode=2d") pc.tensor_mode = "2d";
+      if (o == "parallel.tensor_mode=2d") pc.tensor_mode = TensorMode::TwoD;
       if (o == "parallel.tensor_cols=2") pc.tensor_cols = 2;
       if (o == "parallel.tensor_cols=4") pc.tensor_cols = 4;
       if (o == "parallel.tensor_rows=2") pc.tensor_rows = 2;
@@ -78,7 +78,7 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
     Comm group(grid.tensor_group()), row(grid.tensor_row()), col(grid.tensor_col());
     TensorParallel tp;
     tp.group = &group;
-    if (pc.tensor_mode == "2d") {
+    if (pc.tensor_mode == TensorMode::TwoD) {
       tp.mode = TensorMode::TwoD;
       tp.row = &row;
       tp.col = &col;

@@ -61,7 +61,7 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
   if (n == 4) modes.push_back("2d");
   for (const auto& mode : modes) {
     ParallelConfig pc;
-    pc.tensor_mode = mode;
+    pc.tensor_mode = mode == "2d" ? TensorMode::TwoD : TensorMode::OneD;
     pc.tensor_rows = mode == "2d" ? 2 : 1;
     pc.tensor_cols = mode == "2d" ? 2 : n;
     Grid grid(pc, MPI_COMM_WORLD);

@@ -205,7 +205,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
   Comm data(grid.data_group());
   for (const int t : {1, 2, 3}) {
     GPT<double> model(cfg, 7, {}, StagePlacement::balanced(int(cfg.n_layer), n, rank));
-    PipelineEngine<double> engine(model, grid, data, "xpipe", t);
+    PipelineEngine<double> engine(model, grid, data, Schedule::XPipe, t);
     AdamW<double> optim(test_optim());
     StreamUpdate<double> update;
     update.optim = &optim;

@@ -26,9 +26,9 @@ void add_into(V1<T> y, V1<const T> x) {  // y += x
 }  // namespace
 
 template <class T>
-PipelineEngine<T>::PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, const std::string& schedule,
+PipelineEngine<T>::PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, Schedule schedule,
                                   int micro_batches)
-    : model_(model), data_(data_comm), pipe_(grid.pipeline_group()), schedule_name_(schedule),
+    : model_(model), data_(data_comm), pipe_(grid.pipeline_group()), schedule_(schedule),
       micro_batches_(micro_batches), stage_(grid.coords().pipeline), stages_(int(grid.shape().pipeline)) {
   if (grid.embedding_group() != MPI_COMM_NULL) embedding_ = std::make_unique<Comm>(grid.embedding_group());
   if (!asynchronous()) {
@@ -49,7 +49,7 @@ template <class T>
 const PipeSchedule& PipelineEngine<T>::xpipe_schedule_for(int mini_batches) {
   auto it = xpipe_.find(mini_batches);
   if (it != xpipe_.end()) return it->second;
-  PipeSchedule s = make_schedule("xpipe", stages_, micro_batches_, mini_batches);
+  PipeSchedule s = make_schedule(Schedule::XPipe, stages_, micro_batches_, mini_batches);
   const PipeSimulation sim = simulate_schedule(s);
   if (sim.deadlock) throw std::logic_error("XPipe schedule deadlocks: " + sim.deadlock_report);
   return xpipe_.emplace(mini_batches, std::move(s)).first->second;
@@ -201,7 +201,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   // all-reduce over the job; before the forward pass where the list of a stream ending
   // after mini-batch k' - 1 departs from this one, the request of update k' - 1 - L is
   // read (schedule.hpp), and if any rank asked, this rank switches to that list.
-  const bool stoppable = update && update->stop_requested && s.name == "xpipe";
+  const bool stoppable = update && update->stop_requested && s.kind == Schedule::XPipe;
   const int lookahead = stoppable ? xpipe_stop_lookahead(s) : 0;
   std::vector<int> stop_flags(size_t(s.mini_batches), 0);
   std::vector<MPI_Request> stop_requests(size_t(s.mini_batches), MPI_REQUEST_NULL);
@@ -462,7 +462,7 @@ Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ra
   const int64_t tied = model.params().infos()[model.wte_index()].numel;
   const auto [rows, cols] = model.stage_activation_shape(ctx);
   const TensorParallel& tp = model.tensor_parallel();
-  const bool stream = s.name == "xpipe";
+  const bool stream = s.kind == Schedule::XPipe;
   Traffic micro, out;
   model.micro_batch_traffic(ctx, micro);
   for (const auto& in : s.programs[place.stage]) {

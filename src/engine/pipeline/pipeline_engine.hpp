@@ -63,11 +63,11 @@ struct StreamStep {
 template <class T>
 class PipelineEngine : public TrainEngine<T> {
  public:
-  // schedule: "gpipe", "1f1b" or "xpipe", for grid.shape().pipeline stages, with
+  // the schedule, for grid.shape().pipeline stages, with
   // micro_batches micro-batches per mini-batch.
-  PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, const std::string& schedule, int micro_batches);
+  PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, Schedule schedule, int micro_batches);
   ~PipelineEngine() override;
-  bool asynchronous() const { return schedule_name_ == "xpipe"; }
+  bool asynchronous() const { return schedule_ == Schedule::XPipe; }
 
   // Flushing schedules: one mini-batch; the gradients are left for the trainer's update.
   double forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
@@ -112,7 +112,7 @@ class PipelineEngine : public TrainEngine<T> {
   Comm& data_;
   Comm pipe_;                         // the stages of this replica, ranked by stage
   std::unique_ptr<Comm> embedding_;   // first and last stage (tied embedding), if p > 1
-  std::string schedule_name_;
+  Schedule schedule_;
   int micro_batches_ = 1;
   int stage_ = 0, stages_ = 1;
   PipeSchedule flushing_;                    // GPipe / 1F1B: the one list

@@ -9,11 +9,11 @@
 namespace strata {
 namespace {
 
-PipeSchedule empty_schedule(const std::string& name, int stages, int micro_batches, int mini_batches) {
+PipeSchedule empty_schedule(Schedule kind, int stages, int micro_batches, int mini_batches) {
   if (stages < 1 || micro_batches < 1 || mini_batches < 1)
-    throw UserError("pipeline schedule " + name + ": stages, micro-batches and mini-batches must be >= 1");
+    throw UserError("pipeline schedule " + to_string(kind) + ": stages, micro-batches and mini-batches must be >= 1");
   PipeSchedule s;
-  s.name = name;
+  s.kind = kind;
   s.stages = stages;
   s.micro_batches = micro_batches;
   s.mini_batches = mini_batches;
@@ -41,7 +41,7 @@ void one_f_one_b_order(int p, int r, int n, Pass pass, AfterBackward after_backw
 }  // namespace
 
 PipeSchedule gpipe_schedule(int p, int m) {
-  PipeSchedule s = empty_schedule("gpipe", p, m, 1);
+  PipeSchedule s = empty_schedule(Schedule::GPipe, p, m, 1);
   for (int r = 0; r < p; ++r) {
     auto& prog = s.programs[r];
     for (int i = 0; i < m; ++i) prog.push_back({PipeOp::Forward, i});
@@ -52,7 +52,7 @@ PipeSchedule gpipe_schedule(int p, int m) {
 }
 
 PipeSchedule one_f_one_b_schedule(int p, int m) {
-  PipeSchedule s = empty_schedule("1f1b", p, m, 1);
+  PipeSchedule s = empty_schedule(Schedule::OneFOneB, p, m, 1);
   for (int r = 0; r < p; ++r) {
     auto& prog = s.programs[r];
     one_f_one_b_order(p, r, m, [&](PipeOp op, int mb) { prog.push_back({op, mb}); }, [](int) {});
@@ -62,7 +62,7 @@ PipeSchedule one_f_one_b_schedule(int p, int m) {
 }
 
 PipeSchedule xpipe_schedule(int p, int t, int mini_batches) {
-  PipeSchedule s = empty_schedule("xpipe", p, t, mini_batches);
+  PipeSchedule s = empty_schedule(Schedule::XPipe, p, t, mini_batches);
   for (int r = 0; r < p; ++r) {
     auto& prog = s.programs[r];
     one_f_one_b_order(
@@ -204,7 +204,7 @@ std::string to_string(const PipeInstr& i) {
 }
 
 std::string to_string(const PipeSchedule& s) {
-  std::string out = s.name + ": " + std::to_string(s.stages) + " stages, " + std::to_string(s.micro_batches) +
+  std::string out = to_string(s.kind) + ": " + std::to_string(s.stages) + " stages, " + std::to_string(s.micro_batches) +
                     " micro-batches" + (s.mini_batches > 1 ? " x " + std::to_string(s.mini_batches) + " mini-batches" : "") +
                     "\n";
   for (int r = 0; r < s.stages; ++r) {
@@ -215,12 +215,13 @@ std::string to_string(const PipeSchedule& s) {
   return out;
 }
 
-PipeSchedule make_schedule(const std::string& name, int stages, int micro_batches, int mini_batches) {
+PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches) {
   PipeSchedule s;
-  if (name == "gpipe") s = gpipe_schedule(stages, micro_batches);
-  else if (name == "1f1b") s = one_f_one_b_schedule(stages, micro_batches);
-  else if (name == "xpipe") return xpipe_schedule(stages, micro_batches, mini_batches);
-  else throw UserError("unknown pipeline schedule \"" + name + "\" (gpipe, 1f1b or xpipe)");
+  switch (schedule) {
+    case Schedule::GPipe: s = gpipe_schedule(stages, micro_batches); break;
+    case Schedule::OneFOneB: s = one_f_one_b_schedule(stages, micro_batches); break;
+    case Schedule::XPipe: return xpipe_schedule(stages, micro_batches, mini_batches);
+  }
   insert_communication(s);
   return s;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel_modes.hpp"
+
 namespace strata {
 
 enum class PipeOp {
@@ -41,7 +43,7 @@ struct PipeInstr {
 using StageProgram = std::vector<PipeInstr>;
 
 struct PipeSchedule {
-  std::string name;                 // "gpipe", "1f1b", "xpipe"
+  Schedule kind = Schedule::OneFOneB;
   int stages = 1;                   // p
   int micro_batches = 1;            // per mini-batch (m; XPipe's T)
   int mini_batches = 1;             // mini-batches in the list (1 for flushing schedules)
@@ -88,7 +90,7 @@ void insert_tied_exchange(PipeSchedule& s);
 std::string to_string(const PipeInstr& i);
 // One line per stage: "stage 0: F0 SEND_ACT0->1 F1 ...".
 std::string to_string(const PipeSchedule& s);
-// "gpipe" | "1f1b" | "xpipe" -> generator; throws UserError naming the choices otherwise.
-PipeSchedule make_schedule(const std::string& name, int stages, int micro_batches, int mini_batches = 1);
+// The list of a schedule (mini_batches: XPipe's stream length; 1 for flushing schedules).
+PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches = 1);
 
 }  // namespace strata

@@ -1,0 +1,359 @@
+#include "core/deck_keys.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace strata {
+namespace {
+
+// ---- values: reading one from TOML, and back --------------------------------------------
+
+std::string type_of(const toml::value& v) {
+  std::ostringstream os;
+  os << v.type();
+  return os.str();
+}
+
+void from_toml(const toml::value& v, int64_t& out) {
+  if (!v.is_integer()) throw KeyProblem{"must be an integer, got " + type_of(v)};
+  out = v.as_integer();
+}
+void from_toml(const toml::value& v, uint64_t& out) {
+  if (!v.is_integer()) throw KeyProblem{"must be an integer, got " + type_of(v)};
+  if (v.as_integer() < 0) throw KeyProblem{"must be >= 0"};
+  out = uint64_t(v.as_integer());
+}
+void from_toml(const toml::value& v, double& out) {
+  if (v.is_floating()) out = v.as_floating();
+  else if (v.is_integer()) out = double(v.as_integer());
+  else throw KeyProblem{"must be a number, got " + type_of(v)};
+  if (!std::isfinite(out)) throw KeyProblem{"must be a finite number (got " + toml::format(v) + ")"};
+}
+void from_toml(const toml::value& v, bool& out) {
+  if (!v.is_boolean()) throw KeyProblem{"must be true or false, got " + type_of(v)};
+  out = v.as_boolean();
+}
+void from_toml(const toml::value& v, std::string& out) {
+  if (!v.is_string()) throw KeyProblem{"must be a string, got " + type_of(v)};
+  out = v.as_string();
+}
+void from_toml(const toml::value& v, std::vector<std::string>& out) {
+  if (v.is_string()) {
+    out = {v.as_string()};
+    return;
+  }
+  if (!v.is_array()) throw KeyProblem{"must be an array of strings, got " + type_of(v)};
+  out.clear();
+  for (const auto& e : v.as_array()) {
+    if (!e.is_string()) throw KeyProblem{"must be an array of strings, got " + type_of(v)};
+    out.push_back(e.as_string());
+  }
+}
+
+toml::value to_toml(int64_t x) { return toml::value(x); }
+toml::value to_toml(uint64_t x) { return toml::value(int64_t(x)); }
+toml::value to_toml(double x) { return toml::value(x); }
+toml::value to_toml(bool x) { return toml::value(x); }
+toml::value to_toml(const std::string& x) { return toml::value(x); }
+toml::value to_toml(const std::vector<std::string>& x) {
+  toml::array a;
+  for (const auto& s : x) a.push_back(toml::value(s));
+  return toml::value(a);
+}
+
+template <class T> const char* type_name();
+template <> const char* type_name<int64_t>() { return "integer"; }
+template <> const char* type_name<uint64_t>() { return "integer"; }
+template <> const char* type_name<double>() { return "number"; }
+template <> const char* type_name<bool>() { return "boolean"; }
+template <> const char* type_name<std::string>() { return "string"; }
+template <> const char* type_name<std::vector<std::string>>() { return "strings"; }
+
+// The shortest text that reads back to x; integers without an exponent.
+std::string number_text(double x) {
+  char buf[40];
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+    return buf;
+  }
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+std::string number_text(int64_t x) { return std::to_string(x); }
+
+// ---- rules: the allowed values of one key ------------------------------------------------
+
+template <class T>
+struct Rule {
+  std::string text;                     // as the reference shows it
+  std::function<bool(const T&)> ok;     // null: any value
+};
+
+template <class T>
+Rule<T> any() {
+  return {"", nullptr};
+}
+template <class T>
+Rule<T> at_least(T low) {
+  return {">= " + number_text(low), [low](const T& v) { return v >= low; }};
+}
+Rule<double> above(double low) {
+  return {"> " + number_text(low), [low](const double& v) { return v > low; }};
+}
+// low <= v < high, or low < v < high when low_open
+Rule<double> below_from(double low, double high, bool low_open) {
+  return {std::string(low_open ? "in (" : "in [") + number_text(low) + ", " + number_text(high) + ")",
+          [=](const double& v) { return (low_open ? v > low : v >= low) && v < high; }};
+}
+
+std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+// "\"a\", \"b\" or \"c\""
+std::string choices_text(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + in_quotes(names[i]);
+  return out;
+}
+
+// ---- declaring keys ----------------------------------------------------------------------
+
+template <class Sec, class T>
+DeckKey key(const char* section, Sec Deck::*sec, const char* name, T Sec::*field, Rule<T> rule, const char* doc) {
+  DeckKey k;
+  k.section = section;
+  k.name = name;
+  k.type = type_name<T>();
+  k.allowed = rule.text;
+  k.doc = doc;
+  k.set = [sec, field](Deck& d, const toml::value& v) { from_toml(v, d.*sec.*field); };
+  k.get = [sec, field](const Deck& d) { return to_toml(d.*sec.*field); };
+  k.problem = [sec, field, rule](const Deck& d) {
+    return !rule.ok || rule.ok(d.*sec.*field) ? std::string() : "must be " + rule.text;
+  };
+  return k;
+}
+
+// A string key with a fixed set of values.
+template <class Sec>
+DeckKey choice(const char* section, Sec Deck::*sec, const char* name, std::string Sec::*field,
+               std::vector<std::string> names, const char* doc) {
+  DeckKey k = key(section, sec, name, field, any<std::string>(), doc);
+  k.allowed = choices_text(names);
+  k.problem = [sec, field, names](const Deck& d) {
+    const std::string& v = d.*sec.*field;
+    for (const auto& n : names)
+      if (n == v) return std::string();
+    return "must be " + choices_text(names) + " (got " + in_quotes(v) + ")";
+  };
+  return k;
+}
+
+// An enum key, read from the names the deck uses for its values (only those listed).
+template <class Sec, class E>
+DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec::*field,
+               std::vector<std::pair<E, std::string>> names, const char* doc) {
+  std::vector<std::string> words;
+  for (const auto& n : names) words.push_back(n.second);
+  DeckKey k;
+  k.section = section;
+  k.name = name;
+  k.type = "string";
+  k.allowed = choices_text(words);
+  k.doc = doc;
+  k.set = [sec, field, names, words](Deck& d, const toml::value& v) {
+    std::string s;
+    from_toml(v, s);
+    for (const auto& [value, word] : names)
+      if (word == s) {
+        d.*sec.*field = value;
+        return;
+      }
+    throw KeyProblem{"must be " + choices_text(words) + " (got " + in_quotes(s) + ")"};
+  };
+  k.get = [sec, field, names](const Deck& d) { return toml::value(name_in(names, d.*sec.*field)); };
+  k.problem = [](const Deck&) { return std::string(); };
+  return k;
+}
+
+std::vector<DeckKey> declare_keys() {
+  using D = Deck;
+  const char* run = "run";
+  const char* model = "model";
+  const char* data = "data";
+  const char* par = "parallel";
+  const char* opt = "optim";
+  const char* lp = "layerpar";
+  return {
+      // [run]
+      key(run, &D::run, "name", &RunConfig::name, any<std::string>(),
+          "the run's name: its directory is out_dir/name (a plain name: no '/', not '.' or '..')"),
+      key(run, &D::run, "out_dir", &RunConfig::out_dir, any<std::string>(), "where run directories are made"),
+      key(run, &D::run, "steps", &RunConfig::steps, at_least<int64_t>(1), "optimizer steps of the whole run"),
+      key(run, &D::run, "log_every", &RunConfig::log_every, at_least<int64_t>(1),
+          "steps between progress lines and metrics.csv rows"),
+      key(run, &D::run, "val_every", &RunConfig::val_every, at_least<int64_t>(0),
+          "steps between validations (0: none during the run; resnet still validates at the end)"),
+      key(run, &D::run, "val_batches", &RunConfig::val_batches, at_least<int64_t>(1),
+          "validation batches (of data.batch_size) per evaluation"),
+      key(run, &D::run, "seed", &RunConfig::seed, any<uint64_t>(),
+          "seed of the initial weights, the data order and the split (>= 0; must match on restart)"),
+      key(run, &D::run, "checkpoint_every", &RunConfig::checkpoint_every, at_least<int64_t>(0),
+          "steps between checkpoints, and one at the end (0: none)"),
+      key(run, &D::run, "keep_checkpoints", &RunConfig::keep_checkpoints, at_least<int64_t>(1),
+          "complete checkpoints kept in run_dir/checkpoints (older ones pruned after a newer one is verified)"),
+      key(run, &D::run, "max_walltime", &RunConfig::max_walltime, at_least(0.0),
+          "seconds: checkpoint and stop before this much has passed (0: no limit)"),
+      choice(run, &D::run, "on_nonfinite", &RunConfig::on_nonfinite, {"stop", "skip"},
+             "a step with a non-finite loss or gradient norm: stop (exit 5) or skip its update"),
+      key(run, &D::run, "max_skipped_steps", &RunConfig::max_skipped_steps, at_least<int64_t>(1),
+          "on_nonfinite = \"skip\": stop (exit 5) after this many skipped steps in a row"),
+      key(run, &D::run, "stop_timeout", &RunConfig::stop_timeout, at_least(0.0),
+          "seconds a rank may take to reach a step boundary after a stop signal before it exits without a "
+          "checkpoint (0: wait for ever; at least 10x the slowest step)"),
+      // [model]
+      choice(model, &D::model, "kind", &ModelConfig::kind, {"gpt", "resnet"},
+             "\"gpt\" (decoder-only transformer) or \"resnet\" (residual network for images: n_layer steps of width "
+             "n_embd)"),
+      key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
+          "transformer blocks, or residual steps (at least parallel.pipeline)"),
+      key(model, &D::model, "n_embd", &ModelConfig::n_embd, at_least<int64_t>(1),
+          "width C (gpt: a multiple of n_head)"),
+      key(model, &D::model, "n_head", &ModelConfig::n_head, at_least<int64_t>(1), "gpt: attention heads"),
+      key(model, &D::model, "vocab_size", &ModelConfig::vocab_size, at_least<int64_t>(2),
+          "gpt: vocabulary size V (at least 256 for byte-level text)"),
+      key(model, &D::model, "seq_len", &ModelConfig::seq_len, at_least<int64_t>(1),
+          "gpt: context length T (also the position table's size)"),
+      key(model, &D::model, "init_std", &ModelConfig::init_std, above(0.0), "std of the initial weights"),
+      key(model, &D::model, "t_final", &ModelConfig::t_final, above(0.0),
+          "resnet: final time T = n_layer h of the residual steps"),
+      key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
+          "resnet: std of the residual steps' initial weights"),
+      key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
+          "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width n_embd"),
+      // [data]
+      choice(data, &D::data, "kind", &DataConfig::kind, {"text", "random", "images"},
+             "\"text\" (bytes of files) or \"random\" (uniform tokens) for gpt; \"images\" (IDX files, MNIST "
+             "layout) for resnet"),
+      key(data, &D::data, "files", &DataConfig::files, any<std::vector<std::string>>(),
+          "kind = \"text\": paths or globs of the text files (at least one)"),
+      key(data, &D::data, "dir", &DataConfig::dir, any<std::string>(), "kind = \"images\": the IDX files' directory"),
+      key(data, &D::data, "val_fraction", &DataConfig::val_fraction, below_from(0.0, 1.0, true),
+          "share of the text held out for validation"),
+      key(data, &D::data, "batch_size", &DataConfig::batch_size, at_least<int64_t>(1),
+          "global sequences (or images) per step, split over the data-parallel ranks (a multiple of parallel.data)"),
+      // [parallel]
+      key(par, &D::parallel, "data", &ParallelConfig::data, at_least<int64_t>(1), "data-parallel replicas"),
+      key(par, &D::parallel, "pipeline", &ParallelConfig::pipeline, at_least<int64_t>(1),
+          "pipeline stages (gpt), or layer-parallel ranks (resnet)"),
+      key(par, &D::parallel, "tensor_rows", &ParallelConfig::tensor_rows, at_least<int64_t>(1),
+          "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
+      key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),
+          "tensor-parallel grid columns: t of the 1D split, or q of the 2D q x q grid"),
+      enum_choice(par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
+             {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}},
+             "\"1d\" (Megatron: heads, MLP and vocabulary split t ways) or \"2d\" (Optimus: SUMMA on a square grid)"),
+      choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, {"mpi", "nccl"},
+             "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
+      key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
+          "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
+      key(par, &D::parallel, "micro_batches", &ParallelConfig::micro_batches, at_least<int64_t>(1),
+          "pipeline: micro-batches per step per data replica (dividing its batch)"),
+      enum_choice(par, &D::parallel, "schedule", &ParallelConfig::schedule, schedule_names(),
+             "pipeline schedule: GPipe (fill-drain), 1F1B, or XPipe (asynchronous, no flush)"),
+      key(par, &D::parallel, "weight_prediction", &ParallelConfig::weight_prediction, any<bool>(),
+          "xpipe: run each pass on weights predicted to its target version"),
+      key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),
+          "xpipe: report how far each pass's weights are from its target's"),
+      // [optim]
+      key(opt, &D::optim, "lr", &OptimConfig::lr, above(0.0), "peak learning rate (AdamW)"),
+      key(opt, &D::optim, "min_lr", &OptimConfig::min_lr, at_least(0.0),
+          "learning rate at the end of the cosine decay (at most lr)"),
+      key(opt, &D::optim, "warmup_steps", &OptimConfig::warmup_steps, at_least<int64_t>(0),
+          "linear warm-up steps before the cosine decay"),
+      key(opt, &D::optim, "weight_decay", &OptimConfig::weight_decay, at_least(0.0),
+          "decoupled weight decay, on 2D weights only (not biases and norms)"),
+      key(opt, &D::optim, "beta1", &OptimConfig::beta1, below_from(0.0, 1.0, false), "AdamW's first-moment decay"),
+      key(opt, &D::optim, "beta2", &OptimConfig::beta2, below_from(0.0, 1.0, false), "AdamW's second-moment decay"),
+      key(opt, &D::optim, "eps", &OptimConfig::eps, above(0.0), "AdamW's epsilon"),
+      key(opt, &D::optim, "grad_clip", &OptimConfig::grad_clip, at_least(0.0),
+          "largest global gradient norm; larger ones are scaled down (0: no clipping)"),
+      // [layerpar]
+      key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
+          "MGRIT levels (1: sequential propagation; n_layer must be a multiple of cfactor^(levels-1))"),
+      key(lp, &D::layerpar, "cfactor", &LayerParConfig::cfactor, at_least<int64_t>(2), "coarsening factor"),
+      key(lp, &D::layerpar, "fwd_iterations", &LayerParConfig::fwd_iterations, at_least<int64_t>(1),
+          "MGRIT V-cycles of the forward solve"),
+      key(lp, &D::layerpar, "bwd_iterations", &LayerParConfig::bwd_iterations, at_least<int64_t>(1),
+          "MGRIT V-cycles of the adjoint (backward) solve"),
+      key(lp, &D::layerpar, "tolerance", &LayerParConfig::tolerance, at_least(0.0),
+          "stop the cycles earlier when the residual norm falls below this (0: never)"),
+      choice(lp, &D::layerpar, "relaxation", &LayerParConfig::relaxation, {"F", "FCF"},
+             "finest level's relaxation (coarser levels use FCF)"),
+      key(lp, &D::layerpar, "warm_start", &LayerParConfig::warm_start, any<bool>(),
+          "start each solve from the previous batch's solution"),
+  };
+}
+
+}  // namespace
+
+const std::vector<DeckSection>& deck_sections() {
+  static const std::vector<DeckSection> sections = {
+      {"run", "The run: its name and directory, length, logging, checkpoints and what stops it"},
+      {"model", "The network: a GPT, or a residual network for images"},
+      {"data", "What it trains on, and the global batch"},
+      {"parallel", "The rank grid data x pipeline x tensor_rows x tensor_cols, and how each axis runs"},
+      {"optim", "AdamW with warm-up, cosine decay and gradient clipping"},
+      {"layerpar", "Layer-parallel training of the residual network by MGRIT (model.kind = \"resnet\")"},
+  };
+  return sections;
+}
+
+const std::vector<DeckKey>& deck_keys() {
+  static const std::vector<DeckKey> keys = declare_keys();
+  return keys;
+}
+
+std::string format_deck_value(const toml::value& v) {
+  if (v.is_floating()) {
+    std::string s = number_text(v.as_floating());
+    if (s.find_first_of(".en") == std::string::npos) s += ".0";  // stays a TOML float
+    return s;
+  }
+  if (v.is_integer()) return number_text(int64_t(v.as_integer()));
+  if (v.is_boolean()) return v.as_boolean() ? "true" : "false";
+  if (v.is_string()) return toml::format(v);
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.as_array().size(); ++i) out += (i ? ", " : "") + format_deck_value(v.as_array()[i]);
+    return out + "]";
+  }
+  return toml::format(v);
+}
+
+std::string deck_reference() {
+  std::string out =
+      "# Deck keys\n\n"
+      "<!-- generated by `strata deck --reference` from src/core/deck_keys.cpp: edit the table there, not this "
+      "file -->\n\n"
+      "A deck is a TOML file of the sections below. Every key is optional: a key left out takes its default. An "
+      "unknown section or key, a value of the wrong type or out of range is refused with one line naming the key "
+      "(exit 2). `--set section.key=value` overrides a key from the command line, and `strata deck DECK` prints the "
+      "resolved deck, which every run also writes to its run directory as `deck.toml`.\n";
+  for (const auto& s : deck_sections()) {
+    out += "\n## [" + s.name + "]\n\n" + s.doc + ".\n\n";
+    out += "| key | type | default | allowed | what it does |\n|---|---|---|---|---|\n";
+    const Deck defaults;
+    for (const auto& k : deck_keys())
+      if (k.section == s.name)
+        out += "| `" + k.name + "` | " + k.type + " | `" + format_deck_value(k.get(defaults)) + "` | " + k.allowed +
+               " | " + k.doc + " |\n";
+  }
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,46 @@
+#pragma once
+// Every deck key, declared once: its section and name, type, default (the value in a
+// default-constructed Deck), allowed values and a one-line description. This table drives
+// reading a deck (deck.cpp), the range checks, the resolved deck written to the run
+// directory, and the key reference (`strata deck --reference`, docs/deck.md). Rules that
+// tie several keys together are in deck.cpp (check_cross_keys); their text is in the
+// descriptions here.
+#include <functional>
+#include <string>
+#include <toml.hpp>
+#include <vector>
+
+#include "core/deck.hpp"
+
+namespace strata {
+
+// What is wrong with one key's value: "must be >= 1", "must be an integer, got string".
+struct KeyProblem {
+  std::string why;
+};
+
+struct DeckKey {
+  std::string section, name;
+  std::string type;     // as the reference shows it: "integer", "number", "string", "boolean", "strings"
+  std::string allowed;  // the range or the choices as text (">= 1", "in (0, 1)", "\"stop\", \"skip\""); "" for any
+  std::string doc;      // one line
+  // sets the key from a TOML value; throws KeyProblem for a value of the wrong type or
+  // outside the choices
+  std::function<void(Deck&, const toml::value&)> set;
+  std::function<toml::value(const Deck&)> get;
+  // "" when the deck's value is allowed, else why not ("must be >= 1")
+  std::function<std::string(const Deck&)> problem;
+};
+
+struct DeckSection {
+  std::string name, doc;
+};
+
+const std::vector<DeckSection>& deck_sections();
+const std::vector<DeckKey>& deck_keys();  // in section order, then in the order the reference lists them
+
+// A value as the resolved deck and the reference write it: integers plainly, numbers in
+// the shortest form that reads back to the same double, strings quoted, lists in brackets.
+std::string format_deck_value(const toml::value& v);
+
+}  // namespace strata

@@ -1,0 +1,37 @@
+#pragma once
+// The run's parallel modes as enums, parsed once from the deck (deck_keys.cpp) and passed
+// as values from there on: the pipeline schedule and the tensor split.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata {
+
+// Pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists).
+enum class Schedule { GPipe, OneFOneB, XPipe };
+// How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
+// Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
+enum class TensorMode { Serial, OneD, TwoD };
+
+// Each value with the name the deck and the logs use.
+inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
+  static const std::vector<std::pair<Schedule, std::string>> names = {
+      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::XPipe, "xpipe"}};
+  return names;
+}
+inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names() {
+  static const std::vector<std::pair<TensorMode, std::string>> names = {
+      {TensorMode::Serial, "serial"}, {TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}};
+  return names;
+}
+
+template <class E>
+const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, E value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
+  return names.front().second;  // unreachable for a complete table
+}
+inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
+inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_names(), m); }
+
+}  // namespace strata
