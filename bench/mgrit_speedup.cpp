@@ -144,12 +144,14 @@ int main(int argc, char** argv) {
         for (int l = 1; l < run.forward.levels; ++l) unit *= run.forward.cfactor;
         if (n % unit != 0 || n < p) continue;
         MPI_Comm sub;
-        MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
+        MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);  // the first p ranks' job
         double measured = 0;
         if (sub != MPI_COMM_NULL) {
-          Comm layers(sub), self(MPI_COMM_SELF);
+          ParallelConfig layers;
+          layers.pipeline = p;
+          const Grid grid(layers, sub);
           ResNet<double> net(cfg, 1, StagePlacement::balanced(int(n), p, rank));
-          LayerParallel<double> engine(net, layers, self, batch, run);
+          LayerParallel<double> engine(net, grid, batch, run);
           engine.forward_backward(x, labels, batch);
           const int reps = 10;
           MPI_Barrier(sub);

@@ -32,7 +32,7 @@ namespace {
 // This rank's mismatches between predicted and counted traffic ("" when they agree).
 std::string compare(const Traffic& predicted, const Trainer& trainer) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> counted;  // calls, bytes
-  for (const auto& [group, comm] : trainer.comms())
+  for (const auto& [group, comm] : trainer.grid().reported_comms())
     for (const auto& [kind, st] : comm->stats())
       if (st.calls > 0) counted[{group, kind}] = {st.calls, st.bytes};
   std::string out;
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         const std::string mismatch = compare(predicted, trainer);
         if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
         double counted_wire = 0;
-        for (const auto& [group, comm] : trainer.comms())
+        for (const auto& [group, comm] : trainer.grid().reported_comms())
           for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;
         const int bad = int(max_over_ranks(mismatch.empty() ? 0.0 : 1.0));
         failures += bad;

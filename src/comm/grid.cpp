@@ -1,7 +1,5 @@
 #include "comm/grid.hpp"
 
-#include <string>
-
 #include "core/error.hpp"
 
 namespace strata {
@@ -18,7 +16,9 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
                                                    " or --set parallel.data=" + std::to_string(size) + ")"
                                              : " (use mpirun -n " + std::to_string(cfg.ranks()) + ")"));
   }
+  const CommBackend backend = parse_comm_backend(cfg.comm_backend);
   MPI_Comm_dup(parent, &world_);
+  MPI_Comm_dup(parent, &control_);
   MPI_Comm_rank(world_, &world_rank_);
   world_size_ = size;
   const int C = int(cfg.tensor_cols), R = int(cfg.tensor_rows), P = int(cfg.pipeline);
@@ -28,14 +28,23 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   coords_.data = world_rank_ / (C * R * P);
   const auto& g = coords_;
   // color = the coordinates the group shares; key = the position along the group's axis
-  MPI_Comm_split(world_, (g.pipeline * R + g.row) * C + g.col, g.data, &data_);
-  MPI_Comm_split(world_, (g.data * R + g.row) * C + g.col, g.pipeline, &pipeline_);
-  MPI_Comm_split(world_, (g.data * P + g.pipeline) * R + g.row, g.col, &row_);
-  MPI_Comm_split(world_, (g.data * P + g.pipeline) * C + g.col, g.row, &col_);
-  MPI_Comm_split(world_, g.data * P + g.pipeline, g.row * C + g.col, &tensor_);
-  MPI_Comm_split(world_, g.data, (g.pipeline * R + g.row) * C + g.col, &model_);
+  const auto split = [&](int color, int key, CommBackend b = CommBackend::Mpi) -> std::unique_ptr<Comm> {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_split(world_, color, key, &c);
+    if (c == MPI_COMM_NULL) return nullptr;
+    owned_.push_back(c);
+    return std::make_unique<Comm>(c, b);
+  };
+  everyone_ = std::make_unique<Comm>(world_);
+  data_ = split((g.pipeline * R + g.row) * C + g.col, g.data, backend);
+  pipeline_ = split((g.data * R + g.row) * C + g.col, g.pipeline);
+  pipeline_reversed_ = split((g.data * R + g.row) * C + g.col, P - 1 - g.pipeline);
+  row_ = split((g.data * P + g.pipeline) * R + g.row, g.col);
+  col_ = split((g.data * P + g.pipeline) * C + g.col, g.row);
+  tensor_ = split(g.data * P + g.pipeline, g.row * C + g.col);
+  model_ = split(g.data, (g.pipeline * R + g.row) * C + g.col);
   const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
-  MPI_Comm_split(world_, end_stage ? (g.data * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline, &embedding_);
+  embedding_ = split(end_stage ? (g.data * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
   if (g.pipeline > 0) pipeline_prev_ = rank_of({g.data, g.pipeline - 1, g.row, g.col});
   if (g.pipeline + 1 < P) pipeline_next_ = rank_of({g.data, g.pipeline + 1, g.row, g.col});
 }
@@ -45,12 +54,28 @@ int Grid::rank_of(const GridCoords& g) const {
          g.col;
 }
 
+std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
+  std::vector<std::pair<std::string, const Comm*>> out = {{"data", data_.get()}};
+  if (shape_.pipeline > 1) out.emplace_back("pipeline", pipeline_.get());
+  if (embedding_) out.emplace_back("tied_emb", embedding_.get());
+  const bool two_d = shape_.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path
+  if (two_d || shape_.tensor_cols > 1) out.emplace_back("tensor", tensor_.get());
+  if (two_d) {
+    out.emplace_back("grid_row", row_.get());
+    out.emplace_back("grid_col", col_.get());
+  }
+  return out;
+}
+
 Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Comm* c : {&data_, &pipeline_, &row_, &col_, &tensor_, &model_, &embedding_, &world_})
-    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  for (auto* c : {&everyone_, &data_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
+    c->reset();
+  for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
+  MPI_Comm_free(&control_);
+  MPI_Comm_free(&world_);
 }
 
 }  // namespace strata

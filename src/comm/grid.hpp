@@ -1,12 +1,19 @@
 #pragma once
-// Grid: the run's 4D rank layout, data x pipeline x tensor_rows x tensor_cols, built once
-// from the deck and a parent communicator. It is the only place that splits
-// communicators. Ranks are numbered tensor-fastest,
+// Grid: the run's parallel state. The 4D rank layout data x pipeline x tensor_rows x
+// tensor_cols, built once from the deck and a parent communicator, and the owner of every
+// communicator the run uses (as Megatron's parallel state is): it is the only place that
+// splits or duplicates one. Ranks are numbered tensor-fastest,
 //   rank = ((d * P + p) * R + r) * C + c,
 // so a tensor group (the most communication-hungry) sits on consecutive ranks, i.e. on
 // one node when ranks are placed by node.
 #include <mpi.h>
 
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/comm.hpp"
 #include "core/deck.hpp"
 
 namespace strata {
@@ -18,7 +25,8 @@ struct GridCoords {
 class Grid {
  public:
   // Throws UserError when data x pipeline x tensor_rows x tensor_cols is not the size of
-  // parent (before any communication, so every rank throws alike).
+  // parent (before any communication, so every rank throws alike). The data group's
+  // vector sums use cfg.comm_backend (NCCL sets up collectively here).
   Grid(const ParallelConfig& cfg, MPI_Comm parent);
   ~Grid();
   Grid(const Grid&) = delete;
@@ -31,16 +39,22 @@ class Grid {
   // The world rank of the grid point (d, p, r, c).
   int rank_of(const GridCoords& g) const;
 
-  MPI_Comm world() const { return world_; }
-  MPI_Comm data_group() const { return data_; }        // same (p, r, c): replicas
-  MPI_Comm pipeline_group() const { return pipeline_; }// same (d, r, c): the stages, in order
-  MPI_Comm tensor_row() const { return row_; }          // same (d, p, r): along a grid row
-  MPI_Comm tensor_col() const { return col_; }          // same (d, p, c): along a grid column
-  MPI_Comm tensor_group() const { return tensor_; }     // same (d, p): the whole tensor grid
-  MPI_Comm model_group() const { return model_; }       // same d: one model replica (pipeline x tensor)
+  MPI_Comm world() const { return world_; }     // a duplicate of the parent
+  Comm& everyone() const { return *everyone_; }  // over world(): run-wide sums
+  Comm& data() const { return *data_; }          // same (p, r, c): the replicas
+  Comm& pipeline() const { return *pipeline_; }  // same (d, r, c): the stages (or layer blocks), in order
+  // The same ranks in reverse order: the time of the layer-parallel adjoint solve.
+  Comm& pipeline_reversed() const { return *pipeline_reversed_; }
+  Comm& tensor() const { return *tensor_; }      // same (d, p): the whole tensor grid
+  Comm& tensor_row() const { return *row_; }     // same (d, p, r): along a grid row
+  Comm& tensor_col() const { return *col_; }     // same (d, p, c): along a grid column
+  Comm& model() const { return *model_; }        // same d: one model replica (pipeline x tensor)
   // The first and the last pipeline stage of the same (d, r, c), which hold the two copies
-  // of the tied embedding; MPI_COMM_NULL on the other stages and without a pipeline.
-  MPI_Comm embedding_group() const { return embedding_; }
+  // of the tied embedding; null on the other stages and without a pipeline.
+  Comm* embedding() const { return embedding_.get(); }
+  // A duplicate of world() for agreements posted while other traffic is in flight (XPipe's
+  // stop flags): its messages cannot match anyone else's.
+  MPI_Comm control() const { return control_; }
   // Neighbouring stages' world ranks, or -1 at the ends of the pipeline.
   int pipeline_prev() const { return pipeline_prev_; }
   int pipeline_next() const { return pipeline_next_; }
@@ -48,11 +62,17 @@ class Grid {
   int data_rank() const { return coords_.data; }
   int data_size() const { return int(shape_.data); }
 
+  // The groups the run's layout communicates over, whose traffic a run reports, by the
+  // names the summary gives them: "data", and where the layout has them "pipeline",
+  // "tied_emb", "tensor", "grid_row", "grid_col".
+  std::vector<std::pair<std::string, const Comm*>> reported_comms() const;
+
  private:
   ParallelConfig shape_;
   GridCoords coords_;
-  MPI_Comm world_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, pipeline_ = MPI_COMM_NULL, row_ = MPI_COMM_NULL,
-           col_ = MPI_COMM_NULL, tensor_ = MPI_COMM_NULL, model_ = MPI_COMM_NULL, embedding_ = MPI_COMM_NULL;
+  MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
+  std::unique_ptr<Comm> everyone_, data_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
   int world_rank_ = 0, world_size_ = 1, pipeline_prev_ = -1, pipeline_next_ = -1;
 };
 

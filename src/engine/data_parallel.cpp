@@ -7,13 +7,12 @@
 namespace strata {
 
 template <class T>
-double DataParallel<T>::forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                                         int64_t global_batch, Timers& timers) {
-  const BlockContext ctx{local_batch, model_.config().seq_len};
+BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) {
+  const BlockContext ctx = model_.context(batch.samples);
   const double global_tokens = double(global_batch) * double(ctx.seq_len);
   model_.params().zero_grads();
   timers.start("forward");
-  const double local_loss_sum = model_.forward(ctx, tokens, targets);
+  const double local_loss_sum = model_.forward(ctx, batch, {}, *cache_);
   timers.stop("forward");
   auto& grads = model_.params().grads();
   timers.start("backward");
@@ -21,36 +20,42 @@ double DataParallel<T>::forward_backward(V1<const int32_t> tokens, V1<const int3
     GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
       comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
     });
-    model_.backward(ctx, T(1.0 / global_tokens), [&](int64_t offset, int64_t count) {
-      buckets.ready(offset, count);
-    });
+    model_.backward(ctx, T(1.0 / global_tokens), {}, *cache_,
+                    [&](int64_t offset, int64_t count) { buckets.ready(offset, count); });
     buckets.flush();
     timers.stop("backward");
     timers.start("grad_allreduce");  // what is left of the reduction after the backward
     comm_.finish_allreduces();
   } else {
-    model_.backward(ctx, T(1.0 / global_tokens));
+    model_.backward(ctx, T(1.0 / global_tokens), {}, *cache_);
     timers.stop("backward");
     timers.start("grad_allreduce");
     comm_.allreduce_sum(grads);
   }
-  const double loss = comm_.allreduce_sum(local_loss_sum) / global_tokens;
+  const BatchResult result = reduce(local_loss_sum, global_tokens);
   timers.stop("grad_allreduce");
-  return loss;
+  return result;
 }
 
 template <class T>
-double DataParallel<T>::evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                                 int64_t global_batch) {
-  const BlockContext ctx{local_batch, model_.config().seq_len};
-  const double local = model_.forward(ctx, tokens, targets);
-  return comm_.allreduce_sum(local) / (double(global_batch) * double(ctx.seq_len));
+BatchResult DataParallel<T>::reduce(double local_loss_sum, double global_terms) {
+  BatchResult r;
+  r.loss = comm_.allreduce_sum(local_loss_sum) / global_terms;
+  if (model_.counts_correct()) r.correct = int64_t(comm_.allreduce_sum(double(model_.correct(*cache_))) + 0.5);
+  return r;
 }
 
 template <class T>
-Traffic data_parallel_traffic(const GPT<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch) {
+BatchResult DataParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
+  const BlockContext ctx = model_.context(batch.samples);
+  const double local = model_.forward(ctx, batch, {}, *cache_);
+  return reduce(local, double(global_batch) * double(ctx.seq_len));
+}
+
+template <class T>
+Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch) {
   Traffic out;
-  model.micro_batch_traffic({local_batch, model.config().seq_len}, out);
+  model.micro_batch_traffic(model.context(local_batch), out);
   const int64_t e = sizeof(T);
   if (bucket_bytes > 0 && data_ranks > 1) {
     GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
@@ -65,8 +70,8 @@ Traffic data_parallel_traffic(const GPT<T>& model, int data_ranks, double bucket
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const GPT<float>&, int, double, int64_t);
-template Traffic data_parallel_traffic<double>(const GPT<double>&, int, double, int64_t);
+template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t);
+template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t);
 template class DataParallel<float>;
 template class DataParallel<double>;
 

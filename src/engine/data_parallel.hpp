@@ -1,45 +1,46 @@
 #pragma once
 // Data-parallel driver: every rank holds a full replica, runs forward and backward on its
 // share of the global batch, and the gradients are summed over the data group so that
-// every replica applies the same update. The loss is scaled by the *global* token count,
-// so the summed gradient is the gradient of the global mean loss, whatever the rank count.
+// every replica applies the same update. The loss is scaled by the *global* count of loss
+// terms, so the summed gradient is the gradient of the global mean loss, whatever the
+// rank count.
 //
 // Gradients are reduced in buckets (GradBuckets): as the model reports each block's
 // gradients final (from the last block to the first), adjacent ranges are merged until a
 // bucket holds bucket_bytes, and its all-reduce starts at once; with NCCL it overlaps the
 // rest of the backward, with MPI it completes after it (Comm::start_allreduce_sum).
+#include <memory>
+
 #include "comm/comm.hpp"
 #include "core/timers.hpp"
 #include "engine/train_engine.hpp"
-#include "model/gpt.hpp"
 
 namespace strata {
 
 template <class T>
 class DataParallel : public TrainEngine<T> {
  public:
-  // bucket_bytes = 0: one all-reduce of all gradients after the backward.
-  DataParallel(GPT<T>& model, Comm& data_comm, double bucket_bytes = 0)
-      : model_(model), comm_(data_comm), bucket_bytes_(bucket_bytes) {}
+  // model: the whole model (one stage). bucket_bytes = 0: one all-reduce of all gradients
+  // after the backward.
+  DataParallel(StageModel<T>& model, Comm& data_comm, double bucket_bytes = 0)
+      : model_(model), comm_(data_comm), bucket_bytes_(bucket_bytes), cache_(model.make_cache()) {}
 
-  // One forward+backward over this rank's batch (local_batch sequences); gradients are
-  // zeroed first and all-reduced after. Returns the global mean loss.
-  double forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                          int64_t global_batch, Timers& timers) override;
-  // Global mean loss of a batch without a backward (validation).
-  double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                  int64_t global_batch) override;
-  int64_t activation_bytes() const override { return model_.activation_bytes(); }
+  BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
+  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
+  int64_t activation_bytes() const override { return cache_->bytes(); }
 
  private:
-  GPT<T>& model_;
+  StageModel<T>& model_;
   Comm& comm_;
   double bucket_bytes_;
+  std::unique_ptr<StageCache> cache_;
+  // the global sums of the replicas' loss terms (and correct predictions)
+  BatchResult reduce(double local_loss_sum, double global_terms);
 };
 
 // What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
 // for call: the model's tensor-parallel traffic and the data group's gradient buckets.
 template <class T>
-Traffic data_parallel_traffic(const GPT<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch);
+Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch);
 
 }  // namespace strata

@@ -45,17 +45,23 @@ std::pair<int64_t, int64_t> GPT<T>::local_rows(const BlockContext& replica) cons
 
 template <class T>
 double GPT<T>::forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets) {
-  return forward_micro(ctx, tokens, targets, {}, act_);
+  SampleBatch<T> batch;
+  batch.samples = ctx.batch;
+  batch.tokens = tokens;
+  batch.targets = targets;
+  return forward(ctx, batch, {}, act_);
 }
 
 template <class T>
 void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready) {
-  backward_micro(ctx, dloss_scale, {}, act_, on_ready);
+  backward(ctx, dloss_scale, {}, act_, on_ready);
 }
 
 template <class T>
-double GPT<T>::forward_micro(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets,
-                             V2<const T> input, GPTActivations<T>& act) {
+double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) {
+  auto& act = as_acts(cache);
+  const auto& tokens = batch.tokens;
+  const auto& targets = batch.targets;
   const BlockContext local = local_context(ctx);
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   V2<const T> x = input;
@@ -74,18 +80,19 @@ double GPT<T>::forward_micro(const BlockContext& ctx, V1<const int32_t> tokens, 
 }
 
 template <class T>
-V2<const T> GPT<T>::stage_output(const GPTActivations<T>& act) const {
-  return act.blocks[placement_.layer_end - 1].out;
+V2<const T> GPT<T>::output(const StageCache& cache) const {
+  return as_acts(cache).blocks[placement_.layer_end - 1].out;
 }
 
 template <class T>
-void GPT<T>::backward_micro(const BlockContext& ctx, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
+void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
                             const GradReadyFn& on_ready) {
+  auto& act = as_acts(cache);
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   const BlockContext local = local_context(ctx);
-  const auto& out = stage_output(act);
+  const auto& out = output(act);
   if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
   if (placement_.last()) {
@@ -124,15 +131,15 @@ std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
 }
 
 template <class T>
-int64_t GPT<T>::activation_bytes_for(const BlockContext& ctx) const {
+int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx) const {
   const BlockContext local = local_context(ctx);
-  const int64_t rows = local.rows(), c = stage_activation_shape(ctx).second;
+  const int64_t rows = local.rows(), c = boundary_shape(ctx).second;
   int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[placement_.layer_begin].widths()) +
               rows * c * int64_t(sizeof(T));  // scratch and dres
   if (placement_.first()) b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
   for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
     b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
-  if (placement_.last()) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[wte_index()].count[0]);
+  if (placement_.last()) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
   return b;
 }
 
@@ -147,11 +154,6 @@ double GPT<T>::stage_flops(const BlockContext& ctx) const {
   const double layers = placement_.layer_end - placement_.layer_begin;
   const double per_token = 6.0 * n + 12.0 * layers * double(cfg_.seq_len) * double(cfg_.n_embd);
   return per_token * double(ctx.rows()) / double(tp_.size());
-}
-
-template <class T>
-int64_t GPT<T>::activation_bytes() const {
-  return act_.bytes();
 }
 
 template <class T>

@@ -1,10 +1,11 @@
 #pragma once
 // The GPT model as a list of blocks: Embedding, L TransformerBlocks, LMHead (tied to the
-// embedding). It owns the parameter store (this rank's shards) and, for drivers that run
-// one micro-batch at a time, one set of activation caches. With a tensor split, every rank
-// of the tensor group is given the replica's whole batch; in 2D, rank (i, j) runs the
-// blocks on batch block i. As a pipeline stage (StagePlacement) it runs its layers on one
-// micro-batch at a time with activations the driver owns (forward_micro/backward_micro).
+// embedding). It owns the parameter store (this rank's shards). With a tensor split, every
+// rank of the tensor group is given the replica's whole batch; in 2D, rank (i, j) runs
+// the blocks on batch block i. It is a StageModel (stage_model.hpp): as a pipeline stage
+// (StagePlacement) it runs its layers on one micro-batch at a time with caches the engine
+// owns; forward/backward of tokens alone run the whole model on one cache of its own
+// (tests, generation).
 #include <functional>
 #include <memory>
 #include <utility>
@@ -13,19 +14,20 @@
 #include "core/deck.hpp"
 #include "model/embedding_block.hpp"
 #include "model/lm_head.hpp"
+#include "model/stage_model.hpp"
 #include "model/stage_placement.hpp"
 #include "model/transformer_block.hpp"
 
 namespace strata {
 
 template <class T>
-struct GPTActivations {
+struct GPTActivations : StageCache {
   EmbeddingCache<T> emb;
   std::vector<TransformerCache<T>> blocks;
   LMHeadCache<T> head;
   Tensor2<T> dres;  // (BT, C) residual-stream gradient, reused layer by layer
   TransformerGradScratch<T> scratch;
-  int64_t bytes() const {
+  int64_t bytes() const override {
     int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + view_bytes(dres);
     for (const auto& c : blocks) b += c.bytes();
     return b;
@@ -33,8 +35,11 @@ struct GPTActivations {
 };
 
 template <class T>
-class GPT {
+class GPT : public StageModel<T> {
  public:
+  using typename StageModel<T>::GradReadyFn;
+  using StageModel<T>::backward;
+
   // tp: the tensor split and its communicators (which must outlive the model). placement:
   // this rank's pipeline stage (default: the whole model).
   // allocate = false declares the parameters without memory (the planner's dry model:
@@ -44,57 +49,39 @@ class GPT {
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
-  // tokens, targets: (batch*seq_len) on device, the replica's whole batch (ctx.batch
-  // sequences). Returns the sum of its token losses, the same on every rank of the group.
+  // The whole model (one stage) on the replica's batch: tokens, targets (batch*seq_len)
+  // on device, ctx.batch sequences. Returns the sum of its token losses, the same on every
+  // rank of the group. The backward of the last such forward: dloss_scale is dL/d(loss of
+  // one token), e.g. 1/(global tokens) for a mean loss; accumulates into params().grads().
   double forward(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets);
-  // Called during the backward with a range [offset, offset + count) of the flat gradient
-  // buffer as soon as it is final, so a driver can start reducing it while the backward
-  // goes on. Ranges arrive from the end of the buffer towards its start, each adjacent to
-  // the one before.
-  using GradReadyFn = std::function<void(int64_t offset, int64_t count)>;
-
-  // Backward of the last forward. dloss_scale is dL/d(loss of one token), e.g.
-  // 1/(global tokens) for a mean loss. Accumulates into params().grads().
   void backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready = {});
 
-  // One pipeline stage's pass over one micro-batch (ctx.batch of its sequences; tokens
-  // and targets are the micro-batch's). input: the previous stage's output (empty on the
-  // first stage), which must outlive the backward. Returns the sum of the token losses on
-  // the last stage, 0 elsewhere.
-  double forward_micro(const BlockContext& ctx, V1<const int32_t> tokens, V1<const int32_t> targets,
-                       V2<const T> input, GPTActivations<T>& act);
-  // This stage's output of the micro-batch whose forward filled act.
-  V2<const T> stage_output(const GPTActivations<T>& act) const;
-  // (rows, columns) of the activation passed between stages for a micro-batch of ctx.batch
-  // sequences: this rank's rows and hidden block.
-  std::pair<int64_t, int64_t> stage_activation_shape(const BlockContext& ctx) const {
+  // StageModel: ctx.batch sequences; the stage's rows and hidden block on this rank.
+  std::unique_ptr<StageCache> make_cache() const override { return std::make_unique<GPTActivations<T>>(); }
+  double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
+  V2<const T> output(const StageCache& cache) const override;
+  std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
     return {local_context(ctx).rows(), tp_.mode == TensorMode::TwoD ? cfg_.n_embd / tp_.q : cfg_.n_embd};
   }
-  // dout: the gradient of stage_output (empty on the last stage). Leaves the gradient of
-  // the stage's input in act.dres (not on the first stage); accumulates parameter gradients.
-  void backward_micro(const BlockContext& ctx, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
-                      const GradReadyFn& on_ready = {});
-  const StagePlacement& placement() const { return placement_; }
-  int wte_index() const { return embedding_->wte_index(); }
+  void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                      const GradReadyFn& on_ready) override;
+  V2<const T> input_grad(const StageCache& cache) const override { return as_acts(cache).dres; }
+  const StagePlacement& placement() const override { return placement_; }
+  int64_t targets_per_sample() const override { return cfg_.seq_len; }
+  int tied_index() const override { return embedding_->wte_index(); }
 
   // Logits of the last forward (before any backward overwrites them): (batch*seq_len,
   // vocab) without a tensor split, else this rank's rows and vocabulary columns.
   V2<const T> logits() const { return act_.head.logits; }
-  ParamStore<T>& params() { return store_; }
-  const ParamStore<T>& params() const { return store_; }
+  ParamStore<T>& params() override { return store_; }
+  const ParamStore<T>& params() const override { return store_; }
   const ModelConfig& config() const { return cfg_; }
-  const TensorParallel& tensor_parallel() const { return tp_; }
-  // Bytes of activation caches and gradient scratch this rank holds (after a forward and
-  // backward have sized them).
-  int64_t activation_bytes() const;
+  const TensorParallel& tensor_parallel() const override { return tp_; }
   // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
-  void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const;
-  // The flat-gradient ranges backward_micro hands to on_ready, in its order.
-  std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const;
-  // Bytes of one GPTActivations after a forward and backward of ctx on this stage (what
-  // activation_bytes() reports for one micro-batch in flight).
-  int64_t activation_bytes_for(const BlockContext& ctx) const;
+  void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const override;
+  std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
+  int64_t cache_bytes_for(const BlockContext& ctx) const override;
   // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
   // flops_per_token() (the LM head's product where the head runs), over the tensor group.
   double stage_flops(const BlockContext& ctx) const;
@@ -106,6 +93,8 @@ class GPT {
   // The rows of the replica's batch this rank runs the blocks on.
   BlockContext local_context(const BlockContext& replica) const;
   std::pair<int64_t, int64_t> local_rows(const BlockContext& replica) const;  // [begin, end)
+  static GPTActivations<T>& as_acts(StageCache& c) { return static_cast<GPTActivations<T>&>(c); }
+  static const GPTActivations<T>& as_acts(const StageCache& c) { return static_cast<const GPTActivations<T>&>(c); }
 
   ModelConfig cfg_;
   TensorParallel tp_;  // before the blocks, which keep a reference to it

@@ -175,6 +175,136 @@ int64_t ResNet<T>::flops_per_sample() const {
   return 3 * 2 * (cfg_.inputs * w + cfg_.steps * w * w + w * cfg_.classes);
 }
 
+template <class T>
+int64_t ResNet<T>::count_correct(V2<const T> logits, V1<const int32_t> labels) {
+  const auto h_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
+  const auto h_labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels);
+  int64_t correct = 0;
+  for (int64_t i = 0; i < int64_t(h_logits.extent(0)); ++i) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < int64_t(h_logits.extent(1)); ++k)
+      if (h_logits(i, k) > h_logits(i, best)) best = k;
+    correct += best == h_labels(i) ? 1 : 0;
+  }
+  return correct;
+}
+
+// ---- as a StageModel --------------------------------------------------------------------
+
+template <class T>
+int64_t ResNetActivations<T>::bytes() const {
+  int64_t b = view_bytes(lambda, next, logits, lse, losses, scratch.z, scratch.dz, scratch.cols, scratch.dcols);
+  for (const auto& s : u) b += view_bytes(s);
+  return b;
+}
+
+namespace {
+template <class T>
+void ensure(Tensor2<T>& t, const char* name, int64_t rows, int64_t cols) {
+  if (int64_t(t.extent(0)) != rows || int64_t(t.extent(1)) != cols)
+    t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), rows, cols);
+}
+template <class T>
+void ensure(Tensor1<T>& t, const char* name, int64_t n) {
+  if (int64_t(t.extent(0)) != n) t = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), n);
+}
+}  // namespace
+
+template <class T>
+double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) {
+  auto& a = static_cast<ResNetActivations<T>&>(cache);
+  const int64_t b = ctx.batch, w = state_size(), steps = placement_.layer_end - placement_.layer_begin;
+  a.u.resize(size_t(steps + 1));
+  for (auto& s : a.u) ensure(s, "resnet.u", b, w);
+  if (placement_.first()) {
+    a.features = batch.features;
+    open_forward(batch.features, a.u[0]);
+  } else {
+    Kokkos::deep_copy(a.u[0], input);
+  }
+  for (int64_t k = 0; k < steps; ++k) step_forward(placement_.layer_begin + k, h(), a.u[k], a.u[k + 1], a.scratch);
+  if (!placement_.last()) return 0.0;
+  a.labels = batch.targets;
+  ensure(a.logits, "resnet.logits", b, cfg_.classes);
+  ensure(a.lse, "resnet.lse", b);
+  ensure(a.losses, "resnet.losses", b);
+  const double loss = close_forward(a.u.back(), a.labels, a.logits, a.lse, a.losses);
+  a.correct = count_correct(a.logits, a.labels);
+  return loss;
+}
+
+template <class T>
+V2<const T> ResNet<T>::output(const StageCache& cache) const {
+  return static_cast<const ResNetActivations<T>&>(cache).u.back();
+}
+
+template <class T>
+V2<const T> ResNet<T>::input_grad(const StageCache& cache) const {
+  return static_cast<const ResNetActivations<T>&>(cache).lambda;
+}
+
+template <class T>
+int64_t ResNet<T>::correct(const StageCache& cache) const {
+  return static_cast<const ResNetActivations<T>&>(cache).correct;
+}
+
+template <class T>
+void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                               const GradReadyFn& on_ready) {
+  auto& a = static_cast<ResNetActivations<T>&>(cache);
+  const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
+    if (on_ready) on_ready(r.first, r.second - r.first);
+  };
+  const int64_t b = ctx.batch, w = state_size();
+  ensure(a.lambda, "resnet.lambda", b, w);
+  ensure(a.next, "resnet.lambda_next", b, w);
+  if (placement_.last()) {
+    close_backward(a.u.back(), a.labels, dloss_scale, a.logits, a.lse, a.lambda);
+    ready(range_of(close_w_, close_b_));
+  } else {
+    Kokkos::deep_copy(a.lambda, dout);
+  }
+  for (int64_t n = placement_.layer_end; n-- > placement_.layer_begin;) {
+    step_adjoint(n, h(), a.u[size_t(n - placement_.layer_begin)], a.lambda, a.next, a.scratch, true);
+    std::swap(a.lambda, a.next);
+    ready(range_of(step_w_[size_t(n)], step_b_[size_t(n)]));
+  }
+  if (placement_.first()) {
+    open_backward(a.features, a.lambda, a.scratch);
+    ready(range_of(open_w_, open_b_));
+  }
+}
+
+template <class T>
+std::pair<int64_t, int64_t> ResNet<T>::range_of(int first, int last) const {
+  const auto& infos = store_.infos();
+  return {infos[size_t(first)].offset, infos[size_t(last)].offset + infos[size_t(last)].numel};
+}
+
+template <class T>
+std::vector<std::pair<int64_t, int64_t>> ResNet<T>::grad_ready_order() const {
+  std::vector<std::pair<int64_t, int64_t>> order;
+  if (placement_.last()) order.push_back(range_of(close_w_, close_b_));
+  for (int64_t n = placement_.layer_end; n-- > placement_.layer_begin;)
+    order.push_back(range_of(step_w_[size_t(n)], step_b_[size_t(n)]));
+  if (placement_.first()) order.push_back(range_of(open_w_, open_b_));
+  return order;
+}
+
+template <class T>
+int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx) const {
+  const int64_t b = ctx.batch, w = state_size(), e = sizeof(T), steps = placement_.layer_end - placement_.layer_begin;
+  const int64_t c = convolutional() ? cfg_.channels : cfg_.width, rows = convolutional() ? b * side_ * side_ : b;
+  int64_t bytes = (steps + 1 + 2) * b * w * e;                     // states, lambda, next
+  bytes += 2 * rows * c * e;                                        // scratch z, dz
+  // im2col rows and their gradient, last sized by the opening layer's backward on the first stage
+  if (convolutional()) bytes += 2 * rows * 9 * (placement_.first() ? 1 : cfg_.channels) * e;
+  if (placement_.last()) bytes += (b * cfg_.classes + 2 * b) * e;   // logits, lse, losses
+  return bytes;
+}
+
+template struct ResNetActivations<float>;
+template struct ResNetActivations<double>;
 template struct ResNetScratch<float>;
 template struct ResNetScratch<double>;
 template class ResNet<float>;

@@ -13,9 +13,15 @@
 // Under layer parallelism a rank holds a contiguous range of steps (StagePlacement), the
 // first also the opening layer and the last the closing one; every rank declares every
 // parameter (empty where another rank holds it), so checkpoints stay global.
+//
+// It is also a StageModel (stage_model.hpp), so the data-parallel and pipeline engines
+// train it with exact backpropagation: a stage is a block of steps, the first opening,
+// the last closing with the loss; what passes between stages is the state u.
 #include <cstdint>
+#include <vector>
 
 #include "model/param_store.hpp"
+#include "model/stage_model.hpp"
 #include "model/stage_placement.hpp"
 
 namespace strata {
@@ -39,14 +45,32 @@ struct ResNetScratch {  // per batch size: reused by every step
   void ensure_cols(int64_t rows, int64_t cols);
 };
 
+// One micro-batch's states on a stage, kept from its forward for its backward.
 template <class T>
-class ResNet {
+struct ResNetActivations : StageCache {
+  std::vector<Tensor2<T>> u;      // the stage's states: u[0] its input (or the opened image), then one per step
+  Tensor2<T> lambda, next;        // adjoint states (dL/du), lambda ending as the input's gradient
+  Tensor2<T> logits;              // last stage
+  Tensor1<T> lse, losses;
+  int64_t correct = 0;            // last stage: samples the forward classified right
+  V2<const T> features;           // first stage: the images the states were opened from
+  V1<const int32_t> labels;       // last stage
+  ResNetScratch<T> scratch;
+  int64_t bytes() const override;
+};
+
+template <class T>
+class ResNet : public StageModel<T> {
  public:
+  using StageModel<T>::backward;
+  using typename StageModel<T>::GradReadyFn;
+
   // placement.layer_begin/end: the steps this rank holds (default: all of them).
   ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placement = {});
   const ResNetConfig& config() const { return cfg_; }
-  const StagePlacement& placement() const { return placement_; }
-  ParamStore<T>& params() { return store_; }
+  const StagePlacement& placement() const override { return placement_; }
+  ParamStore<T>& params() override { return store_; }
+  const ParamStore<T>& params() const override { return store_; }
   T h() const { return T(cfg_.t_final / double(cfg_.steps)); }
   bool convolutional() const { return cfg_.channels > 0; }
   // values per sample of a state: width, or side x side x channels
@@ -79,6 +103,27 @@ class ResNet {
   void backward(V2<const T> x, V1<const int32_t> labels, T scale, std::vector<Tensor2<T>>& u, Tensor2<T>& logits,
                 const Tensor1<T>& lse);
   int64_t flops_per_sample() const;
+  // Samples whose largest logit is their label (host loop over (B, classes) logits).
+  static int64_t count_correct(V2<const T> logits, V1<const int32_t> labels);
+
+  // StageModel: samples are images (batch.features on the first stage, batch.targets
+  // the labels on the last); one loss term each.
+  const TensorParallel& tensor_parallel() const override { return serial_; }
+  int64_t targets_per_sample() const override { return 1; }
+  std::unique_ptr<StageCache> make_cache() const override { return std::make_unique<ResNetActivations<T>>(); }
+  double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
+  V2<const T> output(const StageCache& cache) const override;
+  std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
+    return {ctx.batch, state_size()};
+  }
+  void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                      const GradReadyFn& on_ready) override;
+  V2<const T> input_grad(const StageCache& cache) const override;
+  std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
+  void micro_batch_traffic(const BlockContext&, Traffic&) const override {}  // no tensor split
+  int64_t cache_bytes_for(const BlockContext& ctx) const override;
+  bool counts_correct() const override { return true; }
+  int64_t correct(const StageCache& cache) const override;
 
  private:
   // u (B, state_size) as the matrix a layer works on: (B, width), or (B side^2, channels)
@@ -86,7 +131,10 @@ class ResNet {
   V rows_of(V u) const;
   // what a step (or the opening layer) multiplies by its weight: u itself, or im2col(u)
   V2<const T> step_input(V2<const T> u, int64_t channels, ResNetScratch<T>& s) const;
+  // the flat-gradient range [begin, end) of parameters first .. last
+  std::pair<int64_t, int64_t> range_of(int first, int last) const;
   ResNetConfig cfg_;
+  TensorParallel serial_;
   int64_t side_ = 0;
   StagePlacement placement_;
   ParamStore<T> store_;

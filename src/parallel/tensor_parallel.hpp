@@ -1,12 +1,13 @@
 #pragma once
 // How the layers of one model replica are split over its tensor group, and the
 // communicators that split uses. Blocks read it to choose their parameter shards and
-// operators; it does not own the communicators (the trainer or a test does).
+// operators; it does not own the communicators (the Grid does).
 //   Serial: every rank of the (size 1) group holds whole tensors.
 //   OneD  : Megatron-LM's split over t ranks: activations replicated (B*T, C); attention
 //           heads, the MLP's hidden units and the vocabulary split t ways.
 //   TwoD  : Optimus' split over a q x q grid: rank (i, j) holds activations
 //           [batch block i, hidden block j] and weights [in block i, out block j].
+#include "comm/grid.hpp"
 #include "core/parallel_modes.hpp"
 #include "parallel/summa.hpp"
 
@@ -23,5 +24,28 @@ struct TensorParallel {
   int size() const { return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : 1; }
   TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
 };
+
+// The split the grid's shape asks for, over the grid's tensor communicators: Serial for
+// 1D with one column, OneD over the columns, TwoD over the square grid (even at q = 1,
+// which runs the 2D code path on one rank).
+inline TensorParallel tensor_parallel_of(const Grid& grid) {
+  const auto& p = grid.shape();
+  TensorParallel tp;
+  if (p.tensor_mode == TensorMode::OneD && p.tensor_cols == 1) return tp;
+  tp.group = &grid.tensor();
+  if (p.tensor_mode == TensorMode::TwoD) {
+    tp.mode = TensorMode::TwoD;
+    tp.row = &grid.tensor_row();
+    tp.col = &grid.tensor_col();
+    tp.q = int(p.tensor_rows);
+    tp.i = grid.coords().row;
+    tp.j = grid.coords().col;
+  } else {
+    tp.mode = TensorMode::OneD;
+    tp.t = int(p.tensor_cols);
+    tp.rank = grid.coords().col;
+  }
+  return tp;
+}
 
 }  // namespace strata

@@ -96,7 +96,7 @@ double activation_rate(const Deck& deck, GPT<float>& model, double gemm_flops) {
     if (rep > 0) best = std::min(best, Timers::now() - t0);
   }
   const double rest = std::max(0.05 * best, best - model.stage_flops(ctx) / gemm_flops);
-  return double(model.activation_bytes_for(ctx)) / rest;
+  return double(model.cache_bytes_for(ctx)) / rest;
 }
 
 // Parameters per second through XPipe's weight prediction and its restore (an Adam-style

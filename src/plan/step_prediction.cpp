@@ -5,6 +5,7 @@
 
 #include "engine/data_parallel.hpp"
 #include "engine/pipeline/pipeline_engine.hpp"
+#include "model/gpt.hpp"
 #include "engine/pipeline/simulate.hpp"
 
 namespace strata {
@@ -79,10 +80,10 @@ struct StageCosts {
 std::pair<int64_t, int64_t> stage_memory(const GPT<float>& model, const BlockContext& micro, bool xpipe, int slots) {
   const int64_t numel = model.params().numel();
   const int64_t state = (xpipe ? 5 : 4) * numel * int64_t(sizeof(float));
-  int64_t activations = model.activation_bytes_for(micro);
+  int64_t activations = model.cache_bytes_for(micro);
   if (slots >= 0) {
     slots = std::max(1, slots);
-    const auto [rows, cols] = model.stage_activation_shape(micro);
+    const auto [rows, cols] = model.boundary_shape(micro);
     activations = slots * activations + (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
   }
   return {state, activations};
@@ -144,7 +145,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     StageCosts& c = costs[size_t(s)];
     if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
     // per micro-batch
-    const double act = double(model->activation_bytes_for(micro));
+    const double act = double(model->cache_bytes_for(micro));
     c.gemm = model->stage_flops(micro) / machine.gemm_flops;
     c.compute = c.gemm + act / machine.activation_rate;  // the non-GEMM work, as calibrate measures it
     Traffic tensor;
@@ -155,9 +156,9 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     c.optimizer = double(store.numel()) / machine.adam_rate;
     c.predict = c.optimizer;
     if (p > 1) {
-      const auto [rows, cols] = model->stage_activation_shape(micro);
+      const auto [rows, cols] = model->boundary_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
-      const double wte = double(store.infos()[model->wte_index()].numel) * sizeof(float);
+      const double wte = double(store.infos()[model->tied_index()].numel) * sizeof(float);
       if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step
@@ -179,7 +180,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       const bool overlaps = buckets > 0 && deck.parallel.comm_backend == "nccl";
       c.sums = overlaps ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
     } else if (!xpipe) {
-      const double wte = double(store.infos()[model->wte_index()].numel) * sizeof(float);
+      const double wte = double(store.infos()[model->tied_index()].numel) * sizeof(float);
       const double tied = s == 0 || s == p - 1 ? links.of("tied_emb").seconds(Collective::AllReduce, 2, wte) : 0.0;
       c.sums = tied + data_sum;
     } else {

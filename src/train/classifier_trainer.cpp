@@ -19,9 +19,6 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
   // in phases, each agreed before the next one's collectives (see Trainer)
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
-    data_comm_ = std::make_unique<Comm>(grid_->data_group());
-    layer_comm_ = std::make_unique<Comm>(grid_->pipeline_group());
-    model_comm_ = std::make_unique<Comm>(grid_->model_group());
   });
   agreed(world, [&] { data_ = std::make_unique<ImageDataset>(deck_.data.dir, deck_.run.seed); });
   agreed(world, [&] {
@@ -52,7 +49,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     o.backward.max_iterations = int(lp.bwd_iterations);
     o.warm_start = lp.warm_start;
     const int64_t lb = deck_.data.batch_size / grid_->data_size();
-    engine_ = std::make_unique<LayerParallel<float>>(*model_, *layer_comm_, *data_comm_, lb, o);
+    engine_ = std::make_unique<LayerParallel<float>>(*model_, *grid_, lb, o);
   });
   // the MGRIT warm start is not in a checkpoint: after a restart the first solves start
   // from zero, as the uninterrupted run's do after every checkpoint_every-th step
@@ -120,7 +117,7 @@ std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int6
   timers.stop("forward_backward");
   window_correct_ += double(last_.correct);
   timers.start("optimizer");
-  const StepOutcome out = clip_and_update(last_.loss, model_->params(), model_comm_.get(), optim, deck_.optim.grad_clip,
+  const StepOutcome out = clip_and_update(last_.loss, model_->params(), &grid_->model(), optim, deck_.optim.grad_clip,
                                           lr_at_step(deck_.optim, first_step, deck_.run.steps));
   timers.stop("optimizer");
   return {out};

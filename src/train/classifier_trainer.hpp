@@ -54,7 +54,6 @@ class ClassifierTrainer : public TrainingJob {
   Deck deck_;
   TrainOptions opts_;
   std::unique_ptr<Grid> grid_;
-  std::unique_ptr<Comm> data_comm_, layer_comm_, model_comm_;
   Log log_;
   std::unique_ptr<ImageDataset> data_;
   std::unique_ptr<ResNet<float>> model_;

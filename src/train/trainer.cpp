@@ -23,6 +23,14 @@ int world_rank(MPI_Comm c) {
   return r;
 }
 
+SampleBatch<float> samples_of(const Batch& b) {
+  SampleBatch<float> s;
+  s.samples = b.local_batch();
+  s.tokens = b.tokens();
+  s.targets = b.targets();
+  return s;
+}
+
 }  // namespace
 
 Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
@@ -35,10 +43,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     if (par.micro_batches > 1 && par.pipeline == 1)
       throw UserError("parallel.micro_batches = " + std::to_string(par.micro_batches) +
                       " needs parallel.pipeline > 1 (micro-batches feed pipeline stages)");
-    world_comm_ = std::make_unique<Comm>(grid_->world());
-    model_comm_ = std::make_unique<Comm>(grid_->model_group());
-    data_comm_ = std::make_unique<Comm>(grid_->data_group(), parse_comm_backend(par.comm_backend));
-    setup_tensor_parallel();
+    tp_ = tensor_parallel_of(*grid_);
   });
   agreed(world, [&] {
     if (deck_.data.kind == "text")
@@ -58,41 +63,18 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   });
   agreed(world, [&] {
     if (par.pipeline > 1) {
-      auto pipeline = std::make_unique<PipelineEngine<float>>(*model_, *grid_, *data_comm_, par.schedule,
-                                                              int(par.micro_batches));
+      auto pipeline = std::make_unique<PipelineEngine<float>>(*model_, *grid_, par.schedule, int(par.micro_batches));
       if (pipeline->asynchronous()) stream_ = pipeline.get();
       engine_ = std::move(pipeline);
       if (par.measure_staleness) staleness_ = std::make_unique<StalenessMeter<float>>();
     } else {
-      engine_ = std::make_unique<DataParallel<float>>(*model_, *data_comm_, par.grad_bucket_mb * 1e6);
+      engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6);
     }
   });
   loop_ = std::make_unique<RunLoop>(deck_, opts_, *this, log_);
 }
 
 Trainer::~Trainer() = default;
-
-void Trainer::setup_tensor_parallel() {
-  const auto& p = deck_.parallel;
-  const bool two_d = p.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path on one rank
-  if (!two_d && p.tensor_cols == 1) return;
-  tensor_comm_ = std::make_unique<Comm>(grid_->tensor_group());
-  tp_.group = tensor_comm_.get();
-  if (two_d) {
-    row_comm_ = std::make_unique<Comm>(grid_->tensor_row());
-    col_comm_ = std::make_unique<Comm>(grid_->tensor_col());
-    tp_.mode = TensorMode::TwoD;
-    tp_.row = row_comm_.get();
-    tp_.col = col_comm_.get();
-    tp_.q = int(p.tensor_rows);
-    tp_.i = grid_->coords().row;
-    tp_.j = grid_->coords().col;
-  } else {
-    tp_.mode = TensorMode::OneD;
-    tp_.t = int(p.tensor_cols);
-    tp_.rank = grid_->coords().col;
-  }
-}
 
 std::string Trainer::layout() const {
   std::string s = "data=" + std::to_string(grid_->data_size());
@@ -104,24 +86,9 @@ std::string Trainer::layout() const {
   return s;
 }
 
-std::vector<std::pair<std::string, const Comm*>> Trainer::comms() const {
-  std::vector<std::pair<std::string, const Comm*>> out = {{"data", data_comm_.get()}};
-  if (auto* pipe = dynamic_cast<const PipelineEngine<float>*>(engine_.get())) {
-    out.emplace_back("pipeline", &pipe->pipeline_comm());
-    if (pipe->embedding_comm()) out.emplace_back("tied_emb", pipe->embedding_comm());
-  }
-  if (tp_.mode == TensorMode::OneD) out.emplace_back("tensor", tensor_comm_.get());
-  if (tp_.mode == TensorMode::TwoD) {
-    out.emplace_back("tensor", tensor_comm_.get());
-    out.emplace_back("grid_row", row_comm_.get());
-    out.emplace_back("grid_col", col_comm_.get());
-  }
-  return out;
-}
-
 std::pair<double, double> Trainer::comm_totals() const {
   double seconds = 0, wire = 0;
-  for (const auto& [name, c] : comms())
+  for (const auto& [name, c] : grid_->reported_comms())
     for (const auto& [kind, st] : c->stats()) {
       seconds += st.seconds;
       wire += st.wire_bytes;
@@ -152,11 +119,11 @@ void Trainer::describe(const Log& log) {
 }
 
 Evaluation Trainer::evaluate() {
-  const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
+  const int64_t gb = deck_.data.batch_size;
   double sum = 0;
   for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
     batch_->load(*data_, Split::Validation, j, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
-    sum += engine_->evaluate(batch_->tokens(), batch_->targets(), lb, gb);
+    sum += engine_->evaluate(samples_of(*batch_), gb).loss;
   }
   Evaluation e;
   e.loss = sum / double(deck_.run.val_batches);
@@ -166,13 +133,13 @@ Evaluation Trainer::evaluate() {
 std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
                                               const std::function<bool()>& stop_requested) {
   if (stream_) return train_stream(first_step, count, optim, timers, stop_requested);
-  const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
+  const int64_t gb = deck_.data.batch_size;
   timers.start("data");
   batch_->load(*data_, Split::Train, first_step, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
   timers.stop("data");
-  const double loss = engine_->forward_backward(batch_->tokens(), batch_->targets(), lb, gb, timers);
+  const double loss = engine_->forward_backward(samples_of(*batch_), gb, timers).loss;
   timers.start("optimizer");
-  const StepOutcome out = clip_and_update(loss, model_->params(), model_comm_.get(), optim, deck_.optim.grad_clip,
+  const StepOutcome out = clip_and_update(loss, model_->params(), &grid_->model(), optim, deck_.optim.grad_clip,
                                           lr_at_step(deck_.optim, first_step, deck_.run.steps));
   timers.stop("optimizer");
   return {out};
@@ -183,11 +150,11 @@ std::vector<StepOutcome> Trainer::train_stream(int64_t first_step, int64_t count
   const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
   timers.start("data");
   while (int64_t(stream_batches_.size()) < count) stream_batches_.push_back(std::make_unique<Batch>(lb, deck_.model.seq_len));
-  std::vector<MiniBatchView> views;
+  std::vector<SampleBatch<float>> views;
   for (int64_t k = 0; k < count; ++k) {
     stream_batches_[k]->load(*data_, Split::Train, first_step + k, grid_->data_rank(), grid_->data_size(),
                              deck_.parallel.micro_batches);
-    views.push_back({stream_batches_[k]->tokens(), stream_batches_[k]->targets()});
+    views.push_back(samples_of(*stream_batches_[k]));
   }
   timers.stop("data");
   StreamUpdate<float> update;
@@ -200,7 +167,7 @@ std::vector<StepOutcome> Trainer::train_stream(int64_t first_step, int64_t count
   update.stop_requested = stop_requested;
   std::vector<StepOutcome> out;
   // each stage applied its update only where its own gradient was finite (PipelineEngine)
-  for (const StreamStep& s : stream_->train_stream(first_step, views, lb, gb, update, timers))
+  for (const StreamStep& s : stream_->train_stream(first_step, views, gb, update, timers))
     out.push_back({s.loss, s.grad_norm, std::isfinite(s.loss) && std::isfinite(s.grad_norm)});
   return out;
 }
@@ -267,10 +234,10 @@ std::vector<StalenessSummary> Trainer::report_staleness() {
   for (int stage = 0; stage < int(out.size()); ++stage) {
     const bool here = reports && g.pipeline == stage;
     auto& s = out[stage];
-    s.passes = int64_t(world_comm_->allreduce_sum(here ? double(mine.passes) : 0.0));
-    s.ahead = int64_t(world_comm_->allreduce_sum(here ? double(mine.ahead) : 0.0));
-    s.sum_used = world_comm_->allreduce_sum(here ? mine.sum_used : 0.0);
-    s.sum_current = world_comm_->allreduce_sum(here ? mine.sum_current : 0.0);
+    s.passes = int64_t(grid_->everyone().allreduce_sum(here ? double(mine.passes) : 0.0));
+    s.ahead = int64_t(grid_->everyone().allreduce_sum(here ? double(mine.ahead) : 0.0));
+    s.sum_used = grid_->everyone().allreduce_sum(here ? mine.sum_used : 0.0);
+    s.sum_current = grid_->everyone().allreduce_sum(here ? mine.sum_current : 0.0);
     if (deck_.parallel.weight_prediction)
       log_.info(strfmt("xpipe staleness stage %d: %lld of %lld passes with s > 0: predicted %.3e, current %.3e (ratio %.2f)",
                        stage, (long long)s.ahead, (long long)s.passes, s.mean_used(), s.mean_current(),
@@ -293,7 +260,7 @@ void Trainer::print_summary(const Log& log, double loop, int64_t steps_run) {
   log.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",
                   comm_s, 100.0 * comm_s / loop, comm_wire / double(std::max<int64_t>(1, steps_run)) / (1 << 20)));
   log.info("comm group    kind                 calls  payload_MiB   wire_MiB    seconds");
-  for (const auto& [group, c] : comms())
+  for (const auto& [group, c] : grid_->reported_comms())
     for (const auto& [kind, st] : c->stats())
       if (st.calls > 0 && (st.bytes > 0 || st.seconds > 1e-4))
         log.info(strfmt("comm %-8s %-20s %7lld %12.2f %10.2f %10.3f", group.c_str(), kind.c_str(), (long long)st.calls,

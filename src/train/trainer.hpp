@@ -33,8 +33,6 @@ class Trainer : public TrainingJob {
   ~Trainer() override;
   GptTrainResult run();
   GPT<float>& model() { return *model_; }
-  // The communicators whose counters the summary reports, by the names it gives them.
-  std::vector<std::pair<std::string, const Comm*>> comms() const;
   const Grid& grid() const override { return *grid_; }
 
   // TrainingJob
@@ -63,16 +61,10 @@ class Trainer : public TrainingJob {
                                         const std::function<bool()>& stop_requested);
   // XPipe with parallel.measure_staleness: every stage's summary (collective), printed by rank 0.
   std::vector<StalenessSummary> report_staleness();
-  // Builds the tensor group's communicators and tp_ from the deck's [parallel] section.
-  void setup_tensor_parallel();
 
   Deck deck_;
   TrainOptions opts_;
   std::unique_ptr<Grid> grid_;
-  std::unique_ptr<Comm> world_comm_;  // run-wide agreement (staleness sums)
-  std::unique_ptr<Comm> data_comm_;
-  std::unique_ptr<Comm> tensor_comm_, row_comm_, col_comm_;
-  std::unique_ptr<Comm> model_comm_;  // one model replica: pipeline x tensor (gradient norm)
   TensorParallel tp_;
   Log log_;
   std::unique_ptr<TokenSource> data_;

@@ -50,21 +50,26 @@ TEST_CASE("every 4D layout of the job builds consistent sub-communicators", "[mp
           for (int i = 0; i < r; ++i) col_sum += g.rank_of({k.data, k.pipeline, i, k.col});
           for (int i = 0; i < r; ++i)
             for (int j = 0; j < c; ++j) tensor_sum += g.rank_of({k.data, k.pipeline, i, j});
-          CHECK(size_of(g.data_group()) == d);
-          CHECK(size_of(g.pipeline_group()) == p);
-          CHECK(size_of(g.tensor_row()) == c);
-          CHECK(size_of(g.tensor_col()) == r);
-          CHECK(size_of(g.tensor_group()) == r * c);
-          CHECK(sum_over(g.data_group(), me) == data_sum);
-          CHECK(sum_over(g.pipeline_group(), me) == pipe_sum);
-          CHECK(sum_over(g.tensor_row(), me) == row_sum);
-          CHECK(sum_over(g.tensor_col(), me) == col_sum);
-          CHECK(sum_over(g.tensor_group(), me) == tensor_sum);
+          CHECK(size_of(g.data().raw()) == d);
+          CHECK(size_of(g.pipeline().raw()) == p);
+          CHECK(size_of(g.tensor_row().raw()) == c);
+          CHECK(size_of(g.tensor_col().raw()) == r);
+          CHECK(size_of(g.tensor().raw()) == r * c);
+          CHECK(sum_over(g.data().raw(), me) == data_sum);
+          CHECK(sum_over(g.pipeline().raw(), me) == pipe_sum);
+          CHECK(sum_over(g.tensor_row().raw(), me) == row_sum);
+          CHECK(sum_over(g.tensor_col().raw(), me) == col_sum);
+          CHECK(sum_over(g.tensor().raw(), me) == tensor_sum);
           CHECK(g.pipeline_prev() == (k.pipeline > 0 ? g.rank_of({k.data, k.pipeline - 1, k.row, k.col}) : -1));
           CHECK(g.pipeline_next() == (k.pipeline + 1 < p ? g.rank_of({k.data, k.pipeline + 1, k.row, k.col}) : -1));
+          // the reversed pipeline group ranks the stages backwards
+          CHECK(g.pipeline_reversed().size() == p);
+          CHECK(g.pipeline_reversed().rank() == p - 1 - k.pipeline);
+          CHECK(sum_over(g.pipeline_reversed().raw(), me) == pipe_sum);
+          CHECK((g.embedding() != nullptr) == (p > 1 && (k.pipeline == 0 || k.pipeline == p - 1)));
           // the rank in the data group is the data coordinate
           int data_rank = -1;
-          MPI_Comm_rank(g.data_group(), &data_rank);
+          MPI_Comm_rank(g.data().raw(), &data_rank);
           CHECK(data_rank == k.data);
         }
   CHECK(layouts >= 1);

@@ -288,7 +288,6 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     pc.data = data;
     pc.pipeline = layers;
     Grid grid(pc, MPI_COMM_WORLD);
-    Comm layer_comm(grid.pipeline_group()), data_comm(grid.data_group());
     ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), layers, grid.coords().pipeline));
     LayerParallelOptions o;
     o.forward.levels = o.backward.levels = lay.levels;
@@ -296,7 +295,7 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     o.forward.tolerance = o.backward.tolerance = 1e-12;
     o.forward.max_iterations = o.backward.max_iterations = 40;
     const int64_t lb = batch / data;
-    LayerParallel<double> engine(net, layer_comm, data_comm, lb, o);
+    LayerParallel<double> engine(net, grid, lb, o);
     // this replica's rows of the batch
     Tensor2<double> x("x", lb, c.inputs);
     Tensor1<int32_t> labels("labels", lb);
@@ -314,7 +313,7 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
     for (size_t i = 0; i < infos.size(); ++i)
       for (int64_t e = 0; e < infos[i].numel; ++e)
         mine[size_t(serial.net.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
-    MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline_group());
+    MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline().raw());
     const double err = rel_diff(mine, serial_grads);
     if (rank == 0)
       std::printf("layer-parallel driver (%s), data %d x layers %d: gradient rel diff %.2e\n", lay.name, data, layers,
@@ -366,14 +365,13 @@ TEST_CASE("the convolutional network: the layer-parallel driver to tolerance giv
   ParallelConfig pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
-  Comm layer_comm(grid.pipeline_group()), data_comm(grid.data_group());
   ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), n, rank));
   LayerParallelOptions o;
   o.forward.levels = o.backward.levels = 2;
   o.forward.cfactor = o.backward.cfactor = 4;
   o.forward.tolerance = o.backward.tolerance = 1e-12;
   o.forward.max_iterations = o.backward.max_iterations = 40;
-  LayerParallel<double> engine(net, layer_comm, data_comm, batch, o);
+  LayerParallel<double> engine(net, grid, batch, o);
   const LayerParallelResult r = engine.forward_backward(d.x, d.labels, batch);
   CHECK(r.forward.converged);
   CHECK(r.backward.converged);

@@ -73,13 +73,16 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
   ParallelConfig pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
-  Comm data(grid.data_group());
   for (const Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB}) {
     GPT<double> model(m, 7, {}, StagePlacement::balanced(int(m.n_layer), n, grid.coords().pipeline));
-    PipelineEngine<double> engine(model, grid, data, schedule, int(micro));
+    PipelineEngine<double> engine(model, grid, schedule, int(micro));
     Timers timers;
-    const double loss = engine.forward_backward(tokens, targets, batch, batch, timers);
-    const auto grads = test::gather_global(model.params(), model.params().grads(), grid.model_group());
+    SampleBatch<double> all;
+    all.samples = batch;
+    all.tokens = tokens;
+    all.targets = targets;
+    const double loss = engine.forward_backward(all, batch, timers).loss;
+    const auto grads = test::gather_global(model.params(), model.params().grads(), grid.model().raw());
     double worst = 0;
     for (size_t i = 0; i < grads.size(); ++i) worst = std::max(worst, std::abs(grads[i] - serial_grads[i]));
     INFO(to_string(schedule) << " over " << n << " stages");
@@ -103,7 +106,7 @@ TEST_CASE("GPipe and 1F1B pipelines equal the serial run", "[mpi][pipeline]") {
   for (const auto& layout : layouts) {
     Trainer par(pipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
-    const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().model_group());
+    const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ser.losses.size());

@@ -25,7 +25,6 @@ namespace {
 struct SquareGrid {
   int q;
   Grid grid;
-  Comm row, col;
   TensorGrid2D g;
   static ParallelConfig layout(int q) {
     int world = 1;
@@ -42,8 +41,8 @@ struct SquareGrid {
     return world == 4 ? 2 : 1;
   }
   SquareGrid()
-      : q(largest_q()), grid(layout(q), MPI_COMM_WORLD), row(grid.tensor_row()), col(grid.tensor_col()),
-        g{row, col, q, grid.coords().row, grid.coords().col} {}
+      : q(largest_q()), grid(layout(q), MPI_COMM_WORLD),
+        g{grid.tensor_row(), grid.tensor_col(), q, grid.coords().row, grid.coords().col} {}
 };
 
 // Global (rows x cols) matrix from the counter RNG: the same on every rank.
@@ -121,7 +120,7 @@ TEST_CASE("SUMMA AB, ABT and ATB equal the serial products", "[mpi][summa]") {
     summa_matmul_atb<float>(s.g, test::mat(a, K / q, M / q), test::mat(b, K / q, N / q), test::mat(c, M / q, N / q));
     CHECK(block_error(serial_gemm("T", "N", A, K, M, B, K, N, M, N), M, N, c, q, i, j) <= tol);
   }
-  if (q > 1) CHECK(s.row.stats().at("broadcast").bytes > 0);  // Comm counted the traffic
+  if (q > 1) CHECK(s.grid.tensor_row().stats().at("broadcast").bytes > 0);  // Comm counted the traffic
 }
 
 TEST_CASE("2D linear layer: output, input, weight and bias gradients equal the serial layer", "[mpi][summa][tp2d]") {

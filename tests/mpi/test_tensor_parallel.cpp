@@ -75,27 +75,12 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
       if (o == "parallel.tensor_rows=2") pc.tensor_rows = 2;
     }
     Grid grid(pc, MPI_COMM_WORLD);
-    Comm group(grid.tensor_group()), row(grid.tensor_row()), col(grid.tensor_col());
-    TensorParallel tp;
-    tp.group = &group;
-    if (pc.tensor_mode == TensorMode::TwoD) {
-      tp.mode = TensorMode::TwoD;
-      tp.row = &row;
-      tp.col = &col;
-      tp.q = int(pc.tensor_rows);
-      tp.i = grid.coords().row;
-      tp.j = grid.coords().col;
-    } else {
-      tp.mode = TensorMode::OneD;
-      tp.t = int(pc.tensor_cols);
-      tp.rank = grid.coords().col;
-    }
-    GPT<double> model(m, 7, tp);
+    GPT<double> model(m, 7, tensor_parallel_of(grid));
     const double loss = model.forward(ctx, tokens, targets);
     model.params().zero_grads();
     model.backward(ctx, scale);
-    const auto params = test::gather_global(model.params(), model.params().params(), grid.tensor_group());
-    const auto grads = test::gather_global(model.params(), model.params().grads(), grid.tensor_group());
+    const auto params = test::gather_global(model.params(), model.params().params(), grid.tensor().raw());
+    const auto grads = test::gather_global(model.params(), model.params().grads(), grid.tensor().raw());
     INFO(describe(layout) << " on " << n << " ranks");
     if (world_rank() == 0)
       std::printf("GPT<double> %s on %d ranks: loss rel diff %.2e, grad max diff %.2e (max grad %.2e)\n",
@@ -136,7 +121,7 @@ TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi
   for (const auto& layout : tensor_layouts_for(n)) {
     Trainer par(tp_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
-    const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().tensor_group());
+    const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().tensor().raw());
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ser.losses.size());

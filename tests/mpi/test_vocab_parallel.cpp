@@ -65,7 +65,7 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
     pc.tensor_rows = mode == "2d" ? 2 : 1;
     pc.tensor_cols = mode == "2d" ? 2 : n;
     Grid grid(pc, MPI_COMM_WORLD);
-    Comm group(grid.tensor_group()), row(grid.tensor_row()), col(grid.tensor_col());
+    Comm &group = grid.tensor(), &row = grid.tensor_row(), &col = grid.tensor_col();
     TensorParallel tp;
     tp.group = &group;
     if (mode == "2d") {

@@ -75,7 +75,7 @@ Tensor1<double> copy1(V1<const double> v) {
 // Runs schedule s over the mini-batches in one process; returns the summed loss per
 // mini-batch and leaves each stage's state in stages.
 std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std::vector<StageState>& stages,
-                              const std::vector<MiniBatchView>& batches, int64_t batch) {
+                              const std::vector<SampleBatch<double>>& batches, int64_t batch) {
   const int p = s.stages, t = s.micro_batches;
   const int64_t bm = batch / t, t_len = cfg.seq_len;
   const BlockContext ctx{bm, t_len};
@@ -98,7 +98,7 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
     for (int r = 0; r < p; ++r) {
       StageState& st = stages[r];
       auto& store = st.model->params();
-      const int wte = st.model->wte_index();
+      const int wte = st.model->tied_index();
       const auto wslice = [&](Tensor1<double>& buf) {
         const auto& info = store.infos()[wte];
         return V1<double>(buf.data() + info.offset, info.numel);
@@ -129,16 +129,18 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
             ++st.tied_versions;
           }
         } else if (in.op == PipeOp::Forward) {
-          const MiniBatchView& b = batches[in.mb / t];
-          loss[in.mb / t] += st.model->forward_micro(ctx, Kokkos::subview(b.tokens, rows(in.mb)),
-                                                     Kokkos::subview(b.targets, rows(in.mb)),
-                                                     r == 0 ? V2<const double>() : V2<const double>(st.input[in.mb]),
-                                                     st.acts[in.mb]);
+          const SampleBatch<double>& b = batches[in.mb / t];
+          SampleBatch<double> micro;
+          micro.samples = bm;
+          micro.tokens = Kokkos::subview(b.tokens, rows(in.mb));
+          micro.targets = Kokkos::subview(b.targets, rows(in.mb));
+          loss[in.mb / t] += st.model->forward(ctx, micro, r == 0 ? V2<const double>() : V2<const double>(st.input[in.mb]),
+                                               st.acts[in.mb]);
         } else if (in.op == PipeOp::Backward) {
-          st.model->backward_micro(ctx, 1.0 / double(batch * t_len),
-                                   r == p - 1 ? V2<const double>() : V2<const double>(st.dout[in.mb]), st.acts[in.mb]);
+          st.model->backward(ctx, 1.0 / double(batch * t_len),
+                             r == p - 1 ? V2<const double>() : V2<const double>(st.dout[in.mb]), st.acts[in.mb]);
         } else if (in.op == PipeOp::SendAct) {
-          mail[{0, r, in.mb}] = copy2(st.model->stage_output(st.acts[in.mb]));
+          mail[{0, r, in.mb}] = copy2(st.model->output(st.acts[in.mb]));
         } else if (in.op == PipeOp::SendGrad) {
           mail[{1, r, in.mb}] = copy2(st.acts[in.mb].dres);
         } else if (in.op == PipeOp::PredictWeights) {
@@ -183,7 +185,7 @@ Deck xpipe_deck(const std::vector<std::string>& overrides, const std::string& na
 }
 
 std::vector<double> global_params(Trainer& t) {
-  return gather_global(t.model().params(), t.model().params().params(), t.grid().model_group());
+  return gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
 }
 
 }  // namespace
@@ -194,25 +196,28 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
   const ModelConfig cfg = tiny_model();
   const int64_t batch = 6, k = 5;
   const auto [tokens, targets] = pattern_tokens(k * batch * cfg.seq_len, cfg.vocab_size);
-  std::vector<MiniBatchView> batches;
+  std::vector<SampleBatch<double>> batches;
   for (int64_t b = 0; b < k; ++b) {
     const auto rows = std::make_pair(b * batch * cfg.seq_len, (b + 1) * batch * cfg.seq_len);
-    batches.push_back({Kokkos::subview(tokens, rows), Kokkos::subview(targets, rows)});
+    SampleBatch<double> mini;
+    mini.samples = batch;
+    mini.tokens = Kokkos::subview(tokens, rows);
+    mini.targets = Kokkos::subview(targets, rows);
+    batches.push_back(mini);
   }
   ParallelConfig pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
-  Comm data(grid.data_group());
   for (const int t : {1, 2, 3}) {
     GPT<double> model(cfg, 7, {}, StagePlacement::balanced(int(cfg.n_layer), n, rank));
-    PipelineEngine<double> engine(model, grid, data, Schedule::XPipe, t);
+    PipelineEngine<double> engine(model, grid, Schedule::XPipe, t);
     AdamW<double> optim(test_optim());
     StreamUpdate<double> update;
     update.optim = &optim;
     update.config = test_optim();
     update.lr_at = lr_of;
     Timers timers;
-    const auto steps = engine.train_stream(0, batches, batch, batch, update, timers);
+    const auto steps = engine.train_stream(0, batches, batch, update, timers);
 
     std::vector<StageState> stages;
     const auto ref_loss = interpret(engine.xpipe_schedule_for(int(k)), cfg, stages, batches, batch);
@@ -233,7 +238,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
     CHECK(diff(mine.adam_m(), ref.adam_m()) < 1e-13);
     CHECK(diff(mine.adam_v(), ref.adam_v()) < 1e-13);
     // after the drain the last stage's copy of the tied embedding is the first stage's
-    const auto wte_of = [&](int r) { return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->wte_index()))); };
+    const auto wte_of = [&](int r) { return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->tied_index()))); };
     CHECK(wte_of(0) == wte_of(n - 1));
     CHECK(optim.steps_taken() == k);
   }

@@ -4,12 +4,6 @@
 
 namespace strata {
 namespace {
-MPI_Comm reversed_copy(const Comm& c) {
-  MPI_Comm out = MPI_COMM_NULL;
-  MPI_Comm_split(c.raw(), 0, c.size() - 1 - c.rank(), &out);
-  return out;
-}
-
 // The solver's blocks: layer rank r holds its placement's steps, which must be the even
 // split every rank assumes.
 std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, const Comm& layers) {
@@ -21,16 +15,15 @@ std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, con
 }  // namespace
 
 template <class T>
-LayerParallel<T>::LayerParallel(ResNet<T>& net, Comm& layers, Comm& data, int64_t local_batch,
-                                LayerParallelOptions options)
-    : net_(net), layers_(layers), data_(data), opt_(options), batch_(local_batch), reversed_(reversed_copy(layers)),
-      reversed_comm_(std::make_unique<Comm>(reversed_)), forward_steps_(net, local_batch, options.forward.cfactor),
-      forward_(forward_steps_, layers, net.config().steps, options.forward,
-               layer_bounds(net.placement(), net.config().steps, layers)) {
+LayerParallel<T>::LayerParallel(ResNet<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options)
+    : net_(net), layers_(grid.pipeline()), data_(grid.data()), opt_(options), batch_(local_batch),
+      forward_steps_(net, local_batch, options.forward.cfactor),
+      forward_(forward_steps_, layers_, net.config().steps, options.forward,
+               layer_bounds(net.placement(), net.config().steps, layers_)) {
   adjoint_steps_ = std::make_unique<ResNetAdjointSteps<T>>(net, forward_, local_batch, options.backward.cfactor);
   const MgritLayout backward(net.config().steps, options.backward.cfactor, options.backward.levels,
                              forward_.layout().bounds());
-  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, *reversed_comm_, net.config().steps, options.backward,
+  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, grid.pipeline_reversed(), net.config().steps, options.backward,
                                         backward.reversed().bounds());
   logits_ = Tensor2<T>("layerpar.logits", local_batch, net.config().classes);
   lse_ = Tensor1<T>("layerpar.lse", local_batch);
@@ -38,11 +31,7 @@ LayerParallel<T>::LayerParallel(ResNet<T>& net, Comm& layers, Comm& data, int64_
 }
 
 template <class T>
-LayerParallel<T>::~LayerParallel() {
-  adjoint_.reset();
-  reversed_comm_.reset();
-  if (reversed_ != MPI_COMM_NULL) MPI_Comm_free(&reversed_);
-}
+LayerParallel<T>::~LayerParallel() = default;
 
 template <class T>
 MgritStats LayerParallel<T>::solve_forward(V2<const T> x) {
@@ -58,14 +47,7 @@ std::pair<double, int64_t> LayerParallel<T>::loss_and_accuracy(V1<const int32_t>
   if (layers_.rank() == layers_.size() - 1) {
     const auto u_n = forward_steps_.as_state(V1<const T>(forward_.point(forward_.points())));
     loss = net_.close_forward(u_n, labels, logits_, lse_, losses_);
-    const auto h_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits_);
-    const auto h_labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels);
-    for (int64_t i = 0; i < batch_; ++i) {
-      int64_t best = 0;
-      for (int64_t k = 1; k < int64_t(h_logits.extent(1)); ++k)
-        if (h_logits(i, k) > h_logits(i, best)) best = k;
-      correct += best == h_labels(i) ? 1 : 0;
-    }
+    correct = double(ResNet<T>::count_correct(logits_, labels));
   }
   loss = data_.allreduce_sum(layers_.allreduce_sum(loss));
   correct = data_.allreduce_sum(layers_.allreduce_sum(correct));

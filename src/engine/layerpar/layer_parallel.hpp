@@ -10,7 +10,7 @@
 // gradients afterwards.
 #include <memory>
 
-#include "comm/comm.hpp"
+#include "comm/grid.hpp"
 #include "engine/layerpar/resnet_steps.hpp"
 
 namespace strata {
@@ -29,9 +29,10 @@ struct LayerParallelResult {
 template <class T>
 class LayerParallel {
  public:
-  // net: this rank's block of steps; layers: the layer group in layer order (its rank r
-  // holds block r); data: the replicas of this block. local_batch: samples per replica.
-  LayerParallel(ResNet<T>& net, Comm& layers, Comm& data, int64_t local_batch, LayerParallelOptions options);
+  // net: this rank's block of steps. The grid's pipeline group is the layer group in layer
+  // order (its rank r holds block r; the adjoint runs on its reversed copy), its data
+  // group the replicas of this block. local_batch: samples per replica.
+  LayerParallel(ResNet<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options);
   ~LayerParallel();
   // Zeroes the gradients, then forward and backward of this replica's x (B, inputs) and
   // labels (B); the gradients end summed over the data replicas, scaled by 1/global_batch.
@@ -54,8 +55,6 @@ class LayerParallel {
   Comm& data_;
   LayerParallelOptions opt_;
   int64_t batch_;
-  MPI_Comm reversed_ = MPI_COMM_NULL;
-  std::unique_ptr<Comm> reversed_comm_;  // the layer group in reverse order (the adjoint's time)
   ResNetForwardSteps<T> forward_steps_;
   Mgrit<T> forward_;
   std::unique_ptr<ResNetAdjointSteps<T>> adjoint_steps_;

@@ -26,24 +26,21 @@ void add_into(V1<T> y, V1<const T> x) {  // y += x
 }  // namespace
 
 template <class T>
-PipelineEngine<T>::PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, Schedule schedule,
-                                  int micro_batches)
-    : model_(model), data_(data_comm), pipe_(grid.pipeline_group()), schedule_(schedule),
+PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches)
+    : model_(model), data_(grid.data()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
+      stop_comm_(grid.control()), schedule_(schedule),
       micro_batches_(micro_batches), stage_(grid.coords().pipeline), stages_(int(grid.shape().pipeline)) {
-  if (grid.embedding_group() != MPI_COMM_NULL) embedding_ = std::make_unique<Comm>(grid.embedding_group());
+  if (asynchronous() && stages_ > 1 && model_.tied_index() < 0)
+    throw UserError("parallel.schedule = \"xpipe\" runs models with a tied embedding (the GPT); use gpipe or 1f1b");
   if (!asynchronous()) {
     flushing_ = make_schedule(schedule, stages_, micro_batches_);
     const PipeSimulation sim = simulate_schedule(flushing_);
     if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
-  } else {
-    MPI_Comm_dup(grid.world(), &stop_comm_);
   }
 }
 
 template <class T>
-PipelineEngine<T>::~PipelineEngine() {
-  if (stop_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stop_comm_);
-}
+PipelineEngine<T>::~PipelineEngine() = default;
 
 template <class T>
 const PipeSchedule& PipelineEngine<T>::xpipe_schedule_for(int mini_batches) {
@@ -57,13 +54,14 @@ const PipeSchedule& PipelineEngine<T>::xpipe_schedule_for(int mini_batches) {
 
 template <class T>
 void PipelineEngine<T>::ensure_buffers(const BlockContext& ctx, int slots) {
-  const auto [rows, cols] = model_.stage_activation_shape(ctx);
+  const auto [rows, cols] = model_.boundary_shape(ctx);
   // at least `slots`: the buffers only grow, so that XPipe streams of different lengths
   // (a one-step stream keeps fewer micro-batches in flight) do not reallocate them in turn
   const bool same_shape = !act_in_.empty() && int64_t(act_in_[0].dev.extent(0)) == rows;
   if (same_shape && int(acts_.size()) >= slots) return;
   if (same_shape) slots = std::max(slots, int(acts_.size()));
-  acts_.assign(slots, GPTActivations<T>{});
+  acts_.clear();
+  for (int i = 0; i < slots; ++i) acts_.push_back(model_.make_cache());
   for (auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_}) {
     list->assign(list == &act_in_ || list == &grad_in_ ? slots + 1 : slots, Buffer{});
     for (auto& b : *list) {
@@ -135,12 +133,12 @@ struct PipelineEngine<T>::Run {
 };
 
 template <class T>
-std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vector<MiniBatchView>& batches,
-                                           int64_t local_batch, int64_t global_batch, const StreamUpdate<T>* update,
+std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches,
+                                           int64_t global_batch, const StreamUpdate<T>* update,
                                            std::vector<double>* norms_squared, int64_t first_step, Timers& timers) {
   const int m = s.micro_batches;
-  const int64_t t_len = model_.config().seq_len, bm = local_batch / m;
-  const BlockContext ctx{bm, t_len};
+  const int64_t t_len = model_.targets_per_sample(), bm = batches.front().samples / m;
+  const BlockContext ctx = model_.context(bm);
   const double global_tokens = double(global_batch) * double(t_len);
   const int slots = std::max(1, simulate_schedule(s).peak_in_flight[stage_]);
   ensure_buffers(ctx, slots);
@@ -172,8 +170,8 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   post_receives();
 
   // XPipe state: the stage's updates in this stream, and the tied embedding's version
-  const int wte = model_.wte_index();
-  const auto& wte_info = store.infos()[wte];
+  const int wte = model_.tied_index();  // XPipe: the model has one (constructor)
+  const auto& wte_info = store.infos()[std::max(wte, 0)];
   const auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + wte_info.offset, wte_info.numel); };
   const int64_t steps_before = update ? update->optim->steps_taken() : 0;
   int64_t updates = 0, tied_versions = 0;
@@ -194,7 +192,8 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   if (update && update->meter && tied_copy) update->meter->set_skipped(wte_info.offset, wte_info.offset + wte_info.numel);
 
   std::vector<double> loss(size_t(s.mini_batches), 0.0);
-  const auto rows_of = [&](int mb) { return std::make_pair(mb % m * bm * t_len, (mb % m + 1) * bm * t_len); };
+  correct_.assign(size_t(s.mini_batches), 0.0);
+  const bool counts = last && model_.counts_correct();
   const auto slot = [&](int mb) { return mb % slots; };
 
   // XPipe's early end: each update posts this rank's stop request in a non-blocking
@@ -266,27 +265,26 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         // the slot's previous micro-batch has finished its backward; its sends must be done
         for (auto* out : {&act_out_[slot(in.mb)], &grad_out_[slot(in.mb)]})
           if (out->request != MPI_REQUEST_NULL) pipe_.wait(out->request, "send");
-        const MiniBatchView& b = batches[size_t(in.mb / m)];
+        const SampleBatch<T> micro = batches[size_t(in.mb / m)].slice(in.mb % m * bm, (in.mb % m + 1) * bm, t_len);
         timers.start("forward");
-        loss[in.mb / m] += model_.forward_micro(ctx, Kokkos::subview(b.tokens, rows_of(in.mb)),
-                                                Kokkos::subview(b.targets, rows_of(in.mb)),
-                                                first ? V2<const T>() : V2<const T>(act_in_[in.mb % st.ring].dev),
-                                                acts_[slot(in.mb)]);
+        loss[in.mb / m] += model_.forward(ctx, micro, first ? V2<const T>() : V2<const T>(act_in_[in.mb % st.ring].dev),
+                                          *acts_[slot(in.mb)]);
+        if (counts) correct_[size_t(in.mb / m)] += double(model_.correct(*acts_[slot(in.mb)]));
         timers.stop("forward", to_string(in));
         break;
       }
       case PipeOp::Backward:
         timers.start("backward");
-        model_.backward_micro(ctx, T(1.0 / global_tokens),
-                              last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev), acts_[slot(in.mb)]);
+        model_.backward(ctx, T(1.0 / global_tokens), last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev),
+                        *acts_[slot(in.mb)]);
         timers.stop("backward", to_string(in));
         st.backward_done[in.mb] = 1;
         post_receives();
         break;
       case PipeOp::SendAct:
-        send(model_.stage_output(acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));
+        send(model_.output(*acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));
         break;
-      case PipeOp::SendGrad: send(acts_[slot(in.mb)].dres, grad_out_[slot(in.mb)], in.peer, grad_tag(in.mb)); break;
+      case PipeOp::SendGrad: send(model_.input_grad(*acts_[slot(in.mb)]), grad_out_[slot(in.mb)], in.peer, grad_tag(in.mb)); break;
       case PipeOp::OptimizerStep: {
         if (!update) break;  // flushing schedules: the trainer updates after the list
         // XPipe: this stage's update for mini-batch in.mb, in the stream
@@ -376,28 +374,35 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
 }
 
 template <class T>
-double PipelineEngine<T>::forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                                           int64_t global_batch, Timers& timers) {
+BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) {
   if (asynchronous()) throw std::logic_error("PipelineEngine: XPipe runs train_stream(), not forward_backward()");
-  const double loss_sum = run(flushing_, {{tokens, targets}}, local_batch, global_batch, nullptr, nullptr, 0, timers)[0];
+  const double loss_sum = run(flushing_, {batch}, global_batch, nullptr, nullptr, 0, timers)[0];
   timers.start("grad_allreduce");
   auto& store = model_.params();
-  if (embedding_) embedding_->allreduce_sum(store.grad(model_.wte_index()));  // the two copies of wte
+  if (embedding_ && model_.tied_index() >= 0) embedding_->allreduce_sum(store.grad(model_.tied_index()));  // its two copies
   data_.allreduce_sum(store.grads());
-  const double loss = data_.allreduce_sum(pipe_.allreduce_sum(loss_sum)) / (double(global_batch) * double(model_.config().seq_len));
+  const BatchResult result = reduce(loss_sum, correct_[0], global_batch);
   timers.stop("grad_allreduce");
-  return loss;
+  return result;
 }
 
 template <class T>
-std::vector<StreamStep> PipelineEngine<T>::train_stream(int64_t first_step, const std::vector<MiniBatchView>& batches,
-                                                        int64_t local_batch, int64_t global_batch,
-                                                        const StreamUpdate<T>& update, Timers& timers) {
+BatchResult PipelineEngine<T>::reduce(double loss_sum, double correct_sum, int64_t global_batch) {
+  BatchResult r;
+  r.loss = data_.allreduce_sum(pipe_.allreduce_sum(loss_sum)) / (double(global_batch) * double(model_.targets_per_sample()));
+  if (model_.counts_correct()) r.correct = int64_t(data_.allreduce_sum(pipe_.allreduce_sum(correct_sum)) + 0.5);
+  return r;
+}
+
+template <class T>
+std::vector<StreamStep> PipelineEngine<T>::train_stream(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
+                                                        int64_t global_batch, const StreamUpdate<T>& update,
+                                                        Timers& timers) {
   if (!asynchronous()) throw std::logic_error("PipelineEngine: train_stream() runs XPipe only");
   const int k = int(batches.size());
   const PipeSchedule& s = xpipe_schedule_for(k);
   std::vector<double> norms_squared(size_t(k), 0.0);
-  std::vector<double> loss = run(s, batches, local_batch, global_batch, &update, &norms_squared, first_step, timers);
+  std::vector<double> loss = run(s, batches, global_batch, &update, &norms_squared, first_step, timers);
   const int done = int(loss.size());  // k, or fewer when a stop ended the stream early
   // every stage took part in every update: the losses and norms are complete
   timers.start("grad_allreduce");
@@ -415,52 +420,51 @@ std::vector<StreamStep> PipelineEngine<T>::train_stream(int64_t first_step, cons
   timers.stop("grad_allreduce");
   std::vector<StreamStep> out(static_cast<size_t>(done));
   for (int n = 0; n < done; ++n)
-    out[n] = {host(n) / (double(global_batch) * double(model_.config().seq_len)), std::sqrt(host(done + n))};
+    out[n] = {host(n) / (double(global_batch) * double(model_.targets_per_sample())), std::sqrt(host(done + n))};
   return out;
 }
 
 template <class T>
-double PipelineEngine<T>::evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                                   int64_t global_batch) {
+BatchResult PipelineEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
   // forward only, micro-batch after micro-batch: each stage receives, computes, sends on
   const int m = micro_batches_;
-  const int64_t t_len = model_.config().seq_len, bm = local_batch / m;
-  const BlockContext ctx{bm, t_len};
+  const int64_t t_len = model_.targets_per_sample(), bm = batch.samples / m;
+  const BlockContext ctx = model_.context(bm);
   ensure_buffers(ctx, std::max<int>(1, int(acts_.size())));
   const auto& place = model_.placement();
-  double loss_sum = 0;
+  double loss_sum = 0, correct_sum = 0;
   for (int mb = 0; mb < m; ++mb) {
-    const auto rows = std::make_pair(mb * bm * t_len, (mb + 1) * bm * t_len);
     if (!place.first()) {
       act_in_[0].request = pipe_.start_recv(act_in_[0].host.data(), act_in_[0].host.size(), stage_ - 1, act_tag(mb));
       receive_wait(act_in_[0]);
     }
-    loss_sum += model_.forward_micro(ctx, Kokkos::subview(tokens, rows), Kokkos::subview(targets, rows),
-                                     place.first() ? V2<const T>() : V2<const T>(act_in_[0].dev), acts_[0]);
+    loss_sum += model_.forward(ctx, batch.slice(mb * bm, (mb + 1) * bm, t_len),
+                               place.first() ? V2<const T>() : V2<const T>(act_in_[0].dev), *acts_[0]);
+    if (place.last() && model_.counts_correct()) correct_sum += double(model_.correct(*acts_[0]));
     if (!place.last()) {
-      send(model_.stage_output(acts_[0]), act_out_[0], stage_ + 1, act_tag(mb));
+      send(model_.output(*acts_[0]), act_out_[0], stage_ + 1, act_tag(mb));
       pipe_.wait(act_out_[0].request, "send");
     }
   }
-  return data_.allreduce_sum(pipe_.allreduce_sum(loss_sum)) / (double(global_batch) * double(t_len));
+  return reduce(loss_sum, correct_sum, global_batch);
 }
 
 template <class T>
 int64_t PipelineEngine<T>::activation_bytes() const {
   int64_t b = 0;
-  for (const auto& a : acts_) b += a.bytes();
+  for (const auto& a : acts_) b += a->bytes();
   for (const auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_})
     for (const auto& m : *list) b += view_bytes(m.dev);  // host mirrors share it on CPUs
   return b;
 }
 
 template <class T>
-Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch) {
+Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch) {
   const auto& place = model.placement();
-  const BlockContext ctx{local_batch / s.micro_batches, model.config().seq_len};
+  const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T), params = model.params().numel();
-  const int64_t tied = model.params().infos()[model.wte_index()].numel;
-  const auto [rows, cols] = model.stage_activation_shape(ctx);
+  const int64_t tied = model.tied_index() >= 0 ? model.params().infos()[model.tied_index()].numel : 0;
+  const auto [rows, cols] = model.boundary_shape(ctx);
   const TensorParallel& tp = model.tensor_parallel();
   const bool stream = s.kind == Schedule::XPipe;
   Traffic micro, out;
@@ -490,7 +494,7 @@ Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ra
     out.add("pipeline", "allreduce", Collective::AllReduce, s.stages, 2 * k * d);  // losses and norms
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, k * d);
   } else {
-    if (s.stages > 1 && (place.first() || place.last()))
+    if (s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0)
       out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, params * e);
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
@@ -499,8 +503,8 @@ Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ra
   return out;
 }
 
-template Traffic pipeline_traffic<float>(const GPT<float>&, const PipeSchedule&, int, int64_t);
-template Traffic pipeline_traffic<double>(const GPT<double>&, const PipeSchedule&, int, int64_t);
+template Traffic pipeline_traffic<float>(const StageModel<float>&, const PipeSchedule&, int, int64_t);
+template Traffic pipeline_traffic<double>(const StageModel<double>&, const PipeSchedule&, int, int64_t);
 template class PipelineEngine<float>;
 template class PipelineEngine<double>;
 

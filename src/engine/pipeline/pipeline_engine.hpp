@@ -29,16 +29,11 @@
 #include "engine/pipeline/schedule.hpp"
 #include "engine/pipeline/staleness_meter.hpp"
 #include "engine/train_engine.hpp"
-#include "model/gpt.hpp"
+#include "model/stage_model.hpp"
 #include "optim/adamw.hpp"
 #include "optim/weight_prediction.hpp"
 
 namespace strata {
-
-// One mini-batch of this data replica: local_batch sequences of tokens and targets.
-struct MiniBatchView {
-  V1<const int32_t> tokens, targets;
-};
 
 // What an XPipe stream needs to update the weights inside it.
 template <class T>
@@ -63,27 +58,25 @@ struct StreamStep {
 template <class T>
 class PipelineEngine : public TrainEngine<T> {
  public:
-  // the schedule, for grid.shape().pipeline stages, with
-  // micro_batches micro-batches per mini-batch.
-  PipelineEngine(GPT<T>& model, const Grid& grid, Comm& data_comm, Schedule schedule, int micro_batches);
+  // model: this rank's stage (its placement's stage of grid.shape().pipeline); the
+  // schedule with micro_batches micro-batches per mini-batch. XPipe needs the model's
+  // tied parameter (the GPT's embedding): its list exchanges it between the end stages.
+  PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches);
   ~PipelineEngine() override;
   bool asynchronous() const { return schedule_ == Schedule::XPipe; }
 
   // Flushing schedules: one mini-batch; the gradients are left for the trainer's update.
-  double forward_backward(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                          int64_t global_batch, Timers& timers) override;
+  BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
   // XPipe: mini-batches first_step, first_step + 1, ... (one per entry of batches),
   // updating the weights inside the stream; drained at the end, when every stage has
   // taken every update and both copies of the tied embedding agree. Returns one entry per
   // mini-batch trained: fewer than batches when update.stop_requested ended it early.
-  std::vector<StreamStep> train_stream(int64_t first_step, const std::vector<MiniBatchView>& batches,
-                                       int64_t local_batch, int64_t global_batch, const StreamUpdate<T>& update,
-                                       Timers& timers);
-  double evaluate(V1<const int32_t> tokens, V1<const int32_t> targets, int64_t local_batch,
-                  int64_t global_batch) override;
+  std::vector<StreamStep> train_stream(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
+                                       int64_t global_batch, const StreamUpdate<T>& update, Timers& timers);
+  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
   int64_t activation_bytes() const override;  // the caches of the micro-batches in flight and messages
   const Comm& pipeline_comm() const { return pipe_; }
-  const Comm* embedding_comm() const { return embedding_.get(); }
+  const Comm* embedding_comm() const { return embedding_; }
   // The XPipe list for a stream of `mini_batches` (printed by strata plan --schedule).
   const PipeSchedule& xpipe_schedule_for(int mini_batches);
 
@@ -98,9 +91,9 @@ class PipelineEngine : public TrainEngine<T> {
   void send(V2<const T> data, Buffer& staging, int peer, int tag);
   void receive_wait(Buffer& b);
   // Runs this stage's program of s over batches; returns the summed loss per mini-batch
-  // (nonzero on the last stage only).
-  std::vector<double> run(const PipeSchedule& s, const std::vector<MiniBatchView>& batches, int64_t local_batch,
-                          int64_t global_batch, const StreamUpdate<T>* update, std::vector<double>* norms_squared,
+  // (nonzero on the last stage only), and leaves the correct predictions' sums (models
+  // that count them) in correct_.
+  std::vector<double> run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch, const StreamUpdate<T>* update, std::vector<double>* norms_squared,
                           int64_t first_step, Timers& timers);
   // XPipe's tied-embedding messages on the embedding communicator, through persistent
   // buffers: send_tied copies the parts (of equal length) out and sends one message each
@@ -108,16 +101,17 @@ class PipelineEngine : public TrainEngine<T> {
   void send_tied(const std::vector<V1<const T>>& parts, int tag);
   V1<const T> receive_tied(int64_t n, int parts, int tag);
 
-  GPT<T>& model_;
+  StageModel<T>& model_;
   Comm& data_;
-  Comm pipe_;                         // the stages of this replica, ranked by stage
-  std::unique_ptr<Comm> embedding_;   // first and last stage (tied embedding), if p > 1
+  Comm& pipe_;      // the stages of this replica, ranked by stage
+  Comm* embedding_;  // first and last stage (tied embedding), if p > 1
+  MPI_Comm stop_comm_;  // XPipe: every rank of the job, for the in-stream stop agreement (Grid::control)
   Schedule schedule_;
   int micro_batches_ = 1;
   int stage_ = 0, stages_ = 1;
   PipeSchedule flushing_;                    // GPipe / 1F1B: the one list
   std::map<int, PipeSchedule> xpipe_;        // XPipe: the list per stream length
-  std::vector<GPTActivations<T>> acts_;      // per slot: micro-batch mb uses mb % slots
+  std::vector<std::unique_ptr<StageCache>> acts_;  // per slot: micro-batch mb uses mb % slots
   std::vector<Buffer> act_in_, grad_in_;     // receive rings: micro-batch mb uses mb % (slots + 1)
   std::vector<Buffer> act_out_, grad_out_;   // per slot (send staging)
   struct TiedMessage {
@@ -130,8 +124,10 @@ class PipelineEngine : public TrainEngine<T> {
   // A stage sends one kind and receives the other (the last stage sends gradient shares
   // and takes versions); each message kind is sent once per mini-batch.
   TiedMessage tied_out_, tied_in_;
-  std::unique_ptr<WeightPredictor<T>> predictor_;  // XPipe: its copy of the true weights is kept
-  MPI_Comm stop_comm_ = MPI_COMM_NULL;  // XPipe: every rank of the job, for the in-stream stop agreement
+  std::unique_ptr<WeightPredictor<T>> predictor_;
+  std::vector<double> correct_;  // per mini-batch of the last run (last stage)
+  // loss terms and correct predictions summed over the stages and replicas
+  BatchResult reduce(double loss_sum, double correct_sum, int64_t global_batch);  // XPipe: its copy of the true weights is kept
 };
 
 // What the stage the model is placed on sends in one run of s on one rank (comm/traffic.hpp),
@@ -139,6 +135,6 @@ class PipelineEngine : public TrainEngine<T> {
 // stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
 // Read off the stage's instruction list, as run() executes it.
 template <class T>
-Traffic pipeline_traffic(const GPT<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch);
+Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch);
 
 }  // namespace strata

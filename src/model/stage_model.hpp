@@ -1,0 +1,120 @@
+#pragma once
+// StageModel: what an engine asks of the part of a model this rank holds (a pipeline
+// stage, or the whole model), whatever the model. Engines (data parallel, the pipeline
+// executor) are written against it alone; the GPT and the residual network implement it.
+//
+// A stage knows its parameters (declared in a ParamStore, this rank's shards), runs one
+// micro-batch forward and backward with activation caches the engine owns (as many as the
+// schedule keeps in flight), says what it passes to the next stage (boundary_shape,
+// output, input_grad) and what it sends on its own (micro_batch_traffic). The loss is a
+// sum of terms, targets_per_sample() per sample (the tokens of a sequence, or one label);
+// engines scale the backward by 1 / (global samples x targets_per_sample()), so the
+// gradient is that of the global mean loss on any layout.
+//
+// The backward comes in two halves: backward_input (the gradient of the stage's input,
+// which the previous stage waits for) and backward_weight (the parameters' gradients,
+// which can wait; zero-bubble schedules run it later). backward() runs both. A model
+// whose backward is fused does all of its work in backward_input.
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/traffic.hpp"
+#include "core/tensor.hpp"
+#include "model/block_context.hpp"
+#include "model/param_store.hpp"
+#include "model/stage_placement.hpp"
+#include "parallel/tensor_parallel.hpp"
+
+namespace strata {
+
+// The activations one micro-batch keeps between its forward and backward on a stage.
+// Made by the model (make_cache), held by the engine, read only by the model.
+class StageCache {
+ public:
+  virtual ~StageCache() = default;
+  virtual int64_t bytes() const = 0;  // as allocated so far
+};
+
+// A micro-batch (or a replica's batch) as the model reads it: the first stage reads
+// token ids (language models) or feature rows (images); the last reads the targets.
+template <class T>
+struct SampleBatch {
+  int64_t samples = 0;
+  V1<const int32_t> tokens;   // samples x targets_per_sample token ids, or empty
+  V2<const T> features;        // (samples, features), or empty
+  V1<const int32_t> targets;   // samples x targets_per_sample
+  // samples [begin, end): rows of features, per_sample entries of tokens and targets each
+  SampleBatch slice(int64_t begin, int64_t end, int64_t per_sample) const {
+    SampleBatch s;
+    s.samples = end - begin;
+    const auto flat = std::make_pair(begin * per_sample, end * per_sample);
+    if (tokens.extent(0) > 0) s.tokens = Kokkos::subview(tokens, flat);
+    if (features.extent(0) > 0) s.features = Kokkos::subview(features, std::make_pair(begin, end), Kokkos::ALL);
+    s.targets = Kokkos::subview(targets, flat);
+    return s;
+  }
+};
+
+template <class T>
+class StageModel {
+ public:
+  // Called during the backward with a range [offset, offset + count) of the flat gradient
+  // buffer as soon as it is final, so a driver can start reducing it while the backward
+  // goes on. Ranges arrive from the end of the buffer towards its start, each adjacent to
+  // the one before (grad_ready_order lists them).
+  using GradReadyFn = std::function<void(int64_t offset, int64_t count)>;
+
+  virtual ~StageModel() = default;
+  virtual ParamStore<T>& params() = 0;
+  virtual const ParamStore<T>& params() const = 0;
+  virtual const StagePlacement& placement() const = 0;
+  // The tensor split inside the stage (Serial for a model without one).
+  virtual const TensorParallel& tensor_parallel() const = 0;
+  // Loss terms per sample.
+  virtual int64_t targets_per_sample() const = 0;
+  BlockContext context(int64_t samples) const { return {samples, targets_per_sample()}; }
+
+  virtual std::unique_ptr<StageCache> make_cache() const = 0;
+  // Forward of one micro-batch (ctx.batch samples of batch, the replica's rows of it)
+  // through this stage. input: the previous stage's output (empty on the first stage),
+  // which must outlive the backward. Returns the sum of the loss terms on the last stage
+  // (the same on every rank of the tensor group), 0 elsewhere.
+  virtual double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input,
+                         StageCache& cache) = 0;
+  // What the forward that filled cache passes to the next stage.
+  virtual V2<const T> output(const StageCache& cache) const = 0;
+  // (rows, columns) of that activation (and of its gradient) for ctx on this rank.
+  virtual std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const = 0;
+
+  // dloss_scale: dL/d(one loss term). dout: the gradient of output() (empty on the last
+  // stage). Leaves the gradient of the stage's input for input_grad() (not on the first
+  // stage) and accumulates the parameters' gradients.
+  void backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                const GradReadyFn& on_ready = {}) {
+    backward_input(ctx, dloss_scale, dout, cache, on_ready);
+    backward_weight(ctx, cache, on_ready);
+  }
+  virtual void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                              const GradReadyFn& on_ready) = 0;
+  virtual void backward_weight(const BlockContext&, StageCache&, const GradReadyFn&) {}
+  virtual V2<const T> input_grad(const StageCache& cache) const = 0;
+
+  // The flat-gradient ranges the backward hands to on_ready, in its order.
+  virtual std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const = 0;
+  // Classifiers: the samples of a micro-batch the forward that filled cache (on the last
+  // stage) predicted right; engines sum them like the loss when counts_correct().
+  virtual bool counts_correct() const { return false; }
+  virtual int64_t correct(const StageCache&) const { return 0; }
+  // A parameter the first and the last stage both hold (the GPT's tied embedding), whose
+  // two copies' gradients are summed before an update; -1 when there is none.
+  virtual int tied_index() const { return -1; }
+  // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
+  // call for call.
+  virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const = 0;
+  // Bytes of one cache after a forward and backward of ctx on this stage.
+  virtual int64_t cache_bytes_for(const BlockContext& ctx) const = 0;
+};
+
+}  // namespace strata
