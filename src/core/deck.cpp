@@ -133,7 +133,11 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
           "must be 1 for tensor_mode = \"1d\" (got " + grid + "; t is tensor_cols)");
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");
   const auto& lp = d.layerpar;
-  if (resnet) {
+  const bool mgrit = p.schedule == Schedule::MGRIT;
+  check(!mgrit || resnet, "parallel.schedule", "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
+  check(!resnet || p.schedule != Schedule::XPipe, "parallel.schedule",
+        "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b or mgrit");
+  if (mgrit) {
     // cfactor^(levels-1) must divide n_layer; it is multiplied out only while it cannot
     // overflow, and shown in floating point beyond that
     int64_t unit = 1;
@@ -147,10 +151,14 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
           "and layerpar.cfactor do not fit: model.n_layer (" + std::to_string(m.n_layer) +
               ") must be a multiple of cfactor^(levels-1) (" +
               (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
-    if (p.tensor_rows > 1 || p.tensor_cols > 1 || p.micro_batches > 1)
-      throw UserError(origin + ": model.kind = \"resnet\" runs data x layer-parallel (parallel.data x "
-                      "parallel.pipeline) only: no tensor split, no micro-batches");
+    check(p.micro_batches == 1, "parallel.micro_batches", "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
   }
+  if (resnet && (p.tensor_rows > 1 || p.tensor_cols > 1))
+    throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b) or "
+                    "data x layer-parallel (mgrit)");
+  if (p.micro_batches > 1 && p.pipeline == 1)
+    throw UserError(origin + ": parallel.micro_batches = " + std::to_string(p.micro_batches) +
+                    " needs parallel.pipeline > 1 (micro-batches feed pipeline stages)");
   if (data.batch_size % p.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(p.data) + ")");
@@ -167,6 +175,19 @@ std::string resolved_toml(const Deck& d) {
 }
 
 }  // namespace
+
+std::string layout_name(const ParallelConfig& p) {
+  std::string s = "data=" + std::to_string(p.data);
+  if (p.pipeline > 1 || p.schedule == Schedule::MGRIT) {
+    s += " pipeline=" + std::to_string(p.pipeline) + ":" + to_string(p.schedule);
+    if (p.schedule != Schedule::MGRIT) s += ":" + std::to_string(p.micro_batches) + "mb";
+  }
+  if (p.tensor_mode == TensorMode::TwoD)
+    s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
+  else if (p.tensor_cols > 1)
+    s += " tensor=1d:" + std::to_string(p.tensor_cols);
+  return s;
+}
 
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides) {
   toml::value root;

@@ -114,6 +114,9 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin,
 // every layout it considers.
 void check_model_fits_grid(const Deck& d, const std::string& origin);
 
+// The layout as the logs print it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2".
+std::string layout_name(const ParallelConfig& p);
+
 // The reference of every deck key (section, key, type, default, allowed values, what it
 // does) as Markdown: `strata deck --reference` prints it; docs/deck.md is its output.
 std::string deck_reference();

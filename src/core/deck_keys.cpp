@@ -249,7 +249,7 @@ std::vector<DeckKey> declare_keys() {
       // [parallel]
       key(par, &D::parallel, "data", &ParallelConfig::data, at_least<int64_t>(1), "data-parallel replicas"),
       key(par, &D::parallel, "pipeline", &ParallelConfig::pipeline, at_least<int64_t>(1),
-          "pipeline stages (gpt), or layer-parallel ranks (resnet)"),
+          "ranks along the layers: pipeline stages, or MGRIT's layer blocks"),
       key(par, &D::parallel, "tensor_rows", &ParallelConfig::tensor_rows, at_least<int64_t>(1),
           "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
       key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),
@@ -264,7 +264,8 @@ std::vector<DeckKey> declare_keys() {
       key(par, &D::parallel, "micro_batches", &ParallelConfig::micro_batches, at_least<int64_t>(1),
           "pipeline: micro-batches per step per data replica (dividing its batch)"),
       enum_choice(par, &D::parallel, "schedule", &ParallelConfig::schedule, schedule_names(),
-             "pipeline schedule: GPipe (fill-drain), 1F1B, or XPipe (asynchronous, no flush)"),
+             "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, XPipe (gpt: asynchronous, "
+             "no flush), or MGRIT (resnet: the layers solved in parallel like time steps, [layerpar])"),
       key(par, &D::parallel, "weight_prediction", &ParallelConfig::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),
@@ -308,7 +309,7 @@ const std::vector<DeckSection>& deck_sections() {
       {"data", "What it trains on, and the global batch"},
       {"parallel", "The rank grid data x pipeline x tensor_rows x tensor_cols, and how each axis runs"},
       {"optim", "AdamW with warm-up, cosine decay and gradient clipping"},
-      {"layerpar", "Layer-parallel training of the residual network by MGRIT (model.kind = \"resnet\")"},
+      {"layerpar", "Layer-parallel training of the residual network by MGRIT (model.kind = \"resnet\", parallel.schedule = \"mgrit\")"},
   };
   return sections;
 }

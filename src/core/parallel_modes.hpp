@@ -7,8 +7,10 @@
 
 namespace strata {
 
-// Pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists).
-enum class Schedule { GPipe, OneFOneB, XPipe };
+// How the ranks along the layer axis (parallel.pipeline) work through the model: the
+// pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists), or
+// MGRIT, which solves the residual network's layers like time steps (engine/layerpar/).
+enum class Schedule { GPipe, OneFOneB, XPipe, MGRIT };
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
 enum class TensorMode { Serial, OneD, TwoD };
@@ -16,9 +18,11 @@ enum class TensorMode { Serial, OneD, TwoD };
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
   static const std::vector<std::pair<Schedule, std::string>> names = {
-      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::XPipe, "xpipe"}};
+      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::XPipe, "xpipe"}, {Schedule::MGRIT, "mgrit"}};
   return names;
 }
+// The schedules that are instruction lists (all but MGRIT).
+inline bool is_pipeline_schedule(Schedule s) { return s != Schedule::MGRIT; }
 inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names() {
   static const std::vector<std::pair<TensorMode, std::string>> names = {
       {TensorMode::Serial, "serial"}, {TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}};

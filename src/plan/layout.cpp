@@ -6,13 +6,7 @@
 
 namespace strata {
 
-std::string Layout::name() const {
-  std::string s = "data=" + std::to_string(data);
-  if (pipeline > 1) s += " pipeline=" + std::to_string(pipeline) + ":" + to_string(schedule) + ":" + std::to_string(micro_batches) + "mb";
-  if (tensor == TensorMode::OneD) s += " tensor=1d:" + std::to_string(t);
-  if (tensor == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(q) + "x" + std::to_string(q);
-  return s;
-}
+std::string Layout::name() const { return layout_name(applied_to(Deck{}).parallel); }
 
 Deck Layout::applied_to(const Deck& deck) const {
   Deck d = deck;
@@ -79,6 +73,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const auto& [schedule, name] : schedule_names())
+        if (is_pipeline_schedule(schedule))
         for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
           if (replica_batch % m == 0) {
             l.schedule = schedule;

@@ -4,6 +4,8 @@
 
 #include "comm/agree.hpp"
 #include "core/error.hpp"
+#include "engine/data_parallel.hpp"
+#include "engine/pipeline/pipeline_engine.hpp"
 
 namespace strata {
 namespace {
@@ -39,6 +41,14 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     labels_ = Tensor1<int32_t>("classifier.labels", lb);
   });
   agreed(world, [&] {
+    const auto& par = deck_.parallel;
+    if (par.schedule != Schedule::MGRIT) {
+      if (par.pipeline > 1)
+        engine_ = std::make_unique<PipelineEngine<float>>(*model_, *grid_, par.schedule, int(par.micro_batches));
+      else
+        engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6);
+      return;
+    }
     const auto& lp = deck_.layerpar;
     LayerParallelOptions o;
     o.forward.levels = o.backward.levels = int(lp.levels);
@@ -49,7 +59,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     o.backward.max_iterations = int(lp.bwd_iterations);
     o.warm_start = lp.warm_start;
     const int64_t lb = deck_.data.batch_size / grid_->data_size();
-    engine_ = std::make_unique<LayerParallel<float>>(*model_, *grid_, lb, o);
+    mgrit_ = std::make_unique<LayerParallel<float>>(*model_, *grid_, lb, o);
   });
   // the MGRIT warm start is not in a checkpoint: after a restart the first solves start
   // from zero, as the uninterrupted run's do after every checkpoint_every-th step
@@ -60,9 +70,18 @@ ClassifierTrainer::~ClassifierTrainer() = default;
 
 std::string ClassifierTrainer::layout() const {
   const auto& lp = deck_.layerpar;
-  return strfmt("data=%d layers=%lld:mgrit L=%lld c=%lld %s %lld/%lld", grid_->data_size(),
-                (long long)deck_.parallel.pipeline, (long long)lp.levels, (long long)lp.cfactor, lp.relaxation.c_str(),
-                (long long)lp.fwd_iterations, (long long)lp.bwd_iterations);
+  if (!mgrit_) return layout_name(deck_.parallel);
+  return layout_name(deck_.parallel) + strfmt(" L=%lld c=%lld %s %lld/%lld", (long long)lp.levels, (long long)lp.cfactor,
+                                                lp.relaxation.c_str(), (long long)lp.fwd_iterations,
+                                                (long long)lp.bwd_iterations);
+}
+
+SampleBatch<float> ClassifierTrainer::samples() const {
+  SampleBatch<float> s;
+  s.samples = int64_t(x_.extent(0));
+  s.features = x_;
+  s.targets = labels_;
+  return s;
 }
 
 void ClassifierTrainer::describe(const Log& log) {
@@ -96,7 +115,13 @@ Evaluation ClassifierTrainer::evaluate() {
   double loss = 0, correct = 0;
   for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
     load(Split::Validation, j);
-    const auto r = engine_->evaluate(x_, labels_, gb);
+    BatchResult r;
+    if (mgrit_) {
+      const LayerParallelResult m = mgrit_->evaluate(x_, labels_, gb);
+      r = {m.loss, m.correct};
+    } else {
+      r = engine_->evaluate(samples(), gb);
+    }
     loss += r.loss;
     correct += double(r.correct);
   }
@@ -112,9 +137,16 @@ std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int6
   timers.start("data");
   load(Split::Train, first_step);
   timers.stop("data");
-  timers.start("forward_backward");
-  last_ = engine_->forward_backward(x_, labels_, deck_.data.batch_size);
-  timers.stop("forward_backward");
+  if (mgrit_) {
+    timers.start("forward_backward");
+    last_ = mgrit_->forward_backward(x_, labels_, deck_.data.batch_size);
+    timers.stop("forward_backward");
+  } else {
+    const BatchResult r = engine_->forward_backward(samples(), deck_.data.batch_size, timers);
+    last_ = LayerParallelResult{};
+    last_.loss = r.loss;
+    last_.correct = r.correct;
+  }
   window_correct_ += double(last_.correct);
   timers.start("optimizer");
   const StepOutcome out = clip_and_update(last_.loss, model_->params(), &grid_->model(), optim, deck_.optim.grad_clip,
@@ -124,7 +156,7 @@ std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int6
 }
 
 void ClassifierTrainer::after_step(int64_t steps_done) {
-  if (deck_.run.checkpoint_every > 0 && steps_done % deck_.run.checkpoint_every == 0) engine_->cold_start();
+  if (mgrit_ && deck_.run.checkpoint_every > 0 && steps_done % deck_.run.checkpoint_every == 0) mgrit_->cold_start();
 }
 
 std::vector<std::string> ClassifierTrainer::metric_columns() const {

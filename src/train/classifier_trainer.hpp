@@ -1,9 +1,11 @@
 #pragma once
 // The image classifier's training job (model.kind = "resnet", data.kind = "images"):
-// data -> layer-parallel engine (MGRIT forward and adjoint over parallel.pipeline ranks,
-// data replicas over parallel.data) -> gradient clipping -> AdamW, with test-set
-// evaluation. The run loop (run_loop.hpp) owns the lifecycle; set-up errors are agreed
-// on by all ranks before training.
+// data -> engine -> gradient clipping -> AdamW, with test-set evaluation. The engine is
+// the layer-parallel MGRIT solver (parallel.schedule = "mgrit": forward and adjoint over
+// parallel.pipeline ranks), or the GPT's engines on the network as a StageModel (data
+// parallel, or a GPipe / 1F1B pipeline), exact backpropagation. The run loop
+// (run_loop.hpp) owns the lifecycle; set-up errors are agreed on by all ranks before
+// training.
 #include <mpi.h>
 
 #include <memory>
@@ -13,6 +15,7 @@
 #include "core/deck.hpp"
 #include "core/log.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
+#include "engine/train_engine.hpp"
 #include "io/image_dataset.hpp"
 #include "train/run_loop.hpp"
 #include "train/training_job.hpp"
@@ -50,6 +53,8 @@ class ClassifierTrainer : public TrainingJob {
  private:
   // Loads this replica's share of (split, step) into x_ / labels_.
   void load(Split split, int64_t step);
+  // x_ and labels_ as the engines take them
+  SampleBatch<float> samples() const;
 
   Deck deck_;
   TrainOptions opts_;
@@ -57,10 +62,11 @@ class ClassifierTrainer : public TrainingJob {
   Log log_;
   std::unique_ptr<ImageDataset> data_;
   std::unique_ptr<ResNet<float>> model_;
-  std::unique_ptr<LayerParallel<float>> engine_;
+  std::unique_ptr<LayerParallel<float>> mgrit_;   // parallel.schedule = "mgrit"
+  std::unique_ptr<TrainEngine<float>> engine_;    // otherwise: data parallel, or the pipeline
   Tensor2<float> x_;
   Tensor1<int32_t> labels_;
-  LayerParallelResult last_;                          // of the last step (MGRIT residuals)
+  LayerParallelResult last_;                          // of the last step (MGRIT: with its residuals)
   double window_correct_ = 0;                         // training samples right since the last progress line
   std::vector<std::pair<int64_t, double>> accuracy_;  // (step, test accuracy)
   std::vector<double> forward_factors_;

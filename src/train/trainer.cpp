@@ -40,9 +40,6 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   // failure on some ranks only (a file missing on one node) ends every rank alike.
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(par, world);
-    if (par.micro_batches > 1 && par.pipeline == 1)
-      throw UserError("parallel.micro_batches = " + std::to_string(par.micro_batches) +
-                      " needs parallel.pipeline > 1 (micro-batches feed pipeline stages)");
     tp_ = tensor_parallel_of(*grid_);
   });
   agreed(world, [&] {
@@ -76,15 +73,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
 
 Trainer::~Trainer() = default;
 
-std::string Trainer::layout() const {
-  std::string s = "data=" + std::to_string(grid_->data_size());
-  const auto& par = deck_.parallel;
-  if (par.pipeline > 1)
-    s += " pipeline=" + std::to_string(par.pipeline) + ":" + to_string(par.schedule) + ":" + std::to_string(par.micro_batches) + "mb";
-  if (tp_.mode == TensorMode::OneD) s += " tensor=1d:" + std::to_string(tp_.t);
-  if (tp_.mode == TensorMode::TwoD) s += " tensor=2d:" + std::to_string(tp_.q) + "x" + std::to_string(tp_.q);
-  return s;
-}
+std::string Trainer::layout() const { return layout_name(deck_.parallel); }
 
 std::pair<double, double> Trainer::comm_totals() const {
   double seconds = 0, wire = 0;

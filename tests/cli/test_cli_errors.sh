@@ -34,6 +34,7 @@ kind = "images"
 batch_size = 4
 [parallel]
 pipeline = 2
+schedule = "mgrit"
 [layerpar]
 levels = 2
 cfactor = 2
@@ -92,7 +93,9 @@ if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; the
 fi
 
 expect 1 "strata deck: give a deck file, or --reference (not both)" -- deck
-expect 1 'parallel.schedule must be "gpipe", "1f1b" or "xpipe" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
+expect 1 'parallel.schedule must be "gpipe", "1f1b", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
+expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel solver' -- deck good.toml --set parallel.schedule=mgrit
+expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
 
 # strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
 # reference the binary prints (regenerate: strata deck --reference > docs/deck.md)

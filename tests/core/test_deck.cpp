@@ -66,12 +66,14 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
   for (const char* bad : {"run.name=.", "run.name=..", "run.name=a/b"})
     CHECK(error_of(ok, {bad}).find("run.name must be a plain name") != std::string::npos);
   // cfactor^(levels-1) that would overflow 64 bits (it used to end in SIGFPE)
-  const std::string resnet = "[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n";
+  const std::string resnet = "[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n[parallel]\nschedule = \"mgrit\"\n";
   CHECK(error_of(resnet, {"layerpar.levels=70", "layerpar.cfactor=4"}).find("must be a multiple of cfactor^(levels-1) (") !=
         std::string::npos);
   CHECK(error_of(resnet, {"layerpar.levels=3", "layerpar.cfactor=4611686018427387904"}).find("cfactor^(levels-1)") !=
         std::string::npos);
   CHECK(error_of(resnet, {"layerpar.levels=4", "layerpar.cfactor=2"}) == "");
+  // [layerpar] is checked where MGRIT runs: the residual network's pipeline ignores it
+  CHECK(error_of(resnet, {"parallel.schedule=1f1b", "layerpar.levels=70"}) == "");
   CHECK(error_of(ok, {"run.on_nonfinite=ignore"}) == "deck.toml: run.on_nonfinite must be \"stop\" or \"skip\" (got \"ignore\")");
   CHECK(error_of(ok, {"run.max_skipped_steps=0"}) == "deck.toml: run.max_skipped_steps must be >= 1");
 }
@@ -93,7 +95,7 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(x.parallel.tensor_mode == TensorMode::TwoD);
   CHECK(x.resolved_toml.find("schedule = \"xpipe\"") != std::string::npos);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
-        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\" or \"xpipe\" (got \"zigzag\")");
+        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"xpipe\" or \"mgrit\" (got \"zigzag\")");
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.tensor_mode=serial"}) ==
         "deck.toml: parallel.tensor_mode must be \"1d\" or \"2d\" (got \"serial\")");
   CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n").find(

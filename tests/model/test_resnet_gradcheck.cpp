@@ -1,8 +1,11 @@
 // The residual network's backward (opening layer, every residual step's adjoint and
 // weight gradient, closing layer and loss) against central differences, in double, for
-// the dense and the convolutional (3x3, im2col) variant.
+// the dense and the convolutional (3x3, im2col) variant. Then the network as a StageModel
+// (what the data-parallel and pipeline engines run): whole, and cut into two stages that
+// pass the state and its gradient, it gives the reference backward's gradients.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
 
 #include "model/resnet.hpp"
 #include "support/host_views.hpp"
@@ -11,6 +14,59 @@ using namespace strata;
 using namespace strata::test;
 
 namespace {
+// The StageModel path against the reference gradients `analytic` of net.
+void check_stages(const ResNetConfig& cfg, ResNet<double>& net, V2<const double> x, V1<const int32_t> labels,
+                  const std::vector<double>& analytic) {
+  const int64_t batch = int64_t(x.extent(0));
+  SampleBatch<double> all;
+  all.samples = batch;
+  all.features = x;
+  all.targets = labels;
+  const BlockContext ctx = net.context(batch);
+  const double scale = 1.0 / double(batch);
+  // whole: the same operations in the same order as the reference, and the gradient
+  // ranges handed over in grad_ready_order, from the end of the buffer to its start
+  {
+    auto cache = net.make_cache();
+    net.params().zero_grads();
+    net.forward(ctx, all, {}, *cache);
+    std::vector<std::pair<int64_t, int64_t>> handed;
+    net.backward(ctx, scale, {}, *cache, [&](int64_t offset, int64_t count) { handed.push_back({offset, offset + count}); });
+    CHECK(to_host<double>(net.params().grads()) == analytic);
+    CHECK(handed == net.grad_ready_order());
+    CHECK(handed.front().second == net.params().numel());
+    CHECK(handed.back().first == 0);
+    for (size_t i = 1; i < handed.size(); ++i) CHECK(handed[i].second == handed[i - 1].first);
+    CHECK(cache->bytes() == net.cache_bytes_for(ctx));
+  }
+  // two stages: the first opens and runs its steps, the second the rest and the loss
+  std::vector<std::unique_ptr<ResNet<double>>> stages;
+  std::vector<std::unique_ptr<StageCache>> caches;
+  for (int s = 0; s < 2; ++s) {
+    stages.push_back(std::make_unique<ResNet<double>>(cfg, 11, StagePlacement::balanced(int(cfg.steps), 2, s)));
+    caches.push_back(stages[s]->make_cache());
+    auto& st = stages[s]->params();
+    for (int i = 0; i < int(st.infos().size()); ++i)
+      if (st.infos()[i].numel > 0) Kokkos::deep_copy(st.param(i), net.params().param(net.params().index(st.infos()[i].name)));
+    st.zero_grads();
+  }
+  stages[0]->forward(ctx, all, {}, *caches[0]);
+  const double loss = stages[1]->forward(ctx, all, stages[0]->output(*caches[0]), *caches[1]);
+  CHECK(loss * scale == Approx(net.forward(ctx, all, {}, *net.make_cache()) * scale).epsilon(1e-15));
+  stages[1]->backward(ctx, scale, {}, *caches[1]);
+  stages[0]->backward(ctx, scale, stages[1]->input_grad(*caches[1]), *caches[0]);
+  for (const auto& s : stages) {
+    const auto g = to_host<double>(s->params().grads());
+    for (const auto& info : s->params().infos()) {
+      if (info.numel == 0) continue;
+      const auto& ref = net.params().infos()[size_t(net.params().index(info.name))];
+      INFO(info.name << " on stage " << s->placement().stage);
+      for (int64_t e = 0; e < info.numel; ++e) CHECK(g[size_t(info.offset + e)] == analytic[size_t(ref.offset + e)]);
+    }
+    CHECK(caches[size_t(s->placement().stage)]->bytes() == s->cache_bytes_for(ctx));
+  }
+}
+
 void check_gradients(const ResNetConfig& cfg) {
   ResNet<double> net(cfg, 11);
   const int64_t batch = 4;
@@ -58,6 +114,12 @@ void check_gradients(const ResNetConfig& cfg) {
     INFO(info.name);
     REQUIRE(max_rel_error(a, b) < 1e-7);
   }
+  {  // the unperturbed parameters back
+    auto h = Kokkos::create_mirror_view(store.params());
+    for (size_t i = 0; i < p.size(); ++i) h(i) = p[i];
+    Kokkos::deep_copy(store.params(), h);
+  }
+  check_stages(cfg, net, x, labels, analytic);
 }
 }  // namespace
 

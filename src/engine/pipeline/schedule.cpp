@@ -221,6 +221,7 @@ PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int
     case Schedule::GPipe: s = gpipe_schedule(stages, micro_batches); break;
     case Schedule::OneFOneB: s = one_f_one_b_schedule(stages, micro_batches); break;
     case Schedule::XPipe: return xpipe_schedule(stages, micro_batches, mini_batches);
+    case Schedule::MGRIT: throw UserError("parallel.schedule = \"mgrit\" is a layer-parallel solver, not an instruction list");
   }
   insert_communication(s);
   return s;

@@ -1,0 +1,107 @@
+// The residual network under the GPT's engines (it is a StageModel): GPipe and 1F1B
+// pipelines, alone and with data parallelism, and data parallelism alone, give the serial
+// run's losses, test accuracies and final parameters within the tolerances of the GPT's
+// pipeline test; the dense and the convolutional network.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "support/gather_params.hpp"
+#include "support/mpi_test_helpers.hpp"
+#include "train/classifier_trainer.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+// 6 dense steps of width 16 (or 3x3 convolutions of 2 channels), batch 12, 6 steps with
+// two evaluations; exact backpropagation (no MGRIT).
+Deck resnet_deck(const std::vector<std::string>& overrides) {
+  const std::string text = R"(
+[run]
+steps = 6
+val_every = 3
+val_batches = 1
+seed = 9
+[model]
+kind = "resnet"
+n_layer = 6
+n_embd = 16
+t_final = 2.0
+init_std = 0.1
+step_init_std = 0.2
+[data]
+kind = "images"
+batch_size = 12
+[optim]
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 2
+grad_clip = 1.0
+)";
+  return parse_deck(text, "resnet test deck", overrides);
+}
+
+std::vector<std::vector<std::string>> resnet_layouts_for(int n) {
+  const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
+  switch (n) {
+    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"}, {"parallel.data=2"}};
+    case 4: return {{"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
+                    {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
+                    {"parallel.data=2", p2, m3, "parallel.schedule=1f1b", "model.channels=2"}};
+    default: return {};
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the residual network's pipeline and data-parallel runs equal its serial run", "[mpi][resnet_pipeline]") {
+  const int n = world_size(), rank = world_rank();
+  const auto layouts = resnet_layouts_for(n);
+  if (layouts.empty()) return;
+  for (const bool conv : {false, true}) {
+    const std::string channels = "model.channels=2";
+    std::vector<std::vector<std::string>> mine;  // this network's layouts
+    for (const auto& l : layouts)
+      if ((std::find(l.begin(), l.end(), channels) != l.end()) == conv) mine.push_back(l);
+    if (mine.empty()) continue;
+    const std::vector<std::string> kind = conv ? std::vector<std::string>{channels} : std::vector<std::string>{};
+    ClassifierResult ser;
+    std::vector<double> ser_params;
+    if (rank == 0) {
+      ClassifierTrainer serial(resnet_deck(kind), MPI_COMM_SELF, quiet());
+      ser = serial.run();
+      const auto f = to_host<float>(serial.model().params().params());
+      ser_params.assign(f.begin(), f.end());
+    }
+    for (const auto& layout : mine) {
+      ClassifierTrainer par(resnet_deck(layout), MPI_COMM_WORLD, quiet());
+      const ClassifierResult r = par.run();
+      const auto params = gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
+      if (rank == 0) {
+        INFO(describe(layout) << " on " << n << " ranks");
+        REQUIRE(r.train.losses.size() == ser.train.losses.size());
+        double worst = 0;
+        for (size_t s = 0; s < r.train.losses.size(); ++s)
+          worst = std::max(worst, std::abs(r.train.losses[s] - ser.train.losses[s]) / ser.train.losses[s]);
+        REQUIRE(r.train.val.size() == ser.train.val.size());
+        for (size_t s = 0; s < r.train.val.size(); ++s)
+          CHECK(r.train.val[s].second == Approx(ser.train.val[s].second).epsilon(3e-7));
+        REQUIRE(r.accuracy.size() == ser.accuracy.size());
+        for (size_t s = 0; s < r.accuracy.size(); ++s) CHECK(r.accuracy[s].second == ser.accuracy[s].second);
+        std::printf("resnet equivalence (%s), %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
+                    conv ? "convolutional" : "dense", describe(layout).c_str(), n, worst,
+                    max_abs_diff(params, ser_params));
+        // the GPT pipeline test's tolerances: float sums in another order
+        CHECK(worst < 3e-7);
+        CHECK(max_abs_diff(params, ser_params) < 5e-5);
+      }
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
