@@ -23,14 +23,14 @@ class DataParallel : public TrainEngine<T> {
   // model: the whole model (one stage). bucket_bytes = 0: one all-reduce of all gradients
   // after the backward.
   DataParallel(StageModel<T>& model, Comm& data_comm, double bucket_bytes = 0)
-      : model_(model), comm_(data_comm), bucket_bytes_(bucket_bytes), cache_(model.make_cache()) {}
+      : TrainEngine<T>(model), comm_(data_comm), bucket_bytes_(bucket_bytes), cache_(model.make_cache()) {}
 
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
   int64_t activation_bytes() const override { return cache_->bytes(); }
 
  private:
-  StageModel<T>& model_;
+  using TrainEngine<T>::model_;
   Comm& comm_;
   double bucket_bytes_;
   std::unique_ptr<StageCache> cache_;

@@ -59,7 +59,9 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     o.backward.max_iterations = int(lp.bwd_iterations);
     o.warm_start = lp.warm_start;
     const int64_t lb = deck_.data.batch_size / grid_->data_size();
-    mgrit_ = std::make_unique<LayerParallel<float>>(*model_, *grid_, lb, o);
+    auto mgrit = std::make_unique<LayerParallel<float>>(*model_, *grid_, lb, o);
+    mgrit_ = mgrit.get();
+    engine_ = std::move(mgrit);
   });
   // the MGRIT warm start is not in a checkpoint: after a restart the first solves start
   // from zero, as the uninterrupted run's do after every checkpoint_every-th step
@@ -115,13 +117,7 @@ Evaluation ClassifierTrainer::evaluate() {
   double loss = 0, correct = 0;
   for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
     load(Split::Validation, j);
-    BatchResult r;
-    if (mgrit_) {
-      const LayerParallelResult m = mgrit_->evaluate(x_, labels_, gb);
-      r = {m.loss, m.correct};
-    } else {
-      r = engine_->evaluate(samples(), gb);
-    }
+    const BatchResult r = engine_->evaluate(samples(), gb);
     loss += r.loss;
     correct += double(r.correct);
   }
@@ -131,28 +127,15 @@ Evaluation ClassifierTrainer::evaluate() {
   return e;
 }
 
-std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int64_t, AdamW<float>& optim,
-                                                        Timers& timers, const std::function<bool()>&) {
-  // one step at a time (streams() is false)
+std::vector<StepOutcome> ClassifierTrainer::train_round(int64_t first_step, int64_t, OptimizerStep<float>& update,
+                                                        Timers& timers, const std::function<bool()>& stop_requested) {
   timers.start("data");
   load(Split::Train, first_step);
   timers.stop("data");
-  if (mgrit_) {
-    timers.start("forward_backward");
-    last_ = mgrit_->forward_backward(x_, labels_, deck_.data.batch_size);
-    timers.stop("forward_backward");
-  } else {
-    const BatchResult r = engine_->forward_backward(samples(), deck_.data.batch_size, timers);
-    last_ = LayerParallelResult{};
-    last_.loss = r.loss;
-    last_.correct = r.correct;
-  }
+  const auto done = engine_->train_steps(first_step, {samples()}, deck_.data.batch_size, update, timers, stop_requested);
+  last_ = done.back();
   window_correct_ += double(last_.correct);
-  timers.start("optimizer");
-  const StepOutcome out = clip_and_update(last_.loss, model_->params(), &grid_->model(), optim, deck_.optim.grad_clip,
-                                          lr_at_step(deck_.optim, first_step, deck_.run.steps));
-  timers.stop("optimizer");
-  return {out};
+  return done;
 }
 
 void ClassifierTrainer::after_step(int64_t steps_done) {
@@ -168,8 +151,10 @@ std::string ClassifierTrainer::progress(const ProgressWindow& w, std::vector<dou
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const int64_t gb = deck_.data.batch_size;
   const double dt = w.seconds / double(w.window_steps);
-  const double fwd_res = last_.forward.residuals.empty() ? nan : last_.forward.residuals.back();
-  const double factor = last_.forward.convergence_factor();
+  const MgritStats none;
+  const MgritStats& fwd = mgrit_ ? mgrit_->last().forward : none;
+  const double fwd_res = fwd.residuals.empty() ? nan : fwd.residuals.back();
+  const double factor = fwd.convergence_factor();
   const double train_acc = window_correct_ / double(w.window_steps * gb);
   std::string line = strfmt(" | train acc %.3f", train_acc);
   if (!std::isnan(w.val.loss)) {
@@ -178,8 +163,8 @@ std::string ClassifierTrainer::progress(const ProgressWindow& w, std::vector<dou
   }
   line += strfmt(" | lr %.2e | norm %.3f | %.0f samples/s | %.1f ms/step", w.lr, w.last.grad_norm, double(gb) / dt,
                  dt * 1e3);
-  if (!last_.forward.residuals.empty())
-    line += strfmt(" | mgrit fwd res %.1e (factor %.2f) bwd %d it", fwd_res, factor, last_.backward.iterations);
+  if (!fwd.residuals.empty())
+    line += strfmt(" | mgrit fwd res %.1e (factor %.2f) bwd %d it", fwd_res, factor, mgrit_->last().backward.iterations);
   row.insert(row.end(), {train_acc, w.val.loss, w.val.accuracy, w.lr, w.last.grad_norm, dt * 1e3, double(gb) / dt,
                          fwd_res, factor});
   forward_factors_.push_back(factor);

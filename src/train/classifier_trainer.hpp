@@ -41,7 +41,8 @@ class ClassifierTrainer : public TrainingJob {
   std::string layout() const override;
   void describe(const Log& log) override;
   int64_t samples_per_step() const override { return deck_.data.batch_size; }
-  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+  int64_t max_round_steps() const override { return 1; }
+  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update, Timers& timers,
                                        const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
   bool validates_at_end() const override { return true; }
@@ -62,11 +63,11 @@ class ClassifierTrainer : public TrainingJob {
   Log log_;
   std::unique_ptr<ImageDataset> data_;
   std::unique_ptr<ResNet<float>> model_;
-  std::unique_ptr<LayerParallel<float>> mgrit_;   // parallel.schedule = "mgrit"
-  std::unique_ptr<TrainEngine<float>> engine_;    // otherwise: data parallel, or the pipeline
+  std::unique_ptr<TrainEngine<float>> engine_;  // MGRIT, data parallel, or the pipeline
+  LayerParallel<float>* mgrit_ = nullptr;       // the engine, when it is MGRIT (its residuals, cold starts)
   Tensor2<float> x_;
   Tensor1<int32_t> labels_;
-  LayerParallelResult last_;                          // of the last step (MGRIT: with its residuals)
+  StepOutcome last_;                                  // of the last step
   double window_correct_ = 0;                         // training samples right since the last progress line
   std::vector<std::pair<int64_t, double>> accuracy_;  // (step, test accuracy)
   std::vector<double> forward_factors_;

@@ -151,8 +151,8 @@ TrainResult RunLoop::run() {
   const TestFaults faults = TestFaults::from_environment();
   StopWatchdog watchdog(rc.stop_timeout, rank_);
 
-  AdamW<float> optim(deck_.optim);
-  optim.set_steps_taken(start_.optim_steps);
+  OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model());
+  update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;
   result.first_step = start_.step;
   if (start_.step >= rc.steps)
@@ -186,7 +186,7 @@ TrainResult RunLoop::run() {
     faults.before_step(first + 1, rank_);
     timers_.start("step");
     const std::vector<StepOutcome> done =
-        job_.train_round(first, round_end(first) - first + 1, optim, timers_, stop_requested);
+        job_.train_round(first, round_end(first) - first + 1, update, timers_, stop_requested);
     const double round_seconds = timers_.stop("step");
     const int64_t step = first + int64_t(done.size()) - 1;  // this round: steps first..step (0-based)
     next = step + 1;
@@ -221,7 +221,7 @@ TrainResult RunLoop::run() {
       log_.warn(what + ": skipped (run.on_nonfinite = \"skip\")");
     }
     const StepOutcome& last_outcome = done.back();
-    const double lr = lr_at_step(deck_.optim, step, rc.steps);
+    const double lr = update.lr(step);
     const bool last = step + 1 == rc.steps;
 
     Evaluation val;
@@ -280,7 +280,7 @@ TrainResult RunLoop::run() {
       const auto comm_before = job_.comm_totals();
       if (std::isnan(val.loss)) val = job_.evaluate();
       const auto written =
-          publisher_->publish(checkpoint_state(step + 1, optim.steps_taken(), val.loss), job_.params(), deck_,
+          publisher_->publish(checkpoint_state(step + 1, update.adamw().steps_taken(), val.loss), job_.params(), deck_,
                               job_.layout(), job_.grid().data_rank(), job_.grid().data_size(),
                               faults.pause_checkpoint_at == step + 1);
       last_checkpoint_seconds_ = written.seconds;

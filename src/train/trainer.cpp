@@ -56,14 +56,14 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     const auto placement =
         StagePlacement::balanced(int(deck_.model.n_layer), int(par.pipeline), grid_->coords().pipeline);
     model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed, tp_, placement);
-    batch_ = std::make_unique<Batch>(deck_.data.batch_size / grid_->data_size(), deck_.model.seq_len);
+    batches_.push_back(std::make_unique<Batch>(deck_.data.batch_size / grid_->data_size(), deck_.model.seq_len));
   });
   agreed(world, [&] {
     if (par.pipeline > 1) {
       auto pipeline = std::make_unique<PipelineEngine<float>>(*model_, *grid_, par.schedule, int(par.micro_batches));
-      if (pipeline->asynchronous()) stream_ = pipeline.get();
-      engine_ = std::move(pipeline);
       if (par.measure_staleness) staleness_ = std::make_unique<StalenessMeter<float>>();
+      pipeline->set_stream_options(par.weight_prediction, staleness_.get());
+      engine_ = std::move(pipeline);
     } else {
       engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6);
     }
@@ -108,57 +108,30 @@ void Trainer::describe(const Log& log) {
 }
 
 Evaluation Trainer::evaluate() {
-  const int64_t gb = deck_.data.batch_size;
+  Batch& batch = *batches_.front();
   double sum = 0;
   for (int64_t j = 0; j < deck_.run.val_batches; ++j) {
-    batch_->load(*data_, Split::Validation, j, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
-    sum += engine_->evaluate(samples_of(*batch_), gb).loss;
+    batch.load(*data_, Split::Validation, j, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
+    sum += engine_->evaluate(samples_of(batch), deck_.data.batch_size).loss;
   }
   Evaluation e;
   e.loss = sum / double(deck_.run.val_batches);
   return e;
 }
 
-std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
-                                              const std::function<bool()>& stop_requested) {
-  if (stream_) return train_stream(first_step, count, optim, timers, stop_requested);
-  const int64_t gb = deck_.data.batch_size;
+std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update,
+                                              Timers& timers, const std::function<bool()>& stop_requested) {
   timers.start("data");
-  batch_->load(*data_, Split::Train, first_step, grid_->data_rank(), grid_->data_size(), deck_.parallel.micro_batches);
-  timers.stop("data");
-  const double loss = engine_->forward_backward(samples_of(*batch_), gb, timers).loss;
-  timers.start("optimizer");
-  const StepOutcome out = clip_and_update(loss, model_->params(), &grid_->model(), optim, deck_.optim.grad_clip,
-                                          lr_at_step(deck_.optim, first_step, deck_.run.steps));
-  timers.stop("optimizer");
-  return {out};
-}
-
-std::vector<StepOutcome> Trainer::train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
-                                               const std::function<bool()>& stop_requested) {
-  const int64_t gb = deck_.data.batch_size, lb = gb / grid_->data_size();
-  timers.start("data");
-  while (int64_t(stream_batches_.size()) < count) stream_batches_.push_back(std::make_unique<Batch>(lb, deck_.model.seq_len));
+  while (int64_t(batches_.size()) < count)
+    batches_.push_back(std::make_unique<Batch>(batches_.front()->local_batch(), deck_.model.seq_len));
   std::vector<SampleBatch<float>> views;
   for (int64_t k = 0; k < count; ++k) {
-    stream_batches_[k]->load(*data_, Split::Train, first_step + k, grid_->data_rank(), grid_->data_size(),
-                             deck_.parallel.micro_batches);
-    views.push_back(samples_of(*stream_batches_[k]));
+    batches_[k]->load(*data_, Split::Train, first_step + k, grid_->data_rank(), grid_->data_size(),
+                      deck_.parallel.micro_batches);
+    views.push_back(samples_of(*batches_[k]));
   }
   timers.stop("data");
-  StreamUpdate<float> update;
-  update.optim = &optim;
-  update.config = deck_.optim;
-  update.lr_at = [this](int64_t step) { return lr_at_step(deck_.optim, step, deck_.run.steps); };
-  update.tensor_group = tp_.group;
-  update.predict = deck_.parallel.weight_prediction;
-  update.meter = staleness_.get();
-  update.stop_requested = stop_requested;
-  std::vector<StepOutcome> out;
-  // each stage applied its update only where its own gradient was finite (PipelineEngine)
-  for (const StreamStep& s : stream_->train_stream(first_step, views, gb, update, timers))
-    out.push_back({s.loss, s.grad_norm, std::isfinite(s.loss) && std::isfinite(s.grad_norm)});
-  return out;
+  return engine_->train_steps(first_step, views, deck_.data.batch_size, update, timers, stop_requested);
 }
 
 std::vector<std::string> Trainer::metric_columns() const {

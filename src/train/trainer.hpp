@@ -40,13 +40,8 @@ class Trainer : public TrainingJob {
   std::string layout() const override;
   void describe(const Log& log) override;
   int64_t samples_per_step() const override { return deck_.data.batch_size * deck_.model.seq_len; }
-  // XPipe: streams of up to 1024 micro-batches (and at least 2p mini-batches): a longer
-  // stream saves less than (p-1)/1024 of a drain, while its list grows (and costs time
-  // to build, quadratically).
-  int64_t max_round_steps() const override {
-    return stream_ ? std::max<int64_t>(2 * deck_.parallel.pipeline, 1024 / deck_.parallel.micro_batches) : 1;
-  }
-  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
+  int64_t max_round_steps() const override { return engine_->max_steps_per_call(); }
+  std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update, Timers& timers,
                                        const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
   std::vector<std::string> metric_columns() const override;
@@ -56,9 +51,6 @@ class Trainer : public TrainingJob {
   void print_summary(const Log& log, double loop_seconds, int64_t steps_run) override;
 
  private:
-  // XPipe: steps first_step .. first_step + count - 1 in one stream (the engine updates).
-  std::vector<StepOutcome> train_stream(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
-                                        const std::function<bool()>& stop_requested);
   // XPipe with parallel.measure_staleness: every stage's summary (collective), printed by rank 0.
   std::vector<StalenessSummary> report_staleness();
 
@@ -70,10 +62,8 @@ class Trainer : public TrainingJob {
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<GPT<float>> model_;
   std::unique_ptr<TrainEngine<float>> engine_;  // data parallel, or the pipeline
-  PipelineEngine<float>* stream_ = nullptr;      // the engine, when it runs XPipe
   std::unique_ptr<StalenessMeter<float>> staleness_;
-  std::unique_ptr<Batch> batch_;
-  std::vector<std::unique_ptr<Batch>> stream_batches_;
+  std::vector<std::unique_ptr<Batch>> batches_;  // one per step of a round (the first also for validation)
   double gemm_gflops_ = 0;
   std::unique_ptr<RunLoop> loop_;
 };

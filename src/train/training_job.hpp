@@ -15,16 +15,9 @@
 #include "core/log.hpp"
 #include "core/timers.hpp"
 #include "model/param_store.hpp"
-#include "optim/adamw.hpp"
+#include "optim/optimizer_step.hpp"
 
 namespace strata {
-
-// One optimizer step as the loop sees it. `applied`: the update was made (a step with a
-// non-finite loss or gradient norm is never applied).
-struct StepOutcome {
-  double loss = 0, grad_norm = 0;
-  bool applied = true;
-};
 
 struct Evaluation {
   double loss = std::numeric_limits<double>::quiet_NaN();
@@ -56,13 +49,13 @@ class TrainingJob {
   virtual int64_t samples_per_step() const = 0;
   // Steps train_round may take at once: 1, or more for a job that streams them without a
   // flush (XPipe).
-  virtual int64_t max_round_steps() const { return 1; }
-  // Steps first_step .. first_step + count - 1 (0-based): forward, backward, clipping and
-  // the update (never applied when the loss or gradient norm is not finite). A job that
-  // streams may end the round early, after fewer steps, when stop_requested() is true on
-  // any rank (it asks at each update). Collective.
-  virtual std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, AdamW<float>& optim, Timers& timers,
-                                               const std::function<bool()>& stop_requested) = 0;
+  virtual int64_t max_round_steps() const = 0;
+  // Steps first_step .. first_step + count - 1 (0-based): forward, backward and the
+  // update (OptimizerStep: never applied when the loss or gradient norm is not finite). A
+  // job that streams may end the round early, after fewer steps, when stop_requested() is
+  // true on any rank (it asks at each update). Collective.
+  virtual std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update,
+                                               Timers& timers, const std::function<bool()>& stop_requested) = 0;
   // The validation loss (and accuracy) over run.val_batches batches. Collective.
   virtual Evaluation evaluate() = 0;
   // true: validate after the last step even when run.val_every = 0.
@@ -80,11 +73,5 @@ class TrainingJob {
   // Lines after the timer table (memory, communication). Collective.
   virtual void print_summary(const Log& /*log*/, double /*loop_seconds*/, int64_t /*steps_run*/) {}
 };
-
-// The step of a synchronous job after its forward and backward: clip the gradient by its
-// global norm and update, unless the loss or the norm is not finite. model_group: the
-// ranks of one model replica (nullptr when it is this rank alone).
-StepOutcome clip_and_update(double loss, ParamStore<float>& params, Comm* model_group, AdamW<float>& optim,
-                            double grad_clip, double lr);
 
 }  // namespace strata

@@ -45,11 +45,14 @@ ModelConfig tiny_model() {
 OptimConfig test_optim() {
   OptimConfig o;
   o.lr = 2e-2;  // large steps: stale and predicted weights differ visibly
+  o.min_lr = 2e-3;
+  o.warmup_steps = 2;  // the rate changes from update to update
   o.grad_clip = 0.05;  // and the per-stage clipping is active
   return o;
 }
 
-double lr_of(int64_t step) { return 2e-2 * (1.0 + 0.1 * double(step)); }
+constexpr int64_t kRunSteps = 6;  // the learning-rate schedule's length
+double lr_of(int64_t step) { return lr_at_step(test_optim(), step, kRunSteps); }
 
 struct StageState {
   std::unique_ptr<GPT<double>> model;
@@ -211,11 +214,9 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
   for (const int t : {1, 2, 3}) {
     GPT<double> model(cfg, 7, {}, StagePlacement::balanced(int(cfg.n_layer), n, rank));
     PipelineEngine<double> engine(model, grid, Schedule::XPipe, t);
-    AdamW<double> optim(test_optim());
+    OptimizerStep<double> step(test_optim(), kRunSteps, nullptr);
     StreamUpdate<double> update;
-    update.optim = &optim;
-    update.config = test_optim();
-    update.lr_at = lr_of;
+    update.step = &step;
     Timers timers;
     const auto steps = engine.train_stream(0, batches, batch, update, timers);
 
@@ -240,7 +241,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
     // after the drain the last stage's copy of the tied embedding is the first stage's
     const auto wte_of = [&](int r) { return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->tied_index()))); };
     CHECK(wte_of(0) == wte_of(n - 1));
-    CHECK(optim.steps_taken() == k);
+    CHECK(step.adamw().steps_taken() == k);
   }
 }
 

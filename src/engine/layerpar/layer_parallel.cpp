@@ -16,7 +16,7 @@ std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, con
 
 template <class T>
 LayerParallel<T>::LayerParallel(ResNet<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options)
-    : net_(net), layers_(grid.pipeline()), data_(grid.data()), opt_(options), batch_(local_batch),
+    : TrainEngine<T>(net), net_(net), layers_(grid.pipeline()), data_(grid.data()), opt_(options), batch_(local_batch),
       forward_steps_(net, local_batch, options.forward.cfactor),
       forward_(forward_steps_, layers_, net.config().steps, options.forward,
                layer_bounds(net.placement(), net.config().steps, layers_)) {
@@ -86,6 +86,25 @@ LayerParallelResult LayerParallel<T>::evaluate(V2<const T> x, V1<const int32_t> 
   r.loss = loss / double(global_batch);
   r.correct = correct;
   return r;
+}
+
+template <class T>
+BatchResult LayerParallel<T>::forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) {
+  timers.start("forward_backward");
+  last_ = forward_backward(batch.features, batch.targets, global_batch);
+  timers.stop("forward_backward");
+  return {last_.loss, last_.correct};
+}
+
+template <class T>
+BatchResult LayerParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
+  const LayerParallelResult r = evaluate(batch.features, batch.targets, global_batch);
+  return {r.loss, r.correct};
+}
+
+template <class T>
+int64_t LayerParallel<T>::activation_bytes() const {
+  return forward_.bytes() + adjoint_->bytes() + view_bytes(logits_, lse_, losses_);
 }
 
 template class LayerParallel<float>;

@@ -12,6 +12,7 @@
 
 #include "comm/grid.hpp"
 #include "engine/layerpar/resnet_steps.hpp"
+#include "engine/train_engine.hpp"
 
 namespace strata {
 
@@ -26,20 +27,28 @@ struct LayerParallelResult {
   MgritStats forward, backward;
 };
 
+// As a TrainEngine (the classifier's engine for parallel.schedule = "mgrit"), a batch's
+// features and targets are the images and labels.
 template <class T>
-class LayerParallel {
+class LayerParallel : public TrainEngine<T> {
  public:
   // net: this rank's block of steps. The grid's pipeline group is the layer group in layer
   // order (its rank r holds block r; the adjoint runs on its reversed copy), its data
   // group the replicas of this block. local_batch: samples per replica.
   LayerParallel(ResNet<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options);
-  ~LayerParallel();
+  ~LayerParallel() override;
   // Zeroes the gradients, then forward and backward of this replica's x (B, inputs) and
   // labels (B); the gradients end summed over the data replicas, scaled by 1/global_batch.
   LayerParallelResult forward_backward(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
   // Forward only (the same forward solve as training).
   LayerParallelResult evaluate(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
   const LayerParallelOptions& options() const { return opt_; }
+
+  // TrainEngine: the same solves; last() keeps the last training step's solver statistics.
+  BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
+  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
+  int64_t activation_bytes() const override;  // the solvers' states on every level, logits
+  const LayerParallelResult& last() const { return last_; }
   // The next solves start from zero instead of the last solution (the trainer does this
   // at every checkpoint step, so a restart from a checkpoint repeats the run bit for bit).
   void cold_start() { forward_warm_ = adjoint_warm_ = false; }
@@ -63,6 +72,7 @@ class LayerParallel {
   ResNetScratch<T> scratch_;
   Tensor2<T> logits_;
   Tensor1<T> lse_, losses_;
+  LayerParallelResult last_;
 };
 
 }  // namespace strata

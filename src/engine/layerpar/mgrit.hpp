@@ -66,6 +66,12 @@ class Mgrit {
   int64_t points() const { return layout_.count(0, rank_); }
   V1<T> point(int64_t j) { return state(levels_[0].u, j); }
 
+  // Bytes of the states this rank holds on every level.
+  int64_t bytes() const {
+    int64_t b = view_bytes(tmp_);
+    for (const auto& l : levels_) b += view_bytes(l.u, l.g, l.v);
+    return b;
+  }
   // Sets every point but u_0 to zero (a cold start).
   void zero_guess();
   // Iterates from the current points (rank 0's point 0 must hold u_0); afterwards every

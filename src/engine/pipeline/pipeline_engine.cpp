@@ -27,7 +27,7 @@ void add_into(V1<T> y, V1<const T> x) {  // y += x
 
 template <class T>
 PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches)
-    : model_(model), data_(grid.data()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
+    : TrainEngine<T>(model), data_(grid.data()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
       stop_comm_(grid.control()), schedule_(schedule),
       micro_batches_(micro_batches), stage_(grid.coords().pipeline), stages_(int(grid.shape().pipeline)) {
   if (asynchronous() && stages_ > 1 && model_.tied_index() < 0)
@@ -173,10 +173,10 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   const int wte = model_.tied_index();  // XPipe: the model has one (constructor)
   const auto& wte_info = store.infos()[std::max(wte, 0)];
   const auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + wte_info.offset, wte_info.numel); };
-  const int64_t steps_before = update ? update->optim->steps_taken() : 0;
+  const int64_t steps_before = update ? update->step->adamw().steps_taken() : 0;
   int64_t updates = 0, tied_versions = 0;
   if (update && !predictor_) {
-    predictor_ = std::make_unique<WeightPredictor<T>>(update->config);
+    predictor_ = std::make_unique<WeightPredictor<T>>(update->step->config());
     predictor_->reserve(store);  // now, not in the middle of the stream
   }
   WeightPredictor<T>* predictor = predictor_.get();
@@ -291,10 +291,10 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
         restore_true_weights();
         timers.start("optimizer");
         data_.allreduce_sum(store.grads());
-        const double norm = clip_grad_norm<T>(store, update->tensor_group, update->config.grad_clip);
-        (*norms_squared)[in.mb] = norm * norm;
         // a non-finite gradient is never applied (the run loop stops or skips the step)
-        if (std::isfinite(norm)) update->optim->step(store, update->lr_at(first_step + in.mb), tied_copy ? wte : -1);
+        const double norm = update->step->apply_stage(store, first_step + in.mb, model_.tensor_parallel().group,
+                                                      tied_copy ? wte : -1).grad_norm;
+        (*norms_squared)[in.mb] = norm * norm;
         store.zero_grads();
         ++updates;
         if (stoppable) {
@@ -320,7 +320,8 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
           std::vector<std::pair<int, Lookahead>> except;
           if (tied_copy) except.push_back({wte, {in.tied_steps, steps_before + tied_versions}});
           timers.start("weight_prediction");
-          predictor->predict(store, update->lr_at(first_step + updates), {in.steps, update->optim->steps_taken()}, except);
+          predictor->predict(store, update->step->lr(first_step + updates),
+                             {in.steps, update->step->adamw().steps_taken()}, except);
           timers.stop("weight_prediction", to_string(in));
           predicted = true;
           predicted_for = ahead;
@@ -421,6 +422,24 @@ std::vector<StreamStep> PipelineEngine<T>::train_stream(int64_t first_step, cons
   std::vector<StreamStep> out(static_cast<size_t>(done));
   for (int n = 0; n < done; ++n)
     out[n] = {host(n) / (double(global_batch) * double(model_.targets_per_sample())), std::sqrt(host(done + n))};
+  return out;
+}
+
+template <class T>
+std::vector<StepOutcome> PipelineEngine<T>::train_steps(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
+                                                       int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
+                                                       const std::function<bool()>& stop_requested) {
+  if (!asynchronous())
+    return TrainEngine<T>::train_steps(first_step, batches, global_batch, update, timers, stop_requested);
+  StreamUpdate<T> stream;
+  stream.step = &update;
+  stream.predict = predict_;
+  stream.meter = meter_;
+  stream.stop_requested = stop_requested;
+  std::vector<StepOutcome> out;
+  // each stage applied its update only where its own gradient was finite
+  for (const StreamStep& s : train_stream(first_step, batches, global_batch, stream, timers))
+    out.push_back({s.loss, s.grad_norm, std::isfinite(s.loss) && std::isfinite(s.grad_norm)});
   return out;
 }
 

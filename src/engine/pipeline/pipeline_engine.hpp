@@ -19,6 +19,7 @@
 // embedding is updated by the first stage only, from its gradient plus the share the
 // last stage sends; the last stage takes each new version (with its Adam moments) where
 // the list says, and predicts its copy from the version it holds.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,10 +39,7 @@ namespace strata {
 // What an XPipe stream needs to update the weights inside it.
 template <class T>
 struct StreamUpdate {
-  AdamW<T>* optim = nullptr;                 // this rank's optimizer (steps_taken() counts updates)
-  OptimConfig config;                        // betas, eps, gradient clipping
-  std::function<double(int64_t)> lr_at;      // learning rate of the update of (0-based) step
-  Comm* tensor_group = nullptr;              // the stage's tensor group (gradient norm), or nullptr
+  OptimizerStep<T>* step = nullptr;          // the update (its AdamW's steps_taken() counts updates)
   bool predict = true;                       // false: run every pass on the current weights
   StalenessMeter<T>* meter = nullptr;        // measures the weights each pass used, if set
   // Asked at each of the stage's updates; when it is true on any rank, every rank ends
@@ -64,6 +62,21 @@ class PipelineEngine : public TrainEngine<T> {
   PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches);
   ~PipelineEngine() override;
   bool asynchronous() const { return schedule_ == Schedule::XPipe; }
+  // XPipe: streams of up to 1024 micro-batches (and at least 2p mini-batches): a longer
+  // stream saves less than (p-1)/1024 of a drain, while its list grows (and costs time
+  // to build, quadratically). Flushing schedules: one step.
+  int64_t max_steps_per_call() const override {
+    return asynchronous() ? std::max<int64_t>(2 * stages_, 1024 / micro_batches_) : 1;
+  }
+  // XPipe: one stream (train_stream), with weight prediction and staleness measurement as
+  // set_stream_options says; flushing schedules: step after step.
+  std::vector<StepOutcome> train_steps(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
+                                       int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
+                                       const std::function<bool()>& stop_requested) override;
+  void set_stream_options(bool predict, StalenessMeter<T>* meter) {
+    predict_ = predict;
+    meter_ = meter;
+  }
 
   // Flushing schedules: one mini-batch; the gradients are left for the trainer's update.
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
@@ -101,7 +114,7 @@ class PipelineEngine : public TrainEngine<T> {
   void send_tied(const std::vector<V1<const T>>& parts, int tag);
   V1<const T> receive_tied(int64_t n, int parts, int tag);
 
-  StageModel<T>& model_;
+  using TrainEngine<T>::model_;
   Comm& data_;
   Comm& pipe_;      // the stages of this replica, ranked by stage
   Comm* embedding_;  // first and last stage (tied embedding), if p > 1
@@ -126,6 +139,8 @@ class PipelineEngine : public TrainEngine<T> {
   TiedMessage tied_out_, tied_in_;
   std::unique_ptr<WeightPredictor<T>> predictor_;
   std::vector<double> correct_;  // per mini-batch of the last run (last stage)
+  bool predict_ = true;                 // XPipe: weight prediction
+  StalenessMeter<T>* meter_ = nullptr;  // XPipe: staleness measurement, if any
   // loss terms and correct predictions summed over the stages and replicas
   BatchResult reduce(double loss_sum, double correct_sum, int64_t global_batch);  // XPipe: its copy of the true weights is kept
 };
