@@ -56,7 +56,7 @@ class Comm {
   // backward. With the MPI backend they are done at finish, as blocking all-reduces: MPI's
   // non-blocking ones only move inside MPI calls (no progress thread), and here four
   // 4 MB MPI_Iallreduce left to finish under 20 ms of computation each took 50-100 ms
-  // to complete against 5 ms for one blocking 16 MB all-reduce (docs/planning.md).
+  // to complete against 5 ms for one blocking 16 MB all-reduce (docs/planner.md).
   void start_allreduce_sum(V1<float> buf);
   void start_allreduce_sum(V1<double> buf);
   void finish_allreduces();

@@ -56,7 +56,7 @@ TEST_CASE("XPipe: valid, deadlock-free, and its derived prediction steps match t
         INFO("stage " << r << ", " << to_string(prog[k + 1]));
         // Forward: the paper's s_f = p-1-floor(r/2) on every stage. Backward: the paper's
         // s_b = floor(r/2) on even stages; on odd stages the list's timing puts the stage's
-        // own update of this mini-batch before stage 0 finishes it, one more (docs/pipeline-parallelism.md).
+        // own update of this mini-batch before stage 0 finishes it, one more (docs/parallelism.md).
         CHECK(prog[k].steps == (forward ? p - 1 - r / 2 : r / 2 + r % 2));
       }
     }

@@ -4,6 +4,7 @@
 
 #include "model/gpt.hpp"
 #include "support/host_views.hpp"
+#include "support/param_gradcheck.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -33,22 +34,7 @@ TEST_CASE("GPT backward matches finite differences for every parameter", "[model
   model.params().zero_grads();
   model.forward(ctx, tok, tgt);
   model.backward(ctx, 1.0 / double(n));
-  const auto analytic = to_host<double>(store.grads());
-
-  std::vector<double> p = to_host<double>(store.params());
-  auto loss = [&]() {
-    auto h = Kokkos::create_mirror_view(store.params());
-    for (size_t i = 0; i < p.size(); ++i) h(i) = p[i];
-    Kokkos::deep_copy(store.params(), h);
-    return model.forward(ctx, tok, tgt) / double(n);
-  };
-  const auto numeric = numeric_gradient(p, loss, 1e-5);
-  for (const auto& info : store.infos()) {
-    std::vector<double> a(analytic.begin() + info.offset, analytic.begin() + info.offset + info.numel);
-    std::vector<double> b(numeric.begin() + info.offset, numeric.begin() + info.offset + info.numel);
-    INFO(info.name);
-    REQUIRE(max_rel_error(a, b) < 1e-7);
-  }
+  check_param_gradients(store, [&] { return model.forward(ctx, tok, tgt) / double(n); });
 }
 
 TEST_CASE("initial weights are a pure function of (seed, name, index)", "[model][init]") {

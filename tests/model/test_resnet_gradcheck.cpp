@@ -9,6 +9,7 @@
 
 #include "model/resnet.hpp"
 #include "support/host_views.hpp"
+#include "support/param_gradcheck.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -96,29 +97,12 @@ void check_gradients(const ResNetConfig& cfg) {
   net.forward(x, labels, u, logits, lse);
   net.backward(x, labels, 1.0 / double(batch), u, logits, lse);
   const auto analytic = to_host<double>(store.grads());
-
-  std::vector<double> p = to_host<double>(store.params());
-  auto loss = [&]() {
-    auto h = Kokkos::create_mirror_view(store.params());
-    for (size_t i = 0; i < p.size(); ++i) h(i) = p[i];
-    Kokkos::deep_copy(store.params(), h);
+  check_param_gradients(store, [&] {
     std::vector<Tensor2<double>> uu;
     Tensor2<double> lg;
     Tensor1<double> ls;
     return net.forward(x, labels, uu, lg, ls) / double(batch);
-  };
-  const auto numeric = numeric_gradient(p, loss, 1e-5);
-  for (const auto& info : store.infos()) {
-    std::vector<double> a(analytic.begin() + info.offset, analytic.begin() + info.offset + info.numel);
-    std::vector<double> b(numeric.begin() + info.offset, numeric.begin() + info.offset + info.numel);
-    INFO(info.name);
-    REQUIRE(max_rel_error(a, b) < 1e-7);
-  }
-  {  // the unperturbed parameters back
-    auto h = Kokkos::create_mirror_view(store.params());
-    for (size_t i = 0; i < p.size(); ++i) h(i) = p[i];
-    Kokkos::deep_copy(store.params(), h);
-  }
+  });
   check_stages(cfg, net, x, labels, analytic);
 }
 }  // namespace

@@ -122,248 +122,324 @@ void PipelineEngine<T>::TiedMessage::resize(int64_t n) {
   host = Kokkos::create_mirror_view(dev);
 }
 
-// Which receives have been posted, and when a ring buffer is free for the next one.
+// The state of one pass over a stage's list: which receives have been posted (and when a
+// ring buffer is free for the next one), the micro-batch shape, the losses, and for XPipe
+// the weights' versions and the in-stream stop agreement.
 template <class T>
 struct PipelineEngine<T>::Run {
+  const PipeSchedule* schedule = nullptr;
+  const StageProgram* program = nullptr;  // a stopped XPipe stream switches to a shorter list
+  const std::vector<SampleBatch<T>>* batches = nullptr;
+  const StreamUpdate<T>* update = nullptr;  // XPipe only
+  std::vector<double>* norms_squared = nullptr;
+  Timers* timers = nullptr;
+  int64_t first_step = 0;
+  int m = 1, slots = 1, ring = 1;
+  int64_t per_sample = 1, bm = 1;  // loss terms per sample; samples per micro-batch
+  BlockContext ctx;
+  double global_terms = 1;
+  bool first = false, last = false, tied_copy = false, counts = false;
+  std::vector<double> loss;  // per mini-batch
+
   std::vector<const PipeInstr*> act_recvs, grad_recvs;  // in program order
   size_t act_posted = 0, grad_posted = 0;
   std::vector<char> backward_done;  // per micro-batch
-  int ring = 1;
   bool free_for(int mb) const { return mb < ring || backward_done[mb - ring]; }
+
+  // XPipe: the stage's updates in this stream and the tied embedding's version
+  int wte = -1;
+  int64_t steps_before = 0, updates = 0, tied_versions = 0;
+  bool predicted = false;                   // the store holds predicted weights
+  std::pair<int, int> predicted_for{0, 0};  // (steps, tied steps) of that prediction
+  // XPipe's early end: see stop_here
+  bool stoppable = false;
+  int lookahead = 0, mini_batches = 1, next_end = 1;
+  std::vector<int> stop_flags;
+  std::vector<MPI_Request> stop_requests;
 };
+
+template <class T>
+void PipelineEngine<T>::post_receives(Run& st) {
+  for (; st.act_posted < st.act_recvs.size() && st.free_for(st.act_recvs[st.act_posted]->mb); ++st.act_posted) {
+    const PipeInstr& in = *st.act_recvs[st.act_posted];
+    Buffer& b = act_in_[in.mb % st.ring];
+    b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, act_tag(in.mb));
+  }
+  for (; st.grad_posted < st.grad_recvs.size() && st.free_for(st.grad_recvs[st.grad_posted]->mb); ++st.grad_posted) {
+    const PipeInstr& in = *st.grad_recvs[st.grad_posted];
+    Buffer& b = grad_in_[in.mb % st.ring];
+    b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, grad_tag(in.mb));
+  }
+}
+
+template <class T>
+void PipelineEngine<T>::list_receives(Run& st) {
+  st.act_recvs.clear();
+  st.grad_recvs.clear();
+  for (const auto& in : *st.program) {
+    if (in.op == PipeOp::RecvAct) st.act_recvs.push_back(&in);
+    if (in.op == PipeOp::RecvGrad) st.grad_recvs.push_back(&in);
+  }
+}
+
+template <class T>
+void PipelineEngine<T>::restore_true_weights(Run& st) {
+  if (!st.predicted) return;
+  st.timers->start("weight_prediction");
+  predictor_->restore(model_.params());
+  st.timers->stop("weight_prediction", "RESTORE");
+  st.predicted = false;
+}
+
+// XPipe's early end: each update posts this rank's stop request in a non-blocking
+// all-reduce over the job; before the forward pass where the list of a stream ending
+// after mini-batch k' - 1 departs from this one, the request of update k' - 1 - L is read
+// (schedule.hpp), and if any rank asked, this rank switches to that list. Returns true
+// when it switched (the instruction at `at` is then the shorter list's).
+template <class T>
+bool PipelineEngine<T>::stop_here(Run& st, const PipeInstr& in, size_t at) {
+  if (!st.stoppable || st.next_end >= st.mini_batches || in.mb != st.next_end * st.m - 1 ||
+      !(in.op == PipeOp::RecvAct || in.op == PipeOp::PredictWeights || in.op == PipeOp::Forward))
+    return false;
+  const size_t deciding = size_t(st.next_end - 1 - st.lookahead);
+  st.timers->start("stop_agreement");
+  MPI_Wait(&st.stop_requests[deciding], MPI_STATUS_IGNORE);
+  st.timers->stop("stop_agreement");
+  if (!st.stop_flags[deciding]) {
+    ++st.next_end;
+    return false;
+  }
+  end_stream_early(st, st.next_end, at);
+  return true;
+}
+
+template <class T>
+void PipelineEngine<T>::end_stream_early(Run& st, int k_end, size_t at) {
+  const StageProgram& shorter = xpipe_schedule_for(k_end).programs[stage_];
+  for (size_t j = 0; j < at; ++j)
+    if (shorter[j].op != (*st.program)[j].op || shorter[j].mb != (*st.program)[j].mb)
+      throw std::logic_error("XPipe: the list of a " + std::to_string(k_end) + "-step stream departs before " +
+                             to_string((*st.program)[at]));
+  // receives posted for micro-batches the shorter stream does not have are cancelled
+  const int end_mb = k_end * st.m;
+  size_t kept_act = 0, kept_grad = 0;
+  for (auto [list, posted, ring, kept] : {std::make_tuple(&st.act_recvs, &st.act_posted, &act_in_, &kept_act),
+                                          std::make_tuple(&st.grad_recvs, &st.grad_posted, &grad_in_, &kept_grad)}) {
+    for (size_t j = 0; j < *posted; ++j) {
+      if ((*list)[j]->mb < end_mb) {
+        ++*kept;
+        continue;
+      }
+      MPI_Request& r = (*ring)[(*list)[j]->mb % st.ring].request;
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+  }
+  st.program = &shorter;
+  list_receives(st);
+  st.act_posted = kept_act;
+  st.grad_posted = kept_grad;
+  st.mini_batches = k_end;
+}
+
+// Receives, the passes and the sends: what every schedule runs.
+template <class T>
+void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
+  Timers& timers = *st.timers;
+  const auto slot = [&](int mb) { return mb % st.slots; };
+  switch (in.op) {
+    case PipeOp::RecvAct:
+    case PipeOp::RecvGrad: {
+      const size_t posted = in.op == PipeOp::RecvAct ? st.act_posted : st.grad_posted;
+      const auto& list = in.op == PipeOp::RecvAct ? st.act_recvs : st.grad_recvs;
+      if (posted == 0 || list[posted - 1]->mb < in.mb)
+        throw std::logic_error("pipeline: " + to_string(in) + " was not posted (ring too small)");
+      timers.start("pipeline_wait");  // the bubble, as seen from this stage
+      receive_wait(in.op == PipeOp::RecvAct ? act_in_[in.mb % st.ring] : grad_in_[in.mb % st.ring]);
+      timers.stop("pipeline_wait", to_string(in));
+      break;
+    }
+    case PipeOp::Forward: {
+      // the slot's previous micro-batch has finished its backward; its sends must be done
+      for (auto* out : {&act_out_[slot(in.mb)], &grad_out_[slot(in.mb)]})
+        if (out->request != MPI_REQUEST_NULL) pipe_.wait(out->request, "send");
+      const int m = st.m;
+      const SampleBatch<T> micro =
+          (*st.batches)[size_t(in.mb / m)].slice(in.mb % m * st.bm, (in.mb % m + 1) * st.bm, st.per_sample);
+      timers.start("forward");
+      st.loss[in.mb / m] += model_.forward(st.ctx, micro,
+                                           st.first ? V2<const T>() : V2<const T>(act_in_[in.mb % st.ring].dev),
+                                           *acts_[slot(in.mb)]);
+      if (st.counts) correct_[size_t(in.mb / m)] += double(model_.correct(*acts_[slot(in.mb)]));
+      timers.stop("forward", to_string(in));
+      break;
+    }
+    case PipeOp::Backward:
+      timers.start("backward");
+      model_.backward(st.ctx, T(1.0 / st.global_terms),
+                      st.last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev), *acts_[slot(in.mb)]);
+      timers.stop("backward", to_string(in));
+      st.backward_done[in.mb] = 1;
+      post_receives(st);
+      break;
+    case PipeOp::SendAct:
+      send(model_.output(*acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));
+      break;
+    case PipeOp::SendGrad:
+      send(model_.input_grad(*acts_[slot(in.mb)]), grad_out_[slot(in.mb)], in.peer, grad_tag(in.mb));
+      break;
+    default: run_stream_instruction(st, in);
+  }
+}
+
+// XPipe's instructions: the stage's updates inside the stream, weight prediction, and the
+// tied embedding's exchange. Flushing schedules' OptimizerStep is a no-op here (the
+// update follows the list).
+template <class T>
+void PipelineEngine<T>::run_stream_instruction(Run& st, const PipeInstr& in) {
+  if (!st.update) return;
+  const StreamUpdate<T>& update = *st.update;
+  Timers& timers = *st.timers;
+  auto& store = model_.params();
+  const auto& wte_info = store.infos()[std::max(st.wte, 0)];
+  const auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + wte_info.offset, wte_info.numel); };
+  switch (in.op) {
+    case PipeOp::OptimizerStep: {  // this stage's update for mini-batch in.mb
+      restore_true_weights(st);
+      timers.start("optimizer");
+      data_.allreduce_sum(store.grads());
+      // a non-finite gradient is never applied (the run loop stops or skips the step)
+      const double norm = update.step->apply_stage(store, st.first_step + in.mb, model_.tensor_parallel().group,
+                                                   st.tied_copy ? st.wte : -1).grad_norm;
+      (*st.norms_squared)[in.mb] = norm * norm;
+      store.zero_grads();
+      ++st.updates;
+      if (st.stoppable) {
+        int& flag = st.stop_flags[size_t(in.mb)];
+        flag = update.stop_requested() ? 1 : 0;
+        MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, stop_comm_, &st.stop_requests[size_t(in.mb)]);
+      }
+      if (update.meter) update.meter->reached(store.params(), st.updates);
+      timers.stop("optimizer", to_string(in));
+      break;
+    }
+    case PipeOp::PredictWeights: {
+      if (!update.predict) {
+        if (update.meter) update.meter->record(store.params(), store.params(), st.updates, in.steps);
+        break;
+      }
+      const std::pair<int, int> ahead{in.steps, st.tied_copy ? in.tied_steps : 0};
+      if (st.predicted && ahead == st.predicted_for) {  // the prediction in place is this pass's
+      } else if (ahead.first == 0 && ahead.second == 0) {
+        restore_true_weights(st);  // the pass runs on the weights the stage holds
+      } else {
+        restore_true_weights(st);
+        std::vector<std::pair<int, Lookahead>> except;
+        if (st.tied_copy) except.push_back({st.wte, {in.tied_steps, st.steps_before + st.tied_versions}});
+        timers.start("weight_prediction");
+        predictor_->predict(store, update.step->lr(st.first_step + st.updates),
+                            {in.steps, update.step->adamw().steps_taken()}, except);
+        timers.stop("weight_prediction", to_string(in));
+        st.predicted = true;
+        st.predicted_for = ahead;
+      }
+      if (update.meter)
+        update.meter->record(store.params(), st.predicted ? predictor_->true_weights() : store.params(), st.updates,
+                             in.steps);
+      break;
+    }
+    case PipeOp::RestoreWeights:
+      // lazily: the next pass often looks as far ahead (nothing updated in between), and
+      // whatever changes or sends the true weights restores them first
+      break;
+    case PipeOp::SendTiedGrad:  // last stage: its share of the embedding's gradient
+      send_tied({slice(store.grads())}, tied_grad_tag(in.mb));
+      Kokkos::deep_copy(slice(store.grads()), T(0));
+      break;
+    case PipeOp::RecvTiedGrad:  // first stage: add the last stage's share
+      add_into<T>(slice(store.grads()), receive_tied(wte_info.numel, 1, tied_grad_tag(in.mb)));
+      break;
+    case PipeOp::SendTiedWeights:  // first stage: the new version, with its moments
+      restore_true_weights(st);
+      send_tied({slice(store.params()), slice(store.adam_m()), slice(store.adam_v())}, tied_weights_tag(in.mb));
+      break;
+    case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
+      restore_true_weights(st);
+      const int64_t n = wte_info.numel;
+      timers.start("pipeline_wait");
+      const V1<const T> version = receive_tied(n, 3, tied_weights_tag(in.mb));
+      timers.stop("pipeline_wait", to_string(in));
+      const auto part = [&](int64_t i) { return Kokkos::subview(version, std::make_pair(i * n, (i + 1) * n)); };
+      Kokkos::deep_copy(slice(store.params()), part(0));
+      Kokkos::deep_copy(slice(store.adam_m()), part(1));
+      Kokkos::deep_copy(slice(store.adam_v()), part(2));
+      ++st.tied_versions;
+      break;
+    }
+    default: throw std::logic_error("pipeline: " + to_string(in) + " is not a stream instruction");
+  }
+}
 
 template <class T>
 std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches,
                                            int64_t global_batch, const StreamUpdate<T>* update,
                                            std::vector<double>* norms_squared, int64_t first_step, Timers& timers) {
-  const int m = s.micro_batches;
-  const int64_t t_len = model_.targets_per_sample(), bm = batches.front().samples / m;
-  const BlockContext ctx = model_.context(bm);
-  const double global_tokens = double(global_batch) * double(t_len);
-  const int slots = std::max(1, simulate_schedule(s).peak_in_flight[stage_]);
-  ensure_buffers(ctx, slots);
+  Run st;
+  st.schedule = &s;
+  st.program = &s.programs[stage_];
+  st.batches = &batches;
+  st.update = update;
+  st.norms_squared = norms_squared;
+  st.timers = &timers;
+  st.first_step = first_step;
+  st.m = s.micro_batches;
+  st.per_sample = model_.targets_per_sample();
+  st.bm = batches.front().samples / st.m;
+  st.ctx = model_.context(st.bm);
+  st.global_terms = double(global_batch) * double(st.per_sample);
+  st.slots = std::max(1, simulate_schedule(s).peak_in_flight[stage_]);
+  st.ring = st.slots + 1;
+  ensure_buffers(st.ctx, st.slots);
   auto& store = model_.params();
   store.zero_grads();
-  const StageProgram* program = &s.programs[stage_];  // a stopped XPipe stream switches to a shorter list
-  const bool first = model_.placement().first(), last = model_.placement().last();
-  const bool tied_copy = last && !first;  // holds a copy of the embedding the first stage owns
+  st.first = model_.placement().first();
+  st.last = model_.placement().last();
+  st.tied_copy = st.last && !st.first;  // holds a copy of the embedding the first stage owns
+  st.counts = st.last && model_.counts_correct();
+  st.loss.assign(size_t(s.mini_batches), 0.0);
+  correct_.assign(size_t(s.mini_batches), 0.0);
+  st.backward_done.assign(size_t(st.m) * size_t(s.mini_batches), 0);
+  list_receives(st);
+  post_receives(st);
 
-  Run st;
-  st.ring = slots + 1;
-  st.backward_done.assign(size_t(m) * size_t(s.mini_batches), 0);
-  for (const auto& in : *program) {
-    if (in.op == PipeOp::RecvAct) st.act_recvs.push_back(&in);
-    if (in.op == PipeOp::RecvGrad) st.grad_recvs.push_back(&in);
-  }
-  const auto post_receives = [&] {
-    for (; st.act_posted < st.act_recvs.size() && st.free_for(st.act_recvs[st.act_posted]->mb); ++st.act_posted) {
-      const PipeInstr& in = *st.act_recvs[st.act_posted];
-      Buffer& b = act_in_[in.mb % st.ring];
-      b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, act_tag(in.mb));
-    }
-    for (; st.grad_posted < st.grad_recvs.size() && st.free_for(st.grad_recvs[st.grad_posted]->mb); ++st.grad_posted) {
-      const PipeInstr& in = *st.grad_recvs[st.grad_posted];
-      Buffer& b = grad_in_[in.mb % st.ring];
-      b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, grad_tag(in.mb));
-    }
-  };
-  post_receives();
-
-  // XPipe state: the stage's updates in this stream, and the tied embedding's version
-  const int wte = model_.tied_index();  // XPipe: the model has one (constructor)
-  const auto& wte_info = store.infos()[std::max(wte, 0)];
-  const auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + wte_info.offset, wte_info.numel); };
-  const int64_t steps_before = update ? update->step->adamw().steps_taken() : 0;
-  int64_t updates = 0, tied_versions = 0;
+  st.wte = model_.tied_index();  // XPipe: the model has one (constructor)
+  st.steps_before = update ? update->step->adamw().steps_taken() : 0;
   if (update && !predictor_) {
     predictor_ = std::make_unique<WeightPredictor<T>>(update->step->config());
     predictor_->reserve(store);  // now, not in the middle of the stream
   }
-  WeightPredictor<T>* predictor = predictor_.get();
-  bool predicted = false;               // the store holds predicted weights
-  std::pair<int, int> predicted_for{0, 0};  // (steps, tied steps) of that prediction
-  const auto restore_true_weights = [&] {
-    if (!predicted) return;
-    timers.start("weight_prediction");
-    predictor->restore(store);
-    timers.stop("weight_prediction", "RESTORE");
-    predicted = false;
-  };
-  if (update && update->meter && tied_copy) update->meter->set_skipped(wte_info.offset, wte_info.offset + wte_info.numel);
-
-  std::vector<double> loss(size_t(s.mini_batches), 0.0);
-  correct_.assign(size_t(s.mini_batches), 0.0);
-  const bool counts = last && model_.counts_correct();
-  const auto slot = [&](int mb) { return mb % slots; };
-
-  // XPipe's early end: each update posts this rank's stop request in a non-blocking
-  // all-reduce over the job; before the forward pass where the list of a stream ending
-  // after mini-batch k' - 1 departs from this one, the request of update k' - 1 - L is
-  // read (schedule.hpp), and if any rank asked, this rank switches to that list.
-  const bool stoppable = update && update->stop_requested && s.kind == Schedule::XPipe;
-  const int lookahead = stoppable ? xpipe_stop_lookahead(s) : 0;
-  std::vector<int> stop_flags(size_t(s.mini_batches), 0);
-  std::vector<MPI_Request> stop_requests(size_t(s.mini_batches), MPI_REQUEST_NULL);
-  int mini_batches = s.mini_batches, next_end = lookahead + 1;  // the next stream length to decide on
-  const auto end_early = [&](int k_end, size_t at) {
-    const StageProgram& shorter = xpipe_schedule_for(k_end).programs[stage_];
-    for (size_t j = 0; j < at; ++j)
-      if (shorter[j].op != (*program)[j].op || shorter[j].mb != (*program)[j].mb)
-        throw std::logic_error("XPipe: the list of a " + std::to_string(k_end) + "-step stream departs before " +
-                               to_string((*program)[at]));
-    // receives posted for micro-batches the shorter stream does not have are cancelled
-    const int end_mb = k_end * m;
-    for (auto [list, posted, ring] : {std::make_tuple(&st.act_recvs, &st.act_posted, &act_in_),
-                                      std::make_tuple(&st.grad_recvs, &st.grad_posted, &grad_in_)}) {
-      size_t kept = 0;
-      for (size_t j = 0; j < *posted; ++j) {
-        if ((*list)[j]->mb < end_mb) {
-          ++kept;
-          continue;
-        }
-        MPI_Request& r = (*ring)[(*list)[j]->mb % st.ring].request;
-        MPI_Cancel(&r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
-      }
-      *posted = kept;
-      list->clear();
-      for (const auto& in : shorter)
-        if (in.op == (list == &st.act_recvs ? PipeOp::RecvAct : PipeOp::RecvGrad)) list->push_back(&in);
-    }
-    program = &shorter;
-    mini_batches = k_end;
-  };
-
-  for (size_t at = 0; at < program->size(); ++at) {
-    const PipeInstr& in = (*program)[at];
-    if (stoppable && next_end < mini_batches && in.mb == next_end * m - 1 &&
-        (in.op == PipeOp::RecvAct || in.op == PipeOp::PredictWeights || in.op == PipeOp::Forward)) {
-      MPI_Request& r = stop_requests[size_t(next_end - 1 - lookahead)];
-      timers.start("stop_agreement");
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-      timers.stop("stop_agreement");
-      if (stop_flags[size_t(next_end - 1 - lookahead)]) {
-        end_early(next_end, at);
-        --at;  // the same position in the shorter list
-        continue;
-      }
-      ++next_end;
-    }
-    switch (in.op) {
-      case PipeOp::RecvAct:
-      case PipeOp::RecvGrad: {
-        const size_t posted = in.op == PipeOp::RecvAct ? st.act_posted : st.grad_posted;
-        const auto& list = in.op == PipeOp::RecvAct ? st.act_recvs : st.grad_recvs;
-        if (posted == 0 || list[posted - 1]->mb < in.mb)
-          throw std::logic_error("pipeline: " + to_string(in) + " was not posted (ring too small)");
-        timers.start("pipeline_wait");  // the bubble, as seen from this stage
-        receive_wait(in.op == PipeOp::RecvAct ? act_in_[in.mb % st.ring] : grad_in_[in.mb % st.ring]);
-        timers.stop("pipeline_wait", to_string(in));
-        break;
-      }
-      case PipeOp::Forward: {
-        // the slot's previous micro-batch has finished its backward; its sends must be done
-        for (auto* out : {&act_out_[slot(in.mb)], &grad_out_[slot(in.mb)]})
-          if (out->request != MPI_REQUEST_NULL) pipe_.wait(out->request, "send");
-        const SampleBatch<T> micro = batches[size_t(in.mb / m)].slice(in.mb % m * bm, (in.mb % m + 1) * bm, t_len);
-        timers.start("forward");
-        loss[in.mb / m] += model_.forward(ctx, micro, first ? V2<const T>() : V2<const T>(act_in_[in.mb % st.ring].dev),
-                                          *acts_[slot(in.mb)]);
-        if (counts) correct_[size_t(in.mb / m)] += double(model_.correct(*acts_[slot(in.mb)]));
-        timers.stop("forward", to_string(in));
-        break;
-      }
-      case PipeOp::Backward:
-        timers.start("backward");
-        model_.backward(ctx, T(1.0 / global_tokens), last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev),
-                        *acts_[slot(in.mb)]);
-        timers.stop("backward", to_string(in));
-        st.backward_done[in.mb] = 1;
-        post_receives();
-        break;
-      case PipeOp::SendAct:
-        send(model_.output(*acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));
-        break;
-      case PipeOp::SendGrad: send(model_.input_grad(*acts_[slot(in.mb)]), grad_out_[slot(in.mb)], in.peer, grad_tag(in.mb)); break;
-      case PipeOp::OptimizerStep: {
-        if (!update) break;  // flushing schedules: the trainer updates after the list
-        // XPipe: this stage's update for mini-batch in.mb, in the stream
-        restore_true_weights();
-        timers.start("optimizer");
-        data_.allreduce_sum(store.grads());
-        // a non-finite gradient is never applied (the run loop stops or skips the step)
-        const double norm = update->step->apply_stage(store, first_step + in.mb, model_.tensor_parallel().group,
-                                                      tied_copy ? wte : -1).grad_norm;
-        (*norms_squared)[in.mb] = norm * norm;
-        store.zero_grads();
-        ++updates;
-        if (stoppable) {
-          int& flag = stop_flags[size_t(in.mb)];
-          flag = update->stop_requested() ? 1 : 0;
-          MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, stop_comm_, &stop_requests[size_t(in.mb)]);
-        }
-        if (update->meter) update->meter->reached(store.params(), updates);
-        timers.stop("optimizer", to_string(in));
-        break;
-      }
-      case PipeOp::PredictWeights: {
-        if (!update->predict) {
-          if (update->meter) update->meter->record(store.params(), store.params(), updates, in.steps);
-          break;
-        }
-        const std::pair<int, int> ahead{in.steps, tied_copy ? in.tied_steps : 0};
-        if (predicted && ahead == predicted_for) {  // the prediction in place is this pass's
-        } else if (ahead.first == 0 && ahead.second == 0) {
-          restore_true_weights();  // the pass runs on the weights the stage holds
-        } else {
-          restore_true_weights();
-          std::vector<std::pair<int, Lookahead>> except;
-          if (tied_copy) except.push_back({wte, {in.tied_steps, steps_before + tied_versions}});
-          timers.start("weight_prediction");
-          predictor->predict(store, update->step->lr(first_step + updates),
-                             {in.steps, update->step->adamw().steps_taken()}, except);
-          timers.stop("weight_prediction", to_string(in));
-          predicted = true;
-          predicted_for = ahead;
-        }
-        if (update->meter)
-          update->meter->record(store.params(), predicted ? predictor->true_weights() : store.params(), updates, in.steps);
-        break;
-      }
-      case PipeOp::RestoreWeights:
-        // lazily: the next pass often looks as far ahead (nothing updated in between), and
-        // whatever changes or sends the true weights restores them first
-        break;
-      case PipeOp::SendTiedGrad:  // last stage: its share of the embedding's gradient
-        send_tied({slice(store.grads())}, tied_grad_tag(in.mb));
-        Kokkos::deep_copy(slice(store.grads()), T(0));
-        break;
-      case PipeOp::RecvTiedGrad:  // first stage: add the last stage's share
-        add_into<T>(slice(store.grads()), receive_tied(wte_info.numel, 1, tied_grad_tag(in.mb)));
-        break;
-      case PipeOp::SendTiedWeights:  // first stage: the new version, with its moments
-        restore_true_weights();
-        send_tied({slice(store.params()), slice(store.adam_m()), slice(store.adam_v())}, tied_weights_tag(in.mb));
-        break;
-      case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
-        restore_true_weights();
-        const int64_t n = wte_info.numel;
-        timers.start("pipeline_wait");
-        const V1<const T> version = receive_tied(n, 3, tied_weights_tag(in.mb));
-        timers.stop("pipeline_wait", to_string(in));
-        const auto part = [&](int64_t i) { return Kokkos::subview(version, std::make_pair(i * n, (i + 1) * n)); };
-        Kokkos::deep_copy(slice(store.params()), part(0));
-        Kokkos::deep_copy(slice(store.adam_m()), part(1));
-        Kokkos::deep_copy(slice(store.adam_v()), part(2));
-        ++tied_versions;
-        break;
-      }
-    }
+  if (update && update->meter && st.tied_copy) {
+    const auto& wte_info = store.infos()[st.wte];
+    update->meter->set_skipped(wte_info.offset, wte_info.offset + wte_info.numel);
   }
-  restore_true_weights();
-  MPI_Waitall(int(stop_requests.size()), stop_requests.data(), MPI_STATUSES_IGNORE);  // every rank posted the same
-  loss.resize(size_t(mini_batches));
-  if (norms_squared) norms_squared->resize(size_t(mini_batches));
+  st.stoppable = update && update->stop_requested && s.kind == Schedule::XPipe;
+  st.lookahead = st.stoppable ? xpipe_stop_lookahead(s) : 0;
+  st.stop_flags.assign(size_t(s.mini_batches), 0);
+  st.stop_requests.assign(size_t(s.mini_batches), MPI_REQUEST_NULL);
+  st.mini_batches = s.mini_batches;
+  st.next_end = st.lookahead + 1;  // the next stream length to decide on
+
+  for (size_t at = 0; at < st.program->size(); ++at) {
+    if (stop_here(st, (*st.program)[at], at)) {
+      --at;  // the same position in the shorter list
+      continue;
+    }
+    run_pass(st, (*st.program)[at]);
+  }
+  restore_true_weights(st);
+  MPI_Waitall(int(st.stop_requests.size()), st.stop_requests.data(), MPI_STATUSES_IGNORE);  // every rank posted the same
+  st.loss.resize(size_t(st.mini_batches));
+  if (norms_squared) norms_squared->resize(size_t(st.mini_batches));
   timers.start("pipeline_drain");
   for (auto* list : {&act_out_, &grad_out_})
     for (auto& b : *list)
@@ -371,7 +447,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   for (auto& r : tied_out_.requests) embedding_->wait(r, "send");
   tied_out_.requests.clear();
   timers.stop("pipeline_drain");
-  return loss;
+  return st.loss;
 }
 
 template <class T>

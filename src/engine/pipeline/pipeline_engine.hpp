@@ -106,8 +106,17 @@ class PipelineEngine : public TrainEngine<T> {
   // Runs this stage's program of s over batches; returns the summed loss per mini-batch
   // (nonzero on the last stage only), and leaves the correct predictions' sums (models
   // that count them) in correct_.
-  std::vector<double> run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch, const StreamUpdate<T>* update, std::vector<double>* norms_squared,
-                          int64_t first_step, Timers& timers);
+  std::vector<double> run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch,
+                          const StreamUpdate<T>* update, std::vector<double>* norms_squared, int64_t first_step,
+                          Timers& timers);
+  // The parts of run(), on its state.
+  void list_receives(Run& st);  // the program's receives, in order
+  void post_receives(Run& st);  // every receive whose ring buffer is free
+  void run_pass(Run& st, const PipeInstr& in);
+  void run_stream_instruction(Run& st, const PipeInstr& in);
+  void restore_true_weights(Run& st);
+  bool stop_here(Run& st, const PipeInstr& in, size_t at);
+  void end_stream_early(Run& st, int k_end, size_t at);
   // XPipe's tied-embedding messages on the embedding communicator, through persistent
   // buffers: send_tied copies the parts (of equal length) out and sends one message each
   // without waiting; receive_tied waits for `parts` messages of n values and returns them.
