@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "engine/layerpar/resnet_steps.hpp"
+#include "engine/layerpar/ode_steps.hpp"
+#include "model/resnet.hpp"
 #include "io/image_dataset.hpp"
 #include "train/model_checkpoint.hpp"
 
@@ -102,7 +103,7 @@ int main(int argc, char** argv) {
             o.fcf = fcf;
             o.tolerance = 1e-10;
             o.max_iterations = 12;
-            ResNetForwardSteps<double> app(net, batch, c);
+            OdeForwardSteps<double> app(net, batch, c);
             Mgrit<double> mgrit(app, self, n, o);
             net.open_forward(x, app.as_state(mgrit.point(0)));
             mgrit.zero_guess();

@@ -21,6 +21,7 @@
 #include "core/timers.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
 #include "engine/layerpar/mgrit_cost.hpp"
+#include "model/resnet.hpp"
 
 using namespace strata;
 
@@ -44,7 +45,7 @@ StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
   cfg.width = width;
   cfg.steps = 4;
   ResNet<double> net(cfg, 1);
-  ResNetScratch<double> s;
+  StepScratch<double> s;
   Tensor2<double> u("u", batch, width), v("v", batch, width), x("x", batch, cfg.inputs), logits("l", batch, 10);
   Tensor1<double> lse("lse", batch), losses("losses", batch);
   Tensor1<int32_t> labels("labels", batch);

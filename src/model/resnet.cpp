@@ -12,20 +12,6 @@
 namespace strata {
 
 template <class T>
-void ResNetScratch<T>::ensure(int64_t rows, int64_t width) {
-  if (int64_t(z.extent(0)) == rows && int64_t(z.extent(1)) == width) return;
-  z = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "resnet.z"), rows, width);
-  dz = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "resnet.dz"), rows, width);
-}
-
-template <class T>
-void ResNetScratch<T>::ensure_cols(int64_t rows, int64_t n) {
-  if (int64_t(cols.extent(0)) == rows && int64_t(cols.extent(1)) == n) return;
-  cols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "resnet.cols"), rows, n);
-  dcols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "resnet.dcols"), rows, n);
-}
-
-template <class T>
 template <class V>
 V ResNet<T>::rows_of(V u) const {
   if (!convolutional()) return u;
@@ -33,7 +19,7 @@ V ResNet<T>::rows_of(V u) const {
 }
 
 template <class T>
-V2<const T> ResNet<T>::step_input(V2<const T> u, int64_t channels, ResNetScratch<T>& s) const {
+V2<const T> ResNet<T>::step_input(V2<const T> u, int64_t channels, StepScratch<T>& s) const {
   if (!convolutional()) return u;
   const int64_t b = u.extent(0);
   s.ensure_cols(b * side_ * side_, 9 * channels);
@@ -71,14 +57,14 @@ ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placeme
 
 template <class T>
 void ResNet<T>::open_forward(V2<const T> x, V2<T> u0) const {
-  ResNetScratch<T> s;
+  StepScratch<T> s;
   const auto in = step_input(x, 1, s);
   kernels::gemm<T>("N", "N", T(1), in, store_.param2(open_w_), T(0), rows_of(u0));
   kernels::bias_tanh<T>(rows_of(u0), store_.param(open_b_));
 }
 
 template <class T>
-void ResNet<T>::open_backward(V2<const T> x, V2<const T> du0, ResNetScratch<T>& s) {
+void ResNet<T>::open_backward(V2<const T> x, V2<const T> du0, StepScratch<T>& s) {
   const auto in = step_input(x, 1, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   // recompute z = in W_in, then dz = du0 * tanh'(z + b)
@@ -88,7 +74,7 @@ void ResNet<T>::open_backward(V2<const T> x, V2<const T> du0, ResNetScratch<T>& 
 }
 
 template <class T>
-void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, ResNetScratch<T>& s) const {
+void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const {
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   kernels::gemm<T>("N", "N", T(1), in, store_.param2(step_w_[n]), T(0), s.z);
@@ -97,7 +83,7 @@ void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, ResNet
 
 template <class T>
 void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in,
-                             ResNetScratch<T>& s, bool grads) {
+                             StepScratch<T>& s, bool grads) {
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   const auto w = store_.param2(step_w_[n]);
@@ -141,7 +127,7 @@ double ResNet<T>::forward(V2<const T> x, V1<const int32_t> labels, std::vector<T
   u.resize(size_t(cfg_.steps + 1));
   for (auto& s : u)
     if (int64_t(s.extent(0)) != b) s = Tensor2<T>("resnet.u", b, w);
-  ResNetScratch<T> s;
+  StepScratch<T> s;
   open_forward(x, u[0]);
   for (int64_t n = 0; n < cfg_.steps; ++n) step_forward(n, h(), u[n], u[n + 1], s);
   logits = Tensor2<T>("resnet.logits", b, cfg_.classes);
@@ -155,7 +141,7 @@ void ResNet<T>::backward(V2<const T> x, V1<const int32_t> labels, T scale, std::
                          Tensor2<T>& logits, const Tensor1<T>& lse) {
   const int64_t b = x.extent(0), w = state_size();
   Tensor2<T> lambda("resnet.lambda", b, w), next("resnet.lambda_next", b, w);
-  ResNetScratch<T> s;
+  StepScratch<T> s;
   close_backward(u[cfg_.steps], labels, scale, logits, lse, lambda);
   for (int64_t n = cfg_.steps - 1; n >= 0; --n) {
     step_adjoint(n, h(), u[n], lambda, next, s, true);
@@ -175,25 +161,11 @@ int64_t ResNet<T>::flops_per_sample() const {
   return 3 * 2 * (cfg_.inputs * w + cfg_.steps * w * w + w * cfg_.classes);
 }
 
-template <class T>
-int64_t ResNet<T>::count_correct(V2<const T> logits, V1<const int32_t> labels) {
-  const auto h_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
-  const auto h_labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels);
-  int64_t correct = 0;
-  for (int64_t i = 0; i < int64_t(h_logits.extent(0)); ++i) {
-    int64_t best = 0;
-    for (int64_t k = 1; k < int64_t(h_logits.extent(1)); ++k)
-      if (h_logits(i, k) > h_logits(i, best)) best = k;
-    correct += best == h_labels(i) ? 1 : 0;
-  }
-  return correct;
-}
-
 // ---- as a StageModel --------------------------------------------------------------------
 
 template <class T>
 int64_t ResNetActivations<T>::bytes() const {
-  int64_t b = view_bytes(lambda, next, logits, lse, losses, scratch.z, scratch.dz, scratch.cols, scratch.dcols);
+  int64_t b = view_bytes(lambda, next, logits, lse, losses) + scratch.bytes();
   for (const auto& s : u) b += view_bytes(s);
   return b;
 }
@@ -229,7 +201,7 @@ double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, 
   ensure(a.lse, "resnet.lse", b);
   ensure(a.losses, "resnet.losses", b);
   const double loss = close_forward(a.u.back(), a.labels, a.logits, a.lse, a.losses);
-  a.correct = count_correct(a.logits, a.labels);
+  a.correct = count_correct<T>(a.logits, a.labels);
   return loss;
 }
 
@@ -305,8 +277,6 @@ int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx) const {
 
 template struct ResNetActivations<float>;
 template struct ResNetActivations<double>;
-template struct ResNetScratch<float>;
-template struct ResNetScratch<double>;
 template class ResNet<float>;
 template class ResNet<double>;
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "model/param_store.hpp"
-#include "model/stage_model.hpp"
+#include "model/ode_network.hpp"
 #include "model/stage_placement.hpp"
 
 namespace strata {
@@ -37,14 +37,6 @@ struct ResNetConfig {
   double step_init_std = 0.01;  // residual weights: small, so the steps start smooth across layers
 };
 
-template <class T>
-struct ResNetScratch {  // per batch size: reused by every step
-  Tensor2<T> z, dz;       // (rows, width or channels)
-  Tensor2<T> cols, dcols; // convolutional: im2col rows (rows, 9 x input channels)
-  void ensure(int64_t rows, int64_t width);
-  void ensure_cols(int64_t rows, int64_t cols);
-};
-
 // One micro-batch's states on a stage, kept from its forward for its backward.
 template <class T>
 struct ResNetActivations : StageCache {
@@ -55,12 +47,12 @@ struct ResNetActivations : StageCache {
   int64_t correct = 0;            // last stage: samples the forward classified right
   V2<const T> features;           // first stage: the images the states were opened from
   V1<const int32_t> labels;       // last stage
-  ResNetScratch<T> scratch;
+  StepScratch<T> scratch;
   int64_t bytes() const override;
 };
 
 template <class T>
-class ResNet : public StageModel<T> {
+class ResNet : public OdeNetwork<T> {
  public:
   using StageModel<T>::backward;
   using typename StageModel<T>::GradReadyFn;
@@ -71,30 +63,32 @@ class ResNet : public StageModel<T> {
   const StagePlacement& placement() const override { return placement_; }
   ParamStore<T>& params() override { return store_; }
   const ParamStore<T>& params() const override { return store_; }
-  T h() const { return T(cfg_.t_final / double(cfg_.steps)); }
+  T h() const override { return T(cfg_.t_final / double(cfg_.steps)); }
+  int64_t steps() const override { return cfg_.steps; }
+  int64_t classes() const override { return cfg_.classes; }
   bool convolutional() const { return cfg_.channels > 0; }
   // values per sample of a state: width, or side x side x channels
-  int64_t state_size() const { return convolutional() ? side_ * side_ * cfg_.channels : cfg_.width; }
+  int64_t state_size() const override { return convolutional() ? side_ * side_ * cfg_.channels : cfg_.width; }
 
   // x (B, inputs) -> u0 (B, width). First rank only.
-  void open_forward(V2<const T> x, V2<T> u0) const;
+  void open_forward(V2<const T> x, V2<T> u0) const override;
   // Accumulates the opening layer's gradients from du0 = dL/du0.
-  void open_backward(V2<const T> x, V2<const T> du0, ResNetScratch<T>& s);
+  void open_backward(V2<const T> x, V2<const T> du0, StepScratch<T>& s) override;
 
   // u_out = u + dt tanh(u W_n + b_n) (u_out may not alias u).
-  void step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, ResNetScratch<T>& s) const;
+  void step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const override;
   // lambda_in = lambda_out + dt (J_n(u)^T lambda_out): the adjoint of step_forward at u,
   // i.e. dL/du_n from dL/du_{n+1}. With grads, also accumulates step n's weight and bias
   // gradients dt u^T dz and dt 1^T dz (dz = lambda_out * tanh'). lambda_in may not alias.
-  void step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in, ResNetScratch<T>& s,
-                    bool grads);
+  void step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in, StepScratch<T>& s,
+                    bool grads) override;
 
   // Last rank: logits (B, classes) = uN W_out + b_out; writes lse and losses (B); returns
   // the sum of the cross-entropy losses.
-  double close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse, V1<T> losses) const;
+  double close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse, V1<T> losses) const override;
   // From close_forward's logits and lse: duN = dL/duN for L = scale * sum of losses, and
   // the closing layer's gradients. Overwrites logits with dlogits.
-  void close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse, V2<T> du_n);
+  void close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse, V2<T> du_n) override;
 
   // Serial reference: every step on this rank, states u (N + 1 of them, (B, width) each).
   // forward returns the summed loss; backward accumulates every gradient.
@@ -103,8 +97,6 @@ class ResNet : public StageModel<T> {
   void backward(V2<const T> x, V1<const int32_t> labels, T scale, std::vector<Tensor2<T>>& u, Tensor2<T>& logits,
                 const Tensor1<T>& lse);
   int64_t flops_per_sample() const;
-  // Samples whose largest logit is their label (host loop over (B, classes) logits).
-  static int64_t count_correct(V2<const T> logits, V1<const int32_t> labels);
 
   // StageModel: samples are images (batch.features on the first stage, batch.targets
   // the labels on the last); one loss term each.
@@ -130,7 +122,7 @@ class ResNet : public StageModel<T> {
   template <class V>
   V rows_of(V u) const;
   // what a step (or the opening layer) multiplies by its weight: u itself, or im2col(u)
-  V2<const T> step_input(V2<const T> u, int64_t channels, ResNetScratch<T>& s) const;
+  V2<const T> step_input(V2<const T> u, int64_t channels, StepScratch<T>& s) const;
   // the flat-gradient range [begin, end) of parameters first .. last
   std::pair<int64_t, int64_t> range_of(int first, int last) const;
   ResNetConfig cfg_;

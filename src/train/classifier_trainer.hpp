@@ -17,6 +17,7 @@
 #include "engine/layerpar/layer_parallel.hpp"
 #include "engine/train_engine.hpp"
 #include "io/image_dataset.hpp"
+#include "model/resnet.hpp"
 #include "train/run_loop.hpp"
 #include "train/training_job.hpp"
 

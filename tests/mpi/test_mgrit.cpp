@@ -16,6 +16,7 @@
 #include "comm/grid.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
 #include "engine/layerpar/mgrit_cost.hpp"
+#include "model/resnet.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -147,7 +148,7 @@ struct Parallel {
   std::vector<int64_t> bounds;
   ResNet<double> net;
   Comm comm;
-  ResNetForwardSteps<double> steps;
+  OdeForwardSteps<double> steps;
   Mgrit<double> mgrit;
   Parallel(const ResNetConfig& c, int64_t batch, MgritOptions opt, std::vector<int64_t> blocks = {})
       : bounds(blocks.empty() ? MgritLayout::balanced(c.steps, world_size()) : blocks), net(c, 3, placement_of(bounds)),
@@ -243,13 +244,13 @@ TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients"
     const int rank = world_rank(), last = world_size() - 1;
     auto& net = par.net;
     net.params().zero_grads();
-    ResNetScratch<double> scratch;
+    StepScratch<double> scratch;
     Tensor2<double> plogits("logits", batch, c.classes);
     Tensor1<double> plse("lse", batch), losses("losses", batch);
     MPI_Comm reversed;
     MPI_Comm_split(MPI_COMM_WORLD, 0, last - rank, &reversed);
     Comm rcomm(reversed);
-    ResNetAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
+    OdeAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
     Mgrit<double> adjoint(adj, rcomm, c.steps, opt, par.mgrit.layout().reversed().bounds());
     adjoint.zero_guess();
     double ploss = 0;

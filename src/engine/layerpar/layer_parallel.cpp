@@ -15,17 +15,17 @@ std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, con
 }  // namespace
 
 template <class T>
-LayerParallel<T>::LayerParallel(ResNet<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options)
+LayerParallel<T>::LayerParallel(OdeNetwork<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options)
     : TrainEngine<T>(net), net_(net), layers_(grid.pipeline()), data_(grid.data()), opt_(options), batch_(local_batch),
       forward_steps_(net, local_batch, options.forward.cfactor),
-      forward_(forward_steps_, layers_, net.config().steps, options.forward,
-               layer_bounds(net.placement(), net.config().steps, layers_)) {
-  adjoint_steps_ = std::make_unique<ResNetAdjointSteps<T>>(net, forward_, local_batch, options.backward.cfactor);
-  const MgritLayout backward(net.config().steps, options.backward.cfactor, options.backward.levels,
+      forward_(forward_steps_, layers_, net.steps(), options.forward,
+               layer_bounds(net.placement(), net.steps(), layers_)) {
+  adjoint_steps_ = std::make_unique<OdeAdjointSteps<T>>(net, forward_, local_batch, options.backward.cfactor);
+  const MgritLayout backward(net.steps(), options.backward.cfactor, options.backward.levels,
                              forward_.layout().bounds());
-  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, grid.pipeline_reversed(), net.config().steps, options.backward,
+  adjoint_ = std::make_unique<Mgrit<T>>(*adjoint_steps_, grid.pipeline_reversed(), net.steps(), options.backward,
                                         backward.reversed().bounds());
-  logits_ = Tensor2<T>("layerpar.logits", local_batch, net.config().classes);
+  logits_ = Tensor2<T>("layerpar.logits", local_batch, net.classes());
   lse_ = Tensor1<T>("layerpar.lse", local_batch);
   losses_ = Tensor1<T>("layerpar.losses", local_batch);
 }
@@ -47,7 +47,7 @@ std::pair<double, int64_t> LayerParallel<T>::loss_and_accuracy(V1<const int32_t>
   if (layers_.rank() == layers_.size() - 1) {
     const auto u_n = forward_steps_.as_state(V1<const T>(forward_.point(forward_.points())));
     loss = net_.close_forward(u_n, labels, logits_, lse_, losses_);
-    correct = double(ResNet<T>::count_correct(logits_, labels));
+    correct = double(count_correct<T>(logits_, labels));
   }
   loss = data_.allreduce_sum(layers_.allreduce_sum(loss));
   correct = data_.allreduce_sum(layers_.allreduce_sum(correct));

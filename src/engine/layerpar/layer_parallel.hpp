@@ -1,5 +1,5 @@
 #pragma once
-// The layer-parallel driver for a residual network: the forward propagation is an MGRIT
+// The layer-parallel driver for a network of ODE steps (OdeNetwork: the residual network): the forward propagation is an MGRIT
 // solve over the ranks of the layer group (each holds a contiguous block of residual
 // steps, the first also the opening layer, the last the closing layer and the loss), the
 // backward an adjoint MGRIT solve in reverse layer order, after which every rank
@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "comm/grid.hpp"
-#include "engine/layerpar/resnet_steps.hpp"
+#include "engine/layerpar/ode_steps.hpp"
 #include "engine/train_engine.hpp"
 
 namespace strata {
@@ -35,7 +35,7 @@ class LayerParallel : public TrainEngine<T> {
   // net: this rank's block of steps. The grid's pipeline group is the layer group in layer
   // order (its rank r holds block r; the adjoint runs on its reversed copy), its data
   // group the replicas of this block. local_batch: samples per replica.
-  LayerParallel(ResNet<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options);
+  LayerParallel(OdeNetwork<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options);
   ~LayerParallel() override;
   // Zeroes the gradients, then forward and backward of this replica's x (B, inputs) and
   // labels (B); the gradients end summed over the data replicas, scaled by 1/global_batch.
@@ -59,17 +59,17 @@ class LayerParallel : public TrainEngine<T> {
   // replicas; leaves the logits and lse for the backward
   std::pair<double, int64_t> loss_and_accuracy(V1<const int32_t> labels);
 
-  ResNet<T>& net_;
+  OdeNetwork<T>& net_;
   Comm& layers_;
   Comm& data_;
   LayerParallelOptions opt_;
   int64_t batch_;
-  ResNetForwardSteps<T> forward_steps_;
+  OdeForwardSteps<T> forward_steps_;
   Mgrit<T> forward_;
-  std::unique_ptr<ResNetAdjointSteps<T>> adjoint_steps_;
+  std::unique_ptr<OdeAdjointSteps<T>> adjoint_steps_;
   std::unique_ptr<Mgrit<T>> adjoint_;
   bool forward_warm_ = false, adjoint_warm_ = false;
-  ResNetScratch<T> scratch_;
+  StepScratch<T> scratch_;
   Tensor2<T> logits_;
   Tensor1<T> lse_, losses_;
   LayerParallelResult last_;

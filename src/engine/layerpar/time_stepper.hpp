@@ -2,7 +2,7 @@
 // What the layer-parallel solver knows of a problem, in the spirit of XBraid's "app":
 // how to take one step of any level, and how to handle a state (clone, sum, norm,
 // pack/unpack for messages). The solver never sees the network; an adapter turns a
-// model's layers into steps (resnet_steps.hpp), forward or adjoint.
+// model's layers into steps (ode_steps.hpp), forward or adjoint.
 #include "core/tensor.hpp"
 
 namespace strata {
