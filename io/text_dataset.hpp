@@ -23,6 +23,11 @@ class TextDataset : public TokenSource {
   int64_t train_bytes() const { return int64_t(train_.size()); }
   int64_t val_bytes() const { return int64_t(val_.size()); }
   const std::vector<std::string>& files() const { return files_; }
+  // "43 files, 2482466 train / 94208 validation bytes"
+  std::string describe() const override {
+    return std::to_string(files_.size()) + " files, " + std::to_string(train_bytes()) + " train / " +
+           std::to_string(val_bytes()) + " validation bytes";
+  }
 
   static std::vector<std::string> expand(const std::vector<std::string>& patterns);
 

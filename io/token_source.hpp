@@ -3,6 +3,7 @@
 // (split, step, global sample index), so a restart or any rank layout sees exactly the
 // same global batches.
 #include <cstdint>
+#include <string>
 
 namespace strata {
 
@@ -14,6 +15,8 @@ class TokenSource {
   // Writes seq_len input tokens and the seq_len next tokens (targets).
   virtual void sequence(Split split, int64_t step, int64_t global_index, int64_t seq_len, int32_t* tokens,
                         int32_t* targets) const = 0;
+  // One line for the log about the data ("" when there is nothing to say).
+  virtual std::string describe() const { return ""; }
 };
 
 }  // namespace strata

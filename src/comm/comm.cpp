@@ -112,8 +112,6 @@ double Comm::allreduce_scalar(double x, MPI_Op op, const char* kind) {
 }
 double Comm::allreduce_sum(double x) { return allreduce_scalar(x, MPI_SUM, "allreduce_scalar"); }
 double Comm::allreduce_max(double x) { return allreduce_scalar(x, MPI_MAX, "allreduce_scalar"); }
-double Comm::allreduce_min(double x) { return allreduce_scalar(x, MPI_MIN, "allreduce_scalar"); }
-
 void Comm::broadcast(void* data, int64_t bytes, int root) {
   const double t0 = MPI_Wtime();
   if (size_ > 1) MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm_);

@@ -60,7 +60,6 @@ class Comm {
   void start_allreduce_sum(V1<float> buf);
   void start_allreduce_sum(V1<double> buf);
   void finish_allreduces();
-  double allreduce_min(double x);
   // Root's bytes to everyone.
   void broadcast(void* data, int64_t bytes, int root);
   // Non-blocking, host memory (T = float or double): root's n values to everyone; the sum

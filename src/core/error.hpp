@@ -60,9 +60,4 @@ class DivergedError : public StrataError {
   }
 }
 
-// Throws UserError(message) when cond is false.
-inline void require(bool cond, const std::string& message) {
-  if (!cond) throw UserError(message);
-}
-
 }  // namespace strata

@@ -9,7 +9,6 @@ namespace strata {
 class Log {
  public:
   explicit Log(int rank) : rank_(rank) {}
-  bool is_root() const { return rank_ == 0; }
   void info(const std::string& line) const {
     if (rank_ == 0) { std::fprintf(stdout, "%s\n", line.c_str()); std::fflush(stdout); }
   }

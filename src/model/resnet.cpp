@@ -150,17 +150,6 @@ void ResNet<T>::backward(V2<const T> x, V1<const int32_t> labels, T scale, std::
   open_backward(x, lambda, s);
 }
 
-template <class T>
-int64_t ResNet<T>::flops_per_sample() const {
-  // forward 2 flops per multiply-add; backward twice the forward (input and weight gradients)
-  if (convolutional()) {
-    const int64_t px = side_ * side_, c = cfg_.channels;
-    return 3 * 2 * (px * 9 * c + cfg_.steps * px * 9 * c * c + px * c * cfg_.classes);
-  }
-  const int64_t w = cfg_.width;
-  return 3 * 2 * (cfg_.inputs * w + cfg_.steps * w * w + w * cfg_.classes);
-}
-
 // ---- as a StageModel --------------------------------------------------------------------
 
 template <class T>

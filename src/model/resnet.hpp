@@ -96,7 +96,6 @@ class ResNet : public OdeNetwork<T> {
                  Tensor1<T>& lse);
   void backward(V2<const T> x, V1<const int32_t> labels, T scale, std::vector<Tensor2<T>>& u, Tensor2<T>& logits,
                 const Tensor1<T>& lse);
-  int64_t flops_per_sample() const;
 
   // StageModel: samples are images (batch.features on the first stage, batch.targets
   // the labels on the last); one loss term each.

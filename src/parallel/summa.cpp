@@ -27,7 +27,7 @@ void copy_block(Staged<T>& dst, V2<const T> src) {
 }  // namespace
 
 template <class T>
-void summa_matmul_ab(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c) {
+void summa_matmul_ab(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b) {
   const int64_t m = a.extent(0), k = a.extent(1), n = b.extent(1);
   if (g.q == 1) {
     kernels::gemm<T>("N", "N", T(1), a, b, T(0), c);
@@ -91,7 +91,7 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
 }  // namespace
 
 template <class T>
-void summa_matmul_abt(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c) {
+void summa_matmul_abt(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b) {
   if (g.q == 1) {
     kernels::gemm<T>("N", "T", T(1), a, b, T(0), c);
     return;
@@ -103,7 +103,7 @@ void summa_matmul_abt(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T>
 }
 
 template <class T>
-void summa_matmul_atb(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c) {
+void summa_matmul_atb(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b) {
   if (g.q == 1) {
     kernels::gemm<T>("T", "N", T(1), a, b, T(0), c);
     return;
@@ -115,9 +115,9 @@ void summa_matmul_atb(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T>
 }
 
 #define STRATA_SUMMA_INSTANTIATE(T)                                                          \
-  template void summa_matmul_ab<T>(const TensorGrid2D&, V2<const T>, V2<const T>, V2<T>);  \
-  template void summa_matmul_abt<T>(const TensorGrid2D&, V2<const T>, V2<const T>, V2<T>); \
-  template void summa_matmul_atb<T>(const TensorGrid2D&, V2<const T>, V2<const T>, V2<T>);
+  template void summa_matmul_ab<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>);  \
+  template void summa_matmul_abt<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>); \
+  template void summa_matmul_atb<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>);
 STRATA_SUMMA_INSTANTIATE(float)
 STRATA_SUMMA_INSTANTIATE(double)
 #undef STRATA_SUMMA_INSTANTIATE

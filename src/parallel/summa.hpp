@@ -20,15 +20,16 @@ struct TensorGrid2D {
   int q = 1, i = 0, j = 0;
 };
 
-// T is float or double. Each product overwrites c.
+// T is float or double. Each product overwrites c (outputs first, as in every parallel
+// operator).
 // a: block (m, k) of A; b: block (k, n) of B; c: block (m, n) of C = A B.
 template <class T>
-void summa_matmul_ab(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c);
+void summa_matmul_ab(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b);
 // a: block (m, k) of A; b: block (n, k) of B; c: block (m, n) of C = A B^T.
 template <class T>
-void summa_matmul_abt(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c);
+void summa_matmul_abt(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b);
 // a: block (k, m) of A; b: block (k, n) of B; c: block (m, n) of C = A^T B.
 template <class T>
-void summa_matmul_atb(const TensorGrid2D& g, V2<const T> a, V2<const T> b, V2<T> c);
+void summa_matmul_atb(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b);
 
 }  // namespace strata

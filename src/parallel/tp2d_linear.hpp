@@ -9,13 +9,14 @@
 
 namespace strata {
 
-// x (r, k/q), w (k/q, n/q), bias (n/q) -> y (r, n/q), r = this grid row's rows.
+// y (r, n/q) = x (r, k/q) w (k/q, n/q) + bias (n/q), r = this grid row's rows. Outputs
+// come first, as in every parallel operator.
 template <class T>
-void linear2d_forward(const TensorGrid2D& g, V2<const T> x, V2<const T> w, V1<const T> bias, V2<T> y);
+void linear2d_forward(const TensorGrid2D& g, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> bias);
 
 // dy (r, n/q). Writes dx (r, k/q); accumulates dw (k/q, n/q) and dbias (n/q).
 template <class T>
-void linear2d_backward(const TensorGrid2D& g, V2<const T> dy, V2<const T> x, V2<const T> w, V2<T> dx, V2<T> dw,
-                       V1<T> dbias);
+void linear2d_backward(const TensorGrid2D& g, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x,
+                       V2<const T> w);
 
 }  // namespace strata

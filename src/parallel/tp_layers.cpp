@@ -28,7 +28,7 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
   if (tp.mode == TensorMode::TwoD)
-    linear2d_forward<T>(tp.grid(), x, w, b, y);
+    linear2d_forward<T>(tp.grid(), y, x, w, b);
   else
     kernels::matmul_forward<T>(y, x, w, b);  // 1D: column-parallel, no communication
 }
@@ -37,7 +37,7 @@ template <class T>
 void tp_linear_in_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
                            V2<const T> w) {
   if (tp.mode == TensorMode::TwoD) {
-    linear2d_backward<T>(tp.grid(), dy, x, w, dx, dw, db);
+    linear2d_backward<T>(tp.grid(), dx, dw, db, dy, x, w);
     return;
   }
   kernels::matmul_backward<T>(dx, dw, db, dy, x, w);
@@ -48,7 +48,7 @@ void tp_linear_in_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> d
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
   if (tp.mode == TensorMode::TwoD) {
-    linear2d_forward<T>(tp.grid(), x, w, b, y);
+    linear2d_forward<T>(tp.grid(), y, x, w, b);
   } else if (tp.mode == TensorMode::OneD) {
     // row-parallel: partial products over this rank's input features, summed, then the bias
     kernels::gemm<T>("N", "N", T(1), x, w, T(0), y);
@@ -63,7 +63,7 @@ template <class T>
 void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
                             V2<const T> w) {
   if (tp.mode == TensorMode::TwoD)
-    linear2d_backward<T>(tp.grid(), dy, x, w, dx, dw, db);
+    linear2d_backward<T>(tp.grid(), dx, dw, db, dy, x, w);
   else  // 1D: dy is replicated, so dx is this rank's columns and db is the same everywhere
     kernels::matmul_backward<T>(dx, dw, db, dy, x, w);
 }

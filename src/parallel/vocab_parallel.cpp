@@ -75,7 +75,7 @@ void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<
 template <class T>
 void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<const T> wte) {
   if (tp.mode == TensorMode::TwoD)
-    summa_matmul_abt<T>(tp.grid(), x, wte, logits);
+    summa_matmul_abt<T>(tp.grid(), logits, x, wte);
   else
     kernels::gemm<T>("N", "T", T(1), x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
 }
@@ -85,9 +85,9 @@ void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T
                       V2<const T> wte) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial products below
     Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
-    summa_matmul_atb<T>(tp.grid(), dlogits, x, step);
+    summa_matmul_atb<T>(tp.grid(), step, dlogits, x);
     kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
-    summa_matmul_ab<T>(tp.grid(), dlogits, wte, dx);
+    summa_matmul_ab<T>(tp.grid(), dx, dlogits, wte);
     return;
   }
   kernels::gemm<T>("T", "N", T(1), dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)

@@ -8,16 +8,8 @@
 #include "engine/pipeline/pipeline_engine.hpp"
 
 namespace strata {
-namespace {
-int rank_of(MPI_Comm c) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-}  // namespace
-
 ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
-    : deck_(deck), opts_(opts), log_(opts.print ? rank_of(world) : -1) {
+    : deck_(deck), opts_(opts), log_(opts.print ? rank_in(world) : -1) {
   // in phases, each agreed before the next one's collectives (see Trainer)
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);

@@ -142,11 +142,22 @@ TrainingState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps,
   return s;
 }
 
+struct RunLoop::Window {
+  double t_start = 0;       // the loop's
+  double start = 0;         // the window's, moved past validation and checkpoints
+  int64_t steps = 0, skipped = 0, skipped_in_a_row = 0;
+  std::pair<double, double> comm;  // the job's (seconds, wire bytes) at the window's start
+  std::string output_failure;      // rank 0: metrics.csv could not be written
+  // moves the window's start past a phase that is not training (validation, checkpoints)
+  void exclude(double seconds, std::pair<double, double> comm_before, std::pair<double, double> comm_now) {
+    start += seconds;
+    comm.first += comm_now.first - comm_before.first;
+    comm.second += comm_now.second - comm_before.second;
+  }
+};
+
 TrainResult RunLoop::run() {
   const auto& rc = deck_.run;
-  const MPI_Comm world = job_.world();
-  int world_size = 1;
-  MPI_Comm_size(world, &world_size);
   job_.describe(log_);
   const TestFaults faults = TestFaults::from_environment();
   StopWatchdog watchdog(rc.stop_timeout, rank_);
@@ -157,19 +168,10 @@ TrainResult RunLoop::run() {
   result.first_step = start_.step;
   if (start_.step >= rc.steps)
     log_.info(strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
-  const double t_start = Timers::now();
+  Window w;
+  w.t_start = w.start = Timers::now();
+  w.comm = job_.comm_totals();
   double warm_start = -1;  // the end of the first round
-  double window_start = t_start;
-  int64_t window_steps = 0, skipped_in_a_row = 0, window_skipped = 0;
-  auto window_comm = job_.comm_totals();  // (seconds, wire bytes) at the window's start
-  // moves the window's start past a phase that is not training (validation, checkpoints)
-  const auto exclude = [&](double seconds, std::pair<double, double> comm_before) {
-    window_start += seconds;
-    const auto now = job_.comm_totals();
-    window_comm.first += now.first - comm_before.first;
-    window_comm.second += now.second - comm_before.second;
-  };
-  std::string output_failure;  // rank 0: metrics.csv could not be written
 
   // a stop request as a streaming job asks for it inside a round: a signal, or (rank 0)
   // the wall-time budget at the rate of the rounds so far
@@ -177,7 +179,7 @@ TrainResult RunLoop::run() {
   double slowest_step = 0;
   const std::function<bool()> stop_requested = [&] {
     return stop_signal_received() != 0 ||
-           (rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - t_start, steps_before_round,
+           (rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - w.t_start, steps_before_round,
                                           last_checkpoint_seconds_));
   };
   for (int64_t next = start_.step; next < rc.steps;) {
@@ -194,109 +196,25 @@ TrainResult RunLoop::run() {
     // slowest seen are what a healthy rank may need
     slowest_step = std::max(slowest_step, round_seconds / double(done.size()));
     watchdog.expect_at_most(10 * slowest_step);
-    window_steps += int64_t(done.size());
-    // a step whose loss or gradient norm is not finite was not applied: stop, or skip it
-    // (the loss and the norm are global values, the same on every rank: so is the decision)
-    for (size_t k = 0; k < done.size(); ++k) {
-      const StepOutcome& o = done[k];
-      result.losses.push_back(o.loss);
-      if (o.applied) {
-        skipped_in_a_row = 0;
-        continue;
-      }
-      ++result.skipped_steps;
-      ++window_skipped;
-      ++skipped_in_a_row;
-      const std::string what = strfmt("step %lld: the loss is %g and the gradient norm %g", (long long)(first + k + 1),
-                                      o.loss, o.grad_norm);
-      const std::string last_good = publisher_ && publisher_->directory().latest_name()
-                                        ? "; the last good checkpoint is " + *publisher_->directory().latest_name()
-                                        : "";
-      if (rc.on_nonfinite == "stop")
-        throw DivergedError(what + ": stopping (run.on_nonfinite = \"stop\"; \"skip\" skips such steps)" + last_good,
-                            true);
-      if (skipped_in_a_row >= rc.max_skipped_steps)
-        throw DivergedError(what + strfmt(": %lld steps in a row skipped (run.max_skipped_steps): stopping",
-                                          (long long)skipped_in_a_row) + last_good, true);
-      log_.warn(what + ": skipped (run.on_nonfinite = \"skip\")");
-    }
-    const StepOutcome& last_outcome = done.back();
-    const double lr = update.lr(step);
+    account(done, first, result, w);
     const bool last = step + 1 == rc.steps;
+    Evaluation val = validate_if_due(step, result, w);
+    log_if_due(step, done.back(), update.lr(step), val, result, w);
 
-    Evaluation val;
-    if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && (rc.val_every > 0 || job_.validates_at_end()))) {
-      timers_.start("validation");
-      const auto comm_before = job_.comm_totals();
-      val = job_.evaluate();
-      exclude(timers_.stop("validation"), comm_before);
-      result.val.emplace_back(step + 1, val.loss);
-    }
-    if ((step + 1) % rc.log_every == 0 || last || step == 0) {
-      const double now = Timers::now();
-      ProgressWindow w;
-      w.step = step + 1;
-      w.steps = rc.steps;
-      w.window_steps = window_steps;
-      w.seconds = now - window_start;
-      const auto comm_now = job_.comm_totals();
-      w.comm_seconds = comm_now.first - window_comm.first;
-      w.comm_bytes = comm_now.second - window_comm.second;
-      w.last = last_outcome;
-      w.lr = lr;
-      w.val = val;
-      std::vector<double> row = {double(step + 1), last_outcome.loss};
-      std::string line = strfmt("step %5lld/%lld | loss %.4f", (long long)step + 1, (long long)rc.steps, last_outcome.loss);
-      line += job_.progress(w, row);
-      if (window_skipped > 0) line += strfmt(" | skipped %lld", (long long)window_skipped);
-      line += strfmt(" | mem %.0f MiB | ETA %s", double(peak_rss_bytes()) / (1 << 20),
-                     hms(w.seconds / double(window_steps) * double(rc.steps - step - 1)).c_str());
-      log_.info(line);
-      row.push_back(double(result.skipped_steps));
-      if (metrics_ && output_failure.empty()) {
-        try {
-          metrics_->row(row);
-        } catch (const StrataError& e) {
-          output_failure = e.what();
-        }
-      }
-      window_start = now;
-      window_comm = comm_now;
-      window_steps = window_skipped = 0;
-    }
-
-    // Stop requests (a signal on any rank, the wall-time budget by rank 0's clock, an
-    // output that failed) are decided together: one small all-reduce per round, so every
-    // rank stops after the same step.
-    const bool out_of_time = rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - t_start,
-                                                           step + 1 - start_.step, last_checkpoint_seconds_);
-    const double request = !output_failure.empty() ? 2.0 : stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0;
-    const double agreed_request = allreduce_max(request, world);
-    const bool stop = agreed_request > 0;
-    if (stop) watchdog.acknowledge();
+    bool out_of_time = false;
+    const int request = agree_on_stop(step, w, out_of_time);
+    if (request > 0) watchdog.acknowledge();
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
-    if (publisher_ && (every || stop)) {
-      timers_.start("checkpoint");
-      const auto comm_before = job_.comm_totals();
-      if (std::isnan(val.loss)) val = job_.evaluate();
-      const auto written =
-          publisher_->publish(checkpoint_state(step + 1, update.adamw().steps_taken(), val.loss), job_.params(), deck_,
-                              job_.layout(), job_.grid().data_rank(), job_.grid().data_size(),
-                              faults.pause_checkpoint_at == step + 1);
-      last_checkpoint_seconds_ = written.seconds;
-      log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s; checks %.3f s), val loss %.4f",
-                       written.path.c_str(), double(written.bytes) / (1 << 20), written.seconds,
-                       double(written.bytes) / 1e6 / std::max(written.seconds, 1e-9), written.check_seconds, val.loss));
-      exclude(timers_.stop("checkpoint"), comm_before);
-    }
+    if (publisher_ && (every || request > 0))
+      checkpoint(step, update.adamw().steps_taken(), val, faults.pause_checkpoint_at == step + 1, w);
     for (int64_t s = first; s <= step; ++s) job_.after_step(s + 1);  // after the checkpoint's evaluation
-    if (agreed_request >= 2) {
+    if (request >= 2) {
       // rank 0 holds the message; every rank ends with the same exit code
-      throw IoError(output_failure + strfmt(" (stopped after step %lld%s)", (long long)step + 1,
-                                            publisher_ ? ", with a checkpoint" : ""),
+      throw IoError(w.output_failure + strfmt(" (stopped after step %lld%s)", (long long)step + 1,
+                                              publisher_ ? ", with a checkpoint" : ""),
                     true);
     }
-    if (stop && !last) {
+    if (request > 0 && !last) {
       result.stopped_early = true;
       const int sig = stop_signal_received();
       const char* why = sig != 0 ? signal_name(sig) : out_of_time ? "run.max_walltime" : "a signal to another rank";
@@ -307,11 +225,114 @@ TrainResult RunLoop::run() {
     if (warm_start < 0) warm_start = Timers::now();
     else result.warm_steps += int64_t(done.size());
   }
-  result.seconds = Timers::now() - t_start;
+  result.seconds = Timers::now() - w.t_start;
   result.warm_seconds = result.warm_steps > 0 ? Timers::now() - warm_start : 0.0;
   result.tokens_per_second = double(job_.samples_per_step()) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   print_summary(result);
   return result;
+}
+
+void RunLoop::account(const std::vector<StepOutcome>& done, int64_t first, TrainResult& result, Window& w) {
+  const auto& rc = deck_.run;
+  w.steps += int64_t(done.size());
+  // a step whose loss or gradient norm is not finite was not applied: stop, or skip it
+  // (the loss and the norm are global values, the same on every rank: so is the decision)
+  for (size_t k = 0; k < done.size(); ++k) {
+    const StepOutcome& o = done[k];
+    result.losses.push_back(o.loss);
+    if (o.applied) {
+      w.skipped_in_a_row = 0;
+      continue;
+    }
+    ++result.skipped_steps;
+    ++w.skipped;
+    ++w.skipped_in_a_row;
+    const std::string what = strfmt("step %lld: the loss is %g and the gradient norm %g", (long long)(first + k + 1),
+                                    o.loss, o.grad_norm);
+    const std::string last_good = publisher_ && publisher_->directory().latest_name()
+                                      ? "; the last good checkpoint is " + *publisher_->directory().latest_name()
+                                      : "";
+    if (rc.on_nonfinite == "stop")
+      throw DivergedError(what + ": stopping (run.on_nonfinite = \"stop\"; \"skip\" skips such steps)" + last_good,
+                          true);
+    if (w.skipped_in_a_row >= rc.max_skipped_steps)
+      throw DivergedError(what + strfmt(": %lld steps in a row skipped (run.max_skipped_steps): stopping",
+                                        (long long)w.skipped_in_a_row) + last_good, true);
+    log_.warn(what + ": skipped (run.on_nonfinite = \"skip\")");
+  }
+}
+
+Evaluation RunLoop::validate_if_due(int64_t step, TrainResult& result, Window& w) {
+  const auto& rc = deck_.run;
+  const bool last = step + 1 == rc.steps;
+  Evaluation val;
+  if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && (rc.val_every > 0 || job_.validates_at_end()))) {
+    timers_.start("validation");
+    const auto comm_before = job_.comm_totals();
+    val = job_.evaluate();
+    w.exclude(timers_.stop("validation"), comm_before, job_.comm_totals());
+    result.val.emplace_back(step + 1, val.loss);
+  }
+  return val;
+}
+
+void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double lr, const Evaluation& val,
+                         const TrainResult& result, Window& w) {
+  const auto& rc = deck_.run;
+  if (!((step + 1) % rc.log_every == 0 || step + 1 == rc.steps || step == 0)) return;
+  const double now = Timers::now();
+  ProgressWindow p;
+  p.step = step + 1;
+  p.steps = rc.steps;
+  p.window_steps = w.steps;
+  p.seconds = now - w.start;
+  const auto comm_now = job_.comm_totals();
+  p.comm_seconds = comm_now.first - w.comm.first;
+  p.comm_bytes = comm_now.second - w.comm.second;
+  p.last = last_outcome;
+  p.lr = lr;
+  p.val = val;
+  std::vector<double> row = {double(step + 1), last_outcome.loss};
+  std::string line = strfmt("step %5lld/%lld | loss %.4f", (long long)step + 1, (long long)rc.steps, last_outcome.loss);
+  line += job_.progress(p, row);
+  if (w.skipped > 0) line += strfmt(" | skipped %lld", (long long)w.skipped);
+  line += strfmt(" | mem %.0f MiB | ETA %s", double(peak_rss_bytes()) / (1 << 20),
+                 hms(p.seconds / double(w.steps) * double(rc.steps - step - 1)).c_str());
+  log_.info(line);
+  row.push_back(double(result.skipped_steps));
+  if (metrics_ && w.output_failure.empty()) {
+    try {
+      metrics_->row(row);
+    } catch (const StrataError& e) {
+      w.output_failure = e.what();
+    }
+  }
+  w.start = now;
+  w.comm = comm_now;
+  w.steps = w.skipped = 0;
+}
+
+// Stop requests (a signal on any rank, the wall-time budget by rank 0's clock, an output
+// that failed) are decided together: one small all-reduce per round, so every rank stops
+// after the same step.
+int RunLoop::agree_on_stop(int64_t step, const Window& w, bool& out_of_time) {
+  out_of_time = rank_ == 0 && out_of_walltime(deck_.run.max_walltime, Timers::now() - w.t_start,
+                                              step + 1 - start_.step, last_checkpoint_seconds_);
+  const double request = !w.output_failure.empty() ? 2.0 : stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0;
+  return int(allreduce_max(request, job_.world()));
+}
+
+void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, bool pause, Window& w) {
+  timers_.start("checkpoint");
+  const auto comm_before = job_.comm_totals();
+  if (std::isnan(val.loss)) val = job_.evaluate();
+  const auto written = publisher_->publish(checkpoint_state(step + 1, optim_steps, val.loss), job_.params(), deck_,
+                                           job_.layout(), job_.grid().data_rank(), job_.grid().data_size(), pause);
+  last_checkpoint_seconds_ = written.seconds;
+  log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s; checks %.3f s), val loss %.4f",
+                   written.path.c_str(), double(written.bytes) / (1 << 20), written.seconds,
+                   double(written.bytes) / 1e6 / std::max(written.seconds, 1e-9), written.check_seconds, val.loss));
+  w.exclude(timers_.stop("checkpoint"), comm_before, job_.comm_totals());
 }
 
 void RunLoop::print_summary(const TrainResult& r) {

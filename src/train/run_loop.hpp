@@ -73,6 +73,21 @@ class RunLoop {
   TrainingState checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const;
   void print_summary(const TrainResult& r);
 
+  // The parts of run(), on its state.
+  struct Window;  // the steps since the last progress line, and what the loop carries along
+  // The round's outcomes into result; a step not applied stops the run (exit 5) or is
+  // skipped (run.on_nonfinite).
+  void account(const std::vector<StepOutcome>& done, int64_t first, TrainResult& result, Window& w);
+  // The validation the deck asks for after (0-based) step, if any.
+  Evaluation validate_if_due(int64_t step, TrainResult& result, Window& w);
+  // The progress line and metrics row the deck asks for after step, if any.
+  void log_if_due(int64_t step, const StepOutcome& last, double lr, const Evaluation& val, const TrainResult& result,
+                  Window& w);
+  // The stop decision of all ranks after step: 0 go on, 1 stop (signal, wall time), 2 an
+  // output failed.
+  int agree_on_stop(int64_t step, const Window& w, bool& out_of_time);
+  void checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, bool pause, Window& w);
+
   const Deck& deck_;
   TrainOptions opts_;
   TrainingJob& job_;

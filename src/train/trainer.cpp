@@ -17,12 +17,6 @@
 namespace strata {
 namespace {
 
-int world_rank(MPI_Comm c) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-
 SampleBatch<float> samples_of(const Batch& b) {
   SampleBatch<float> s;
   s.samples = b.local_batch();
@@ -34,7 +28,7 @@ SampleBatch<float> samples_of(const Batch& b) {
 }  // namespace
 
 Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
-    : deck_(deck), opts_(opts), log_(opts.print ? world_rank(world) : -1) {
+    : deck_(deck), opts_(opts), log_(opts.print ? rank_in(world) : -1) {
   const auto& par = deck_.parallel;
   // Set-up in phases, each agreed by every rank before the next one's collectives, so a
   // failure on some ranks only (a file missing on one node) ends every rank alike.
@@ -95,9 +89,7 @@ void Trainer::describe(const Log& log) {
                   (long long)deck_.model.n_layer, (long long)deck_.model.n_embd, (long long)deck_.model.n_head,
                   (long long)deck_.model.vocab_size, (long long)t_len, double(model_->params().global_numel()) / 1e6,
                   deck_.data.kind.c_str()));
-  if (auto* text = dynamic_cast<TextDataset*>(data_.get()))
-    log.info(strfmt("strata: data: %zu files, %lld train / %lld validation bytes", text->files().size(),
-                    (long long)text->train_bytes(), (long long)text->val_bytes()));
+  if (const std::string data = data_->describe(); !data.empty()) log.info("strata: data: " + data);
   const std::string blas = blas_core_name();
   const std::string& run_dir = loop_->run_dir();
   log.info(strfmt("strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s%s",

@@ -19,6 +19,13 @@
 
 namespace strata {
 
+// This rank's place in comm (a job's log prints on rank 0 of the world).
+inline int rank_in(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+
 struct Evaluation {
   double loss = std::numeric_limits<double>::quiet_NaN();
   double accuracy = std::numeric_limits<double>::quiet_NaN();  // classifiers only

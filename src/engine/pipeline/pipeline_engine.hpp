@@ -88,8 +88,6 @@ class PipelineEngine : public TrainEngine<T> {
                                        int64_t global_batch, const StreamUpdate<T>& update, Timers& timers);
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
   int64_t activation_bytes() const override;  // the caches of the micro-batches in flight and messages
-  const Comm& pipeline_comm() const { return pipe_; }
-  const Comm* embedding_comm() const { return embedding_; }
   // The XPipe list for a stream of `mini_batches` (printed by strata plan --schedule).
   const PipeSchedule& xpipe_schedule_for(int mini_batches);
 
