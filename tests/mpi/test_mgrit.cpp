@@ -247,11 +247,11 @@ TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients"
     StepScratch<double> scratch;
     Tensor2<double> plogits("logits", batch, c.classes);
     Tensor1<double> plse("lse", batch), losses("losses", batch);
-    MPI_Comm reversed;
-    MPI_Comm_split(MPI_COMM_WORLD, 0, last - rank, &reversed);
-    Comm rcomm(reversed);
+    ParallelConfig layers;  // the grid's reversed pipeline group: the adjoint's ranks
+    layers.pipeline = world_size();
+    const Grid grid(layers, MPI_COMM_WORLD);
     OdeAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
-    Mgrit<double> adjoint(adj, rcomm, c.steps, opt, par.mgrit.layout().reversed().bounds());
+    Mgrit<double> adjoint(adj, grid.pipeline_reversed(), c.steps, opt, par.mgrit.layout().reversed().bounds());
     adjoint.zero_guess();
     double ploss = 0;
     if (rank == last) {
@@ -268,7 +268,6 @@ TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients"
     const double grad_err = rel_diff(global_grads(serial.net, net), serial.grads);
     if (rank == 0) std::printf("mgrit adjoint: %d iterations, gradient rel diff %.2e\n", bwd.iterations, grad_err);
     CHECK(grad_err < 1e-10);
-    MPI_Comm_free(&reversed);
   }
 }
 
