@@ -161,12 +161,12 @@ int64_t ResNetActivations<T>::bytes() const {
 
 namespace {
 template <class T>
-void ensure(Tensor2<T>& t, const char* name, int64_t rows, int64_t cols) {
+void ensure_shape(Tensor2<T>& t, const char* name, int64_t rows, int64_t cols) {
   if (int64_t(t.extent(0)) != rows || int64_t(t.extent(1)) != cols)
     t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), rows, cols);
 }
 template <class T>
-void ensure(Tensor1<T>& t, const char* name, int64_t n) {
+void ensure_shape(Tensor1<T>& t, const char* name, int64_t n) {
   if (int64_t(t.extent(0)) != n) t = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), n);
 }
 }  // namespace
@@ -176,7 +176,7 @@ double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, 
   auto& a = static_cast<ResNetActivations<T>&>(cache);
   const int64_t b = ctx.batch, w = state_size(), steps = placement_.layer_end - placement_.layer_begin;
   a.u.resize(size_t(steps + 1));
-  for (auto& s : a.u) ensure(s, "resnet.u", b, w);
+  for (auto& s : a.u) ensure_shape(s, "resnet.u", b, w);
   if (placement_.first()) {
     a.features = batch.features;
     open_forward(batch.features, a.u[0]);
@@ -186,9 +186,9 @@ double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, 
   for (int64_t k = 0; k < steps; ++k) step_forward(placement_.layer_begin + k, h(), a.u[k], a.u[k + 1], a.scratch);
   if (!placement_.last()) return 0.0;
   a.labels = batch.targets;
-  ensure(a.logits, "resnet.logits", b, cfg_.classes);
-  ensure(a.lse, "resnet.lse", b);
-  ensure(a.losses, "resnet.losses", b);
+  ensure_shape(a.logits, "resnet.logits", b, cfg_.classes);
+  ensure_shape(a.lse, "resnet.lse", b);
+  ensure_shape(a.losses, "resnet.losses", b);
   const double loss = close_forward(a.u.back(), a.labels, a.logits, a.lse, a.losses);
   a.correct = count_correct<T>(a.logits, a.labels);
   return loss;
@@ -217,8 +217,8 @@ void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const 
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   const int64_t b = ctx.batch, w = state_size();
-  ensure(a.lambda, "resnet.lambda", b, w);
-  ensure(a.next, "resnet.lambda_next", b, w);
+  ensure_shape(a.lambda, "resnet.lambda", b, w);
+  ensure_shape(a.next, "resnet.lambda_next", b, w);
   if (placement_.last()) {
     close_backward(a.u.back(), a.labels, dloss_scale, a.logits, a.lse, a.lambda);
     ready(range_of(close_w_, close_b_));
