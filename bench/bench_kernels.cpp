@@ -10,6 +10,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "model/transformer_block.hpp"
 
 using namespace strata;
@@ -37,6 +38,29 @@ void BM_gemm(benchmark::State& state) {
   set_flops(state, 2.0 * double(m) * double(k) * double(n));
 }
 BENCHMARK(BM_gemm)
+    ->Args({kRows, kC, 3 * kC})
+    ->Args({kRows, kC, kC})
+    ->Args({kRows, kC, 4 * kC})
+    ->Args({kRows, 4 * kC, kC})
+    ->Args({kRows, kC, 8192})
+    ->Unit(benchmark::kMillisecond);
+
+// The same products with bf16 operands and fp32 accumulation (oneDNN), the rounding of
+// both operands to bf16 included.
+void BM_matmul_bf16(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor2<float> a("a", m, k), b("b", k, n), c("c", m, n);
+  fill(a, 0.5f);
+  fill(b, 0.25f);
+  const std::string why = kernels::bf16_products_unavailable();
+  if (!why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  for (auto _ : state) kernels::matmul_bf16(false, false, a, b, 0.0f, c);
+  set_flops(state, 2.0 * double(m) * double(k) * double(n));
+}
+BENCHMARK(BM_matmul_bf16)
     ->Args({kRows, kC, 3 * kC})
     ->Args({kRows, kC, kC})
     ->Args({kRows, kC, 4 * kC})

@@ -1,5 +1,6 @@
 # Finds every dependency strata builds against and exposes each as one target:
-#   MPI::MPI_CXX, strata::kokkos, strata::linalg (KokkosKernels or cuBLAS), strata::nccl,
+#   MPI::MPI_CXX, strata::kokkos, strata::linalg (KokkosKernels or cuBLAS), strata::dnnl
+#   (oneDNN, CPU builds), strata::nccl,
 #   strata::hdf5,
 #   toml11::toml11, CLI11::CLI11, Catch2::Catch2, benchmark::benchmark.
 # Works with Debian's Trilinos-packaged Kokkos 3.4.1 and with a stock Kokkos 4.x
@@ -70,6 +71,17 @@ else()
   message(FATAL_ERROR "strata: KokkosKernels found but neither Kokkos::kokkoskernels nor trilinos_kokkoskernels exists")
 endif()
 add_library(strata::linalg ALIAS strata_linalg)
+
+# --- oneDNN (CPU builds): bf16 matrix products with fp32 accumulation ----------------------
+# Debian's libdnnl-dev (oneDNN 2.6); its matmul runs bf16 operands on AVX512-BF16 (or AMX)
+# CPUs. CUDA builds take bf16 products from cuBLAS instead and do not link it.
+add_library(strata_dnnl INTERFACE)
+if(NOT STRATA_ENABLE_CUDA)
+  find_package(dnnl REQUIRED CONFIG)
+  target_link_libraries(strata_dnnl INTERFACE DNNL::dnnl)
+  target_compile_definitions(strata_dnnl INTERFACE STRATA_HAVE_DNNL=1)
+endif()
+add_library(strata::dnnl ALIAS strata_dnnl)
 
 # --- NCCL (CUDA builds): the collective backend for device buffers -------------------------
 add_library(strata_nccl INTERFACE)

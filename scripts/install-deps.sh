@@ -8,6 +8,7 @@ packages=(
   mpich libmpich-dev zlib1g-dev
   libhdf5-mpich-dev hdf5-tools
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
+  libdnnl-dev
   libtoml11-dev libcli11-dev catch2 libbenchmark-dev
   python3-h5py python3-numpy python3-torch python3-matplotlib
   fortunes dataset-fashion-mnist
