@@ -78,7 +78,7 @@ add_library(strata::linalg ALIAS strata_linalg)
 add_library(strata_dnnl INTERFACE)
 if(NOT STRATA_ENABLE_CUDA)
   find_package(dnnl REQUIRED CONFIG)
-  target_link_libraries(strata_dnnl INTERFACE DNNL::dnnl)
+  target_link_libraries(strata_dnnl INTERFACE DNNL::dnnl gomp)  # its OpenMP runtime: threads per rank
   target_compile_definitions(strata_dnnl INTERFACE STRATA_HAVE_DNNL=1)
 endif()
 add_library(strata::dnnl ALIAS strata_dnnl)

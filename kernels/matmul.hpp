@@ -3,12 +3,15 @@
 // an AB product and the backward an ABT and an ATB product (the SUMMA shapes).
 #include "kernels/column_sums.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/products.hpp"
 
 namespace strata::kernels {
 
 // inp is (N, IN), weight is (IN, OUT), bias is (OUT) or empty, out is (N, OUT).
+// precision: of the products (products.hpp).
 template <class T>
-void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> bias) {
+void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> bias,
+                    Precision precision = Precision::FP32) {
   const int64_t n = out.extent(0), oc = out.extent(1);
   T beta = 0;
   if (bias.extent(0) > 0) {
@@ -19,7 +22,7 @@ void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> 
         });
     beta = 1;
   }
-  gemm<T>("N", "N", T(1), inp, weight, beta, out);
+  product<T>(precision, "N", "N", inp, weight, beta, out);
 }
 
 // out (N, OUT) += bias (OUT) on every row.
@@ -36,9 +39,9 @@ void add_bias(V2<T> out, V1<const T> bias) {
 // unless it is empty (the first layer needs no input gradient).
 template <class T>
 void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
-                     V2<const T> weight) {
-  if (dinp.extent(0) > 0) gemm<T>("N", "T", T(1), dout, weight, T(0), dinp);
-  gemm<T>("T", "N", T(1), inp, dout, T(1), dweight);
+                     V2<const T> weight, Precision precision = Precision::FP32) {
+  if (dinp.extent(0) > 0) product<T>(precision, "N", "T", dout, weight, T(0), dinp);
+  product<T>(precision, "T", "N", inp, dout, T(1), dweight);
   if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
 }
 

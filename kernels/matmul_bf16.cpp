@@ -11,6 +11,9 @@
 #include <cpuid.h>
 #endif
 #ifdef STRATA_HAVE_DNNL
+#include <omp.h>
+
+#include <cstdlib>
 #include <dnnl.hpp>
 #endif
 
@@ -52,7 +55,7 @@ bool cpu_has_bf16_products() {
 
 std::string bf16_products_unavailable() {
 #ifndef STRATA_HAVE_DNNL
-  return "this build has no oneDNN (the CUDA build takes bf16 products from cuBLAS)";
+  return "this build has no oneDNN (CUDA builds: bf16 products on the GPU are not written yet)";
 #else
   if (!cpu_has_bf16_products()) return "this CPU has neither AVX512-BF16 nor AMX-BF16";
   return "";
@@ -99,7 +102,11 @@ class Bf16Products {
   }
 
  private:
-  Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  // oneDNN runs on OpenMP threads: one per rank, as BLAS, unless OMP_NUM_THREADS says
+  // otherwise (an MPI job has a rank per core).
+  Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
+  }
 
   // The logical (rows, cols) matrix of a row-major view with leading dimension ld,
   // transposed or not.

@@ -40,6 +40,7 @@ struct ModelConfig {
   double t_final = 1.0;
   double step_init_std = 0.01;
   int64_t channels = 0;
+  Precision precision = Precision::FP32;
 };
 
 struct DataConfig {

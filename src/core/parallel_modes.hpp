@@ -1,6 +1,6 @@
 #pragma once
-// The run's parallel modes as enums, parsed once from the deck (deck_keys.cpp) and passed
-// as values from there on: the pipeline schedule and the tensor split.
+// The run's modes as enums, parsed once from the deck (deck_keys.cpp) and passed as values
+// from there on: the pipeline schedule, the tensor split, the products' precision.
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +14,10 @@ enum class Schedule { GPipe, OneFOneB, XPipe, MGRIT };
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
 enum class TensorMode { Serial, OneD, TwoD };
+
+// The precision of the matrix products: fp32, or bf16 operands with fp32 accumulation
+// (parameters, gradients and everything else stay fp32).
+enum class Precision { FP32, BF16 };
 
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
@@ -29,6 +33,12 @@ inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names(
   return names;
 }
 
+inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
+  static const std::vector<std::pair<Precision, std::string>> names = {{Precision::FP32, "fp32"},
+                                                                         {Precision::BF16, "bf16"}};
+  return names;
+}
+
 template <class E>
 const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, E value) {
   for (const auto& [v, name] : names)
@@ -37,5 +47,6 @@ const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, 
 }
 inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
 inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_names(), m); }
+inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
 
 }  // namespace strata

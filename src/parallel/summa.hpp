@@ -10,6 +10,7 @@
 // Buffers may be device memory: blocks are staged through host mirrors for MPI (a no-op
 // where the host can read the memory).
 #include "comm/comm.hpp"
+#include "core/parallel_modes.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
@@ -18,6 +19,7 @@ struct TensorGrid2D {
   Comm& row;  // ranks (i, 0..q-1), ordered by column
   Comm& col;  // ranks (0..q-1, j), ordered by row
   int q = 1, i = 0, j = 0;
+  Precision precision = Precision::FP32;  // of the local products (kernels/products.hpp)
 };
 
 // T is float or double. Each product overwrites c (outputs first, as in every parallel

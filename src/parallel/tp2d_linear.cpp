@@ -16,7 +16,7 @@ template <class T>
 void linear2d_backward(const TensorGrid2D& g, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x,
                        V2<const T> w) {
   if (g.q == 1) {  // one rank: the serial layer, bit for bit
-    kernels::matmul_backward<T>(dx, dw, dbias, dy, x, w);
+    kernels::matmul_backward<T>(dx, dw, dbias, dy, x, w, g.precision);
     return;
   }
   summa_matmul_abt<T>(g, dx, dy, w);

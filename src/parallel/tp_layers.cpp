@@ -30,7 +30,7 @@ void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<c
   if (tp.mode == TensorMode::TwoD)
     linear2d_forward<T>(tp.grid(), y, x, w, b);
   else
-    kernels::matmul_forward<T>(y, x, w, b);  // 1D: column-parallel, no communication
+    kernels::matmul_forward<T>(y, x, w, b, tp.precision);  // 1D: column-parallel, no communication
 }
 
 template <class T>
@@ -40,7 +40,7 @@ void tp_linear_in_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> d
     linear2d_backward<T>(tp.grid(), dx, dw, db, dy, x, w);
     return;
   }
-  kernels::matmul_backward<T>(dx, dw, db, dy, x, w);
+  kernels::matmul_backward<T>(dx, dw, db, dy, x, w, tp.precision);
   // 1D: each rank's dx is its output columns' share of the input gradient
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
@@ -51,11 +51,11 @@ void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<
     linear2d_forward<T>(tp.grid(), y, x, w, b);
   } else if (tp.mode == TensorMode::OneD) {
     // row-parallel: partial products over this rank's input features, summed, then the bias
-    kernels::gemm<T>("N", "N", T(1), x, w, T(0), y);
+    kernels::product<T>(tp.precision, "N", "N", x, w, T(0), y);
     tp.group->allreduce_sum(V1<T>(y.data(), y.size()));
     kernels::add_bias<T>(y, b);
   } else {
-    kernels::matmul_forward<T>(y, x, w, b);
+    kernels::matmul_forward<T>(y, x, w, b, tp.precision);
   }
 }
 
@@ -65,7 +65,7 @@ void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> 
   if (tp.mode == TensorMode::TwoD)
     linear2d_backward<T>(tp.grid(), dx, dw, db, dy, x, w);
   else  // 1D: dy is replicated, so dx is this rank's columns and db is the same everywhere
-    kernels::matmul_backward<T>(dx, dw, db, dy, x, w);
+    kernels::matmul_backward<T>(dx, dw, db, dy, x, w, tp.precision);
 }
 
 #define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \

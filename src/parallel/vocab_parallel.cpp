@@ -4,6 +4,7 @@
 #include "kernels/cross_entropy.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/products.hpp"
 #include "kernels/residual.hpp"
 
 namespace strata {
@@ -77,7 +78,7 @@ void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<co
   if (tp.mode == TensorMode::TwoD)
     summa_matmul_abt<T>(tp.grid(), logits, x, wte);
   else
-    kernels::gemm<T>("N", "T", T(1), x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
+    kernels::product<T>(tp.precision, "N", "T", x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
 }
 
 template <class T>
@@ -90,8 +91,8 @@ void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T
     summa_matmul_ab<T>(tp.grid(), dx, dlogits, wte);
     return;
   }
-  kernels::gemm<T>("T", "N", T(1), dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
-  kernels::gemm<T>("N", "N", T(1), dlogits, wte, T(0), dx);  // dx = dlogits wte
+  kernels::product<T>(tp.precision, "T", "N", dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
+  kernels::product<T>(tp.precision, "N", "N", dlogits, wte, T(0), dx);  // dx = dlogits wte
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 

@@ -62,12 +62,13 @@ double allreduce_max(double x, MPI_Comm comm) {
 }
 
 // The deck a checkpoint was written with against this run's: the model and the seed
-// decide what the parameters mean and must match; the rest may change and is listed.
+// decide what the parameters mean and must match (but the products' precision: the
+// checkpoint holds fp32 parameters either way); the rest may change and is listed.
 std::string check_deck_against_checkpoint(const std::string& path, const std::string& written_with,
                                           const std::string& now) {
   std::string changed;
   for (const auto& c : deck_changes(written_with, now)) {
-    if (c.key.rfind("model.", 0) == 0 || c.key == "run.seed")
+    if ((c.key.rfind("model.", 0) == 0 && c.key != "model.precision") || c.key == "run.seed")
       throw UserError("checkpoint '" + path + "' was written with " + c.key + " = " + c.before + ", the deck has " +
                       c.after + " (the model and run.seed must match to restart)");
     changed += (changed.empty() ? "" : ", ") + c.key + " " + c.before + " -> " + c.after;

@@ -12,6 +12,7 @@
 #include "io/random_tokens.hpp"
 #include "io/text_dataset.hpp"
 #include "io/trace_file.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "train/gemm_probe.hpp"
 
 namespace strata {
@@ -35,6 +36,10 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(par, world);
     tp_ = tensor_parallel_of(*grid_);
+    tp_.precision = deck_.model.precision;
+    if (tp_.precision == Precision::BF16)
+      if (const std::string why = kernels::bf16_products_unavailable(); !why.empty())
+        throw UserError("model.precision = \"bf16\" cannot run here: " + why + " (use \"fp32\")");
   });
   agreed(world, [&] {
     if (deck_.data.kind == "text")
@@ -85,10 +90,11 @@ void Trainer::describe(const Log& log) {
     gemm_gflops_ = measure_gemm_gflops(std::min<int64_t>(lb * t_len, 2048), deck_.model.n_embd, 4 * deck_.model.n_embd);
   if (!std::getenv("OPENBLAS_NUM_THREADS") && grid_->world_size() > 1)
     log.warn("OPENBLAS_NUM_THREADS is not set: each rank's OpenBLAS may start one thread per core and oversubscribe");
-  log.info(strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data",
+  log.info(strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data%s",
                   (long long)deck_.model.n_layer, (long long)deck_.model.n_embd, (long long)deck_.model.n_head,
                   (long long)deck_.model.vocab_size, (long long)t_len, double(model_->params().global_numel()) / 1e6,
-                  deck_.data.kind.c_str()));
+                  deck_.data.kind.c_str(),
+                  tp_.precision == Precision::BF16 ? "; bf16 products (linear layers, LM head), fp32 masters" : ""));
   if (const std::string data = data_->describe(); !data.empty()) log.info("strata: data: " + data);
   const std::string blas = blas_core_name();
   const std::string& run_dir = loop_->run_dir();
