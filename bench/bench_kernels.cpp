@@ -11,6 +11,7 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/matmul_bf16.hpp"
+#include "kernels/products.hpp"
 #include "model/transformer_block.hpp"
 
 using namespace strata;
@@ -25,48 +26,34 @@ void set_flops(benchmark::State& state, double flops_per_iter) {
       benchmark::Counter(flops_per_iter * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-// (M x K) @ (K x N), row-major, the products of a GPT layer.
-void BM_gemm(benchmark::State& state) {
+// (M x K) @ (K x N), row-major, the products of a GPT layer, as the model runs them
+// (kernels/products.hpp): fp32 through BLAS, or bf16 operands with fp32 accumulation
+// through oneDNN, the rounding of both operands to bf16 included.
+void run_products(benchmark::State& state, Precision precision) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Tensor2<float> a("a", m, k), b("b", k, n), c("c", m, n);
   fill(a, 0.5f);
   fill(b, 0.25f);
+  if (precision == Precision::BF16)
+    if (const std::string why = kernels::bf16_products_unavailable(); !why.empty()) {
+      state.SkipWithError(why.c_str());
+      return;
+    }
   for (auto _ : state) {
-    kernels::gemm<float>("N", "N", 1.0f, a, b, 0.0f, c);
+    kernels::product<float>(precision, "N", "N", a, b, 0.0f, c);
     Kokkos::fence();
   }
   set_flops(state, 2.0 * double(m) * double(k) * double(n));
 }
-BENCHMARK(BM_gemm)
-    ->Args({kRows, kC, 3 * kC})
-    ->Args({kRows, kC, kC})
-    ->Args({kRows, kC, 4 * kC})
-    ->Args({kRows, 4 * kC, kC})
-    ->Args({kRows, kC, 8192})
-    ->Unit(benchmark::kMillisecond);
-
-// The same products with bf16 operands and fp32 accumulation (oneDNN), the rounding of
-// both operands to bf16 included.
-void BM_matmul_bf16(benchmark::State& state) {
-  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  Tensor2<float> a("a", m, k), b("b", k, n), c("c", m, n);
-  fill(a, 0.5f);
-  fill(b, 0.25f);
-  const std::string why = kernels::bf16_products_unavailable();
-  if (!why.empty()) {
-    state.SkipWithError(why.c_str());
-    return;
-  }
-  for (auto _ : state) kernels::matmul_bf16(false, false, a, b, 0.0f, c);
-  set_flops(state, 2.0 * double(m) * double(k) * double(n));
+void gpt_product_shapes(benchmark::internal::Benchmark* b) {
+  for (const auto& [k, n] : {std::pair{kC, 3 * kC}, {kC, kC}, {kC, 4 * kC}, {4 * kC, kC}, {kC, int64_t(8192)}})
+    b->Args({kRows, k, n});
+  b->Unit(benchmark::kMillisecond);
 }
-BENCHMARK(BM_matmul_bf16)
-    ->Args({kRows, kC, 3 * kC})
-    ->Args({kRows, kC, kC})
-    ->Args({kRows, kC, 4 * kC})
-    ->Args({kRows, 4 * kC, kC})
-    ->Args({kRows, kC, 8192})
-    ->Unit(benchmark::kMillisecond);
+void BM_gemm(benchmark::State& state) { run_products(state, Precision::FP32); }
+void BM_matmul_bf16(benchmark::State& state) { run_products(state, Precision::BF16); }
+BENCHMARK(BM_gemm)->Apply(gpt_product_shapes);
+BENCHMARK(BM_matmul_bf16)->Apply(gpt_product_shapes);
 
 void BM_layernorm_forward_backward(benchmark::State& state) {
   Tensor2<float> x("x", kRows, kC), y("y", kRows, kC), dx("dx", kRows, kC);
