@@ -10,6 +10,11 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+
+#include "kernels/gemm.hpp"
+#endif
 #ifdef STRATA_HAVE_DNNL
 #include <omp.h>
 
@@ -54,8 +59,17 @@ bool cpu_has_bf16_products() {
 }  // namespace
 
 std::string bf16_products_unavailable() {
-#ifndef STRATA_HAVE_DNNL
-  return "this build has no oneDNN (CUDA builds: bf16 products on the GPU are not written yet)";
+#if defined(KOKKOS_ENABLE_CUDA)
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    return "no CUDA device answers";
+  if (prop.major < 8)
+    return std::string("this GPU (") + prop.name + ", compute capability " + std::to_string(prop.major) + "." +
+           std::to_string(prop.minor) + ") has no bf16 tensor cores (8.0 or later)";
+  return "";
+#elif !defined(STRATA_HAVE_DNNL)
+  return "this build has no oneDNN";
 #else
   if (!cpu_has_bf16_products()) return "this CPU has neither AVX512-BF16 nor AMX-BF16";
   return "";
@@ -66,6 +80,17 @@ std::string bf16_products_unavailable() {
 namespace {
 
 using dnnl_dt = dnnl::memory::data_type;
+
+// Where a product's operands lie: batch matrices C_i = op(A_i) op(B_i) (+ beta C_i),
+// C_i (m, n) at c + i * sc with rows ldc apart, and so on.
+struct Bf16Shape {
+  int64_t batch, m, n, k;
+  bool ta, tb;
+  float beta;
+  int64_t lda, sa, ldb, sb, ldc, sc;
+  auto key() const { return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc); }
+  bool operator<(const Bf16Shape& o) const { return key() < o.key(); }
+};
 
 // One shape's matmul and the reorders that round its operands to bf16, made once.
 struct Bf16Product {
@@ -81,20 +106,13 @@ class Bf16Products {
     static Bf16Products p;
     return p;
   }
-  void run(bool ta, bool tb, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
-    const int64_t m = int64_t(c.extent(0)), n = int64_t(c.extent(1));
-    const int64_t k = ta ? int64_t(a.extent(0)) : int64_t(a.extent(1));
-    if ((ta ? a.extent(1) : a.extent(0)) != c.extent(0) || (tb ? b.extent(1) : b.extent(0)) != size_t(k) ||
-        (tb ? b.extent(0) : b.extent(1)) != c.extent(1))
-      throw std::logic_error("matmul_bf16: operand shapes do not match");
-    const auto key = std::make_tuple(m, n, k, ta, tb, beta, int64_t(a.stride(0)), int64_t(b.stride(0)),
-                                     int64_t(c.stride(0)));
-    auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, make(ta, tb, m, n, k, beta, a, b, c)).first;
+  void run(const Bf16Shape& shape, const float* a, const float* b, float* c) {
+    auto it = cache_.find(shape);
+    if (it == cache_.end()) it = cache_.emplace(shape, make(shape)).first;
     Bf16Product& p = it->second;
-    dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a.data()));
-    dnnl::memory b_user(p.b_f32, engine_, const_cast<float*>(b.data()));
-    dnnl::memory c_user(p.c_f32, engine_, c.data());
+    dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a));
+    dnnl::memory b_user(p.b_f32, engine_, const_cast<float*>(b));
+    dnnl::memory c_user(p.c_f32, engine_, c);
     p.round_a.execute(stream_, a_user, p.a_bf16);
     p.round_b.execute(stream_, b_user, p.b_bf16);
     p.product.execute(stream_, {{DNNL_ARG_SRC, p.a_bf16}, {DNNL_ARG_WEIGHTS, p.b_bf16}, {DNNL_ARG_DST, c_user}});
@@ -108,29 +126,29 @@ class Bf16Products {
     if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
   }
 
-  // The logical (rows, cols) matrix of a row-major view with leading dimension ld,
-  // transposed or not.
-  static dnnl::memory::desc logical(int64_t rows, int64_t cols, int64_t ld, bool transposed, dnnl_dt type) {
-    return transposed ? dnnl::memory::desc({rows, cols}, type, dnnl::memory::dims{1, ld})
-                      : dnnl::memory::desc({rows, cols}, type, dnnl::memory::dims{ld, 1});
+  // The logical (batch, rows, cols) matrices of row-major ones with leading dimension ld
+  // and batch stride s, transposed or not.
+  static dnnl::memory::desc logical(int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t s,
+                                    bool transposed) {
+    return dnnl::memory::desc({batch, rows, cols}, dnnl_dt::f32,
+                              transposed ? dnnl::memory::dims{s, 1, ld} : dnnl::memory::dims{s, ld, 1});
   }
 
-  Bf16Product make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float beta, V2<const float> a,
-                   V2<const float> b, V2<float> c) {
+  Bf16Product make(const Bf16Shape& s) {
     Bf16Product p;
-    p.a_f32 = logical(m, k, int64_t(a.stride(0)), ta, dnnl_dt::f32);
-    p.b_f32 = logical(k, n, int64_t(b.stride(0)), tb, dnnl_dt::f32);
-    p.c_f32 = logical(m, n, int64_t(c.stride(0)), false, dnnl_dt::f32);
-    const dnnl::memory::desc a_bf16({m, k}, dnnl_dt::bf16, dnnl::memory::format_tag::ab);
-    const dnnl::memory::desc b_bf16({k, n}, dnnl_dt::bf16, dnnl::memory::format_tag::ab);
+    p.a_f32 = logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta);
+    p.b_f32 = logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb);
+    p.c_f32 = logical(s.batch, s.m, s.n, s.ldc, s.sc, false);
+    const dnnl::memory::desc a_bf16({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
+    const dnnl::memory::desc b_bf16({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
     p.a_bf16 = dnnl::memory(a_bf16, engine_);
     p.b_bf16 = dnnl::memory(b_bf16, engine_);
     p.round_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.a_f32, engine_, a_bf16));
     p.round_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.b_f32, engine_, b_bf16));
     dnnl::primitive_attr attr;
-    if (beta != 0.0f) {
+    if (s.beta != 0.0f) {
       dnnl::post_ops ops;
-      ops.append_sum(beta);
+      ops.append_sum(s.beta);
       attr.set_post_ops(ops);
     }
     p.product = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_bf16, b_bf16, p.c_f32), attr, engine_));
@@ -139,19 +157,46 @@ class Bf16Products {
 
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, float, int64_t, int64_t, int64_t>, Bf16Product> cache_;
+  std::map<Bf16Shape, Bf16Product> cache_;
 };
 
 }  // namespace
 #endif
 
-void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
-#ifdef STRATA_HAVE_DNNL
-  Bf16Products::instance().run(trans_a, trans_b, a, b, beta, c);
+void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+  // fp32 operands in device memory, rounded to bf16 by cuBLAS on the way into the tensor
+  // cores and accumulated in fp32 (compute type 32F_FAST_16BF); row-major C = op(A) op(B)
+  // is column-major C^T = op(B)^T op(A)^T, as in gemm.hpp.
+  const float one = 1.0f;
+  detail::check(cublasGemmStridedBatchedEx(detail::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &one, b,
+                                           CUDA_R_32F, int(ldb), stride_b, a, CUDA_R_32F, int(lda), stride_a, &beta, c,
+                                           CUDA_R_32F, int(ldc), stride_c, int(batch), CUBLAS_COMPUTE_32F_FAST_16BF,
+                                           CUBLAS_GEMM_DEFAULT),
+                "cublasGemmStridedBatchedEx (bf16)");
+#elif defined(STRATA_HAVE_DNNL)
+  Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c},
+                               a, b, c);
 #else
-  (void)trans_a, (void)trans_b, (void)a, (void)b, (void)beta, (void)c;
+  (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
+  (void)beta, (void)c, (void)ldc, (void)stride_c;
   throw std::logic_error("matmul_bf16: " + bf16_products_unavailable());
 #endif
+}
+
+void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
+  const int64_t m = int64_t(c.extent(0)), n = int64_t(c.extent(1));
+  const int64_t k = trans_a ? int64_t(a.extent(0)) : int64_t(a.extent(1));
+  if ((trans_a ? a.extent(1) : a.extent(0)) != c.extent(0) || (trans_b ? b.extent(1) : b.extent(0)) != size_t(k) ||
+      (trans_b ? b.extent(0) : b.extent(1)) != c.extent(1))
+    throw std::logic_error("matmul_bf16: operand shapes do not match");
+  const int64_t lda = int64_t(a.stride(0)), ldb = int64_t(b.stride(0)), ldc = int64_t(c.stride(0));
+  matmul_bf16_strided_batched(trans_a, trans_b, m, n, k, a.data(), lda, lda * int64_t(a.extent(0)), b.data(), ldb,
+                              ldb * int64_t(b.extent(0)), beta, c.data(), ldc, ldc * m, 1);
 }
 
 }  // namespace strata::kernels

@@ -2,7 +2,8 @@
 // Matrix products with bf16 operands and fp32 accumulation (mixed precision): the float
 // inputs are rounded to bf16 (round to nearest even), multiplied, and summed in fp32 into
 // a float result. On CPUs, oneDNN's matmul (Debian's libdnnl 2.6), which runs bf16 on
-// AVX512-BF16 or AMX; the primitive of each shape is made once and kept.
+// AVX512-BF16 or AMX; the primitive of each shape is made once and kept. On GPUs, cuBLAS
+// with compute type 32F_FAST_16BF (tensor cores; compute capability 8.0 or later).
 //   C (m, n) = op(A) op(B) + beta C,   op(X) = X or X^T, all row-major.
 #include <string>
 
@@ -10,13 +11,21 @@
 
 namespace strata::kernels {
 
-// Whether bf16 products run natively here: a build with oneDNN on a CPU with
-// AVX512-BF16 (or AMX). "" when they do, else why not (one line).
+// Whether bf16 products run natively here: a CPU build with oneDNN on a CPU with
+// AVX512-BF16 (or AMX), or a CUDA build on a GPU of compute capability 8.0 or later.
+// "" when they do, else why not (one line).
 std::string bf16_products_unavailable();
 
 // trans_a: a is stored (k, m); trans_b: b is stored (n, k). beta: 0 (overwrite) or any
 // other value (accumulate, fp32).
 void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c);
+
+// The same over `batch` matrices a fixed stride apart, on raw memory with leading
+// dimensions (as gemm_strided_batched): C_i (m x n, rows ldc apart) at c + i * stride_c,
+// op(A_i) (m x k) at a + i * stride_a, op(B_i) (k x n) at b + i * stride_b.
+void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 
 // x rounded to the nearest bf16 (ties to even), as a float: what matmul_bf16 multiplies.
 float round_to_bf16(float x);

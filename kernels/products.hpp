@@ -1,8 +1,8 @@
 #pragma once
 // A matrix product in the run's precision: fp32 through gemm (BLAS), or bf16 operands
 // with fp32 accumulation through matmul_bf16 (float only; double, the gradient checks'
-// type, is always exact). The GPT's linear layers, LM head and SUMMA products go through
-// here; their callers pass the precision the deck chose (model.precision).
+// type, is always exact). The GPT's linear layers, attention, LM head and SUMMA products
+// go through here; their callers pass the precision the deck chose (model.precision).
 #include <stdexcept>
 #include <type_traits>
 
@@ -22,6 +22,22 @@ void product(Precision precision, const char* ta, const char* tb, V2<const T> a,
     }
   }
   gemm<T>(ta, tb, T(1), a, b, beta, c);
+}
+
+// C_i = op(A_i) op(B_i) + beta C_i over `batch` matrices a fixed stride apart, as
+// gemm_strided_batched<T>(ta, tb, m, n, k, 1, a, lda, stride_a, ..., beta, c, ldc, stride_c, batch).
+template <class T>
+void product_strided_batched(Precision precision, char ta, char tb, int64_t m, int64_t n, int64_t k, const T* a,
+                             int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c,
+                             int64_t ldc, int64_t stride_c, int64_t batch) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision == Precision::BF16) {
+      matmul_bf16_strided_batched(ta == 'T', tb == 'T', m, n, k, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                                  stride_c, batch);
+      return;
+    }
+  }
+  gemm_strided_batched<T>(ta, tb, m, n, k, T(1), a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }
 
 }  // namespace strata::kernels

@@ -5,12 +5,15 @@
 # 1. unit tests on the GPU (kernels and gradient checks in float and double; the MPI
 #    equivalence tests at 1, 2 and 4 ranks sharing the GPU: data, 1D/2D tensor and
 #    pipeline parallelism against serial, device buffers staged through the host);
-# 2. the GPT of inputs/device-check.toml trained on the GPU: 1 rank with NCCL collectives,
-#    2 ranks data parallel with the MPI backend, 4 ranks on a 2D 2x2 tensor grid, and 2
-#    pipeline stages (1F1B, 4 micro-batches; and XPipe, which must run, not match);
+# 2. the GPT of inputs/device-check.toml trained on the fortunes text (carried in the
+#    bundle) on the GPU: 1 rank with NCCL collectives, 2 ranks data parallel with the MPI
+#    backend, 4 ranks on a 2D 2x2 tensor grid, 2 pipeline stages (1F1B, 4 micro-batches;
+#    and XPipe, which must run, not match), and 1 rank and 2D 2x2 with bf16 products;
 # 3. each run's losses against the CPU run of the same deck made by bundle-device.sh:
-#    step 1 within 1e-4 relative (same weights and batch, only the order of float sums
-#    differs between cuBLAS/GPU reductions and OpenBLAS/CPU ones), every step within 2e-3;
+#    fp32: step 1 within 1e-4 relative (same weights and batch, only the order of float
+#    sums differs between cuBLAS/GPU reductions and OpenBLAS/CPU ones), every step within
+#    2e-3; bf16 against the CPU's bf16 run (cuBLAS' tensor cores against oneDNN, each
+#    rounding the operands to bf16 itself): 2e-3 and 2e-2; and the loss must fall;
 # 4. tokens/s of each run, and the kernel benchmarks on the GPU.
 # Writes its log to $OUT/device-check.log when OUT is set. Exit 0 only if every check passes.
 set -uo pipefail
@@ -51,30 +54,48 @@ check "data parallel, 2 ranks sharing the GPU (MPI backend)" timeout 300 "$mpi" 
 check "data, tensor and pipeline parallel, 4 ranks sharing the GPU" timeout 600 "$mpi" -n 4 "$work/bin/test_mpi"
 
 runs=${OUT:-$work}/runs
+text=(--set "data.files=[\"$work/text/*\"]")
 step "GPT training on the GPU: 1 rank, NCCL"
-check "train, 1 rank, NCCL" timeout 300 "$work/bin/strata" train inputs/device-check.toml \
+check "train, 1 rank, NCCL" timeout 300 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set parallel.comm_backend=nccl --set run.out_dir="$runs/nccl-1"
 step "GPT training on the GPU: 2 ranks, MPI backend"
-check "train, 2 ranks, MPI" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+check "train, 2 ranks, MPI" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set parallel.data=2 --set run.out_dir="$runs/mpi-2"
 
 step "GPT training on the GPU: 2D tensor grid 2x2 (4 ranks) and 2 pipeline stages"
-check "train, 2D 2x2" timeout 300 "$mpi" -n 4 "$work/bin/strata" train inputs/device-check.toml \
-  --set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2 --set run.out_dir="$runs/tp2d-4"
-check "train, pipeline 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+tp2d=(--set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2)
+check "train, 2D 2x2" timeout 300 "$mpi" -n 4 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  "${tp2d[@]}" --set run.out_dir="$runs/tp2d-4"
+check "train, pipeline 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set parallel.pipeline=2 --set parallel.micro_batches=4 --set run.out_dir="$runs/pipe-2"
 # XPipe is another optimiser (predicted weights): it must run; its losses are not the serial ones
-check "train, xpipe 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+check "train, xpipe 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set parallel.pipeline=2 --set parallel.micro_batches=4 --set parallel.schedule=xpipe --set run.out_dir="$runs/xpipe-2"
+
+step "GPT training on the GPU in bf16: 1 rank, and 2D 2x2"
+check "train, bf16, 1 rank" timeout 300 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  --set model.precision=bf16 --set run.out_dir="$runs/bf16-1"
+check "train, bf16, 2D 2x2" timeout 300 "$mpi" -n 4 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  "${tp2d[@]}" --set model.precision=bf16 --set run.out_dir="$runs/bf16-tp2d-4"
 
 step "losses against the CPU run of the same deck"
 for r in nccl-1 mpi-2 tp2d-4 pipe-2; do
-  check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics.csv" \
+  check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics-fp32.csv" \
     "$runs/$r/device-check/metrics.csv" 1e-4 2e-3
 done
+for r in bf16-1 bf16-tp2d-4; do
+  check "losses $r vs CPU bf16" scripts/compare-losses.sh "$work/cpu-reference/metrics-bf16.csv" \
+    "$runs/$r/device-check/metrics.csv" 2e-3 2e-2
+done
+falls() {  # metrics.csv: the last loss at least 30% below the first
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "loss") c = i; next }
+           NR == 2 { first = $c } { last = $c }
+           END { printf "first loss %.4f, last %.4f\n", first, last; exit !(last < 0.7 * first) }' "$1"
+}
+for r in nccl-1 bf16-1; do check "loss falls, $r" falls "$runs/$r/device-check/metrics.csv"; done
 
 step "throughput (last logged step)"
-for csv in "$work/cpu-reference/metrics.csv" "$runs"/*/device-check/metrics.csv; do
+for csv in "$work"/cpu-reference/metrics-*.csv "$runs"/*/device-check/metrics.csv; do
   [ -f "$csv" ] && tail -1 "$csv" | awk -F, -v f="$csv" '{ printf "%-60s %10.0f tok/s %8.1f ms/step %8.1f GFLOP/s\n", f, $7, $6, $8 }'
 done
 

@@ -2,8 +2,9 @@
 """An independent GPT in PyTorch (its own nn.Linear / nn.LayerNorm / nn.GELU layers, tied
 LM head, torch.optim.AdamW), the same architecture strata trains. Two uses:
 
-* the peer benchmark: `torch_gpt.py --config small --steps 20` trains on random tokens
-  and prints tokens/s and achieved FLOP/s, for bench/compare_torch.sh;
+* the peer benchmark: `torch_gpt.py --config small --steps 20 [--precision bf16]` trains
+  on random tokens and prints tokens/s and achieved FLOP/s, for bench/compare_torch.sh
+  (bf16: the forward under torch.autocast("cpu", torch.bfloat16), fp32 weights and AdamW);
 * the reference for tests/reference/check_against_torch.py, which loads strata's weights
   into this model (load_strata_params) and compares losses, gradients and updates.
 """
@@ -114,6 +115,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: autocast's bf16 products (oneDNN), fp32 masters")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -125,7 +128,8 @@ def main():
 
     def step():
         data = torch.randint(cfg["vocab_size"], (b, t + 1), generator=g)
-        loss = model(data[:, :-1], data[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(data[:, :-1], data[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -140,7 +144,7 @@ def main():
     dt = (time.perf_counter() - t0) / args.steps
     tok_s = b * t / dt
     gflops = flops_per_token(model, cfg) * tok_s / 1e9
-    print(f"torch {args.config}: {dt * 1e3:.1f} ms/step {tok_s:.0f} tok/s {gflops:.1f} GFLOP/s "
+    print(f"torch {args.config} {args.precision}: {dt * 1e3:.1f} ms/step {tok_s:.0f} tok/s {gflops:.1f} GFLOP/s "
           f"threads={torch.get_num_threads()} loss={loss:.4f} torch={torch.__version__}")
 
 

@@ -110,7 +110,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto& m = d.model;
   const bool resnet = m.kind == "resnet";
   check(m.channels == 0 || resnet, "model.channels", "applies to kind = \"resnet\" only");
-  check(m.precision == Precision::FP32 || !resnet, "model.precision", "\"bf16\" applies to kind = \"gpt\" only (so far)");
   check(resnet || m.n_embd % m.n_head == 0, "model.n_embd",
         "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
             ")");

@@ -236,9 +236,10 @@ std::vector<DeckKey> declare_keys() {
       key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
           "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width n_embd"),
       enum_choice(model, &D::model, "precision", &ModelConfig::precision, precision_names(),
-                  "gpt: the products of the linear layers and the LM head: fp32, or bf16 operands with fp32 "
-                  "accumulation (CPUs with AVX512-BF16; attention, norms, the loss, gradient sums and AdamW stay fp32, "
-                  "the parameters are fp32 masters)"),
+                  "the matrix products (linear layers, attention, LM head; the residual network's steps): fp32, or "
+                  "bf16 operands with fp32 accumulation (CPUs with AVX512-BF16 or AMX, GPUs of compute capability 8.0 "
+                  "or later); softmax, norms, the loss, gradient sums and AdamW stay fp32, the parameters are fp32 "
+                  "masters"),
       // [data]
       choice(data, &D::data, "kind", &DataConfig::kind, {"text", "random", "images"},
              "\"text\" (bytes of files) or \"random\" (uniform tokens) for gpt; \"images\" (IDX files, MNIST "

@@ -3,9 +3,9 @@
 #include <stdexcept>
 
 #include "kernels/cross_entropy.hpp"
-#include "kernels/gemm.hpp"
 #include "kernels/im2col.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/products.hpp"
 #include "kernels/residual_tanh.hpp"
 #include "model/tensor_shard.hpp"
 
@@ -59,7 +59,7 @@ template <class T>
 void ResNet<T>::open_forward(V2<const T> x, V2<T> u0) const {
   StepScratch<T> s;
   const auto in = step_input(x, 1, s);
-  kernels::gemm<T>("N", "N", T(1), in, store_.param2(open_w_), T(0), rows_of(u0));
+  kernels::product<T>(cfg_.precision, "N", "N", in, store_.param2(open_w_), T(0), rows_of(u0));
   kernels::bias_tanh<T>(rows_of(u0), store_.param(open_b_));
 }
 
@@ -68,16 +68,17 @@ void ResNet<T>::open_backward(V2<const T> x, V2<const T> du0, StepScratch<T>& s)
   const auto in = step_input(x, 1, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   // recompute z = in W_in, then dz = du0 * tanh'(z + b)
-  kernels::gemm<T>("N", "N", T(1), in, store_.param2(open_w_), T(0), s.z);
+  kernels::product<T>(cfg_.precision, "N", "N", in, store_.param2(open_w_), T(0), s.z);
   kernels::tanh_gate_backward<T>(s.dz, rows_of(du0), s.z, store_.param(open_b_));
-  kernels::matmul_backward<T>(V2<T>(), store_.grad2(open_w_), store_.grad(open_b_), s.dz, in, store_.param2(open_w_));
+  kernels::matmul_backward<T>(V2<T>(), store_.grad2(open_w_), store_.grad(open_b_), s.dz, in, store_.param2(open_w_),
+                              cfg_.precision);
 }
 
 template <class T>
 void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const {
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
-  kernels::gemm<T>("N", "N", T(1), in, store_.param2(step_w_[n]), T(0), s.z);
+  kernels::product<T>(cfg_.precision, "N", "N", in, store_.param2(step_w_[n]), T(0), s.z);
   kernels::residual_tanh_forward<T>(rows_of(u_out), rows_of(u), s.z, store_.param(step_b_[n]), dt);
 }
 
@@ -87,27 +88,27 @@ void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   const auto w = store_.param2(step_w_[n]);
-  kernels::gemm<T>("N", "N", T(1), in, w, T(0), s.z);
+  kernels::product<T>(cfg_.precision, "N", "N", in, w, T(0), s.z);
   kernels::tanh_gate_backward<T>(s.dz, rows_of(lambda_out), s.z, store_.param(step_b_[n]));
-  Kokkos::deep_copy(lambda_in, lambda_out);
-  if (convolutional()) {  // lambda_in += dt col2im(dz W^T)
-    kernels::gemm<T>("N", "T", T(1), s.dz, w, T(0), s.dcols);
-    kernels::col2im_3x3_add<T>(lambda_in.data(), s.dcols, u.extent(0), side_, side_, cfg_.channels, dt);
-  } else {
-    kernels::gemm<T>("N", "T", dt, s.dz, w, T(1), lambda_in);
-  }
-  if (!grads) return;
-  // dW += dt in^T dz, db += dt 1^T dz: scale dz once, then the linear layer's backward
+  // dz *= dt once: lambda_in = lambda_out + (dt dz) W^T and dW += in^T (dt dz), db += 1^T (dt dz)
   const auto dz = s.dz;
   Kokkos::parallel_for(
       "resnet_scale_dz", Range(0, int64_t(dz.size())), KOKKOS_LAMBDA(const int64_t k) { dz.data()[k] *= dt; });
-  kernels::matmul_backward<T>(V2<T>(), store_.grad2(step_w_[n]), store_.grad(step_b_[n]), s.dz, in, w);
+  Kokkos::deep_copy(lambda_in, lambda_out);
+  if (convolutional()) {  // lambda_in += col2im(dz W^T)
+    kernels::product<T>(cfg_.precision, "N", "T", s.dz, w, T(0), s.dcols);
+    kernels::col2im_3x3_add<T>(lambda_in.data(), s.dcols, u.extent(0), side_, side_, cfg_.channels, T(1));
+  } else {
+    kernels::product<T>(cfg_.precision, "N", "T", s.dz, w, T(1), lambda_in);
+  }
+  if (!grads) return;
+  kernels::matmul_backward<T>(V2<T>(), store_.grad2(step_w_[n]), store_.grad(step_b_[n]), s.dz, in, w, cfg_.precision);
 }
 
 template <class T>
 double ResNet<T>::close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse,
                                 V1<T> losses) const {
-  kernels::matmul_forward<T>(logits, u_n, store_.param2(close_w_), store_.param(close_b_));
+  kernels::matmul_forward<T>(logits, u_n, store_.param2(close_w_), store_.param(close_b_), cfg_.precision);
   return kernels::cross_entropy_forward<T>(losses, lse, logits, labels);
 }
 
@@ -116,7 +117,7 @@ void ResNet<T>::close_backward(V2<const T> u_n, V1<const int32_t> labels, T scal
                                V2<T> du_n) {
   kernels::cross_entropy_backward<T>(logits, logits, lse, labels, scale, 0);
   kernels::matmul_backward<T>(du_n, store_.grad2(close_w_), store_.grad(close_b_), logits, u_n,
-                              store_.param2(close_w_));
+                              store_.param2(close_w_), cfg_.precision);
 }
 
 template <class T>

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/parallel_modes.hpp"
 #include "model/param_store.hpp"
 #include "model/ode_network.hpp"
 #include "model/stage_placement.hpp"
@@ -35,6 +36,7 @@ struct ResNetConfig {
   double t_final = 1.0;     // T = N h
   double init_std = 0.1;    // opening and closing weights
   double step_init_std = 0.01;  // residual weights: small, so the steps start smooth across layers
+  Precision precision = Precision::FP32;  // of the products (model.precision)
 };
 
 // One micro-batch's states on a stage, kept from its forward for its backward.

@@ -103,7 +103,7 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   // attention branch; x is (BT, C')
   tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   tp_linear_in_forward<T>(tp, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
-  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads);     // (BT, A)
+  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);  // (BT, A)
   tp_linear_out_forward<T>(tp, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
@@ -129,7 +129,7 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   // attention branch
   tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, k.att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads);
+  attention_backward<T>(g.dqkv, k.att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)

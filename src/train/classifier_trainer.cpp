@@ -13,6 +13,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
   // in phases, each agreed before the next one's collectives (see Trainer)
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(deck_.parallel, world);
+    require_precision_runs(deck_.model.precision);
   });
   agreed(world, [&] { data_ = std::make_unique<ImageDataset>(deck_.data.dir, deck_.run.seed); });
   agreed(world, [&] {
@@ -25,6 +26,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     rc.t_final = deck_.model.t_final;
     rc.init_std = deck_.model.init_std;
     rc.step_init_std = deck_.model.step_init_std;
+    rc.precision = deck_.model.precision;
     model_ = std::make_unique<ResNet<float>>(
         rc, deck_.run.seed,
         StagePlacement::balanced(int(rc.steps), int(deck_.parallel.pipeline), grid_->coords().pipeline));

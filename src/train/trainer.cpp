@@ -37,9 +37,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     grid_ = std::make_unique<Grid>(par, world);
     tp_ = tensor_parallel_of(*grid_);
     tp_.precision = deck_.model.precision;
-    if (tp_.precision == Precision::BF16)
-      if (const std::string why = kernels::bf16_products_unavailable(); !why.empty())
-        throw UserError("model.precision = \"bf16\" cannot run here: " + why + " (use \"fp32\")");
+    require_precision_runs(tp_.precision);
   });
   agreed(world, [&] {
     if (deck_.data.kind == "text")

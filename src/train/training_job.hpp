@@ -12,8 +12,11 @@
 
 #include "comm/comm.hpp"
 #include "comm/grid.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/parallel_modes.hpp"
 #include "core/timers.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "model/param_store.hpp"
 #include "optim/optimizer_step.hpp"
 
@@ -24,6 +27,13 @@ inline int rank_in(MPI_Comm comm) {
   int r = 0;
   MPI_Comm_rank(comm, &r);
   return r;
+}
+
+// model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
+inline void require_precision_runs(Precision precision) {
+  if (precision == Precision::BF16)
+    if (const std::string why = kernels::bf16_products_unavailable(); !why.empty())
+      throw UserError("model.precision = \"bf16\" cannot run here: " + why + " (use \"fp32\")");
 }
 
 struct Evaluation {

@@ -96,8 +96,8 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(x.resolved_toml.find("schedule = \"xpipe\"") != std::string::npos);
   CHECK(parse_deck("[data]\nkind = \"random\"\n", "deck.toml", {"model.precision=bf16"}).model.precision ==
         Precision::BF16);
-  CHECK(error_of("[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n", {"model.precision=bf16"}) ==
-        "deck.toml: model.precision \"bf16\" applies to kind = \"gpt\" only (so far)");
+  CHECK(parse_deck("[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n", "deck.toml",
+                   {"model.precision=bf16"}).model.precision == Precision::BF16);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
         "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"xpipe\" or \"mgrit\" (got \"zigzag\")");
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.tensor_mode=serial"}) ==

@@ -98,16 +98,16 @@ TEST_CASE("causal products in row blocks match the full products and read nothin
   const auto heads = [&](const Tensor1<double>& a) { return kernels::head_columns<double>(a.data(), t, w, 0, hs); };
   const auto cheads = [&](const Tensor1<double>& a) { return kernels::head_columns<const double>(a.data(), t, w, 0, hs); };
   const auto scores = kernels::score_matrices<const double>(dp.data(), t, h);
-  kernels::causal_scores<double>(2.0, cheads(dx), cheads(dy), kernels::score_matrices<double>(s.data(), t, h), b, h, t, hs, block);
-  kernels::causal_times<double>(scores, cheads(dy), heads(z), b, h, t, hs, block);
-  kernels::causal_transposed_times<double>(scores, cheads(dy), heads(zt), b, h, t, hs, block);
+  kernels::causal_scores<double>(Precision::FP32, cheads(dx), cheads(dy), kernels::score_matrices<double>(s.data(), t, h), b, h, t, hs, block);
+  kernels::causal_times<double>(Precision::FP32, scores, cheads(dy), heads(z), b, h, t, hs, block);
+  kernels::causal_transposed_times<double>(Precision::FP32, scores, cheads(dy), heads(zt), b, h, t, hs, block);
   const auto hs_ = to_host<double>(s), hz = to_host<double>(z), hzt = to_host<double>(zt);
   for (int bb = 0; bb < b; ++bb)
     for (int hh = 0; hh < h; ++hh)
       for (int i = 0; i < t; ++i) {
         for (int j = 0; j < std::min(t, (i / block + 1) * block); ++j) {  // the scores up to the block's end
           double want = 0;
-          for (int d = 0; d < hs; ++d) want += 2.0 * act(x, bb, hh, i, d) * act(y, bb, hh, j, d);
+          for (int d = 0; d < hs; ++d) want += act(x, bb, hh, i, d) * act(y, bb, hh, j, d);
           REQUIRE(score(hs_, bb, hh, i, j) == Approx(want).epsilon(1e-12));
         }
         for (int d = 0; d < hs; ++d) {

@@ -1,10 +1,12 @@
 // bf16 products with fp32 accumulation (oneDNN): rounding to bf16, then every transpose
 // and beta against a double-precision product of the rounded operands (what the kernel
-// promises), and against the fp32 product (what mixed precision costs).
+// promises), and against the fp32 product (what mixed precision costs); attention's
+// batched products in bf16 against fp32 attention.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 
+#include "kernels/attention.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "support/host_views.hpp"
 
@@ -21,7 +23,7 @@ TEST_CASE("round_to_bf16 rounds to nearest, ties to even, and keeps infinities a
   CHECK(std::isnan(kernels::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
 }
 
-#ifdef STRATA_HAVE_DNNL
+#if defined(STRATA_HAVE_DNNL) || defined(KOKKOS_ENABLE_CUDA)
 TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded operands", "[kernels][bf16]") {
   const int m = 37, n = 29, k = 53;
   for (int ta = 0; ta < 2; ++ta)
@@ -51,5 +53,58 @@ TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded opera
         CHECK(max_rel_error(got, exact) < 2e-2);  // bf16 operands: 8 bits of mantissa
         CHECK(max_rel_error(got, exact) > 1e-5);  // and it did round them
       }
+}
+
+TEST_CASE("matmul_bf16_strided_batched multiplies submatrices a stride apart and writes nothing else",
+          "[kernels][bf16]") {
+  // 3 matrices each, inside wider arrays (as attention's heads are column blocks of qkv)
+  const int batch = 3, m = 9, n = 7, k = 11, lda = 15, ldb = 13, ldc = 10, sa = 200, sb = 190, sc = 95;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      INFO("trans_a " << ta << " trans_b " << tb);
+      const auto a = random_vector<float>(batch * sa, 21), b = random_vector<float>(batch * sb, 22);
+      const auto c0 = random_vector<float>(batch * sc, 23);
+      auto da = to_device(a), db = to_device(b), dc = to_device(c0);
+      kernels::matmul_bf16_strided_batched(ta, tb, m, n, k, da.data(), lda, sa, db.data(), ldb, sb, 0.0f, dc.data(),
+                                           ldc, sc, batch);
+      const auto c = to_host<float>(dc);
+      const auto at = [&](int i, int r, int q) { return ta ? a[i * sa + q * lda + r] : a[i * sa + r * lda + q]; };
+      const auto bt = [&](int i, int q, int col) { return tb ? b[i * sb + col * ldb + q] : b[i * sb + q * ldb + col]; };
+      double worst = 0;
+      std::vector<bool> written(c.size(), false);
+      for (int i = 0; i < batch; ++i)
+        for (int r = 0; r < m; ++r)
+          for (int col = 0; col < n; ++col) {
+            double want = 0;
+            for (int q = 0; q < k; ++q)
+              want += double(kernels::round_to_bf16(at(i, r, q))) * double(kernels::round_to_bf16(bt(i, q, col)));
+            const size_t idx = size_t(i) * sc + size_t(r) * ldc + col;
+            written[idx] = true;
+            worst = std::max(worst, std::abs(c[idx] - want) / std::max(1.0, std::abs(want)));
+          }
+      CHECK(worst < 1e-5);
+      for (size_t idx = 0; idx < c.size(); ++idx)
+        if (!written[idx]) REQUIRE(c[idx] == c0[idx]);
+    }
+}
+
+TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forward and backward", "[kernels][bf16]") {
+  const int b = 2, t = 70, h = 2, hs = 8, c = h * hs;  // two row blocks
+  const auto qkv = random_vector<float>(b * t * 3 * c, 31), r = random_vector<float>(b * t * c, 32);
+  const auto run = [&](Precision precision) {
+    auto d = to_device(qkv), dr = to_device(r);
+    kernels::AttentionBuffers<float> buf(b, t, h);
+    Tensor1<float> y("y", b * t * c), g("g", b * t * 3 * c);
+    kernels::attention_forward<float>(mat(y, b * t, c), buf, mat(d, b * t, 3 * c), b, t, h, precision);
+    kernels::attention_backward<float>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b, t, h,
+                                       precision);
+    const auto hy = to_host<float>(y), hg = to_host<float>(g);
+    return std::make_pair(std::vector<double>(hy.begin(), hy.end()), std::vector<double>(hg.begin(), hg.end()));
+  };
+  const auto fp32 = run(Precision::FP32), bf16 = run(Precision::BF16);
+  CHECK(max_rel_error(bf16.first, fp32.first) < 2e-2);
+  CHECK(max_rel_error(bf16.first, fp32.first) > 1e-5);  // the products did run in bf16
+  CHECK(max_rel_error(bf16.second, fp32.second) < 3e-2);
+  CHECK(max_rel_error(bf16.second, fp32.second) > 1e-5);
 }
 #endif

@@ -19,34 +19,6 @@ using namespace strata::test;
 
 namespace {
 
-// 6 dense steps of width 16 (or 3x3 convolutions of 2 channels), batch 12, 6 steps with
-// two evaluations; exact backpropagation (no MGRIT).
-Deck resnet_deck(const std::vector<std::string>& overrides) {
-  const std::string text = R"(
-[run]
-steps = 6
-val_every = 3
-val_batches = 1
-seed = 9
-[model]
-kind = "resnet"
-n_layer = 6
-n_embd = 16
-t_final = 2.0
-init_std = 0.1
-step_init_std = 0.2
-[data]
-kind = "images"
-batch_size = 12
-[optim]
-lr = 3e-3
-min_lr = 3e-4
-warmup_steps = 2
-grad_clip = 1.0
-)";
-  return parse_deck(text, "resnet test deck", overrides);
-}
-
 std::vector<std::vector<std::string>> resnet_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
   switch (n) {
@@ -74,13 +46,13 @@ TEST_CASE("the residual network's pipeline and data-parallel runs equal its seri
     ClassifierResult ser;
     std::vector<double> ser_params;
     if (rank == 0) {
-      ClassifierTrainer serial(resnet_deck(kind), MPI_COMM_SELF, quiet());
+      ClassifierTrainer serial(small_resnet_deck(kind), MPI_COMM_SELF, quiet());
       ser = serial.run();
       const auto f = to_host<float>(serial.model().params().params());
       ser_params.assign(f.begin(), f.end());
     }
     for (const auto& layout : mine) {
-      ClassifierTrainer par(resnet_deck(layout), MPI_COMM_WORLD, quiet());
+      ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
       const ClassifierResult r = par.run();
       const auto params = gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
       if (rank == 0) {

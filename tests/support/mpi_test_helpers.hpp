@@ -49,6 +49,34 @@ grad_clip = 0.5
   return parse_deck(text, "test deck", overrides);
 }
 
+// 6 dense steps of width 16 (or 3x3 convolutions of 2 channels), batch 12, 6 steps with
+// two evaluations; exact backpropagation (no MGRIT).
+inline Deck small_resnet_deck(const std::vector<std::string>& overrides) {
+  const std::string text = R"(
+[run]
+steps = 6
+val_every = 3
+val_batches = 1
+seed = 9
+[model]
+kind = "resnet"
+n_layer = 6
+n_embd = 16
+t_final = 2.0
+init_std = 0.1
+step_init_std = 0.2
+[data]
+kind = "images"
+batch_size = 12
+[optim]
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 2
+grad_clip = 1.0
+)";
+  return parse_deck(text, "resnet test deck", overrides);
+}
+
 // No printing, no GEMM probe; outputs (run directory, checkpoints) only when asked.
 inline TrainOptions quiet(bool outputs = false, const std::string& restart = "") {
   TrainOptions o;
