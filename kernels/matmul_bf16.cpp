@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -92,10 +93,12 @@ struct Bf16Shape {
   bool operator<(const Bf16Shape& o) const { return key() < o.key(); }
 };
 
-// One shape's matmul and the reorders that round its operands to bf16, made once.
+// One shape's matmul and the reorders that round its operands to bf16, made once. The
+// rounded operands live in one scratch buffer that every shape shares (products run one
+// at a time), so the bf16 copies cost the largest product's operands, not every shape's.
 struct Bf16Product {
   dnnl::memory::desc a_f32, b_f32, c_f32;  // the caller's float layouts (strides)
-  dnnl::memory a_bf16, b_bf16;             // dense bf16 copies of the operands
+  dnnl::memory::desc a_bf16, b_bf16;       // dense bf16 copies of the operands
   dnnl::reorder round_a, round_b;
   dnnl::matmul product;
 };
@@ -110,14 +113,19 @@ class Bf16Products {
     auto it = cache_.find(shape);
     if (it == cache_.end()) it = cache_.emplace(shape, make(shape)).first;
     Bf16Product& p = it->second;
+    const size_t b_offset = (p.a_bf16.get_size() + 63) / 64 * 64, bytes = b_offset + p.b_bf16.get_size();
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
     dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a));
     dnnl::memory b_user(p.b_f32, engine_, const_cast<float*>(b));
     dnnl::memory c_user(p.c_f32, engine_, c);
-    p.round_a.execute(stream_, a_user, p.a_bf16);
-    p.round_b.execute(stream_, b_user, p.b_bf16);
-    p.product.execute(stream_, {{DNNL_ARG_SRC, p.a_bf16}, {DNNL_ARG_WEIGHTS, p.b_bf16}, {DNNL_ARG_DST, c_user}});
+    dnnl::memory a_bf16(p.a_bf16, engine_, scratch_.data());
+    dnnl::memory b_bf16(p.b_bf16, engine_, scratch_.data() + b_offset);
+    p.round_a.execute(stream_, a_user, a_bf16);
+    p.round_b.execute(stream_, b_user, b_bf16);
+    p.product.execute(stream_, {{DNNL_ARG_SRC, a_bf16}, {DNNL_ARG_WEIGHTS, b_bf16}, {DNNL_ARG_DST, c_user}});
     stream_.wait();
   }
+
 
  private:
   // oneDNN runs on OpenMP threads: one per rank, as BLAS, unless OMP_NUM_THREADS says
@@ -139,25 +147,25 @@ class Bf16Products {
     p.a_f32 = logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta);
     p.b_f32 = logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb);
     p.c_f32 = logical(s.batch, s.m, s.n, s.ldc, s.sc, false);
-    const dnnl::memory::desc a_bf16({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
-    const dnnl::memory::desc b_bf16({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
-    p.a_bf16 = dnnl::memory(a_bf16, engine_);
-    p.b_bf16 = dnnl::memory(b_bf16, engine_);
-    p.round_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.a_f32, engine_, a_bf16));
-    p.round_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.b_f32, engine_, b_bf16));
+    p.a_bf16 = dnnl::memory::desc({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
+    p.b_bf16 = dnnl::memory::desc({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
+    p.round_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.a_f32, engine_, p.a_bf16));
+    p.round_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.b_f32, engine_, p.b_bf16));
     dnnl::primitive_attr attr;
     if (s.beta != 0.0f) {
       dnnl::post_ops ops;
       ops.append_sum(s.beta);
       attr.set_post_ops(ops);
     }
-    p.product = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_bf16, b_bf16, p.c_f32), attr, engine_));
+    p.product =
+        dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_bf16, p.b_bf16, p.c_f32), attr, engine_));
     return p;
   }
 
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::map<Bf16Shape, Bf16Product> cache_;
+  std::vector<char> scratch_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "comm/comm.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "optim/weight_prediction.hpp"
 #include "train/gemm_probe.hpp"
@@ -152,6 +153,15 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
     cal.gemm.emplace_back(strfmt("%lld x %lld x %lld", (long long)r, (long long)k, (long long)n), gf);
   }
   m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
+  if (kernels::bf16_products_unavailable().empty()) {  // the same shapes with bf16 operands
+    double bf16_seconds = 0;
+    for (const auto& [r, k, n] : model_shapes(deck)) {
+      const double gf = measure_gemm_gflops(r, k, n, 0.2, Precision::BF16);
+      bf16_seconds += 2.0 * double(r) * double(k) * double(n) / (gf * 1e9);
+      cal.gemm.emplace_back(strfmt("%lld x %lld x %lld bf16", (long long)r, (long long)k, (long long)n), gf);
+    }
+    m.bf16_gemm_flops = comm.allreduce_sum(flops / bf16_seconds) / p;
+  }
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   const bool gpt = deck.model.kind == "gpt";
   if (gpt) {

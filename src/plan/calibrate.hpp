@@ -3,7 +3,8 @@
 // it as a machine file (machine_file.hpp). Collective over the ranks of `world` (run it
 // with the ranks of one node, one per core or GPU):
 //  - gemm_flops: one rank's float GEMM rate at the deck's model shapes (every linear layer
-//    of a block and the head, time-weighted), with the trainer's probe;
+//    of a block and the head, time-weighted), with the trainer's probe; bf16_gemm_flops
+//    the same with bf16 operands where bf16 products run here (left out otherwise);
 //  - memory_bandwidth: a streaming triad on 3 x 64 MiB;
 //  - activation_rate: a one-layer model of the deck's shapes runs forward and backward;
 //    the time its GEMMs do not explain, per byte of the activations it keeps;

@@ -109,9 +109,10 @@ MachineFile read_machine_file(const std::string& path) {
   m.description = r.text(mt, "machine", "description");
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
-  const auto& ct = r.section("compute", {"gemm_flops", "memory_bandwidth", "memory_capacity", "activation_rate",
-                                          "adam_rate"});
+  const auto& ct = r.section("compute", {"gemm_flops", "bf16_gemm_flops", "memory_bandwidth", "memory_capacity",
+                                          "activation_rate", "adam_rate"});
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
+  if (ct.count("bf16_gemm_flops")) m.bf16_gemm_flops = r.number(ct, "compute", "bf16_gemm_flops");
   m.memory_bandwidth = r.number(ct, "compute", "memory_bandwidth");
   m.memory_capacity = r.number(ct, "compute", "memory_capacity");
   m.activation_rate = r.number(ct, "compute", "activation_rate");
@@ -120,6 +121,14 @@ MachineFile read_machine_file(const std::string& path) {
   m.has_inter_node = r.has("inter_node");
   if (m.has_inter_node) m.inter_node = r.link("inter_node");
   return m;
+}
+
+double MachineFile::gemm_rate(Precision precision) const {
+  if (precision == Precision::FP32) return gemm_flops;
+  if (!(bf16_gemm_flops > 0))
+    throw UserError("machine '" + name + "' has no compute.bf16_gemm_flops: it cannot plan model.precision = \"bf16\" "
+                    "(strata calibrate measures it where bf16 products run)");
+  return bf16_gemm_flops;
 }
 
 std::string to_toml(const MachineFile& m) {
@@ -134,7 +143,10 @@ std::string to_toml(const MachineFile& m) {
   std::ostringstream o;
   o << "[machine]\nname = " << q(m.name) << "\ndescription = " << q(m.description) << "\nsource = " << q(m.source)
     << "\nranks_per_node = " << m.ranks_per_node << "\n\n[compute]\n"
-    << "gemm_flops = " << num(m.gemm_flops) << "         # FLOP/s per rank, float GEMM at the model's shapes\n"
+    << "gemm_flops = " << num(m.gemm_flops) << "         # FLOP/s per rank, float GEMM at the model's shapes\n";
+  if (m.bf16_gemm_flops > 0)
+    o << "bf16_gemm_flops = " << num(m.bf16_gemm_flops) << "    # the same with bf16 operands, fp32 sums\n";
+  o
     << "memory_bandwidth = " << num(m.memory_bandwidth) << "   # bytes/s per rank, streaming\n"
     << "memory_capacity = " << num(m.memory_capacity) << "    # bytes a rank may use (its share of the node's, or its GPU's)\n"
     << "activation_rate = " << num(m.activation_rate)

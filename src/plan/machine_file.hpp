@@ -4,6 +4,8 @@
 //
 //   [machine]  name, description, source (where the numbers come from), ranks_per_node
 //   [compute]  gemm_flops (FLOP/s of one rank's float GEMM at the model's shapes),
+//              bf16_gemm_flops (the same with bf16 operands and fp32 sums, model.precision
+//              = "bf16"; optional: a machine without it cannot plan bf16 decks),
 //              memory_bandwidth (bytes/s one rank streams through elementwise kernels),
 //              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's),
 //              activation_rate (bytes of kept activations per second the non-GEMM work of a
@@ -20,6 +22,7 @@
 #include <string>
 
 #include "comm/wire_model.hpp"
+#include "core/parallel_modes.hpp"
 
 namespace strata {
 
@@ -37,8 +40,13 @@ struct MachineFile {
   std::string name, description, source;
   int ranks_per_node = 1;
   double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, adam_rate = 0;
+  double bf16_gemm_flops = 0;  // 0: not known
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;
+
+  // The product rate a deck of this precision gets; a bf16 deck on a machine file without
+  // bf16_gemm_flops is a UserError naming the file's machine.
+  double gemm_rate(Precision precision) const;
 };
 
 MachineFile read_machine_file(const std::string& path);

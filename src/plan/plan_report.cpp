@@ -35,8 +35,10 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   out << strfmt("strata plan: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld; global batch %lld x %lld tokens; %d ranks\n",
                 (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
                 (long long)m.seq_len, (long long)deck.data.batch_size, (long long)m.seq_len, ranks);
-  out << strfmt("machine: %s, %d ranks per node: GEMM %.3g TFLOP/s, memory %.3g GB/s and %s per rank\n",
-                machine.name.c_str(), machine.ranks_per_node, machine.gemm_flops / 1e12, machine.memory_bandwidth / 1e9,
+  const double gemm_rate = machine.gemm_rate(m.precision);
+  out << strfmt("machine: %s, %d ranks per node: GEMM %.3g TFLOP/s%s, memory %.3g GB/s and %s per rank\n",
+                machine.name.c_str(), machine.ranks_per_node, gemm_rate / 1e12,
+                m.precision == Precision::BF16 ? " (bf16)" : "", machine.memory_bandwidth / 1e9,
                 bytes_text(machine.memory_capacity).c_str());
   if (ranks > machine.ranks_per_node && !machine.has_inter_node)
     out << strfmt("note: %d ranks span %d nodes of %d ranks, and the machine file has no [inter_node] costs: the "
@@ -57,7 +59,7 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
     out << strfmt("%4zu%s %-40s %11s %11s %10s %9s %9s %8.1f%% %6.0f%% %11.0f\n", i + 1, fits ? " " : "!",
                   p.layout.name().c_str(), bytes_text(double(p.memory_bytes())).c_str(),
                   bytes_text(p.wire_bytes).c_str(), seconds_text(p.step_s).c_str(), seconds_text(p.compute_s).c_str(),
-                  seconds_text(p.comm_s).c_str(), 100.0 * p.bubble, 100.0 * p.model_flops / (p.step_s * ranks * machine.gemm_flops),
+                  seconds_text(p.comm_s).c_str(), 100.0 * p.bubble, 100.0 * p.model_flops / (p.step_s * ranks * gemm_rate),
                   tokens / p.step_s);
   }
   if (best < 0) {

@@ -146,7 +146,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
     // per micro-batch
     const double act = double(model->cache_bytes_for(micro));
-    c.gemm = model->stage_flops(micro) / machine.gemm_flops;
+    c.gemm = model->stage_flops(micro) / machine.gemm_rate(deck.model.precision);
     c.compute = c.gemm + act / machine.activation_rate;  // the non-GEMM work, as calibrate measures it
     Traffic tensor;
     model->micro_batch_traffic(micro, tensor);

@@ -1,11 +1,15 @@
 #pragma once
-// Measures this rank's single-precision GEMM rate at a model's shapes, so the progress
-// line can say what fraction of the machine's attainable rate training reaches.
+// Measures this rank's matrix-product rate at a model's shapes, in fp32 or with bf16
+// operands (model.precision), so the progress line can say what fraction of the machine's
+// attainable rate training reaches, and calibrate can tell the planner both rates.
 #include <cstdint>
+
+#include "core/parallel_modes.hpp"
 
 namespace strata {
 
 // Best GFLOP/s of (m x k) @ (k x n) over repeated calls lasting about `seconds`.
-double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds = 0.3);
+double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds = 0.3,
+                           Precision precision = Precision::FP32);
 
 }  // namespace strata

@@ -85,21 +85,22 @@ std::pair<double, double> Trainer::comm_totals() const {
 void Trainer::describe(const Log& log) {
   const int64_t lb = deck_.data.batch_size / grid_->data_size(), t_len = deck_.model.seq_len;
   if (opts_.probe_gemm)
-    gemm_gflops_ = measure_gemm_gflops(std::min<int64_t>(lb * t_len, 2048), deck_.model.n_embd, 4 * deck_.model.n_embd);
+    gemm_gflops_ = measure_gemm_gflops(std::min<int64_t>(lb * t_len, 2048), deck_.model.n_embd, 4 * deck_.model.n_embd,
+                                       0.3, tp_.precision);
   if (!std::getenv("OPENBLAS_NUM_THREADS") && grid_->world_size() > 1)
     log.warn("OPENBLAS_NUM_THREADS is not set: each rank's OpenBLAS may start one thread per core and oversubscribe");
   log.info(strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data%s",
                   (long long)deck_.model.n_layer, (long long)deck_.model.n_embd, (long long)deck_.model.n_head,
                   (long long)deck_.model.vocab_size, (long long)t_len, double(model_->params().global_numel()) / 1e6,
                   deck_.data.kind.c_str(),
-                  tp_.precision == Precision::BF16 ? "; bf16 products (linear layers, LM head), fp32 masters" : ""));
+                  tp_.precision == Precision::BF16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
   if (const std::string data = data_->describe(); !data.empty()) log.info("strata: data: " + data);
   const std::string blas = blas_core_name();
   const std::string& run_dir = loop_->run_dir();
-  log.info(strfmt("strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s%s",
+  log.info(strfmt("strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe %.1f GFLOP/s per rank%s%s%s",
                   grid_->world_size(), layout().c_str(), deck_.parallel.comm_backend.c_str(),
                   (long long)deck_.data.batch_size, (long long)t_len, (long long)deck_.run.steps, gemm_gflops_,
-                  blas.empty() ? "" : (" (OpenBLAS " + blas + " kernels)").c_str(),
+                  tp_.precision == Precision::BF16 ? " in bf16" : "", blas.empty() ? "" : (" (OpenBLAS " + blas + " kernels)").c_str(),
                   run_dir.empty() ? "" : ("; run dir " + run_dir).c_str()));
 }
 

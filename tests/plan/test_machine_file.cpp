@@ -9,7 +9,9 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/deck.hpp"
 #include "plan/calibrate.hpp"
+#include "plan/step_prediction.hpp"
 
 using namespace strata;
 
@@ -69,6 +71,35 @@ TEST_CASE("a machine file written by to_toml reads back the same", "[machine_fil
   CHECK(r.intra_node.seconds(Collective::AllReduce, 8, 1e6) == Approx(14 * 3e-6 + 1.75 * 1e6 * 4e-10));
   CHECK(r.intra_node.seconds(Collective::AllReduce, 1, 1e6) == 0.0);
   CHECK(r.intra_node.seconds(Collective::Send, 2, 1e6) == Approx(1e-6 + 1e6 * 2e-10));
+}
+
+TEST_CASE("the bf16 GEMM rate: read back, optional, and what a bf16 deck's GEMMs are costed at", "[machine_file]") {
+  MachineFile m = sample_machine();
+  CHECK(to_toml(m).find("bf16_gemm_flops") == std::string::npos);  // unknown: not written
+  const MachineFile without = read_machine_file(write_machine_temp("no-bf16", to_toml(m)));
+  CHECK(without.bf16_gemm_flops == 0.0);
+  CHECK(without.gemm_rate(Precision::FP32) == Approx(m.gemm_flops).epsilon(1e-3));
+  CHECK_THROWS_WITH(without.gemm_rate(Precision::BF16), Catch::Contains("machine 'box' has no compute.bf16_gemm_flops"));
+  m.bf16_gemm_flops = 2.2e11;
+  const MachineFile with = read_machine_file(write_machine_temp("bf16", to_toml(m)));
+  CHECK(with.gemm_rate(Precision::BF16) == Approx(2.2e11).epsilon(1e-3));
+
+  // a bf16 deck on a machine whose bf16 rate equals its fp32 rate is the fp32 prediction;
+  // a faster bf16 rate takes time off the GEMMs only
+  const Deck fp32 = parse_deck("[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
+                               "[data]\nkind = \"random\"\nbatch_size = 8\n", "deck.toml", {});
+  const Deck bf16 = parse_deck("[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
+                               "[data]\nkind = \"random\"\nbatch_size = 8\n", "deck.toml", {"model.precision=bf16"});
+  MachineFile same = sample_machine(), faster = sample_machine();
+  same.bf16_gemm_flops = same.gemm_flops;
+  faster.bf16_gemm_flops = 4 * faster.gemm_flops;
+  const Layout serial;
+  const StepPrediction a = predict_step(fp32, serial, same), b = predict_step(bf16, serial, same);
+  const StepPrediction c = predict_step(bf16, serial, faster);
+  CHECK(b.step_s == a.step_s);
+  CHECK(c.step_s < a.step_s);
+  CHECK(c.activation_bytes == a.activation_bytes);  // activations are kept in fp32 either way
+  CHECK_THROWS_WITH(predict_step(bf16, serial, sample_machine()), Catch::Contains("bf16_gemm_flops"));
 }
 
 TEST_CASE("malformed machine files are refused naming the file and the key", "[machine_file]") {

@@ -1,6 +1,7 @@
 // Writes strata's loss and parameter gradients of validation batch 0 for the model in a
 // checkpoint, to an HDF5 file (/grads/<global name>, attribute "loss"), for
-// tools/ckpt_to_torch.py --grads. Usage: ckpt_batch_grads CKPT.h5 OUT.h5
+// tools/ckpt_to_torch.py --grads; products in fp32 or bf16 (tools/ckpt_to_torch.py --bf16).
+// Usage: ckpt_batch_grads CKPT.h5 OUT.h5 [fp32|bf16]
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -11,6 +12,7 @@
 #include "io/checkpoint_file.hpp"
 #include "io/random_tokens.hpp"
 #include "io/text_dataset.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "train/model_checkpoint.hpp"
 
@@ -21,13 +23,19 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    if (argc != 3) {
-      std::fprintf(stderr, "usage: ckpt_batch_grads CKPT.h5 OUT.h5\n");
+    const std::string precision = argc == 4 ? argv[3] : "fp32";
+    if ((argc != 3 && argc != 4) || (precision != "fp32" && precision != "bf16")) {
+      std::fprintf(stderr, "usage: ckpt_batch_grads CKPT.h5 OUT.h5 [fp32|bf16]\n");
       rc = 2;
+    } else if (precision == "bf16" && !kernels::bf16_products_unavailable().empty()) {
+      std::fprintf(stderr, "ckpt_batch_grads: no bf16 products here: %s\n", kernels::bf16_products_unavailable().c_str());
+      rc = 3;
     } else {
       const std::string ckpt = argv[1];
       const Deck deck = parse_deck(CheckpointReader(ckpt).string_attribute("deck"), ckpt);
-      GPT<float> model(deck.model, deck.run.seed);
+      TensorParallel tp;
+      tp.precision = precision == "bf16" ? Precision::BF16 : Precision::FP32;
+      GPT<float> model(deck.model, deck.run.seed, tp);
       read_model_checkpoint(ckpt, model.params());
       std::unique_ptr<TokenSource> data;
       if (deck.data.kind == "text")
