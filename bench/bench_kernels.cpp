@@ -83,19 +83,28 @@ void BM_gelu_forward_backward(benchmark::State& state) {
 }
 BENCHMARK(BM_gelu_forward_backward)->Unit(benchmark::kMillisecond);
 
-// Causal attention, forward and backward; FLOPs as in the model's count (full T x T).
-void BM_attention_forward_backward(benchmark::State& state) {
+// Causal attention, forward and backward, its products in fp32 or bf16; FLOPs as in the
+// model's count (full T x T).
+void run_attention(benchmark::State& state, Precision precision) {
+  if (precision == Precision::BF16)
+    if (const std::string why = kernels::bf16_products_unavailable(); !why.empty()) {
+      state.SkipWithError(why.c_str());
+      return;
+    }
   kernels::AttentionBuffers<float> buf(kB, kT, kH);
   Tensor2<float> qkv("qkv", kRows, 3 * kC), y("y", kRows, kC), dqkv("dqkv", kRows, 3 * kC);
   fill(qkv, 0.01f);
   for (auto _ : state) {
-    kernels::attention_forward<float>(y, buf, qkv, kB, kT, kH);
-    kernels::attention_backward<float>(dqkv, buf, qkv, y, kB, kT, kH);
+    kernels::attention_forward<float>(y, buf, qkv, kB, kT, kH, precision);
+    kernels::attention_backward<float>(dqkv, buf, qkv, y, kB, kT, kH, precision);
     Kokkos::fence();
   }
   set_flops(state, 12.0 * double(kRows) * double(kT) * double(kC));
 }
+void BM_attention_forward_backward(benchmark::State& state) { run_attention(state, Precision::FP32); }
+void BM_attention_forward_backward_bf16(benchmark::State& state) { run_attention(state, Precision::BF16); }
 BENCHMARK(BM_attention_forward_backward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_forward_backward_bf16)->Unit(benchmark::kMillisecond);
 
 // One transformer block, forward + backward: 6 * 12 C^2 per token for the linears plus
 // 12 T C for attention.

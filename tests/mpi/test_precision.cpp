@@ -158,6 +158,37 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_CASE("XPipe in bf16 with data parallelism in the stages equals XPipe in bf16 alone", "[mpi][bf16]") {
+  const int n = world_size(), rank = world_rank();
+  if (n != 4 || !kernels::bf16_products_unavailable().empty()) return;
+  const std::vector<std::string> xpipe = {"model.precision=bf16", "parallel.schedule=xpipe", "parallel.pipeline=2",
+                                          "parallel.micro_batches=2"};
+  MPI_Comm pair;  // the reference: XPipe on 2 stages, ranks 0 and 1
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
+  TrainResult ref;
+  std::vector<double> ref_params;
+  if (pair != MPI_COMM_NULL) {
+    Trainer t(precision_deck(xpipe), pair, quiet());
+    ref = t.run();
+    ref_params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
+    MPI_Comm_free(&pair);
+  }
+  auto layout = xpipe;
+  layout.push_back("parallel.data=2");
+  Trainer t(precision_deck(layout), MPI_COMM_WORLD, quiet());
+  const TrainResult r = t.run();
+  const auto params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
+  if (rank == 0) {
+    REQUIRE(r.losses.size() == ref.losses.size());
+    const double worst = worst_loss_diff(r.losses, ref.losses);
+    std::printf("bf16 xpipe equivalence, data 2 x pipeline 2 against pipeline 2: worst loss rel diff %.2e, param "
+                "rms diff %.2e\n", worst, rms_diff(params, ref_params));
+    CHECK(worst < 5e-5);  // the GPT layouts' bf16 tolerances (above)
+    CHECK(rms_diff(params, ref_params) < 2e-4);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("a bf16 checkpoint restarts in fp32", "[mpi][bf16]") {
   if (world_size() != 2 || !kernels::bf16_products_unavailable().empty()) return;
   const std::string dir = "precision_test_runs";
