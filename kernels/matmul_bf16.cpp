@@ -126,7 +126,6 @@ class Bf16Products {
     stream_.wait();
   }
 
-
  private:
   // oneDNN runs on OpenMP threads: one per rank, as BLAS, unless OMP_NUM_THREADS says
   // otherwise (an MPI job has a rank per core).

@@ -189,23 +189,27 @@ TEST_CASE("XPipe in bf16 with data parallelism in the stages equals XPipe in bf1
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST_CASE("a bf16 checkpoint restarts in fp32", "[mpi][bf16]") {
+TEST_CASE("a bf16 checkpoint restarts in fp32, and an fp32 one in bf16", "[mpi][bf16]") {
   if (world_size() != 2 || !kernels::bf16_products_unavailable().empty()) return;
   const std::string dir = "precision_test_runs";
-  if (world_rank() == 0) std::filesystem::remove_all(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::string> common = {"run.out_dir=" + dir, "run.name=mixed", "parallel.data=2",
-                                           "run.checkpoint_every=6"};
-  auto bf16 = common;
-  bf16.push_back("model.precision=bf16");
-  Trainer(precision_deck(bf16), MPI_COMM_WORLD, quiet(true)).run();
-  auto fp32 = common;
-  fp32.push_back("run.steps=16");
-  const TrainResult resumed = Trainer(precision_deck(fp32), MPI_COMM_WORLD, quiet(true, "latest")).run();
-  CHECK(resumed.first_step == 12);
-  CHECK(resumed.losses.size() == 4);
-  for (double l : resumed.losses) CHECK(std::isfinite(l));
-  MPI_Barrier(MPI_COMM_WORLD);
+  for (const auto& [first, then] : {std::pair{"bf16", "fp32"}, std::pair{"fp32", "bf16"}}) {
+    INFO(first << " then " << then);
+    if (world_rank() == 0) std::filesystem::remove_all(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::vector<std::string> common = {"run.out_dir=" + dir, "run.name=mixed", "parallel.data=2",
+                                             "run.checkpoint_every=6"};
+    auto before = common;
+    before.push_back(std::string("model.precision=") + first);
+    Trainer(precision_deck(before), MPI_COMM_WORLD, quiet(true)).run();
+    auto after = common;
+    after.push_back(std::string("model.precision=") + then);
+    after.push_back("run.steps=16");
+    const TrainResult resumed = Trainer(precision_deck(after), MPI_COMM_WORLD, quiet(true, "latest")).run();
+    CHECK(resumed.first_step == 12);
+    CHECK(resumed.losses.size() == 4);
+    for (double l : resumed.losses) CHECK(std::isfinite(l));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
   if (world_rank() == 0) std::filesystem::remove_all(dir);
 }
 
