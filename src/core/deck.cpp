@@ -156,9 +156,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (resnet && (p.tensor_rows > 1 || p.tensor_cols > 1))
     throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b) or "
                     "data x layer-parallel (mgrit)");
-  if (p.micro_batches > 1 && p.pipeline == 1)
-    throw UserError(origin + ": parallel.micro_batches = " + std::to_string(p.micro_batches) +
-                    " needs parallel.pipeline > 1 (micro-batches feed pipeline stages)");
   if (data.batch_size % p.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(p.data) + ")");
@@ -181,6 +178,8 @@ std::string layout_name(const ParallelConfig& p) {
   if (p.pipeline > 1 || p.schedule == Schedule::MGRIT) {
     s += " pipeline=" + std::to_string(p.pipeline) + ":" + to_string(p.schedule);
     if (p.schedule != Schedule::MGRIT) s += ":" + std::to_string(p.micro_batches) + "mb";
+  } else if (p.micro_batches > 1) {
+    s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation
   }
   if (p.tensor_mode == TensorMode::TwoD)
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);

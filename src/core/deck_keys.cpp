@@ -267,7 +267,9 @@ std::vector<DeckKey> declare_keys() {
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
           "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
       key(par, &D::parallel, "micro_batches", &ParallelConfig::micro_batches, at_least<int64_t>(1),
-          "pipeline: micro-batches per step per data replica (dividing its batch)"),
+          "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
+          "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
+          "kept)"),
       enum_choice(par, &D::parallel, "schedule", &ParallelConfig::schedule, schedule_names(),
              "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, XPipe (gpt: asynchronous, "
              "no flush), or MGRIT (resnet: the layers solved in parallel like time steps, [layerpar])"),

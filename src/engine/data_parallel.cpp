@@ -7,55 +7,76 @@
 namespace strata {
 
 template <class T>
+SampleBatch<T> DataParallel<T>::micro_batch(const SampleBatch<T>& batch, int j) const {
+  if (micro_batches_ == 1) return batch;
+  const int64_t per = batch.samples / micro_batches_;
+  return batch.slice(j * per, (j + 1) * per, model_.targets_per_sample());
+}
+
+template <class T>
 BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) {
-  const BlockContext ctx = model_.context(batch.samples);
-  const double global_tokens = double(global_batch) * double(ctx.seq_len);
+  const BlockContext ctx = model_.context(batch.samples / micro_batches_);
+  const T scale = T(1.0 / (double(global_batch) * double(ctx.seq_len)));
   model_.params().zero_grads();
-  timers.start("forward");
-  const double local_loss_sum = model_.forward(ctx, batch, {}, *cache_);
-  timers.stop("forward");
   auto& grads = model_.params().grads();
-  timers.start("backward");
-  if (bucket_bytes_ > 0 && comm_.size() > 1) {
-    GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
-      comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
-    });
-    model_.backward(ctx, T(1.0 / global_tokens), {}, *cache_,
-                    [&](int64_t offset, int64_t count) { buckets.ready(offset, count); });
-    buckets.flush();
-    timers.stop("backward");
-    timers.start("grad_allreduce");  // what is left of the reduction after the backward
-    comm_.finish_allreduces();
-  } else {
-    model_.backward(ctx, T(1.0 / global_tokens), {}, *cache_);
-    timers.stop("backward");
-    timers.start("grad_allreduce");
-    comm_.allreduce_sum(grads);
+  double local_loss_sum = 0;
+  int64_t local_correct = 0;
+  for (int j = 0; j < micro_batches_; ++j) {
+    const bool last = j + 1 == micro_batches_;
+    timers.start("forward");
+    local_loss_sum += model_.forward(ctx, micro_batch(batch, j), {}, *cache_);
+    if (model_.counts_correct()) local_correct += model_.correct(*cache_);
+    timers.stop("forward");
+    timers.start("backward");
+    if (!last) {  // the gradients add up; the sums wait for the last micro-batch
+      model_.backward(ctx, scale, {}, *cache_);
+      timers.stop("backward");
+    } else if (bucket_bytes_ > 0 && comm_.size() > 1) {
+      GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
+        comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
+      });
+      model_.backward(ctx, scale, {}, *cache_, [&](int64_t offset, int64_t count) { buckets.ready(offset, count); });
+      buckets.flush();
+      timers.stop("backward");
+      timers.start("grad_allreduce");  // what is left of the reduction after the backward
+      comm_.finish_allreduces();
+    } else {
+      model_.backward(ctx, scale, {}, *cache_);
+      timers.stop("backward");
+      timers.start("grad_allreduce");
+      comm_.allreduce_sum(grads);
+    }
   }
-  const BatchResult result = reduce(local_loss_sum, global_tokens);
+  const BatchResult result = reduce(local_loss_sum, local_correct, double(global_batch) * double(ctx.seq_len));
   timers.stop("grad_allreduce");
   return result;
 }
 
 template <class T>
-BatchResult DataParallel<T>::reduce(double local_loss_sum, double global_terms) {
+BatchResult DataParallel<T>::reduce(double local_loss_sum, int64_t local_correct, double global_terms) {
   BatchResult r;
   r.loss = comm_.allreduce_sum(local_loss_sum) / global_terms;
-  if (model_.counts_correct()) r.correct = int64_t(comm_.allreduce_sum(double(model_.correct(*cache_))) + 0.5);
+  if (model_.counts_correct()) r.correct = int64_t(comm_.allreduce_sum(double(local_correct)) + 0.5);
   return r;
 }
 
 template <class T>
 BatchResult DataParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
-  const BlockContext ctx = model_.context(batch.samples);
-  const double local = model_.forward(ctx, batch, {}, *cache_);
-  return reduce(local, double(global_batch) * double(ctx.seq_len));
+  const BlockContext ctx = model_.context(batch.samples / micro_batches_);
+  double local_loss_sum = 0;
+  int64_t local_correct = 0;
+  for (int j = 0; j < micro_batches_; ++j) {
+    local_loss_sum += model_.forward(ctx, micro_batch(batch, j), {}, *cache_);
+    if (model_.counts_correct()) local_correct += model_.correct(*cache_);
+  }
+  return reduce(local_loss_sum, local_correct, double(global_batch) * double(ctx.seq_len));
 }
 
 template <class T>
-Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch) {
+Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
+                              int micro_batches) {
   Traffic out;
-  model.micro_batch_traffic(model.context(local_batch), out);
+  for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
   if (bucket_bytes > 0 && data_ranks > 1) {
     GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
@@ -70,8 +91,8 @@ Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t);
-template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t);
+template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t, int);
+template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t, int);
 template class DataParallel<float>;
 template class DataParallel<double>;
 

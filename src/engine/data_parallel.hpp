@@ -9,6 +9,11 @@
 // gradients final (from the last block to the first), adjacent ranges are merged until a
 // bucket holds bucket_bytes, and its all-reduce starts at once; with NCCL it overlaps the
 // rest of the backward, with MPI it completes after it (Comm::start_allreduce_sum).
+//
+// Gradient accumulation: with micro_batches m > 1 the local batch runs as m micro-batches
+// one after the other, each forward and backward adding to the same gradients, so only one
+// micro-batch's activations are kept; the all-reduce starts with the last micro-batch's
+// backward, once per step. The sum is the same gradient as the whole batch's.
 #include <memory>
 
 #include "comm/comm.hpp"
@@ -21,9 +26,13 @@ template <class T>
 class DataParallel : public TrainEngine<T> {
  public:
   // model: the whole model (one stage). bucket_bytes = 0: one all-reduce of all gradients
-  // after the backward.
-  DataParallel(StageModel<T>& model, Comm& data_comm, double bucket_bytes = 0)
-      : TrainEngine<T>(model), comm_(data_comm), bucket_bytes_(bucket_bytes), cache_(model.make_cache()) {}
+  // after the backward. micro_batches: the local batch's micro-batches (a divisor of it).
+  DataParallel(StageModel<T>& model, Comm& data_comm, double bucket_bytes = 0, int micro_batches = 1)
+      : TrainEngine<T>(model),
+        comm_(data_comm),
+        bucket_bytes_(bucket_bytes),
+        micro_batches_(micro_batches),
+        cache_(model.make_cache()) {}
 
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
@@ -33,14 +42,19 @@ class DataParallel : public TrainEngine<T> {
   using TrainEngine<T>::model_;
   Comm& comm_;
   double bucket_bytes_;
+  int micro_batches_;
   std::unique_ptr<StageCache> cache_;
-  // the global sums of the replicas' loss terms (and correct predictions)
-  BatchResult reduce(double local_loss_sum, double global_terms);
+  // micro-batch j of a local batch
+  SampleBatch<T> micro_batch(const SampleBatch<T>& batch, int j) const;
+  // the global sums of the replicas' loss terms and correct predictions
+  BatchResult reduce(double local_loss_sum, int64_t local_correct, double global_terms);
 };
 
 // What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
-// for call: the model's tensor-parallel traffic and the data group's gradient buckets.
+// for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
+// gradient buckets.
 template <class T>
-Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch);
+Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
+                              int micro_batches = 1);
 
 }  // namespace strata

@@ -112,7 +112,7 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const auto model = dry_model(deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
-    return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch);
+    return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches);
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.data, local_batch);
 }
 
@@ -162,7 +162,8 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step
-    const Traffic round = p == 1 ? data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch)
+    const Traffic round = p == 1 ? data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch,
+                                                         l.micro_batches)
                                  : pipeline_traffic(*model, xpipe ? longer : flush, l.data, local_batch);
     double wire = round.wire_bytes();
     if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, l.data, local_batch).wire_bytes()) / double(k2 - k1);
@@ -177,7 +178,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       int64_t buckets = 0;
       for (const auto& [key, e] : round.entries())
         if (key.second == "allreduce_overlapped") buckets = e.calls;
-      const bool overlaps = buckets > 0 && deck.parallel.comm_backend == "nccl";
+      const bool overlaps = buckets > 0 && deck.parallel.comm_backend == "nccl";  // with the last micro-batch's
       c.sums = overlaps ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
     } else if (!xpipe) {
       const double wte = double(store.infos()[model->tied_index()].numel) * sizeof(float);
@@ -194,10 +195,11 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     }
   }
 
-  if (p == 1) {
+  if (p == 1) {  // micro-batches one after the other (gradient accumulation), then the sums
     const auto& c = costs[0];
-    out.compute_s = c.compute + c.optimizer;
-    out.comm_s = c.tensor + c.sums;
+    const double m = double(l.micro_batches);
+    out.compute_s = m * c.compute + c.optimizer;
+    out.comm_s = m * c.tensor + c.sums;
     out.step_s = out.compute_s + out.comm_s;
     return out;
   }

@@ -40,7 +40,8 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
       if (par.pipeline > 1)
         engine_ = std::make_unique<PipelineEngine<float>>(*model_, *grid_, par.schedule, int(par.micro_batches));
       else
-        engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6);
+        engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6,
+                                                        int(par.micro_batches));
       return;
     }
     const auto& lp = deck_.layerpar;

@@ -62,7 +62,8 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
       pipeline->set_stream_options(par.weight_prediction, staleness_.get());
       engine_ = std::move(pipeline);
     } else {
-      engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6);
+      engine_ = std::make_unique<DataParallel<float>>(*model_, grid_->data(), par.grad_bucket_mb * 1e6,
+                                                      int(par.micro_batches));
     }
   });
   loop_ = std::make_unique<RunLoop>(deck_, opts_, *this, log_);

@@ -75,7 +75,7 @@ expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- tra
 expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
 expect 2 "model.n_layer (1) must be at least parallel.pipeline (2): every stage holds at least one layer" -- train good.toml --set parallel.pipeline=2
 expect 1 'parallel.weight_prediction applies to schedule = "xpipe" only' -- train good.toml --set parallel.weight_prediction=false
-expect 1 "parallel.micro_batches = 2 needs parallel.pipeline > 1" -- train good.toml --set parallel.micro_batches=2
+expect 1 "data.batch_size / parallel.data (4) must be divisible by parallel.micro_batches (3)" -- train good.toml --set parallel.micro_batches=3
 expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- train resnet.toml --set data.dir=/nonexistent
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
 expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
