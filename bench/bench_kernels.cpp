@@ -115,13 +115,14 @@ void BM_block_forward_backward(benchmark::State& state) {
   store.allocate(1);
   TransformerCache<float> cache;
   TransformerGradScratch<float> scratch;
+  TransformerRecomputed<float> recomputed;  // unused: no recomputation
   const BlockContext ctx{kB, kT};
   Tensor2<float> x("x", kRows, kC), dres("dres", kRows, kC);
   fill(x, 0.1f);
   for (auto _ : state) {
-    block.forward(ctx, x, cache);
+    block.forward(ctx, x, cache, recomputed);
     Kokkos::deep_copy(dres, 0.01f);
-    block.backward(ctx, dres, cache, scratch);
+    block.backward(ctx, dres, cache, scratch, recomputed);
     Kokkos::fence();
   }
   set_flops(state, double(kRows) * (6.0 * 12.0 * kC * kC + 12.0 * kT * kC));

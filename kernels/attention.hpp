@@ -88,17 +88,26 @@ void causal_transposed_times(Precision precision, HeadMatrices<const T> p, HeadM
     }
 }
 
-// out (B*T, C) = causal attention of qkv (B*T, 3C), whose columns are [q | k | v], each
-// C = H*hs wide and head-major inside. buf keeps the probabilities P.
+// buf = the attention probabilities P = causal_softmax(Q K^T / sqrt(hs)) of qkv (B*T, 3C),
+// whose columns are [q | k | v], each C = H*hs wide and head-major inside.
+template <class T>
+void attention_probabilities(AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
+                             Precision precision = Precision::FP32) {
+  const int64_t c = qkv.extent(1) / 3, hs = c / h, block = causal_block_rows(t);
+  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
+  causal_scores<T>(precision, part(0), part(1), score_matrices(buf.att.data(), t, h), b, h, t, hs, block);  // S
+  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)), block);  // P
+}
+
+// out (B*T, C) = causal attention of qkv (B*T, 3C). buf keeps the probabilities P.
 template <class T>
 void attention_forward(V2<T> out, AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
                        Precision precision = Precision::FP32) {
   const int64_t c = out.extent(1), hs = c / h, block = causal_block_rows(t);
-  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
-  const HeadMatrices<T> p = score_matrices(buf.att.data(), t, h);
-  causal_scores<T>(precision, part(0), part(1), p, b, h, t, hs, block);  // S = Q K^T
-  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)), block);  // P
-  causal_times<T>(precision, as_const(p), part(2), head_columns(out.data(), t, c, 0, hs), b, h, t, hs, block);  // Y = P V
+  attention_probabilities<T>(buf, qkv, b, t, h, precision);
+  const auto v = head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs);
+  const HeadMatrices<const T> p = score_matrices<const T>(buf.att.data(), t, h);
+  causal_times<T>(precision, p, v, head_columns(out.data(), t, c, 0, hs), b, h, t, hs, block);  // Y = P V
 }
 
 // dout (B*T, C) -> dqkv (B*T, 3C), with the qkv and P of the forward.

@@ -153,6 +153,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
               (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
     check(p.micro_batches == 1, "parallel.micro_batches", "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
   }
+  if (resnet && p.recompute != Recompute::None)
+    throw UserError(origin + ": parallel.recompute applies to model.kind = \"gpt\" (the residual network keeps one "
+                    "state per step)");
   if (resnet && (p.tensor_rows > 1 || p.tensor_cols > 1))
     throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b) or "
                     "data x layer-parallel (mgrit)");

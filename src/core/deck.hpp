@@ -65,6 +65,7 @@ struct ParallelConfig {
   Schedule schedule = Schedule::OneFOneB;
   bool weight_prediction = true;
   bool measure_staleness = false;
+  Recompute recompute = Recompute::None;
 };
 
 struct OptimConfig {

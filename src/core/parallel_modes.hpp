@@ -19,6 +19,11 @@ enum class TensorMode { Serial, OneD, TwoD };
 // (parameters, gradients and everything else stay fp32).
 enum class Precision { FP32, BF16 };
 
+// What the backward recomputes instead of keeping from the forward: nothing, or
+// (selective) the attention probabilities and the MLP's GELU output, whose memory grows
+// with T^2 and 4C per token, from the activations they were made of.
+enum class Recompute { None, Selective };
+
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
   static const std::vector<std::pair<Schedule, std::string>> names = {
@@ -39,6 +44,12 @@ inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
   return names;
 }
 
+inline const std::vector<std::pair<Recompute, std::string>>& recompute_names() {
+  static const std::vector<std::pair<Recompute, std::string>> names = {{Recompute::None, "none"},
+                                                                         {Recompute::Selective, "selective"}};
+  return names;
+}
+
 template <class E>
 const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, E value) {
   for (const auto& [v, name] : names)
@@ -48,5 +59,6 @@ const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, 
 inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
 inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_names(), m); }
 inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
+inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }
 
 }  // namespace strata

@@ -70,7 +70,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     x = act.emb.out;
   }
   for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) {
-    blocks_[l].forward(local, x, act.blocks[l]);
+    blocks_[l].forward(local, x, act.blocks[l], act.recomputed);
     x = act.blocks[l].out;
   }
   if (!placement_.last()) return 0.0;
@@ -102,7 +102,7 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
     Kokkos::deep_copy(act.dres, dout);
   }
   for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
-    blocks_[l].backward(local, act.dres, act.blocks[l], act.scratch);
+    blocks_[l].backward(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
     ready(block_ranges_[l]);
   }
   if (placement_.first()) {
@@ -137,8 +137,11 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx) const {
   int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[placement_.layer_begin].widths()) +
               rows * c * int64_t(sizeof(T));  // scratch and dres
   if (placement_.first()) b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
+  const bool keep = tp_.recompute == Recompute::None;
+  if (!keep && placement_.layer_end > placement_.layer_begin)
+    b += TransformerRecomputed<T>::bytes_for(local, blocks_[placement_.layer_begin].widths());
   for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
-    b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
+    b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), keep);
   if (placement_.last()) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
   return b;
 }

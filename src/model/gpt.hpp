@@ -27,8 +27,9 @@ struct GPTActivations : StageCache {
   LMHeadCache<T> head;
   Tensor2<T> dres;  // (BT, C) residual-stream gradient, reused layer by layer
   TransformerGradScratch<T> scratch;
+  TransformerRecomputed<T> recomputed;  // parallel.recompute = "selective" only
   int64_t bytes() const override {
-    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + view_bytes(dres);
+    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres);
     for (const auto& c : blocks) b += c.bytes();
     return b;
   }

@@ -17,9 +17,9 @@ template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size())
 }  // namespace
 
 template <class T>
-void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w) {
+void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
   const int64_t n = ctx.rows(), c = w.c, a = w.a, f = w.f, heads = w.heads;
-  if (int64_t(out.extent(0)) == n) return;
+  if (int64_t(out.extent(0)) == n && (int64_t(fch_gelu.extent(0)) == n) == keep_recomputable) return;
   ln1 = Tensor2<T>("ln1", n, c);
   ln2 = Tensor2<T>("ln2", n, c);
   ln1_mean = Tensor1<T>("ln1_mean", n);
@@ -27,22 +27,35 @@ void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w) 
   ln2_mean = Tensor1<T>("ln2_mean", n);
   ln2_rstd = Tensor1<T>("ln2_rstd", n);
   qkv = Tensor2<T>("qkv", n, 3 * a);
-  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, heads);
+  att = keep_recomputable ? kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, heads) : kernels::AttentionBuffers<T>();
   atty = Tensor2<T>("atty", n, a);
   x_mid = Tensor2<T>("x_mid", n, c);
   fch = Tensor2<T>("fch", n, f);
-  fch_gelu = Tensor2<T>("fch_gelu", n, f);
+  fch_gelu = keep_recomputable ? Tensor2<T>("fch_gelu", n, f) : Tensor2<T>();
   out = Tensor2<T>("block_out", n, c);
 }
 
 template <class T>
-int64_t TransformerCache<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w) {
+void TransformerRecomputed<T>::ensure(const BlockContext& ctx, const BlockWidths& w) {
   const int64_t n = ctx.rows();
-  // ln1 ln2 x_mid out; four row statistics; qkv; atty; the attention probabilities
-  // (B*H', T, T); fch, fch_gelu
-  const int64_t elements = 4 * n * w.c + 4 * n + 3 * n * w.a + n * w.a +
-                           ctx.batch * w.heads * ctx.seq_len * ctx.seq_len + 2 * n * w.f;
-  return elements * int64_t(sizeof(T));
+  if (int64_t(fch_gelu.extent(0)) == n) return;
+  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, w.heads);
+  fch_gelu = Tensor2<T>("fch_gelu", n, w.f);
+}
+
+template <class T>
+int64_t TransformerRecomputed<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w) {
+  // the attention probabilities (B*H', T, T); fch_gelu
+  return (ctx.batch * w.heads * ctx.seq_len * ctx.seq_len + ctx.rows() * w.f) * int64_t(sizeof(T));
+}
+
+template <class T>
+int64_t TransformerCache<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
+  const int64_t n = ctx.rows();
+  // ln1 ln2 x_mid out; four row statistics; qkv; atty; fch; and unless recomputed, the
+  // attention probabilities and fch_gelu
+  const int64_t elements = 4 * n * w.c + 4 * n + 3 * n * w.a + n * w.a + n * w.f;
+  return elements * int64_t(sizeof(T)) + (keep_recomputable ? TransformerRecomputed<T>::bytes_for(ctx, w) : 0);
 }
 
 template <class T>
@@ -94,42 +107,55 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
 }
 
 template <class T>
-void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k) const {
+void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
+                                  TransformerRecomputed<T>& recomputed) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
-  k.ensure(ctx, w_);
+  const bool keep = tp.recompute == Recompute::None;
+  k.ensure(ctx, w_, keep);
+  if (!keep) recomputed.ensure(ctx, w_);
+  auto& att = keep ? k.att : recomputed.att;
+  auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
   // attention branch; x is (BT, C')
   tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   tp_linear_in_forward<T>(tp, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
-  attention_forward<T>(k.atty, k.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);  // (BT, A)
+  attention_forward<T>(k.atty, att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);  // (BT, A)
   tp_linear_out_forward<T>(tp, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
   tp_layernorm_forward<T>(tp, c_, k.ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
   tp_linear_in_forward<T>(tp, k.fch, k.ln2, s.param2(fc_w_), s.param(fc_b_));           // (BT, F)
-  gelu_forward<T>(flat(k.fch_gelu), flat(k.fch));
-  tp_linear_out_forward<T>(tp, k.out, k.fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));   // (BT, C')
+  gelu_forward<T>(flat(fch_gelu), flat(k.fch));
+  tp_linear_out_forward<T>(tp, k.out, fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));     // (BT, C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
 }
 
 template <class T>
 void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
-                                   TransformerGradScratch<T>& g) const {
+                                   TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
   g.ensure(ctx.rows(), w_);
+  const bool keep = tp.recompute == Recompute::None;
+  if (!keep) {  // remade from what the cache kept, with the forward's kernels: the same values
+    recomputed.ensure(ctx, w_);
+    gelu_forward<T>(flat(recomputed.fch_gelu), flat(k.fch));
+    attention_probabilities<T>(recomputed.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
+  }
+  const auto& att = keep ? k.att : recomputed.att;
+  const auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
-  tp_linear_out_backward<T>(tp, g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, k.fch_gelu, s.param2(fcp_w_));
+  tp_linear_out_backward<T>(tp, g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, fch_gelu, s.param2(fcp_w_));
   gelu_backward<T>(flat(g.dfch), flat(k.fch), flat(g.dfch));
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(fc_w_), s.grad(fc_b_), g.dfch, k.ln2, s.param2(fc_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   // attention branch
   tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, k.att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
+  attention_backward<T>(g.dqkv, att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
   tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
@@ -157,6 +183,8 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
 
 template struct TransformerCache<float>;
 template struct TransformerCache<double>;
+template struct TransformerRecomputed<float>;
+template struct TransformerRecomputed<double>;
 template struct TransformerGradScratch<float>;
 template struct TransformerGradScratch<double>;
 template class TransformerBlock<float>;

@@ -38,13 +38,27 @@ struct TransformerCache {
   Tensor2<T> x_mid;                // (BT, C') residual after attention
   Tensor2<T> fch, fch_gelu;        // (BT, F)
   Tensor2<T> out;                  // (BT, C') block output
-  void ensure(const BlockContext& ctx, const BlockWidths& w);
-  // What bytes() comes to after ensure(ctx, w).
-  static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);
+  // keep_recomputable = false (parallel.recompute = "selective"): att and fch_gelu are
+  // left empty; the block uses the model's TransformerRecomputed instead.
+  void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
+  // What bytes() comes to after ensure(ctx, w, keep_recomputable).
+  static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
   int64_t bytes() const {
     return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.att, atty,
                       x_mid, fch, fch_gelu, out);
   }
+};
+
+// Selective recomputation: the attention probabilities and the GELU output, made in each
+// block's forward and remade in its backward, in one copy for all blocks of a model
+// (used one block at a time).
+template <class T>
+struct TransformerRecomputed {
+  kernels::AttentionBuffers<T> att;
+  Tensor2<T> fch_gelu;  // (BT, F)
+  void ensure(const BlockContext& ctx, const BlockWidths& w);
+  static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);  // bytes() after ensure(ctx, w)
+  int64_t bytes() const { return view_bytes(att.att, fch_gelu); }
 };
 
 // Gradient scratch shared by all blocks of a model (used one block at a time).
@@ -67,10 +81,14 @@ class TransformerBlock {
                    int64_t n_head, double std, bool held = true);
   // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
-  void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache) const;
+  // recomputed: where the probabilities and GELU output go under selective recomputation
+  // (tp.recompute; unused otherwise).
+  void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
+               TransformerRecomputed<T>& recomputed) const;
   // In place on the residual-stream gradient: dres holds dL/d(out) on entry and
   // dL/d(x) on return. Accumulates this block's parameter gradients.
-  void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s) const;
+  void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
+                TransformerRecomputed<T>& recomputed) const;
   const BlockWidths& widths() const { return w_; }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
   void traffic(const BlockContext& ctx, Traffic& out) const;

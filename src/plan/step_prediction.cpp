@@ -20,7 +20,9 @@ TensorParallel tensor_of(const Layout& l) {
 }
 
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tensor_of(l),
+  TensorParallel tp = tensor_of(l);
+  tp.recompute = deck.parallel.recompute;
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp,
                                       StagePlacement::balanced(int(deck.model.n_layer), l.pipeline, stage), false);
 }
 

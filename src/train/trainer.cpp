@@ -37,6 +37,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     grid_ = std::make_unique<Grid>(par, world);
     tp_ = tensor_parallel_of(*grid_);
     tp_.precision = deck_.model.precision;
+    tp_.recompute = deck_.parallel.recompute;
     require_precision_runs(tp_.precision);
   });
   agreed(world, [&] {

@@ -97,6 +97,8 @@ expect 1 'parallel.schedule must be "gpipe", "1f1b", "xpipe" or "mgrit" (got "zi
 expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel solver' -- deck good.toml --set parallel.schedule=mgrit
 expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
+expect 2 'parallel.recompute applies to model.kind = "gpt"' -- train resnet.toml --set parallel.recompute=selective
+expect 1 'parallel.recompute must be "none" or "selective" (got "full")' -- train good.toml --set parallel.recompute=full
 
 # strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
 # reference the binary prints (regenerate: strata deck --reference > docs/deck.md)
