@@ -188,6 +188,7 @@ std::string layout_name(const ParallelConfig& p) {
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
   else if (p.tensor_cols > 1)
     s += " tensor=1d:" + std::to_string(p.tensor_cols);
+  if (p.recompute != Recompute::None) s += " recompute=" + to_string(p.recompute);
   return s;
 }
 

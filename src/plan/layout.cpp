@@ -18,6 +18,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
   p.schedule = schedule;
   p.micro_batches = micro_batches;
+  p.recompute = recompute;
   return d;
 }
 
@@ -27,23 +28,25 @@ std::vector<std::string> Layout::overrides() const {
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
           "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + to_string(p.schedule),
-          "parallel.micro_batches=" + std::to_string(p.micro_batches)};
+          "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute)};
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
   // beyond 8 micro-batches per stage a flushing schedule's bubble, (p-1)/(m+p-1), is
   // under 1/9 and the simulations only grow
-  std::vector<Layout> tensor_splits{Layout{}};
+  Layout serial;
+  serial.recompute = deck.parallel.recompute;  // as the deck asks; the planner may add it (rank_layouts)
+  std::vector<Layout> tensor_splits{serial};
   for (int t = 2; t <= ranks; ++t)
     if (ranks % t == 0) {
-      Layout l;
+      Layout l = serial;
       l.tensor = TensorMode::OneD;
       l.t = t;
       tensor_splits.push_back(l);
     }
   for (int q = 2; q * q <= ranks; ++q)
     if (ranks % (q * q) == 0) {
-      Layout l;
+      Layout l = serial;
       l.tensor = TensorMode::TwoD;
       l.q = q;
       tensor_splits.push_back(l);

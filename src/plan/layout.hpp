@@ -17,7 +17,8 @@ struct Layout {
   int t = 1;  // 1D group size
   int q = 1;  // 2D grid side
   Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
-  int micro_batches = 1;
+  int micro_batches = 1;  // with pipeline = 1: gradient accumulation
+  Recompute recompute = Recompute::None;
   int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
   int ranks() const { return data * pipeline * tensor_size(); }
   // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2"

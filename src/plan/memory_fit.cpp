@@ -16,6 +16,7 @@ Layout layout_of(const Deck& d) {
   l.pipeline = int(d.parallel.pipeline);
   l.schedule = d.parallel.schedule;
   l.micro_batches = int(d.parallel.micro_batches);
+  l.recompute = d.parallel.recompute;
   if (d.parallel.tensor_mode == TensorMode::TwoD) {
     l.tensor = TensorMode::TwoD;
     l.q = int(d.parallel.tensor_rows);

@@ -18,11 +18,61 @@ std::string seconds_text(double s) {
   return s >= 1 ? strfmt("%.3f s", s) : strfmt("%.2f ms", s * 1e3);
 }
 
+bool fits(const StepPrediction& p, const MachineFile& machine) {
+  return double(p.memory_bytes()) <= machine.memory_capacity;
+}
+
+// What a layout that needs more memory than a rank has can trade time for: selective
+// recomputation, and without a pipeline gradient accumulation over 2, 4, ... micro-batches
+// (each with and without recomputation); only variants the grid and batch admit.
+std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
+  std::vector<Layout> out;
+  const auto add = [&](const Layout& v) {
+    try {
+      check_model_fits_grid(v.applied_to(deck), "plan");
+      out.push_back(v);
+    } catch (const UserError&) {
+    }
+  };
+  Layout v = l;
+  if (l.recompute == Recompute::None) {
+    v.recompute = Recompute::Selective;
+    add(v);
+  }
+  if (l.pipeline == 1) {
+    const int64_t local = deck.data.batch_size / l.data;
+    for (int64_t m = 2 * l.micro_batches; m <= local; m *= 2) {
+      if (local % m != 0) continue;
+      v = l;
+      v.micro_batches = int(m);
+      add(v);
+      if (v.recompute == Recompute::None) {
+        v.recompute = Recompute::Selective;
+        add(v);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const MachineFile& machine) {
   std::vector<StepPrediction> out;
-  for (const Layout& l : feasible_layouts(deck, ranks)) out.push_back(predict_step(deck, l, machine));
+  for (const Layout& l : feasible_layouts(deck, ranks)) {
+    out.push_back(predict_step(deck, l, machine));
+    if (fits(out.back(), machine) || deck.model.kind != "gpt") continue;
+    // memory-bound: the fastest variant that fits, beside the layout as asked
+    StepPrediction best;
+    for (const Layout& v : memory_variants(deck, l)) {
+      StepPrediction p = predict_step(deck, v, machine);
+      if (fits(p, machine) && (best.step_s == 0 || p.step_s < best.step_s)) best = p;
+    }
+    if (best.step_s > 0) {
+      best.memory_bound = out.back().memory_bytes();
+      out.push_back(best);
+    }
+  }
   std::stable_sort(out.begin(), out.end(),
                    [](const StepPrediction& a, const StepPrediction& b) { return a.step_s < b.step_s; });
   return out;
@@ -73,6 +123,12 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   out << "\n  run it with:";
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
+  if (r.memory_bound > 0)
+    out << "  memory-bound: without " << (r.layout.recompute != Recompute::None ? "recomputation" : "")
+        << (r.layout.recompute != Recompute::None && r.layout.micro_batches > 1 && r.layout.pipeline == 1 ? " and " : "")
+        << (r.layout.micro_batches > 1 && r.layout.pipeline == 1 ? "gradient accumulation" : "") << " it needs "
+        << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
+        << " a rank has\n";
   if (shown < ranked.size()) out << "(" << ranked.size() - shown << " slower layouts not shown; --top 0 shows all)\n";
   out << "(! = needs more memory than a rank has; of GEMM: the model's FLOPs per second over all ranks' GEMM rate)\n";
   return best;

@@ -21,7 +21,7 @@ TensorParallel tensor_of(const Layout& l) {
 
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
   TensorParallel tp = tensor_of(l);
-  tp.recompute = deck.parallel.recompute;
+  tp.recompute = l.recompute;
   return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp,
                                       StagePlacement::balanced(int(deck.model.n_layer), l.pipeline, stage), false);
 }
@@ -146,10 +146,24 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     const auto& store = model->params();
     StageCosts& c = costs[size_t(s)];
     if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
-    // per micro-batch
-    const double act = double(model->cache_bytes_for(micro));
-    c.gemm = model->stage_flops(micro) / machine.gemm_rate(deck.model.precision);
-    c.compute = c.gemm + act / machine.activation_rate;  // the non-GEMM work, as calibrate measures it
+    // per micro-batch: the GEMMs, and the non-GEMM work as calibrate measures it (per byte
+    // of the activations a forward and backward keep without recomputation)
+    const double rate = machine.gemm_rate(deck.model.precision);
+    c.gemm = model->stage_flops(micro) / rate;
+    double kept = double(model->cache_bytes_for(micro));
+    if (l.recompute == Recompute::Selective) {
+      // the backward remakes Q K^T (2 T C flops per token and block, the model's count)
+      // and the softmax and GELU forwards: about a third of the non-GEMM work on the
+      // bytes it no longer keeps
+      Layout plain = l;
+      plain.recompute = Recompute::None;
+      const double plain_kept = double(dry_model(deck, plain, s)->cache_bytes_for(micro));
+      const double layers = double(model->placement().layer_end - model->placement().layer_begin);
+      c.gemm += 2.0 * layers * double(deck.model.seq_len) * double(deck.model.n_embd) * double(micro.rows()) /
+                double(l.tensor_size()) / rate;
+      kept = plain_kept + (plain_kept - kept) / 3;
+    }
+    c.compute = c.gemm + kept / machine.activation_rate;
     Traffic tensor;
     model->micro_batch_traffic(micro, tensor);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
