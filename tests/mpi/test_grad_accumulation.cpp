@@ -42,12 +42,6 @@ std::vector<std::vector<std::string>> gpt_layouts_for(int n) {
   }
 }
 
-double worst_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  double w = 0;
-  for (size_t i = 0; i < a.size(); ++i) w = std::max(w, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return w;
-}
-
 }  // namespace
 
 TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data and tensor parallelism",
@@ -68,15 +62,15 @@ TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ser.losses.size());
-      const double worst = worst_rel(r.losses, ser.losses);
+      const double worst = max_rel_diff(r.losses, ser.losses);
       std::vector<double> val, ser_val;
       for (const auto& v : r.val) val.push_back(v.second);
       for (const auto& v : ser.val) ser_val.push_back(v.second);
       REQUIRE(val.size() == ser_val.size());
       std::printf("accumulation, %s on %d ranks: worst loss rel diff %.2e, val %.2e, param max diff %.2e\n",
-                  describe(layout).c_str(), n, worst, worst_rel(val, ser_val), max_abs_diff(params, ser_params));
+                  describe(layout).c_str(), n, worst, max_rel_diff(val, ser_val), max_abs_diff(params, ser_params));
       CHECK(worst < 3e-7);  // the pipeline tests' tolerances
-      CHECK(worst_rel(val, ser_val) < 3e-7);
+      CHECK(max_rel_diff(val, ser_val) < 3e-7);
       CHECK(max_abs_diff(params, ser_params) < 5e-5);
       // one micro-batch's activations are kept: 1 / (data x m) of the serial run's
       const Deck d = gpt_deck(layout);
@@ -105,7 +99,7 @@ TEST_CASE("the residual network with gradient accumulation equals its whole-batc
   if (rank == 0) {
     INFO(describe(layout) << " on " << n << " ranks");
     REQUIRE(r.train.losses.size() == ser.train.losses.size());
-    const double worst = worst_rel(r.train.losses, ser.train.losses);
+    const double worst = max_rel_diff(r.train.losses, ser.train.losses);
     std::printf("resnet accumulation, %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
                 describe(layout).c_str(), n, worst, max_abs_diff(params, ser_params));
     CHECK(worst < 3e-7);

@@ -93,6 +93,12 @@ inline std::string describe(const std::vector<std::string>& overrides) {
   return s;
 }
 
+// max |a_i - b_i| / |b_i|: how far a loss sequence strays from a reference one.
+inline double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return m;
+}
 inline double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
