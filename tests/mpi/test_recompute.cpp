@@ -26,7 +26,7 @@ Deck recompute_deck(const std::vector<std::string>& overrides) {
   return small_gpt_deck(all);
 }
 
-std::vector<std::vector<std::string>> layouts_for(int n) {
+std::vector<std::vector<std::string>> recompute_layouts_for(int n) {
   switch (n) {
     case 1: return {{}, {"parallel.micro_batches=2"}};
     case 2: return {{"parallel.data=2"},
@@ -38,14 +38,14 @@ std::vector<std::vector<std::string>> layouts_for(int n) {
   }
 }
 
-struct Run {
+struct RecomputeRun {
   TrainResult result;
   std::vector<double> params;
 };
 
-Run run(const std::vector<std::string>& overrides) {
+RecomputeRun run_layout(const std::vector<std::string>& overrides) {
   Trainer t(recompute_deck(overrides), MPI_COMM_WORLD, quiet());
-  Run r;
+  RecomputeRun r;
   r.result = t.run();
   r.params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
   return r;
@@ -56,10 +56,10 @@ Run run(const std::vector<std::string>& overrides) {
 TEST_CASE("selective recomputation is the run without it bit for bit, with fewer activation bytes",
           "[mpi][recompute]") {
   const int n = world_size(), rank = world_rank();
-  for (auto layout : layouts_for(n)) {
-    const Run plain = run(layout);
+  for (auto layout : recompute_layouts_for(n)) {
+    const RecomputeRun plain = run_layout(layout);
     layout.push_back("parallel.recompute=selective");
-    const Run selective = run(layout);
+    const RecomputeRun selective = run_layout(layout);
     // every rank: its own activation bytes, measured and as the model predicts them
     CHECK(selective.result.activation_bytes < plain.result.activation_bytes);
     if (rank == 0) {
