@@ -153,6 +153,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
               (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
     check(p.micro_batches == 1, "parallel.micro_batches", "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
   }
+  if (p.recompute == Recompute::Full && p.pipeline > 1 && p.schedule == Schedule::XPipe)
+    throw UserError(origin + ": parallel.recompute = \"full\" does not run with schedule = \"xpipe\": its backward sees "
+                    "other weights than its forward, so a forward run again would not be the one it differentiates");
   if (resnet && p.recompute != Recompute::None)
     throw UserError(origin + ": parallel.recompute applies to model.kind = \"gpt\" (the residual network keeps one "
                     "state per step)");

@@ -274,9 +274,11 @@ std::vector<DeckKey> declare_keys() {
              "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, XPipe (gpt: asynchronous, "
              "no flush), or MGRIT (resnet: the layers solved in parallel like time steps, [layerpar])"),
       enum_choice(par, &D::parallel, "recompute", &ParallelConfig::recompute, recompute_names(),
-                  "gpt: what the backward recomputes rather than keeps: \"none\", or \"selective\" (the attention "
+                  "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the attention "
                   "probabilities and the GELU output of every block, whose memory grows with T^2 and 4C: one copy "
-                  "per micro-batch instead of one per block; the same results bit for bit)"),
+                  "per micro-batch instead of one per block); or \"full\" (each block keeps only its input and "
+                  "runs its forward again in the backward: one block's activations per micro-batch). The same "
+                  "results bit for bit"),
       key(par, &D::parallel, "weight_prediction", &ParallelConfig::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),

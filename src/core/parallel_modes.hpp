@@ -19,10 +19,11 @@ enum class TensorMode { Serial, OneD, TwoD };
 // (parameters, gradients and everything else stay fp32).
 enum class Precision { FP32, BF16 };
 
-// What the backward recomputes instead of keeping from the forward: nothing, or
-// (selective) the attention probabilities and the MLP's GELU output, whose memory grows
-// with T^2 and 4C per token, from the activations they were made of.
-enum class Recompute { None, Selective };
+// What the backward recomputes instead of keeping from the forward: nothing; (selective)
+// the attention probabilities and the MLP's GELU output, whose memory grows with T^2 and
+// 4C per token, from the activations they were made of; or (full) every block's forward,
+// from the block's input, which is all a block keeps.
+enum class Recompute { None, Selective, Full };
 
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
@@ -46,7 +47,8 @@ inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
 
 inline const std::vector<std::pair<Recompute, std::string>>& recompute_names() {
   static const std::vector<std::pair<Recompute, std::string>> names = {{Recompute::None, "none"},
-                                                                         {Recompute::Selective, "selective"}};
+                                                                         {Recompute::Selective, "selective"},
+                                                                         {Recompute::Full, "full"}};
   return names;
 }
 

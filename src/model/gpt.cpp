@@ -69,9 +69,28 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     embedding_->forward(local, tokens, act.emb);
     x = act.emb.out;
   }
+  const bool full = tp_.recompute == Recompute::Full;
+  if (full && act.block_inputs.size() != blocks_.size()) act.block_inputs.resize(blocks_.size());
+  const auto ensure = [](Tensor2<T>& t, V2<const T> like, const char* name) {
+    if (t.extent(0) != like.extent(0) || t.extent(1) != like.extent(1))
+      t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), like.extent(0),
+                     like.extent(1));
+  };
   for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) {
-    blocks_[l].forward(local, x, act.blocks[l], act.recomputed);
-    x = act.blocks[l].out;
+    if (full) {  // keep the input; the blocks run in one cache
+      ensure(act.block_inputs[l], x, "block_input");
+      Kokkos::deep_copy(act.block_inputs[l], x);
+      blocks_[l].forward(local, act.block_inputs[l], act.blocks[placement_.layer_begin], act.recomputed);
+      x = act.blocks[placement_.layer_begin].out;
+    } else {
+      blocks_[l].forward(local, x, act.blocks[l], act.recomputed);
+      x = act.blocks[l].out;
+    }
+  }
+  if (full) {
+    ensure(act.out, x, "stage_out");
+    Kokkos::deep_copy(act.out, x);
+    x = act.out;
   }
   if (!placement_.last()) return 0.0;
   const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), act.head);
@@ -81,7 +100,8 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
 
 template <class T>
 V2<const T> GPT<T>::output(const StageCache& cache) const {
-  return as_acts(cache).blocks[placement_.layer_end - 1].out;
+  const auto& act = as_acts(cache);
+  return tp_.recompute == Recompute::Full ? V2<const T>(act.out) : V2<const T>(act.blocks[placement_.layer_end - 1].out);
 }
 
 template <class T>
@@ -101,8 +121,11 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   } else {
     Kokkos::deep_copy(act.dres, dout);
   }
+  const bool full = tp_.recompute == Recompute::Full;
   for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
-    blocks_[l].backward(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
+    auto& k = full ? act.blocks[placement_.layer_begin] : act.blocks[l];
+    if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed);  // the same values again
+    blocks_[l].backward(local, act.dres, k, act.scratch, act.recomputed);
     ready(block_ranges_[l]);
   }
   if (placement_.first()) {
@@ -115,7 +138,10 @@ template <class T>
 void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out) const {
   const BlockContext local = local_context(ctx);
   if (placement_.first()) embedding_->traffic(local, out);
-  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) blocks_[l].traffic(local, out);
+  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) {
+    blocks_[l].traffic(local, out);
+    if (tp_.recompute == Recompute::Full) blocks_[l].forward_traffic(local, out);  // run again in the backward
+  }
   if (!placement_.last()) return;
   head_->traffic(local, out);
   if (tp_.mode == TensorMode::TwoD) out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
@@ -137,11 +163,23 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx) const {
   int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[placement_.layer_begin].widths()) +
               rows * c * int64_t(sizeof(T));  // scratch and dres
   if (placement_.first()) b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
-  const bool keep = tp_.recompute == Recompute::None;
-  if (!keep && placement_.layer_end > placement_.layer_begin)
-    b += TransformerRecomputed<T>::bytes_for(local, blocks_[placement_.layer_begin].widths());
-  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
-    b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), keep);
+  const int layers = placement_.layer_end - placement_.layer_begin;
+  switch (tp_.recompute) {
+    case Recompute::None:
+      for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
+        b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
+      break;
+    case Recompute::Selective:
+      if (layers > 0) b += TransformerRecomputed<T>::bytes_for(local, blocks_[placement_.layer_begin].widths());
+      for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
+        b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false);
+      break;
+    case Recompute::Full:  // one block's cache, every block's input and the stage output
+      if (layers > 0)
+        b += TransformerCache<T>::bytes_for(local, blocks_[placement_.layer_begin].widths()) +
+             (layers + 1) * rows * c * int64_t(sizeof(T));
+      break;
+  }
   if (placement_.last()) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
   return b;
 }

@@ -28,9 +28,14 @@ struct GPTActivations : StageCache {
   Tensor2<T> dres;  // (BT, C) residual-stream gradient, reused layer by layer
   TransformerGradScratch<T> scratch;
   TransformerRecomputed<T> recomputed;  // parallel.recompute = "selective" only
+  // parallel.recompute = "full": each block's input, the stage's output (the head's input,
+  // what is sent on); the blocks share one cache, the first held block's
+  std::vector<Tensor2<T>> block_inputs;
+  Tensor2<T> out;
   int64_t bytes() const override {
-    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres);
+    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres, out);
     for (const auto& c : blocks) b += c.bytes();
+    for (const auto& x : block_inputs) b += view_bytes(x);
     return b;
   }
 };

@@ -112,7 +112,7 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
-  const bool keep = tp.recompute == Recompute::None;
+  const bool keep = tp.recompute != Recompute::Selective;
   k.ensure(ctx, w_, keep);
   if (!keep) recomputed.ensure(ctx, w_);
   auto& att = keep ? k.att : recomputed.att;
@@ -139,7 +139,7 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
   const auto& s = store_;
   const auto& tp = tp_;
   g.ensure(ctx.rows(), w_);
-  const bool keep = tp.recompute == Recompute::None;
+  const bool keep = tp.recompute != Recompute::Selective;
   if (!keep) {  // remade from what the cache kept, with the forward's kernels: the same values
     recomputed.ensure(ctx, w_);
     gelu_forward<T>(flat(recomputed.fch_gelu), flat(k.fch));
@@ -163,15 +163,9 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
 
 template <class T>
 void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
+  forward_traffic(ctx, out);
   const auto& tp = tp_;
   const int64_t n = ctx.rows(), c = w_.c, a = w_.a, f = w_.f, e = sizeof(T);
-  // forward, in the order of forward()
-  tp_layernorm_forward_traffic(out, tp, n, e);
-  tp_linear_in_forward_traffic(out, tp, n, c, 3 * a, e);
-  tp_linear_out_forward_traffic(out, tp, n, a, c, e);
-  tp_layernorm_forward_traffic(out, tp, n, e);
-  tp_linear_in_forward_traffic(out, tp, n, c, f, e);
-  tp_linear_out_forward_traffic(out, tp, n, f, c, e);
   // backward, in the order of backward()
   tp_linear_out_backward_traffic(out, tp, n, f, c, e);
   tp_linear_in_backward_traffic(out, tp, n, c, f, e);
@@ -179,6 +173,19 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
   tp_linear_out_backward_traffic(out, tp, n, a, c, e);
   tp_linear_in_backward_traffic(out, tp, n, c, 3 * a, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
+}
+
+template <class T>
+void TransformerBlock<T>::forward_traffic(const BlockContext& ctx, Traffic& out) const {
+  const auto& tp = tp_;
+  const int64_t n = ctx.rows(), c = w_.c, a = w_.a, f = w_.f, e = sizeof(T);
+  // in the order of forward()
+  tp_layernorm_forward_traffic(out, tp, n, e);
+  tp_linear_in_forward_traffic(out, tp, n, c, 3 * a, e);
+  tp_linear_out_forward_traffic(out, tp, n, a, c, e);
+  tp_layernorm_forward_traffic(out, tp, n, e);
+  tp_linear_in_forward_traffic(out, tp, n, c, f, e);
+  tp_linear_out_forward_traffic(out, tp, n, f, c, e);
 }
 
 template struct TransformerCache<float>;

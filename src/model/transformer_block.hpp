@@ -92,6 +92,8 @@ class TransformerBlock {
   const BlockWidths& widths() const { return w_; }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
   void traffic(const BlockContext& ctx, Traffic& out) const;
+  // The forward's part of it (what full recomputation sends again).
+  void forward_traffic(const BlockContext& ctx, Traffic& out) const;
 
  private:
   ParamStore<T>& store_;

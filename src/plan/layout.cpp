@@ -76,7 +76,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const auto& [schedule, name] : schedule_names())
-        if (is_pipeline_schedule(schedule))
+        if (is_pipeline_schedule(schedule) && !(schedule == Schedule::XPipe && l.recompute == Recompute::Full))
         for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
           if (replica_batch % m == 0) {
             l.schedule = schedule;

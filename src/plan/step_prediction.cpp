@@ -151,16 +151,17 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     const double rate = machine.gemm_rate(deck.model.precision);
     c.gemm = model->stage_flops(micro) / rate;
     double kept = double(model->cache_bytes_for(micro));
-    if (l.recompute == Recompute::Selective) {
-      // the backward remakes Q K^T (2 T C flops per token and block, the model's count)
-      // and the softmax and GELU forwards: about a third of the non-GEMM work on the
-      // bytes it no longer keeps
+    if (l.recompute != Recompute::None) {
+      // the backward runs again: selective, Q K^T (2 T C flops per token and block, the
+      // model's count); full, the blocks' forwards (2 x 12 C^2 + 4 T C); and about a
+      // third of the non-GEMM work on the bytes no longer kept
       Layout plain = l;
       plain.recompute = Recompute::None;
       const double plain_kept = double(dry_model(deck, plain, s)->cache_bytes_for(micro));
       const double layers = double(model->placement().layer_end - model->placement().layer_begin);
-      c.gemm += 2.0 * layers * double(deck.model.seq_len) * double(deck.model.n_embd) * double(micro.rows()) /
-                double(l.tensor_size()) / rate;
+      const double t = double(deck.model.seq_len), c_ = double(deck.model.n_embd);
+      const double per_token = l.recompute == Recompute::Selective ? 2 * t * c_ : 24 * c_ * c_ + 4 * t * c_;
+      c.gemm += per_token * layers * double(micro.rows()) / double(l.tensor_size()) / rate;
       kept = plain_kept + (plain_kept - kept) / 3;
     }
     c.compute = c.gemm + kept / machine.activation_rate;

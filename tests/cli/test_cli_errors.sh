@@ -98,7 +98,8 @@ expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel
 expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
 expect 2 'parallel.recompute applies to model.kind = "gpt"' -- train resnet.toml --set parallel.recompute=selective
-expect 1 'parallel.recompute must be "none" or "selective" (got "full")' -- train good.toml --set parallel.recompute=full
+expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' -- train good.toml --set parallel.recompute=all
+expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe
 
 # strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
 # reference the binary prints (regenerate: strata deck --reference > docs/deck.md)
