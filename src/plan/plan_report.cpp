@@ -22,9 +22,10 @@ bool fits(const StepPrediction& p, const MachineFile& machine) {
   return double(p.memory_bytes()) <= machine.memory_capacity;
 }
 
-// What a layout that needs more memory than a rank has can trade time for: selective
-// recomputation, and without a pipeline gradient accumulation over 2, 4, ... micro-batches
-// (each with and without recomputation); only variants the grid and batch admit.
+// What a layout that needs more memory than a rank has can trade time for: selective or
+// full recomputation (not full under XPipe), and without a pipeline gradient accumulation
+// over 2, 4, ... micro-batches (each with and without recomputation); only variants the
+// grid and batch admit.
 std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
   std::vector<Layout> out;
   const auto add = [&](const Layout& v) {
@@ -34,22 +35,31 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
     } catch (const UserError&) {
     }
   };
-  Layout v = l;
-  if (l.recompute == Recompute::None) {
+  const auto with_recomputation = [&](Layout v) {
+    add(v);
+    if (v.recompute != Recompute::None) return;
     v.recompute = Recompute::Selective;
     add(v);
+    if (v.pipeline > 1 && v.schedule == Schedule::XPipe) return;
+    v.recompute = Recompute::Full;
+    add(v);
+  };
+  if (l.recompute == Recompute::None) {
+    Layout v = l;
+    v.recompute = Recompute::Selective;
+    add(v);
+    if (!(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
+      v.recompute = Recompute::Full;
+      add(v);
+    }
   }
   if (l.pipeline == 1) {
     const int64_t local = deck.data.batch_size / l.data;
     for (int64_t m = 2 * l.micro_batches; m <= local; m *= 2) {
       if (local % m != 0) continue;
-      v = l;
+      Layout v = l;
       v.micro_batches = int(m);
-      add(v);
-      if (v.recompute == Recompute::None) {
-        v.recompute = Recompute::Selective;
-        add(v);
-      }
+      with_recomputation(v);
     }
   }
   return out;
