@@ -35,8 +35,9 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
     } catch (const UserError&) {
     }
   };
+  // v as it is (unless it is l), and with each recomputation v does not have yet
   const auto with_recomputation = [&](Layout v) {
-    add(v);
+    if (v.micro_batches != l.micro_batches) add(v);
     if (v.recompute != Recompute::None) return;
     v.recompute = Recompute::Selective;
     add(v);
@@ -44,15 +45,7 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
     v.recompute = Recompute::Full;
     add(v);
   };
-  if (l.recompute == Recompute::None) {
-    Layout v = l;
-    v.recompute = Recompute::Selective;
-    add(v);
-    if (!(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
-      v.recompute = Recompute::Full;
-      add(v);
-    }
-  }
+  with_recomputation(l);
   if (l.pipeline == 1) {
     const int64_t local = deck.data.batch_size / l.data;
     for (int64_t m = 2 * l.micro_batches; m <= local; m *= 2) {

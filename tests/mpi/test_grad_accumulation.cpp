@@ -52,13 +52,12 @@ TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data
   if (rank == 0) {
     Trainer serial(gpt_deck({}), MPI_COMM_SELF, quiet());
     ser = serial.run();
-    const auto f = to_host<float>(serial.model().params().params());
-    ser_params.assign(f.begin(), f.end());
+    ser_params = global_params_of(serial);
   }
   for (const auto& layout : gpt_layouts_for(n)) {
     Trainer par(gpt_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
-    const auto params = gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
+    const auto params = global_params_of(par);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ser.losses.size());
@@ -89,13 +88,12 @@ TEST_CASE("the residual network with gradient accumulation equals its whole-batc
   if (rank == 0) {
     ClassifierTrainer serial(small_resnet_deck({}), MPI_COMM_SELF, quiet());
     ser = serial.run();
-    const auto f = to_host<float>(serial.model().params().params());
-    ser_params.assign(f.begin(), f.end());
+    ser_params = global_params_of(serial);
   }
   const std::vector<std::string> layout = {"parallel.data=" + std::to_string(n), "parallel.micro_batches=3"};
   ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
   const ClassifierResult r = par.run();
-  const auto params = gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
+  const auto params = global_params_of(par);
   if (rank == 0) {
     INFO(describe(layout) << " on " << n << " ranks");
     REQUIRE(r.train.losses.size() == ser.train.losses.size());

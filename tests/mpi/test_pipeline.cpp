@@ -106,7 +106,7 @@ TEST_CASE("GPipe and 1F1B pipelines equal the serial run", "[mpi][pipeline]") {
   for (const auto& layout : layouts) {
     Trainer par(pipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
-    const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
+    const auto params = test::global_params_of(par);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ser.losses.size());

@@ -52,8 +52,7 @@ Run serial_run(const Deck& d) {
   Trainer t(d, MPI_COMM_SELF, quiet());
   Run r;
   r.result = t.run();
-  const auto f = to_host<float>(t.model().params().params());
-  r.params.assign(f.begin(), f.end());
+  r.params = global_params_of(t);
   return r;
 }
 
@@ -95,7 +94,7 @@ ClassifierRun classifier_run(const Deck& d, MPI_Comm comm) {
   ClassifierTrainer t(d, comm, quiet());
   ClassifierRun r;
   r.result = t.run();
-  r.params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
+  r.params = global_params_of(t);
   return r;
 }
 
@@ -123,7 +122,7 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
   for (const auto& layout : bf16_layouts_for(n)) {
     Trainer par(precision_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
-    const auto params = gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
+    const auto params = global_params_of(par);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == bf16.result.losses.size());
@@ -160,14 +159,14 @@ TEST_CASE("XPipe in bf16 with data parallelism in the stages equals XPipe in bf1
   if (pair != MPI_COMM_NULL) {
     Trainer t(precision_deck(xpipe), pair, quiet());
     ref = t.run();
-    ref_params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
+    ref_params = global_params_of(t);
     MPI_Comm_free(&pair);
   }
   auto layout = xpipe;
   layout.push_back("parallel.data=2");
   Trainer t(precision_deck(layout), MPI_COMM_WORLD, quiet());
   const TrainResult r = t.run();
-  const auto params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
+  const auto params = global_params_of(t);
   if (rank == 0) {
     REQUIRE(r.losses.size() == ref.losses.size());
     const double worst = max_rel_diff(r.losses, ref.losses);

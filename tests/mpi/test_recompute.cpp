@@ -49,7 +49,7 @@ RecomputeRun run_layout(const std::vector<std::string>& overrides) {
   Trainer t(recompute_deck(overrides), MPI_COMM_WORLD, quiet());
   RecomputeRun r;
   r.result = t.run();
-  r.params = gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
+  r.params = global_params_of(t);
   return r;
 }
 

@@ -48,13 +48,12 @@ TEST_CASE("the residual network's pipeline and data-parallel runs equal its seri
     if (rank == 0) {
       ClassifierTrainer serial(small_resnet_deck(kind), MPI_COMM_SELF, quiet());
       ser = serial.run();
-      const auto f = to_host<float>(serial.model().params().params());
-      ser_params.assign(f.begin(), f.end());
+      ser_params = global_params_of(serial);
     }
     for (const auto& layout : mine) {
       ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
       const ClassifierResult r = par.run();
-      const auto params = gather_global(par.model().params(), par.model().params().params(), par.grid().model().raw());
+      const auto params = global_params_of(par);
       if (rank == 0) {
         INFO(describe(layout) << " on " << n << " ranks");
         REQUIRE(r.train.losses.size() == ser.train.losses.size());

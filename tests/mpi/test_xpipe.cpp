@@ -187,10 +187,6 @@ Deck xpipe_deck(const std::vector<std::string>& overrides, const std::string& na
   return small_gpt_deck(all);
 }
 
-std::vector<double> global_params(Trainer& t) {
-  return gather_global(t.model().params(), t.model().params().params(), t.grid().model().raw());
-}
-
 }  // namespace
 
 TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi][pipeline][xpipe]") {
@@ -256,7 +252,7 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
   if (pair != MPI_COMM_NULL) {
     Trainer t(xpipe_deck({"parallel.pipeline=2"}), pair, quiet());
     ref = t.run();
-    ref_params = global_params(t);
+    ref_params = global_params_of(t);
     MPI_Comm_free(&pair);
   }
   std::vector<std::vector<std::string>> layouts;
@@ -266,7 +262,7 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
   for (const auto& layout : layouts) {
     Trainer t(xpipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = t.run();
-    const auto params = global_params(t);
+    const auto params = global_params_of(t);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ref.losses.size());

@@ -27,4 +27,10 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
   return global;
 }
 
+// A job's (Trainer, ClassifierTrainer) whole parameters, gathered over its model group.
+template <class Job>
+std::vector<double> global_params_of(Job& job) {
+  return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw());
+}
+
 }  // namespace strata::test
