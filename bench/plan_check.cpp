@@ -2,7 +2,8 @@
 // trains the deck for a few steps through the real Trainer, and its communication
 // counters, step time, activation memory and parameters are printed beside what
 // `strata plan` predicts for it. Bytes and calls must agree exactly on every rank, group
-// and kind of collective, and parameters and activation bytes on the fullest rank (the
+// and kind of collective, and parameters, activation bytes and the whole memory
+// (parameters, gradients, AdamW moments and activations) on the fullest rank (the
 // exit code says whether they did; "!" marks activations that differ); times are compared
 // on the warm steps (after the first), and only mean something where every rank has a core.
 //
@@ -124,16 +125,22 @@ int main(int argc, char** argv) {
         const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20);
         const bool params_differ =
             max_over_ranks(trainer.model().params().numel() != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
+        // parameters, gradients and moments (ZeRO-1: a block of them) with the activations, on the fullest rank
+        const double meas_memory = max_over_ranks(double(result.state_bytes + result.activation_bytes));
+        const bool memory_differs = meas_memory != double(p.memory_bytes());
+        if (memory_differs && rank == 0)
+          std::fprintf(stderr, "plan_check: %s: memory per rank predicted %lld B, measured %.0f B\n", l.name().c_str(),
+                       (long long)p.memory_bytes(), meas_memory);
         if (rank == 0)
           std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(), pred_wire,
                       meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),
                       double(p.activation_bytes) / double(1 << 20), meas_act, act_differ ? "!" : "",
                       params_differ ? "DIFFER" : "exact");
-        if (params_differ || act_differ) ++failures;
+        if (params_differ || act_differ || memory_differs) ++failures;
       }
       if (rank == 0)
         std::printf("plan_check: %s\n", failures == 0 ? "bytes and calls agree exactly on every rank, group and kind; "
-                                                         "parameters and activation bytes too"
+                                                         "parameters, activations and memory too"
                                                        : "MISMATCHES (see above)");
     } catch (const UserError& e) {
       if (rank == 0) std::fprintf(stderr, "plan_check: %s\n", e.what());

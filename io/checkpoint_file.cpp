@@ -56,7 +56,79 @@ extern "C" void on_mpi_io_error(MPI_File*, int* code, ...) {
   if (g_open_writer) g_open_writer->mpi_io_failed(why);
 }
 
+
+// {start, count}, or none when a count is 0
+std::vector<Hyperslab> one_box(const std::vector<int64_t>& start, const std::vector<int64_t>& count) {
+  for (auto c : count)
+    if (c == 0) return {};
+  return {Hyperslab{start, count}};
+}
+
+int64_t values_in(const std::vector<Hyperslab>& boxes) {
+  int64_t n = 0;
+  for (const auto& b : boxes) {
+    int64_t v = 1;
+    for (auto c : b.count) v *= c;
+    n += v;
+  }
+  return n;
+}
+
+// The boxes' values side by side in memory (an empty selection for none).
+hid_t memory_space(const std::vector<Hyperslab>& boxes) {
+  const hsize_t n = hsize_t(values_in(boxes));
+  const hsize_t dims = std::max<hsize_t>(n, 1);
+  hid_t mem = H5Screate_simple(1, &dims, nullptr);
+  if (n == 0) H5Sselect_none(mem);
+  return mem;
+}
+
+// Selects the union of the boxes in a dataset's space; HDF5 walks it in row-major order.
+void select(hid_t space, const std::vector<Hyperslab>& boxes) {
+  if (boxes.empty()) {
+    H5Sselect_none(space);
+    return;
+  }
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    std::vector<hsize_t> start(boxes[i].start.begin(), boxes[i].start.end());
+    std::vector<hsize_t> count(boxes[i].count.begin(), boxes[i].count.end());
+    H5Sselect_hyperslab(space, i == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
+  }
+}
+
 }  // namespace
+
+std::vector<Hyperslab> flat_range_hyperslabs(const std::vector<int64_t>& count, int64_t begin, int64_t end) {
+  std::vector<Hyperslab> out;
+  if (begin >= end) return out;
+  if (count.size() == 1) return {Hyperslab{{begin}, {end - begin}}};
+  const std::vector<int64_t> inner_count(count.begin() + 1, count.end());
+  int64_t inner = 1;
+  for (auto c : inner_count) inner *= c;
+  // a part of one row (of the dimensions after the first): the inner box's range, in row r
+  const auto part_of_row = [&](int64_t r, int64_t lo, int64_t hi) {
+    for (auto b : flat_range_hyperslabs(inner_count, lo, hi)) {
+      b.start.insert(b.start.begin(), r);
+      b.count.insert(b.count.begin(), 1);
+      out.push_back(std::move(b));
+    }
+  };
+  if (begin % inner != 0) {  // the first row's tail
+    const int64_t r = begin / inner, row_end = std::min(end, (r + 1) * inner);
+    part_of_row(r, begin - r * inner, row_end - r * inner);
+    begin = row_end;
+  }
+  const int64_t full_begin = begin / inner, full_end = end / inner;
+  if (begin < end && full_end > full_begin) {  // whole rows
+    Hyperslab b{std::vector<int64_t>(count.size(), 0), count};
+    b.start[0] = full_begin;
+    b.count[0] = full_end - full_begin;
+    out.push_back(std::move(b));
+    begin = full_end * inner;
+  }
+  if (begin < end) part_of_row(begin / inner, 0, end - begin / inner * inner);  // the last row's head
+  return out;
+}
 
 // ---- writer ---------------------------------------------------------------------------
 
@@ -126,8 +198,13 @@ hid_t CheckpointWriter::group_for(const std::string& name) {
 }
 
 void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape,
-                                    const std::vector<int64_t>& start_in, const std::vector<int64_t>& count_in,
+                                    const std::vector<int64_t>& start, const std::vector<int64_t>& count,
                                     const float* data) {
+  write_tensor(name, shape, one_box(start, count), data);
+}
+
+void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape,
+                                    const std::vector<Hyperslab>& boxes, const float* data) {
   if (file_ < 0) return;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   hsize_t row_size = 1;
@@ -154,18 +231,9 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
     write_failed("creating dataset " + name + " in " + path_);
     return;
   }
-  // This rank's hyperslab; an empty selection still takes part in the collective write.
-  std::vector<hsize_t> start(start_in.begin(), start_in.end()), count(count_in.begin(), count_in.end());
-  bool empty = false;
-  for (auto c : count) empty = empty || c == 0;
-  for (auto& c : count) c = std::max<hsize_t>(c, 1);  // a valid memory space even when empty
-  hid_t mem = H5Screate_simple(int(count.size()), count.data(), nullptr);
-  if (!empty) {
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-  } else {
-    H5Sselect_none(space);
-    H5Sselect_none(mem);
-  }
+  // This rank's boxes; an empty selection still takes part in the collective write.
+  hid_t mem = memory_space(boxes);
+  select(space, boxes);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
   const herr_t st = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, dxpl, data);
@@ -257,14 +325,17 @@ void CheckpointReader::read_tensor(const std::string& name, float* out) const {
   read_tensor(name, std::vector<int64_t>(dims.size(), 0), dims, out);
 }
 
-void CheckpointReader::read_tensor(const std::string& name, const std::vector<int64_t>& start_in,
-                                   const std::vector<int64_t>& count_in, float* out) const {
+void CheckpointReader::read_tensor(const std::string& name, const std::vector<int64_t>& start,
+                                   const std::vector<int64_t>& count, float* out) const {
+  read_tensor(name, one_box(start, count), out);
+}
+
+void CheckpointReader::read_tensor(const std::string& name, const std::vector<Hyperslab>& boxes, float* out) const {
   (void)shape(name);  // existence
-  std::vector<hsize_t> start(start_in.begin(), start_in.end()), count(count_in.begin(), count_in.end());
   hid_t dset = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
   hid_t space = H5Dget_space(dset);
-  hid_t mem = H5Screate_simple(int(count.size()), count.data(), nullptr);
-  H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  hid_t mem = memory_space(boxes);
+  select(space, boxes);
   const herr_t st = H5Dread(dset, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, out);
   H5Sclose(mem);
   H5Sclose(space);

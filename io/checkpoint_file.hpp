@@ -15,6 +15,16 @@
 
 namespace strata {
 
+// A box of a tensor: start and count per dimension.
+struct Hyperslab {
+  std::vector<int64_t> start, count;
+};
+
+// The flat range [begin, end) of a row-major box of extents `count` as at most
+// 2 x dims - 1 boxes (relative to the box's corner), in row-major order: a part of a
+// tensor that is contiguous in memory but not a box (ZeRO-1's block of the moments).
+std::vector<Hyperslab> flat_range_hyperslabs(const std::vector<int64_t>& count, int64_t begin, int64_t end);
+
 // Writing never throws once the file is open. A failed write, flush or close (disk full,
 // quota, I/O error) cannot be agreed on afterwards: parallel HDF5's error path leaves the
 // collective calls of the rank that failed out of step with the others' (seen here: one
@@ -37,6 +47,10 @@ class CheckpointWriter {
   // prod(count) values). A count of 0 in any dimension writes nothing.
   void write_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::vector<int64_t>& start,
                     const std::vector<int64_t>& count, const float* data);
+  // ... or the union of disjoint boxes, whose values `data` holds in the tensor's row-major
+  // order (none: this rank writes nothing).
+  void write_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::vector<Hyperslab>& boxes,
+                    const float* data);
   // Collective, identical values on all ranks.
   void write_attribute(const std::string& name, const std::string& value);
   void write_attribute(const std::string& name, int64_t value);
@@ -77,6 +91,8 @@ class CheckpointReader {
   void read_tensor(const std::string& name, float* out) const;
   void read_tensor(const std::string& name, const std::vector<int64_t>& start, const std::vector<int64_t>& count,
                    float* out) const;
+  // ... or the union of disjoint boxes, into out in the tensor's row-major order.
+  void read_tensor(const std::string& name, const std::vector<Hyperslab>& boxes, float* out) const;
   // Names of the datasets under a group (e.g. "/params"), in creation order.
   std::vector<std::string> tensor_names(const std::string& group) const;
 

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace strata {
 namespace {
@@ -185,11 +186,49 @@ void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
   count("reduce_scatter", n * int64_t(sizeof(T)), wire_factor(Collective::ReduceScatter, size_), MPI_Wtime() - t0);
 }
 
+template <class T>
+void Comm::reduce_scatter_blocks(V1<T> buf) {
+  const int64_t n = buf.extent(0) / size_;
+  const double t0 = MPI_Wtime();
+  if (size_ > 1 && n > 0) {
+    Kokkos::fence();
+    if (nccl_) {
+      nccl_->reduce_scatter_sum(buf.data(), n, sizeof(T) == sizeof(double));
+    } else {
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);
+      // in place: the sum of block rank() arrives in block 0
+      MPI_Reduce_scatter_block(MPI_IN_PLACE, host.data(), int(n), mpi_type<T>(), MPI_SUM, comm_);
+      if (rank_ > 0) std::memmove(host.data() + rank_ * n, host.data(), size_t(n) * sizeof(T));
+      Kokkos::deep_copy(buf, host);
+    }
+  }
+  count("reduce_scatter", n * int64_t(sizeof(T)), wire_factor(Collective::ReduceScatter, size_), MPI_Wtime() - t0);
+}
+
+template <class T>
+void Comm::allgather_blocks(V1<T> buf) {
+  const int64_t n = buf.extent(0) / size_;
+  const double t0 = MPI_Wtime();
+  if (size_ > 1 && n > 0) {
+    Kokkos::fence();
+    if (nccl_) {
+      nccl_->allgather(buf.data(), n, sizeof(T) == sizeof(double));
+    } else {
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);
+      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host.data(), int(n), mpi_type<T>(), comm_);
+      Kokkos::deep_copy(buf, host);
+    }
+  }
+  count("allgather", n * int64_t(sizeof(T)), wire_factor(Collective::AllGather, size_), MPI_Wtime() - t0);
+}
+
 #define STRATA_COMM_INSTANTIATE(T)                                                          \
   template MPI_Request Comm::start_broadcast<T>(T*, int64_t, int);                         \
   template MPI_Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int);              \
   template void Comm::allgather<T>(V1<const T>, V1<T>);                                    \
   template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                          \
+  template void Comm::reduce_scatter_blocks<T>(V1<T>);                                     \
+  template void Comm::allgather_blocks<T>(V1<T>);                                          \
   template MPI_Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
   template MPI_Request Comm::start_recv<T>(T*, int64_t, int, int);
 STRATA_COMM_INSTANTIATE(float)

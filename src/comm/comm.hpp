@@ -76,6 +76,12 @@ class Comm {
   // The sum over ranks of send (size() * n values, device memory); this rank keeps block
   // rank() of it in recv (n values).
   template <class T> void reduce_scatter_sum(V1<const T> send, V1<T> recv);
+  // In place on a device buffer of size() equal blocks (ZeRO-1's gradients and
+  // parameters): reduce_scatter_blocks leaves in block rank() the sum over the ranks of
+  // their blocks rank() (the other blocks are left undefined); allgather_blocks gives every
+  // rank every rank's block. Counted per block, as reduce_scatter and allgather.
+  template <class T> void reduce_scatter_blocks(V1<T> buf);
+  template <class T> void allgather_blocks(V1<T> buf);
   void barrier();
 
   const std::map<std::string, CommStats>& stats() const { return stats_; }

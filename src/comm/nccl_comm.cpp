@@ -23,6 +23,7 @@ void check(ncclResult_t r, const char* what) {
 
 struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
+  int rank = 0;
 };
 
 NcclComm::NcclComm(MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
@@ -33,6 +34,7 @@ NcclComm::NcclComm(MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
   if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm);
   check(ncclCommInitRank(&impl_->comm, size, id, rank), "ncclCommInitRank");
+  impl_->rank = rank;
 }
 
 NcclComm::~NcclComm() {
@@ -45,6 +47,24 @@ void NcclComm::allreduce_sum(void* device_buf, int64_t n, bool is_double, bool w
                       stream),
         "ncclAllReduce");
   if (wait) synchronize();
+}
+
+void NcclComm::reduce_scatter_sum(void* device_buf, int64_t n, bool is_double) {
+  const size_t value = is_double ? sizeof(double) : sizeof(float);
+  void* mine = static_cast<char*>(device_buf) + size_t(impl_->rank) * size_t(n) * value;  // NCCL's in-place form
+  check(ncclReduceScatter(device_buf, mine, size_t(n), is_double ? ncclDouble : ncclFloat, ncclSum, impl_->comm,
+                          Kokkos::Cuda().cuda_stream()),
+        "ncclReduceScatter");
+  synchronize();
+}
+
+void NcclComm::allgather(void* device_buf, int64_t n, bool is_double) {
+  const size_t value = is_double ? sizeof(double) : sizeof(float);
+  const void* mine = static_cast<char*>(device_buf) + size_t(impl_->rank) * size_t(n) * value;
+  check(ncclAllGather(mine, device_buf, size_t(n), is_double ? ncclDouble : ncclFloat, impl_->comm,
+                      Kokkos::Cuda().cuda_stream()),
+        "ncclAllGather");
+  synchronize();
 }
 
 void NcclComm::synchronize() {
@@ -62,6 +82,8 @@ NcclComm::NcclComm(MPI_Comm) {
 }
 NcclComm::~NcclComm() = default;
 void NcclComm::allreduce_sum(void*, int64_t, bool, bool) {}
+void NcclComm::reduce_scatter_sum(void*, int64_t, bool) {}
+void NcclComm::allgather(void*, int64_t, bool) {}
 void NcclComm::synchronize() {}
 bool nccl_available() { return false; }
 

@@ -17,6 +17,10 @@ class NcclComm {
   // In-place sum of n device values of type float (is_double = false) or double, queued
   // on Kokkos' CUDA stream; with wait, returns when the result is in place.
   void allreduce_sum(void* device_buf, int64_t n, bool is_double, bool wait = true);
+  // In place on size() blocks of n values (see Comm::reduce_scatter_blocks and
+  // allgather_blocks); they return when the result is in place.
+  void reduce_scatter_sum(void* device_buf, int64_t n, bool is_double);
+  void allgather(void* device_buf, int64_t n, bool is_double);
   void synchronize();  // waits for every queued sum
 
  private:

@@ -156,6 +156,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (p.recompute == Recompute::Full && p.pipeline > 1 && p.schedule == Schedule::XPipe)
     throw UserError(origin + ": parallel.recompute = \"full\" does not run with schedule = \"xpipe\": its backward sees "
                     "other weights than its forward, so a forward run again would not be the one it differentiates");
+  if (p.zero > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
+    throw UserError(origin + ": parallel.zero = 1 does not run with schedule = \"xpipe\": its weight prediction and "
+                    "per-stage updates read every parameter's AdamW moments");
   if (resnet && p.recompute != Recompute::None)
     throw UserError(origin + ": parallel.recompute applies to model.kind = \"gpt\" (the residual network keeps one "
                     "state per step)");
@@ -192,6 +195,7 @@ std::string layout_name(const ParallelConfig& p) {
   else if (p.tensor_cols > 1)
     s += " tensor=1d:" + std::to_string(p.tensor_cols);
   if (p.recompute != Recompute::None) s += " recompute=" + to_string(p.recompute);
+  if (p.zero > 0) s += " zero=" + std::to_string(p.zero);
   return s;
 }
 

@@ -66,6 +66,7 @@ struct ParallelConfig {
   bool weight_prediction = true;
   bool measure_staleness = false;
   Recompute recompute = Recompute::None;
+  int64_t zero = 0;  // ZeRO stage (0 or 1)
 };
 
 struct OptimConfig {

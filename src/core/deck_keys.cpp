@@ -102,6 +102,10 @@ template <class T>
 Rule<T> at_least(T low) {
   return {">= " + number_text(low), [low](const T& v) { return v >= low; }};
 }
+Rule<int64_t> from_to(int64_t low, int64_t high) {
+  return {"in [" + number_text(low) + ", " + number_text(high) + "]",
+          [=](const int64_t& v) { return v >= low && v <= high; }};
+}
 Rule<double> above(double low) {
   return {"> " + number_text(low), [low](const double& v) { return v > low; }};
 }
@@ -279,6 +283,10 @@ std::vector<DeckKey> declare_keys() {
                   "per micro-batch instead of one per block); or \"full\" (each block keeps only its input and "
                   "runs its forward again in the backward: one block's activations per micro-batch). The same "
                   "results bit for bit"),
+      key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 1),
+          "ZeRO stage: 0, or 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
+          "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
+          "same traffic as the all-reduce; not with xpipe)"),
       key(par, &D::parallel, "weight_prediction", &ParallelConfig::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/grad_buckets.hpp"
+#include "optim/zero_sharding.hpp"
 
 namespace strata {
 
@@ -31,7 +32,7 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
     if (!last) {  // the gradients add up; the sums wait for the last micro-batch
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
-    } else if (bucket_bytes_ > 0 && comm_.size() > 1) {
+    } else if (bucket_bytes_ > 0 && comm_.size() > 1 && !model_.params().moments_sharded()) {
       GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
         comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
       });
@@ -44,7 +45,7 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
       timers.start("grad_allreduce");
-      comm_.allreduce_sum(grads);
+      sum_gradients(comm_, model_.params());  // all of them, or with ZeRO-1 this rank's block
     }
   }
   const BatchResult result = reduce(local_loss_sum, local_correct, double(global_batch) * double(ctx.seq_len));
@@ -74,25 +75,25 @@ BatchResult DataParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t globa
 
 template <class T>
 Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches) {
+                              int micro_batches, bool zero) {
   Traffic out;
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
-  if (bucket_bytes > 0 && data_ranks > 1) {
+  if (bucket_bytes > 0 && data_ranks > 1 && !zero) {
     GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
       out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
     });
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
     buckets.flush();
   } else {
-    out.add("data", "allreduce", Collective::AllReduce, data_ranks, model.params().numel() * e);
+    gradient_sum_traffic(out, data_ranks, model.params().numel(), e, zero);
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t, int);
-template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t, int);
+template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t, int, bool);
+template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t, int, bool);
 template class DataParallel<float>;
 template class DataParallel<double>;
 

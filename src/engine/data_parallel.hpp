@@ -14,6 +14,9 @@
 // one after the other, each forward and backward adding to the same gradients, so only one
 // micro-batch's activations are kept; the all-reduce starts with the last micro-batch's
 // backward, once per step. The sum is the same gradient as the whole batch's.
+//
+// ZeRO-1 (a store whose moments are sharded, optim/zero_sharding.hpp): one reduce-scatter
+// of the gradients after the backward instead of the buckets' all-reduces.
 #include <memory>
 
 #include "comm/comm.hpp"
@@ -52,9 +55,9 @@ class DataParallel : public TrainEngine<T> {
 
 // What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
 // for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
-// gradient buckets.
+// gradient buckets; zero: ZeRO-1's reduce-scatter, norm and all-gather instead.
 template <class T>
 Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches = 1);
+                              int micro_batches = 1, bool zero = false);
 
 }  // namespace strata

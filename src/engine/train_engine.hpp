@@ -32,6 +32,9 @@ class TrainEngine {
   virtual BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) = 0;
   // Bytes of activations (and message buffers) this rank holds for its forward/backward.
   virtual int64_t activation_bytes() const = 0;
+  // Bytes of weights kept beside the parameter store (XPipe: the true weights while a
+  // prediction is in place).
+  virtual int64_t weight_copy_bytes() const { return 0; }
 
   // The most steps one train_steps call takes (1 but for streaming schedules).
   virtual int64_t max_steps_per_call() const { return 1; }

@@ -64,6 +64,20 @@ void ParamStore<T>::allocate(uint64_t seed) {
 }
 
 template <class T>
+void ParamStore<T>::shard_moments(int shards, int index) {
+  const int64_t block = zero_block(total_, shards);
+  m_ = v_ = grads_ = Tensor1<T>();  // freed first: never more than the unsharded store at once
+  Tensor1<T> params("params", block * shards);  // zero padding
+  Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(int64_t(0), total_)), params_);
+  params_ = params;
+  grads_ = Tensor1<T>("grads", block * shards);
+  m_ = Tensor1<T>("adam_m", block);
+  v_ = Tensor1<T>("adam_v", block);
+  moment_shards_ = shards;
+  moments_begin_ = block * index;
+}
+
+template <class T>
 int64_t ParamStore<T>::global_numel() const {
   int64_t n = 0;
   for (const auto& p : infos_) n += p.global_numel;

@@ -5,6 +5,7 @@
 // of it (the whole tensor without tensor parallelism). Initial values are a pure function
 // of (seed, name, global element index), so every rank layout starts from identical
 // global weights.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,6 +59,13 @@ struct ShardIndex {
   }
 };
 
+// ZeRO-1's block of a flat buffer of `numel` values split over `shards` ranks: equal
+// blocks, the last padded (so reduce-scatters and all-gathers need no counts).
+inline int64_t zero_block(int64_t numel, int shards) { return (numel + shards - 1) / shards; }
+// Values a store of numel values holds: parameters and gradients (padded to `shards`
+// blocks) and the AdamW moments of one block; 4 numel without ZeRO-1 (shards = 1).
+inline int64_t store_values(int64_t numel, int shards) { return 2 * zero_block(numel, shards) * (shards + 1); }
+
 template <class T>
 class ParamStore {
  public:
@@ -67,10 +75,14 @@ class ParamStore {
           Shard shard = {});
   // Allocates the flat buffers and fills parameters from the counter-based RNG.
   void allocate(uint64_t seed);
+  // ZeRO stage 1, after allocate(): the flat buffers are padded with zeros to `shards`
+  // equal blocks (zero_block) and this rank keeps the AdamW moments of block `index` only;
+  // every parameter and gradient stays (the gradients summed over the block only).
+  void shard_moments(int shards, int index);
 
   int index(const std::string& name) const;
   const std::vector<ParamInfo>& infos() const { return infos_; }
-  int64_t numel() const { return total_; }  // local elements (the flat buffers' length)
+  int64_t numel() const { return total_; }  // local elements (the flat buffers' length, but for padding)
   int64_t global_numel() const;              // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
@@ -83,8 +95,17 @@ class ParamStore {
   Tensor1<T>& params() { return params_; }
   Tensor1<T>& grads() { return grads_; }
   V1<T> grads_view() const { return grads_; }
+  // The AdamW moments of flat elements [moments_begin, moments_end): all of them, or with
+  // ZeRO-1 this rank's block (element i of the moments is flat element moments_begin + i).
   Tensor1<T>& adam_m() { return m_; }
   Tensor1<T>& adam_v() { return v_; }
+  int64_t moments_begin() const { return moments_begin_; }
+  int64_t moments_end() const { return std::clamp(total_, moments_begin_, moments_begin_ + int64_t(m_.extent(0))); }
+  bool moments_sharded() const { return moment_shards_ > 1; }
+  // what the four buffers hold (store_values(numel(), shards) values)
+  int64_t state_bytes() const {
+    return int64_t(params_.extent(0) + grads_.extent(0) + m_.extent(0) + v_.extent(0)) * int64_t(sizeof(T));
+  }
   void zero_grads() { Kokkos::deep_copy(grads_, T(0)); }
 
  private:
@@ -95,6 +116,8 @@ class ParamStore {
   std::vector<ParamInfo> infos_;
   std::map<std::string, int> by_name_;
   int64_t total_ = 0;
+  int moment_shards_ = 1;
+  int64_t moments_begin_ = 0;
   Tensor1<T> params_, grads_, m_, v_;
 };
 

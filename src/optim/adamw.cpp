@@ -1,5 +1,6 @@
 #include "optim/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 
@@ -9,12 +10,16 @@ template <class T>
 void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
   ++step_;
   kernels::AdamWHyper h = adamw_hyper(cfg_, lr, step_);
+  // the part of each tensor whose moments this rank keeps (all of it without ZeRO-1)
+  const int64_t lo = store.moments_begin(), hi = store.moments_end();
   for (const auto& p : store.infos()) {
     if (&p - store.infos().data() == skip) continue;
+    const int64_t begin = std::max(p.offset, lo), end = std::min(p.offset + p.numel, hi);
+    if (begin >= end) continue;
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-    auto slice = [&](Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
-    kernels::adamw_update<T>(slice(store.params()), slice(store.adam_m()), slice(store.adam_v()),
-                             slice(store.grads()), h);
+    auto slice = [&](Tensor1<T>& buf, int64_t origin) { return V1<T>(buf.data() + begin - origin, end - begin); };
+    kernels::adamw_update<T>(slice(store.params(), 0), slice(store.adam_m(), lo), slice(store.adam_v(), lo),
+                             slice(store.grads(), 0), h);
   }
 }
 

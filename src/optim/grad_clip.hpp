@@ -2,6 +2,7 @@
 // Gradient clipping by global norm. The norm is over the whole model's gradient: every
 // data-parallel replica holds the same (reduced) gradient, and within a tensor group each
 // shard is counted once (by its replica 0) and the squares are summed over the group.
+#include <algorithm>
 #include <cmath>
 
 #include "comm/comm.hpp"
@@ -11,7 +12,8 @@
 namespace strata {
 
 // Sum of squares of the gradient shards this rank owns (ParamInfo::replica == 0), over
-// contiguous runs of the flat buffer.
+// contiguous runs of the flat buffer; with ZeRO-1, of its block of them only (the part
+// whose gradients were summed here).
 template <class T>
 double owned_grad_sum_of_squares(const ParamStore<T>& store) {
   double sum = 0;
@@ -20,13 +22,15 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store) {
     if (run_end > run_begin)
       sum += kernels::sum_of_squares<T>(V1<const T>(store.grads_view().data() + run_begin, run_end - run_begin));
   };
+  const int64_t lo = store.moments_begin(), hi = store.moments_end();
   for (const auto& p : store.infos()) {
-    if (p.replica != 0) continue;
-    if (p.offset != run_end) {
+    const int64_t begin = std::max(p.offset, lo), end = std::min(p.offset + p.numel, hi);
+    if (p.replica != 0 || begin >= end) continue;
+    if (begin != run_end) {
       flush();
-      run_begin = p.offset;
+      run_begin = begin;
     }
-    run_end = p.offset + p.numel;
+    run_end = end;
   }
   flush();
   return sum;
@@ -34,10 +38,12 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store) {
 
 // Returns the global L2 norm of the gradients; scales them by max_norm/norm when it
 // exceeds max_norm (> 0). tensor_group: the ranks that share the model's shards (nullptr
-// without tensor parallelism).
+// without tensor parallelism); zero_group: with ZeRO-1, the data ranks whose blocks make
+// up the gradient (nullptr without).
 template <class T>
-double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm) {
+double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm, Comm* zero_group = nullptr) {
   double sq = owned_grad_sum_of_squares(store);
+  if (zero_group) sq = zero_group->allreduce_sum(sq);
   if (tensor_group) sq = tensor_group->allreduce_sum(sq);
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {

@@ -3,16 +3,19 @@
 #include <cmath>
 
 #include "optim/grad_clip.hpp"
+#include "optim/zero_sharding.hpp"
 
 namespace strata {
 
 template <class T>
-StepOutcome OptimizerStep<T>::update(ParamStore<T>& store, int64_t step, double loss, Comm* norm_group, int frozen) {
+StepOutcome OptimizerStep<T>::update(ParamStore<T>& store, int64_t step, double loss, Comm* norm_group, Comm* zero,
+                                     int frozen) {
   StepOutcome out;
   out.loss = loss;
-  out.grad_norm = clip_grad_norm<T>(store, norm_group, cfg_.grad_clip);
+  out.grad_norm = clip_grad_norm<T>(store, norm_group, cfg_.grad_clip, zero);
   out.applied = std::isfinite(loss) && std::isfinite(out.grad_norm);
   if (out.applied) adamw_.step(store, lr(step), frozen);
+  if (out.applied && zero) gather_updated_params(*zero, store);
   return out;
 }
 

@@ -24,9 +24,10 @@ class OptimizerStep {
  public:
   // model_group: the ranks over which one model replica's gradient norm is summed
   // (pipeline x tensor; nullptr for a model on one rank). total_steps: the run's, for the
-  // learning-rate schedule.
-  OptimizerStep(const OptimConfig& cfg, int64_t total_steps, Comm* model_group)
-      : cfg_(cfg), total_steps_(total_steps), model_group_(model_group), adamw_(cfg) {}
+  // learning-rate schedule. zero_group: with ZeRO-1 (a store whose moments are sharded),
+  // the data group that holds the other blocks (optim/zero_sharding.hpp); else nullptr.
+  OptimizerStep(const OptimConfig& cfg, int64_t total_steps, Comm* model_group, Comm* zero_group = nullptr)
+      : cfg_(cfg), total_steps_(total_steps), model_group_(model_group), zero_group_(zero_group), adamw_(cfg) {}
 
   const OptimConfig& config() const { return cfg_; }
   AdamW<T>& adamw() { return adamw_; }
@@ -34,20 +35,22 @@ class OptimizerStep {
 
   // The whole model's update for (0-based) step, from store's reduced gradients.
   StepOutcome apply(ParamStore<T>& store, int64_t step, double loss) {
-    return update(store, step, loss, model_group_, -1);
+    return update(store, step, loss, model_group_, zero_group_, -1);
   }
   // One pipeline stage's update inside a stream: the norm of the stage's gradient over
-  // its tensor group (nullptr: none); `frozen`, a parameter left alone (-1: none).
+  // its tensor group (nullptr: none); `frozen`, a parameter left alone (-1: none). Never
+  // with ZeRO-1 (the deck refuses it with XPipe).
   StepOutcome apply_stage(ParamStore<T>& store, int64_t step, Comm* tensor_group, int frozen) {
-    return update(store, step, 0.0, tensor_group, frozen);
+    return update(store, step, 0.0, tensor_group, nullptr, frozen);
   }
 
  private:
-  StepOutcome update(ParamStore<T>& store, int64_t step, double loss, Comm* norm_group, int frozen);
+  StepOutcome update(ParamStore<T>& store, int64_t step, double loss, Comm* norm_group, Comm* zero, int frozen);
 
   OptimConfig cfg_;
   int64_t total_steps_;
   Comm* model_group_;
+  Comm* zero_group_;
   AdamW<T> adamw_;
 };
 

@@ -42,6 +42,7 @@ class WeightPredictor {
   }
   // The true weights, saved while a prediction is in place.
   V1<const T> true_weights() const { return saved_; }
+  int64_t bytes() const { return int64_t(saved_.extent(0) * sizeof(T)); }
   // Allocates the copy of the true weights (predict does it on first use).
   void reserve(const ParamStore<T>& store) {
     if (int64_t(saved_.extent(0)) != store.numel()) saved_ = Tensor1<T>("predictor.saved", store.numel());

@@ -19,6 +19,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.schedule = schedule;
   p.micro_batches = micro_batches;
   p.recompute = recompute;
+  p.zero = zero;
   return d;
 }
 
@@ -28,14 +29,16 @@ std::vector<std::string> Layout::overrides() const {
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
           "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + to_string(p.schedule),
-          "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute)};
+          "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute),
+          "parallel.zero=" + std::to_string(p.zero)};
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
   // beyond 8 micro-batches per stage a flushing schedule's bubble, (p-1)/(m+p-1), is
   // under 1/9 and the simulations only grow
   Layout serial;
-  serial.recompute = deck.parallel.recompute;  // as the deck asks; the planner may add it (rank_layouts)
+  serial.recompute = deck.parallel.recompute;  // as the deck asks; the planner may add them (rank_layouts)
+  serial.zero = int(deck.parallel.zero);
   std::vector<Layout> tensor_splits{serial};
   for (int t = 2; t <= ranks; ++t)
     if (ranks % t == 0) {
@@ -76,7 +79,8 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const auto& [schedule, name] : schedule_names())
-        if (is_pipeline_schedule(schedule) && !(schedule == Schedule::XPipe && l.recompute == Recompute::Full))
+        if (is_pipeline_schedule(schedule) &&
+            !(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)))
         for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
           if (replica_batch % m == 0) {
             l.schedule = schedule;

@@ -19,6 +19,7 @@ struct Layout {
   Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
   int micro_batches = 1;  // with pipeline = 1: gradient accumulation
   Recompute recompute = Recompute::None;
+  int zero = 0;  // ZeRO stage (0 or 1)
   int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
   int ranks() const { return data * pipeline * tensor_size(); }
   // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2"
@@ -33,7 +34,8 @@ struct Layout {
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
 // tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with p stages, each schedule
 // (gpipe, 1f1b, xpipe) and each micro-batch count m that divides the replica's batch,
-// up to kMaxMicroBatchesPerStage * p.
+// up to kMaxMicroBatchesPerStage * p. Recomputation and ZeRO as the deck asks (not the
+// schedules that refuse them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);
 

@@ -23,9 +23,10 @@ bool fits(const StepPrediction& p, const MachineFile& machine) {
 }
 
 // What a layout that needs more memory than a rank has can trade time for: selective or
-// full recomputation (not full under XPipe), and without a pipeline gradient accumulation
-// over 2, 4, ... micro-batches (each with and without recomputation); only variants the
-// grid and batch admit.
+// full recomputation (not full under XPipe), without a pipeline gradient accumulation
+// over 2, 4, ... micro-batches (each with and without recomputation), and each of these
+// with ZeRO-1 where there are data replicas (not under XPipe); only variants the grid and
+// batch admit.
 std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
   std::vector<Layout> out;
   const auto add = [&](const Layout& v) {
@@ -55,6 +56,25 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
       with_recomputation(v);
     }
   }
+  if (l.zero == 0 && l.data > 1 && !(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
+    std::vector<Layout> sharded{l};
+    sharded.insert(sharded.end(), out.begin(), out.end());
+    for (Layout v : sharded) {
+      v.zero = 1;
+      add(v);
+    }
+  }
+  return out;
+}
+
+// "recomputation and ZeRO-1": what a memory-bound layout added to fit
+std::string memory_options(const Layout& l) {
+  std::vector<std::string> used;
+  if (l.recompute != Recompute::None) used.push_back("recomputation");
+  if (l.micro_batches > 1 && l.pipeline == 1) used.push_back("gradient accumulation");
+  if (l.zero > 0) used.push_back("ZeRO-1");
+  std::string out;
+  for (size_t i = 0; i < used.size(); ++i) out += (i == 0 ? "" : i + 1 == used.size() ? " and " : ", ") + used[i];
   return out;
 }
 
@@ -127,10 +147,7 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
   if (r.memory_bound > 0)
-    out << "  memory-bound: without " << (r.layout.recompute != Recompute::None ? "recomputation" : "")
-        << (r.layout.recompute != Recompute::None && r.layout.micro_batches > 1 && r.layout.pipeline == 1 ? " and " : "")
-        << (r.layout.micro_batches > 1 && r.layout.pipeline == 1 ? "gradient accumulation" : "") << " it needs "
-        << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
+    out << "  memory-bound: without " << memory_options(r.layout) << " it needs " << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
         << " a rank has\n";
   if (shown < ranked.size()) out << "(" << ranked.size() - shown << " slower layouts not shown; --top 0 shows all)\n";
   out << "(! = needs more memory than a rank has; of GEMM: the model's FLOPs per second over all ranks' GEMM rate)\n";

@@ -63,6 +63,9 @@ class Links {
   const MachineFile& m_;
 };
 
+// The data ranks ZeRO-1 splits the moments over (1: no split).
+int zero_shards(const Layout& l) { return l.zero > 0 ? l.data : 1; }
+
 struct StageCosts {
   double compute = 0;  // per micro-batch, forward and backward: GEMMs and the non-GEMM work
   double gemm = 0;     // per micro-batch, of which GEMMs
@@ -76,12 +79,14 @@ struct StageCosts {
 };
 
 // (state, activation) bytes of one rank of a stage: parameters, gradients and AdamW
-// moments (XPipe: and the true weights under a prediction); the activation caches of the
+// moments (with ZeRO-1 over `zero_shards` data ranks: a block of them, the buffers padded;
+// XPipe: and the true weights under a prediction); the activation caches of the
 // micro-batches in flight (`slots` as the pipeline engine sizes them, -1 without a
 // pipeline) and the pipeline's message rings.
-std::pair<int64_t, int64_t> stage_memory(const GPT<float>& model, const BlockContext& micro, bool xpipe, int slots) {
+std::pair<int64_t, int64_t> stage_memory(const GPT<float>& model, const BlockContext& micro, bool xpipe, int slots,
+                                         int zero_shards) {
   const int64_t numel = model.params().numel();
-  const int64_t state = (xpipe ? 5 : 4) * numel * int64_t(sizeof(float));
+  const int64_t state = (store_values(numel, zero_shards) + (xpipe ? numel : 0)) * int64_t(sizeof(float));
   int64_t activations = model.cache_bytes_for(micro);
   if (slots >= 0) {
     slots = std::max(1, slots);
@@ -101,7 +106,8 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   const PipeSimulation sim = p > 1 ? simulate_schedule(schedule_of(l, xpipe ? p + 1 : 1)) : PipeSimulation{};
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
-    const auto [state, activations] = stage_memory(*dry_model(deck, l, s), micro, xpipe, p > 1 ? sim.peak_in_flight[size_t(s)] : -1);
+    const auto [state, activations] =
+        stage_memory(*dry_model(deck, l, s), micro, xpipe, p > 1 ? sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -114,8 +120,10 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const auto model = dry_model(deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
-    return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches);
-  return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.data, local_batch);
+    return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
+                                 l.zero > 0);
+  return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.data, local_batch,
+                          l.zero > 0);
 }
 
 StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile& machine, int stream_steps) {
@@ -169,9 +177,10 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     model->micro_batch_traffic(micro, tensor);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
     c.tensor = links.seconds(tensor, false) + std::max(0.0, links.seconds(tensor, true) - c.gemm);
-    // AdamW's update and XPipe's prediction are the same arithmetic over the weights and moments
-    c.optimizer = double(store.numel()) / machine.adam_rate;
-    c.predict = c.optimizer;
+    // AdamW's update (with ZeRO-1, of the rank's block) and XPipe's prediction are the same
+    // arithmetic over the weights and moments
+    c.predict = double(store.numel()) / machine.adam_rate;
+    c.optimizer = double(zero_block(store.numel(), zero_shards(l))) / machine.adam_rate;
     if (p > 1) {
       const auto [rows, cols] = model->boundary_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
@@ -180,14 +189,15 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     }
     // per step
     const Traffic round = p == 1 ? data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch,
-                                                         l.micro_batches)
-                                 : pipeline_traffic(*model, xpipe ? longer : flush, l.data, local_batch);
+                                                         l.micro_batches, l.zero > 0)
+                                 : pipeline_traffic(*model, xpipe ? longer : flush, l.data, local_batch, l.zero > 0);
     double wire = round.wire_bytes();
     if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, l.data, local_batch).wire_bytes()) / double(k2 - k1);
     out.wire_bytes = std::max(out.wire_bytes, wire);
     out.stage_traffic.push_back(round);
     out.stage_params.push_back(store.numel());
     const double grads = double(store.numel()) * sizeof(float);
+    // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring)
     const double data_sum = links.of("data").seconds(Collective::AllReduce, l.data, grads);
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
@@ -205,7 +215,8 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] = stage_memory(*model, micro, xpipe, p > 1 ? unit_sim.peak_in_flight[size_t(s)] : -1);
+    const auto [state, activations] =
+        stage_memory(*model, micro, xpipe, p > 1 ? unit_sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
       out.activation_bytes = activations;

@@ -30,6 +30,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     model_ = std::make_unique<ResNet<float>>(
         rc, deck_.run.seed,
         StagePlacement::balanced(int(rc.steps), int(deck_.parallel.pipeline), grid_->coords().pipeline));
+    shard_optimizer_state(model_->params(), *grid_, deck_.parallel.zero);
     const int64_t lb = deck_.data.batch_size / grid_->data_size();
     x_ = Tensor2<float>("classifier.x", lb, rc.inputs);
     labels_ = Tensor1<int32_t>("classifier.labels", lb);

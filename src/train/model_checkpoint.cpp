@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -19,6 +20,25 @@ std::string shape_string(const std::vector<int64_t>& s) {
 }
 
 const char* kGroups[3] = {"/params/", "/optim/adam_m/", "/optim/adam_v/"};
+
+// The part of p's AdamW moments this rank keeps (all of its shard, or with ZeRO-1 what of
+// it falls in the rank's block), as boxes of the global tensor, and where its values start
+// in the moment buffers.
+struct MomentPart {
+  std::vector<Hyperslab> boxes;
+  int64_t at = 0;
+};
+MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
+  const int64_t begin = std::max(p.offset, store.moments_begin());
+  const int64_t end = std::min(p.offset + p.numel, store.moments_end());
+  MomentPart out;
+  out.at = begin - store.moments_begin();
+  if (begin >= end) return out;
+  out.boxes = flat_range_hyperslabs(p.count, begin - p.offset, end - p.offset);
+  for (auto& b : out.boxes)
+    for (size_t d = 0; d < b.start.size(); ++d) b.start[d] += p.start[d];
+  return out;
+}
 
 }  // namespace
 
@@ -55,8 +75,15 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
     std::vector<int64_t> start = p.start, count = p.count;
     start[0] += begin;
     count[0] = end - begin;
-    for (int g = 0; g < 3; ++g)
-      w.write_tensor(kGroups[g] + p.name, p.shape, start, count, host[g].data() + p.offset + begin * row_size);
+    w.write_tensor(kGroups[0] + p.name, p.shape, start, count, host[0].data() + p.offset + begin * row_size);
+    if (!store.moments_sharded()) {
+      for (int g = 1; g < 3; ++g)
+        w.write_tensor(kGroups[g] + p.name, p.shape, start, count, host[g].data() + p.offset + begin * row_size);
+    } else {  // ZeRO-1: each data rank writes the moments it keeps (one tensor replica for all)
+      MomentPart part = moment_part(store, p);
+      if (p.replica != 0) part.boxes.clear();
+      for (int g = 1; g < 3; ++g) w.write_tensor(kGroups[g] + p.name, p.shape, part.boxes, host[g].data() + part.at);
+    }
     bytes += 3 * p.global_numel * int64_t(sizeof(float));
   }
   w.write_attribute("format", std::string(kCheckpointFormat));
@@ -121,9 +148,12 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
   Tensor1<float>* buffers[3] = {&store.params(), &store.adam_m(), &store.adam_v()};
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view(*b));
-  for (const auto& p : store.infos())
-    if (p.numel > 0)  // parameters of other pipeline stages are read there
-      for (int g = 0; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, p.start, p.count, host[g].data() + p.offset);
+  for (const auto& p : store.infos()) {
+    if (p.numel == 0) continue;  // parameters of other pipeline stages are read there
+    r.read_tensor(kGroups[0] + p.name, p.start, p.count, host[0].data() + p.offset);
+    const MomentPart part = moment_part(store, p);  // with ZeRO-1, of this rank's block
+    for (int g = 1; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, part.boxes, host[g].data() + part.at);
+  }
   TrainingState s;
   s.step = r.int_attribute("step");
   s.optim_steps = r.int_attribute("optim_steps");

@@ -32,7 +32,7 @@ constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
 // Collective over comm (every rank of the run). Each rank holds shards (ParamInfo::start,
 // count); the ranks that hold the same shard (its tensor-group replicas times the data
 // replicas, data_size of them) split its rows between them, so every value is written
-// once. If pause_midway, sleeps for a long time after half the tensors (a test hook: a
+// once; with ZeRO-1 each data rank writes the moments it keeps (ParamStore::shard_moments). If pause_midway, sleeps for a long time after half the tensors (a test hook: a
 // test kills the job inside the write). Returns bytes of (global) tensor data. A failed
 // flush or close throws IoError on the ranks that saw it, after every collective call was
 // made (the caller agrees on the outcome and discards the file); a failed tensor or
@@ -42,7 +42,8 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
                                const std::string& layout, bool pause_midway = false,
                                const std::function<void(const std::string&)>& on_write_failure = nullptr);
 
-// Reads this rank's shards of a checkpoint into store (any layout may read any checkpoint). Throws
+// Reads this rank's shards of a checkpoint into store (any layout may read any checkpoint;
+// with ZeRO-1 each rank reads the moments of its block). Throws
 // UserError naming the file and tensor for a missing tensor, a shape that does not match
 // the deck's model, or a failed checksum; nothing is modified before all checks passed.
 TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store);

@@ -163,7 +163,8 @@ TrainResult RunLoop::run() {
   const TestFaults faults = TestFaults::from_environment();
   StopWatchdog watchdog(rc.stop_timeout, rank_);
 
-  OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model());
+  OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model(),
+                              job_.params().moments_sharded() ? &job_.grid().data() : nullptr);
   update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;
   result.first_step = start_.step;

@@ -36,6 +36,13 @@ inline void require_precision_runs(Precision precision) {
       throw UserError("model.precision = \"bf16\" cannot run here: " + why + " (use \"fp32\")");
 }
 
+// parallel.zero = 1 with more than one data replica: this rank keeps the AdamW moments of
+// its data rank's block only (optim/zero_sharding.hpp). Before the engine's first step and
+// before a checkpoint is read.
+inline void shard_optimizer_state(ParamStore<float>& store, const Grid& grid, int64_t zero) {
+  if (zero > 0 && grid.data_size() > 1) store.shard_moments(grid.data_size(), grid.coords().data);
+}
+
 struct Evaluation {
   double loss = std::numeric_limits<double>::quiet_NaN();
   double accuracy = std::numeric_limits<double>::quiet_NaN();  // classifiers only

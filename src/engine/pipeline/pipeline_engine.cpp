@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "engine/pipeline/simulate.hpp"
 #include "optim/grad_clip.hpp"
+#include "optim/zero_sharding.hpp"
 
 namespace strata {
 namespace {
@@ -457,7 +458,7 @@ BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int
   timers.start("grad_allreduce");
   auto& store = model_.params();
   if (embedding_ && model_.tied_index() >= 0) embedding_->allreduce_sum(store.grad(model_.tied_index()));  // its two copies
-  data_.allreduce_sum(store.grads());
+  sum_gradients(data_, store);  // all of them, or with ZeRO-1 this rank's block
   const BatchResult result = reduce(loss_sum, correct_[0], global_batch);
   timers.stop("grad_allreduce");
   return result;
@@ -554,7 +555,8 @@ int64_t PipelineEngine<T>::activation_bytes() const {
 }
 
 template <class T>
-Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch) {
+Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
+                         bool zero) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T), params = model.params().numel();
@@ -591,15 +593,15 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
   } else {
     if (s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0)
       out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
-    out.add("data", "allreduce", Collective::AllReduce, data_ranks, params * e);
+    gradient_sum_traffic(out, data_ranks, params, e, zero);
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
   }
   return out;
 }
 
-template Traffic pipeline_traffic<float>(const StageModel<float>&, const PipeSchedule&, int, int64_t);
-template Traffic pipeline_traffic<double>(const StageModel<double>&, const PipeSchedule&, int, int64_t);
+template Traffic pipeline_traffic<float>(const StageModel<float>&, const PipeSchedule&, int, int64_t, bool);
+template Traffic pipeline_traffic<double>(const StageModel<double>&, const PipeSchedule&, int, int64_t, bool);
 template class PipelineEngine<float>;
 template class PipelineEngine<double>;
 

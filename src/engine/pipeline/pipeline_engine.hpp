@@ -88,6 +88,7 @@ class PipelineEngine : public TrainEngine<T> {
                                        int64_t global_batch, const StreamUpdate<T>& update, Timers& timers);
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
   int64_t activation_bytes() const override;  // the caches of the micro-batches in flight and messages
+  int64_t weight_copy_bytes() const override { return predictor_ ? predictor_->bytes() : 0; }
   // The XPipe list for a stream of `mini_batches` (printed by strata plan --schedule).
   const PipeSchedule& xpipe_schedule_for(int mini_batches);
 
@@ -155,8 +156,10 @@ class PipelineEngine : public TrainEngine<T> {
 // What the stage the model is placed on sends in one run of s on one rank (comm/traffic.hpp),
 // call for call: one mini-batch for GPipe and 1F1B with the gradient sums after it, a
 // stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
-// Read off the stage's instruction list, as run() executes it.
+// Read off the stage's instruction list, as run() executes it. zero: ZeRO-1's sums
+// (flushing schedules only).
 template <class T>
-Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch);
+Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
+                         bool zero = false);
 
 }  // namespace strata

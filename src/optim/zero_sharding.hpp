@@ -1,0 +1,45 @@
+#pragma once
+// ZeRO stage 1 (Rajbhandari et al., 2020), parallel.zero = 1: the data-parallel ranks split
+// the AdamW moments. The flat buffers are padded to `data` equal blocks
+// (ParamStore::shard_moments); rank r keeps the moments of block r. After the backward the
+// gradients are reduce-scattered (rank r gets the sum of block r), each rank clips and
+// updates the parameters of its block (OptimizerStep: the norm's squares summed over the
+// data group as well), and the parameters are all-gathered. A ring reduce-scatter plus a
+// ring all-gather send exactly what a ring all-reduce sends (2(d-1)/d of the buffer per
+// rank), so ZeRO-1 trades no bandwidth for its memory: the moments shrink from 2N to 2N/d
+// values per rank.
+#include "comm/comm.hpp"
+#include "comm/traffic.hpp"
+#include "model/param_store.hpp"
+
+namespace strata {
+
+// The data group's sum of the gradients: of all of them (an all-reduce), or with ZeRO-1 of
+// the block whose moments this rank keeps (a reduce-scatter; the other blocks are left
+// undefined).
+template <class T>
+void sum_gradients(Comm& data, ParamStore<T>& store) {
+  if (store.moments_sharded()) data.reduce_scatter_blocks(V1<T>(store.grads()));
+  else data.allreduce_sum(V1<T>(store.grads()));
+}
+
+// After a ZeRO-1 update of this rank's block: every block to every data rank.
+template <class T>
+void gather_updated_params(Comm& data, ParamStore<T>& store) {
+  data.allgather_blocks(V1<T>(store.params()));
+}
+
+// What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a
+// data group of data_ranks (comm/traffic.hpp), for a store of numel values of value_bytes.
+inline void gradient_sum_traffic(Traffic& out, int data_ranks, int64_t numel, int64_t value_bytes, bool zero) {
+  if (zero && data_ranks > 1) {
+    const int64_t block = zero_block(numel, data_ranks) * value_bytes;
+    out.add("data", "reduce_scatter", Collective::ReduceScatter, data_ranks, block);
+    out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the norm's squares
+    out.add("data", "allgather", Collective::AllGather, data_ranks, block);
+  } else {
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, numel * value_bytes);
+  }
+}
+
+}  // namespace strata
