@@ -100,6 +100,8 @@ expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.t
 expect 2 'parallel.recompute applies to model.kind = "gpt"' -- train resnet.toml --set parallel.recompute=selective
 expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' -- train good.toml --set parallel.recompute=all
 expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe
+expect 2 'parallel.zero = 1 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe
+expect 1 'parallel.zero must be in [0, 1]' -- train good.toml --set parallel.zero=2
 
 # strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
 # reference the binary prints (regenerate: strata deck --reference > docs/deck.md)
