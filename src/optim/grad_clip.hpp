@@ -48,9 +48,11 @@ double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm,
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const T scale = T(max_norm / (norm + 1e-6));
+    // the gradients the update reads: all, or with ZeRO-1 this rank's block
     auto grads = store.grads_view();
     Kokkos::parallel_for(
-        "grad_clip", Range(0, grads.extent(0)), KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
+        "grad_clip", Range(store.moments_begin(), store.moments_end()),
+        KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
   }
   return norm;
 }

@@ -67,12 +67,19 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
   return out;
 }
 
-// "recomputation and ZeRO-1": what a memory-bound layout added to fit
-std::string memory_options(const Layout& l) {
+// The memory options a layout uses: recomputation, accumulation without a pipeline, ZeRO-1.
+std::vector<std::string> memory_option_names(const Layout& l) {
   std::vector<std::string> used;
   if (l.recompute != Recompute::None) used.push_back("recomputation");
   if (l.micro_batches > 1 && l.pipeline == 1) used.push_back("gradient accumulation");
   if (l.zero > 0) used.push_back("ZeRO-1");
+  return used;
+}
+size_t options_used(const Layout& l) { return memory_option_names(l).size(); }
+
+// "recomputation and ZeRO-1": what a memory-bound layout added to fit
+std::string memory_options(const Layout& l) {
+  const std::vector<std::string> used = memory_option_names(l);
   std::string out;
   for (size_t i = 0; i < used.size(); ++i) out += (i == 0 ? "" : i + 1 == used.size() ? " and " : ", ") + used[i];
   return out;
@@ -85,12 +92,20 @@ std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const Mach
   for (const Layout& l : feasible_layouts(deck, ranks)) {
     out.push_back(predict_step(deck, l, machine));
     if (fits(out.back(), machine) || deck.model.kind != "gpt") continue;
-    // memory-bound: the fastest variant that fits, beside the layout as asked
-    StepPrediction best;
+    // memory-bound: the fastest variant that fits, beside the layout as asked; of variants
+    // within 1% of it, the one with the fewest options (a simpler run at the same speed:
+    // ZeRO-1's smaller update alone would otherwise win every tie)
+    std::vector<StepPrediction> fitting;
     for (const Layout& v : memory_variants(deck, l)) {
       StepPrediction p = predict_step(deck, v, machine);
-      if (fits(p, machine) && (best.step_s == 0 || p.step_s < best.step_s)) best = p;
+      if (fits(p, machine)) fitting.push_back(p);
     }
+    StepPrediction best;
+    for (const auto& p : fitting)
+      if (best.step_s == 0 || p.step_s < best.step_s) best = p;
+    const double fastest = best.step_s;
+    for (const auto& p : fitting)
+      if (p.step_s <= 1.01 * fastest && options_used(p.layout) < options_used(best.layout)) best = p;
     if (best.step_s > 0) {
       best.memory_bound = out.back().memory_bytes();
       out.push_back(best);
