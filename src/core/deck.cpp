@@ -159,9 +159,12 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (p.zero > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
     throw UserError(origin + ": parallel.zero = 1 does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
-  if (resnet && p.recompute != Recompute::None)
-    throw UserError(origin + ": parallel.recompute applies to model.kind = \"gpt\" (the residual network keeps one "
-                    "state per step)");
+  if (resnet && p.recompute == Recompute::Selective)
+    throw UserError(origin + ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
+                    "states already (each step's activation is remade in its backward); \"full\" keeps every k-th");
+  if (mgrit && p.recompute != Recompute::None)
+    throw UserError(origin + ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
+                    "states at its own points)");
   if (resnet && (p.tensor_rows > 1 || p.tensor_cols > 1))
     throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b) or "
                     "data x layer-parallel (mgrit)");

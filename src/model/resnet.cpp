@@ -156,8 +156,25 @@ void ResNet<T>::backward(V2<const T> x, V1<const int32_t> labels, T scale, std::
 template <class T>
 int64_t ResNetActivations<T>::bytes() const {
   int64_t b = view_bytes(lambda, next, logits, lse, losses) + scratch.bytes();
-  for (const auto& s : u) b += view_bytes(s);
+  for (const auto* list : {&u, &segment})
+    for (const auto& s : *list) b += view_bytes(s);
   return b;
+}
+
+int64_t state_checkpoint_interval(int64_t steps, bool recompute_states) {
+  // the fewest states held, ceil(steps / k) + 1 kept and k - 1 remade: k near sqrt(steps);
+  // of equals the smallest k (the fewest steps run again)
+  int64_t best = 1;
+  const auto held = [&](int64_t k) { return (steps + k - 1) / k + k; };
+  if (recompute_states)
+    for (int64_t k = 2; k * k <= 4 * steps; ++k)
+      if (held(k) < held(best)) best = k;
+  return best;
+}
+
+int64_t kept_states(int64_t steps, bool recompute_states) {
+  const int64_t k = state_checkpoint_interval(steps, recompute_states);
+  return (steps + k - 1) / k + 1;  // 0, k, 2k, ... below steps, and the last
 }
 
 namespace {
@@ -176,15 +193,26 @@ template <class T>
 double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) {
   auto& a = static_cast<ResNetActivations<T>&>(cache);
   const int64_t b = ctx.batch, w = state_size(), steps = placement_.layer_end - placement_.layer_begin;
-  a.u.resize(size_t(steps + 1));
+  const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);
+  a.u.resize(size_t(kept_states(steps, cfg_.recompute_states)));
   for (auto& s : a.u) ensure_shape(s, "resnet.u", b, w);
+  // the k - 1 states between two checkpoints, remade in the backward; in the forward they
+  // pass through the first two (one when k = 2)
+  a.segment.resize(size_t(every - 1));
+  for (auto& s : a.segment) ensure_shape(s, "resnet.segment", b, w);
   if (placement_.first()) {
     a.features = batch.features;
     open_forward(batch.features, a.u[0]);
   } else {
     Kokkos::deep_copy(a.u[0], input);
   }
-  for (int64_t k = 0; k < steps; ++k) step_forward(placement_.layer_begin + k, h(), a.u[k], a.u[k + 1], a.scratch);
+  V2<const T> state = a.u[0];
+  for (int64_t k = 0; k < steps; ++k) {
+    const bool kept = (k + 1) % every == 0 || k + 1 == steps;
+    V2<T> next = kept ? V2<T>(a.u[size_t((k + every) / every)]) : V2<T>(a.segment[size_t(k % 2) % a.segment.size()]);
+    step_forward(placement_.layer_begin + k, h(), state, next, a.scratch);
+    state = next;
+  }
   if (!placement_.last()) return 0.0;
   a.labels = batch.targets;
   ensure_shape(a.logits, "resnet.logits", b, cfg_.classes);
@@ -226,10 +254,22 @@ void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const 
   } else {
     Kokkos::deep_copy(a.lambda, dout);
   }
-  for (int64_t n = placement_.layer_end; n-- > placement_.layer_begin;) {
-    step_adjoint(n, h(), a.u[size_t(n - placement_.layer_begin)], a.lambda, a.next, a.scratch, true);
-    std::swap(a.lambda, a.next);
-    ready(range_of(step_w_[size_t(n)], step_b_[size_t(n)]));
+  const int64_t steps = placement_.layer_end - placement_.layer_begin;
+  const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);
+  for (int64_t first = (steps - 1) / every * every; first >= 0; first -= every) {  // segments, last first
+    const int64_t end = std::min(steps, first + every);
+    // the segment's states: its checkpoint, then (recomputation) its steps run again
+    const auto state = [&](int64_t k) -> V2<const T> {
+      return k == first ? V2<const T>(a.u[size_t(first / every)]) : V2<const T>(a.segment[size_t(k - first - 1)]);
+    };
+    for (int64_t k = first; k + 1 < end; ++k)
+      step_forward(placement_.layer_begin + k, h(), state(k), a.segment[size_t(k - first)], a.scratch);
+    for (int64_t k = end; k-- > first;) {
+      const int64_t n = placement_.layer_begin + k;
+      step_adjoint(n, h(), state(k), a.lambda, a.next, a.scratch, true);
+      std::swap(a.lambda, a.next);
+      ready(range_of(step_w_[size_t(n)], step_b_[size_t(n)]));
+    }
   }
   if (placement_.first()) {
     open_backward(a.features, a.lambda, a.scratch);
@@ -257,7 +297,8 @@ template <class T>
 int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx) const {
   const int64_t b = ctx.batch, w = state_size(), e = sizeof(T), steps = placement_.layer_end - placement_.layer_begin;
   const int64_t c = convolutional() ? cfg_.channels : cfg_.width, rows = convolutional() ? b * side_ * side_ : b;
-  int64_t bytes = (steps + 1 + 2) * b * w * e;                     // states, lambda, next
+  const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);
+  int64_t bytes = (kept_states(steps, cfg_.recompute_states) + every - 1 + 2) * b * w * e;  // states, lambda, next
   bytes += 2 * rows * c * e;                                        // scratch z, dz
   // im2col rows and their gradient, last sized by the opening layer's backward on the first stage
   if (convolutional()) bytes += 2 * rows * 9 * (placement_.first() ? 1 : cfg_.channels) * e;

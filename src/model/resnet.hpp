@@ -37,12 +37,23 @@ struct ResNetConfig {
   double init_std = 0.1;    // opening and closing weights
   double step_init_std = 0.01;  // residual weights: small, so the steps start smooth across layers
   Precision precision = Precision::FP32;  // of the products (model.precision)
+  // parallel.recompute = "full": a stage keeps every k-th state (k near sqrt(its steps))
+  // and runs each segment's steps again in the backward (Chen et al.'s sqrt(N) checkpoints)
+  bool recompute_states = false;
 };
+
+// The stage of `steps` steps keeps the states 0, k, 2k, ... and its last, and remakes the
+// k - 1 between two of them (k = 1, all steps + 1 kept, without recomputation): k, and
+// how many are kept.
+int64_t state_checkpoint_interval(int64_t steps, bool recompute_states);
+int64_t kept_states(int64_t steps, bool recompute_states);
 
 // One micro-batch's states on a stage, kept from its forward for its backward.
 template <class T>
 struct ResNetActivations : StageCache {
-  std::vector<Tensor2<T>> u;      // the stage's states: u[0] its input (or the opened image), then one per step
+  // the stage's states: u[0] its input (or the opened image), then one per step; with
+  // recompute_states every k-th and the last only, and one segment's states in `segment`
+  std::vector<Tensor2<T>> u, segment;
   Tensor2<T> lambda, next;        // adjoint states (dL/du), lambda ending as the input's gradient
   Tensor2<T> logits;              // last stage
   Tensor1<T> lse, losses;

@@ -156,8 +156,11 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
     return -1;
   }
   const auto& r = ranked[size_t(best)];
-  out << "recommended: " << r.layout.name() << strfmt(" (rank %d): %s per step, %s per rank", best + 1,
-                                                     seconds_text(r.step_s).c_str(), bytes_text(double(r.memory_bytes())).c_str());
+  out << "recommended: " << r.layout.name()
+      << strfmt(" (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "
+                "messages %s)",
+                best + 1, seconds_text(r.step_s).c_str(), bytes_text(double(r.memory_bytes())).c_str(),
+                bytes_text(double(r.state_bytes)).c_str(), bytes_text(double(r.activation_bytes)).c_str());
   out << "\n  run it with:";
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";

@@ -27,6 +27,7 @@ ClassifierTrainer::ClassifierTrainer(const Deck& deck, MPI_Comm world, TrainOpti
     rc.init_std = deck_.model.init_std;
     rc.step_init_std = deck_.model.step_init_std;
     rc.precision = deck_.model.precision;
+    rc.recompute_states = deck_.parallel.recompute == Recompute::Full;
     model_ = std::make_unique<ResNet<float>>(
         rc, deck_.run.seed,
         StagePlacement::balanced(int(rc.steps), int(deck_.parallel.pipeline), grid_->coords().pipeline));

@@ -49,6 +49,8 @@ class ClassifierTrainer : public TrainingJob {
   bool validates_at_end() const override { return true; }
   void after_step(int64_t steps_done) override;
   std::vector<std::string> metric_columns() const override;
+  int64_t activation_bytes() const override { return engine_->activation_bytes(); }
+  int64_t weight_copy_bytes() const override { return engine_->weight_copy_bytes(); }
   std::string progress(const ProgressWindow& w, std::vector<double>& row) override;
   std::string done_line(int64_t steps_run, double seconds, double last_loss) const override;
 

@@ -230,6 +230,8 @@ TrainResult RunLoop::run() {
   result.seconds = Timers::now() - w.t_start;
   result.warm_seconds = result.warm_steps > 0 ? Timers::now() - warm_start : 0.0;
   result.tokens_per_second = double(job_.samples_per_step()) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
+  result.activation_bytes = job_.activation_bytes();
+  result.state_bytes = job_.params().state_bytes() + job_.weight_copy_bytes();
   print_summary(result);
   return result;
 }
@@ -349,6 +351,20 @@ void RunLoop::print_summary(const TrainResult& r) {
   for (const auto& [name, e] : max_over_ranks(timers_, world))
     log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), e.seconds, (long long)e.calls,
                      1e3 * e.seconds / double(std::max<int64_t>(1, e.calls)), 100.0 * e.seconds / loop));
+  const double mib = 1 << 20;
+  auto& store = job_.params();
+  const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };
+  const int data = job_.grid().data_size();
+  log_.info(strfmt("memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
+                   "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
+                   buffer_mib(store.params()), buffer_mib(store.grads()),
+                   buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
+                   store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str() : "",
+                   double(r.activation_bytes) / mib,
+                   r.state_bytes > store.state_bytes()
+                       ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
+                       : "",
+                   double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
   job_.print_summary(log_, loop, steps_run);
 }
 

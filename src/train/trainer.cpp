@@ -171,8 +171,6 @@ GptTrainResult Trainer::run() {
   }
   GptTrainResult result;
   static_cast<TrainResult&>(result) = loop_->run();
-  result.activation_bytes = engine_->activation_bytes();
-  result.state_bytes = model_->params().state_bytes() + engine_->weight_copy_bytes();
   if (trace) {
     loop_->timers().set_trace(nullptr);
     const auto& g = grid_->coords();
@@ -213,16 +211,6 @@ std::vector<StalenessSummary> Trainer::report_staleness() {
 }
 
 void Trainer::print_summary(const Log& log, double loop, int64_t steps_run) {
-  const double mib = 1 << 20;
-  auto& store = model_->params();
-  const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };
-  log.info(strfmt("memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
-                  "%.2f MiB (state + activations %.2f MiB), peak RSS %.0f MiB",
-                  buffer_mib(store.params()), buffer_mib(store.grads()),
-                  buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
-                  store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", grid_->data_size()).c_str() : "",
-                  double(engine_->activation_bytes()) / mib,
-                  double(store.state_bytes() + engine_->activation_bytes()) / mib, double(peak_rss_bytes()) / mib));
   if (grid_->world_size() == 1) return;
   const auto [comm_s, comm_wire] = comm_totals();
   log.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",

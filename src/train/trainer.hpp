@@ -49,6 +49,8 @@ class Trainer : public TrainingJob {
   std::pair<double, double> comm_totals() const override;
   std::string done_line(int64_t steps_run, double seconds, double last_loss) const override;
   void print_summary(const Log& log, double loop_seconds, int64_t steps_run) override;
+  int64_t activation_bytes() const override { return engine_->activation_bytes(); }
+  int64_t weight_copy_bytes() const override { return engine_->weight_copy_bytes(); }
 
  private:
   // XPipe with parallel.measure_staleness: every stage's summary (collective), printed by rank 0.

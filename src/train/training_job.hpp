@@ -63,6 +63,10 @@ class TrainingJob {
  public:
   virtual ~TrainingJob() = default;
   virtual ParamStore<float>& params() = 0;
+  // What this rank holds beside the parameter store: its engine's activation caches and
+  // messages, and weights it keeps a copy of (XPipe's true weights under a prediction).
+  virtual int64_t activation_bytes() const = 0;
+  virtual int64_t weight_copy_bytes() const = 0;
   virtual const Grid& grid() const = 0;
   virtual MPI_Comm world() const { return grid().world(); }
   // e.g. "data=2 pipeline=2:1f1b:4mb" (progress line, checkpoint attribute)

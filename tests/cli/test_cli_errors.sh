@@ -97,7 +97,8 @@ expect 1 'parallel.schedule must be "gpipe", "1f1b", "xpipe" or "mgrit" (got "zi
 expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel solver' -- deck good.toml --set parallel.schedule=mgrit
 expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
-expect 2 'parallel.recompute applies to model.kind = "gpt"' -- train resnet.toml --set parallel.recompute=selective
+expect 2 'parallel.recompute = "selective" is the GPT'"'"'s' -- train resnet.toml --set parallel.recompute=selective
+expect 2 'parallel.recompute does not apply to schedule = "mgrit"' -- train resnet.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=mgrit
 expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' -- train good.toml --set parallel.recompute=all
 expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe
 expect 2 'parallel.zero = 1 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe

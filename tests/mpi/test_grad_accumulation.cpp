@@ -47,13 +47,7 @@ std::vector<std::vector<std::string>> gpt_layouts_for(int n) {
 TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data and tensor parallelism",
           "[mpi][accumulation]") {
   const int n = world_size(), rank = world_rank();
-  TrainResult ser;
-  std::vector<double> ser_params;
-  if (rank == 0) {
-    Trainer serial(gpt_deck({}), MPI_COMM_SELF, quiet());
-    ser = serial.run();
-    ser_params = global_params_of(serial);
-  }
+  const auto [ser, ser_params] = serial_run<Trainer>(gpt_deck({}));
   for (const auto& layout : gpt_layouts_for(n)) {
     Trainer par(gpt_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
@@ -83,13 +77,7 @@ TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data
 TEST_CASE("the residual network with gradient accumulation equals its whole-batch run", "[mpi][accumulation]") {
   const int n = world_size(), rank = world_rank();
   if (n > 2) return;
-  ClassifierResult ser;
-  std::vector<double> ser_params;
-  if (rank == 0) {
-    ClassifierTrainer serial(small_resnet_deck({}), MPI_COMM_SELF, quiet());
-    ser = serial.run();
-    ser_params = global_params_of(serial);
-  }
+  const auto [ser, ser_params] = serial_run<ClassifierTrainer>(small_resnet_deck({}));
   const std::vector<std::string> layout = {"parallel.data=" + std::to_string(n), "parallel.micro_batches=3"};
   ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
   const ClassifierResult r = par.run();

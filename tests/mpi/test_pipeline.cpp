@@ -95,14 +95,7 @@ TEST_CASE("GPipe and 1F1B pipelines equal the serial run", "[mpi][pipeline]") {
   const int n = world_size(), rank = world_rank();
   const auto layouts = pipeline_layouts_for(n);
   if (layouts.empty()) return;
-  TrainResult ser;
-  std::vector<double> ser_params;
-  if (rank == 0) {
-    Trainer serial(pipe_deck({}), MPI_COMM_SELF, quiet());
-    ser = serial.run();
-    const auto f = test::to_host<float>(serial.model().params().params());
-    ser_params.assign(f.begin(), f.end());
-  }
+  const auto [ser, ser_params] = test::serial_run<Trainer>(pipe_deck({}));
   for (const auto& layout : layouts) {
     Trainer par(pipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();

@@ -110,14 +110,7 @@ Deck tp_deck(const std::vector<std::string>& overrides, const std::string& name 
 
 TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi][tensor_parallel]") {
   const int n = world_size(), rank = world_rank();
-  TrainResult ser;
-  std::vector<double> ser_params;
-  if (rank == 0) {
-    Trainer serial(tp_deck({}), MPI_COMM_SELF, quiet());
-    ser = serial.run();
-    const auto f = test::to_host<float>(serial.model().params().params());
-    ser_params.assign(f.begin(), f.end());
-  }
+  const auto [ser, ser_params] = test::serial_run<Trainer>(tp_deck({}));
   for (const auto& layout : tensor_layouts_for(n)) {
     Trainer par(tp_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();

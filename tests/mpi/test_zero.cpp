@@ -60,13 +60,7 @@ TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline a
           "[mpi][zero]") {
   const int n = world_size(), rank = world_rank();
   if (n == 1) return;  // one data rank: nothing to split
-  TrainResult ser;
-  std::vector<double> ser_params;
-  if (rank == 0) {
-    Trainer serial(zero_gpt_deck({}), MPI_COMM_SELF, quiet());
-    ser = serial.run();
-    ser_params = global_params_of(serial);
-  }
+  const auto [ser, ser_params] = serial_run<Trainer>(zero_gpt_deck({}));
   for (const auto& layout : zero_layouts_for(n)) {
     const Deck d = zero_gpt_deck(layout);
     Trainer par(d, MPI_COMM_WORLD, quiet());
@@ -94,13 +88,7 @@ TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline a
 TEST_CASE("the residual network with ZeRO-1 equals its serial run", "[mpi][zero]") {
   const int n = world_size(), rank = world_rank();
   if (n == 1) return;
-  ClassifierResult ser;
-  std::vector<double> ser_params;
-  if (rank == 0) {
-    ClassifierTrainer serial(small_resnet_deck({}), MPI_COMM_SELF, quiet());
-    ser = serial.run();
-    ser_params = global_params_of(serial);
-  }
+  const auto [ser, ser_params] = serial_run<ClassifierTrainer>(small_resnet_deck({}));
   const std::vector<std::string> layout =
       n == 2 ? std::vector<std::string>{"parallel.data=2", "parallel.zero=1"}
              : std::vector<std::string>{"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=gpipe",

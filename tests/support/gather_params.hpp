@@ -4,10 +4,13 @@
 // group (each shard contributed once, by its replica 0, and summed over the group).
 #include <mpi.h>
 
+#include <utility>
 #include <vector>
 
+#include "core/deck.hpp"
 #include "model/param_store.hpp"
 #include "support/host_views.hpp"
+#include "support/mpi_test_helpers.hpp"
 
 namespace strata::test {
 
@@ -31,6 +34,19 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
 template <class Job>
 std::vector<double> global_params_of(Job& job) {
   return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw());
+}
+
+// The reference of an equivalence test: a job (Trainer, ClassifierTrainer) of `deck` run on
+// world rank 0 alone, and its parameters; default values on the other ranks.
+template <class Job>
+auto serial_run(const Deck& deck) {
+  std::pair<decltype(std::declval<Job&>().run()), std::vector<double>> out;
+  if (world_rank() == 0) {
+    Job serial(deck, MPI_COMM_SELF, quiet());
+    out.first = serial.run();
+    out.second = global_params_of(serial);
+  }
+  return out;
 }
 
 }  // namespace strata::test
