@@ -282,7 +282,7 @@ std::vector<DeckKey> declare_keys() {
                   "probabilities and the GELU output of every block, whose memory grows with T^2 and 4C: one copy "
                   "per micro-batch instead of one per block); or \"full\" (each block keeps only its input and "
                   "runs its forward again in the backward: one block's activations per micro-batch; resnet: "
-                  "every k-th state kept, k = sqrt(steps), the others remade). The same results bit for bit"),
+                  "every k-th state kept, k near sqrt(steps), the others remade). The same results bit for bit"),
       key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 1),
           "ZeRO stage: 0, or 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "

@@ -77,9 +77,12 @@ std::vector<std::string> memory_option_names(const Layout& l) {
 }
 size_t options_used(const Layout& l) { return memory_option_names(l).size(); }
 
-// "recomputation and ZeRO-1": what a memory-bound layout added to fit
-std::string memory_options(const Layout& l) {
-  const std::vector<std::string> used = memory_option_names(l);
+// "recomputation and ZeRO-1": what a memory-bound layout added to the one it varies
+std::string memory_options(const Layout& l, const Layout& varied) {
+  std::vector<std::string> used;
+  const std::vector<std::string> before = memory_option_names(varied);
+  for (const auto& o : memory_option_names(l))
+    if (std::find(before.begin(), before.end(), o) == before.end()) used.push_back(o);
   std::string out;
   for (size_t i = 0; i < used.size(); ++i) out += (i == 0 ? "" : i + 1 == used.size() ? " and " : ", ") + used[i];
   return out;
@@ -108,6 +111,7 @@ std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const Mach
       if (p.step_s <= 1.01 * fastest && options_used(p.layout) < options_used(best.layout)) best = p;
     if (best.step_s > 0) {
       best.memory_bound = out.back().memory_bytes();
+      best.varied = l;
       out.push_back(best);
     }
   }
@@ -165,7 +169,7 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
   if (r.memory_bound > 0)
-    out << "  memory-bound: without " << memory_options(r.layout) << " it needs " << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
+    out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs " << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
         << " a rank has\n";
   if (shown < ranked.size()) out << "(" << ranked.size() - shown << " slower layouts not shown; --top 0 shows all)\n";
   out << "(! = needs more memory than a rank has; of GEMM: the model's FLOPs per second over all ranks' GEMM rate)\n";

@@ -35,6 +35,7 @@ struct StepPrediction {
   std::vector<Traffic> stage_traffic;  // one rank of each stage: one step, or XPipe's stream of 2p+2
   std::vector<int64_t> stage_params;   // parameters one rank of each stage holds
   double memory_bound = 0;  // rank_layouts: the memory of the layout this one varies to fit (0: none)
+  Layout varied;            // ... and that layout
 };
 
 // Memory of the fullest rank under a layout, as predict_step counts it (its XPipe slots:
