@@ -32,7 +32,7 @@ void StopWatchdog::watch() {
       seen = clock::now();
     }
     const double waited = std::chrono::duration<double>(clock::now() - seen).count();
-    const double limit = std::max(timeout_, floor_.load());
+    const double limit = std::max(timeout_, floor_.load()) + (rank_ == 0 ? 0.0 : kGraceAfterRank0);
     if (waited > limit) {
       std::fprintf(stderr,
                    "strata: error: rank %d: %s asked to stop %.0f s ago, but this rank never reached a step "
