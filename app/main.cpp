@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <iostream>
@@ -38,6 +39,9 @@
 #include "train/classifier_trainer.hpp"
 #include "train/generate.hpp"
 #include "train/inspect_checkpoint.hpp"
+#include "comm/nccl_comm.hpp"
+#include "core/blas_kernels.hpp"
+#include "strata_version.hpp"
 #include "train/plan_schedule.hpp"
 #include "train/stop_signals.hpp"
 #include "train/trainer.hpp"
@@ -191,6 +195,30 @@ int run_deck(int rank, const std::string& path, const std::vector<std::string>& 
   return strata::kExitOk;
 }
 
+// `strata --version`: the version, the git commit it was built from, and the build.
+std::string version_text() {
+  const bool cuda = strata::nccl_available();
+  std::string build = std::string(cuda ? "CUDA build (cuBLAS, NCCL)" : "CPU build") + ", Kokkos " +
+                      std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+                      std::to_string(KOKKOS_VERSION % 100) + " " + Kokkos::DefaultExecutionSpace::name();
+  if (!cuda) {
+    const std::string core = strata::blas_core_name();
+    build += ", BLAS " + std::string(core.empty() ? "(not OpenBLAS)" : "OpenBLAS " + core + " kernels") +
+             ", bf16 products: oneDNN";
+  }
+  return std::string("strata ") + STRATA_VERSION + " (git " + STRATA_GIT_COMMIT + "; " + build + ")";
+}
+
+// Kokkos prints its own options for --help and -h: it gets the command line without them,
+// so that --help is strata's (--kokkos-help lists Kokkos').
+std::vector<char*> without_help(int argc, char** argv) {
+  std::vector<char*> out;
+  for (int i = 0; i < argc; ++i)
+    if (std::string(argv[i]) != "--help" && std::string(argv[i]) != "-h") out.push_back(argv[i]);
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,8 +234,12 @@ int main(int argc, char** argv) {
   bind_device_by_local_rank();
   {
     std::optional<Kokkos::ScopeGuard> kokkos;
+    std::vector<char*> kokkos_argv = without_help(argc, argv);
+    int kokkos_argc = int(kokkos_argv.size()) - 1;
+    bool kokkos_help = false;
+    for (int i = 1; i < argc; ++i) kokkos_help = kokkos_help || std::string(argv[i]) == "--kokkos-help";
     try {
-      kokkos.emplace(argc, argv);
+      kokkos.emplace(kokkos_argc, kokkos_argv.data());
     } catch (const std::exception& e) {
       // e.g. a GPU build on a node without a usable GPU or driver
       const std::string why = e.what();
@@ -215,9 +247,24 @@ int main(int argc, char** argv) {
                    Kokkos::DefaultExecutionSpace::name(), why.substr(0, why.find('\n')).c_str());
       MPI_Abort(MPI_COMM_WORLD, strata::kExitUserError);
     }
+    if (kokkos_help) {  // Kokkos printed its options
+      kokkos.reset();
+      MPI_Finalize();
+      return strata::kExitOk;
+    }
+    // CLI11 parses what Kokkos left (its --kokkos-* options removed), help included, in order
+    const std::set<char*> left(kokkos_argv.begin(), kokkos_argv.begin() + kokkos_argc);
+    std::vector<char*> args;
+    for (int i = 0; i < argc; ++i)
+      if (left.count(argv[i]) || std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") args.push_back(argv[i]);
     CLI::App app{"strata: 2D tensor, pipeline, layer-parallel and data-parallel training across MPI ranks"};
-    app.set_version_flag("--version", "strata 0.1.0");
+    app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
+    const std::string kokkos_line =
+        "Kokkos' options (--kokkos-threads, --kokkos-device-id, ...) are accepted too: strata --kokkos-help "
+        "lists them.\nExit codes: 0 done (also a stop with a checkpoint), 1 internal error, 2 bad input, 3 corrupt "
+        "checkpoint (inspect), 4 an output could not be written, 5 diverged, 128 + signal ended without a checkpoint.";
+    app.footer(kokkos_line);
     std::string deck_path;
     std::vector<std::string> overrides;
     std::string checkpoint;
@@ -270,8 +317,9 @@ int main(int argc, char** argv) {
     generate->add_option("--tokens", gen.tokens, "tokens to sample (default 200)");
     generate->add_option("--temperature", gen.temperature, "softmax temperature; 0 = greedy (default 1)");
     generate->add_option("--seed", gen.seed, "sampling seed (default 1)");
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->footer(kokkos_line);
     try {
-      app.parse(argc, argv);
+      app.parse(int(args.size()), args.data());
     } catch (const CLI::ParseError& e) {
       if (rank == 0) code = app.exit(e);
       else code = e.get_exit_code();

@@ -60,6 +60,23 @@ expect() {
   fi
 }
 
+# The command line itself: --help is strata's (Kokkos' options behind --kokkos-help), no
+# subcommand is a usage error (exit 2), --version names the commit and the build.
+check() {  # description, then a shell condition
+  if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; failures=$((failures + 1)); fi
+}
+for cmd in "" train plan calibrate deck inspect generate; do
+  help=$("$strata" $cmd --help 2>&1); rc=$?
+  check "strata $cmd --help: exit 0, strata's usage only, one line pointing to --kokkos-help" \
+    '[ $rc -eq 0 ] && printf "%s" "$help" | grep -q "^Usage: " && ! printf "%s" "$help" | grep -q "Kokkos command line arguments" && printf "%s" "$help" | grep -q "strata --kokkos-help lists them"'
+done
+kh=$("$strata" --kokkos-help 2>&1); rc=$?
+check "strata --kokkos-help: exit 0, Kokkos' options" '[ $rc -eq 0 ] && printf "%s" "$kh" | grep -q -- "--kokkos-threads"'
+"$strata" >/dev/null 2>noargs.err; rc=$?
+check "strata without a subcommand: exit 2, 'A subcommand is required'" '[ $rc -eq 2 ] && grep -q "A subcommand is required" noargs.err'
+v=$("$strata" --version 2>&1); rc=$?
+check "strata --version: $v" '[ $rc -eq 0 ] && printf "%s" "$v" | grep -qE "^strata [0-9]+\.[0-9]+\.[0-9]+ \(git [0-9a-f]{12}(-dirty)?; (CPU|CUDA) build.*Kokkos [0-9.]+ "'
+
 printf '[model]\nn_layers = 2\n' > unknown.toml
 printf '[run\nsteps = 2\n' > malformed.toml
 printf '[model]\nn_layer = "two"\n' > wrongtype.toml
