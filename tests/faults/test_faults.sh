@@ -94,6 +94,15 @@ io_fault quota-rename rename EDQUOT 0 "cannot rename $out/quota-rename/checkpoin
 [ "$(grep -c 'strata: error' quota-rename.err)" -eq 1 ] && ok "an error all ranks agree on is one line" ||
   fail "quota-rename printed $(grep -c 'strata: error' quota-rename.err) error lines"
 
+# --- ZeRO-1: each rank writes its block of the moments as a union of hyperslabs; a failed
+# write on rank 1 there ends the job the same way, and the step-4 checkpoint stays LATEST
+# and verifies
+RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
+  fault zero-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 --set parallel.zero=1
+[ "$(cat $out/zero-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
+  timeout 60 "$strata" inspect $out/zero-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
+  ok "zero-write: ckpt_00000004.h5 is LATEST and verifies" || fail "zero-write: LATEST $(cat $out/zero-write/checkpoints/LATEST)"
+
 # --- metrics.csv stops taking rows mid-run (the header and 6 rows pass): the run stops
 # with a checkpoint at the next step and exit 4
 RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_RANK=0 STRATA_FAULT_PATH=metrics.csv STRATA_FAULT_AFTER=7" \
