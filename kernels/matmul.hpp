@@ -35,14 +35,27 @@ void add_bias(V2<T> out, V1<const T> bias) {
       });
 }
 
+// The backward's two halves, which zero-bubble pipeline schedules run apart: the input
+// gradient dinp (N, IN) = dout weight^T, written; and the parameters' gradients, dweight
+// (IN, OUT) += inp^T dout and dbias (OUT) += the column sums of dout (if not empty).
+template <class T>
+void matmul_backward_input(V2<T> dinp, V2<const T> dout, V2<const T> weight, Precision precision = Precision::FP32) {
+  product<T>(precision, "N", "T", dout, weight, T(0), dinp);
+}
+template <class T>
+void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
+                            Precision precision = Precision::FP32) {
+  product<T>(precision, "T", "N", inp, dout, T(1), dweight);
+  if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
+}
+
 // dout is (N, OUT). Accumulates dweight (IN, OUT) and dbias (OUT); writes dinp (N, IN)
 // unless it is empty (the first layer needs no input gradient).
 template <class T>
 void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
                      V2<const T> weight, Precision precision = Precision::FP32) {
-  if (dinp.extent(0) > 0) product<T>(precision, "N", "T", dout, weight, T(0), dinp);
-  product<T>(precision, "T", "N", inp, dout, T(1), dweight);
-  if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
+  if (dinp.extent(0) > 0) matmul_backward_input<T>(dinp, dout, weight, precision);
+  matmul_backward_weight<T>(dweight, dbias, dout, inp, precision);
 }
 
 }  // namespace strata::kernels

@@ -105,31 +105,72 @@ V2<const T> GPT<T>::output(const StageCache& cache) const {
 }
 
 template <class T>
-void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
-                            const GradReadyFn& on_ready) {
+void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                          const GradReadyFn& on_ready) {
   auto& act = as_acts(cache);
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   const BlockContext local = local_context(ctx);
-  const auto& out = output(act);
-  if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
-    act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
+  start_backward(local, dloss_scale, dout, act);
   if (placement_.last()) {
-    head_->backward(local, dloss_scale, act.dres, act.head);
+    head_->backward_weight(act.head);
     ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
-  } else {
-    Kokkos::deep_copy(act.dres, dout);
   }
   const bool full = tp_.recompute == Recompute::Full;
   for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
     auto& k = full ? act.blocks[placement_.layer_begin] : act.blocks[l];
     if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed);  // the same values again
-    blocks_[l].backward(local, act.dres, k, act.scratch, act.recomputed);
+    blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed);
+    blocks_[l].backward_weight(k, act.recomputed);
     ready(block_ranges_[l]);
   }
   if (placement_.first()) {
     embedding_->backward(local, act.dres, act.emb);
+    ready(embedding_range_);
+  }
+}
+
+template <class T>
+void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act) {
+  const auto& out = output(act);
+  if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
+    act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
+  if (placement_.last()) {
+    act.scratch.ensure(local.rows(), blocks_[placement_.layer_begin].widths());
+    head_->backward_input(dloss_scale, act.dres, act.scratch.dc, act.head);  // dlnf through the blocks' scratch
+  } else {
+    Kokkos::deep_copy(act.dres, dout);
+  }
+}
+
+template <class T>
+void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) {
+  if (tp_.recompute != Recompute::None)
+    throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
+  auto& act = as_acts(cache);
+  const BlockContext local = local_context(ctx);
+  start_backward(local, dloss_scale, dout, act);
+  for (int l = placement_.layer_end; l-- > placement_.layer_begin;)
+    blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
+}
+
+template <class T>
+void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) {
+  auto& act = as_acts(cache);
+  const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
+    if (on_ready) on_ready(r.first, r.second - r.first);
+  };
+  if (placement_.last()) {
+    head_->backward_weight(act.head);
+    ready(lnf_range_);
+  }
+  for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
+    blocks_[l].backward_weight(act.blocks[l], act.recomputed);
+    ready(block_ranges_[l]);
+  }
+  if (placement_.first()) {
+    embedding_->backward(local_context(ctx), act.dres, act.emb);  // dres: the input half's dL/d(embedding output)
     ready(embedding_range_);
   }
 }

@@ -69,8 +69,14 @@ class GPT : public StageModel<T> {
   std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
     return {local_context(ctx).rows(), tp_.mode == TensorMode::TwoD ? cfg_.n_embd / tp_.q : cfg_.n_embd};
   }
-  void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
-                      const GradReadyFn& on_ready) override;
+  // The halves run the blocks' halves (transformer_block.hpp): the input half the head's,
+  // every block's, last first; the weight half the head's tied-embedding product, every
+  // block's linears, then the embedding's lookup gradients. The blocks' caches keep the
+  // operands (no extra memory); recomputation is refused (a selectively recomputed block
+  // needs its weight half right after its input half, a fully recomputed one its own
+  // cache, which the stage's blocks share).
+  void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) override;
+  void backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) override;
   V2<const T> input_grad(const StageCache& cache) const override { return as_acts(cache).dres; }
   const StagePlacement& placement() const override { return placement_; }
   int64_t targets_per_sample() const override { return cfg_.seq_len; }
@@ -95,10 +101,18 @@ class GPT : public StageModel<T> {
   // plus 12 L T C for attention (QK^T and PV, forward and backward).
   double flops_per_token() const;
 
+ protected:
+  // block by block: each block's input half, then its weight half
+  void run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                    const GradReadyFn& on_ready) override;
+
  private:
   // The rows of the replica's batch this rank runs the blocks on.
   BlockContext local_context(const BlockContext& replica) const;
   std::pair<int64_t, int64_t> local_rows(const BlockContext& replica) const;  // [begin, end)
+  // The backward's common start: sizes dres, and fills it with dout or (last stage) with
+  // the head's input half.
+  void start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act);
   static GPTActivations<T>& as_acts(StageCache& c) { return static_cast<GPTActivations<T>&>(c); }
   static const GPTActivations<T>& as_acts(const StageCache& c) { return static_cast<const GPTActivations<T>&>(c); }
 

@@ -41,13 +41,17 @@ double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32
 }
 
 template <class T>
-void LMHead<T>::backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHeadCache<T>& k) const {
+void LMHead<T>::backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k) const {
   const auto& s = store_;
-  (void)ctx;
   tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
-  tp_head_backward<T>(tp_, k.lnf, s.grad2(wte_), k.logits, k.lnf, s.param2(wte_));  // dlnf over lnf
-  tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), k.lnf, k.x_in, s.param(lnf_w_),
-                           k.lnf_mean, k.lnf_rstd, false);
+  tp_head_backward_input<T>(tp_, dlnf, k.logits, s.param2(wte_));
+  tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), dlnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
+                           k.lnf_rstd, false);
+}
+
+template <class T>
+void LMHead<T>::backward_weight(LMHeadCache<T>& k) const {
+  tp_head_backward_weight<T>(tp_, store_.grad2(wte_), k.logits, k.lnf);
 }
 
 template <class T>

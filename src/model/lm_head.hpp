@@ -31,8 +31,12 @@ class LMHead {
   LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c, bool held = true);
   // x (BT, C'), targets (BT) of this rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
-  // dloss_scale = dL/d(loss of each token). Writes dL/dx into dx (BT, C').
-  void backward(const BlockContext& ctx, T dloss_scale, V2<T> dx, LMHeadCache<T>& cache) const;
+  // The backward in two halves (zero-bubble schedules run them apart). backward_input:
+  // dloss_scale = dL/d(loss of each token); writes dL/dx into dx (BT, C') through dlnf
+  // (BT, C', scratch), turns the cached logits into dlogits and accumulates lnf's
+  // gradients. backward_weight: the tied embedding's gradient dlogits^T lnf(x).
+  void backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache) const;
+  void backward_weight(LMHeadCache<T>& cache) const;
   // What one forward and backward on ctx sends (comm/traffic.hpp).
   void traffic(const BlockContext& ctx, Traffic& out) const;
 

@@ -156,7 +156,7 @@ void ResNet<T>::backward(V2<const T> x, V1<const int32_t> labels, T scale, std::
 template <class T>
 int64_t ResNetActivations<T>::bytes() const {
   int64_t b = view_bytes(lambda, next, logits, lse, losses) + scratch.bytes();
-  for (const auto* list : {&u, &segment})
+  for (const auto* list : {&u, &segment, &dz})
     for (const auto& s : *list) b += view_bytes(s);
   return b;
 }
@@ -239,8 +239,8 @@ int64_t ResNet<T>::correct(const StageCache& cache) const {
 }
 
 template <class T>
-void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
-                               const GradReadyFn& on_ready) {
+void ResNet<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                             const GradReadyFn& on_ready) {
   auto& a = static_cast<ResNetActivations<T>&>(cache);
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
     if (on_ready) on_ready(r.first, r.second - r.first);
@@ -275,6 +275,60 @@ void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const 
     open_backward(a.features, a.lambda, a.scratch);
     ready(range_of(open_w_, open_b_));
   }
+}
+
+template <class T>
+void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) {
+  if (cfg_.recompute_states)
+    throw std::logic_error("ResNet: the backward's halves run apart need parallel.recompute = \"none\"");
+  auto& a = static_cast<ResNetActivations<T>&>(cache);
+  const int64_t b = ctx.batch, w = state_size(), steps = placement_.layer_end - placement_.layer_begin;
+  ensure_shape(a.lambda, "resnet.lambda", b, w);
+  ensure_shape(a.next, "resnet.lambda_next", b, w);
+  if (placement_.last()) {
+    kernels::cross_entropy_backward<T>(a.logits, a.logits, a.lse, a.labels, dloss_scale, 0);  // logits := dlogits
+    kernels::matmul_backward_input<T>(a.lambda, a.logits, store_.param2(close_w_), cfg_.precision);
+  } else {
+    Kokkos::deep_copy(a.lambda, dout);
+  }
+  a.dz.resize(size_t(steps));
+  for (int64_t k = steps; k-- > 0;) {
+    step_adjoint(placement_.layer_begin + k, h(), a.u[size_t(k)], a.lambda, a.next, a.scratch, false);
+    ensure_shape(a.dz[size_t(k)], "resnet.dz", a.scratch.dz.extent(0), a.scratch.dz.extent(1));
+    Kokkos::deep_copy(a.dz[size_t(k)], a.scratch.dz);
+    std::swap(a.lambda, a.next);
+  }
+}
+
+template <class T>
+void ResNet<T>::backward_weight(const BlockContext&, StageCache& cache, const GradReadyFn& on_ready) {
+  auto& a = static_cast<ResNetActivations<T>&>(cache);
+  const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
+    if (on_ready) on_ready(r.first, r.second - r.first);
+  };
+  if (placement_.last()) {
+    kernels::matmul_backward_weight<T>(store_.grad2(close_w_), store_.grad(close_b_), a.logits, a.u.back(),
+                                       cfg_.precision);
+    ready(range_of(close_w_, close_b_));
+  }
+  for (int64_t k = int64_t(a.dz.size()); k-- > 0;) {
+    const int64_t n = placement_.layer_begin + k;
+    kernels::matmul_backward_weight<T>(store_.grad2(step_w_[size_t(n)]), store_.grad(step_b_[size_t(n)]),
+                                       a.dz[size_t(k)], step_input(a.u[size_t(k)], cfg_.channels, a.scratch),
+                                       cfg_.precision);
+    ready(range_of(step_w_[size_t(n)], step_b_[size_t(n)]));
+  }
+  if (placement_.first()) {
+    open_backward(a.features, a.lambda, a.scratch);
+    ready(range_of(open_w_, open_b_));
+  }
+}
+
+template <class T>
+int64_t ResNet<T>::weight_pass_bytes_for(const BlockContext& ctx) const {
+  const int64_t rows = convolutional() ? ctx.batch * side_ * side_ : ctx.batch;
+  return (placement_.layer_end - placement_.layer_begin) * rows * (convolutional() ? cfg_.channels : cfg_.width) *
+         int64_t(sizeof(T));
 }
 
 template <class T>

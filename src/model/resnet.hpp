@@ -55,6 +55,7 @@ struct ResNetActivations : StageCache {
   // recompute_states every k-th and the last only, and one segment's states in `segment`
   std::vector<Tensor2<T>> u, segment;
   Tensor2<T> lambda, next;        // adjoint states (dL/du), lambda ending as the input's gradient
+  std::vector<Tensor2<T>> dz;     // backward_input run apart: each step's dt dz, for backward_weight
   Tensor2<T> logits;              // last stage
   Tensor1<T> lse, losses;
   int64_t correct = 0;            // last stage: samples the forward classified right
@@ -120,14 +121,24 @@ class ResNet : public OdeNetwork<T> {
   std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
     return {ctx.batch, state_size()};
   }
-  void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
-                      const GradReadyFn& on_ready) override;
+  // The halves: the input half runs the closing layer's input product and every step's
+  // adjoint, keeping each step's dt dz (one state's size per step: weight_pass_bytes_for);
+  // the weight half forms every weight and bias gradient from them (and the opening
+  // layer's). Refused with recompute_states (the remade states are gone by then).
+  void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) override;
+  void backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) override;
+  int64_t weight_pass_bytes_for(const BlockContext& ctx) const override;
   V2<const T> input_grad(const StageCache& cache) const override;
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
   void micro_batch_traffic(const BlockContext&, Traffic&) const override {}  // no tensor split
   int64_t cache_bytes_for(const BlockContext& ctx) const override;
   bool counts_correct() const override { return true; }
   int64_t correct(const StageCache& cache) const override;
+
+ protected:
+  // step by step, each step's adjoint with its gradients
+  void run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                    const GradReadyFn& on_ready) override;
 
  private:
   // u (B, state_size) as the matrix a layer works on: (B, width), or (B side^2, channels)

@@ -13,8 +13,7 @@
 //
 // The backward comes in two halves: backward_input (the gradient of the stage's input,
 // which the previous stage waits for) and backward_weight (the parameters' gradients,
-// which can wait; zero-bubble schedules run it later). backward() runs both. A model
-// whose backward is fused does all of its work in backward_input.
+// which can wait; zero-bubble schedules run it later). backward() runs both.
 #include <functional>
 #include <memory>
 #include <utility>
@@ -106,15 +105,22 @@ class StageModel {
 
   // dloss_scale: dL/d(one loss term). dout: the gradient of output() (empty on the last
   // stage). Leaves the gradient of the stage's input for input_grad() (not on the first
-  // stage) and accumulates the parameters' gradients.
+  // stage) and accumulates the parameters' gradients, handing each range of them to
+  // on_ready once final (grad_ready_order).
   void backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
                 const GradReadyFn& on_ready = {}) {
-    backward_input(ctx, dloss_scale, dout, cache, on_ready);
-    backward_weight(ctx, cache, on_ready);
+    run_backward(ctx, dloss_scale, dout, cache, on_ready);
   }
-  virtual void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
-                              const GradReadyFn& on_ready) = 0;
-  virtual void backward_weight(const BlockContext&, StageCache&, const GradReadyFn&) {}
+  // The same in two halves, for schedules that run them apart (zero-bubble pipelines):
+  // backward_input leaves the input's gradient (input_grad()) and keeps in the cache what
+  // backward_weight needs; backward_weight then accumulates the parameters' gradients
+  // (some cheap ones may come with the input half) and hands on their ranges. Their sum
+  // is the same, bit for bit, as backward()'s.
+  virtual void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) = 0;
+  virtual void backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) = 0;
+  // Bytes a cache holds on top of cache_bytes_for() once backward_input has run (what
+  // backward_weight reads that backward() never keeps).
+  virtual int64_t weight_pass_bytes_for(const BlockContext&) const { return 0; }
   virtual V2<const T> input_grad(const StageCache& cache) const = 0;
 
   // The flat-gradient ranges the backward hands to on_ready, in its order.
@@ -131,6 +137,15 @@ class StageModel {
   virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const = 0;
   // Bytes of one cache after a forward and backward of ctx on this stage.
   virtual int64_t cache_bytes_for(const BlockContext& ctx) const = 0;
+
+ protected:
+  // backward(): both halves; models interleave them layer by layer (so that a driver's
+  // reductions start early) where the halves cannot keep a whole stage's operands.
+  virtual void run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
+                            const GradReadyFn& on_ready) {
+    backward_input(ctx, dloss_scale, dout, cache);
+    backward_weight(ctx, cache, on_ready);
+  }
 };
 
 }  // namespace strata

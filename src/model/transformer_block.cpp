@@ -133,8 +133,8 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
 }
 
 template <class T>
-void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
-                                   TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed) const {
+void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
+                                         TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
@@ -146,19 +146,35 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
     attention_probabilities<T>(recomputed.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
   }
   const auto& att = keep ? k.att : recomputed.att;
-  const auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
+  // Each linear's output gradient goes where a value the backward no longer reads was
+  // (out, fch, x_mid, qkv), for backward_weight; the layer norms' gains and biases get
+  // their gradients here.
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
-  tp_linear_out_backward<T>(tp, g.dfch, s.grad2(fcp_w_), s.grad(fcp_b_), dres, fch_gelu, s.param2(fcp_w_));
-  gelu_backward<T>(flat(g.dfch), flat(k.fch), flat(g.dfch));
-  tp_linear_in_backward<T>(tp, g.dc, s.grad2(fc_w_), s.grad(fc_b_), g.dfch, k.ln2, s.param2(fc_w_));
+  Kokkos::deep_copy(k.out, dres);
+  tp_linear_out_backward_input<T>(tp, g.dfch, dres, s.param2(fcp_w_));
+  gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
+  tp_linear_in_backward_input<T>(tp, g.dc, k.fch, s.param2(fc_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
+  Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
-  tp_linear_out_backward<T>(tp, g.da, s.grad2(proj_w_), s.grad(proj_b_), dres, k.atty, s.param2(proj_w_));
+  tp_linear_out_backward_input<T>(tp, g.da, dres, s.param2(proj_w_));
   attention_backward<T>(g.dqkv, att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
-  tp_linear_in_backward<T>(tp, g.dc, s.grad2(qkv_w_), s.grad(qkv_b_), g.dqkv, k.ln1, s.param2(qkv_w_));
+  Kokkos::deep_copy(k.qkv, g.dqkv);
+  tp_linear_in_backward_input<T>(tp, g.dc, k.qkv, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
+}
+
+template <class T>
+void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRecomputed<T>& recomputed) const {
+  const auto& s = store_;
+  const auto& tp = tp_;
+  const auto& fch_gelu = tp.recompute != Recompute::Selective ? k.fch_gelu : recomputed.fch_gelu;
+  tp_linear_backward_weight<T>(tp, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, fch_gelu);
+  tp_linear_backward_weight<T>(tp, s.grad2(fc_w_), s.grad(fc_b_), k.fch, k.ln2);
+  tp_linear_backward_weight<T>(tp, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
+  tp_linear_backward_weight<T>(tp, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, k.ln1);
 }
 
 template <class T>

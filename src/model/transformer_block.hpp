@@ -85,10 +85,17 @@ class TransformerBlock {
   // (tp.recompute; unused otherwise).
   void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
                TransformerRecomputed<T>& recomputed) const;
-  // In place on the residual-stream gradient: dres holds dL/d(out) on entry and
-  // dL/d(x) on return. Accumulates this block's parameter gradients.
-  void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
-                TransformerRecomputed<T>& recomputed) const;
+  // The backward in two halves (zero-bubble schedules run them apart).
+  // backward_input works in place on the residual-stream gradient: dres holds dL/d(out) on
+  // entry and dL/d(x) on return. It accumulates the layer norms' gradients and leaves
+  // each linear's output gradient in the cache, in place of a value it no longer reads
+  // (out, fch, x_mid, qkv), so the cache holds what backward_weight needs.
+  // backward_weight accumulates the four linears' weight and bias gradients from them.
+  // Under selective recomputation it reads the GELU output backward_input remade, so it
+  // must follow it directly (no other block's backward between).
+  void backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
+                      TransformerRecomputed<T>& recomputed) const;
+  void backward_weight(TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed) const;
   const BlockWidths& widths() const { return w_; }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
   void traffic(const BlockContext& ctx, Traffic& out) const;

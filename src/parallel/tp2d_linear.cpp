@@ -13,13 +13,19 @@ void linear2d_forward(const TensorGrid2D& g, V2<T> y, V2<const T> x, V2<const T>
 }
 
 template <class T>
-void linear2d_backward(const TensorGrid2D& g, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x,
-                       V2<const T> w) {
-  if (g.q == 1) {  // one rank: the serial layer, bit for bit
-    kernels::matmul_backward<T>(dx, dw, dbias, dy, x, w, g.precision);
+void linear2d_backward_input(const TensorGrid2D& g, V2<T> dx, V2<const T> dy, V2<const T> w) {
+  if (g.q == 1)  // one rank: the serial layer, bit for bit
+    kernels::matmul_backward_input<T>(dx, dy, w, g.precision);
+  else
+    summa_matmul_abt<T>(g, dx, dy, w);
+}
+
+template <class T>
+void linear2d_backward_weight(const TensorGrid2D& g, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x) {
+  if (g.q == 1) {
+    kernels::matmul_backward_weight<T>(dw, dbias, dy, x, g.precision);
     return;
   }
-  summa_matmul_abt<T>(g, dx, dy, w);
   Tensor2<T> dw_step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear2d.dw"), dw.extent(0), dw.extent(1));
   summa_matmul_atb<T>(g, dw_step, x, dy);
   kernels::residual_accumulate<T>(V1<T>(dw.data(), dw.size()), V1<const T>(dw_step.data(), dw_step.size()));
@@ -31,9 +37,22 @@ void linear2d_backward(const TensorGrid2D& g, V2<T> dx, V2<T> dw, V1<T> dbias, V
   kernels::residual_accumulate<T>(dbias, local);
 }
 
+template <class T>
+void linear2d_backward(const TensorGrid2D& g, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x,
+                       V2<const T> w) {
+  linear2d_backward_input<T>(g, dx, dy, w);
+  linear2d_backward_weight<T>(g, dw, dbias, dy, x);
+}
+
 template void linear2d_forward<float>(const TensorGrid2D&, V2<float>, V2<const float>, V2<const float>, V1<const float>);
 template void linear2d_forward<double>(const TensorGrid2D&, V2<double>, V2<const double>, V2<const double>,
                                        V1<const double>);
+#define STRATA_LINEAR2D_HALVES(T)                                                                      \
+  template void linear2d_backward_input<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>);            \
+  template void linear2d_backward_weight<T>(const TensorGrid2D&, V2<T>, V1<T>, V2<const T>, V2<const T>);
+STRATA_LINEAR2D_HALVES(float)
+STRATA_LINEAR2D_HALVES(double)
+#undef STRATA_LINEAR2D_HALVES
 template void linear2d_backward<float>(const TensorGrid2D&, V2<float>, V2<float>, V1<float>, V2<const float>,
                                        V2<const float>, V2<const float>);
 template void linear2d_backward<double>(const TensorGrid2D&, V2<double>, V2<double>, V1<double>, V2<const double>,

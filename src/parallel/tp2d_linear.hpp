@@ -18,5 +18,11 @@ void linear2d_forward(const TensorGrid2D& g, V2<T> y, V2<const T> x, V2<const T>
 template <class T>
 void linear2d_backward(const TensorGrid2D& g, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x,
                        V2<const T> w);
+// Its two halves (zero-bubble schedules run them apart): dx = ABT(dy, w); then
+// dw += ATB(x, dy) and dbias += the column's sums of dy.
+template <class T>
+void linear2d_backward_input(const TensorGrid2D& g, V2<T> dx, V2<const T> dy, V2<const T> w);
+template <class T>
+void linear2d_backward_weight(const TensorGrid2D& g, V2<T> dw, V1<T> dbias, V2<const T> dy, V2<const T> x);
 
 }  // namespace strata

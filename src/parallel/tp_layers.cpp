@@ -34,13 +34,12 @@ void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<c
 }
 
 template <class T>
-void tp_linear_in_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
-                           V2<const T> w) {
+void tp_linear_in_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dy, V2<const T> w) {
   if (tp.mode == TensorMode::TwoD) {
-    linear2d_backward<T>(tp.grid(), dx, dw, db, dy, x, w);
+    linear2d_backward_input<T>(tp.grid(), dx, dy, w);
     return;
   }
-  kernels::matmul_backward<T>(dx, dw, db, dy, x, w, tp.precision);
+  kernels::matmul_backward_input<T>(dx, dy, w, tp.precision);
   // 1D: each rank's dx is its output columns' share of the input gradient
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
@@ -60,12 +59,19 @@ void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<
 }
 
 template <class T>
-void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x,
-                            V2<const T> w) {
+void tp_linear_out_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dy, V2<const T> w) {
   if (tp.mode == TensorMode::TwoD)
-    linear2d_backward<T>(tp.grid(), dx, dw, db, dy, x, w);
-  else  // 1D: dy is replicated, so dx is this rank's columns and db is the same everywhere
-    kernels::matmul_backward<T>(dx, dw, db, dy, x, w, tp.precision);
+    linear2d_backward_input<T>(tp.grid(), dx, dy, w);
+  else  // 1D: dy is replicated, so dx is this rank's columns
+    kernels::matmul_backward_input<T>(dx, dy, w, tp.precision);
+}
+
+template <class T>
+void tp_linear_backward_weight(const TensorParallel& tp, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x) {
+  if (tp.mode == TensorMode::TwoD)
+    linear2d_backward_weight<T>(tp.grid(), dw, db, dy, x);
+  else  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
+    kernels::matmul_backward_weight<T>(dw, db, dy, x, tp.precision);
 }
 
 #define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \
@@ -74,11 +80,10 @@ void tp_linear_out_backward(const TensorParallel& tp, V2<T> dx, V2<T> dw, V1<T> 
   template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,        \
                                          V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);               \
   template void tp_linear_in_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);     \
-  template void tp_linear_in_backward<T>(const TensorParallel&, V2<T>, V2<T>, V1<T>, V2<const T>, V2<const T>,    \
-                                         V2<const T>);                                                            \
+  template void tp_linear_in_backward_input<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);          \
   template void tp_linear_out_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);    \
-  template void tp_linear_out_backward<T>(const TensorParallel&, V2<T>, V2<T>, V1<T>, V2<const T>, V2<const T>,   \
-                                          V2<const T>);
+  template void tp_linear_out_backward_input<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);         \
+  template void tp_linear_backward_weight<T>(const TensorParallel&, V2<T>, V1<T>, V2<const T>, V2<const T>);
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)
 #undef STRATA_TP_LAYERS_INSTANTIATE

@@ -82,18 +82,31 @@ void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<co
 }
 
 template <class T>
-void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
-                      V2<const T> wte) {
-  if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial products below
-    Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
-    summa_matmul_atb<T>(tp.grid(), step, dlogits, x);
-    kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
+void tp_head_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dlogits, V2<const T> wte) {
+  if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial product below
     summa_matmul_ab<T>(tp.grid(), dx, dlogits, wte);
     return;
   }
-  kernels::product<T>(tp.precision, "T", "N", dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
   kernels::product<T>(tp.precision, "N", "N", dlogits, wte, T(0), dx);  // dx = dlogits wte
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
+}
+
+template <class T>
+void tp_head_backward_weight(const TensorParallel& tp, V2<T> dwte, V2<const T> dlogits, V2<const T> x) {
+  if (tp.mode == TensorMode::TwoD && tp.q > 1) {
+    Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
+    summa_matmul_atb<T>(tp.grid(), step, dlogits, x);
+    kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
+    return;
+  }
+  kernels::product<T>(tp.precision, "T", "N", dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
+}
+
+template <class T>
+void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
+                      V2<const T> wte) {
+  tp_head_backward_weight<T>(tp, dwte, dlogits, x);  // first: dx may alias x
+  tp_head_backward_input<T>(tp, dx, dlogits, wte);
 }
 
 template <class T>
@@ -134,6 +147,8 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
                                          int64_t, Tensor2<T>&);                                                  \
   template void tp_head_logits<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);                       \
   template void tp_head_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V2<const T>, V2<const T>); \
+  template void tp_head_backward_input<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);               \
+  template void tp_head_backward_weight<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);              \
   template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>,                  \
                                               V1<const int32_t>);                                                \
   template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);

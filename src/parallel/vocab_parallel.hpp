@@ -35,6 +35,12 @@ void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<co
 template <class T>
 void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
                       V2<const T> wte);
+// Its halves, in the order zero-bubble schedules run them: dx = dlogits wte (complete),
+// then dwte += dlogits^T x (x must be intact: dx may not alias it).
+template <class T>
+void tp_head_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dlogits, V2<const T> wte);
+template <class T>
+void tp_head_backward_weight(const TensorParallel& tp, V2<T> dwte, V2<const T> dlogits, V2<const T> x);
 
 // Softmax cross-entropy over the whole vocabulary of logits split by vocabulary columns.
 // targets: this rank's rows. Writes losses and lse (rows); returns the sum of this rank's
