@@ -159,6 +159,10 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (p.zero > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
     throw UserError(origin + ": parallel.zero = 1 does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
+  if (splits_backward(p.schedule) && p.pipeline > 1 && p.recompute != Recompute::None)
+    throw UserError(origin + ": parallel.recompute = \"" + to_string(p.recompute) + "\" does not run with schedule = \"" +
+                    to_string(p.schedule) + "\": its weight halves run after other micro-batches' passes and need "
+                    "each block's own activations, which recomputation does not keep");
   if (resnet && p.recompute == Recompute::Selective)
     throw UserError(origin + ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
                     "states already (each step's activation is remade in its backward); \"full\" keeps every k-th");

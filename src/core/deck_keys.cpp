@@ -275,8 +275,11 @@ std::vector<DeckKey> declare_keys() {
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
           "kept)"),
       enum_choice(par, &D::parallel, "schedule", &ParallelConfig::schedule, schedule_names(),
-             "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, XPipe (gpt: asynchronous, "
-             "no flush), or MGRIT (resnet: the layers solved in parallel like time steps, [layerpar])"),
+             "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, the zero-bubble ZB-H1 (1F1B's "
+             "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
+             "each backward as an input half and a weight half that fills the bubbles (recompute = \"none\"), "
+             "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
+             "[layerpar])"),
       enum_choice(par, &D::parallel, "recompute", &ParallelConfig::recompute, recompute_names(),
                   "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the attention "
                   "probabilities and the GELU output of every block, whose memory grows with T^2 and 4C: one copy "

@@ -8,9 +8,10 @@
 namespace strata {
 
 // How the ranks along the layer axis (parallel.pipeline) work through the model: the
-// pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists), or
-// MGRIT, which solves the residual network's layers like time steps (engine/layerpar/).
-enum class Schedule { GPipe, OneFOneB, XPipe, MGRIT };
+// pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists:
+// GPipe, 1F1B, the zero-bubble ZB-H1 and ZB-H2, XPipe), or MGRIT, which solves the
+// residual network's layers like time steps (engine/layerpar/).
+enum class Schedule { GPipe, OneFOneB, ZBH1, ZBH2, XPipe, MGRIT };
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
 enum class TensorMode { Serial, OneD, TwoD };
@@ -28,9 +29,12 @@ enum class Recompute { None, Selective, Full };
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
   static const std::vector<std::pair<Schedule, std::string>> names = {
-      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::XPipe, "xpipe"}, {Schedule::MGRIT, "mgrit"}};
+      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::ZBH1, "zb-h1"},
+      {Schedule::ZBH2, "zb-h2"},  {Schedule::XPipe, "xpipe"},   {Schedule::MGRIT, "mgrit"}};
   return names;
 }
+// The schedules that run the backward as two halves (input, then weight gradients).
+inline bool splits_backward(Schedule s) { return s == Schedule::ZBH1 || s == Schedule::ZBH2; }
 // The schedules that are instruction lists (all but MGRIT).
 inline bool is_pipeline_schedule(Schedule s) { return s != Schedule::MGRIT; }
 inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names() {

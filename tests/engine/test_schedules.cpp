@@ -34,6 +34,48 @@ TEST_CASE("GPipe and 1F1B: valid, deadlock-free, bubble (p-1)/(m+p-1), in-flight
       }
 }
 
+TEST_CASE("ZB-H1 and ZB-H2: valid, deadlock-free, the paper's bubble and memory, never slower than 1F1B",
+          "[pipeline][schedule][zero_bubble]") {
+  PipeCosts unit;  // F = I = W = 1, the paper's handcrafted case
+  unit.backward = 2;
+  PipeCosts slow_input = unit;  // I = 1.2, W = 0.8
+  slow_input.weight_share = 0.4;
+  for (int p = 1; p <= 8; ++p)
+    for (int m : {1, std::max(1, p - 1), p, 2 * p - 1, 2 * p + 1, 4 * p}) {
+      INFO("p=" << p << " m=" << m);
+      const PipeSchedule h1 = make_schedule(Schedule::ZBH1, p, m), h2 = make_schedule(Schedule::ZBH2, p, m);
+      const PipeSchedule base = make_schedule(Schedule::OneFOneB, p, m);
+      CHECK(check_schedule(h1) == "");
+      CHECK(check_schedule(h2) == "");
+      const PipeSimulation s1 = simulate_schedule(h1, unit), s2 = simulate_schedule(h2, unit);
+      const PipeSimulation sb = simulate_schedule(base, unit);
+      REQUIRE_FALSE(s1.deadlock);
+      REQUIRE_FALSE(s2.deadlock);
+      CHECK(sb.makespan == 3.0 * (m + p - 1));  // 1F1B: (p - 1)(F + B) of bubble
+      CHECK(s1.makespan <= sb.makespan);
+      CHECK(s2.makespan <= sb.makespan);
+      // ZB-H1: bubble (p - 1)(F + I - W) = p - 1; in flight p (1F1B's first stage) everywhere
+      if (m >= p) {
+        CHECK(s1.makespan == 3.0 * m + (p - 1));
+        CHECK(s1.bubble_fraction() == Approx(double(p - 1) / double(3 * m + p - 1)).margin(1e-12));
+        for (int r = 0; r < p; ++r) CHECK(s1.peak_in_flight[r] == p);
+      }
+      // ZB-H2: the same at F = I = W (a flush keeps (p - 1)F), 2p - 1 in flight
+      if (m >= 2 * p - 1) {
+        CHECK(s2.makespan == 3.0 * m + (p - 1));
+        for (int r = 0; r < p; ++r) CHECK(s2.peak_in_flight[r] == 2 * p - 1);
+      }
+      // with the input half slower than the weight half, H2's extra warm-up pays (given
+      // the micro-batches to fill it)
+      const double t1 = simulate_schedule(h1, slow_input).makespan, t2 = simulate_schedule(h2, slow_input).makespan;
+      if (p > 1 && m >= 2 * p - 1) CHECK(t2 < t1);
+    }
+  // the printed list: stage 1 of 2, ZB-H1, 3 micro-batches
+  const std::string text = to_string(make_schedule(Schedule::ZBH1, 2, 3));
+  CHECK(text.find("stage 1: RECV_ACT0<-0 F0 I0 SEND_GRAD0->0 RECV_ACT1<-0 F1 I1 SEND_GRAD1->0 W0 RECV_ACT2<-0 F2 I2 "
+                  "SEND_GRAD2->0 W1 W2 STEP0") != std::string::npos);
+}
+
 TEST_CASE("XPipe: valid, deadlock-free, and its derived prediction steps match the paper for T = 1",
           "[pipeline][schedule][xpipe]") {
   for (int p = 1; p <= 4; ++p) {
@@ -177,5 +219,18 @@ TEST_CASE("the checks catch broken schedules", "[pipeline][schedule]") {
   const PipeSimulation sim = simulate_schedule(stuck);
   CHECK(sim.deadlock);
   CHECK(sim.deadlock_report.find("stage 0 waits at RECV_GRAD0<-1") != std::string::npos);
+
+  // a weight half before its input half, and one missing
+  PipeSchedule early = zb_h1_schedule(2, 2);
+  auto& p0 = early.programs[0];
+  auto input0 = std::find(p0.begin(), p0.end(), PipeInstr{PipeOp::BackwardInput, 0});
+  auto weight0 = std::find(p0.begin(), p0.end(), PipeInstr{PipeOp::BackwardWeight, 0});
+  REQUIRE(input0 < weight0);
+  std::iter_swap(input0, weight0);
+  CHECK(check_schedule(early).find("W0 before its input half") != std::string::npos);
+  PipeSchedule missing = zb_h1_schedule(2, 2);
+  missing.programs[1].erase(std::find(missing.programs[1].begin(), missing.programs[1].end(),
+                                      PipeInstr{PipeOp::BackwardWeight, 1}));
+  CHECK(check_schedule(missing).find("micro-batch 1 runs 1 forwards, 0 backwards and 1 + 0 halves") != std::string::npos);
 
 }

@@ -276,12 +276,25 @@ void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
       break;
     }
     case PipeOp::Backward:
+    case PipeOp::BackwardInput: {
+      // the backward reuses the cache's output for gradients: its send must have left
+      Buffer& sent = act_out_[slot(in.mb)];
+      if (sent.request != MPI_REQUEST_NULL) pipe_.wait(sent.request, "send");
+      const V2<const T> dout = st.last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev);
       timers.start("backward");
-      model_.backward(st.ctx, T(1.0 / st.global_terms),
-                      st.last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev), *acts_[slot(in.mb)]);
+      if (in.op == PipeOp::Backward)
+        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, *acts_[slot(in.mb)]);
+      else
+        model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, *acts_[slot(in.mb)]);
       timers.stop("backward", to_string(in));
-      st.backward_done[in.mb] = 1;
+      st.backward_done[in.mb] = 1;  // its received messages are read: the ring buffers are free
       post_receives(st);
+      break;
+    }
+    case PipeOp::BackwardWeight:
+      timers.start("backward");
+      model_.backward_weight(st.ctx, *acts_[slot(in.mb)], {});
+      timers.stop("backward", to_string(in));
       break;
     case PipeOp::SendAct:
       send(model_.output(*acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));

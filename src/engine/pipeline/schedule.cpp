@@ -61,6 +61,37 @@ PipeSchedule one_f_one_b_schedule(int p, int m) {
   return s;
 }
 
+namespace {
+// The zero-bubble lists (schedule.hpp): warmup(r) forwards, then per micro-batch its
+// BackwardInput, the oldest BackwardWeights while more than deferred(r) wait, the next
+// forward; the remaining BackwardWeights last.
+template <class Warmup, class Deferred>
+PipeSchedule zero_bubble_schedule(Schedule kind, int p, int m, Warmup warmup, Deferred deferred) {
+  PipeSchedule s = empty_schedule(kind, p, m, 1);
+  for (int r = 0; r < p; ++r) {
+    auto& prog = s.programs[r];
+    int f = 0, i = 0, w = 0;
+    for (; f < std::min(warmup(r), m); ++f) prog.push_back({PipeOp::Forward, f});
+    while (i < m) {
+      prog.push_back({PipeOp::BackwardInput, i++});
+      for (; i - w > deferred(r); ++w) prog.push_back({PipeOp::BackwardWeight, w});
+      if (f < m) prog.push_back({PipeOp::Forward, f++});
+    }
+    for (; w < m; ++w) prog.push_back({PipeOp::BackwardWeight, w});
+    prog.push_back({PipeOp::OptimizerStep, 0});
+  }
+  return s;
+}
+}  // namespace
+
+PipeSchedule zb_h1_schedule(int p, int m) {
+  return zero_bubble_schedule(Schedule::ZBH1, p, m, [p](int r) { return p - r; }, [](int r) { return r; });
+}
+
+PipeSchedule zb_h2_schedule(int p, int m) {
+  return zero_bubble_schedule(Schedule::ZBH2, p, m, [p](int r) { return 2 * (p - r) - 1; }, [](int r) { return 2 * r; });
+}
+
 PipeSchedule xpipe_schedule(int p, int t, int mini_batches) {
   PipeSchedule s = empty_schedule(Schedule::XPipe, p, t, mini_batches);
   for (int r = 0; r < p; ++r) {
@@ -125,13 +156,14 @@ void insert_communication(PipeSchedule& s) {
       // a pass's input arrives before its weights are predicted (PREDICT directly precedes it)
       const PipeInstr& pass = i.op == PipeOp::PredictWeights && k + 1 < compute.size() ? compute[k + 1] : i;
       const bool first_of_pass = i.op == PipeOp::PredictWeights || k == 0 || compute[k - 1].op != PipeOp::PredictWeights;
-      if (first_of_pass && (i.op == PipeOp::PredictWeights || i.op == PipeOp::Forward || i.op == PipeOp::Backward)) {
+      const auto takes_grad = [](PipeOp op) { return op == PipeOp::Backward || op == PipeOp::BackwardInput; };
+      if (first_of_pass && (i.op == PipeOp::PredictWeights || i.op == PipeOp::Forward || takes_grad(i.op))) {
         if (pass.op == PipeOp::Forward && r > 0) out.push_back({PipeOp::RecvAct, pass.mb, r - 1});
-        if (pass.op == PipeOp::Backward && r + 1 < p) out.push_back({PipeOp::RecvGrad, pass.mb, r + 1});
+        if (takes_grad(pass.op) && r + 1 < p) out.push_back({PipeOp::RecvGrad, pass.mb, r + 1});
       }
       out.push_back(i);
       if (i.op == PipeOp::Forward && r + 1 < p) out.push_back({PipeOp::SendAct, i.mb, r + 1});
-      if (i.op == PipeOp::Backward && r > 0) out.push_back({PipeOp::SendGrad, i.mb, r - 1});
+      if (takes_grad(i.op) && r > 0) out.push_back({PipeOp::SendGrad, i.mb, r - 1});
     }
     s.programs[r] = std::move(out);
   }
@@ -187,6 +219,8 @@ std::string to_string(const PipeInstr& i) {
   switch (i.op) {
     case PipeOp::Forward: return "F" + mb;
     case PipeOp::Backward: return "B" + mb;
+    case PipeOp::BackwardInput: return "I" + mb;
+    case PipeOp::BackwardWeight: return "W" + mb;
     case PipeOp::OptimizerStep: return "STEP" + mb;
     case PipeOp::PredictWeights:
       return "PREDICT(s=" + std::to_string(i.steps) + (i.tied_steps ? ",tied=" + std::to_string(i.tied_steps) : "") + ")";
@@ -220,6 +254,8 @@ PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int
   switch (schedule) {
     case Schedule::GPipe: s = gpipe_schedule(stages, micro_batches); break;
     case Schedule::OneFOneB: s = one_f_one_b_schedule(stages, micro_batches); break;
+    case Schedule::ZBH1: s = zb_h1_schedule(stages, micro_batches); break;
+    case Schedule::ZBH2: s = zb_h2_schedule(stages, micro_batches); break;
     case Schedule::XPipe: return xpipe_schedule(stages, micro_batches, mini_batches);
     case Schedule::MGRIT: throw UserError("parallel.schedule = \"mgrit\" is a layer-parallel solver, not an instruction list");
   }

@@ -15,6 +15,8 @@ namespace strata {
 enum class PipeOp {
   Forward,         // forward of micro-batch mb through this stage's layers
   Backward,        // backward of micro-batch mb (after its forward), accumulating gradients
+  BackwardInput,   // zero-bubble: the gradient of mb's input only (what the previous stage waits for)
+  BackwardWeight,  // zero-bubble: mb's weight gradients (after its BackwardInput), filling bubbles
   OptimizerStep,   // update this stage's weights (mb: the mini-batch it completes)
   PredictWeights,  // XPipe: swap in W - steps * lr * m_hat / (sqrt(v_hat) + eps)
   RestoreWeights,  // XPipe: swap the true weights back
@@ -55,6 +57,19 @@ PipeSchedule gpipe_schedule(int stages, int micro_batches);
 // 1F1B (PipeDream-Flush, Megatron's default): stage r runs min(p - r - 1, m) warm-up
 // forwards, then alternates one forward and one backward, then drains; then the update.
 PipeSchedule one_f_one_b_schedule(int stages, int micro_batches);
+// Zero bubble (Qi et al., ICLR 2024): the backward split into BackwardInput (I, on the
+// critical path) and BackwardWeight (W, which can wait). Stage r runs `warmup(r)`
+// forwards, then for each micro-batch its I, the W's of the oldest micro-batches while
+// more than `deferred(r)` wait, and the next forward; then the remaining W's.
+// ZB-H1: warmup p - r, deferred r: at most p micro-batches between a forward and its W on
+// every stage (1F1B's peak, stage 0's), bubble (p - 1)(F + I - W) against 1F1B's
+// (p - 1)(F + I + W). ZB-H2: warmup 2(p - r) - 1, deferred 2r: up to 2p - 1 in flight,
+// the warm-up filled with forwards and the drain with W's, so that with I slower than W or
+// with transfer latency stages still wait less (the makespan with a flush is at least
+// m(F + I + W) + (p - 1)F for either).
+PipeSchedule zb_h1_schedule(int stages, int micro_batches);
+PipeSchedule zb_h2_schedule(int stages, int micro_batches);
+
 // XPipe: the micro-batches of `mini_batches` consecutive mini-batches (T each) stream
 // through a 1F1B pipeline without a flush; a stage updates its weights after the backward
 // of each mini-batch's last micro-batch, and runs every forward and backward on weights
@@ -78,14 +93,15 @@ int xpipe_stop_lookahead(const PipeSchedule& s);
 size_t forward_pass_start(const StageProgram& program, int mb);
 
 // Adds RecvAct before each Forward and SendAct after it (except at the pipeline's ends),
-// RecvGrad before each Backward and SendGrad after it. Idempotent on lists that have them.
+// RecvGrad before each Backward or BackwardInput and SendGrad after it. Idempotent on
+// lists that have them.
 void insert_communication(PipeSchedule& s);
 
 // XPipe, p > 1: adds the tied embedding's messages (the Send/RecvTied* instructions) to a
 // list that has its activation and gradient messages.
 void insert_tied_exchange(PipeSchedule& s);
 
-// Names as printed: "F3", "B3", "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1",
+// Names as printed: "F3", "B3", "I3" and "W3" (the halves), "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1",
 // "SEND_TIED_GRAD0->0", "PREDICT(s=0,tied=1)", ...
 std::string to_string(const PipeInstr& i);
 // One line per stage: "stage 0: F0 SEND_ACT0->1 F1 ...".

@@ -74,6 +74,11 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
         } else if (in.op == PipeOp::Backward) {
           cost = costs.backward_of(r);
           --in_flight[r];
+        } else if (in.op == PipeOp::BackwardInput) {
+          cost = costs.input_half_of(r);
+        } else if (in.op == PipeOp::BackwardWeight) {
+          cost = costs.weight_half_of(r);
+          --in_flight[r];
         } else if (in.op == PipeOp::OptimizerStep) {
           cost = costs.optimizer;
         }
@@ -88,7 +93,9 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
           }
         }
         if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start + costs.transfer_of(in.op);
-        if (in.op == PipeOp::Forward || in.op == PipeOp::Backward) sim.busy[r] += cost;
+        if (in.op == PipeOp::Forward || in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput ||
+            in.op == PipeOp::BackwardWeight)
+          sim.busy[r] += cost;
         sim.times[r][pc[r]] = {start, start + cost};
         clock[r] = start + cost;
         ++pc[r];
@@ -111,23 +118,31 @@ std::string check_schedule(const PipeSchedule& s) {
   // (from, to, kind) -> micro-batches in program order, for sends and for receives
   std::map<std::tuple<int, int, int>, std::vector<int>> sends, recvs;
   for (int r = 0; r < p; ++r) {
-    std::vector<int> forwards(total, 0), backwards(total, 0);
+    std::vector<int> forwards(total, 0), backwards(total, 0), inputs(total, 0), weights(total, 0);
+    const std::string stage = "stage " + std::to_string(r) + ": ";
     for (const auto& in : s.programs[r]) {
-      if (in.op == PipeOp::Forward || in.op == PipeOp::Backward) {
-        if (in.mb < 0 || in.mb >= total) return "stage " + std::to_string(r) + ": " + to_string(in) + " is out of range";
+      const bool pass = in.op == PipeOp::Forward || in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput ||
+                        in.op == PipeOp::BackwardWeight;
+      if (pass) {
+        if (in.mb < 0 || in.mb >= total) return stage + to_string(in) + " is out of range";
         if (in.op == PipeOp::Forward) ++forwards[in.mb];
-        if (in.op == PipeOp::Backward) {
-          if (forwards[in.mb] == 0) return "stage " + std::to_string(r) + ": B" + std::to_string(in.mb) + " before its forward";
-          ++backwards[in.mb];
-        }
+        if (in.op != PipeOp::Forward && forwards[in.mb] == 0) return stage + to_string(in) + " before its forward";
+        if (in.op == PipeOp::BackwardWeight && inputs[in.mb] == 0) return stage + to_string(in) + " before its input half";
+        if (in.op == PipeOp::Backward) ++backwards[in.mb];
+        if (in.op == PipeOp::BackwardInput) ++inputs[in.mb];
+        if (in.op == PipeOp::BackwardWeight) ++weights[in.mb];
       }
       if (is_send(in.op)) sends[{r, in.peer, message_kind(in.op)}].push_back(in.mb);
       if (is_recv(in.op)) recvs[{in.peer, r, message_kind(in.op)}].push_back(in.mb);
     }
-    for (int mb = 0; mb < total; ++mb)
-      if (forwards[mb] != 1 || backwards[mb] != 1)
-        return "stage " + std::to_string(r) + ": micro-batch " + std::to_string(mb) + " runs " +
-               std::to_string(forwards[mb]) + " forwards and " + std::to_string(backwards[mb]) + " backwards";
+    for (int mb = 0; mb < total; ++mb) {
+      const bool whole = backwards[mb] == 1 && inputs[mb] == 0 && weights[mb] == 0;
+      const bool halves = backwards[mb] == 0 && inputs[mb] == 1 && weights[mb] == 1;
+      if (forwards[mb] != 1 || !(whole || halves))
+        return stage + "micro-batch " + std::to_string(mb) + " runs " + std::to_string(forwards[mb]) + " forwards, " +
+               std::to_string(backwards[mb]) + " backwards and " + std::to_string(inputs[mb]) + " + " +
+               std::to_string(weights[mb]) + " halves";
+    }
   }
   std::set<std::tuple<int, int, int>> keys;
   for (const auto& [k, v] : sends) keys.insert(k);

@@ -13,6 +13,9 @@ namespace strata {
 
 struct PipeCosts {
   double forward = 1, backward = 1, optimizer = 0;
+  // the share of a backward that is its weight half (BackwardWeight; BackwardInput the
+  // rest): about half where products dominate (dX = dY W^T and dW = X^T dY cost the same)
+  double weight_share = 0.5;
   // per stage, where stages differ (the planner's): override forward / backward when set
   std::vector<double> stage_forward, stage_backward;
   // a message's time from its send to its arrival: activations and gradients; XPipe's
@@ -24,6 +27,8 @@ struct PipeCosts {
   std::vector<double> stage_predict;
   double forward_of(int stage) const { return stage_forward.empty() ? forward : stage_forward[size_t(stage)]; }
   double backward_of(int stage) const { return stage_backward.empty() ? backward : stage_backward[size_t(stage)]; }
+  double input_half_of(int stage) const { return backward_of(stage) * (1 - weight_share); }
+  double weight_half_of(int stage) const { return backward_of(stage) * weight_share; }
   double transfer_of(PipeOp send) const;
 };
 
@@ -31,9 +36,9 @@ struct PipeSimulation {
   bool deadlock = false;
   std::string deadlock_report;   // the instruction each unfinished stage is stuck at
   double makespan = 0;
-  std::vector<double> busy;      // per stage: time in Forward and Backward
+  std::vector<double> busy;      // per stage: time in Forward and Backward (or its halves)
   std::vector<std::vector<std::pair<double, double>>> times;  // per stage, per instruction: (start, end)
-  std::vector<int> peak_in_flight;  // per stage: most forwards whose backward had not run
+  std::vector<int> peak_in_flight;  // per stage: most forwards whose backward (weight half) had not run
   // Idle share of the stages over the makespan: 1 - sum(busy) / (p * makespan).
   double bubble_fraction() const;
 };
@@ -41,7 +46,8 @@ struct PipeSimulation {
 PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs = {});
 
 // Static checks, no simulation: on every stage each Backward follows its Forward, and
-// every micro-batch is run forward and backward once; between every pair of stages, the
+// every micro-batch is run forward and backward once (or its BackwardInput once after the
+// forward and its BackwardWeight once after that); between every pair of stages, the
 // sends of each kind match the receives in order (same micro-batches, same sequence).
 // Returns "" or the first violation found.
 std::string check_schedule(const PipeSchedule& s);
