@@ -1,7 +1,8 @@
-// Pipeline equivalence: GPipe and 1F1B, alone and with data or tensor parallelism, give
-// the serial run's losses and final parameters; uneven layer partitions, an odd number of
-// micro-batches and the tied embedding on the first and last stage included. A checkpoint
-// written by 2 stages restarts on 4 stages and on 1.
+// Pipeline equivalence: GPipe, 1F1B, ZB-H1 and ZB-H2, alone and with data or tensor
+// parallelism, give the serial run's losses and final parameters (the zero-bubble ones
+// GPipe's gradients bit for bit); uneven layer partitions, an odd number of micro-batches
+// and the tied embedding on the first and last stage included. A 1F1B checkpoint written
+// by 2 stages restarts on 4 stages under ZB-H2 and on 1.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -36,12 +37,18 @@ Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& nam
 std::vector<std::vector<std::string>> pipeline_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
   switch (n) {
-    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"}};
+    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"},
+                    {p2, m3, "parallel.schedule=zb-h1"}, {p2, m3, "parallel.schedule=zb-h2"}};
     case 4: return {{"parallel.pipeline=4", m3, "parallel.schedule=1f1b"},
                     {"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
+                    {"parallel.pipeline=4", "parallel.micro_batches=6", "parallel.schedule=zb-h1"},
                     {"parallel.data=2", p2, m3, "parallel.schedule=gpipe"},
-                    {p2, m3, "parallel.schedule=1f1b", "parallel.tensor_cols=2"}};
+                    {"parallel.data=2", p2, m3, "parallel.schedule=zb-h2", "parallel.zero=1"},
+                    {p2, m3, "parallel.schedule=1f1b", "parallel.tensor_cols=2"},
+                    {p2, m3, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"}};
     case 8: return {{p2, m3, "parallel.schedule=1f1b", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+                     "parallel.tensor_cols=2"},
+                    {p2, m3, "parallel.schedule=zb-h2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
                      "parallel.tensor_cols=2"}};
     default: return {};
   }
@@ -50,7 +57,7 @@ std::vector<std::vector<std::string>> pipeline_layouts_for(int n) {
 
 }  // namespace
 
-TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal serial", "[mpi][pipeline]") {
+TEST_CASE("every flushing schedule on all ranks: GPT<double> loss and gradients equal serial", "[mpi][pipeline]") {
   const int n = world_size();
   if (n != 2 && n != 4) return;  // all ranks are stages: 2 or 4 of them
   ModelConfig m;
@@ -73,7 +80,8 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
   ParallelConfig pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
-  for (const Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB}) {
+  std::vector<double> gpipe_grads;
+  for (const Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB, Schedule::ZBH1, Schedule::ZBH2}) {
     GPT<double> model(m, 7, {}, StagePlacement::balanced(int(m.n_layer), n, grid.coords().pipeline));
     PipelineEngine<double> engine(model, grid, schedule, int(micro));
     Timers timers;
@@ -88,10 +96,13 @@ TEST_CASE("GPipe and 1F1B on all ranks: GPT<double> loss and gradients equal ser
     INFO(to_string(schedule) << " over " << n << " stages");
     CHECK(loss == Approx(serial_loss).epsilon(1e-13));
     CHECK(worst <= 1e-14 * largest);  // double precision: the micro-batch sums' order differs
+    // every schedule adds each micro-batch's gradients in micro-batch order: GPipe's bits
+    if (schedule == Schedule::GPipe) gpipe_grads = grads;
+    CHECK(grads == gpipe_grads);
   }
 }
 
-TEST_CASE("GPipe and 1F1B pipelines equal the serial run", "[mpi][pipeline]") {
+TEST_CASE("GPipe, 1F1B, ZB-H1 and ZB-H2 pipelines equal the serial run", "[mpi][pipeline]") {
   const int n = world_size(), rank = world_rank();
   const auto layouts = pipeline_layouts_for(n);
   if (layouts.empty()) return;
@@ -121,7 +132,8 @@ TEST_CASE("GPipe and 1F1B pipelines equal the serial run", "[mpi][pipeline]") {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages and on 1", "[mpi][pipeline][checkpoint]") {
+TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages (another schedule) and on 1",
+          "[mpi][pipeline][checkpoint]") {
   if (world_size() != 4) return;
   const int rank = world_rank();
   if (rank == 0) std::filesystem::remove_all("pipeline_test_runs");
@@ -130,8 +142,8 @@ TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages and on 1", "[mp
   const TrainResult full = Trainer(pipe_deck(two, "ckpt2", 12, 6), MPI_COMM_WORLD, quiet(true)).run();
   const std::string ckpt = "pipeline_test_runs/ckpt2/checkpoints/ckpt_00000006.h5";
   const TrainResult four =
-      Trainer(pipe_deck({"parallel.pipeline=4", "parallel.micro_batches=2"}, "from2-4", 12), MPI_COMM_WORLD,
-              quiet(false, ckpt))
+      Trainer(pipe_deck({"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=zb-h2"}, "from2-4", 12),
+              MPI_COMM_WORLD, quiet(false, ckpt))
           .run();
   CHECK(four.first_step == 6);
   REQUIRE(four.losses.size() == 6);

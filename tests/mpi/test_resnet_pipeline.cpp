@@ -1,4 +1,4 @@
-// The residual network under the GPT's engines (it is a StageModel): GPipe and 1F1B
+// The residual network under the GPT's engines (it is a StageModel): GPipe, 1F1B, ZB-H1, ZB-H2
 // pipelines, alone and with data parallelism, and data parallelism alone, give the serial
 // run's losses, test accuracies and final parameters within the tolerances of the GPT's
 // pipeline test; the dense and the convolutional network.
@@ -22,10 +22,13 @@ namespace {
 std::vector<std::vector<std::string>> resnet_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
   switch (n) {
-    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"}, {"parallel.data=2"}};
+    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"},
+                    {p2, m3, "parallel.schedule=zb-h1"}, {"parallel.data=2"}};
     case 4: return {{"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
+                    {"parallel.pipeline=4", "parallel.micro_batches=4", "parallel.schedule=zb-h2"},
                     {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
-                    {"parallel.data=2", p2, m3, "parallel.schedule=1f1b", "model.channels=2"}};
+                    {"parallel.data=2", p2, m3, "parallel.schedule=1f1b", "model.channels=2"},
+                    {"parallel.data=2", p2, m3, "parallel.schedule=zb-h1", "model.channels=2"}};
     default: return {};
   }
 }
