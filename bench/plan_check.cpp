@@ -121,7 +121,16 @@ int main(int argc, char** argv) {
         const double meas_wire = max_over_ranks(counted_wire) / steps / double(1 << 20);
         const StepPrediction p = predict_step(d, l, machine, xpipe ? steps - 1 : 0);
         const double meas_ms = 1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
-        const double meas_act = max_over_ranks(double(result.activation_bytes)) / double(1 << 20);
+        // the activations of the fullest rank (state + activations; of equals the lowest),
+        // as the planner reports the fullest stage's
+        struct {
+          double total;
+          int rank;
+        } fullest{double(result.state_bytes + result.activation_bytes), rank};
+        MPI_Allreduce(MPI_IN_PLACE, &fullest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+        double fullest_act = double(result.activation_bytes);
+        MPI_Bcast(&fullest_act, 1, MPI_DOUBLE, fullest.rank, MPI_COMM_WORLD);
+        const double meas_act = fullest_act / double(1 << 20);
         const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20);
         const bool params_differ =
             max_over_ranks(trainer.model().params().numel() != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;

@@ -73,6 +73,7 @@ struct StageCosts {
   double sums = 0;       // per step: the gradient sums' time not hidden by the backward
   double optimizer = 0;  // per step: AdamW and the norm (XPipe: with the sums, in the stream)
   double predict = 0;    // XPipe: one weight prediction of the stage's parameters
+  double weight_half = 0;  // per micro-batch: the backward's weight half (zero-bubble schedules)
   double after() const { return sums + optimizer; }
   double forward() const { return compute / 3 + tensor / 3; }   // the backward does twice the work
   double backward() const { return 2 * compute / 3 + 2 * tensor / 3; }
@@ -173,6 +174,12 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       kept = plain_kept + (plain_kept - kept) / 3;
     }
     c.compute = c.gemm + kept / machine.activation_rate;
+    // the weight half: dW = X^T dY of every dense product, as many flops as the forward's
+    // (2 per parameter and token; attention's products have no weights)
+    const double layers = double(model->placement().layer_end - model->placement().layer_begin);
+    const double attention = 12.0 * layers * double(deck.model.seq_len) * double(deck.model.n_embd) *
+                             double(micro.rows()) / double(l.tensor_size());
+    c.weight_half = (model->stage_flops(micro) - attention) / 3 / rate;
     Traffic tensor;
     model->micro_batch_traffic(micro, tensor);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
@@ -239,6 +246,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
   for (const auto& c : costs) {
     pc.stage_forward.push_back(c.forward());
     pc.stage_backward.push_back(c.backward());
+    pc.stage_weight_half.push_back(std::min(c.weight_half, c.backward()));
     pc.optimizer = std::max(pc.optimizer, c.optimizer);
     if (xpipe && deck.parallel.weight_prediction) pc.stage_predict.push_back(c.predict);
     const double m = double(l.micro_batches);

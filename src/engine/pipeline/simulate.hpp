@@ -18,6 +18,7 @@ struct PipeCosts {
   double weight_share = 0.5;
   // per stage, where stages differ (the planner's): override forward / backward when set
   std::vector<double> stage_forward, stage_backward;
+  std::vector<double> stage_weight_half;  // per stage, where set: the weight half's cost (else weight_share of the backward)
   // a message's time from its send to its arrival: activations and gradients; XPipe's
   // share of the tied embedding's gradient, and its new version (weights and both moments)
   double transfer = 0, tied_grad_transfer = 0, tied_weights_transfer = 0;
@@ -27,8 +28,10 @@ struct PipeCosts {
   std::vector<double> stage_predict;
   double forward_of(int stage) const { return stage_forward.empty() ? forward : stage_forward[size_t(stage)]; }
   double backward_of(int stage) const { return stage_backward.empty() ? backward : stage_backward[size_t(stage)]; }
-  double input_half_of(int stage) const { return backward_of(stage) * (1 - weight_share); }
-  double weight_half_of(int stage) const { return backward_of(stage) * weight_share; }
+  double weight_half_of(int stage) const {
+    return stage_weight_half.empty() ? backward_of(stage) * weight_share : stage_weight_half[size_t(stage)];
+  }
+  double input_half_of(int stage) const { return backward_of(stage) - weight_half_of(stage); }
   double transfer_of(PipeOp send) const;
 };
 
