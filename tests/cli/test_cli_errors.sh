@@ -110,7 +110,7 @@ if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; the
 fi
 
 expect 1 "strata deck: give a deck file, or --reference (not both)" -- deck
-expect 1 'parallel.schedule must be "gpipe", "1f1b", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
+expect 1 'parallel.schedule must be "gpipe", "1f1b", "zb-h1", "zb-h2", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
 expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel solver' -- deck good.toml --set parallel.schedule=mgrit
 expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
@@ -118,6 +118,7 @@ expect 2 'parallel.recompute = "selective" is the GPT'"'"'s' -- train resnet.tom
 expect 2 'parallel.recompute does not apply to schedule = "mgrit"' -- train resnet.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=mgrit
 expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' -- train good.toml --set parallel.recompute=all
 expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe
+expect 2 'parallel.recompute = "selective" does not run with schedule = "zb-h1"' -- train good.toml --set parallel.recompute=selective --set parallel.pipeline=2 --set parallel.schedule=zb-h1
 expect 2 'parallel.zero = 1 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe
 expect 1 'parallel.zero must be in [0, 1]' -- train good.toml --set parallel.zero=2
 
