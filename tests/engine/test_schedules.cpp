@@ -76,6 +76,48 @@ TEST_CASE("ZB-H1 and ZB-H2: valid, deadlock-free, the paper's bubble and memory,
                   "SEND_GRAD2->0 W1 W2 STEP0") != std::string::npos);
 }
 
+TEST_CASE("interleaved 1F1B: valid, deadlock-free, bubble (p-1)/(v m + p - 1), Megatron's warm-up in flight",
+          "[pipeline][schedule][interleaved]") {
+  PipeCosts costs;  // a stage's whole forward 1 and backward 2; a chunk's 1/v of them
+  costs.backward = 2;
+  for (int p = 2; p <= 4; ++p)
+    for (int v = 1; v <= 3; ++v)
+      for (int m : {p, 2 * p, 4 * p}) {
+        INFO("p=" << p << " v=" << v << " m=" << m);
+        PipeSchedule s = interleaved_schedule(p, m, v);
+        insert_communication(s);
+        CHECK(check_schedule(s) == "");
+        const PipeSimulation sim = simulate_schedule(s, costs);
+        REQUIRE_FALSE(sim.deadlock);
+        if (v == 1) CHECK(s.programs == make_schedule(Schedule::OneFOneB, p, m).programs);  // 1F1B itself
+        if (m > p) {  // m = p runs every forward first (GPipe's order, Megatron's choice)
+          CHECK(sim.bubble_fraction() == Approx(double(p - 1) / double(v * m + p - 1)).margin(1e-12));
+          for (int r = 0; r < p; ++r)
+            CHECK(sim.peak_in_flight[r] == (v == 1 ? p - r : std::min(v * m, 2 * (p - r - 1) + (v - 1) * p + 1)));
+        }
+        CHECK(sim.makespan <= simulate_schedule(make_schedule(Schedule::OneFOneB, p, m), costs).makespan + 1e-12);
+      }
+  // the model's parts in order: stage 1's chunk 0 hands on to stage 0's chunk 1, whose
+  // gradient goes back the same way
+  PipeSchedule s = interleaved_schedule(2, 2, 2);
+  insert_communication(s);
+  CHECK(to_string(s) ==
+        "1f1b interleaved: 2 stages x 2 chunks, 2 micro-batches\n"
+        "stage 0: F0 SEND_ACT0->1 F1 SEND_ACT1->1 RECV_ACT0.1<-1 F0.1 SEND_ACT0.1->1 RECV_ACT1.1<-1 F1.1 SEND_ACT1.1->1 "
+        "RECV_GRAD0.1<-1 B0.1 SEND_GRAD0.1->1 RECV_GRAD1.1<-1 B1.1 SEND_GRAD1.1->1 RECV_GRAD0<-1 B0 RECV_GRAD1<-1 B1 "
+        "STEP0\n"
+        "stage 1: RECV_ACT0<-0 F0 SEND_ACT0->0 RECV_ACT1<-0 F1 SEND_ACT1->0 RECV_ACT0.1<-0 F0.1 RECV_ACT1.1<-0 F1.1 B0.1 "
+        "SEND_GRAD0.1->0 B1.1 SEND_GRAD1.1->0 RECV_GRAD0<-0 B0 SEND_GRAD0->0 RECV_GRAD1<-0 B1 SEND_GRAD1->0 STEP0\n");
+  CHECK_THROWS_AS(interleaved_schedule(2, 3, 2), UserError);  // m not a multiple of p
+  CHECK_THROWS_AS(interleaved_schedule(1, 4, 2), UserError);
+  // a chunk's message sent to the wrong chunk is caught
+  PipeSchedule wrong = interleaved_schedule(2, 4, 2);
+  insert_communication(wrong);
+  for (auto& in : wrong.programs[1])
+    if (in.op == PipeOp::RecvAct && in.chunk == 1 && in.mb == 2) in.chunk = 0;
+  CHECK(check_schedule(wrong) != "");
+}
+
 TEST_CASE("XPipe: valid, deadlock-free, and its derived prediction steps match the paper for T = 1",
           "[pipeline][schedule][xpipe]") {
   for (int p = 1; p <= 4; ++p) {

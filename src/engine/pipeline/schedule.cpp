@@ -84,6 +84,40 @@ PipeSchedule zero_bubble_schedule(Schedule kind, int p, int m, Warmup warmup, De
 }
 }  // namespace
 
+PipeSchedule interleaved_schedule(int p, int m, int v) {
+  PipeSchedule s = empty_schedule(Schedule::OneFOneB, p, m, 1);
+  if (v < 1 || (v > 1 && (p < 2 || m % p != 0)))
+    throw UserError("interleaved 1F1B: " + std::to_string(v) + " chunks per stage need at least 2 stages and a "
+                    "multiple of the stages (" + std::to_string(p) + ") in micro-batches (got " + std::to_string(m) + ")");
+  if (v == 1) return one_f_one_b_schedule(p, m);
+  s.virtual_stages = v;
+  const int total = m * v, group = p * v;
+  // the k-th forward (backward) of a stage: its micro-batch and chunk
+  const auto pass = [&](PipeOp op, int k) {
+    const int in_group = k % group, chunk = in_group / p;
+    return PipeInstr{op, k / group * p + k % p, -1, 0, 0, op == PipeOp::Forward ? chunk : v - 1 - chunk};
+  };
+  for (int r = 0; r < p; ++r) {
+    auto& prog = s.programs[r];
+    const int warmup = m == p ? total : std::min(total, (p - r - 1) * 2 + (v - 1) * p);
+    for (int k = 0; k < warmup; ++k) prog.push_back(pass(PipeOp::Forward, k));
+    for (int k = 0; k < total - warmup; ++k) {
+      prog.push_back(pass(PipeOp::Forward, warmup + k));
+      prog.push_back(pass(PipeOp::Backward, k));
+    }
+    for (int k = total - warmup; k < total; ++k) prog.push_back(pass(PipeOp::Backward, k));
+    prog.push_back({PipeOp::OptimizerStep, 0});
+  }
+  return s;
+}
+
+std::pair<int, int> message_destination(const PipeSchedule& s, int r, const PipeInstr& send) {
+  const int p = s.stages;
+  if (send.op == PipeOp::SendAct) return r + 1 < p ? std::make_pair(r + 1, send.chunk) : std::make_pair(0, send.chunk + 1);
+  if (send.op == PipeOp::SendGrad) return r > 0 ? std::make_pair(r - 1, send.chunk) : std::make_pair(p - 1, send.chunk - 1);
+  return {send.peer, 0};  // the tied embedding's messages: between the end stages' only chunk
+}
+
 PipeSchedule zb_h1_schedule(int p, int m) {
   return zero_bubble_schedule(Schedule::ZBH1, p, m, [p](int r) { return p - r; }, [](int r) { return r; });
 }
@@ -143,7 +177,7 @@ int xpipe_stop_lookahead(const PipeSchedule& s) {
 }
 
 void insert_communication(PipeSchedule& s) {
-  const int p = s.stages;
+  const int p = s.stages, v = s.virtual_stages;
   for (int r = 0; r < p; ++r) {
     StageProgram compute, out;
     for (const auto& i : s.programs[r]) {
@@ -157,13 +191,17 @@ void insert_communication(PipeSchedule& s) {
       const PipeInstr& pass = i.op == PipeOp::PredictWeights && k + 1 < compute.size() ? compute[k + 1] : i;
       const bool first_of_pass = i.op == PipeOp::PredictWeights || k == 0 || compute[k - 1].op != PipeOp::PredictWeights;
       const auto takes_grad = [](PipeOp op) { return op == PipeOp::Backward || op == PipeOp::BackwardInput; };
+      // the model's first part (stage 0's chunk 0) reads the data, its last part (stage
+      // p - 1's chunk v - 1) the targets; every other part talks to its neighbours
+      const bool model_first = r == 0 && pass.chunk == 0, model_last = r == p - 1 && pass.chunk == v - 1;
+      const int prev = (r + p - 1) % p, next = (r + 1) % p;
       if (first_of_pass && (i.op == PipeOp::PredictWeights || i.op == PipeOp::Forward || takes_grad(i.op))) {
-        if (pass.op == PipeOp::Forward && r > 0) out.push_back({PipeOp::RecvAct, pass.mb, r - 1});
-        if (takes_grad(pass.op) && r + 1 < p) out.push_back({PipeOp::RecvGrad, pass.mb, r + 1});
+        if (pass.op == PipeOp::Forward && !model_first) out.push_back({PipeOp::RecvAct, pass.mb, prev, 0, 0, pass.chunk});
+        if (takes_grad(pass.op) && !model_last) out.push_back({PipeOp::RecvGrad, pass.mb, next, 0, 0, pass.chunk});
       }
       out.push_back(i);
-      if (i.op == PipeOp::Forward && r + 1 < p) out.push_back({PipeOp::SendAct, i.mb, r + 1});
-      if (takes_grad(i.op) && r > 0) out.push_back({PipeOp::SendGrad, i.mb, r - 1});
+      if (i.op == PipeOp::Forward && !model_last) out.push_back({PipeOp::SendAct, i.mb, next, 0, 0, i.chunk});
+      if (takes_grad(i.op) && !model_first) out.push_back({PipeOp::SendGrad, i.mb, prev, 0, 0, i.chunk});
     }
     s.programs[r] = std::move(out);
   }
@@ -215,7 +253,8 @@ void insert_tied_exchange(PipeSchedule& s) {
 }
 
 std::string to_string(const PipeInstr& i) {
-  const std::string mb = std::to_string(i.mb), peer = "->" + std::to_string(i.peer);
+  const std::string mb = std::to_string(i.mb) + (i.chunk > 0 ? "." + std::to_string(i.chunk) : ""),
+                    peer = "->" + std::to_string(i.peer);
   switch (i.op) {
     case PipeOp::Forward: return "F" + mb;
     case PipeOp::Backward: return "B" + mb;
@@ -238,9 +277,10 @@ std::string to_string(const PipeInstr& i) {
 }
 
 std::string to_string(const PipeSchedule& s) {
-  std::string out = to_string(s.kind) + ": " + std::to_string(s.stages) + " stages, " + std::to_string(s.micro_batches) +
-                    " micro-batches" + (s.mini_batches > 1 ? " x " + std::to_string(s.mini_batches) + " mini-batches" : "") +
-                    "\n";
+  std::string out = to_string(s.kind) + (s.virtual_stages > 1 ? " interleaved" : "") + ": " + std::to_string(s.stages) +
+                    " stages" + (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") + ", " +
+                    std::to_string(s.micro_batches) + " micro-batches" +
+                    (s.mini_batches > 1 ? " x " + std::to_string(s.mini_batches) + " mini-batches" : "") + "\n";
   for (int r = 0; r < s.stages; ++r) {
     out += "stage " + std::to_string(r) + ":";
     for (const auto& i : s.programs[r]) out += " " + to_string(i);

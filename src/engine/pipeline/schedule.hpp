@@ -6,6 +6,7 @@
 // stages; one executor runs any list, and simulate_schedule() (simulate.hpp) runs it on
 // paper with unit costs. No MPI here: the lists are plain values, testable and printable.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/parallel_modes.hpp"
@@ -37,8 +38,10 @@ struct PipeInstr {
   int peer = -1;   // stage on the other end of a send/receive
   int steps = 0;   // PredictWeights: optimizer updates to look ahead (XPipe's s)
   int tied_steps = 0;  // PredictWeights on the last stage: the same for its embedding copy
+  int chunk = 0;   // interleaved: which of the stage's model chunks (its chunk c is the model's part c p + stage)
   bool operator==(const PipeInstr& o) const {
-    return op == o.op && mb == o.mb && peer == o.peer && steps == o.steps && tied_steps == o.tied_steps;
+    return op == o.op && mb == o.mb && peer == o.peer && steps == o.steps && tied_steps == o.tied_steps &&
+           chunk == o.chunk;
   }
 };
 
@@ -49,6 +52,7 @@ struct PipeSchedule {
   int stages = 1;                   // p
   int micro_batches = 1;            // per mini-batch (m; XPipe's T)
   int mini_batches = 1;             // mini-batches in the list (1 for flushing schedules)
+  int virtual_stages = 1;           // model chunks per stage (v; interleaved 1F1B)
   std::vector<StageProgram> programs;  // one per stage
 };
 
@@ -57,6 +61,19 @@ PipeSchedule gpipe_schedule(int stages, int micro_batches);
 // 1F1B (PipeDream-Flush, Megatron's default): stage r runs min(p - r - 1, m) warm-up
 // forwards, then alternates one forward and one backward, then drains; then the update.
 PipeSchedule one_f_one_b_schedule(int stages, int micro_batches);
+// Interleaved 1F1B (Narayanan et al., 2021; Megatron-LM): the model is cut into p v
+// chunks and stage r holds chunks r, r + p, ..., r + (v - 1) p, so a micro-batch passes
+// every stage v times. Stage r runs (p - r - 1) 2 + (v - 1) p warm-up forwards (all of
+// them when m = p), then alternates one forward and one backward, then drains; forwards
+// take the chunks in groups of p micro-batches (chunk 0 for micro-batches 0..p-1, then
+// chunk 1, ...), backwards the same from the last chunk. m must be a multiple of p. The
+// bubble shrinks to (p - 1)/(v m) of the ideal time, for v times the messages. v = 1 is
+// 1F1B.
+PipeSchedule interleaved_schedule(int stages, int micro_batches, int virtual_stages);
+// Where the message a SendAct or SendGrad of `stage` goes: (stage, chunk) of its
+// receiver; activations go to the model's next part, gradients to its previous one.
+std::pair<int, int> message_destination(const PipeSchedule& s, int stage, const PipeInstr& send);
+
 // Zero bubble (Qi et al., ICLR 2024): the backward split into BackwardInput (I, on the
 // critical path) and BackwardWeight (W, which can wait). Stage r runs `warmup(r)`
 // forwards, then for each micro-batch its I, the W's of the oldest micro-batches while
@@ -101,7 +118,8 @@ void insert_communication(PipeSchedule& s);
 // list that has its activation and gradient messages.
 void insert_tied_exchange(PipeSchedule& s);
 
-// Names as printed: "F3", "B3", "I3" and "W3" (the halves), "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1",
+// Names as printed: "F3", "B3", "I3" and "W3" (the halves), "F3.1" (on the stage's chunk
+// 1, interleaved), "STEP0", "PREDICT(s=2)", "RESTORE", "SEND_ACT3->1",
 // "SEND_TIED_GRAD0->0", "PREDICT(s=0,tied=1)", ...
 std::string to_string(const PipeInstr& i);
 // One line per stage: "stage 0: F0 SEND_ACT0->1 F1 ...".

@@ -54,7 +54,9 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
   std::vector<double> clock(p, 0.0);
   std::vector<int> in_flight(p, 0);
   std::vector<std::pair<int, int>> in_place(static_cast<size_t>(p), {0, 0});  // XPipe's predicted look-ahead
-  std::map<std::tuple<int, int, int, int>, double> sent;  // (from, to, kind, mb) -> time available
+  // (from, to, kind, mb, the receiver's chunk) -> time available
+  std::map<std::tuple<int, int, int, int, int>, double> sent;
+  const double v = s.virtual_stages;  // a chunk's pass costs 1/v of the stage's
   for (int r = 0; r < p; ++r) sim.times[r].assign(s.programs[r].size(), {0.0, 0.0});
   bool moved = true;
   while (moved) {
@@ -65,19 +67,19 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
         const PipeInstr& in = prog[pc[r]];
         double start = clock[r], cost = 0;
         if (is_recv(in.op)) {
-          auto it = sent.find({in.peer, r, message_kind(in.op), in.mb});
+          auto it = sent.find({in.peer, r, message_kind(in.op), in.mb, in.chunk});
           if (it == sent.end()) break;  // blocked until the peer sends
           start = std::max(start, it->second);
         } else if (in.op == PipeOp::Forward) {
-          cost = costs.forward_of(r);
+          cost = costs.forward_of(r) / v;
           sim.peak_in_flight[r] = std::max(sim.peak_in_flight[r], ++in_flight[r]);
         } else if (in.op == PipeOp::Backward) {
-          cost = costs.backward_of(r);
+          cost = costs.backward_of(r) / v;
           --in_flight[r];
         } else if (in.op == PipeOp::BackwardInput) {
-          cost = costs.input_half_of(r);
+          cost = costs.input_half_of(r) / v;
         } else if (in.op == PipeOp::BackwardWeight) {
-          cost = costs.weight_half_of(r);
+          cost = costs.weight_half_of(r) / v;
           --in_flight[r];
         } else if (in.op == PipeOp::OptimizerStep) {
           cost = costs.optimizer;
@@ -92,7 +94,9 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
             in_place[r] = {0, 0};
           }
         }
-        if (is_send(in.op)) sent[{r, in.peer, message_kind(in.op), in.mb}] = start + costs.transfer_of(in.op);
+        if (is_send(in.op))
+          sent[{r, in.peer, message_kind(in.op), in.mb, message_destination(s, r, in).second}] =
+              start + costs.transfer_of(in.op);
         if (in.op == PipeOp::Forward || in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput ||
             in.op == PipeOp::BackwardWeight)
           sim.busy[r] += cost;
@@ -114,44 +118,46 @@ PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs) 
 }
 
 std::string check_schedule(const PipeSchedule& s) {
-  const int p = s.stages, total = s.micro_batches * s.mini_batches;
-  // (from, to, kind) -> micro-batches in program order, for sends and for receives
-  std::map<std::tuple<int, int, int>, std::vector<int>> sends, recvs;
+  const int p = s.stages, v = s.virtual_stages, total = s.micro_batches * s.mini_batches;
+  // (from, to, kind, the receiver's chunk) -> micro-batches in program order, for sends and for receives
+  std::map<std::tuple<int, int, int, int>, std::vector<int>> sends, recvs;
   for (int r = 0; r < p; ++r) {
-    std::vector<int> forwards(total, 0), backwards(total, 0), inputs(total, 0), weights(total, 0);
+    // per (chunk, micro-batch)
+    std::vector<int> forwards(size_t(v) * total, 0), backwards(forwards), inputs(forwards), weights(forwards);
     const std::string stage = "stage " + std::to_string(r) + ": ";
     for (const auto& in : s.programs[r]) {
       const bool pass = in.op == PipeOp::Forward || in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput ||
                         in.op == PipeOp::BackwardWeight;
       if (pass) {
-        if (in.mb < 0 || in.mb >= total) return stage + to_string(in) + " is out of range";
-        if (in.op == PipeOp::Forward) ++forwards[in.mb];
-        if (in.op != PipeOp::Forward && forwards[in.mb] == 0) return stage + to_string(in) + " before its forward";
-        if (in.op == PipeOp::BackwardWeight && inputs[in.mb] == 0) return stage + to_string(in) + " before its input half";
-        if (in.op == PipeOp::Backward) ++backwards[in.mb];
-        if (in.op == PipeOp::BackwardInput) ++inputs[in.mb];
-        if (in.op == PipeOp::BackwardWeight) ++weights[in.mb];
+        if (in.mb < 0 || in.mb >= total || in.chunk < 0 || in.chunk >= v) return stage + to_string(in) + " is out of range";
+        const size_t k = size_t(in.chunk) * total + in.mb;
+        if (in.op == PipeOp::Forward) ++forwards[k];
+        if (in.op != PipeOp::Forward && forwards[k] == 0) return stage + to_string(in) + " before its forward";
+        if (in.op == PipeOp::BackwardWeight && inputs[k] == 0) return stage + to_string(in) + " before its input half";
+        if (in.op == PipeOp::Backward) ++backwards[k];
+        if (in.op == PipeOp::BackwardInput) ++inputs[k];
+        if (in.op == PipeOp::BackwardWeight) ++weights[k];
       }
-      if (is_send(in.op)) sends[{r, in.peer, message_kind(in.op)}].push_back(in.mb);
-      if (is_recv(in.op)) recvs[{in.peer, r, message_kind(in.op)}].push_back(in.mb);
+      if (is_send(in.op)) sends[{r, in.peer, message_kind(in.op), message_destination(s, r, in).second}].push_back(in.mb);
+      if (is_recv(in.op)) recvs[{in.peer, r, message_kind(in.op), in.chunk}].push_back(in.mb);
     }
-    for (int mb = 0; mb < total; ++mb) {
-      const bool whole = backwards[mb] == 1 && inputs[mb] == 0 && weights[mb] == 0;
-      const bool halves = backwards[mb] == 0 && inputs[mb] == 1 && weights[mb] == 1;
-      if (forwards[mb] != 1 || !(whole || halves))
-        return stage + "micro-batch " + std::to_string(mb) + " runs " + std::to_string(forwards[mb]) + " forwards, " +
-               std::to_string(backwards[mb]) + " backwards and " + std::to_string(inputs[mb]) + " + " +
-               std::to_string(weights[mb]) + " halves";
+    for (size_t k = 0; k < forwards.size(); ++k) {
+      const bool whole = backwards[k] == 1 && inputs[k] == 0 && weights[k] == 0;
+      const bool halves = backwards[k] == 0 && inputs[k] == 1 && weights[k] == 1;
+      if (forwards[k] != 1 || !(whole || halves))
+        return stage + "micro-batch " + std::to_string(k % total) + (v > 1 ? " on chunk " + std::to_string(k / total) : "") +
+               " runs " + std::to_string(forwards[k]) + " forwards, " + std::to_string(backwards[k]) +
+               " backwards and " + std::to_string(inputs[k]) + " + " + std::to_string(weights[k]) + " halves";
     }
   }
-  std::set<std::tuple<int, int, int>> keys;
-  for (const auto& [k, v] : sends) keys.insert(k);
-  for (const auto& [k, v] : recvs) keys.insert(k);
+  std::set<std::tuple<int, int, int, int>> keys;
+  for (const auto& [k, list] : sends) keys.insert(k);
+  for (const auto& [k, list] : recvs) keys.insert(k);
   for (const auto& k : keys)
     if (sends[k] != recvs[k])
-      return std::string(message_kind_name(std::get<2>(k))) + " from stage " +
-             std::to_string(std::get<0>(k)) + " to stage " + std::to_string(std::get<1>(k)) +
-             ": sends and receives do not pair up in order";
+      return std::string(message_kind_name(std::get<2>(k))) + " from stage " + std::to_string(std::get<0>(k)) +
+             " to stage " + std::to_string(std::get<1>(k)) +
+             (v > 1 ? " (its chunk " + std::to_string(std::get<3>(k)) + ")" : "") + ": sends and receives do not pair up in order";
   return "";
 }
 
