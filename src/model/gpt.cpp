@@ -93,7 +93,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     x = act.out;
   }
   if (!placement_.last()) return 0.0;
-  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), act.head);
+  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act));
   // 2D: grid row i has batch block i's losses; the column adds up the blocks
   return tp_.mode == TensorMode::TwoD ? tp_.col->allreduce_sum(loss) : loss;
 }
@@ -114,7 +114,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const BlockContext local = local_context(ctx);
   start_backward(local, dloss_scale, dout, act);
   if (placement_.last()) {
-    head_->backward_weight(act.head);
+    head_->backward_weight(head_cache(act));
     ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
   }
   const bool full = tp_.recompute == Recompute::Full;
@@ -138,7 +138,7 @@ void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
   if (placement_.last()) {
     act.scratch.ensure(local.rows(), blocks_[placement_.layer_begin].widths());
-    head_->backward_input(dloss_scale, act.dres, act.scratch.dc, act.head);  // dlnf through the blocks' scratch
+    head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act));  // dlnf through the blocks' scratch
   } else {
     Kokkos::deep_copy(act.dres, dout);
   }
@@ -151,6 +151,7 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
   start_backward(local, dloss_scale, dout, act);
+  if (placement_.last() && share_head_) head_->backward_weight(shared_head_);  // before the next forward's logits
   for (int l = placement_.layer_end; l-- > placement_.layer_begin;)
     blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
 }
@@ -162,7 +163,7 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   if (placement_.last()) {
-    head_->backward_weight(act.head);
+    if (!share_head_) head_->backward_weight(act.head);  // shared: done with the input half
     ready(lnf_range_);
   }
   for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
@@ -221,8 +222,15 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx) const {
              (layers + 1) * rows * c * int64_t(sizeof(T));
       break;
   }
-  if (placement_.last()) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
+  if (placement_.last() && !share_head_) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
   return b;
+}
+
+template <class T>
+int64_t GPT<T>::shared_cache_bytes_for(const BlockContext& ctx) const {
+  if (!share_head_) return 0;
+  return LMHeadCache<T>::bytes_for(local_context(ctx).rows(), boundary_shape(ctx).second,
+                                   store_.infos()[tied_index()].count[0]);
 }
 
 template <class T>

@@ -84,7 +84,7 @@ class GPT : public StageModel<T> {
 
   // Logits of the last forward (before any backward overwrites them): (batch*seq_len,
   // vocab) without a tensor split, else this rank's rows and vocabulary columns.
-  V2<const T> logits() const { return act_.head.logits; }
+  V2<const T> logits() const { return (share_head_ ? shared_head_ : act_.head).logits; }
   ParamStore<T>& params() override { return store_; }
   const ParamStore<T>& params() const override { return store_; }
   const ModelConfig& config() const { return cfg_; }
@@ -94,6 +94,11 @@ class GPT : public StageModel<T> {
   void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const override;
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
   int64_t cache_bytes_for(const BlockContext& ctx) const override;
+  // On the last stage: one LM-head cache (logits, the largest piece) for every micro-batch.
+  // Its weight half then runs with its input half (the next forward overwrites the logits).
+  void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }
+  int64_t shared_cache_bytes() const override { return share_head_ ? shared_head_.bytes() : 0; }
+  int64_t shared_cache_bytes_for(const BlockContext& ctx) const override;
   // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
   // flops_per_token() (the LM head's product where the head runs), over the tensor group.
   double stage_flops(const BlockContext& ctx) const;
@@ -113,6 +118,7 @@ class GPT : public StageModel<T> {
   // The backward's common start: sizes dres, and fills it with dout or (last stage) with
   // the head's input half.
   void start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act);
+  LMHeadCache<T>& head_cache(GPTActivations<T>& act) { return share_head_ ? shared_head_ : act.head; }
   static GPTActivations<T>& as_acts(StageCache& c) { return static_cast<GPTActivations<T>&>(c); }
   static const GPTActivations<T>& as_acts(const StageCache& c) { return static_cast<const GPTActivations<T>&>(c); }
 
@@ -124,6 +130,8 @@ class GPT : public StageModel<T> {
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<LMHead<T>> head_;
   GPTActivations<T> act_;
+  bool share_head_ = false;      // share_loss_layer_cache
+  LMHeadCache<T> shared_head_;
   // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm.
   std::pair<int64_t, int64_t> embedding_range_, lnf_range_;
   std::vector<std::pair<int64_t, int64_t>> block_ranges_;

@@ -137,6 +137,13 @@ class StageModel {
   virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const = 0;
   // Bytes of one cache after a forward and backward of ctx on this stage.
   virtual int64_t cache_bytes_for(const BlockContext& ctx) const = 0;
+  // The engine's promise that this stage runs each micro-batch's backward (or input half)
+  // before the next forward (one_forward_at_a_time): a model may then keep what its loss
+  // layer needs (the GPT's logits) once for all caches rather than in each. Its bytes,
+  // as allocated and for ctx, are not in the caches'.
+  virtual void share_loss_layer_cache(bool) {}
+  virtual int64_t shared_cache_bytes() const { return 0; }
+  virtual int64_t shared_cache_bytes_for(const BlockContext&) const { return 0; }
 
  protected:
   // backward(): both halves; models interleave them layer by layer (so that a driver's

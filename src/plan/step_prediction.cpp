@@ -84,15 +84,18 @@ struct StageCosts {
 // XPipe: and the true weights under a prediction); the activation caches of the
 // micro-batches in flight (`slots` as the pipeline engine sizes them, -1 without a
 // pipeline) and the pipeline's message rings.
-std::pair<int64_t, int64_t> stage_memory(const GPT<float>& model, const BlockContext& micro, bool xpipe, int slots,
-                                         int zero_shards) {
+std::pair<int64_t, int64_t> stage_memory(GPT<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
+                                         bool xpipe, int slots, int zero_shards) {
+  // as the pipeline engine decides it
+  if (schedule) model.share_loss_layer_cache(one_forward_at_a_time(schedule->programs[size_t(model.placement().stage)]));
   const int64_t numel = model.params().numel();
   const int64_t state = (store_values(numel, zero_shards) + (xpipe ? numel : 0)) * int64_t(sizeof(float));
   int64_t activations = model.cache_bytes_for(micro);
   if (slots >= 0) {
     slots = std::max(1, slots);
     const auto [rows, cols] = model.boundary_shape(micro);
-    activations = slots * activations + (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
+    activations = slots * activations + model.shared_cache_bytes_for(micro) +
+                  (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
   }
   return {state, activations};
 }
@@ -104,11 +107,12 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   const bool xpipe = p > 1 && l.schedule == Schedule::XPipe;
   const BlockContext micro{deck.data.batch_size / l.data / l.micro_batches, deck.model.seq_len};
   // the engine sizes its slots by the list it runs first: XPipe's stream of p + 1 mini-batches
-  const PipeSimulation sim = p > 1 ? simulate_schedule(schedule_of(l, xpipe ? p + 1 : 1)) : PipeSimulation{};
+  const PipeSchedule list = p > 1 ? schedule_of(l, xpipe ? p + 1 : 1) : PipeSchedule{};
+  const PipeSimulation sim = p > 1 ? simulate_schedule(list) : PipeSimulation{};
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
-    const auto [state, activations] =
-        stage_memory(*dry_model(deck, l, s), micro, xpipe, p > 1 ? sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
+    const auto [state, activations] = stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe,
+                                                   p > 1 ? sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -222,8 +226,8 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] =
-        stage_memory(*model, micro, xpipe, p > 1 ? unit_sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
+    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe,
+                                                   p > 1 ? unit_sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
       out.activation_bytes = activations;

@@ -38,6 +38,9 @@ PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedu
     const PipeSimulation sim = simulate_schedule(flushing_);
     if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
   }
+  // the lists of every stream length share the property (a stream's first list decides)
+  model_.share_loss_layer_cache(
+      stages_ > 1 && one_forward_at_a_time((asynchronous() ? xpipe_schedule_for(1) : flushing_).programs[stage_]));
 }
 
 template <class T>
@@ -560,7 +563,7 @@ BatchResult PipelineEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t glo
 
 template <class T>
 int64_t PipelineEngine<T>::activation_bytes() const {
-  int64_t b = 0;
+  int64_t b = model_.shared_cache_bytes();
   for (const auto& a : acts_) b += a->bytes();
   for (const auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_})
     for (const auto& m : *list) b += view_bytes(m.dev);  // host mirrors share it on CPUs

@@ -176,6 +176,19 @@ int xpipe_stop_lookahead(const PipeSchedule& s) {
   return lookahead;
 }
 
+bool one_forward_at_a_time(const StageProgram& program) {
+  int open = -1;  // the micro-batch whose forward ran and whose backward has not begun
+  for (const auto& in : program) {
+    if (in.op == PipeOp::Forward) {
+      if (open >= 0) return false;
+      open = in.mb;
+    } else if ((in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput) && in.mb == open) {
+      open = -1;
+    }
+  }
+  return true;
+}
+
 void insert_communication(PipeSchedule& s) {
   const int p = s.stages, v = s.virtual_stages;
   for (int r = 0; r < p; ++r) {

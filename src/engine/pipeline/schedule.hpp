@@ -109,6 +109,11 @@ int xpipe_stop_lookahead(const PipeSchedule& s);
 // PredictWeights, else the Forward): the index where a stop must be known.
 size_t forward_pass_start(const StageProgram& program, int mb);
 
+// Whether each forward in the list is followed by its micro-batch's backward (or input
+// half) before the next forward, as on the last stage of 1F1B, ZB-H1, ZB-H2 and XPipe
+// (not GPipe): the stage's loss layer then keeps one micro-batch's activations for all.
+bool one_forward_at_a_time(const StageProgram& program);
+
 // Adds RecvAct before each Forward and SendAct after it (except at the pipeline's ends),
 // RecvGrad before each Backward or BackwardInput and SendGrad after it. Idempotent on
 // lists that have them.
