@@ -8,9 +8,11 @@ namespace strata {
 template <class T>
 GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement, bool allocate)
     : cfg_(cfg), tp_(tp), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
-  if (placement_.layer_end <= placement_.layer_begin)
-    throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
-                           std::to_string(placement_.stages) + " holds no layer (n_layer " + std::to_string(cfg.n_layer) + ")");
+  for (int k = 0; k < placement_.chunk_count(); ++k)
+    if (placement_.chunk(k).second <= placement_.chunk(k).first)
+      throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
+                             std::to_string(placement_.stages) + " holds no layer in its chunk " + std::to_string(k) +
+                             " (n_layer " + std::to_string(cfg.n_layer) + ")");
   const int64_t c = cfg.n_embd;
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
@@ -63,9 +65,10 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   const auto& tokens = batch.tokens;
   const auto& targets = batch.targets;
   const BlockContext local = local_context(ctx);
+  const auto [begin, end] = placement_.chunk(act.chunk);
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   V2<const T> x = input;
-  if (placement_.first()) {
+  if (placement_.model_first(act.chunk)) {
     embedding_->forward(local, tokens, act.emb);
     x = act.emb.out;
   }
@@ -76,12 +79,12 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
       t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), like.extent(0),
                      like.extent(1));
   };
-  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) {
+  for (int l = begin; l < end; ++l) {
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
-      blocks_[l].forward(local, act.block_inputs[l], act.blocks[placement_.layer_begin], act.recomputed);
-      x = act.blocks[placement_.layer_begin].out;
+      blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed);
+      x = act.blocks[begin].out;
     } else {
       blocks_[l].forward(local, x, act.blocks[l], act.recomputed);
       x = act.blocks[l].out;
@@ -92,7 +95,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     Kokkos::deep_copy(act.out, x);
     x = act.out;
   }
-  if (!placement_.last()) return 0.0;
+  if (!placement_.model_last(act.chunk)) return 0.0;
   const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act));
   // 2D: grid row i has batch block i's losses; the column adds up the blocks
   return tp_.mode == TensorMode::TwoD ? tp_.col->allreduce_sum(loss) : loss;
@@ -101,7 +104,8 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
 template <class T>
 V2<const T> GPT<T>::output(const StageCache& cache) const {
   const auto& act = as_acts(cache);
-  return tp_.recompute == Recompute::Full ? V2<const T>(act.out) : V2<const T>(act.blocks[placement_.layer_end - 1].out);
+  return tp_.recompute == Recompute::Full ? V2<const T>(act.out)
+                                          : V2<const T>(act.blocks[placement_.chunk(act.chunk).second - 1].out);
 }
 
 template <class T>
@@ -112,20 +116,21 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   const BlockContext local = local_context(ctx);
+  const auto [begin, end] = placement_.chunk(act.chunk);
   start_backward(local, dloss_scale, dout, act);
-  if (placement_.last()) {
+  if (placement_.model_last(act.chunk)) {
     head_->backward_weight(head_cache(act));
     ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
   }
   const bool full = tp_.recompute == Recompute::Full;
-  for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
-    auto& k = full ? act.blocks[placement_.layer_begin] : act.blocks[l];
+  for (int l = end; l-- > begin;) {
+    auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed);  // the same values again
     blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed);
     blocks_[l].backward_weight(k, act.recomputed);
     ready(block_ranges_[l]);
   }
-  if (placement_.first()) {
+  if (placement_.model_first(act.chunk)) {
     embedding_->backward(local, act.dres, act.emb);
     ready(embedding_range_);
   }
@@ -136,8 +141,8 @@ void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T
   const auto& out = output(act);
   if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
-  if (placement_.last()) {
-    act.scratch.ensure(local.rows(), blocks_[placement_.layer_begin].widths());
+  if (placement_.model_last(act.chunk)) {
+    act.scratch.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
     head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act));  // dlnf through the blocks' scratch
   } else {
     Kokkos::deep_copy(act.dres, dout);
@@ -151,9 +156,9 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
   start_backward(local, dloss_scale, dout, act);
-  if (placement_.last() && share_head_) head_->backward_weight(shared_head_);  // before the next forward's logits
-  for (int l = placement_.layer_end; l-- > placement_.layer_begin;)
-    blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
+  if (placement_.model_last(act.chunk) && share_head_) head_->backward_weight(shared_head_);  // before the next forward's
+  const auto [begin, end] = placement_.chunk(act.chunk);
+  for (int l = end; l-- > begin;) blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
 }
 
 template <class T>
@@ -162,29 +167,30 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
-  if (placement_.last()) {
+  if (placement_.model_last(act.chunk)) {
     if (!share_head_) head_->backward_weight(act.head);  // shared: done with the input half
     ready(lnf_range_);
   }
-  for (int l = placement_.layer_end; l-- > placement_.layer_begin;) {
+  const auto [begin, end] = placement_.chunk(act.chunk);
+  for (int l = end; l-- > begin;) {
     blocks_[l].backward_weight(act.blocks[l], act.recomputed);
     ready(block_ranges_[l]);
   }
-  if (placement_.first()) {
+  if (placement_.model_first(act.chunk)) {
     embedding_->backward(local_context(ctx), act.dres, act.emb);  // dres: the input half's dL/d(embedding output)
     ready(embedding_range_);
   }
 }
 
 template <class T>
-void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out) const {
+void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk) const {
   const BlockContext local = local_context(ctx);
-  if (placement_.first()) embedding_->traffic(local, out);
-  for (int l = placement_.layer_begin; l < placement_.layer_end; ++l) {
+  if (placement_.model_first(chunk)) embedding_->traffic(local, out);
+  for (int l = placement_.chunk(chunk).first; l < placement_.chunk(chunk).second; ++l) {
     blocks_[l].traffic(local, out);
     if (tp_.recompute == Recompute::Full) blocks_[l].forward_traffic(local, out);  // run again in the backward
   }
-  if (!placement_.last()) return;
+  if (!placement_.model_last(chunk)) return;
   head_->traffic(local, out);
   if (tp_.mode == TensorMode::TwoD) out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
 }
@@ -193,36 +199,37 @@ template <class T>
 std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
   std::vector<std::pair<int64_t, int64_t>> order;
   if (placement_.last()) order.push_back(lnf_range_);
-  for (int l = placement_.layer_end; l-- > placement_.layer_begin;) order.push_back(block_ranges_[l]);
+  for (int k = placement_.chunk_count(); k-- > 0;)
+    for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_ranges_[l]);
   if (placement_.first()) order.push_back(embedding_range_);
   return order;
 }
 
 template <class T>
-int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx) const {
+int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const BlockContext local = local_context(ctx);
   const int64_t rows = local.rows(), c = boundary_shape(ctx).second;
-  int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[placement_.layer_begin].widths()) +
+  const auto [begin, end] = placement_.chunk(chunk);
+  int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[begin].widths()) +
               rows * c * int64_t(sizeof(T));  // scratch and dres
-  if (placement_.first()) b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
-  const int layers = placement_.layer_end - placement_.layer_begin;
+  if (placement_.model_first(chunk))
+    b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
+  const int layers = end - begin;
   switch (tp_.recompute) {
     case Recompute::None:
-      for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
-        b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
+      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
       break;
     case Recompute::Selective:
-      if (layers > 0) b += TransformerRecomputed<T>::bytes_for(local, blocks_[placement_.layer_begin].widths());
-      for (int l = placement_.layer_begin; l < placement_.layer_end; ++l)
-        b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false);
+      if (layers > 0) b += TransformerRecomputed<T>::bytes_for(local, blocks_[begin].widths());
+      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false);
       break;
     case Recompute::Full:  // one block's cache, every block's input and the stage output
       if (layers > 0)
-        b += TransformerCache<T>::bytes_for(local, blocks_[placement_.layer_begin].widths()) +
-             (layers + 1) * rows * c * int64_t(sizeof(T));
+        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + (layers + 1) * rows * c * int64_t(sizeof(T));
       break;
   }
-  if (placement_.last() && !share_head_) b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
+  if (placement_.model_last(chunk) && !share_head_)
+    b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
   return b;
 }
 
@@ -241,7 +248,7 @@ double GPT<T>::stage_flops(const BlockContext& ctx) const {
     if (p.name == "wte" && !placement_.last()) continue;            // a lookup here; the head's product is counted there
     n += double(p.global_numel);
   }
-  const double layers = placement_.layer_end - placement_.layer_begin;
+  const double layers = placement_.held_layers();
   const double per_token = 6.0 * n + 12.0 * layers * double(cfg_.seq_len) * double(cfg_.n_embd);
   return per_token * double(ctx.rows()) / double(tp_.size());
 }

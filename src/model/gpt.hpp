@@ -22,6 +22,7 @@ namespace strata {
 
 template <class T>
 struct GPTActivations : StageCache {
+  int chunk = 0;  // the stage's chunk it runs (interleaved)
   EmbeddingCache<T> emb;
   std::vector<TransformerCache<T>> blocks;
   LMHeadCache<T> head;
@@ -63,7 +64,11 @@ class GPT : public StageModel<T> {
   void backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn& on_ready = {});
 
   // StageModel: ctx.batch sequences; the stage's rows and hidden block on this rank.
-  std::unique_ptr<StageCache> make_cache() const override { return std::make_unique<GPTActivations<T>>(); }
+  std::unique_ptr<StageCache> make_cache(int chunk = 0) const override {
+    auto cache = std::make_unique<GPTActivations<T>>();
+    cache->chunk = chunk;
+    return cache;
+  }
   double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
   V2<const T> output(const StageCache& cache) const override;
   std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
@@ -91,9 +96,9 @@ class GPT : public StageModel<T> {
   const TensorParallel& tensor_parallel() const override { return tp_; }
   // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
-  void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const override;
+  void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const override;
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
-  int64_t cache_bytes_for(const BlockContext& ctx) const override;
+  int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
   // On the last stage: one LM-head cache (logits, the largest piece) for every micro-batch.
   // Its weight half then runs with its input half (the next forward overwrites the logits).
   void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }

@@ -30,6 +30,8 @@ V2<const T> ResNet<T>::step_input(V2<const T> u, int64_t channels, StepScratch<T
 template <class T>
 ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placement) : cfg_(cfg), placement_(placement) {
   if (placement_.stages == 1 && placement_.layer_end == 0) placement_.layer_end = int(cfg.steps);
+  if (placement_.chunk_count() > 1)
+    throw std::logic_error("ResNet: one contiguous block of steps per stage (no interleaved chunks)");
   if (cfg.steps < 1 || cfg.width < 1 || cfg.inputs < 1 || cfg.classes < 2)
     throw std::logic_error("ResNet: steps, width, inputs must be >= 1 and classes >= 2");
   if (cfg.channels > 0) {
@@ -348,7 +350,7 @@ std::vector<std::pair<int64_t, int64_t>> ResNet<T>::grad_ready_order() const {
 }
 
 template <class T>
-int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx) const {
+int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx, int) const {
   const int64_t b = ctx.batch, w = state_size(), e = sizeof(T), steps = placement_.layer_end - placement_.layer_begin;
   const int64_t c = convolutional() ? cfg_.channels : cfg_.width, rows = convolutional() ? b * side_ * side_ : b;
   const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);

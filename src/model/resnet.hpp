@@ -115,7 +115,7 @@ class ResNet : public OdeNetwork<T> {
   // the labels on the last); one loss term each.
   const TensorParallel& tensor_parallel() const override { return serial_; }
   int64_t targets_per_sample() const override { return 1; }
-  std::unique_ptr<StageCache> make_cache() const override { return std::make_unique<ResNetActivations<T>>(); }
+  std::unique_ptr<StageCache> make_cache(int = 0) const override { return std::make_unique<ResNetActivations<T>>(); }
   double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
   V2<const T> output(const StageCache& cache) const override;
   std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
@@ -130,8 +130,8 @@ class ResNet : public OdeNetwork<T> {
   int64_t weight_pass_bytes_for(const BlockContext& ctx) const override;
   V2<const T> input_grad(const StageCache& cache) const override;
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
-  void micro_batch_traffic(const BlockContext&, Traffic&) const override {}  // no tensor split
-  int64_t cache_bytes_for(const BlockContext& ctx) const override;
+  void micro_batch_traffic(const BlockContext&, Traffic&, int = 0) const override {}  // no tensor split
+  int64_t cache_bytes_for(const BlockContext& ctx, int = 0) const override;
   bool counts_correct() const override { return true; }
   int64_t correct(const StageCache& cache) const override;
 

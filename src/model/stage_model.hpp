@@ -91,7 +91,9 @@ class StageModel {
   virtual int64_t targets_per_sample() const = 0;
   BlockContext context(int64_t samples) const { return {samples, targets_per_sample()}; }
 
-  virtual std::unique_ptr<StageCache> make_cache() const = 0;
+  // A cache for one micro-batch on the stage's chunk `chunk` (interleaved schedules: the
+  // stage holds several parts of the model; the cache says which one its passes run).
+  virtual std::unique_ptr<StageCache> make_cache(int chunk = 0) const = 0;
   // Forward of one micro-batch (ctx.batch samples of batch, the replica's rows of it)
   // through this stage. input: the previous stage's output (empty on the first stage),
   // which must outlive the backward. Returns the sum of the loss terms on the last stage
@@ -132,11 +134,11 @@ class StageModel {
   // A parameter the first and the last stage both hold (the GPT's tied embedding), whose
   // two copies' gradients are summed before an update; -1 when there is none.
   virtual int tied_index() const { return -1; }
-  // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
-  // call for call.
-  virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out) const = 0;
-  // Bytes of one cache after a forward and backward of ctx on this stage.
-  virtual int64_t cache_bytes_for(const BlockContext& ctx) const = 0;
+  // What one micro-batch's forward and backward on this stage (its chunk) sends
+  // (comm/traffic.hpp), call for call.
+  virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const = 0;
+  // Bytes of one cache after a forward and backward of ctx on this stage (its chunk).
+  virtual int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const = 0;
   // The engine's promise that this stage runs each micro-batch's backward (or input half)
   // before the next forward (one_forward_at_a_time): a model may then keep what its loss
   // layer needs (the GPT's logits) once for all caches rather than in each. Its bytes,
