@@ -63,6 +63,13 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
   if (m.n_layer < p.pipeline)
     throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
+  if (p.schedule == Schedule::Interleaved && p.pipeline > 1) {
+    if (m.n_layer < p.pipeline * p.virtual_stages)
+      throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline x "
+                      "parallel.virtual_stages (" + std::to_string(p.pipeline * p.virtual_stages) +
+                      "): every chunk holds at least one layer");
+    need(p.micro_batches, "parallel.micro_batches", p.pipeline, "parallel.pipeline for schedule = \"interleaved\"");
+  }
 }
 
 namespace {
@@ -123,6 +130,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto& p = d.parallel;
   const bool xpipe = p.schedule == Schedule::XPipe;
   check(p.weight_prediction || xpipe, "parallel.weight_prediction", "applies to schedule = \"xpipe\" only");
+  check(p.schedule == Schedule::Interleaved ? p.virtual_stages >= 2 : p.virtual_stages == 1, "parallel.virtual_stages",
+        p.schedule == Schedule::Interleaved ? "must be at least 2 for schedule = \"interleaved\" (1 is \"1f1b\")"
+                                            : "applies to schedule = \"interleaved\" only");
   check(!p.measure_staleness || xpipe, "parallel.measure_staleness", "applies to schedule = \"xpipe\" only");
   const std::string grid = std::to_string(p.tensor_rows) + " x " + std::to_string(p.tensor_cols);
   if (p.tensor_mode == TensorMode::TwoD)
@@ -137,6 +147,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   check(!mgrit || resnet, "parallel.schedule", "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
   check(!resnet || p.schedule != Schedule::XPipe, "parallel.schedule",
         "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b or mgrit");
+  check(!resnet || p.schedule != Schedule::Interleaved, "parallel.schedule",
+        "\"interleaved\" runs the GPT (a stage holds several chunks of layers); the residual network runs gpipe, 1f1b, "
+        "zb-h1, zb-h2 or mgrit");
   if (mgrit) {
     // cfactor^(levels-1) must divide n_layer; it is multiplied out only while it cannot
     // overflow, and shown in floating point beyond that
@@ -193,6 +206,7 @@ std::string layout_name(const ParallelConfig& p) {
   std::string s = "data=" + std::to_string(p.data);
   if (p.pipeline > 1 || p.schedule == Schedule::MGRIT) {
     s += " pipeline=" + std::to_string(p.pipeline) + ":" + to_string(p.schedule);
+    if (p.schedule == Schedule::Interleaved) s += ":v" + std::to_string(p.virtual_stages);
     if (p.schedule != Schedule::MGRIT) s += ":" + std::to_string(p.micro_batches) + "mb";
   } else if (p.micro_batches > 1) {
     s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation

@@ -63,6 +63,7 @@ struct ParallelConfig {
   double grad_bucket_mb = 4.0;
   int64_t micro_batches = 1;
   Schedule schedule = Schedule::OneFOneB;
+  int64_t virtual_stages = 1;  // model chunks per pipeline stage (schedule = "interleaved")
   bool weight_prediction = true;
   bool measure_staleness = false;
   Recompute recompute = Recompute::None;

@@ -275,7 +275,8 @@ std::vector<DeckKey> declare_keys() {
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
           "kept)"),
       enum_choice(par, &D::parallel, "schedule", &ParallelConfig::schedule, schedule_names(),
-             "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, the zero-bubble ZB-H1 (1F1B's "
+             "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, interleaved 1F1B (gpt: "
+             "virtual_stages chunks per stage, (p-1)/(v m) of bubble, v times the messages), the zero-bubble ZB-H1 (1F1B's "
              "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
              "each backward as an input half and a weight half that fills the bubbles (recompute = \"none\"), "
              "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
@@ -290,6 +291,9 @@ std::vector<DeckKey> declare_keys() {
           "ZeRO stage: 0, or 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
           "same traffic as the all-reduce; not with xpipe)"),
+      key(par, &D::parallel, "virtual_stages", &ParallelConfig::virtual_stages, at_least<int64_t>(1),
+          "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
+          "chunks placed round-robin; micro_batches a multiple of pipeline)"),
       key(par, &D::parallel, "weight_prediction", &ParallelConfig::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),

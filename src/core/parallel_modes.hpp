@@ -9,9 +9,9 @@ namespace strata {
 
 // How the ranks along the layer axis (parallel.pipeline) work through the model: the
 // pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists:
-// GPipe, 1F1B, the zero-bubble ZB-H1 and ZB-H2, XPipe), or MGRIT, which solves the
+// GPipe, 1F1B, interleaved 1F1B, the zero-bubble ZB-H1 and ZB-H2, XPipe), or MGRIT, which solves the
 // residual network's layers like time steps (engine/layerpar/).
-enum class Schedule { GPipe, OneFOneB, ZBH1, ZBH2, XPipe, MGRIT };
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZBH1, ZBH2, XPipe, MGRIT };
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
 enum class TensorMode { Serial, OneD, TwoD };
@@ -29,8 +29,9 @@ enum class Recompute { None, Selective, Full };
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
   static const std::vector<std::pair<Schedule, std::string>> names = {
-      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::ZBH1, "zb-h1"},
-      {Schedule::ZBH2, "zb-h2"},  {Schedule::XPipe, "xpipe"},   {Schedule::MGRIT, "mgrit"}};
+      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"},  {Schedule::Interleaved, "interleaved"},
+      {Schedule::ZBH1, "zb-h1"},  {Schedule::ZBH2, "zb-h2"},     {Schedule::XPipe, "xpipe"},
+      {Schedule::MGRIT, "mgrit"}};
   return names;
 }
 // The schedules that run the backward as two halves (input, then weight gradients).

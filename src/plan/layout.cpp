@@ -81,7 +81,8 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       for (const auto& [schedule, name] : schedule_names())
         if (is_pipeline_schedule(schedule) &&
             !(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
-            !(splits_backward(schedule) && l.recompute != Recompute::None))
+            !(splits_backward(schedule) && l.recompute != Recompute::None) &&
+            schedule != Schedule::Interleaved)  // not yet predicted
         for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
           if (replica_batch % m == 0) {
             l.schedule = schedule;

@@ -52,7 +52,9 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   });
   agreed(world, [&] {
     const auto placement =
-        StagePlacement::balanced(int(deck_.model.n_layer), int(par.pipeline), grid_->coords().pipeline);
+        StagePlacement::interleaved(int(deck_.model.n_layer), int(par.pipeline),
+                                    par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1,
+                                    grid_->coords().pipeline);
     model_ = std::make_unique<GPT<float>>(deck_.model, deck_.run.seed, tp_, placement);
     shard_optimizer_state(model_->params(), *grid_, par.zero);
     batches_.push_back(std::make_unique<Batch>(deck_.data.batch_size / grid_->data_size(), deck_.model.seq_len));

@@ -102,7 +102,7 @@ TEST_CASE("interleaved 1F1B: valid, deadlock-free, bubble (p-1)/(v m + p - 1), M
   PipeSchedule s = interleaved_schedule(2, 2, 2);
   insert_communication(s);
   CHECK(to_string(s) ==
-        "1f1b interleaved: 2 stages x 2 chunks, 2 micro-batches\n"
+        "interleaved: 2 stages x 2 chunks, 2 micro-batches\n"
         "stage 0: F0 SEND_ACT0->1 F1 SEND_ACT1->1 RECV_ACT0.1<-1 F0.1 SEND_ACT0.1->1 RECV_ACT1.1<-1 F1.1 SEND_ACT1.1->1 "
         "RECV_GRAD0.1<-1 B0.1 SEND_GRAD0.1->1 RECV_GRAD1.1<-1 B1.1 SEND_GRAD1.1->1 RECV_GRAD0<-1 B0 RECV_GRAD1<-1 B1 "
         "STEP0\n"

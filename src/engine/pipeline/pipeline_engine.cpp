@@ -15,8 +15,9 @@ namespace strata {
 namespace {
 // Messages of one kind between two stages arrive in order, so tags only guard the
 // pairing; they wrap well inside MPI's guaranteed tag range (32767).
-constexpr int act_tag(int mb) { return 2 * (mb % 16000); }
-constexpr int grad_tag(int mb) { return 2 * (mb % 16000) + 1; }
+// Interleaved: the receiving chunk is part of the tag (a stage pair carries several chunks' messages).
+constexpr int act_tag(int mb, int chunk = 0, int chunks = 1) { return 2 * ((mb * chunks + chunk) % 16000); }
+constexpr int grad_tag(int mb, int chunk = 0, int chunks = 1) { return 2 * ((mb * chunks + chunk) % 16000) + 1; }
 constexpr int tied_grad_tag(int n) { return 2 * (n % 16000); }
 constexpr int tied_weights_tag(int n) { return 2 * (n % 16000) + 1; }
 
@@ -34,7 +35,7 @@ PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedu
   if (asynchronous() && stages_ > 1 && model_.tied_index() < 0)
     throw UserError("parallel.schedule = \"xpipe\" runs models with a tied embedding (the GPT); use gpipe or 1f1b");
   if (!asynchronous()) {
-    flushing_ = make_schedule(schedule, stages_, micro_batches_);
+    flushing_ = make_schedule(schedule, stages_, micro_batches_, 1, model_.placement().chunk_count());
     const PipeSimulation sim = simulate_schedule(flushing_);
     if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
   }
@@ -57,20 +58,25 @@ const PipeSchedule& PipelineEngine<T>::xpipe_schedule_for(int mini_batches) {
 }
 
 template <class T>
-void PipelineEngine<T>::ensure_buffers(const BlockContext& ctx, int slots) {
+void PipelineEngine<T>::ensure_buffers(const BlockContext& ctx, const std::vector<int>& slots) {
   const auto [rows, cols] = model_.boundary_shape(ctx);
-  // at least `slots`: the buffers only grow, so that XPipe streams of different lengths
-  // (a one-step stream keeps fewer micro-batches in flight) do not reallocate them in turn
-  const bool same_shape = !act_in_.empty() && int64_t(act_in_[0].dev.extent(0)) == rows;
-  if (same_shape && int(acts_.size()) >= slots) return;
-  if (same_shape) slots = std::max(slots, int(acts_.size()));
-  acts_.clear();
-  for (int i = 0; i < slots; ++i) acts_.push_back(model_.make_cache());
-  for (auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_}) {
-    list->assign(list == &act_in_ || list == &grad_in_ ? slots + 1 : slots, Buffer{});
-    for (auto& b : *list) {
-      b.dev = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.message"), rows, cols);
-      b.host = Kokkos::create_mirror_view(b.dev);
+  chunks_.resize(slots.size());
+  for (size_t c = 0; c < slots.size(); ++c) {
+    ChunkBuffers& cb = chunks_[c];
+    // at least `slots`: the buffers only grow, so that XPipe streams of different lengths
+    // (a one-step stream keeps fewer micro-batches in flight) do not reallocate them in turn
+    int n = slots[c];
+    const bool same_shape = !cb.act_in.empty() && int64_t(cb.act_in[0].dev.extent(0)) == rows;
+    if (same_shape && int(cb.acts.size()) >= n) continue;
+    if (same_shape) n = std::max(n, int(cb.acts.size()));
+    cb.acts.clear();
+    for (int i = 0; i < n; ++i) cb.acts.push_back(model_.make_cache(int(c)));
+    for (auto* list : {&cb.act_in, &cb.grad_in, &cb.act_out, &cb.grad_out}) {
+      list->assign(list == &cb.act_in || list == &cb.grad_in ? n + 1 : n, Buffer{});
+      for (auto& b : *list) {
+        b.dev = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "pipeline.message"), rows, cols);
+        b.host = Kokkos::create_mirror_view(b.dev);
+      }
     }
   }
 }
@@ -138,17 +144,22 @@ struct PipelineEngine<T>::Run {
   std::vector<double>* norms_squared = nullptr;
   Timers* timers = nullptr;
   int64_t first_step = 0;
-  int m = 1, slots = 1, ring = 1;
+  int m = 1;
   int64_t per_sample = 1, bm = 1;  // loss terms per sample; samples per micro-batch
   BlockContext ctx;
   double global_terms = 1;
   bool first = false, last = false, tied_copy = false, counts = false;
   std::vector<double> loss;  // per mini-batch
 
-  std::vector<const PipeInstr*> act_recvs, grad_recvs;  // in program order
-  size_t act_posted = 0, grad_posted = 0;
-  std::vector<char> backward_done;  // per micro-batch
-  bool free_for(int mb) const { return mb < ring || backward_done[mb - ring]; }
+  struct Chunk {  // per chunk of the stage
+    int slots = 1, ring = 1;
+    bool model_first = false, model_last = false;  // it reads the data; it has the loss
+    std::vector<const PipeInstr*> act_recvs, grad_recvs;  // in program order
+    size_t act_posted = 0, grad_posted = 0;
+    std::vector<char> backward_done;  // per micro-batch
+    bool free_for(int mb) const { return mb < ring || backward_done[mb - ring]; }
+  };
+  std::vector<Chunk> chunks;
 
   // XPipe: the stage's updates in this stream and the tied embedding's version
   int wte = -1;
@@ -164,25 +175,32 @@ struct PipelineEngine<T>::Run {
 
 template <class T>
 void PipelineEngine<T>::post_receives(Run& st) {
-  for (; st.act_posted < st.act_recvs.size() && st.free_for(st.act_recvs[st.act_posted]->mb); ++st.act_posted) {
-    const PipeInstr& in = *st.act_recvs[st.act_posted];
-    Buffer& b = act_in_[in.mb % st.ring];
-    b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, act_tag(in.mb));
-  }
-  for (; st.grad_posted < st.grad_recvs.size() && st.free_for(st.grad_recvs[st.grad_posted]->mb); ++st.grad_posted) {
-    const PipeInstr& in = *st.grad_recvs[st.grad_posted];
-    Buffer& b = grad_in_[in.mb % st.ring];
-    b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, grad_tag(in.mb));
+  const int v = int(st.chunks.size());
+  for (int c = 0; c < v; ++c) {
+    auto& ch = st.chunks[size_t(c)];
+    auto& cb = chunks_[size_t(c)];
+    for (; ch.act_posted < ch.act_recvs.size() && ch.free_for(ch.act_recvs[ch.act_posted]->mb); ++ch.act_posted) {
+      const PipeInstr& in = *ch.act_recvs[ch.act_posted];
+      Buffer& b = cb.act_in[size_t(in.mb % ch.ring)];
+      b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, act_tag(in.mb, c, v));
+    }
+    for (; ch.grad_posted < ch.grad_recvs.size() && ch.free_for(ch.grad_recvs[ch.grad_posted]->mb); ++ch.grad_posted) {
+      const PipeInstr& in = *ch.grad_recvs[ch.grad_posted];
+      Buffer& b = cb.grad_in[size_t(in.mb % ch.ring)];
+      b.request = pipe_.start_recv(b.host.data(), b.host.size(), in.peer, grad_tag(in.mb, c, v));
+    }
   }
 }
 
 template <class T>
 void PipelineEngine<T>::list_receives(Run& st) {
-  st.act_recvs.clear();
-  st.grad_recvs.clear();
+  for (auto& ch : st.chunks) {
+    ch.act_recvs.clear();
+    ch.grad_recvs.clear();
+  }
   for (const auto& in : *st.program) {
-    if (in.op == PipeOp::RecvAct) st.act_recvs.push_back(&in);
-    if (in.op == PipeOp::RecvGrad) st.grad_recvs.push_back(&in);
+    if (in.op == PipeOp::RecvAct) st.chunks[size_t(in.chunk)].act_recvs.push_back(&in);
+    if (in.op == PipeOp::RecvGrad) st.chunks[size_t(in.chunk)].grad_recvs.push_back(&in);
   }
 }
 
@@ -227,22 +245,24 @@ void PipelineEngine<T>::end_stream_early(Run& st, int k_end, size_t at) {
   // receives posted for micro-batches the shorter stream does not have are cancelled
   const int end_mb = k_end * st.m;
   size_t kept_act = 0, kept_grad = 0;
-  for (auto [list, posted, ring, kept] : {std::make_tuple(&st.act_recvs, &st.act_posted, &act_in_, &kept_act),
-                                          std::make_tuple(&st.grad_recvs, &st.grad_posted, &grad_in_, &kept_grad)}) {
+  auto& ch = st.chunks[0];  // XPipe: one chunk
+  auto& cb = chunks_[0];
+  for (auto [list, posted, ring, kept] : {std::make_tuple(&ch.act_recvs, &ch.act_posted, &cb.act_in, &kept_act),
+                                          std::make_tuple(&ch.grad_recvs, &ch.grad_posted, &cb.grad_in, &kept_grad)}) {
     for (size_t j = 0; j < *posted; ++j) {
       if ((*list)[j]->mb < end_mb) {
         ++*kept;
         continue;
       }
-      MPI_Request& r = (*ring)[(*list)[j]->mb % st.ring].request;
+      MPI_Request& r = (*ring)[size_t((*list)[j]->mb % ch.ring)].request;
       MPI_Cancel(&r);
       MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
   }
   st.program = &shorter;
   list_receives(st);
-  st.act_posted = kept_act;
-  st.grad_posted = kept_grad;
+  ch.act_posted = kept_act;
+  ch.grad_posted = kept_grad;
   st.mini_batches = k_end;
 }
 
@@ -250,60 +270,65 @@ void PipelineEngine<T>::end_stream_early(Run& st, int k_end, size_t at) {
 template <class T>
 void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
   Timers& timers = *st.timers;
-  const auto slot = [&](int mb) { return mb % st.slots; };
+  const int v = int(st.chunks.size());
+  auto& ch = st.chunks[size_t(in.chunk)];
+  auto& cb = chunks_[size_t(in.chunk)];
+  const size_t slot = size_t(in.mb % ch.slots), ring = size_t(in.mb % ch.ring);
+  StageCache& cache = *cb.acts[slot];
   switch (in.op) {
     case PipeOp::RecvAct:
     case PipeOp::RecvGrad: {
-      const size_t posted = in.op == PipeOp::RecvAct ? st.act_posted : st.grad_posted;
-      const auto& list = in.op == PipeOp::RecvAct ? st.act_recvs : st.grad_recvs;
+      const size_t posted = in.op == PipeOp::RecvAct ? ch.act_posted : ch.grad_posted;
+      const auto& list = in.op == PipeOp::RecvAct ? ch.act_recvs : ch.grad_recvs;
       if (posted == 0 || list[posted - 1]->mb < in.mb)
         throw std::logic_error("pipeline: " + to_string(in) + " was not posted (ring too small)");
       timers.start("pipeline_wait");  // the bubble, as seen from this stage
-      receive_wait(in.op == PipeOp::RecvAct ? act_in_[in.mb % st.ring] : grad_in_[in.mb % st.ring]);
+      receive_wait(in.op == PipeOp::RecvAct ? cb.act_in[ring] : cb.grad_in[ring]);
       timers.stop("pipeline_wait", to_string(in));
       break;
     }
     case PipeOp::Forward: {
       // the slot's previous micro-batch has finished its backward; its sends must be done
-      for (auto* out : {&act_out_[slot(in.mb)], &grad_out_[slot(in.mb)]})
+      for (auto* out : {&cb.act_out[slot], &cb.grad_out[slot]})
         if (out->request != MPI_REQUEST_NULL) pipe_.wait(out->request, "send");
       const int m = st.m;
       const SampleBatch<T> micro =
           (*st.batches)[size_t(in.mb / m)].slice(in.mb % m * st.bm, (in.mb % m + 1) * st.bm, st.per_sample);
       timers.start("forward");
-      st.loss[in.mb / m] += model_.forward(st.ctx, micro,
-                                           st.first ? V2<const T>() : V2<const T>(act_in_[in.mb % st.ring].dev),
-                                           *acts_[slot(in.mb)]);
-      if (st.counts) correct_[size_t(in.mb / m)] += double(model_.correct(*acts_[slot(in.mb)]));
+      st.loss[in.mb / m] +=
+          model_.forward(st.ctx, micro, ch.model_first ? V2<const T>() : V2<const T>(cb.act_in[ring].dev), cache);
+      if (st.counts && ch.model_last) correct_[size_t(in.mb / m)] += double(model_.correct(cache));
       timers.stop("forward", to_string(in));
       break;
     }
     case PipeOp::Backward:
     case PipeOp::BackwardInput: {
       // the backward reuses the cache's output for gradients: its send must have left
-      Buffer& sent = act_out_[slot(in.mb)];
+      Buffer& sent = cb.act_out[slot];
       if (sent.request != MPI_REQUEST_NULL) pipe_.wait(sent.request, "send");
-      const V2<const T> dout = st.last ? V2<const T>() : V2<const T>(grad_in_[in.mb % st.ring].dev);
+      const V2<const T> dout = ch.model_last ? V2<const T>() : V2<const T>(cb.grad_in[ring].dev);
       timers.start("backward");
       if (in.op == PipeOp::Backward)
-        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, *acts_[slot(in.mb)]);
+        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, cache);
       else
-        model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, *acts_[slot(in.mb)]);
+        model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, cache);
       timers.stop("backward", to_string(in));
-      st.backward_done[in.mb] = 1;  // its received messages are read: the ring buffers are free
+      ch.backward_done[size_t(in.mb)] = 1;  // its received messages are read: the ring buffers are free
       post_receives(st);
       break;
     }
     case PipeOp::BackwardWeight:
       timers.start("backward");
-      model_.backward_weight(st.ctx, *acts_[slot(in.mb)], {});
+      model_.backward_weight(st.ctx, cache, {});
       timers.stop("backward", to_string(in));
       break;
-    case PipeOp::SendAct:
-      send(model_.output(*acts_[slot(in.mb)]), act_out_[slot(in.mb)], in.peer, act_tag(in.mb));
+    case PipeOp::SendAct:  // tagged with the receiving chunk
+      send(model_.output(cache), cb.act_out[slot], in.peer,
+           act_tag(in.mb, message_destination(*st.schedule, stage_, in).second, v));
       break;
     case PipeOp::SendGrad:
-      send(model_.input_grad(*acts_[slot(in.mb)]), grad_out_[slot(in.mb)], in.peer, grad_tag(in.mb));
+      send(model_.input_grad(cache), cb.grad_out[slot], in.peer,
+           grad_tag(in.mb, message_destination(*st.schedule, stage_, in).second, v));
       break;
     default: run_stream_instruction(st, in);
   }
@@ -414,9 +439,19 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   st.bm = batches.front().samples / st.m;
   st.ctx = model_.context(st.bm);
   st.global_terms = double(global_batch) * double(st.per_sample);
-  st.slots = std::max(1, simulate_schedule(s).peak_in_flight[stage_]);
-  st.ring = st.slots + 1;
-  ensure_buffers(st.ctx, st.slots);
+  const auto& place = model_.placement();
+  st.chunks.resize(size_t(s.virtual_stages));
+  std::vector<int> slots;
+  for (int c = 0; c < s.virtual_stages; ++c) {
+    auto& ch = st.chunks[size_t(c)];
+    ch.slots = std::max(1, peak_in_flight(*st.program, c));
+    ch.ring = ch.slots + 1;
+    ch.model_first = place.model_first(c);
+    ch.model_last = place.model_last(c);
+    ch.backward_done.assign(size_t(st.m) * size_t(s.mini_batches), 0);
+    slots.push_back(ch.slots);
+  }
+  ensure_buffers(st.ctx, slots);
   auto& store = model_.params();
   store.zero_grads();
   st.first = model_.placement().first();
@@ -425,7 +460,6 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   st.counts = st.last && model_.counts_correct();
   st.loss.assign(size_t(s.mini_batches), 0.0);
   correct_.assign(size_t(s.mini_batches), 0.0);
-  st.backward_done.assign(size_t(st.m) * size_t(s.mini_batches), 0);
   list_receives(st);
   post_receives(st);
 
@@ -458,9 +492,10 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   st.loss.resize(size_t(st.mini_batches));
   if (norms_squared) norms_squared->resize(size_t(st.mini_batches));
   timers.start("pipeline_drain");
-  for (auto* list : {&act_out_, &grad_out_})
-    for (auto& b : *list)
-      if (b.request != MPI_REQUEST_NULL) pipe_.wait(b.request, "send");
+  for (auto& cb : chunks_)
+    for (auto* list : {&cb.act_out, &cb.grad_out})
+      for (auto& b : *list)
+        if (b.request != MPI_REQUEST_NULL) pipe_.wait(b.request, "send");
   for (auto& r : tied_out_.requests) embedding_->wait(r, "send");
   tied_out_.requests.clear();
   timers.stop("pipeline_drain");
@@ -542,31 +577,44 @@ BatchResult PipelineEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t glo
   const int m = micro_batches_;
   const int64_t t_len = model_.targets_per_sample(), bm = batch.samples / m;
   const BlockContext ctx = model_.context(bm);
-  ensure_buffers(ctx, std::max<int>(1, int(acts_.size())));
   const auto& place = model_.placement();
+  const int v = place.chunk_count();
+  std::vector<int> slots(static_cast<size_t>(v), 1);
+  for (int c = 0; c < v && c < int(chunks_.size()); ++c) slots[size_t(c)] = std::max<int>(1, int(chunks_[size_t(c)].acts.size()));
+  ensure_buffers(ctx, slots);
   double loss_sum = 0, correct_sum = 0;
-  for (int mb = 0; mb < m; ++mb) {
-    if (!place.first()) {
-      act_in_[0].request = pipe_.start_recv(act_in_[0].host.data(), act_in_[0].host.size(), stage_ - 1, act_tag(mb));
-      receive_wait(act_in_[0]);
+  // the model's parts in order: this stage's chunk c takes stage r - 1's (stage p - 1's
+  // chunk c - 1 on the first stage) and hands on to stage r + 1's (the first stage's c + 1)
+  const int prev = (stage_ + stages_ - 1) % stages_, next = (stage_ + 1) % stages_;
+  for (int mb = 0; mb < m; ++mb)
+    for (int c = 0; c < v; ++c) {
+      ChunkBuffers& cb = chunks_[size_t(c)];
+      StageCache& cache = *cb.acts[0];
+      if (!place.model_first(c)) {
+        Buffer& in = cb.act_in[0];
+        in.request = pipe_.start_recv(in.host.data(), in.host.size(), prev, act_tag(mb, c, v));
+        receive_wait(in);
+      }
+      loss_sum += model_.forward(ctx, batch.slice(mb * bm, (mb + 1) * bm, t_len),
+                                 place.model_first(c) ? V2<const T>() : V2<const T>(cb.act_in[0].dev), cache);
+      if (place.model_last(c) && model_.counts_correct()) correct_sum += double(model_.correct(cache));
+      if (!place.model_last(c)) {
+        const int to_chunk = stage_ + 1 < stages_ ? c : c + 1;
+        send(model_.output(cache), cb.act_out[0], next, act_tag(mb, to_chunk, v));
+        pipe_.wait(cb.act_out[0].request, "send");
+      }
     }
-    loss_sum += model_.forward(ctx, batch.slice(mb * bm, (mb + 1) * bm, t_len),
-                               place.first() ? V2<const T>() : V2<const T>(act_in_[0].dev), *acts_[0]);
-    if (place.last() && model_.counts_correct()) correct_sum += double(model_.correct(*acts_[0]));
-    if (!place.last()) {
-      send(model_.output(*acts_[0]), act_out_[0], stage_ + 1, act_tag(mb));
-      pipe_.wait(act_out_[0].request, "send");
-    }
-  }
   return reduce(loss_sum, correct_sum, global_batch);
 }
 
 template <class T>
 int64_t PipelineEngine<T>::activation_bytes() const {
   int64_t b = model_.shared_cache_bytes();
-  for (const auto& a : acts_) b += a->bytes();
-  for (const auto* list : {&act_in_, &grad_in_, &act_out_, &grad_out_})
-    for (const auto& m : *list) b += view_bytes(m.dev);  // host mirrors share it on CPUs
+  for (const auto& cb : chunks_) {
+    for (const auto& a : cb.acts) b += a->bytes();
+    for (const auto* list : {&cb.act_in, &cb.grad_in, &cb.act_out, &cb.grad_out})
+      for (const auto& m : *list) b += view_bytes(m.dev);  // host mirrors share it on CPUs
+  }
   return b;
 }
 
@@ -580,11 +628,12 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
   const auto [rows, cols] = model.boundary_shape(ctx);
   const TensorParallel& tp = model.tensor_parallel();
   const bool stream = s.kind == Schedule::XPipe;
-  Traffic micro, out;
-  model.micro_batch_traffic(ctx, micro);
+  std::vector<Traffic> micro(static_cast<size_t>(s.virtual_stages));  // per chunk
+  for (int c = 0; c < s.virtual_stages; ++c) model.micro_batch_traffic(ctx, micro[size_t(c)], c);
+  Traffic out;
   for (const auto& in : s.programs[place.stage]) {
     switch (in.op) {
-      case PipeOp::Forward: out.add(micro); break;  // with its backward
+      case PipeOp::Forward: out.add(micro[size_t(in.chunk)]); break;  // with its backward
       case PipeOp::SendAct:
       case PipeOp::SendGrad: out.add("pipeline", "send", Collective::Send, s.stages, rows * cols * e); break;
       case PipeOp::RecvAct:

@@ -99,7 +99,7 @@ class PipelineEngine : public TrainEngine<T> {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   struct Run;  // the state of one pass over a list
-  void ensure_buffers(const BlockContext& ctx, int slots);  // grows only
+  void ensure_buffers(const BlockContext& ctx, const std::vector<int>& slots);  // per chunk; grows only
   void send(V2<const T> data, Buffer& staging, int peer, int tag);
   void receive_wait(Buffer& b);
   // Runs this stage's program of s over batches; returns the summed loss per mini-batch
@@ -132,9 +132,13 @@ class PipelineEngine : public TrainEngine<T> {
   int stage_ = 0, stages_ = 1;
   PipeSchedule flushing_;                    // GPipe / 1F1B: the one list
   std::map<int, PipeSchedule> xpipe_;        // XPipe: the list per stream length
-  std::vector<std::unique_ptr<StageCache>> acts_;  // per slot: micro-batch mb uses mb % slots
-  std::vector<Buffer> act_in_, grad_in_;     // receive rings: micro-batch mb uses mb % (slots + 1)
-  std::vector<Buffer> act_out_, grad_out_;   // per slot (send staging)
+  // Per chunk of the stage (one unless interleaved): caches, receive rings, send staging.
+  struct ChunkBuffers {
+    std::vector<std::unique_ptr<StageCache>> acts;  // per slot: micro-batch mb uses mb % slots
+    std::vector<Buffer> act_in, grad_in;            // receive rings: micro-batch mb uses mb % (slots + 1)
+    std::vector<Buffer> act_out, grad_out;          // per slot (send staging)
+  };
+  std::vector<ChunkBuffers> chunks_;
   struct TiedMessage {
     Tensor1<T> dev;
     typename Tensor1<T>::HostMirror host;

@@ -85,11 +85,11 @@ PipeSchedule zero_bubble_schedule(Schedule kind, int p, int m, Warmup warmup, De
 }  // namespace
 
 PipeSchedule interleaved_schedule(int p, int m, int v) {
-  PipeSchedule s = empty_schedule(Schedule::OneFOneB, p, m, 1);
+  PipeSchedule s = empty_schedule(Schedule::Interleaved, p, m, 1);
   if (v < 1 || (v > 1 && (p < 2 || m % p != 0)))
     throw UserError("interleaved 1F1B: " + std::to_string(v) + " chunks per stage need at least 2 stages and a "
                     "multiple of the stages (" + std::to_string(p) + ") in micro-batches (got " + std::to_string(m) + ")");
-  if (v == 1) return one_f_one_b_schedule(p, m);
+  if (v == 1) return one_f_one_b_schedule(p, m);  // (kind 1F1B)
   s.virtual_stages = v;
   const int total = m * v, group = p * v;
   // the k-th forward (backward) of a stage: its micro-batch and chunk
@@ -174,6 +174,16 @@ int xpipe_stop_lookahead(const PipeSchedule& s) {
     }
   }
   return lookahead;
+}
+
+int peak_in_flight(const StageProgram& program, int chunk) {
+  int now = 0, peak = 0;
+  for (const auto& in : program) {
+    if (in.chunk != chunk) continue;
+    if (in.op == PipeOp::Forward) peak = std::max(peak, ++now);
+    if (in.op == PipeOp::Backward || in.op == PipeOp::BackwardWeight) --now;
+  }
+  return peak;
 }
 
 bool one_forward_at_a_time(const StageProgram& program) {
@@ -290,7 +300,7 @@ std::string to_string(const PipeInstr& i) {
 }
 
 std::string to_string(const PipeSchedule& s) {
-  std::string out = to_string(s.kind) + (s.virtual_stages > 1 ? " interleaved" : "") + ": " + std::to_string(s.stages) +
+  std::string out = to_string(s.kind) + ": " + std::to_string(s.stages) +
                     " stages" + (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") + ", " +
                     std::to_string(s.micro_batches) + " micro-batches" +
                     (s.mini_batches > 1 ? " x " + std::to_string(s.mini_batches) + " mini-batches" : "") + "\n";
@@ -302,11 +312,15 @@ std::string to_string(const PipeSchedule& s) {
   return out;
 }
 
-PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches) {
+PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches, int virtual_stages) {
   PipeSchedule s;
   switch (schedule) {
     case Schedule::GPipe: s = gpipe_schedule(stages, micro_batches); break;
     case Schedule::OneFOneB: s = one_f_one_b_schedule(stages, micro_batches); break;
+    case Schedule::Interleaved:
+      s = interleaved_schedule(stages, micro_batches, virtual_stages);
+      s.kind = Schedule::Interleaved;
+      break;
     case Schedule::ZBH1: s = zb_h1_schedule(stages, micro_batches); break;
     case Schedule::ZBH2: s = zb_h2_schedule(stages, micro_batches); break;
     case Schedule::XPipe: return xpipe_schedule(stages, micro_batches, mini_batches);

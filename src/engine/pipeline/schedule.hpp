@@ -114,6 +114,10 @@ size_t forward_pass_start(const StageProgram& program, int mb);
 // (not GPipe): the stage's loss layer then keeps one micro-batch's activations for all.
 bool one_forward_at_a_time(const StageProgram& program);
 
+// The most forwards of `chunk` whose backward (or weight half) had not run, in program
+// order: the caches the stage keeps for that chunk.
+int peak_in_flight(const StageProgram& program, int chunk = 0);
+
 // Adds RecvAct before each Forward and SendAct after it (except at the pipeline's ends),
 // RecvGrad before each Backward or BackwardInput and SendGrad after it. Idempotent on
 // lists that have them.
@@ -129,7 +133,9 @@ void insert_tied_exchange(PipeSchedule& s);
 std::string to_string(const PipeInstr& i);
 // One line per stage: "stage 0: F0 SEND_ACT0->1 F1 ...".
 std::string to_string(const PipeSchedule& s);
-// The list of a schedule (mini_batches: XPipe's stream length; 1 for flushing schedules).
-PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches = 1);
+// The list of a schedule (mini_batches: XPipe's stream length; 1 for flushing schedules;
+// virtual_stages: interleaved 1F1B's chunks per stage).
+PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches = 1,
+                           int virtual_stages = 1);
 
 }  // namespace strata
