@@ -92,6 +92,10 @@ expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- tra
 expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
 expect 2 "model.n_layer (1) must be at least parallel.pipeline (2): every stage holds at least one layer" -- train good.toml --set parallel.pipeline=2
 expect 1 'parallel.weight_prediction applies to schedule = "xpipe" only' -- train good.toml --set parallel.weight_prediction=false
+expect 1 'parallel.virtual_stages applies to schedule = "interleaved" only' -- train good.toml --set parallel.virtual_stages=2
+expect 1 'parallel.virtual_stages must be at least 2 for schedule = "interleaved"' -- train good.toml --set parallel.schedule=interleaved
+expect 2 'model.n_layer (3) must be at least parallel.pipeline x parallel.virtual_stages (4)' -- train good.toml --set model.n_layer=3 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set parallel.pipeline=2 --set parallel.micro_batches=2
+expect 2 'parallel.micro_batches (3) must be divisible by parallel.pipeline for schedule = "interleaved" (2)' -- train good.toml --set model.n_layer=4 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set parallel.pipeline=2 --set parallel.micro_batches=3 --set data.batch_size=6
 expect 1 "data.batch_size / parallel.data (4) must be divisible by parallel.micro_batches (3)" -- train good.toml --set parallel.micro_batches=3
 expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- train resnet.toml --set data.dir=/nonexistent
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
@@ -110,9 +114,10 @@ if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; the
 fi
 
 expect 1 "strata deck: give a deck file, or --reference (not both)" -- deck
-expect 1 'parallel.schedule must be "gpipe", "1f1b", "zb-h1", "zb-h2", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
+expect 1 'parallel.schedule must be "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
 expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel solver' -- deck good.toml --set parallel.schedule=mgrit
 expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
+expect 1 'parallel.schedule "interleaved" runs the GPT' -- deck resnet.toml --set parallel.schedule=interleaved --set parallel.virtual_stages=2
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
 expect 2 'parallel.recompute = "selective" is the GPT'"'"'s' -- train resnet.toml --set parallel.recompute=selective
 expect 2 'parallel.recompute does not apply to schedule = "mgrit"' -- train resnet.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=mgrit

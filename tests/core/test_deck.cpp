@@ -99,7 +99,7 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(parse_deck("[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n", "deck.toml",
                    {"model.precision=bf16"}).model.precision == Precision::BF16);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
-        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"zb-h1\", \"zb-h2\", \"xpipe\" or \"mgrit\" (got \"zigzag\")");
+        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", \"zb-h2\", \"xpipe\" or \"mgrit\" (got \"zigzag\")");
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.tensor_mode=serial"}) ==
         "deck.toml: parallel.tensor_mode must be \"1d\" or \"2d\" (got \"serial\")");
   CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n").find(

@@ -1,8 +1,9 @@
 // Pipeline equivalence: GPipe, 1F1B, ZB-H1 and ZB-H2, alone and with data or tensor
 // parallelism, give the serial run's losses and final parameters (the zero-bubble ones
 // GPipe's gradients bit for bit); uneven layer partitions, an odd number of micro-batches
-// and the tied embedding on the first and last stage included. A 1F1B checkpoint written
-// by 2 stages restarts on 4 stages under ZB-H2 and on 1.
+// and the tied embedding on the first and last stage included; interleaved 1F1B with 2
+// chunks per stage too. A 1F1B checkpoint written by 2 stages restarts on 4 stages under
+// ZB-H2, on 2 stages interleaved and on 1.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -36,19 +37,25 @@ Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& nam
 
 std::vector<std::vector<std::string>> pipeline_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
+  const std::string inter = "parallel.schedule=interleaved", v2 = "parallel.virtual_stages=2";
   switch (n) {
     case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"},
-                    {p2, m3, "parallel.schedule=zb-h1"}, {p2, m3, "parallel.schedule=zb-h2"}};
+                    {p2, m3, "parallel.schedule=zb-h1"}, {p2, m3, "parallel.schedule=zb-h2"},
+                    {p2, "parallel.micro_batches=4", inter, v2}};
     case 4: return {{"parallel.pipeline=4", m3, "parallel.schedule=1f1b"},
                     {"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
                     {"parallel.pipeline=4", "parallel.micro_batches=6", "parallel.schedule=zb-h1"},
                     {"parallel.data=2", p2, m3, "parallel.schedule=gpipe"},
                     {"parallel.data=2", p2, m3, "parallel.schedule=zb-h2", "parallel.zero=1"},
                     {p2, m3, "parallel.schedule=1f1b", "parallel.tensor_cols=2"},
-                    {p2, m3, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"}};
+                    {p2, m3, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"},
+                    {"parallel.data=2", p2, "parallel.micro_batches=6", inter, v2},
+                    {p2, "parallel.micro_batches=4", inter, v2, "parallel.tensor_cols=2"}};
     case 8: return {{p2, m3, "parallel.schedule=1f1b", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
                      "parallel.tensor_cols=2"},
                     {p2, m3, "parallel.schedule=zb-h2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+                     "parallel.tensor_cols=2"},
+                    {p2, "parallel.micro_batches=2", inter, v2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
                      "parallel.tensor_cols=2"}};
     default: return {};
   }
@@ -61,12 +68,12 @@ TEST_CASE("every flushing schedule on all ranks: GPT<double> loss and gradients 
   const int n = world_size();
   if (n != 2 && n != 4) return;  // all ranks are stages: 2 or 4 of them
   ModelConfig m;
-  m.n_layer = 5;  // uneven over 2 and 4 stages
+  m.n_layer = 9;  // uneven over 2 and 4 stages, and over 2 x 2 and 4 x 2 chunks
   m.n_embd = 12;
   m.n_head = 4;
   m.vocab_size = 40;
   m.seq_len = 5;
-  const int64_t batch = 6, micro = 3;
+  const int64_t batch = 8, micro = 4;
   const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
   GPT<double> serial(m, 7);
   const double scale = 1.0 / double(batch * m.seq_len);
@@ -81,8 +88,10 @@ TEST_CASE("every flushing schedule on all ranks: GPT<double> loss and gradients 
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
   std::vector<double> gpipe_grads;
-  for (const Schedule schedule : {Schedule::GPipe, Schedule::OneFOneB, Schedule::ZBH1, Schedule::ZBH2}) {
-    GPT<double> model(m, 7, {}, StagePlacement::balanced(int(m.n_layer), n, grid.coords().pipeline));
+  for (const Schedule schedule :
+       {Schedule::GPipe, Schedule::OneFOneB, Schedule::ZBH1, Schedule::ZBH2, Schedule::Interleaved}) {
+    const int v = schedule == Schedule::Interleaved ? 2 : 1;
+    GPT<double> model(m, 7, {}, StagePlacement::interleaved(int(m.n_layer), n, v, grid.coords().pipeline));
     PipelineEngine<double> engine(model, grid, schedule, int(micro));
     Timers timers;
     SampleBatch<double> all;
@@ -152,6 +161,19 @@ TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages (another schedu
     const TrainResult one = Trainer(pipe_deck({}, "from2-1", 12), MPI_COMM_SELF, quiet(false, ckpt)).run();
     REQUIRE(one.losses.size() == 6);
     for (size_t i = 0; i < 6; ++i) CHECK(one.losses[i] == Approx(full.losses[6 + i]).epsilon(3e-7));
+  }
+  // and on 2 stages of 2 chunks each (ranks 0 and 1)
+  MPI_Comm pair;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
+  if (pair != MPI_COMM_NULL) {
+    const TrainResult inter = Trainer(pipe_deck({"parallel.pipeline=2", "parallel.micro_batches=4",
+                                                 "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
+                                                "from2-interleaved", 12),
+                                      pair, quiet(false, ckpt))
+                                  .run();
+    REQUIRE(inter.losses.size() == 6);
+    for (size_t i = 0; i < 6; ++i) CHECK(inter.losses[i] == Approx(full.losses[6 + i]).epsilon(3e-7));
+    MPI_Comm_free(&pair);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
