@@ -17,6 +17,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
   p.schedule = schedule;
+  p.virtual_stages = schedule == Schedule::Interleaved ? virtual_stages : 1;
   p.micro_batches = micro_batches;
   p.recompute = recompute;
   p.zero = zero;
@@ -29,6 +30,7 @@ std::vector<std::string> Layout::overrides() const {
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
           "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + to_string(p.schedule),
+          "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
           "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute),
           "parallel.zero=" + std::to_string(p.zero)};
 }
@@ -81,14 +83,15 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       for (const auto& [schedule, name] : schedule_names())
         if (is_pipeline_schedule(schedule) &&
             !(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
-            !(splits_backward(schedule) && l.recompute != Recompute::None) &&
-            schedule != Schedule::Interleaved)  // not yet predicted
-        for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
-          if (replica_batch % m == 0) {
-            l.schedule = schedule;
-            l.micro_batches = int(m);
-            admit(l);
-          }
+            !(splits_backward(schedule) && l.recompute != Recompute::None))
+          for (const int v : schedule == Schedule::Interleaved ? std::vector<int>{2, 4} : std::vector<int>{1})
+            for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
+              if (replica_batch % m == 0) {
+                l.schedule = schedule;
+                l.virtual_stages = v;
+                l.micro_batches = int(m);
+                admit(l);  // interleaved: n_layer >= p v and p | m (check_model_fits_grid)
+              }
     }
   }
   return out;

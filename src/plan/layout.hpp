@@ -17,6 +17,7 @@ struct Layout {
   int t = 1;  // 1D group size
   int q = 1;  // 2D grid side
   Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
+  int virtual_stages = 1;  // interleaved: chunks per stage
   int micro_batches = 1;  // with pipeline = 1: gradient accumulation
   Recompute recompute = Recompute::None;
   int zero = 0;  // ZeRO stage (0 or 1)
@@ -33,8 +34,9 @@ struct Layout {
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
 // tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with p stages, each schedule
-// (gpipe, 1f1b, xpipe) and each micro-batch count m that divides the replica's batch,
-// up to kMaxMicroBatchesPerStage * p. Recomputation and ZeRO as the deck asks (not the
+// (gpipe, 1f1b, interleaved with v = 2 and 4 chunks per stage where the layers allow,
+// zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
+// to kMaxMicroBatchesPerStage * p. Recomputation and ZeRO as the deck asks (not the
 // schedules that refuse them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);

@@ -23,11 +23,15 @@ std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   TensorParallel tp = tensor_of(l);
   tp.recompute = l.recompute;
   return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp,
-                                      StagePlacement::balanced(int(deck.model.n_layer), l.pipeline, stage), false);
+                                      StagePlacement::interleaved(int(deck.model.n_layer), l.pipeline,
+                                                                  l.schedule == Schedule::Interleaved ? l.virtual_stages : 1,
+                                                                  stage),
+                                      false);
 }
 
 PipeSchedule schedule_of(const Layout& l, int mini_batches) {
-  return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches);
+  return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches,
+                       l.schedule == Schedule::Interleaved ? l.virtual_stages : 1);
 }
 
 // Which links a communicator group crosses: ranks are numbered tensor-fastest (comm/grid.hpp),
@@ -82,20 +86,21 @@ struct StageCosts {
 // (state, activation) bytes of one rank of a stage: parameters, gradients and AdamW
 // moments (with ZeRO-1 over `zero_shards` data ranks: a block of them, the buffers padded;
 // XPipe: and the true weights under a prediction); the activation caches of the
-// micro-batches in flight (`slots` as the pipeline engine sizes them, -1 without a
-// pipeline) and the pipeline's message rings.
+// micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
+// list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(GPT<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
-                                         bool xpipe, int slots, int zero_shards) {
-  // as the pipeline engine decides it
-  if (schedule) model.share_loss_layer_cache(one_forward_at_a_time(schedule->programs[size_t(model.placement().stage)]));
+                                         bool xpipe, int zero_shards) {
+  const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
+  if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
   const int64_t numel = model.params().numel();
   const int64_t state = (store_values(numel, zero_shards) + (xpipe ? numel : 0)) * int64_t(sizeof(float));
-  int64_t activations = model.cache_bytes_for(micro);
-  if (slots >= 0) {
-    slots = std::max(1, slots);
-    const auto [rows, cols] = model.boundary_shape(micro);
-    activations = slots * activations + model.shared_cache_bytes_for(micro) +
-                  (4 * int64_t(slots) + 2) * rows * cols * int64_t(sizeof(float));
+  if (!program) return {state, model.cache_bytes_for(micro)};
+  // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
+  const auto [rows, cols] = model.boundary_shape(micro);
+  int64_t activations = model.shared_cache_bytes_for(micro);
+  for (int c = 0; c < schedule->virtual_stages; ++c) {
+    const int64_t slots = std::max(1, peak_in_flight(*program, c));
+    activations += slots * model.cache_bytes_for(micro, c) + (4 * slots + 2) * rows * cols * int64_t(sizeof(float));
   }
   return {state, activations};
 }
@@ -108,11 +113,10 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   const BlockContext micro{deck.data.batch_size / l.data / l.micro_batches, deck.model.seq_len};
   // the engine sizes its slots by the list it runs first: XPipe's stream of p + 1 mini-batches
   const PipeSchedule list = p > 1 ? schedule_of(l, xpipe ? p + 1 : 1) : PipeSchedule{};
-  const PipeSimulation sim = p > 1 ? simulate_schedule(list) : PipeSimulation{};
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
-    const auto [state, activations] = stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe,
-                                                   p > 1 ? sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
+    const auto [state, activations] =
+        stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -150,7 +154,6 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     if (stream_steps > 0) asked = schedule_of(l, stream_steps);
   }
   const PipeSchedule& unit = xpipe ? (stream_steps > 0 ? asked : shorter) : flush;  // sizes the slots
-  const PipeSimulation unit_sim = p > 1 ? simulate_schedule(unit) : PipeSimulation{};
 
   std::vector<StageCosts> costs(static_cast<size_t>(p));
   double transfer = 0, tied_transfer = 0;
@@ -163,15 +166,19 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     // of the activations a forward and backward keep without recomputation)
     const double rate = machine.gemm_rate(deck.model.precision);
     c.gemm = model->stage_flops(micro) / rate;
-    double kept = double(model->cache_bytes_for(micro));
+    double kept = 0;  // every chunk's
+    for (int c = 0; c < model->placement().chunk_count(); ++c) kept += double(model->cache_bytes_for(micro, c));
     if (l.recompute != Recompute::None) {
       // the backward runs again: selective, Q K^T (2 T C flops per token and block, the
       // model's count); full, the blocks' forwards (2 x 12 C^2 + 4 T C); and about a
       // third of the non-GEMM work on the bytes no longer kept
       Layout plain = l;
       plain.recompute = Recompute::None;
-      const double plain_kept = double(dry_model(deck, plain, s)->cache_bytes_for(micro));
-      const double layers = double(model->placement().layer_end - model->placement().layer_begin);
+      const auto plain_model = dry_model(deck, plain, s);
+      double plain_kept = 0;
+      for (int c = 0; c < plain_model->placement().chunk_count(); ++c)
+        plain_kept += double(plain_model->cache_bytes_for(micro, c));
+      const double layers = double(model->placement().held_layers());
       const double t = double(deck.model.seq_len), c_ = double(deck.model.n_embd);
       const double per_token = l.recompute == Recompute::Selective ? 2 * t * c_ : 24 * c_ * c_ + 4 * t * c_;
       c.gemm += per_token * layers * double(micro.rows()) / double(l.tensor_size()) / rate;
@@ -180,12 +187,12 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     c.compute = c.gemm + kept / machine.activation_rate;
     // the weight half: dW = X^T dY of every dense product, as many flops as the forward's
     // (2 per parameter and token; attention's products have no weights)
-    const double layers = double(model->placement().layer_end - model->placement().layer_begin);
+    const double layers = double(model->placement().held_layers());
     const double attention = 12.0 * layers * double(deck.model.seq_len) * double(deck.model.n_embd) *
                              double(micro.rows()) / double(l.tensor_size());
     c.weight_half = (model->stage_flops(micro) - attention) / 3 / rate;
     Traffic tensor;
-    model->micro_batch_traffic(micro, tensor);
+    for (int c = 0; c < model->placement().chunk_count(); ++c) model->micro_batch_traffic(micro, tensor, c);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
     c.tensor = links.seconds(tensor, false) + std::max(0.0, links.seconds(tensor, true) - c.gemm);
     // AdamW's update (with ZeRO-1, of the rank's block) and XPipe's prediction are the same
@@ -226,8 +233,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe,
-                                                   p > 1 ? unit_sim.peak_in_flight[size_t(s)] : -1, zero_shards(l));
+    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l));
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
       out.activation_bytes = activations;

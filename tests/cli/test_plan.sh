@@ -16,9 +16,9 @@ vm=$src/machines/debian-2core-vm.toml
 if timeout 60 "$strata" plan "$deck" --ranks 4 --machine "$vm" --top 0 >"$work/p4.log" 2>&1; then
   rows=$(grep -cE '^ +[0-9]+[ !] +data=' "$work/p4.log")
   said=$(sed -nE 's/^([0-9]+) layouts fit.*/\1/p' "$work/p4.log")
-  if [ "$rows" -eq 59 ] && [ "$said" = 59 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+  if [ "$rows" -eq 64 ] && [ "$said" = 64 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
      grep -q 'data=1 pipeline=4:xpipe:8mb' "$work/p4.log" && grep -q 'data=1 pipeline=4:zb-h1:8mb' "$work/p4.log" && grep -q '^recommended: ' "$work/p4.log"; then
-    ok "4 ranks of the tiny deck: all 59 layouts (data, pipeline x 5 schedules x micro-batches, 1D, 2D) and a recommendation"
+    ok "4 ranks of the tiny deck: all 64 layouts (data, pipeline x 6 schedules x micro-batches, 1D, 2D) and a recommendation"
   else
     fail "plan --ranks 4: $rows rows, '$said' said"; cat "$work/p4.log"
   fi
