@@ -10,7 +10,7 @@ void print_schedule_plan(const Deck& deck, std::ostream& out) {
   const int stages = int(p.pipeline), m = int(p.micro_batches);
   // XPipe never flushes: show enough mini-batches to reach its steady state
   const int mini_batches = p.schedule == Schedule::XPipe ? 2 * stages + 1 : 1;
-  const PipeSchedule s = make_schedule(p.schedule, stages, m, mini_batches);
+  const PipeSchedule s = make_schedule(p.schedule, stages, m, mini_batches, int(p.virtual_stages));
   out << to_string(s);
   PipeCosts costs;  // F = 1, a backward 2: its input and weight halves 1 each
   costs.backward = 2;
@@ -24,6 +24,8 @@ void print_schedule_plan(const Deck& deck, std::ostream& out) {
   const double p1 = stages - 1;
   if (p.schedule == Schedule::GPipe || p.schedule == Schedule::OneFOneB)
     out << strfmt(" (formula (p-1)/(m+p-1) = %.4f)", p1 / (m + p1));
+  if (p.schedule == Schedule::Interleaved && m > stages)
+    out << strfmt(" (formula (p-1)/(v m+p-1) = %.4f)", p1 / (double(p.virtual_stages) * m + p1));
   const bool zb_formula = (p.schedule == Schedule::ZBH1 && m >= stages) || (p.schedule == Schedule::ZBH2 && m >= 2 * stages - 1);
   if (zb_formula) out << strfmt(" (formula (p-1)(F+I-W)/(m(F+I+W)+(p-1)(F+I-W)) = %.4f)", p1 / (3.0 * m + p1));
   out << "\nmicro-batches in flight per stage:";
