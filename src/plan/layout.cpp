@@ -84,7 +84,8 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
         if (is_pipeline_schedule(schedule) &&
             !(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
             !(splits_backward(schedule) && l.recompute != Recompute::None))
-          for (const int v : schedule == Schedule::Interleaved ? std::vector<int>{2, 4} : std::vector<int>{1})
+          for (int v = schedule == Schedule::Interleaved ? 2 : 1;
+               v <= (schedule == Schedule::Interleaved ? kMaxVirtualStages : 1); ++v)
             for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
               if (replica_batch % m == 0) {
                 l.schedule = schedule;

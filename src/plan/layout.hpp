@@ -34,11 +34,12 @@ struct Layout {
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
 // tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with p stages, each schedule
-// (gpipe, 1f1b, interleaved with v = 2 and 4 chunks per stage where the layers allow,
+// (gpipe, 1f1b, interleaved with v = 2 .. kMaxVirtualStages chunks per stage where the layers allow,
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
 // to kMaxMicroBatchesPerStage * p. Recomputation and ZeRO as the deck asks (not the
 // schedules that refuse them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
+constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);
 
 }  // namespace strata
