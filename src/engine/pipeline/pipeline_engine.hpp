@@ -5,12 +5,18 @@
 // instruction waits only for its own message, so transfers overlap the stage's compute.
 // Activation caches are slots reused round-robin: as many as the schedule ever has
 // micro-batches in flight on this stage (m for GPipe, min(p - r, m) for 1F1B), which is
-// where 1F1B saves memory. Buffers are staged through host mirrors for MPI (a no-op where
-// the host can read device memory).
+// where 1F1B saves memory; a stage that runs each micro-batch's backward before its next
+// forward keeps the loss layer's cache once (StageModel::share_loss_layer_cache).
+// Interleaved lists run several chunks of the model per stage: caches, rings and send
+// staging are kept per chunk, and messages are tagged with the chunk that receives them.
+// Zero-bubble lists run a backward as its input half (which the previous stage waits
+// for) and, later, its weight half. Buffers are staged through host mirrors for MPI (a
+// no-op where the host can read device memory).
 //
-// Flushing schedules (GPipe, 1F1B) run one mini-batch per forward_backward(); afterwards
-// the two copies of the tied embedding (first and last stage) and the data replicas sum
-// their gradients, and the trainer updates every stage at once.
+// Flushing schedules (GPipe, 1F1B, interleaved, ZB-H1, ZB-H2) run one mini-batch per
+// forward_backward(); afterwards the two copies of the tied embedding (first and last
+// stage) and the data replicas sum their gradients, and the trainer updates every stage
+// at once.
 //
 // XPipe runs train_stream(): the micro-batches of K consecutive mini-batches stream
 // through without a flush, every stage updates its own weights at its OptimizerStep
