@@ -9,6 +9,7 @@ Each (schedule, m) trains inputs/gpt-fortunes-pipeline.toml on `--ranks` ranks (
 pipeline stages) for `--steps` steps with parallel.micro_batches = m.
 
     bench/zero_bubble.py [--ranks 2] [--micro-batches 2 4 8] [--steps 40] [--schedules 1f1b interleaved:2 zb-h1 zb-h2]
+                         [--repeats 3] [--set model.n_layer=8 ...]
 """
 import argparse
 import importlib.util
@@ -48,6 +49,7 @@ def main():
                     help='schedule names; "interleaved:V" for V chunks per stage')
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3, help="runs per row: the median tokens/s and bubble")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another deck override")
     ap.add_argument("--strata", default=os.path.join(ROOT, "build", "release", "bin", "strata"))
     args = ap.parse_args()
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -60,6 +62,7 @@ def main():
             sets = {"parallel.pipeline": args.ranks, "parallel.micro_batches": m, "parallel.schedule": f'"{name}"'}
             if v:
                 sets["parallel.virtual_stages"] = v
+            sets.update(kv.split("=", 1) for kv in args.set)
             plan = run(strata_cmd(args.strata, 1, "plan", sets) + ["--schedule"], env)
             simulated = float(re.search(r"makespan [0-9.]+, bubble ([0-9.]+)", plan).group(1))
             in_flight = re.search(r"micro-batches in flight per stage: ([0-9 ]+)", plan).group(1).strip()

@@ -70,6 +70,13 @@ TEST_CASE("ZB-H1 and ZB-H2: valid, deadlock-free, the paper's bubble and memory,
       const double t1 = simulate_schedule(h1, slow_input).makespan, t2 = simulate_schedule(h2, slow_input).makespan;
       if (p > 1 && m >= 2 * p - 1) CHECK(t2 < t1);
     }
+  // the last stage runs each backward (input half) before its next forward, under 1F1B
+  // and both zero-bubble lists, so it may keep one loss-layer cache; GPipe's does not
+  for (const Schedule kind : {Schedule::OneFOneB, Schedule::ZBH1, Schedule::ZBH2})
+    CHECK(one_forward_at_a_time(make_schedule(kind, 4, 8).programs[3]));
+  CHECK_FALSE(one_forward_at_a_time(make_schedule(Schedule::GPipe, 4, 8).programs[3]));
+  CHECK_FALSE(one_forward_at_a_time(make_schedule(Schedule::ZBH1, 4, 8).programs[0]));
+  CHECK(peak_in_flight(make_schedule(Schedule::ZBH1, 4, 8).programs[2]) == 4);
   // the printed list: stage 1 of 2, ZB-H1, 3 micro-batches
   const std::string text = to_string(make_schedule(Schedule::ZBH1, 2, 3));
   CHECK(text.find("stage 1: RECV_ACT0<-0 F0 I0 SEND_GRAD0->0 RECV_ACT1<-0 F1 I1 SEND_GRAD1->0 W0 RECV_ACT2<-0 F2 I2 "
@@ -108,6 +115,12 @@ TEST_CASE("interleaved 1F1B: valid, deadlock-free, bubble (p-1)/(v m + p - 1), M
         "STEP0\n"
         "stage 1: RECV_ACT0<-0 F0 SEND_ACT0->0 RECV_ACT1<-0 F1 SEND_ACT1->0 RECV_ACT0.1<-0 F0.1 RECV_ACT1.1<-0 F1.1 B0.1 "
         "SEND_GRAD0.1->0 B1.1 SEND_GRAD1.1->0 RECV_GRAD0<-0 B0 SEND_GRAD0->0 RECV_GRAD1<-0 B1 SEND_GRAD1->0 STEP0\n");
+  // the caches per chunk, as the engine sizes them from the list: on stage 0 of 2, chunk 0
+  // holds micro-batches 0-3 before its first backward, chunk 1 two at a time; their peaks
+  // fall at different times (5 chunk passes at once at most), the engine keeps 4 + 2
+  const PipeSchedule four = interleaved_schedule(2, 4, 2);
+  CHECK(peak_in_flight(four.programs[0], 0) == 4);
+  CHECK(peak_in_flight(four.programs[0], 1) == 2);
   CHECK_THROWS_AS(interleaved_schedule(2, 3, 2), UserError);  // m not a multiple of p
   CHECK_THROWS_AS(interleaved_schedule(1, 4, 2), UserError);
   // a chunk's message sent to the wrong chunk is caught
