@@ -146,7 +146,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   const bool mgrit = p.schedule == Schedule::MGRIT;
   check(!mgrit || resnet, "parallel.schedule", "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
   check(!resnet || p.schedule != Schedule::XPipe, "parallel.schedule",
-        "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b or mgrit");
+        "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b, zb-h1, "
+        "zb-h2 or mgrit");
   check(!resnet || p.schedule != Schedule::Interleaved, "parallel.schedule",
         "\"interleaved\" runs the GPT (a stage holds several chunks of layers); the residual network runs gpipe, 1f1b, "
         "zb-h1, zb-h2 or mgrit");
@@ -183,7 +184,7 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
                     "states at its own points)");
   if (resnet && (p.tensor_rows > 1 || p.tensor_cols > 1))
-    throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b) or "
+    throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b, zb-h1, zb-h2) or "
                     "data x layer-parallel (mgrit)");
   if (data.batch_size % p.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(data.batch_size) +
