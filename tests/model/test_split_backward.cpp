@@ -169,3 +169,60 @@ TEST_CASE("the backward's halves refuse recomputation", "[model][split_backward]
   auto cache = net.make_cache();
   REQUIRE_THROWS_WITH(net.backward_input(net.context(1), 1.0f, {}, *cache), Catch::Contains("recompute"));
 }
+
+TEST_CASE("GPT last stage: one shared LM-head cache gives the same gradients", "[model][split_backward]") {
+  // the order of a zero-bubble last stage (F0 I0 F1 I1 W0 W1) with one LM-head cache
+  // shared by the micro-batches, against the fused backward with a head cache each
+  ModelConfig cfg;
+  cfg.n_layer = 2;
+  cfg.n_embd = 16;
+  cfg.n_head = 2;
+  cfg.vocab_size = 13;
+  cfg.seq_len = 6;
+  cfg.init_std = 0.2;
+  const int64_t bm = 2, n = 2 * bm * cfg.seq_len;
+  Tensor1<int32_t> tok("tok", n), tgt("tgt", n);
+  auto ht = Kokkos::create_mirror_view(tok), hg = Kokkos::create_mirror_view(tgt);
+  for (int64_t i = 0; i < n; ++i) {
+    ht(i) = int32_t(counter_hash(6, 2, i) % cfg.vocab_size);
+    hg(i) = int32_t(counter_hash(6, 3, i) % cfg.vocab_size);
+  }
+  Kokkos::deep_copy(tok, ht);
+  Kokkos::deep_copy(tgt, hg);
+  SampleBatch<float> b;
+  b.samples = 2 * bm;
+  b.tokens = tok;
+  b.targets = tgt;
+  const BlockContext ctx{bm, cfg.seq_len};
+  Tensor2<float> input("input", ctx.rows(), cfg.n_embd);  // what stage 0 would send
+  auto hi = Kokkos::create_mirror_view(input);
+  for (int64_t i = 0; i < ctx.rows(); ++i)
+    for (int64_t j = 0; j < cfg.n_embd; ++j) hi(i, j) = float(std::sin(0.37 * double(i * cfg.n_embd + j)));
+  Kokkos::deep_copy(input, hi);
+  const auto part = [&](int mb) { return b.slice(mb * bm, (mb + 1) * bm, cfg.seq_len); };
+  std::vector<std::vector<float>> grads;
+  for (const bool shared : {false, true}) {
+    GPT<float> last(cfg, 5, TensorParallel{}, StagePlacement::balanced(2, 2, 1));
+    StageModel<float>& stage = last;
+    stage.share_loss_layer_cache(shared);
+    stage.params().zero_grads();
+    std::vector<std::unique_ptr<StageCache>> caches;
+    for (int mb = 0; mb < 2; ++mb) caches.push_back(stage.make_cache());
+    for (int mb = 0; mb < 2; ++mb) {
+      stage.forward(ctx, part(mb), input, *caches[size_t(mb)]);
+      if (shared)
+        stage.backward_input(ctx, 0.01f, {}, *caches[size_t(mb)]);
+      else
+        stage.backward(ctx, 0.01f, {}, *caches[size_t(mb)]);
+    }
+    if (shared)
+      for (int mb = 0; mb < 2; ++mb) stage.backward_weight(ctx, *caches[size_t(mb)], {});
+    CHECK(caches[0]->bytes() == stage.cache_bytes_for(ctx));  // without the head's, when shared
+    CHECK(stage.shared_cache_bytes() == stage.shared_cache_bytes_for(ctx));
+    CHECK((stage.shared_cache_bytes() > 0) == shared);
+    std::vector<float> g;
+    for (double v : to_host<float>(stage.params().grads())) g.push_back(float(v));
+    grads.push_back(g);
+  }
+  CHECK(grads[1] == grads[0]);
+}
