@@ -8,7 +8,7 @@
 #   rank-local error after set-up, kill -9 of one rank inside a checkpoint write, SIGTERM
 #   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
 #   lost or dangling, a model mismatch, two runs on one directory, a fresh start over
-#   checkpoints.
+#   checkpoints; a rank-local error under ZB-H1 and a failed write under interleaved 1F1B.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -102,6 +102,26 @@ RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_F
 [ "$(cat $out/zero-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
   timeout 60 "$strata" inspect $out/zero-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
   ok "zero-write: ckpt_00000004.h5 is LATEST and verifies" || fail "zero-write: LATEST $(cat $out/zero-write/checkpoints/LATEST)"
+
+# --- the zero-bubble and interleaved pipelines (the backward's halves, several chunks per
+# stage): a rank-local error on stage 1 ends both ranks; a failed checkpoint write on rank
+# 1 under interleaved 1F1B leaves the step-4 checkpoint LATEST, verified, and a restart
+# from it reproduces the uninterrupted interleaved run's losses
+zb=(--set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=zb-h1 --set parallel.micro_batches=4)
+RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zb-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${zb[@]}"
+inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
+       --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
+run inter-full "${inter[@]}" >inter-full.log 2>&1 || { fail "the uninterrupted interleaved run"; tail -3 inter-full.log; }
+RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
+  fault inter-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 "${inter[@]}"
+if [ "$(cat $out/inter-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
+   timeout 60 "$strata" inspect $out/inter-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
+   run inter-write --restart latest "${inter[@]}" >inter-write-restart.log 2>&1 &&
+   diff <(cut -d, -f1,2 $out/inter-full/metrics.csv) <(cut -d, -f1,2 $out/inter-write/metrics.csv) >/dev/null; then
+  ok "inter-write: ckpt_00000004.h5 is LATEST, verifies, and the restart reproduces the interleaved run's losses"
+else
+  fail "inter-write: LATEST $(cat $out/inter-write/checkpoints/LATEST), restart:"; tail -3 inter-write-restart.log
+fi
 
 # --- metrics.csv stops taking rows mid-run (the header and 6 rows pass): the run stops
 # with a checkpoint at the next step and exit 4
