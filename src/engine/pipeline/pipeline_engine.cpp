@@ -273,8 +273,9 @@ void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
   const int v = int(st.chunks.size());
   auto& ch = st.chunks[size_t(in.chunk)];
   auto& cb = chunks_[size_t(in.chunk)];
+  // the micro-batch's cache: only the passes and the sends (whose micro-batch is >= 0) read it
   const size_t slot = size_t(in.mb % ch.slots), ring = size_t(in.mb % ch.ring);
-  StageCache& cache = *cb.acts[slot];
+  const auto cache = [&]() -> StageCache& { return *cb.acts[slot]; };
   switch (in.op) {
     case PipeOp::RecvAct:
     case PipeOp::RecvGrad: {
@@ -296,8 +297,8 @@ void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
           (*st.batches)[size_t(in.mb / m)].slice(in.mb % m * st.bm, (in.mb % m + 1) * st.bm, st.per_sample);
       timers.start("forward");
       st.loss[in.mb / m] +=
-          model_.forward(st.ctx, micro, ch.model_first ? V2<const T>() : V2<const T>(cb.act_in[ring].dev), cache);
-      if (st.counts && ch.model_last) correct_[size_t(in.mb / m)] += double(model_.correct(cache));
+          model_.forward(st.ctx, micro, ch.model_first ? V2<const T>() : V2<const T>(cb.act_in[ring].dev), cache());
+      if (st.counts && ch.model_last) correct_[size_t(in.mb / m)] += double(model_.correct(cache()));
       timers.stop("forward", to_string(in));
       break;
     }
@@ -309,9 +310,9 @@ void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
       const V2<const T> dout = ch.model_last ? V2<const T>() : V2<const T>(cb.grad_in[ring].dev);
       timers.start("backward");
       if (in.op == PipeOp::Backward)
-        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, cache);
+        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, cache());
       else
-        model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, cache);
+        model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, cache());
       timers.stop("backward", to_string(in));
       ch.backward_done[size_t(in.mb)] = 1;  // its received messages are read: the ring buffers are free
       post_receives(st);
@@ -319,15 +320,15 @@ void PipelineEngine<T>::run_pass(Run& st, const PipeInstr& in) {
     }
     case PipeOp::BackwardWeight:
       timers.start("backward");
-      model_.backward_weight(st.ctx, cache, {});
+      model_.backward_weight(st.ctx, cache(), {});
       timers.stop("backward", to_string(in));
       break;
     case PipeOp::SendAct:  // tagged with the receiving chunk
-      send(model_.output(cache), cb.act_out[slot], in.peer,
+      send(model_.output(cache()), cb.act_out[slot], in.peer,
            act_tag(in.mb, message_destination(*st.schedule, stage_, in).second, v));
       break;
     case PipeOp::SendGrad:
-      send(model_.input_grad(cache), cb.grad_out[slot], in.peer,
+      send(model_.input_grad(cache()), cb.grad_out[slot], in.peer,
            grad_tag(in.mb, message_destination(*st.schedule, stage_, in).second, v));
       break;
     default: run_stream_instruction(st, in);
