@@ -86,29 +86,43 @@ void check_split_equals_fused(const std::function<StageList<T>()>& make, const S
     }
   }
 }
-}  // namespace
 
-TEST_CASE("GPT: input half then weight half equals the fused backward bit for bit", "[model][split_backward]") {
+// A small GPT and `samples` sequences of hashed tokens and targets.
+ModelConfig small_gpt(int64_t n_layer) {
   ModelConfig cfg;
-  cfg.n_layer = 4;
+  cfg.n_layer = n_layer;
   cfg.n_embd = 16;
   cfg.n_head = 2;
   cfg.vocab_size = 13;
   cfg.seq_len = 6;
   cfg.init_std = 0.2;
-  const int64_t batch = 4, n = batch * cfg.seq_len;
-  Tensor1<int32_t> tok("tok", n), tgt("tgt", n);
-  auto ht = Kokkos::create_mirror_view(tok), hg = Kokkos::create_mirror_view(tgt);
+  return cfg;
+}
+struct TokenBatch {
+  Tensor1<int32_t> tokens, targets;
+  SampleBatch<float> batch;
+};
+TokenBatch hashed_tokens(const ModelConfig& cfg, int64_t samples, uint64_t seed) {
+  const int64_t n = samples * cfg.seq_len;
+  TokenBatch t{Tensor1<int32_t>("tok", n), Tensor1<int32_t>("tgt", n), {}};
+  auto ht = Kokkos::create_mirror_view(t.tokens), hg = Kokkos::create_mirror_view(t.targets);
   for (int64_t i = 0; i < n; ++i) {
-    ht(i) = int32_t(counter_hash(4, 2, i) % cfg.vocab_size);
-    hg(i) = int32_t(counter_hash(4, 3, i) % cfg.vocab_size);
+    ht(i) = int32_t(counter_hash(seed, 2, i) % cfg.vocab_size);
+    hg(i) = int32_t(counter_hash(seed, 3, i) % cfg.vocab_size);
   }
-  Kokkos::deep_copy(tok, ht);
-  Kokkos::deep_copy(tgt, hg);
-  SampleBatch<float> b;
-  b.samples = batch;
-  b.tokens = tok;
-  b.targets = tgt;
+  Kokkos::deep_copy(t.tokens, ht);
+  Kokkos::deep_copy(t.targets, hg);
+  t.batch.samples = samples;
+  t.batch.tokens = t.tokens;
+  t.batch.targets = t.targets;
+  return t;
+}
+}  // namespace
+
+TEST_CASE("GPT: input half then weight half equals the fused backward bit for bit", "[model][split_backward]") {
+  const ModelConfig cfg = small_gpt(4);
+  const TokenBatch data = hashed_tokens(cfg, 4, 4);
+  const SampleBatch<float>& b = data.batch;
   for (int p : {1, 2}) {
     check_split_equals_fused<float>(
         [&] {
@@ -173,26 +187,10 @@ TEST_CASE("the backward's halves refuse recomputation", "[model][split_backward]
 TEST_CASE("GPT last stage: one shared LM-head cache gives the same gradients", "[model][split_backward]") {
   // the order of a zero-bubble last stage (F0 I0 F1 I1 W0 W1) with one LM-head cache
   // shared by the micro-batches, against the fused backward with a head cache each
-  ModelConfig cfg;
-  cfg.n_layer = 2;
-  cfg.n_embd = 16;
-  cfg.n_head = 2;
-  cfg.vocab_size = 13;
-  cfg.seq_len = 6;
-  cfg.init_std = 0.2;
-  const int64_t bm = 2, n = 2 * bm * cfg.seq_len;
-  Tensor1<int32_t> tok("tok", n), tgt("tgt", n);
-  auto ht = Kokkos::create_mirror_view(tok), hg = Kokkos::create_mirror_view(tgt);
-  for (int64_t i = 0; i < n; ++i) {
-    ht(i) = int32_t(counter_hash(6, 2, i) % cfg.vocab_size);
-    hg(i) = int32_t(counter_hash(6, 3, i) % cfg.vocab_size);
-  }
-  Kokkos::deep_copy(tok, ht);
-  Kokkos::deep_copy(tgt, hg);
-  SampleBatch<float> b;
-  b.samples = 2 * bm;
-  b.tokens = tok;
-  b.targets = tgt;
+  const ModelConfig cfg = small_gpt(2);
+  const int64_t bm = 2;
+  const TokenBatch data = hashed_tokens(cfg, 2 * bm, 6);
+  const SampleBatch<float>& b = data.batch;
   const BlockContext ctx{bm, cfg.seq_len};
   Tensor2<float> input("input", ctx.rows(), cfg.n_embd);  // what stage 0 would send
   auto hi = Kokkos::create_mirror_view(input);
