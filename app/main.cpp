@@ -4,7 +4,8 @@
 //   strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
 //   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node)
 //   strata inspect CKPT.h5
-//   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
+//   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S] [--tokenizer M]
+//   strata tokenize DECK [--set section.key=value ...]
 //
 // Exit codes (core/error.hpp, README "When things go wrong"): 0 success, also after a
 // signal or run.max_walltime made training write a checkpoint and stop early; 1 internal
@@ -32,6 +33,7 @@
 #include "core/deck.hpp"
 #include "comm/agree.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "plan/memory_fit.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/machine_file.hpp"
@@ -44,6 +46,7 @@
 #include "strata_version.hpp"
 #include "train/plan_schedule.hpp"
 #include "train/stop_signals.hpp"
+#include "train/tokenize.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -179,10 +182,34 @@ int run_inspect(int rank, const std::string& path) {
 
 int run_generate(int rank, const std::string& path, const strata::GenerateOptions& opts) {
   if (rank != 0) return strata::kExitOk;
-  const auto tokens = strata::generate_tokens(path, opts);
-  std::string text = opts.prompt;
-  for (int32_t t : tokens) text += t < 256 ? std::string(1, char(t)) : "<" + std::to_string(t) + ">";
-  std::cout << text << std::endl;
+  std::cout << strata::generate_text(path, opts) << std::endl;
+  return strata::kExitOk;
+}
+
+// strata tokenize: the corpus as token shards.
+int run_tokenize(const std::string& deck_path, const std::vector<std::string>& overrides) {
+  strata::Deck deck;
+  strata::agreed(MPI_COMM_WORLD, [&] { deck = strata::load_deck(deck_path, overrides); });
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const strata::Log log(rank);
+  log.info(deck.data.tokenizer.empty()
+               ? strata::strfmt("strata tokenize: training a %s tokenizer of %lld pieces on data.files",
+                                deck.data.tokenizer_type.c_str(), (long long)deck.model.vocab_size)
+               : "strata tokenize: encoding with " + deck.data.tokenizer);
+  const auto r = strata::tokenize_corpus(deck, MPI_COMM_WORLD);
+  if (r.shards_not_reproduced > 0)
+    log.warn(strata::strfmt("%lld of %lld shards do not decode back to their text exactly: the tokenizer normalizes "
+                            "text (bits per byte count the decoded text)",
+                            (long long)r.shards_not_reproduced, (long long)r.shards));
+  log.info(strata::strfmt("strata tokenize: %lld files, %lld bytes of text -> %lld tokens (%.3f bytes/token) in %lld "
+                          "shards; vocabulary %lld%s; encoded in %.1f s on %d ranks; wrote %s",
+                          (long long)r.files, (long long)r.text_bytes, (long long)r.tokens,
+                          double(r.text_bytes) / double(std::max<int64_t>(r.tokens, 1)), (long long)r.shards,
+                          (long long)r.vocab,
+                          deck.data.tokenizer.empty() ? strata::strfmt(" (trained in %.1f s)", r.train_seconds).c_str() : "",
+                          r.encode_seconds, ranks, deck.data.token_dir.c_str()));
   return strata::kExitOk;
 }
 
@@ -317,6 +344,14 @@ int main(int argc, char** argv) {
     generate->add_option("--tokens", gen.tokens, "tokens to sample (default 200)");
     generate->add_option("--temperature", gen.temperature, "softmax temperature; 0 = greedy (default 1)");
     generate->add_option("--seed", gen.seed, "sampling seed (default 1)");
+    generate->add_option("--tokenizer", gen.tokenizer,
+                         "SentencePiece model to encode the prompt and decode with (default: the one the checkpoint's "
+                         "deck names)");
+    auto* tokenize = app.add_subcommand(
+        "tokenize", "train a SentencePiece tokenizer on a deck's data.files (or use data.tokenizer) and write the "
+                    "corpus as token shards into data.token_dir, for data.kind = \"tokens\"; any number of ranks");
+    tokenize->add_option("deck", deck_path, "deck file (TOML)")->required();
+    tokenize->add_option("--set", overrides, "override a deck key: section.key=value (repeatable)");
     for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->footer(kokkos_line);
     try {
       app.parse(int(args.size()), args.data());
@@ -334,6 +369,7 @@ int main(int argc, char** argv) {
       if (*deck_cmd) code = run_deck(rank, deck_path, overrides, reference);
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);
+      if (*tokenize) code = run_tokenize(deck_path, overrides);
     } catch (const strata::StrataError& e) {
       // Agreed errors (and every error of the sub-commands that are not training runs,
       // which all ranks see alike) are printed once; an error only this rank saw after

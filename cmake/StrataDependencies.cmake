@@ -1,6 +1,6 @@
 # Finds every dependency strata builds against and exposes each as one target:
 #   MPI::MPI_CXX, strata::kokkos, strata::linalg (KokkosKernels or cuBLAS), strata::dnnl
-#   (oneDNN, CPU builds), strata::nccl,
+#   (oneDNN, CPU builds), strata::nccl, strata::sentencepiece,
 #   strata::hdf5,
 #   toml11::toml11, CLI11::CLI11, Catch2::Catch2, benchmark::benchmark.
 # Works with Debian's Trilinos-packaged Kokkos 3.4.1 and with a stock Kokkos 4.x
@@ -82,6 +82,12 @@ if(NOT STRATA_ENABLE_CUDA)
   target_compile_definitions(strata_dnnl INTERFACE STRATA_HAVE_DNNL=1)
 endif()
 add_library(strata::dnnl ALIAS strata_dnnl)
+
+# --- SentencePiece: the subword tokenizer (`strata tokenize`, data.kind = "tokens") --------
+# Debian's libsentencepiece-dev (0.1.97): training (libsentencepiece_train) and encoding.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET GLOBAL sentencepiece)
+add_library(strata::sentencepiece ALIAS PkgConfig::SENTENCEPIECE)
 
 # --- NCCL (CUDA builds): the collective backend for device buffers -------------------------
 add_library(strata_nccl INTERFACE)

@@ -1,49 +1,28 @@
 #include "io/text_dataset.hpp"
 
-#include <glob.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <fstream>
 #include <iterator>
-#include <set>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "io/file_globs.hpp"
 
 namespace strata {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool is_regular_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+bool text_dataset_skips(const std::string& p) {
+  // fortune's random-access indexes (.dat) and UTF-8 duplicates (.u8) are not text
+  const auto ends_with = [&](const std::string& suffix) {
+    return p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".dat") || ends_with(".u8");
 }
 
 }  // namespace
 
 std::vector<std::string> TextDataset::expand(const std::vector<std::string>& patterns) {
-  std::set<std::string> out;
-  for (const auto& pat : patterns) {
-    glob_t g{};
-    const int rc = ::glob(pat.c_str(), GLOB_NOSORT, nullptr, &g);
-    size_t matched = 0;
-    if (rc == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) {
-        const std::string p = g.gl_pathv[i];
-        // fortune's random-access indexes (.dat) and UTF-8 duplicates (.u8) are not text
-        if (ends_with(p, ".dat") || ends_with(p, ".u8") || !is_regular_file(p)) continue;
-        out.insert(p);
-        ++matched;
-      }
-    }
-    globfree(&g);
-    if (matched == 0) throw UserError("data.files: '" + pat + "' matches no readable text file");
-  }
-  return {out.begin(), out.end()};
+  return expand_globs(patterns, "data.files", "text file", text_dataset_skips);
 }
 
 TextDataset::TextDataset(const std::vector<std::string>& patterns, double val_fraction, int64_t seq_len,

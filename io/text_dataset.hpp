@@ -20,6 +20,8 @@ class TextDataset : public TokenSource {
   void sequence(Split split, int64_t step, int64_t global_index, int64_t seq_len, int32_t* tokens,
                 int32_t* targets) const override;
 
+  double text_bytes(const int32_t*, int64_t n) const override { return double(n); }  // a token is a byte
+
   int64_t train_bytes() const { return int64_t(train_.size()); }
   int64_t val_bytes() const { return int64_t(val_.size()); }
   const std::vector<std::string>& files() const { return files_; }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 
 namespace strata {
 namespace {
@@ -107,15 +108,7 @@ void write_token_shard(const std::string& path, const std::vector<uint32_t>& tok
     else
       shard_write_le<uint32_t>(p, tokens[i]);
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw UserError(path + ": cannot write token shard: " + std::strerror(errno));
-  const bool written = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw UserError(path + ": cannot write token shard (" + std::strerror(errno) + ")");
-  }
+  write_file_atomically(path, out.data(), out.size());
 }
 
 }  // namespace strata

@@ -50,8 +50,8 @@ class TokenShard {
 };
 
 // Writes tokens as a strata shard of `width` bytes per token (2 needs every token below
-// 65536), through a temporary file renamed into place; throws UserError naming the file
-// if it cannot be written completely.
+// 65536; UserError otherwise), written atomically (io/atomic_file.hpp: IoError naming the
+// file when it cannot be written completely).
 void write_token_shard(const std::string& path, const std::vector<uint32_t>& tokens, int width, int64_t vocab_size);
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 // (split, step, global sample index), so a restart or any rank layout sees exactly the
 // same global batches.
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace strata {
@@ -17,6 +18,13 @@ class TokenSource {
                         int32_t* targets) const = 0;
   // One line for the log about the data ("" when there is nothing to say).
   virtual std::string describe() const { return ""; }
+  // Bytes of text n tokens stand for (NaN when unknown, e.g. random tokens): what the
+  // validation loss per byte divides by, comparable across tokenizers.
+  virtual double text_bytes(const int32_t* tokens, int64_t n) const {
+    (void)tokens;
+    (void)n;
+    return std::numeric_limits<double>::quiet_NaN();
+  }
 };
 
 }  // namespace strata

@@ -8,9 +8,9 @@ packages=(
   mpich libmpich-dev zlib1g-dev
   libhdf5-mpich-dev hdf5-tools
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
-  libdnnl-dev
+  libdnnl-dev libsentencepiece-dev
   libtoml11-dev libcli11-dev catch2 libbenchmark-dev
-  python3-h5py python3-numpy python3-torch python3-matplotlib
+  python3-h5py python3-numpy python3-torch python3-matplotlib python3-sentencepiece
   fortunes dataset-fashion-mnist
   slurm-wlm munge
 )

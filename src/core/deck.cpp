@@ -127,6 +127,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
         "must list at least one file or glob for kind = \"text\"");
   check(data.kind != "text" || m.vocab_size >= 256, "data.kind",
         "\"text\" is byte-level and needs model.vocab_size >= 256");
+  check(data.kind != "tokens" || !data.token_dir.empty() || !data.shards.empty(), "data.token_dir",
+        "or data.shards must name the token shards for kind = \"tokens\"");
+  check(data.val_shards.empty() || data.kind == "tokens", "data.val_shards", "applies to kind = \"tokens\" only");
   const auto& p = d.parallel;
   const bool xpipe = p.schedule == Schedule::XPipe;
   check(p.weight_prediction || xpipe, "parallel.weight_prediction", "applies to schedule = \"xpipe\" only");

@@ -47,6 +47,11 @@ struct DataConfig {
   std::string kind = "text";
   std::string dir = "/usr/share/datasets/fashion-mnist";
   std::vector<std::string> files;
+  std::string token_dir;
+  std::vector<std::string> shards, val_shards;
+  std::string tokenizer;
+  std::string tokenizer_type = "bpe";
+  double shard_mb = 64.0;
   double val_fraction = 0.05;
   int64_t batch_size = 8;
 };

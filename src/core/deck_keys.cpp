@@ -245,14 +245,28 @@ std::vector<DeckKey> declare_keys() {
                   "or later); softmax, norms, the loss, gradient sums and AdamW stay fp32, the parameters are fp32 "
                   "masters"),
       // [data]
-      choice(data, &D::data, "kind", &DataConfig::kind, {"text", "random", "images"},
-             "\"text\" (bytes of files) or \"random\" (uniform tokens) for gpt; \"images\" (IDX files, MNIST "
-             "layout) for resnet"),
+      choice(data, &D::data, "kind", &DataConfig::kind, {"text", "tokens", "random", "images"},
+             "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
+             "(uniform tokens) for gpt; \"images\" (IDX files, MNIST layout) for resnet"),
       key(data, &D::data, "files", &DataConfig::files, any<std::vector<std::string>>(),
-          "kind = \"text\": paths or globs of the text files (at least one)"),
+          "paths or globs of the text files: what kind = \"text\" trains on and strata tokenize encodes"),
+      key(data, &D::data, "token_dir", &DataConfig::token_dir, any<std::string>(),
+          "folder strata tokenize writes (shard_NNNNNN.tok and tokenizer.model) and kind = \"tokens\" reads"),
+      key(data, &D::data, "shards", &DataConfig::shards, any<std::vector<std::string>>(),
+          "kind = \"tokens\": token shards to read instead of token_dir's (paths or globs; strata .tok or llm.c "
+          ".bin files)"),
+      key(data, &D::data, "val_shards", &DataConfig::val_shards, any<std::vector<std::string>>(),
+          "kind = \"tokens\": validation shards (e.g. llm.c's *_val_*.bin); then val_fraction is not used"),
+      key(data, &D::data, "tokenizer", &DataConfig::tokenizer, any<std::string>(),
+          "a SentencePiece .model: strata tokenize encodes with it instead of training one; kind = \"tokens\" "
+          "counts bytes and strata generate decodes with it (\"\": token_dir/tokenizer.model)"),
+      choice(data, &D::data, "tokenizer_type", &DataConfig::tokenizer_type, {"bpe", "unigram"},
+             "the model strata tokenize trains, of model.vocab_size pieces"),
+      key(data, &D::data, "shard_mb", &DataConfig::shard_mb, above(0.0),
+          "strata tokenize: MB of text per token shard (each is encoded by one rank)"),
       key(data, &D::data, "dir", &DataConfig::dir, any<std::string>(), "kind = \"images\": the IDX files' directory"),
       key(data, &D::data, "val_fraction", &DataConfig::val_fraction, below_from(0.0, 1.0, true),
-          "share of the text held out for validation"),
+          "share of the text (or tokens) held out for validation, in chunks of 4096"),
       key(data, &D::data, "batch_size", &DataConfig::batch_size, at_least<int64_t>(1),
           "global sequences (or images) per step, split over the data-parallel ranks (a multiple of parallel.data)"),
       // [parallel]

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/deck.hpp"
 #include "core/error.hpp"
@@ -9,10 +10,11 @@
 #include "io/checkpoint_file.hpp"
 #include "model/gpt.hpp"
 #include "train/model_checkpoint.hpp"
+#include "train/token_data.hpp"
 
 namespace strata {
 
-std::vector<int32_t> generate_tokens(const std::string& checkpoint, const GenerateOptions& opts) {
+std::string generate_text(const std::string& checkpoint, const GenerateOptions& opts) {
   if (opts.tokens < 0) throw UserError("--tokens must be >= 0");
   if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
   const Deck deck = parse_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
@@ -20,12 +22,31 @@ std::vector<int32_t> generate_tokens(const std::string& checkpoint, const Genera
   GPT<float> model(m, deck.run.seed);
   read_model_checkpoint(checkpoint, model.params());
 
-  std::vector<int32_t> context;
-  for (unsigned char ch : opts.prompt) {
-    if (int64_t(ch) >= m.vocab_size) throw UserError("the prompt has byte " + std::to_string(ch) + " outside the vocabulary");
-    context.push_back(ch);
+  std::optional<Tokenizer> tokenizer;
+  if (!opts.tokenizer.empty()) {
+    Deck named = deck;
+    named.data.tokenizer = opts.tokenizer;
+    tokenizer = deck_tokenizer(named);
+  } else if (deck.data.kind == "tokens") {
+    tokenizer = deck_tokenizer(deck);
+    if (!tokenizer)
+      throw UserError(checkpoint + ": the model reads tokens and its deck names no tokenizer that exists here ('" +
+                      tokenizer_path(deck.data) + "'): give one with --tokenizer FILE.model");
   }
-  if (context.empty()) context.push_back(m.vocab_size > '\n' ? '\n' : 0);
+  std::vector<int32_t> context;
+  if (tokenizer) {
+    for (uint32_t id : tokenizer->encode(opts.prompt)) context.push_back(int32_t(id));
+    if (context.empty()) {
+      const auto nl = tokenizer->encode("\n");
+      context.push_back(nl.size() == 1 ? int32_t(nl[0]) : 0);
+    }
+  } else {
+    for (unsigned char ch : opts.prompt) {
+      if (int64_t(ch) >= m.vocab_size) throw UserError("the prompt has byte " + std::to_string(ch) + " outside the vocabulary");
+      context.push_back(ch);
+    }
+    if (context.empty()) context.push_back(m.vocab_size > '\n' ? '\n' : 0);
+  }
 
   std::vector<int32_t> out;
   std::vector<double> p(size_t(m.vocab_size));
@@ -59,7 +80,16 @@ std::vector<int32_t> generate_tokens(const std::string& checkpoint, const Genera
     out.push_back(next);
     context.push_back(next);
   }
-  return out;
+  if (tokenizer) {
+    // tokens the tokenizer does not have (a model padded past its vocabulary) are dropped
+    std::vector<uint32_t> ids;
+    for (int32_t t : out)
+      if (t < tokenizer->vocab_size()) ids.push_back(uint32_t(t));
+    return opts.prompt + tokenizer->decode(ids);
+  }
+  std::string text = opts.prompt;
+  for (int32_t t : out) text += t < 256 ? std::string(1, char(t)) : "<" + std::to_string(t) + ">";
+  return text;
 }
 
 }  // namespace strata

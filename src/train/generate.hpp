@@ -11,10 +11,15 @@ struct GenerateOptions {
   int64_t tokens = 200;
   double temperature = 1.0;  // 0: always the most likely token
   uint64_t seed = 1;
+  std::string tokenizer;  // the SentencePiece model ("": the checkpoint's deck's data.tokenizer)
 };
 
 // Builds the model the checkpoint's deck describes, loads its weights and returns the
-// sampled token ids (the prompt not included). Byte-level models take the prompt as bytes.
-std::vector<int32_t> generate_tokens(const std::string& checkpoint, const GenerateOptions& opts);
+// prompt followed by the sampled text. A model trained on token shards encodes the prompt
+// and decodes its tokens through the tokenizer (opts.tokenizer, or the one its deck names:
+// data.tokenizer or token_dir/tokenizer.model, relative to where the run started);
+// byte-level models take the prompt as bytes, and tokens >= 256 (random-token models)
+// print as <id>. Throws UserError for a tokenizer that is missing or does not fit the model.
+std::string generate_text(const std::string& checkpoint, const GenerateOptions& opts);
 
 }  // namespace strata

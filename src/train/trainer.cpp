@@ -9,11 +9,10 @@
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "engine/data_parallel.hpp"
-#include "io/random_tokens.hpp"
-#include "io/text_dataset.hpp"
 #include "io/trace_file.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "train/gemm_probe.hpp"
+#include "train/token_data.hpp"
 
 namespace strata {
 namespace {
@@ -41,11 +40,7 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
     require_precision_runs(tp_.precision);
   });
   agreed(world, [&] {
-    if (deck_.data.kind == "text")
-      data_ = std::make_unique<TextDataset>(deck_.data.files, deck_.data.val_fraction, deck_.model.seq_len,
-                                            deck_.run.seed);
-    else
-      data_ = std::make_unique<RandomTokens>(deck_.model.vocab_size, deck_.run.seed);
+    data_ = make_token_source(deck_);
     // an unwritable trace file must stop the run before it trains, not after
     if (!opts_.trace.empty() && grid_->world_rank() == 0 && !std::ofstream(opts_.trace))
       throw UserError("cannot write the trace file '" + opts_.trace + "'");
@@ -118,6 +113,17 @@ Evaluation Trainer::evaluate() {
   }
   Evaluation e;
   e.loss = sum / double(deck_.run.val_batches);
+  // the text the validation targets stand for: the same global sequences on every rank
+  const int64_t t_len = deck_.model.seq_len;
+  std::vector<int32_t> tok(static_cast<size_t>(t_len)), tgt(static_cast<size_t>(t_len));
+  double bytes = 0;
+  for (int64_t j = 0; j < deck_.run.val_batches; ++j)
+    for (int64_t i = 0; i < deck_.data.batch_size; ++i) {
+      data_->sequence(Split::Validation, j, i, t_len, tok.data(), tgt.data());
+      bytes += data_->text_bytes(tgt.data(), t_len);
+    }
+  const double tokens = double(deck_.run.val_batches * deck_.data.batch_size * t_len);
+  e.bits_per_byte = e.loss * tokens / (bytes * std::log(2.0));  // NaN when the bytes are not known
   return e;
 }
 
@@ -137,7 +143,7 @@ std::vector<StepOutcome> Trainer::train_round(int64_t first_step, int64_t count,
 }
 
 std::vector<std::string> Trainer::metric_columns() const {
-  return {"val_loss", "lr", "grad_norm", "ms_per_step", "tokens_per_s", "gflops_per_s", "peak_rss_mib"};
+  return {"val_loss", "val_bpb", "lr", "grad_norm", "ms_per_step", "tokens_per_s", "gflops_per_s", "peak_rss_mib"};
 }
 
 std::string Trainer::progress(const ProgressWindow& w, std::vector<double>& row) {
@@ -147,6 +153,7 @@ std::string Trainer::progress(const ProgressWindow& w, std::vector<double>& row)
   const double mem_mib = double(peak_rss_bytes()) / (1 << 20);
   std::string line;
   if (!std::isnan(w.val.loss)) line += strfmt(" | val %.4f", w.val.loss);
+  if (!std::isnan(w.val.bits_per_byte)) line += strfmt(" (%.4f bits/byte)", w.val.bits_per_byte);
   line += strfmt(" | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | %.1f GFLOP/s", w.lr, w.last.grad_norm, tok_s,
                  dt * 1e3, gflops);
   const int world = grid_->world_size();
@@ -155,7 +162,7 @@ std::string Trainer::progress(const ProgressWindow& w, std::vector<double>& row)
   if (world > 1)
     line += strfmt(" | comm %.0f%% %.2f MiB/step", 100.0 * std::min(w.comm_seconds / w.seconds, 1.0),
                    w.comm_bytes / double(w.window_steps) / double(1 << 20));
-  row.insert(row.end(), {w.val.loss, w.lr, w.last.grad_norm, dt * 1e3, tok_s, gflops, mem_mib});
+  row.insert(row.end(), {w.val.loss, w.val.bits_per_byte, w.lr, w.last.grad_norm, dt * 1e3, tok_s, gflops, mem_mib});
   return line;
 }
 

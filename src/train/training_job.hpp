@@ -46,6 +46,8 @@ inline void shard_optimizer_state(ParamStore<float>& store, const Grid& grid, in
 struct Evaluation {
   double loss = std::numeric_limits<double>::quiet_NaN();
   double accuracy = std::numeric_limits<double>::quiet_NaN();  // classifiers only
+  // language models whose tokens stand for known text: the loss in bits per byte of it
+  double bits_per_byte = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The steps since the last progress line, for the job to format.

@@ -1,0 +1,183 @@
+#include "train/tokenize.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "comm/agree.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timers.hpp"
+#include "io/text_dataset.hpp"
+#include "io/token_shard.hpp"
+#include "io/tokenizer.hpp"
+#include "train/token_data.hpp"
+
+namespace strata {
+namespace {
+
+// A byte range of one file: [begin, end) before each end is moved past the next newline.
+struct TextPiece {
+  size_t file;
+  int64_t begin, end;
+};
+
+int64_t tokenize_file_size(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw UserError("data.files: cannot read '" + path + "'");
+  return int64_t(st.st_size);
+}
+
+// The shards: lists of pieces, a pure function of the files' sizes and shard_bytes.
+std::vector<std::vector<TextPiece>> plan_shards(const std::vector<std::string>& files, int64_t shard_bytes) {
+  std::vector<std::vector<TextPiece>> shards;
+  int64_t filled = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const int64_t size = tokenize_file_size(files[f]);
+    for (int64_t begin = 0; begin < size; begin += shard_bytes) {
+      const TextPiece piece{f, begin, std::min(size, begin + shard_bytes)};
+      const int64_t n = piece.end - piece.begin;
+      if (shards.empty() || filled + n > shard_bytes) {
+        shards.emplace_back();
+        filled = 0;
+      }
+      shards.back().push_back(piece);
+      filled += n;
+    }
+  }
+  return shards;
+}
+
+// A cut at byte `at` of a file moves just past the first newline at or after it (or to
+// the end of the file), so pieces hold whole lines.
+int64_t after_newline(std::ifstream& in, int64_t at, int64_t size) {
+  if (at == 0 || at >= size) return std::min(at, size);
+  in.clear();
+  in.seekg(at);
+  char buf[65536];
+  int64_t pos = at;
+  while (pos < size) {
+    in.read(buf, sizeof(buf));
+    const std::streamsize got = in.gcount();
+    if (got <= 0) break;
+    if (const void* nl = std::memchr(buf, '\n', size_t(got))) return pos + (static_cast<const char*>(nl) - buf) + 1;
+    pos += got;
+  }
+  return size;
+}
+
+std::string read_shard_text(const std::vector<std::string>& files, const std::vector<TextPiece>& pieces) {
+  std::string text;
+  for (const auto& p : pieces) {
+    std::ifstream in(files[p.file], std::ios::binary);
+    if (!in) throw UserError("data.files: cannot read '" + files[p.file] + "'");
+    const int64_t size = tokenize_file_size(files[p.file]);
+    const int64_t begin = after_newline(in, p.begin, size), end = after_newline(in, p.end, size);
+    if (end <= begin) continue;
+    const size_t at = text.size();
+    text.resize(at + size_t(end - begin));
+    in.clear();
+    in.seekg(begin);
+    if (!in.read(&text[at], end - begin)) throw UserError("data.files: cannot read '" + files[p.file] + "'");
+  }
+  return text;
+}
+
+void broadcast_string(std::string& s, MPI_Comm comm) {
+  uint64_t n = s.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+  s.resize(n);
+  MPI_Bcast(s.data(), int(n), MPI_CHAR, 0, comm);
+}
+
+}  // namespace
+
+TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  const auto& d = deck.data;
+  namespace fs = std::filesystem;
+  const std::string out = d.token_dir, partial = d.token_dir + ".partial";
+  TokenizeReport report;
+  std::vector<std::string> files;
+  agreed(comm, [&] {
+    if (deck.model.kind != "gpt") throw UserError("strata tokenize: model.kind = \"gpt\" only (the residual network reads images)");
+    if (out.empty()) throw UserError("data.token_dir: strata tokenize needs the folder to write the token shards to");
+    if (d.files.empty()) throw UserError("data.files: strata tokenize needs the text files to encode");
+    std::error_code ec;
+    if (fs::exists(out, ec) && !fs::is_empty(out, ec))
+      throw UserError("data.token_dir: '" + out +
+                      "' already holds files; strata tokenize never overwrites token shards (remove it or name another "
+                      "folder)");
+    files = TextDataset::expand(d.files);
+  });
+  // the tokenizer: one rank trains it, every rank gets its bytes
+  std::string model;
+  const double t0 = Timers::now();
+  agreed(comm, [&] {
+    if (!d.tokenizer.empty()) {
+      model = Tokenizer::load(d.tokenizer).serialized();
+    } else if (rank == 0) {
+      TokenizerTraining spec;
+      spec.type = d.tokenizer_type;
+      spec.vocab_size = deck.model.vocab_size;
+      model = Tokenizer::train(files, spec).serialized();
+    }
+  });
+  broadcast_string(model, comm);
+  report.train_seconds = d.tokenizer.empty() ? Timers::now() - t0 : 0.0;
+  const Tokenizer tok = Tokenizer::from_serialized(model, d.tokenizer.empty() ? "the trained tokenizer" : d.tokenizer);
+  report.vocab = tok.vocab_size();
+  const int width = tok.vocab_size() <= 65536 ? 2 : 4;
+  const auto shards = plan_shards(files, std::max<int64_t>(1, int64_t(d.shard_mb * 1e6)));
+  agreed(comm, [&] {
+    if (tok.vocab_size() > deck.model.vocab_size)
+      throw UserError(d.tokenizer + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
+                      " pieces, more than model.vocab_size = " + std::to_string(deck.model.vocab_size));
+    if (shards.empty()) throw UserError("data.files: the files hold no text");
+    if (rank == 0) {
+      std::error_code ec;
+      fs::remove_all(partial, ec);  // a tokenization that did not finish
+      if (!fs::create_directories(partial, ec) && ec)
+        throw IoError(partial + ": cannot create the folder: " + ec.message());
+    }
+  });
+  MPI_Barrier(comm);
+  const double t1 = Timers::now();
+  int64_t mine[3] = {0, 0, 0};  // text bytes, tokens, shards not reproduced
+  agreed(comm, [&] {
+    for (size_t s = size_t(rank); s < shards.size(); s += size_t(ranks)) {
+      const std::string text = read_shard_text(files, shards[s]);
+      const std::vector<uint32_t> ids = tok.encode(text);
+      if (tok.decode(ids) != text) ++mine[2];
+      write_token_shard(partial + "/" + strfmt("shard_%06zu.tok", s), ids, width, tok.vocab_size());
+      mine[0] += int64_t(text.size());
+      mine[1] += int64_t(ids.size());
+    }
+  });
+  int64_t total[3];
+  MPI_Allreduce(mine, total, 3, MPI_INT64_T, MPI_SUM, comm);
+  report.encode_seconds = Timers::now() - t1;
+  agreed(comm, [&] {
+    if (rank != 0) return;
+    tok.save(partial + "/tokenizer.model");
+    std::error_code ec;
+    fs::remove(out, ec);  // an empty folder the user made for it
+    fs::rename(partial, out, ec);
+    if (ec) throw IoError(out + ": cannot move the finished shards into place: " + ec.message());
+  });
+  report.files = int64_t(files.size());
+  report.shards = int64_t(shards.size());
+  report.text_bytes = total[0];
+  report.tokens = total[1];
+  report.shards_not_reproduced = total[2];
+  return report;
+}
+
+}  // namespace strata
