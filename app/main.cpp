@@ -194,11 +194,7 @@ int run_tokenize(const std::string& deck_path, const std::vector<std::string>& o
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const strata::Log log(rank);
-  log.info(deck.data.tokenizer.empty()
-               ? strata::strfmt("strata tokenize: training a %s tokenizer of %lld pieces on data.files",
-                                deck.data.tokenizer_type.c_str(), (long long)deck.model.vocab_size)
-               : "strata tokenize: encoding with " + deck.data.tokenizer);
-  const auto r = strata::tokenize_corpus(deck, MPI_COMM_WORLD);
+  const auto r = strata::tokenize_corpus(deck, MPI_COMM_WORLD, log);
   if (r.shards_not_reproduced > 0)
     log.warn(strata::strfmt("%lld of %lld shards do not decode back to their text exactly: the tokenizer normalizes "
                             "text (bits per byte count the decoded text)",

@@ -1,6 +1,8 @@
 """strata's data pipeline in Python, for tools that must see the exact batches strata saw:
 the counter-based hash (src/core/rng.hpp), the byte-level text dataset with its chunked
-train/validation split (io/text_dataset.cpp) and random tokens (io/random_tokens.hpp)."""
+train/validation split (io/text_dataset.cpp), token shards (io/token_shard.hpp: strata's
+.tok files and llm.c's .bin files, memory-mapped) with the same split over their tokens
+(io/token_corpus.cpp), and random tokens (io/random_tokens.hpp)."""
 import glob
 import os
 
@@ -9,6 +11,9 @@ import numpy as np
 MASK = (1 << 64) - 1
 TRAIN, VALIDATION = 1, 2
 CHUNK_BYTES = 4096
+CHUNK_TOKENS = 4096
+SHARD_MAGIC = b"STRATATK"
+LLMC_MAGIC = 20240520
 
 
 def mix64(x):
@@ -52,6 +57,72 @@ class TextDataset:
         return window[:-1], window[1:]
 
 
+def read_shard(path):
+    """A token shard's tokens as a read-only memory map (strata .tok or llm.c .bin)."""
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    if len(raw) >= 64 and bytes(raw[:8]) == SHARD_MAGIC:
+        version, width = (int(x) for x in raw[8:16].view("<u4"))
+        count, vocab = (int(x) for x in raw[16:32].view("<u8"))
+        if version != 1 or width not in (2, 4):
+            raise SystemExit(f"{path}: token shard version {version}, width {width}: not one this tool reads")
+        header = 64
+    elif len(raw) >= 1024 and int(raw[:4].view("<i4")[0]) == LLMC_MAGIC:
+        version, count = (int(x) for x in raw[4:12].view("<i4"))
+        if version != 1:
+            raise SystemExit(f"{path}: llm.c token file version {version}: not one this tool reads")
+        width, vocab, header = 2, 0, 1024
+    else:
+        raise SystemExit(f"{path}: not a token shard (neither strata's nor llm.c's header)")
+    if len(raw) != header + count * width:
+        raise SystemExit(f"{path}: {len(raw)} bytes, the header says {header + count * width}")
+    return np.memmap(path, dtype="<u2" if width == 2 else "<u4", mode="r", offset=header, shape=(count,)), vocab
+
+
+def expand_shards(patterns):
+    files = set()
+    for pat in patterns:
+        matched = [p for p in glob.glob(pat) if os.path.isfile(p)]
+        if not matched:
+            raise SystemExit(f"data.shards: '{pat}' matches no readable token shard")
+        files.update(matched)
+    return sorted(files, key=lambda s: s.encode())
+
+
+class TokenCorpus:
+    """Token shards cut into chunks of CHUNK_TOKENS numbered across the shards, each chunk in
+    validation or training by the text dataset's rule (or validation from val_shards).
+    The shards stay memory-mapped: a split is a list of views, never copied whole."""
+
+    def __init__(self, shards, val_shards, val_fraction, seed):
+        self.pieces = {TRAIN: [], VALIDATION: []}
+        if val_shards:
+            self.pieces[TRAIN] = [read_shard(p)[0] for p in expand_shards(shards)]
+            self.pieces[VALIDATION] = [read_shard(p)[0] for p in expand_shards(val_shards)]
+        else:
+            threshold = int(val_fraction * 1e6)
+            chunk = 0
+            for p in expand_shards(shards):
+                tokens = read_shard(p)[0]
+                for start in range(0, len(tokens), CHUNK_TOKENS):
+                    split = VALIDATION if counter_hash(0x5EED5A17, 0, chunk) % 1000000 < threshold else TRAIN
+                    self.pieces[split].append(tokens[start:start + CHUNK_TOKENS])
+                    chunk += 1
+        self.starts = {k: np.cumsum([0] + [len(v) for v in pieces]) for k, pieces in self.pieces.items()}
+        self.seed = seed
+
+    def sequence(self, split, step, index, seq_len):
+        starts, pieces = self.starts[split], self.pieces[split]
+        start = counter_hash(self.seed ^ split, step, index) % (int(starts[-1]) - seq_len)
+        out, pos, end = [], start, start + seq_len + 1
+        while pos < end:
+            k = int(np.searchsorted(starts, pos, side="right")) - 1
+            take = min(end, int(starts[k + 1])) - pos
+            out.append(np.asarray(pieces[k][pos - starts[k]:pos - starts[k] + take], dtype=np.int64))
+            pos += take
+        window = np.concatenate(out)
+        return window[:-1], window[1:]
+
+
 class RandomTokens:
     def __init__(self, vocab, seed):
         self.vocab, self.seed = vocab, seed
@@ -66,6 +137,9 @@ def make_source(deck):
     data, seed = deck["data"], deck["run"]["seed"]
     if data["kind"] == "text":
         return TextDataset(data["files"], data["val_fraction"], seed)
+    if data["kind"] == "tokens":
+        shards = data.get("shards") or [os.path.join(data["token_dir"], "shard_*.tok")]
+        return TokenCorpus(shards, data.get("val_shards", []), data["val_fraction"], seed)
     return RandomTokens(deck["model"]["vocab_size"], seed)
 
 

@@ -97,7 +97,7 @@ void broadcast_string(std::string& s, MPI_Comm comm) {
 
 }  // namespace
 
-TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm) {
+TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
@@ -106,6 +106,7 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm) {
   const std::string out = d.token_dir, partial = d.token_dir + ".partial";
   TokenizeReport report;
   std::vector<std::string> files;
+  std::string model;  // the tokenizer's bytes
   agreed(comm, [&] {
     if (deck.model.kind != "gpt") throw UserError("strata tokenize: model.kind = \"gpt\" only (the residual network reads images)");
     if (out.empty()) throw UserError("data.token_dir: strata tokenize needs the folder to write the token shards to");
@@ -116,14 +117,15 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm) {
                       "' already holds files; strata tokenize never overwrites token shards (remove it or name another "
                       "folder)");
     files = TextDataset::expand(d.files);
+    if (!d.tokenizer.empty()) model = deck_tokenizer(deck)->serialized();  // checked against model.vocab_size
   });
+  log.info(d.tokenizer.empty() ? strfmt("strata tokenize: training a %s tokenizer of %lld pieces on %zu files",
+                                        d.tokenizer_type.c_str(), (long long)deck.model.vocab_size, files.size())
+                               : "strata tokenize: encoding with " + d.tokenizer);
   // the tokenizer: one rank trains it, every rank gets its bytes
-  std::string model;
   const double t0 = Timers::now();
   agreed(comm, [&] {
-    if (!d.tokenizer.empty()) {
-      model = Tokenizer::load(d.tokenizer).serialized();
-    } else if (rank == 0) {
+    if (d.tokenizer.empty() && rank == 0) {
       TokenizerTraining spec;
       spec.type = d.tokenizer_type;
       spec.vocab_size = deck.model.vocab_size;
@@ -137,9 +139,6 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm) {
   const int width = tok.vocab_size() <= 65536 ? 2 : 4;
   const auto shards = plan_shards(files, std::max<int64_t>(1, int64_t(d.shard_mb * 1e6)));
   agreed(comm, [&] {
-    if (tok.vocab_size() > deck.model.vocab_size)
-      throw UserError(d.tokenizer + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
-                      " pieces, more than model.vocab_size = " + std::to_string(deck.model.vocab_size));
     if (shards.empty()) throw UserError("data.files: the files hold no text");
     if (rank == 0) {
       std::error_code ec;

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/deck.hpp"
+#include "core/log.hpp"
 
 namespace strata {
 
@@ -22,7 +23,8 @@ struct TokenizeReport {
   double train_seconds = 0, encode_seconds = 0;
 };
 
-// Collective over comm; errors are agreed (every rank throws the same one).
-TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm);
+// Collective over comm; errors are agreed (every rank throws the same one). Says on log
+// what it does once the deck's files and folders check out.
+TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log);
 
 }  // namespace strata

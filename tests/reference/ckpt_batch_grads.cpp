@@ -10,8 +10,7 @@
 
 #include "io/batch.hpp"
 #include "io/checkpoint_file.hpp"
-#include "io/random_tokens.hpp"
-#include "io/text_dataset.hpp"
+#include "train/token_data.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "train/model_checkpoint.hpp"
@@ -37,11 +36,7 @@ int main(int argc, char** argv) {
       tp.precision = precision == "bf16" ? Precision::BF16 : Precision::FP32;
       GPT<float> model(deck.model, deck.run.seed, tp);
       read_model_checkpoint(ckpt, model.params());
-      std::unique_ptr<TokenSource> data;
-      if (deck.data.kind == "text")
-        data = std::make_unique<TextDataset>(deck.data.files, deck.data.val_fraction, deck.model.seq_len, deck.run.seed);
-      else
-        data = std::make_unique<RandomTokens>(deck.model.vocab_size, deck.run.seed);
+      const std::unique_ptr<TokenSource> data = make_token_source(deck);
       const BlockContext ctx{deck.data.batch_size, deck.model.seq_len};
       Batch batch(ctx.batch, ctx.seq_len);
       batch.load(*data, Split::Validation, 0);
