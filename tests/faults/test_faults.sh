@@ -8,7 +8,8 @@
 #   rank-local error after set-up, kill -9 of one rank inside a checkpoint write, SIGTERM
 #   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
 #   lost or dangling, a model mismatch, two runs on one directory, a fresh start over
-#   checkpoints; a rank-local error under ZB-H1 and a failed write under interleaved 1F1B.
+#   checkpoints; a rank-local error under ZB-H1 and a failed write under interleaved 1F1B;
+#   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -289,5 +290,35 @@ if run over --fresh >over.log 2>&1 && grep -q "the previous checkpoints are kept
   ok "--fresh starts over and keeps the old checkpoints aside"
 else
   fail "--fresh"; tail -3 over.log
+fi
+
+# --- strata tokenize: a shard that cannot be written on rank 1 (disk full) ends both ranks
+# with exit 4 and one line; data.token_dir is not created (the shards stay in
+# token_dir.partial), and the next tokenize, healthy, starts over and finishes
+cat > spm.toml <<'DECK'
+[model]
+vocab_size = 400
+[data]
+kind = "tokens"
+files = ["/usr/share/games/fortunes/computers", "/usr/share/games/fortunes/science"]
+token_dir = "spm-tokens"
+shard_mb = 0.05
+DECK
+t0=$(now)
+timeout 60 "$mpiexec" -n 2 env LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=ENOSPC STRATA_FAULT_RANK=1 \
+  STRATA_FAULT_PATH=.tok.tmp "$strata" tokenize spm.toml >tokenize.out 2>tokenize.err
+rc=$?
+if [ $rc -eq 4 ] && [ "$(wc -l <tokenize.err)" -eq 1 ] &&
+   grep -q "strata: error: spm-tokens.partial/shard_00000[1-9].tok: cannot write: No space left on device" tokenize.err &&
+   [ ! -e spm-tokens ]; then
+  ok "tokenize: a shard not written on rank 1: exit 4 in $(printf %.1f $(elapsed $t0)) s, $(cat tokenize.err), no spm-tokens"
+else
+  fail "tokenize with a failing write: exit $rc"; cat tokenize.err
+fi
+if timeout 60 "$mpiexec" -n 2 "$strata" tokenize spm.toml >tokenize2.out 2>&1 && [ -f spm-tokens/tokenizer.model ] &&
+   [ ! -e spm-tokens.partial ]; then
+  ok "tokenize after the failure: done, $(ls spm-tokens | wc -l) files"
+else
+  fail "tokenize after the failure"; cat tokenize2.out
 fi
 finish
