@@ -109,6 +109,12 @@ expect 1 "the model is far too large for any rank" -- train good.toml --set mode
 expect 1 "--fresh starts over; it cannot be combined with --restart latest" -- train good.toml --fresh --restart latest
 expect 1 'data.kind "images" goes with model.kind = "resnet"' -- train good.toml --set data.kind=images
 expect 1 "cannot write the trace file '/nonexistent/t.json'" -- train good.toml --trace /nonexistent/t.json
+expect 1 'data.token_dir or data.shards must name the token shards for kind = "tokens"' -- train good.toml --set data.kind=tokens
+expect 1 'data.val_shards applies to kind = "tokens" only' -- train good.toml --set 'data.val_shards=["v.tok"]'
+expect 2 "data.token_dir: strata tokenize needs the folder to write the token shards to" -- tokenize good.toml
+expect 2 'strata tokenize: model.kind = "gpt" only' -- tokenize resnet.toml --set data.token_dir=t
+expect 2 "data.files: strata tokenize needs the text files to encode" -- tokenize good.toml --set data.token_dir=t
+expect 2 "/nonexistent/m.model: cannot read the tokenizer model" -- tokenize good.toml --set data.token_dir=t --set 'data.files=["/usr/share/games/fortunes/science"]' --set data.tokenizer=/nonexistent/m.model
 if "$strata" --version >/dev/null 2>&1 && ! ldd "$strata" | grep -q libnccl; then
   expect 2 'parallel.comm_backend = "nccl" needs a CUDA build' -- train good.toml --set parallel.data=2 --set parallel.comm_backend=nccl
 fi
