@@ -113,6 +113,12 @@ else
   fail "generate"; cat gen.out
 fi
 
+if timeout 60 "$strata" generate "$ckpt" --prompt "The computer" --tokens 30 --tokenizer tok1/tokenizer.model >gen1.out 2>&1 &&
+   cmp -s gen.out gen1.out; then
+  ok "generate --tokenizer with a copy of the tokenizer: the same text"
+else
+  fail "generate --tokenizer"; cat gen1.out
+fi
 # --- in PyTorch, from the shards
 if timeout 120 "$grads_tool" "$ckpt" grads.h5 >grads.log 2>&1 &&
    timeout 300 /usr/bin/python3 "$tools/ckpt_to_torch.py" "$ckpt" --grads grads.h5 --check >torch.log 2>&1; then
@@ -138,4 +144,6 @@ expect_error "shards of another tokenizer" "do not belong together" \
   "$strata" train deck.toml --set data.tokenizer=tok400/tokenizer.model
 expect_error "a tokenizer larger than the model's vocabulary" "tok/tokenizer.model: the tokenizer has 512 pieces, more than model.vocab_size = 400" \
   "$strata" tokenize deck.toml --set data.tokenizer=tok/tokenizer.model --set model.vocab_size=400 --set data.token_dir=t400
+expect_error "generate with a tokenizer that is not there" "nowhere.model: cannot read the tokenizer model" \
+  "$strata" generate "$ckpt" --tokenizer nowhere.model
 finish
