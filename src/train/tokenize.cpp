@@ -147,7 +147,6 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
         throw IoError(partial + ": cannot create the folder: " + ec.message());
     }
   });
-  MPI_Barrier(comm);
   const double t1 = Timers::now();
   int64_t mine[3] = {0, 0, 0};  // text bytes, tokens, shards not reproduced
   agreed(comm, [&] {
