@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Load a strata checkpoint with h5py into an independent PyTorch GPT (PyTorch's own
 nn.Linear / nn.LayerNorm / nn.GELU layers, bench/peers/torch_gpt.py) and reproduce
-strata's validation loss on the same validation batches.
+strata's validation loss on the same validation batches (tools/strata_data.py rebuilds
+them for every data kind: byte-level text, token shards, random tokens; relative paths in
+the checkpoint's deck are read from the current directory, as strata read them).
 
   tools/ckpt_to_torch.py CKPT.h5                   # print both validation losses
   tools/ckpt_to_torch.py CKPT.h5 --grads G.h5      # also compare gradients strata wrote

@@ -137,8 +137,9 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
   const Tokenizer tok = Tokenizer::from_serialized(model, d.tokenizer.empty() ? "the trained tokenizer" : d.tokenizer);
   report.vocab = tok.vocab_size();
   const int width = tok.vocab_size() <= 65536 ? 2 : 4;
-  const auto shards = plan_shards(files, std::max<int64_t>(1, int64_t(d.shard_mb * 1e6)));
+  std::vector<std::vector<TextPiece>> shards;
   agreed(comm, [&] {
+    shards = plan_shards(files, std::max<int64_t>(1, int64_t(d.shard_mb * 1e6)));
     if (shards.empty()) throw UserError("data.files: the files hold no text");
     if (rank == 0) {
       std::error_code ec;
