@@ -5,7 +5,8 @@
 #    the corpus (Python's sentencepiece, reading the shards with tools/strata_data.py) and
 #    are what Python's sentencepiece encodes; a second tokenize into the same folder is
 #    refused (exit 2) and leaves it as it was;
-#  - training on the shards: 1 rank and data = 2 give the same losses; validation is
+#  - training on the shards: 1 rank and data = 2 give the same losses, and so does a
+#    restart of the 1-rank run's step-10 checkpoint on 2 ranks; validation is
 #    reported in bits per byte; generate decodes through the tokenizer;
 #  - the checkpoint in PyTorch (tools/ckpt_to_torch.py reading the shards): same
 #    validation loss and gradients;
@@ -23,7 +24,7 @@ steps = 20
 log_every = 5
 val_every = 10
 val_batches = 2
-checkpoint_every = 20
+checkpoint_every = 10
 [model]
 n_layer = 2
 n_embd = 64
@@ -104,6 +105,15 @@ if grep -q "strata: data: [0-9]* token shards, [0-9]* train / [0-9]* validation 
   ok "validation in bits per byte: $(grep -oE 'val [0-9.]+ \([0-9.]+ bits/byte\)' one.log | tail -1)"
 else
   fail "no bits per byte"; cat one.log
+fi
+# a restart from step 10 on 2 ranks sees the same batches: the uninterrupted run's losses
+timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=resumed --set parallel.data=2 \
+  --restart runs/one/checkpoints/ckpt_00000010.h5 >resumed.log 2>&1 || { fail "restart on 2 ranks"; cat resumed.log; }
+if "$compare" <(grep -E '^(15|20),' runs/one/metrics.csv | sed '1i step,loss') \
+              <(grep -E '^(15|20),' runs/resumed/metrics.csv | sed '1i step,loss') 1e-6 1e-5 >cmp2.log; then
+  ok "restart from step 10 on data = 2: $(cat cmp2.log)"
+else
+  fail "restart losses differ"; cat cmp2.log
 fi
 ckpt=runs/one/checkpoints/ckpt_00000020.h5
 if timeout 60 "$strata" generate "$ckpt" --prompt "The computer" --tokens 30 >gen.out 2>&1 && head -c 12 gen.out | grep -q "The computer" &&
