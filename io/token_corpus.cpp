@@ -94,7 +94,9 @@ double TokenCorpus::text_bytes(const int32_t* tokens, int64_t n) const {
 std::string TokenCorpus::describe() const {
   return std::to_string(shards_.size()) + " token shards, " + std::to_string(train_.tokens) + " train / " +
          std::to_string(val_.tokens) + " validation tokens" +
-         (separate_val_ ? " (validation from data.val_shards)" : "");
+         (separate_val_ ? " (validation from data.val_shards)" : "") +
+         (tokenizer_.empty() ? "; no tokenizer (no bits per byte)"
+                             : "; tokenizer " + tokenizer_ + " (" + std::to_string(text_bytes_.size()) + " pieces)");
 }
 
 }  // namespace strata

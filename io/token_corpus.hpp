@@ -28,8 +28,12 @@ class TokenCorpus : public TokenSource {
   TokenCorpus(const std::vector<std::string>& shards, const std::vector<std::string>& val_shards, double val_fraction,
               int64_t seq_len, uint64_t seed, int64_t model_vocab);
 
-  // The bytes of text each token id stands for (Tokenizer::text_bytes), for bits per byte.
-  void set_text_bytes(std::vector<uint8_t> bytes_per_token) { text_bytes_ = std::move(bytes_per_token); }
+  // The tokenizer the shards were written with (named in describe()) and the bytes of text
+  // each token id stands for (Tokenizer::text_bytes), for bits per byte.
+  void set_tokenizer(const std::string& name, std::vector<uint8_t> bytes_per_token) {
+    tokenizer_ = name;
+    text_bytes_ = std::move(bytes_per_token);
+  }
 
   // Throws UserError naming the shard and position when a token is not below model_vocab
   // (llm.c's files do not record their vocabulary).
@@ -61,6 +65,7 @@ class TokenCorpus : public TokenSource {
   uint64_t seed_;
   int64_t model_vocab_, shard_vocab_ = 0;
   bool separate_val_ = false;
+  std::string tokenizer_;
   std::vector<uint8_t> text_bytes_;
 };
 

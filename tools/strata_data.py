@@ -78,6 +78,22 @@ def read_shard(path):
     return np.memmap(path, dtype="<u2" if width == 2 else "<u4", mode="r", offset=header, shape=(count,)), vocab
 
 
+def write_shard(path, tokens, vocab):
+    """Writes tokens (any integer array) as a strata shard: uint16 when every token is below
+    65536, else uint32. Any flat token file becomes a shard this way, e.g.
+      write_shard("train.tok", np.fromfile("train.bin", dtype=np.uint16), 50257)"""
+    tokens = np.asarray(tokens)
+    width = 2 if tokens.size == 0 or int(tokens.max()) < 65536 else 4
+    header = np.zeros(64, dtype=np.uint8)
+    header[:8] = np.frombuffer(SHARD_MAGIC, dtype=np.uint8)
+    header[8:16] = np.array([1, width], dtype="<u4").view(np.uint8)
+    header[16:32] = np.array([tokens.size, vocab], dtype="<u8").view(np.uint8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype("<u2" if width == 2 else "<u4").tobytes())
+    os.replace(path + ".tmp", path)
+
+
 def expand_shards(patterns):
     files = set()
     for pat in patterns:

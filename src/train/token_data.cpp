@@ -43,7 +43,7 @@ std::unique_ptr<TokenSource> make_token_source(const Deck& deck) {
         throw UserError(s->path() + ": written with a vocabulary of " + std::to_string(s->vocab_size()) +
                         " tokens, but the tokenizer " + tokenizer_path(d) + " has " +
                         std::to_string(tok->vocab_size()) + ": shards and tokenizer do not belong together");
-    corpus->set_text_bytes(tok->text_bytes());
+    corpus->set_tokenizer(tokenizer_path(d), tok->text_bytes());
   }
   return corpus;
 }

@@ -3,7 +3,8 @@
 #  - `strata tokenize` on 2 ranks trains a 512-piece BPE tokenizer and writes several
 #    token shards; on 1 rank it writes the same files byte for byte; the shards decode to
 #    the corpus (Python's sentencepiece, reading the shards with tools/strata_data.py) and
-#    are what Python's sentencepiece encodes; a second tokenize into the same folder is
+#    are what Python's sentencepiece encodes; tools/strata_data.py's write_shard writes the
+#    same bytes as strata; a second tokenize into the same folder is
 #    refused (exit 2) and leaves it as it was;
 #  - training on the shards: 1 rank and data = 2 give the same losses, and so does a
 #    restart of the 1-rank run's step-10 checkpoint on 2 ranks; validation is
@@ -84,12 +85,16 @@ ids = np.concatenate([read_shard(p)[0] for p in sorted(glob.glob("tok/shard_*.to
 text = b"".join(open(f, "rb").read() for f in sorted(["/usr/share/games/fortunes/computers",
         "/usr/share/games/fortunes/science", "/usr/share/games/fortunes/linux"])).decode("utf-8")
 assert sp.get_piece_size() == 512
+# the format both ways: Python's writer gives strata's bytes
+from strata_data import write_shard
+write_shard("py.tok", read_shard("tok/shard_000001.tok")[0], 512)
+assert open("py.tok", "rb").read() == open("tok/shard_000001.tok", "rb").read(), "write_shard differs from strata's shard"
 assert sp.decode(ids) == text, "the shards do not decode to the corpus"
 same = sp.encode(text) == ids
 print(f"{len(ids)} tokens decode to the {len(text.encode())} bytes of the corpus; python encodes the same ids: {same}")
 assert same
 PY
-then ok "the shards decode to the corpus and are Python sentencepiece's encoding of it"; else fail "python sentencepiece cross-check"; fi
+then ok "the shards decode to the corpus and are Python sentencepiece's encoding of it; tools/strata_data.py writes strata's bytes"; else fail "python sentencepiece cross-check"; fi
 
 # --- train on the shards: 1 rank vs data = 2
 timeout 120 "$strata" train deck.toml --set run.name=one >one.log 2>&1 || { fail "train on 1 rank"; cat one.log; }
@@ -100,7 +105,7 @@ if "$compare" runs/one/metrics.csv runs/two/metrics.csv 1e-6 1e-5 >cmp.log; then
 else
   fail "losses differ"; cat cmp.log
 fi
-if grep -q "strata: data: [0-9]* token shards, [0-9]* train / [0-9]* validation tokens" one.log &&
+if grep -q "strata: data: [0-9]* token shards, [0-9]* train / [0-9]* validation tokens; tokenizer tok/tokenizer.model (512 pieces)" one.log &&
    grep -qE "val [0-9.]+ \([0-9.]+ bits/byte\)" one.log && grep -q "val_bpb" runs/one/metrics.csv; then
   ok "validation in bits per byte: $(grep -oE 'val [0-9.]+ \([0-9.]+ bits/byte\)' one.log | tail -1)"
 else

@@ -142,7 +142,9 @@ TEST_CASE("validation shards of their own, and refusals in one line", "[io][toke
   std::vector<int32_t> t(16), g(16);
   c.sequence(Split::Validation, 3, 2, 16, t.data(), g.data());
   for (int32_t v : t) CHECK((v >= 1000 && v < 1007));
-  CHECK(c.describe() == "2 token shards, 5000 train / 700 validation tokens (validation from data.val_shards)");
+  CHECK(c.describe() ==
+        "2 token shards, 5000 train / 700 validation tokens (validation from data.val_shards); no tokenizer (no bits per "
+        "byte)");
 
   CHECK_THROWS_WITH(TokenCorpus({dir + "/none_*.tok"}, {}, 0.05, 16, 1, 1024),
                     "data.shards: '" + dir + "/none_*.tok' matches no readable token shard");
