@@ -20,7 +20,9 @@ void agreed(MPI_Comm comm, const std::function<void()>& phase);
 // The other way a failure ends every rank, when no agreement can be reached (the others
 // wait in a collective): flushes this rank's output, waits a moment so that the launcher
 // forwards it (seen here: MPICH's mpiexec dropped an aborting rank's last line about one
-// time in three without the wait), then MPI_Abort(comm, exit_code).
+// time in three without the wait), then MPI_Abort(comm, exit_code). Ranks other than 0
+// wait a second longer, so that ranks failing together do not abort at the same moment
+// (mpiexec then reported exit 1 instead of their code).
 [[noreturn]] void abort_job(MPI_Comm comm, int exit_code);
 
 }  // namespace strata
