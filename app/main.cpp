@@ -200,12 +200,12 @@ int run_tokenize(const std::string& deck_path, const std::vector<std::string>& o
                             "text (bits per byte count the decoded text)",
                             (long long)r.shards_not_reproduced, (long long)r.shards));
   log.info(strata::strfmt("strata tokenize: %lld files, %lld bytes of text -> %lld tokens (%.3f bytes/token) in %lld "
-                          "shards; vocabulary %lld%s; encoded in %.1f s on %d ranks; wrote %s",
+                          "shard%s; vocabulary %lld%s; encoded in %.1f s on %d rank%s; wrote %s",
                           (long long)r.files, (long long)r.text_bytes, (long long)r.tokens,
                           double(r.text_bytes) / double(std::max<int64_t>(r.tokens, 1)), (long long)r.shards,
-                          (long long)r.vocab,
+                          r.shards == 1 ? "" : "s", (long long)r.vocab,
                           deck.data.tokenizer.empty() ? strata::strfmt(" (trained in %.1f s)", r.train_seconds).c_str() : "",
-                          r.encode_seconds, ranks, deck.data.token_dir.c_str()));
+                          r.encode_seconds, ranks, ranks == 1 ? "" : "s", deck.data.token_dir.c_str()));
   return strata::kExitOk;
 }
 
