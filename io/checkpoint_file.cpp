@@ -135,6 +135,7 @@ std::vector<Hyperslab> flat_range_hyperslabs(const std::vector<int64_t>& count, 
 CheckpointWriter::CheckpointWriter(const std::string& path, MPI_Comm comm,
                                    std::function<void(const std::string&)> on_write_failure)
     : on_write_failure_(std::move(on_write_failure)), path_(path) {
+  MPI_Comm_rank(comm, &rank_);
   silence_hdf5();
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
@@ -205,6 +206,18 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
 
 void CheckpointWriter::write_tensor(const std::string& name, const std::vector<int64_t>& shape,
                                     const std::vector<Hyperslab>& boxes, const float* data) {
+  write_dataset(name, shape, boxes, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, data);
+}
+
+void CheckpointWriter::write_bytes(const std::string& name, const std::string& bytes) {
+  const int64_t n = int64_t(bytes.size());
+  const std::vector<Hyperslab> boxes = rank_ == 0 ? one_box({0}, {n}) : std::vector<Hyperslab>{};
+  write_dataset(name, {n}, boxes, H5T_STD_U8LE, H5T_NATIVE_UCHAR, bytes.data());
+}
+
+void CheckpointWriter::write_dataset(const std::string& name, const std::vector<int64_t>& shape,
+                                     const std::vector<Hyperslab>& boxes, hid_t file_type, hid_t memory_type,
+                                     const void* data) {
   if (file_ < 0) return;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   hsize_t row_size = 1;
@@ -223,7 +236,7 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
   hid_t group = group_for(name);
   if (group < 0) write_failed("creating the group of " + name + " in " + path_);
   const std::string leaf = name.substr(name.rfind('/') + 1);
-  hid_t dset = group < 0 ? -1 : H5Dcreate2(group, leaf.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t dset = group < 0 ? -1 : H5Dcreate2(group, leaf.c_str(), file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   H5Pclose(dcpl);
   if (group >= 0) H5Gclose(group);
   if (dset < 0) {
@@ -236,7 +249,7 @@ void CheckpointWriter::write_tensor(const std::string& name, const std::vector<i
   select(space, boxes);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-  const herr_t st = H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, dxpl, data);
+  const herr_t st = H5Dwrite(dset, memory_type, mem, space, dxpl, data);
   if (st < 0) write_failed("writing " + name + " to " + path_);
   H5Pclose(dxpl);
   H5Sclose(mem);
@@ -343,6 +356,18 @@ void CheckpointReader::read_tensor(const std::string& name, const std::vector<Hy
   if (st < 0)
     throw UserError("checkpoint '" + path_ + "': tensor " + name +
                     " cannot be read: checksum mismatch or truncated data (corrupt file)");
+}
+
+std::string CheckpointReader::read_bytes(const std::string& name) const {
+  const auto dims = shape(name);  // existence
+  std::string out(dims.size() == 1 ? size_t(dims[0]) : 0, '\0');
+  hid_t dset = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  const herr_t st = dims.size() != 1 ? -1 : H5Dread(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
+  H5Dclose(dset);
+  if (st < 0)
+    throw UserError("checkpoint '" + path_ + "': dataset " + name +
+                    " cannot be read: checksum mismatch or truncated data (corrupt file)");
+  return out;
 }
 
 std::vector<std::string> CheckpointReader::tensor_names(const std::string& group) const {

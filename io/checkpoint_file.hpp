@@ -51,6 +51,9 @@ class CheckpointWriter {
   // order (none: this rank writes nothing).
   void write_tensor(const std::string& name, const std::vector<int64_t>& shape, const std::vector<Hyperslab>& boxes,
                     const float* data);
+  // Collective: a one-dimensional dataset of bytes (e.g. "/tokenizer/model"), checksummed
+  // like the tensors; identical and not empty on every rank, written by rank 0.
+  void write_bytes(const std::string& name, const std::string& bytes);
   // Collective, identical values on all ranks.
   void write_attribute(const std::string& name, const std::string& value);
   void write_attribute(const std::string& name, int64_t value);
@@ -65,12 +68,15 @@ class CheckpointWriter {
   void mpi_io_failed(const std::string& why);
 
  private:
+  void write_dataset(const std::string& name, const std::vector<int64_t>& shape, const std::vector<Hyperslab>& boxes,
+                     hid_t file_type, hid_t memory_type, const void* data);
   hid_t group_for(const std::string& dataset_name);
   void fail(const std::string& what);
   void write_failed(const std::string& what);
   std::function<void(const std::string&)> on_write_failure_;
   std::string path_, error_;
   hid_t file_ = -1;
+  int rank_ = 0;
 };
 
 class CheckpointReader {
@@ -93,6 +99,9 @@ class CheckpointReader {
                    float* out) const;
   // ... or the union of disjoint boxes, into out in the tensor's row-major order.
   void read_tensor(const std::string& name, const std::vector<Hyperslab>& boxes, float* out) const;
+  // A byte dataset written by write_bytes, its checksums verified. Throws UserError naming
+  // the file and dataset when it is missing or corrupt.
+  std::string read_bytes(const std::string& name) const;
   // Names of the datasets under a group (e.g. "/params"), in creation order.
   std::vector<std::string> tensor_names(const std::string& group) const;
 

@@ -27,6 +27,8 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
     Deck named = deck;
     named.data.tokenizer = opts.tokenizer;
     tokenizer = deck_tokenizer(named);
+  } else if (const std::string carried = read_checkpoint_tokenizer(checkpoint); !carried.empty()) {
+    tokenizer = Tokenizer::from_serialized(carried, checkpoint + " (its /tokenizer/model)");
   } else if (deck.data.kind == "tokens") {
     tokenizer = deck_tokenizer(deck);
     if (!tokenizer)

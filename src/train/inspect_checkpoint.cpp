@@ -52,6 +52,18 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
       out << "  " << full << "  " << shape_text << "  " << status << "\n";
     }
   }
+  if (r.has_tensor("/tokenizer/model")) {
+    std::string status = "ok";
+    int64_t bytes = 0;
+    try {
+      bytes = int64_t(r.read_bytes("/tokenizer/model").size());
+    } catch (const UserError&) {
+      status = "CHECKSUM FAILED";
+      ++failures;
+    }
+    out << "  /tokenizer/model  SentencePiece model, " << (bytes ? std::to_string(bytes) + " bytes  " : "") << status
+        << "\n";
+  }
   out << values << " values, " << (failures ? std::to_string(failures) + " tensors FAILED" : "all checksums ok")
       << "\n";
   return failures;

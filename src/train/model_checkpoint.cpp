@@ -86,6 +86,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
     }
     bytes += 3 * p.global_numel * int64_t(sizeof(float));
   }
+  if (!state.tokenizer.empty()) w.write_bytes("/tokenizer/model", state.tokenizer);
   w.write_attribute("format", std::string(kCheckpointFormat));
   w.write_attribute("step", state.step);
   w.write_attribute("optim_steps", state.optim_steps);
@@ -121,6 +122,11 @@ std::string check_checkpoint_file(const std::string& path, const ParamStore<floa
     return e.what();
   }
   return "";
+}
+
+std::string read_checkpoint_tokenizer(const std::string& path) {
+  CheckpointReader r(path);
+  return r.has_tensor("/tokenizer/model") ? r.read_bytes("/tokenizer/model") : std::string();
 }
 
 TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {

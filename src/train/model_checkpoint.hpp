@@ -24,7 +24,12 @@ struct TrainingState {
   int64_t tokens_seen = 0;
   double val_loss = 0;      // validation loss at this step (NaN if not computed)
   std::string deck;         // read_model_checkpoint: the resolved deck the checkpoint was written with
+  std::string tokenizer;    // the data's SentencePiece model, as /tokenizer/model ("": none)
 };
+
+// The SentencePiece model a checkpoint carries ("" when it has none: byte-level or random
+// data, or a checkpoint older than the dataset). Throws UserError when it is corrupt.
+std::string read_checkpoint_tokenizer(const std::string& path);
 
 // Format 2: the qkv weight is [C, 3, C] and its bias [3, C] (format 1 had [C, 3C], [3C]).
 constexpr const char* kCheckpointFormat = "strata-checkpoint-2";

@@ -140,6 +140,7 @@ TrainingState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps,
   s.optim_steps = optim_steps;
   s.tokens_seen = steps_done * job_.samples_per_step();
   s.val_loss = val;
+  s.tokenizer = job_.tokenizer_model();
   return s;
 }
 

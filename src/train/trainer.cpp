@@ -41,6 +41,8 @@ Trainer::Trainer(const Deck& deck, MPI_Comm world, TrainOptions opts)
   });
   agreed(world, [&] {
     data_ = make_token_source(deck_);
+    if (deck_.data.kind == "tokens")
+      if (const auto tok = deck_tokenizer(deck_)) tokenizer_model_ = tok->serialized();
     // an unwritable trace file must stop the run before it trains, not after
     if (!opts_.trace.empty() && grid_->world_rank() == 0 && !std::ofstream(opts_.trace))
       throw UserError("cannot write the trace file '" + opts_.trace + "'");

@@ -49,6 +49,7 @@ class Trainer : public TrainingJob {
   std::pair<double, double> comm_totals() const override;
   std::string done_line(int64_t steps_run, double seconds, double last_loss) const override;
   void print_summary(const Log& log, double loop_seconds, int64_t steps_run) override;
+  std::string tokenizer_model() const override { return tokenizer_model_; }
   int64_t activation_bytes() const override { return engine_->activation_bytes(); }
   int64_t weight_copy_bytes() const override { return engine_->weight_copy_bytes(); }
 
@@ -62,6 +63,7 @@ class Trainer : public TrainingJob {
   TensorParallel tp_;
   Log log_;
   std::unique_ptr<TokenSource> data_;
+  std::string tokenizer_model_;  // token shards' SentencePiece model ("" none)
   std::unique_ptr<GPT<float>> model_;
   std::unique_ptr<TrainEngine<float>> engine_;  // data parallel, or the pipeline
   std::unique_ptr<StalenessMeter<float>> staleness_;

@@ -90,6 +90,9 @@ class TrainingJob {
   virtual Evaluation evaluate() = 0;
   // true: validate after the last step even when run.val_every = 0.
   virtual bool validates_at_end() const { return false; }
+  // The tokenizer the data was written with (a SentencePiece model's bytes; "" none):
+  // every checkpoint carries it, so that it decodes the model's tokens wherever it goes.
+  virtual std::string tokenizer_model() const { return {}; }
   // After every step (steps_done = the 1-based step just finished), after its checkpoint.
   virtual void after_step(int64_t /*steps_done*/) {}
   // Progress: metrics.csv columns after step and loss, and for a window the line's fields

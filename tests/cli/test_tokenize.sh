@@ -8,7 +8,8 @@
 #    refused (exit 2) and leaves it as it was;
 #  - training on the shards: 1 rank and data = 2 give the same losses, and so does a
 #    restart of the 1-rank run's step-10 checkpoint on 2 ranks; validation is
-#    reported in bits per byte; generate decodes through the tokenizer;
+#    reported in bits per byte; generate decodes through the tokenizer, also from a copy
+#    of the checkpoint far from the shards (checkpoints carry the tokenizer);
 #  - the checkpoint in PyTorch (tools/ckpt_to_torch.py reading the shards): same
 #    validation loss and gradients;
 #  - one-line errors, exit 2: no shards, a truncated shard, shards of another tokenizer,
@@ -133,6 +134,15 @@ if timeout 60 "$strata" generate "$ckpt" --prompt "The computer" --tokens 30 --t
   ok "generate --tokenizer with a copy of the tokenizer: the same text"
 else
   fail "generate --tokenizer"; cat gen1.out
+fi
+# the checkpoint carries its tokenizer: copied where no token_dir is, it still generates
+mkdir elsewhere && cp "$ckpt" elsewhere/
+if (cd elsewhere && timeout 60 "$strata" generate ckpt_00000020.h5 --prompt "The computer" --tokens 30 >gen2.out 2>&1) &&
+   cmp -s gen.out elsewhere/gen2.out &&
+   timeout 60 "$strata" inspect "$ckpt" 2>&1 | grep -q "/tokenizer/model  SentencePiece model, [0-9]* bytes  ok"; then
+  ok "the checkpoint carries its tokenizer (/tokenizer/model, checksummed): generate elsewhere gives the same text"
+else
+  fail "tokenizer in the checkpoint"; cat elsewhere/gen2.out; timeout 60 "$strata" inspect "$ckpt" | tail -3
 fi
 # --- in PyTorch, from the shards
 if timeout 120 "$grads_tool" "$ckpt" grads.h5 >grads.log 2>&1 &&
