@@ -115,17 +115,19 @@ Evaluation Trainer::evaluate() {
   }
   Evaluation e;
   e.loss = sum / double(deck_.run.val_batches);
-  // the text the validation targets stand for: the same global sequences on every rank
+  // the text the validation targets stand for: the same global sequences at every
+  // evaluation and on every rank, counted once
   const int64_t t_len = deck_.model.seq_len;
-  std::vector<int32_t> tok(static_cast<size_t>(t_len)), tgt(static_cast<size_t>(t_len));
-  double bytes = 0;
-  for (int64_t j = 0; j < deck_.run.val_batches; ++j)
-    for (int64_t i = 0; i < deck_.data.batch_size; ++i) {
-      data_->sequence(Split::Validation, j, i, t_len, tok.data(), tgt.data());
-      bytes += data_->text_bytes(tgt.data(), t_len);
-    }
+  if (val_text_bytes_ == 0) {
+    std::vector<int32_t> tok(static_cast<size_t>(t_len)), tgt(static_cast<size_t>(t_len));
+    for (int64_t j = 0; j < deck_.run.val_batches; ++j)
+      for (int64_t i = 0; i < deck_.data.batch_size; ++i) {
+        data_->sequence(Split::Validation, j, i, t_len, tok.data(), tgt.data());
+        val_text_bytes_ += data_->text_bytes(tgt.data(), t_len);
+      }
+  }
   const double tokens = double(deck_.run.val_batches * deck_.data.batch_size * t_len);
-  e.bits_per_byte = e.loss * tokens / (bytes * std::log(2.0));  // NaN when the bytes are not known
+  e.bits_per_byte = e.loss * tokens / (val_text_bytes_ * std::log(2.0));  // NaN when the bytes are not known
   return e;
 }
 

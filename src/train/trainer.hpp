@@ -64,6 +64,7 @@ class Trainer : public TrainingJob {
   Log log_;
   std::unique_ptr<TokenSource> data_;
   std::string tokenizer_model_;  // token shards' SentencePiece model ("" none)
+  double val_text_bytes_ = 0;    // bytes of text the validation targets stand for (NaN: unknown)
   std::unique_ptr<GPT<float>> model_;
   std::unique_ptr<TrainEngine<float>> engine_;  // data parallel, or the pipeline
   std::unique_ptr<StalenessMeter<float>> staleness_;

@@ -13,7 +13,8 @@
 #  - the checkpoint in PyTorch (tools/ckpt_to_torch.py reading the shards): same
 #    validation loss and gradients;
 #  - one-line errors, exit 2: no shards, a truncated shard, shards of another tokenizer,
-#    a tokenizer larger than the model's vocabulary.
+#    a tokenizer larger than the model's vocabulary; an llm.c token outside the vocabulary
+#    met mid-run on 2 ranks ends the job.
 # Usage: test_tokenize.sh STRATA MPIEXEC CKPT_BATCH_GRADS TOOLS_DIR COMPARE_LOSSES
 set -u
 strata=$1 mpiexec=$2 grads_tool=$3 tools=$4 compare=$5
@@ -169,6 +170,19 @@ expect_error "shards of another tokenizer" "do not belong together" \
   "$strata" train deck.toml --set data.tokenizer=tok400/tokenizer.model
 expect_error "a tokenizer larger than the model's vocabulary" "tok/tokenizer.model: the tokenizer has 512 pieces, more than model.vocab_size = 400" \
   "$strata" tokenize deck.toml --set data.tokenizer=tok/tokenizer.model --set model.vocab_size=400 --set data.token_dir=t400
+# an llm.c file records no vocabulary: its tokens are checked when a step reads them; the
+# ranks that meet one end the job (exit 2) with a line naming the file and position
+/usr/bin/python3 -c 'import numpy as np
+h = np.zeros(256, dtype="<i4"); h[:3] = [20240520, 1, 20000]
+open("llmc_train.bin", "wb").write(h.tobytes() + np.full(20000, 600, dtype="<u2").tobytes())'
+timeout 60 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=llmc --set parallel.data=2 \
+  --set 'data.shards=["llmc_train.bin"]' --set 'data.val_shards=["tok/shard_000000.tok"]' >llmc.log 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "strata: error: rank [01]: llmc_train.bin: token 600 at position [0-9]* is outside model.vocab_size = 512" llmc.log &&
+   [ ! -e runs/llmc/checkpoints/LATEST ]; then
+  ok "an llm.c token outside the vocabulary mid-run: exit 2, $(grep -m1 'strata: error' llmc.log)"
+else
+  fail "llm.c token outside the vocabulary: rc=$rc"; cat llmc.log
+fi
 expect_error "generate with a tokenizer that is not there" "nowhere.model: cannot read the tokenizer model" \
   "$strata" generate "$ckpt" --tokenizer nowhere.model
 finish
