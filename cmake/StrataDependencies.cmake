@@ -75,10 +75,20 @@ add_library(strata::linalg ALIAS strata_linalg)
 # --- oneDNN (CPU builds): bf16 matrix products with fp32 accumulation ----------------------
 # Debian's libdnnl-dev (oneDNN 2.6); its matmul runs bf16 operands on AVX512-BF16 (or AMX)
 # CPUs. CUDA builds take bf16 products from cuBLAS instead and do not link it.
+# Found by its header and library, not by its package config: Debian's dnnl-config.cmake
+# calls find_package(OpenCL REQUIRED) for a GPU runtime strata never uses, so on a bare
+# system (libdnnl-dev only *recommends* ocl-icd-opencl-dev) configure failed. Another
+# oneDNN is found through CMAKE_PREFIX_PATH or -DDNNL_ROOT=<prefix>.
 add_library(strata_dnnl INTERFACE)
 if(NOT STRATA_ENABLE_CUDA)
-  find_package(dnnl REQUIRED CONFIG)
-  target_link_libraries(strata_dnnl INTERFACE DNNL::dnnl gomp)  # its OpenMP runtime: threads per rank
+  find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp HINTS ${DNNL_ROOT} ENV DNNL_ROOT PATH_SUFFIXES include)
+  find_library(DNNL_LIBRARY dnnl HINTS ${DNNL_ROOT} ENV DNNL_ROOT PATH_SUFFIXES lib lib64)
+  if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+    message(FATAL_ERROR "strata: oneDNN not found (oneapi/dnnl/dnnl.hpp, libdnnl; Debian: libdnnl-dev, "
+                        "or -DDNNL_ROOT=<prefix>)")
+  endif()
+  target_include_directories(strata_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+  target_link_libraries(strata_dnnl INTERFACE ${DNNL_LIBRARY} gomp)  # its OpenMP runtime: threads per rank
   target_compile_definitions(strata_dnnl INTERFACE STRATA_HAVE_DNNL=1)
 endif()
 add_library(strata::dnnl ALIAS strata_dnnl)

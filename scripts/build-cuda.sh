@@ -10,7 +10,5 @@ scripts/install-deps.sh
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH   # nvcc_wrapper calls nvcc
 scripts/build-kokkos-cuda.sh >/dev/null
-if [ ! -f build/cuda/CMakeCache.txt ]; then
-  cmake --preset cuda >/dev/null
-fi
+scripts/configure.sh cuda
 cmake --build --preset cuda -j "$(nproc)" "$@"   # e.g. --target strata test_mpi

@@ -46,7 +46,13 @@ tarball=$work/trilinos_13.2.0.orig.tar.gz
 if [ ! -f "$tarball" ]; then
   echo "build-kokkos-cuda: fetching Debian's trilinos $trilinos_version source (166 MB)" >&2
   apt-get "${apt_opts[@]}" -qq update
-  (cd "$work" && apt-get "${apt_opts[@]}" -qq source --download-only "trilinos=$trilinos_version") >&2
+  # into a folder of its own, moved into place when complete: an interrupted download
+  # leaves no tarball that a later run would take for a whole one
+  rm -rf "$work/download"
+  mkdir -p "$work/download"
+  (cd "$work/download" && apt-get "${apt_opts[@]}" -qq source --download-only "trilinos=$trilinos_version") >&2
+  mv "$work/download/$(basename "$tarball")" "$tarball"
+  rm -rf "$work/download"
 fi
 src=$work/kokkos-$kokkos_version
 rm -rf "$src" "$work/extract"

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Installs missing Debian packages, then configures and builds strata (CMake preset
 # "release", or the one named in $STRATA_PRESET). Idempotent: a second run only rebuilds
-# what changed.
+# what changed, and a configure that failed or was interrupted is run again (the build
+# tree counts as configured only once its generator's Makefile exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 preset=${STRATA_PRESET:-release}
-if [ ! -f "build/$preset/CMakeCache.txt" ]; then
-  cmake --preset "$preset" >/dev/null
-fi
+scripts/configure.sh "$preset"
 cmake --build --preset "$preset" -j "$(nproc)"

@@ -3,8 +3,12 @@
 # are already installed are skipped, and nothing is done when all are present.
 set -euo pipefail
 
+# Each one is needed on a bare Debian 12 (scripts/check-bare-debian.sh proves the list):
+# the build (compilers, CMake, git for the version's commit), the libraries, the Python
+# modules of the reference checks, the data, the Slurm cluster of the job-script test, and
+# the tools the test scripts call (procps: pgrep/pkill; bc: fault timings).
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config git
   mpich libmpich-dev zlib1g-dev
   libhdf5-mpich-dev hdf5-tools
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
@@ -13,6 +17,7 @@ packages=(
   python3-h5py python3-numpy python3-torch python3-matplotlib python3-sentencepiece
   fortunes dataset-fashion-mnist
   slurm-wlm munge
+  procps bc
 )
 
 missing=()
