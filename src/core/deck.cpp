@@ -1,13 +1,13 @@
 #include "core/deck.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <toml.hpp>
 
 #include "core/deck_keys.hpp"
+#include "core/deck_text.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -22,6 +22,7 @@ void apply_override(toml::value& root, const std::string& spec, const std::strin
   const std::string section = spec.substr(0, dot), key = spec.substr(dot + 1, eq - dot - 1);
   const std::string text = spec.substr(eq + 1);
   toml::value value;
+  check_toml_nesting(text, "--set " + spec.substr(0, eq));
   try {
     std::istringstream is("v = " + text);
     value = toml::parse(is, "--set").at("v");
@@ -226,6 +227,10 @@ std::string layout_name(const ParallelConfig& p) {
 
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides) {
   toml::value root;
+  if (int64_t(toml_text.size()) > kMaxDeckBytes)
+    throw UserError(origin + ": larger than a deck can be (" + std::to_string(toml_text.size()) + " bytes; at most " +
+                    std::to_string(kMaxDeckBytes) + ")");
+  check_toml_nesting(toml_text, origin);
   try {
     std::istringstream is(toml_text);
     root = toml::parse(is, origin);
@@ -248,11 +253,7 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
 }
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw UserError("cannot open deck '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_deck(ss.str(), path, overrides);
+  return parse_deck(read_deck_file(path), path, overrides);
 }
 
 }  // namespace strata

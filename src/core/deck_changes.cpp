@@ -5,6 +5,7 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "core/deck_text.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -15,6 +16,7 @@ std::vector<std::pair<std::string, std::string>> flatten(const std::string& text
   // std::map tables: keys in a fixed (sorted) order, so "the first key that differs" is stable
   toml::basic_value<toml::discard_comments, std::map, std::vector> root;
   try {
+    check_toml_nesting(text, std::string("the ") + which + " deck");
     std::istringstream is(text);
     root = toml::parse<toml::discard_comments, std::map, std::vector>(is, which);
   } catch (const std::exception&) {

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace strata {
@@ -16,14 +18,58 @@ std::string type_of(const toml::value& v) {
   return os.str();
 }
 
-void from_toml(const toml::value& v, int64_t& out) {
-  if (!v.is_integer()) throw KeyProblem{"must be an integer, got " + type_of(v)};
-  out = v.as_integer();
+// The integer literal as the deck wrote it ("18446744073709551616", "0xff", "1_000"), from
+// the value's place in its source; empty when the value has none (made, not parsed).
+std::string literal_of(const toml::value& v) {
+  const auto loc = v.location();
+  const std::string line = loc.line_str();
+  if (loc.column() < 1 || loc.column() - 1 + loc.region() > line.size()) return {};
+  return line.substr(loc.column() - 1, loc.region());
 }
-void from_toml(const toml::value& v, uint64_t& out) {
+
+// Whether a TOML integer literal (sign, 0x/0o/0b prefix, underscores) fits in int64_t.
+bool fits_int64(const std::string& literal) {
+  size_t i = 0;
+  bool negative = false;
+  if (i < literal.size() && (literal[i] == '+' || literal[i] == '-')) negative = literal[i++] == '-';
+  unsigned base = 10;
+  if (literal.size() > i + 1 && literal[i] == '0' && std::strchr("xob", literal[i + 1])) {
+    base = literal[i + 1] == 'x' ? 16 : literal[i + 1] == 'o' ? 8 : 2;
+    i += 2;
+  }
+  using Wide = unsigned __int128;
+  const Wide limit = Wide(INT64_MAX) + (negative ? 1 : 0);
+  Wide x = 0;
+  for (; i < literal.size(); ++i) {
+    const char c = literal[i];
+    if (c == '_') continue;
+    const unsigned d = c >= '0' && c <= '9' ? unsigned(c - '0') : c >= 'a' && c <= 'f' ? unsigned(c - 'a' + 10)
+                       : c >= 'A' && c <= 'F' ? unsigned(c - 'A' + 10) : base;
+    if (d >= base) return true;  // not an integer literal after all: the parser judged it
+    x = x * base + d;
+    if (x > limit) return false;
+  }
+  return true;
+}
+
+// toml11 reads an integer that does not fit in 64 bits as INT64_MAX or INT64_MIN without
+// a word (2^64 would have become "never"): such a literal is refused here, for every key.
+int64_t integer_of(const toml::value& v) {
   if (!v.is_integer()) throw KeyProblem{"must be an integer, got " + type_of(v)};
-  if (v.as_integer() < 0) throw KeyProblem{"must be >= 0"};
-  out = uint64_t(v.as_integer());
+  const int64_t x = v.as_integer();
+  if (x == INT64_MAX || x == INT64_MIN) {
+    const std::string literal = literal_of(v);
+    if (!literal.empty() && !fits_int64(literal))
+      throw KeyProblem{"must be an integer that fits in 64 bits, got " + literal};
+  }
+  return x;
+}
+
+void from_toml(const toml::value& v, int64_t& out) { out = integer_of(v); }
+void from_toml(const toml::value& v, uint64_t& out) {
+  const int64_t x = integer_of(v);
+  if (x < 0) throw KeyProblem{"must be >= 0"};
+  out = uint64_t(x);
 }
 void from_toml(const toml::value& v, double& out) {
   if (v.is_floating()) out = v.as_floating();

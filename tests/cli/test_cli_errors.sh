@@ -82,7 +82,27 @@ printf '[run\nsteps = 2\n' > malformed.toml
 printf '[model]\nn_layer = "two"\n' > wrongtype.toml
 printf '%s[data]\n' "$good" | sed 's/kind = "random"/kind = "text"\nfiles = ["\/nonexistent\/*.txt"]/' > missing_data.toml
 
-expect 1 "cannot open deck 'nope.toml'" -- train nope.toml
+expect 1 "cannot open deck 'nope.toml': No such file or directory" -- train nope.toml
+# decks that cannot crash or hang strata: refused before the parser (and before any
+# collective), on every rank alike, with the file and the cause
+mkfifo fifo.toml
+mkdir dir.toml
+head -c 1100000 /dev/zero | tr '\0' '#' > huge.toml  # 1.05 MB of comment: over the 1 MiB bound
+python3 -c "print('a = ' + '[' * 200000 + ']' * 200000)" > nested.toml
+python3 -c "print('[run]'); print('a' + '.a' * 200000 + ' = 1')" > dotted.toml
+printf '%s' "$good" | sed 's/^steps = 2$/steps = 2\ncheckpoint_every = 18446744073709551616/' > big_int.toml
+expect 2 "deck '/dev/zero' is a character device, not a regular file" -- train /dev/zero
+expect 2 "deck 'dir.toml' is a directory, not a regular file" -- train dir.toml --set parallel.data=2
+expect 2 "deck 'fifo.toml' is a FIFO, not a regular file" -- train fifo.toml --set parallel.data=2
+expect 2 "deck 'huge.toml' is larger than a deck can be (1100000 bytes; at most 1048576)" -- train huge.toml --set parallel.data=2
+expect 2 "nested.toml:1: not valid TOML: nested more than 64 levels deep" -- train nested.toml --set parallel.data=2
+expect 1 "dotted.toml:2: not valid TOML: nested more than 64 levels deep" -- deck dotted.toml
+expect 1 "--set a.b:1: not valid TOML: nested more than 64 levels deep" -- deck good.toml --set "a.b=$(printf '[%.0s' $(seq 100))1$(printf ']%.0s' $(seq 100))"
+expect 2 "big_int.toml: run.checkpoint_every must be an integer that fits in 64 bits, got 18446744073709551616" -- train big_int.toml --set parallel.data=2
+expect 1 "run.seed must be an integer that fits in 64 bits, got -9223372036854775809" -- deck good.toml --set run.seed=-9223372036854775809
+expect 1 "model.n_layer must be an integer that fits in 64 bits, got 0x1_0000_0000_0000_0000" -- deck good.toml --set model.n_layer=0x1_0000_0000_0000_0000
+# a read that fails (EIO: /proc/self/mem reads address 0, which no process maps)
+expect 2 "cannot read deck '/proc/self/mem': Input/output error" -- train /proc/self/mem --set parallel.data=2
 expect 2 "malformed.toml:1: not valid TOML" -- train malformed.toml
 expect 2 "unknown.toml: unknown key 'model.n_layers'" -- train unknown.toml
 expect 1 "wrongtype.toml: model.n_layer must be an integer" -- train wrongtype.toml

@@ -56,6 +56,39 @@ TEST_CASE("bad decks are rejected with a message naming the key and file", "[cor
   CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) == "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
 }
 
+TEST_CASE("decks that would crash the TOML parser are refused; brackets and dots in strings do not count",
+          "[core][deck]") {
+  const std::string ok = "[data]\nkind = \"random\"\n";
+  const auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::string deep = "deck.toml:4: not valid TOML: nested more than 64 levels deep";
+  CHECK(error_of(ok + "[run]\nx = " + repeat("[", 100) + repeat("]", 100) + "\n").find(deep) == 0);
+  CHECK(error_of(ok + "[run]\nx = " + repeat("{a=", 100) + "1" + repeat("}", 100) + "\n").find(deep) == 0);
+  CHECK(error_of(ok + "[run]\nx" + repeat(".\"k\"", 100) + " = 1\n").find(deep) == 0);
+  CHECK(error_of(ok + "[run" + repeat(".a", 100) + "]\n").find("deck.toml:3: not valid TOML: nested more") == 0);
+  // 63 levels is the parser's business (a valid but unknown key here), not a refusal
+  CHECK(error_of(ok + "[run]\nx = " + repeat("[", 60) + repeat("]", 60) + "\n") == "deck.toml: unknown key 'run.x'");
+  // brackets, braces and dots inside strings and comments are text
+  const std::string texts = "[run]\nsteps = \"" + repeat("[{.", 200) + "\" # " + repeat("[", 200) + "\n" +
+                            "[model]\n# " + repeat("{", 100) + "\n";
+  CHECK(error_of(ok + texts).find("run.steps must be an integer, got string") != std::string::npos);
+  const std::string multi = "[run]\nsteps = \"\"\"\n" + repeat("[", 100) + "\\\"\"\"\"\n";
+  CHECK(error_of(ok + multi).find("run.steps must be an integer, got string") != std::string::npos);
+  const std::string literal = "[run]\nsteps = \'\'\'" + repeat("[.", 100) + "\'\'\'\n";
+  CHECK(error_of(ok + literal).find("run.steps must be an integer, got string") != std::string::npos);
+  CHECK(error_of(ok, {"run.name=" + repeat("[", 70) + repeat("]", 70)}).find("--set run.name:1: not valid TOML: nested") == 0);
+  // integers past 64 bits are refused, not clamped; the limits themselves read as written
+  CHECK(error_of(ok + "[run]\nsteps = 9223372036854775808\n") ==
+        "deck.toml: run.steps must be an integer that fits in 64 bits, got 9223372036854775808");
+  CHECK(error_of(ok, {"run.checkpoint_every=0x8000_0000_0000_0000"}) ==
+        "deck.toml: run.checkpoint_every must be an integer that fits in 64 bits, got 0x8000_0000_0000_0000");
+  CHECK(error_of(ok, {"run.checkpoint_every=9223372036854775807"}).empty());
+  CHECK(error_of(ok, {"run.steps=-9223372036854775808"}) == "deck.toml: run.steps must be >= 1");
+}
+
 TEST_CASE("values that pass a range check but cannot be run are refused", "[core][deck]") {
   const std::string ok = "[data]\nkind = \"random\"\n";
   // infinities and NaN, like any non-finite number
