@@ -5,13 +5,18 @@
 # 1. mmdebstrap builds a bare bookworm root (variant apt, plus git and ca-certificates)
 #    from this machine's own apt sources and apt configuration files;
 # 2. the repository's HEAD (committed work only) is cloned into it;
-# 3. /proc, /sys, /dev, /dev/pts (and a fresh /dev/shm for MPI) are bound into it;
+# 3. /proc, /sys (recursively: the cgroup mounts slurmd needs), /dev, /dev/pts (and a
+#    fresh /dev/shm for MPI) are bound into it, /etc/hosts written as an installed system
+#    has it (mmdebstrap writes none; munged and slurmd look the host name up), and the
+#    machine's CUDA toolkit bound read-only at /usr/local/cuda when it has one (CUDA is
+#    not a Debian package: a GPU workstation installs it itself), so that test.sh compiles
+#    the GPU build there too (STRATA_BARE_CUDA=0: leave it out);
 # 4. inside, with chroot and a clean environment: scripts/run-example.sh, then
 #    scripts/test.sh, each one's wall time and exit code printed;
 # 5. everything is unmounted on any exit (an error, Ctrl-C, a kill).
 #
 # Needs root (mmdebstrap's root mode, mount, chroot) and the network to Debian's mirror;
-# takes about an hour on 2 cores. Not part of .ci/run: run it before resolving an issue
+# takes about 45 minutes on 2 cores. Not part of .ci/run: run it before resolving an issue
 # that changes dependencies, build scripts or presets; docs/tests.md keeps its result.
 #
 #   sudo scripts/check-bare-debian.sh            # root in /var/tmp/strata-bare-debian
@@ -20,8 +25,7 @@
 #
 # Each command's output goes to $STRATA_BARE_ROOT.logs/<command>.log (kept).
 #
-# Environment passed into the root: STRATA_SKIP_CUDA (the bare root has no CUDA toolkit,
-# so test.sh skips the GPU build there by itself).
+# Environment passed into the root: STRATA_SKIP_CUDA.
 # Exit code: 0 when both commands exit 0; otherwise 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +64,7 @@ cleanup() {
   trap - EXIT INT TERM
   local i
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-    umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" 2>/dev/null ||
+    umount -R "${mounts[i]}" 2>/dev/null || umount -R -l "${mounts[i]}" 2>/dev/null ||
       echo "check-bare-debian: warning: could not unmount ${mounts[i]}" >&2
   done
   if [ "${STRATA_BARE_KEEP:-0}" != 1 ] && [ -d "$root" ] && ! grep -q " $root" /proc/mounts; then
@@ -84,20 +88,37 @@ say "root built in $(( $(date +%s) - start )) s: $(chroot "$root" dpkg-query -W 
 
 git clone -q "$repo" "$root/strata"
 git -C "$root/strata" checkout -q "$head"
-say "cloned $(git rev-parse --short HEAD) into $root/strata"
+short=$(git rev-parse --short "$head")
+say "cloned $short into $root/strata"
 
-bind() {
+bind() {  # [--rbind] PATH: PATH of this machine at the same place in the root
+  local how=--bind
+  if [ "$1" = --rbind ]; then how=--rbind; shift; fi
   mkdir -p "$root$1"
-  mount --bind "$1" "$root$1"
+  mount "$how" "$1" "$root$1"
   mounts+=("$root$1")
+  # slave: unmounting the root's copies never propagates back to this machine's mounts
+  [ "$how" = --rbind ] && mount --make-rslave "$root$1"
+  return 0
 }
 bind /proc
-bind /sys
+bind --rbind /sys
 bind /dev
 bind /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
 mounts+=("$root/dev/shm")
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$(hostname)" > "$root/etc/hosts"
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [ "${STRATA_BARE_CUDA:-1}" = 1 ] && [ -x "$cuda/bin/nvcc" ]; then
+  cuda=$(realpath "$cuda")
+  bind "$cuda"
+  mount -o remount,bind,ro "$root$cuda"
+  [ "$cuda" = /usr/local/cuda ] || ln -sfn "$cuda" "$root/usr/local/cuda"
+  say "CUDA toolkit $cuda bound read-only: test.sh compiles the GPU build"
+else
+  say "no CUDA toolkit bound: test.sh skips the GPU build"
+fi
 
 # one README command inside the root, in a clean environment: its wall time and exit code
 results=()
@@ -120,7 +141,7 @@ in_root run-example scripts/run-example.sh || status=1
 in_root test scripts/test.sh || status=1
 
 {
-  say "results (Debian 12 bare root, HEAD $(git rev-parse --short HEAD), $(nproc) cores, $(date -u +%F)):"
+  say "results (Debian 12 bare root, HEAD $short, $(nproc) cores, $(date -u +%F)):"
   for r in "${results[@]}"; do echo "  $r"; done
 } | tee "$logs/results.txt"
 [ "$status" -eq 0 ] && say "both README commands passed" || say "FAILED"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Configures the CMake preset named by $1 unless its build tree is already configured:
-# CMake writes CMakeCache.txt early but the generator's Makefile only when configure and
-# generate succeed, so a tree with a cache and no Makefile is a failed or interrupted
-# configure, and is configured again from a fresh cache (a failed first configure can
-# leave wrong cached results, e.g. a NOTFOUND library that was installed since).
+# a configure that fails still saves CMakeCache.txt, but the generator's Makefile exists
+# only once configure and generate have succeeded, so a tree with a cache and no Makefile
+# (a failed or interrupted configure) is configured again, from a fresh cache (a failed
+# configure caches wrong results, e.g. a NOTFOUND library that has been installed since).
 # Once configured, `cmake --build` re-runs configure by itself when a CMakeLists changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
