@@ -7,7 +7,7 @@
 #include <toml.hpp>
 
 #include "core/deck_keys.hpp"
-#include "core/deck_text.hpp"
+#include "core/toml_text.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -227,9 +227,9 @@ std::string layout_name(const ParallelConfig& p) {
 
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides) {
   toml::value root;
-  if (int64_t(toml_text.size()) > kMaxDeckBytes)
+  if (int64_t(toml_text.size()) > kMaxTomlBytes)
     throw UserError(origin + ": larger than a deck can be (" + std::to_string(toml_text.size()) + " bytes; at most " +
-                    std::to_string(kMaxDeckBytes) + ")");
+                    std::to_string(kMaxTomlBytes) + ")");
   check_toml_nesting(toml_text, origin);
   try {
     std::istringstream is(toml_text);
@@ -253,7 +253,7 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
 }
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_deck(read_deck_file(path), path, overrides);
+  return parse_deck(read_toml_file(path, "deck"), path, overrides);
 }
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <toml.hpp>
 
-#include "core/deck_text.hpp"
+#include "core/toml_text.hpp"
 #include "core/error.hpp"
 
 namespace strata {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/toml_text.hpp"
 
 namespace strata {
 
@@ -91,10 +92,11 @@ void write_link(std::ostringstream& o, const char* name, const LinkCosts& c) {
 }  // namespace
 
 MachineFile read_machine_file(const std::string& path) {
-  std::ifstream is(path, std::ios::binary);
-  if (!is) throw UserError("machine file '" + path + "' cannot be read");
+  const std::string text = read_toml_file(path, "machine file");
+  check_toml_nesting(text, path);
   toml::value root;
   try {
+    std::istringstream is(text);
     root = toml::parse(is, path);
   } catch (const std::exception& e) {
     throw UserError("machine file '" + path + "' is not valid TOML");

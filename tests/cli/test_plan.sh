@@ -76,7 +76,11 @@ expect_error() {  # message, then the command
   fi
 }
 expect_error "say what to plan: --schedule" "$strata" plan "$deck"
-expect_error "machine file '/nonexistent.toml' cannot be read" "$strata" plan "$deck" --ranks 2 --machine /nonexistent.toml
+expect_error "cannot open machine file '/nonexistent.toml': No such file or directory" "$strata" plan "$deck" --ranks 2 --machine /nonexistent.toml
+# machine files go through the deck's bounded reader: no hang on a device, no crash on nesting
+expect_error "machine file '/dev/zero' is a character device, not a regular file" "$strata" plan "$deck" --ranks 2 --machine /dev/zero
+python3 -c "print('[machine]'); print('name = ' + '[' * 100000 + ']' * 100000)" > "$work/nested-machine.toml"
+expect_error "nested-machine.toml:2: not valid TOML: nested more than 64 levels deep" "$strata" plan "$deck" --ranks 2 --machine "$work/nested-machine.toml"
 expect_error "no layout of 5 ranks fits the deck's model and batch" "$strata" plan "$deck" --ranks 5 --machine "$vm"
 
 finish

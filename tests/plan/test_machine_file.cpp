@@ -118,7 +118,7 @@ TEST_CASE("malformed machine files are refused naming the file and the key", "[m
     read_machine_file("/nonexistent/m.toml");
     FAIL("no error");
   } catch (const UserError& e) {
-    CHECK_THAT(std::string(e.what()), Catch::Contains("'/nonexistent/m.toml' cannot be read"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("cannot open machine file '/nonexistent/m.toml'"));
   }
 }
 

@@ -1,4 +1,4 @@
-#include "core/deck_text.hpp"
+#include "core/toml_text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -36,8 +36,8 @@ bool in_dotted_run(char c) {
 
 }  // namespace
 
-std::string read_deck_file(const std::string& path) {
-  const std::string what = "deck '" + path + "'";
+std::string read_toml_file(const std::string& path, const std::string& kind) {
+  const std::string what = kind + " '" + path + "'";
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw UserError("cannot open " + what + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw UserError(what + " is " + kind_of(st.st_mode) + ", not a regular file");
@@ -47,10 +47,10 @@ std::string read_deck_file(const std::string& path) {
   if (::fstat(file.fd, &st) != 0) throw UserError("cannot read " + what + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw UserError(what + " is " + kind_of(st.st_mode) + ", not a regular file");
   const auto too_large = [&](int64_t bytes) {
-    return UserError(what + " is larger than a deck can be (" + std::to_string(bytes) + " bytes; at most " +
-                     std::to_string(kMaxDeckBytes) + ")");
+    return UserError(what + " is larger than a " + kind + " can be (" + std::to_string(bytes) + " bytes; at most " +
+                     std::to_string(kMaxTomlBytes) + ")");
   };
-  if (st.st_size > kMaxDeckBytes) throw too_large(st.st_size);
+  if (st.st_size > kMaxTomlBytes) throw too_large(st.st_size);
   // read to the end, but never more than the bound: a file may grow, or report size 0 (/proc)
   std::string text;
   char buf[65536];
@@ -60,7 +60,7 @@ std::string read_deck_file(const std::string& path) {
     if (n < 0) throw UserError("cannot read " + what + ": " + std::strerror(errno));
     if (n == 0) break;
     text.append(buf, size_t(n));
-    if (int64_t(text.size()) > kMaxDeckBytes) throw too_large(int64_t(text.size()));
+    if (int64_t(text.size()) > kMaxTomlBytes) throw too_large(int64_t(text.size()));
   }
   return text;
 }
@@ -72,7 +72,7 @@ void check_toml_nesting(const std::string& text, const std::string& origin) {
   const size_t n = text.size();
   const auto refuse = [&] {
     throw UserError(origin + ":" + std::to_string(line) + ": not valid TOML: nested more than " +
-                    std::to_string(kMaxDeckNesting) + " levels deep (arrays, inline tables, dotted keys)");
+                    std::to_string(kMaxTomlNesting) + " levels deep (arrays, inline tables, dotted keys)");
   };
   for (size_t i = 0; i < n; ++i) {
     const char c = text[i];
@@ -98,10 +98,10 @@ void check_toml_nesting(const std::string& text, const std::string& origin) {
         }
       }
     } else if (c == '.') {
-      if (++run_dots + depth >= kMaxDeckNesting) refuse();
+      if (++run_dots + depth >= kMaxTomlNesting) refuse();
     } else if (c == '[' || c == '{') {
       run_dots = 0;
-      if (++depth + 1 >= kMaxDeckNesting) refuse();
+      if (++depth + 1 >= kMaxTomlNesting) refuse();
     } else if (c == ']' || c == '}') {
       run_dots = 0;
       if (depth > 0) --depth;
