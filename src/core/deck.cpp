@@ -22,7 +22,7 @@ void apply_override(toml::value& root, const std::string& spec, const std::strin
   const std::string section = spec.substr(0, dot), key = spec.substr(dot + 1, eq - dot - 1);
   const std::string text = spec.substr(eq + 1);
   toml::value value;
-  check_toml_nesting(text, "--set " + spec.substr(0, eq));
+  check_toml_text(text, "--set " + spec.substr(0, eq));
   try {
     std::istringstream is("v = " + text);
     value = toml::parse(is, "--set").at("v");
@@ -230,7 +230,7 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
   if (int64_t(toml_text.size()) > kMaxTomlBytes)
     throw UserError(origin + ": larger than a deck can be (" + std::to_string(toml_text.size()) + " bytes; at most " +
                     std::to_string(kMaxTomlBytes) + ")");
-  check_toml_nesting(toml_text, origin);
+  check_toml_text(toml_text, origin);
   try {
     std::istringstream is(toml_text);
     root = toml::parse(is, origin);

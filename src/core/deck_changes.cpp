@@ -16,7 +16,7 @@ std::vector<std::pair<std::string, std::string>> flatten(const std::string& text
   // std::map tables: keys in a fixed (sorted) order, so "the first key that differs" is stable
   toml::basic_value<toml::discard_comments, std::map, std::vector> root;
   try {
-    check_toml_nesting(text, std::string("the ") + which + " deck");
+    check_toml_text(text, std::string("the ") + which + " deck");
     std::istringstream is(text);
     root = toml::parse<toml::discard_comments, std::map, std::vector>(is, which);
   } catch (const std::exception&) {

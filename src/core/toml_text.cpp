@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -32,6 +33,27 @@ struct FileDescriptor {
 bool in_dotted_run(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
          c == '+' || c == ' ' || c == '\t';
+}
+
+// The length of the well-formed UTF-8 sequence at text[i] (1-4), or 0 if it is not one
+// (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
+size_t utf8_length(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) { return i + k < text.size() ? (unsigned char)text[i + k] : 0u; };
+  const unsigned b0 = byte(0);
+  const auto cont = [&](size_t k) { return (byte(k) & 0xC0u) == 0x80u; };
+  if (b0 < 0x80) return 1;
+  if (b0 >= 0xC2 && b0 <= 0xDF) return cont(1) ? 2 : 0;
+  if (b0 >= 0xE0 && b0 <= 0xEF) {
+    const unsigned b1 = byte(1);
+    if ((b0 == 0xE0 && b1 < 0xA0) || (b0 == 0xED && b1 > 0x9F)) return 0;  // overlong, surrogate
+    return cont(1) && cont(2) ? 3 : 0;
+  }
+  if (b0 >= 0xF0 && b0 <= 0xF4) {
+    const unsigned b1 = byte(1);
+    if ((b0 == 0xF0 && b1 < 0x90) || (b0 == 0xF4 && b1 > 0x8F)) return 0;  // overlong, > U+10FFFF
+    return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -65,10 +87,23 @@ std::string read_toml_file(const std::string& path, const std::string& kind) {
   return text;
 }
 
-void check_toml_nesting(const std::string& text, const std::string& origin) {
+void check_toml_text(const std::string& text, const std::string& origin) {
+  // TOML is UTF-8; toml11 reads past the end of its buffer on some invalid sequences (a
+  // literal string holding byte 0xff, found by fuzzing parse_deck), so none reaches it
+  int64_t line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = utf8_length(text, i);
+    if (len == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", unsigned((unsigned char)text[i]));
+      throw UserError(origin + ":" + std::to_string(line) + ": not valid TOML: not UTF-8 (byte " + hex + ")");
+    }
+    if (text[i] == '\n') ++line;
+    i += len;
+  }
   int depth = 0;     // open [ and { outside strings and comments
   int run_dots = 0;  // dots in the current dotted run (a dotted key: a."b".c)
-  int64_t line = 1;
+  line = 1;
   const size_t n = text.size();
   const auto refuse = [&] {
     throw UserError(origin + ":" + std::to_string(line) + ": not valid TOML: nested more than " +

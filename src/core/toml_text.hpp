@@ -1,7 +1,7 @@
 #pragma once
 // The text of a TOML input (a deck, a machine file, a checkpoint's stored deck) before the
 // parser sees it: read only from a regular file of bounded size, and refused when it nests
-// deeper than the parser can take. The parser (toml11) recurses once per level of arrays,
+// deeper than the parser can take, or is not UTF-8. The parser (toml11) recurses once per level of arrays,
 // inline tables and dotted keys, so a hostile or broken file (`a = [[[[...` 200000 deep)
 // would crash it with a stack overflow; a FIFO or /dev/zero would be read for ever. Each
 // refusal is a one-line UserError naming the file.
@@ -19,9 +19,10 @@ constexpr int kMaxTomlNesting = 64;                   // both nest 2 levels (sec
 // reason, e.g. "Input/output error").
 std::string read_toml_file(const std::string& path, const std::string& what);
 
-// Refuses (UserError "origin:LINE: ...") TOML text that nests arrays, inline tables and
-// dotted key components more than kMaxTomlNesting levels deep. Strings and comments are
-// skipped as TOML lexes them, so brackets or dots inside them do not count.
-void check_toml_nesting(const std::string& text, const std::string& origin);
+// Refuses (UserError "origin:LINE: not valid TOML: ...") text that is not UTF-8, or that
+// nests arrays, inline tables and dotted key components more than kMaxTomlNesting levels
+// deep. Strings and comments are skipped as TOML lexes them, so brackets or dots inside
+// them do not count.
+void check_toml_text(const std::string& text, const std::string& origin);
 
 }  // namespace strata

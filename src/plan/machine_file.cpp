@@ -93,7 +93,7 @@ void write_link(std::ostringstream& o, const char* name, const LinkCosts& c) {
 
 MachineFile read_machine_file(const std::string& path) {
   const std::string text = read_toml_file(path, "machine file");
-  check_toml_nesting(text, path);
+  check_toml_text(text, path);
   toml::value root;
   try {
     std::istringstream is(text);

@@ -101,6 +101,8 @@ expect 1 "--set a.b:1: not valid TOML: nested more than 64 levels deep" -- deck 
 expect 2 "big_int.toml: run.checkpoint_every must be an integer that fits in 64 bits, got 18446744073709551616" -- train big_int.toml --set parallel.data=2
 expect 1 "run.seed must be an integer that fits in 64 bits, got -9223372036854775809" -- deck good.toml --set run.seed=-9223372036854775809
 expect 1 "model.n_layer must be an integer that fits in 64 bits, got 0x1_0000_0000_0000_0000" -- deck good.toml --set model.n_layer=0x1_0000_0000_0000_0000
+printf "[run]\nname = 'caf\\xe9'\n" > latin1.toml  # Latin-1, not UTF-8: toml11 read past its buffer on such
+expect 2 "latin1.toml:2: not valid TOML: not UTF-8 (byte 0xe9)" -- train latin1.toml --set parallel.data=2
 # a read that fails (EIO: /proc/self/mem reads address 0, which no process maps)
 expect 2 "cannot read deck '/proc/self/mem': Input/output error" -- train /proc/self/mem --set parallel.data=2
 expect 2 "malformed.toml:1: not valid TOML" -- train malformed.toml

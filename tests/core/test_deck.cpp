@@ -80,6 +80,12 @@ TEST_CASE("decks that would crash the TOML parser are refused; brackets and dots
   const std::string literal = "[run]\nsteps = \'\'\'" + repeat("[.", 100) + "\'\'\'\n";
   CHECK(error_of(ok + literal).find("run.steps must be an integer, got string") != std::string::npos);
   CHECK(error_of(ok, {"run.name=" + repeat("[", 70) + repeat("]", 70)}).find("--set run.name:1: not valid TOML: nested") == 0);
+  // not UTF-8: toml11 read past its buffer on a literal string holding 0xff (found by fuzzing)
+  CHECK(error_of("'\xff'") == "deck.toml:1: not valid TOML: not UTF-8 (byte 0xff)");
+  CHECK(error_of(ok + "[run]\nname = \"a\xc3\"\n") == "deck.toml:4: not valid TOML: not UTF-8 (byte 0xc3)");
+  CHECK(error_of(ok + "[run]\nname = \"\xed\xa0\x80\"\n").find("not UTF-8 (byte 0xed)") != std::string::npos);
+  CHECK(error_of(ok + "[run]\nname = \"\xc0\xaf\"\n").find("not UTF-8 (byte 0xc0)") != std::string::npos);
+  CHECK(error_of(ok + "[run]\nname = \"caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80\"\n").empty());  // é € 😀
   // integers past 64 bits are refused, not clamped; the limits themselves read as written
   CHECK(error_of(ok + "[run]\nsteps = 9223372036854775808\n") ==
         "deck.toml: run.steps must be an integer that fits in 64 bits, got 9223372036854775808");
