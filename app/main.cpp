@@ -32,6 +32,7 @@
 
 #include "core/deck.hpp"
 #include "comm/agree.hpp"
+#include "comm/control.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "plan/memory_fit.hpp"
@@ -39,14 +40,14 @@
 #include "plan/machine_file.hpp"
 #include "plan/plan_report.hpp"
 #include "train/classifier_trainer.hpp"
-#include "train/generate.hpp"
-#include "train/inspect_checkpoint.hpp"
+#include "cli/generate.hpp"
+#include "checkpoint/inspect_checkpoint.hpp"
 #include "comm/nccl_comm.hpp"
 #include "core/blas_kernels.hpp"
 #include "strata_version.hpp"
-#include "train/plan_schedule.hpp"
+#include "cli/plan_schedule.hpp"
 #include "train/stop_signals.hpp"
-#include "train/tokenize.hpp"
+#include "cli/tokenize.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -56,11 +57,8 @@ namespace {
 // (KOKKOS_DEVICE_ID / KOKKOS_NUM_DEVICES, which Kokkos reads at initialisation).
 void bind_device_by_local_rank() {
   if (std::getenv("KOKKOS_DEVICE_ID") || std::getenv("KOKKOS_NUM_DEVICES")) return;
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 0, devices = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
+  const int local = strata::node_share(MPI_COMM_WORLD).local_rank;
+  int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return;  // Kokkos reports it
   setenv("KOKKOS_DEVICE_ID", std::to_string(local % devices).c_str(), 1);
 }
@@ -71,11 +69,7 @@ void bind_device_by_local_rank() {}
 // The memory one rank's share may use and how many ranks share it: one GPU (CUDA builds)
 // or the node's physical memory.
 std::pair<int64_t, int> memory_capacity() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int on_node = 1;
-  MPI_Comm_size(node, &on_node);
-  MPI_Comm_free(&node);
+  const int on_node = strata::node_share(MPI_COMM_WORLD).local_size;
 #if defined(KOKKOS_ENABLE_CUDA)
   size_t free = 0, total = 0;
   int devices = 0;

@@ -23,7 +23,7 @@
 #include "engine/layerpar/ode_steps.hpp"
 #include "model/resnet.hpp"
 #include "io/image_dataset.hpp"
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 
 using namespace strata;
 

@@ -13,7 +13,7 @@
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "optim/weight_prediction.hpp"
-#include "train/gemm_probe.hpp"
+#include "kernels/gemm_probe.hpp"
 
 namespace strata {
 
@@ -125,9 +125,9 @@ double per_call(Comm& comm, int iters, F f) {
   f();  // warm-up
   for (int batch = 0; batch < 3; ++batch) {
     comm.barrier();
-    const double t0 = MPI_Wtime();
+    const double t0 = Timers::now();
     for (int i = 0; i < iters; ++i) f();
-    double dt = (MPI_Wtime() - t0) / iters;
+    double dt = (Timers::now() - t0) / iters;
     dt = comm.allreduce_max(dt);
     best = std::min(best, dt);
   }

@@ -7,11 +7,12 @@
 #include <map>
 
 #include "comm/agree.hpp"
+#include "comm/control.hpp"
 #include "core/deck_changes.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
-#include "io/checkpoint_dir.hpp"
-#include "train/restart_point.hpp"
+#include "checkpoint/checkpoint_dir.hpp"
+#include "checkpoint/restart_point.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
 #include "train/test_faults.hpp"
@@ -25,24 +26,17 @@ namespace {
 std::map<std::string, Timers::Entry> max_over_ranks(const Timers& timers, MPI_Comm comm) {
   std::string mine;
   for (const auto& [name, e] : timers.entries()) mine += name + '\n';
-  int ranks = 1;
-  MPI_Comm_size(comm, &ranks);
-  int length = int(mine.size());
-  std::vector<int> lengths(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks), 0);
-  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
-  for (int r = 1; r < ranks; ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(size_t(offsets.back() + lengths.back()), '\0');
-  MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
   std::map<std::string, Timers::Entry> out;
-  for (size_t begin = 0, end; (end = all.find('\n', begin)) != std::string::npos; begin = end + 1)
-    out[all.substr(begin, end - begin)] = {};
+  for (const std::string& all : allgather_strings(comm, mine))
+    for (size_t begin = 0, end; (end = all.find('\n', begin)) != std::string::npos; begin = end + 1)
+      out[all.substr(begin, end - begin)] = {};
   std::vector<double> values;  // seconds and calls, in the union's order
   for (const auto& [name, unused] : out) {
     const auto it = timers.entries().find(name);
     values.push_back(it == timers.entries().end() ? 0.0 : it->second.seconds);
     values.push_back(it == timers.entries().end() ? 0.0 : double(it->second.calls));
   }
-  MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm);
+  max_over(comm, values);
   size_t k = 0;
   for (auto& [name, e] : out) {
     e.seconds = values[k++];
@@ -54,11 +48,6 @@ std::map<std::string, Timers::Entry> max_over_ranks(const Timers& timers, MPI_Co
 std::string hms(double s) {
   const int64_t t = int64_t(s + 0.5);
   return strfmt("%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
-}
-
-double allreduce_max(double x, MPI_Comm comm) {
-  MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return x;
 }
 
 // The deck a checkpoint was written with against this run's: the model and the seed
@@ -324,7 +313,7 @@ int RunLoop::agree_on_stop(int64_t step, const Window& w, bool& out_of_time) {
   out_of_time = rank_ == 0 && out_of_walltime(deck_.run.max_walltime, Timers::now() - w.t_start,
                                               step + 1 - start_.step, last_checkpoint_seconds_);
   const double request = !w.output_failure.empty() ? 2.0 : stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0;
-  return int(allreduce_max(request, job_.world()));
+  return int(max_over(job_.world(), request));
 }
 
 void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, bool pause, Window& w) {
@@ -343,7 +332,7 @@ void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, boo
 void RunLoop::print_summary(const TrainResult& r) {
   // Every rank takes part in the reductions; rank 0 prints.
   const MPI_Comm world = job_.world();
-  const double loop = allreduce_max(r.seconds, world);
+  const double loop = max_over(world, r.seconds);
   const int64_t steps_run = int64_t(r.losses.size());
   log_.info(strfmt("strata: done: %lld steps in %.2f s", (long long)steps_run, loop) +
             job_.done_line(steps_run, loop, r.losses.empty() ? 0.0 : r.losses.back()) +

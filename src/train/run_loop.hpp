@@ -25,8 +25,8 @@
 #include "core/timers.hpp"
 #include "io/metrics_csv.hpp"
 #include "io/run_lock.hpp"
-#include "train/checkpoint_publisher.hpp"
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/checkpoint_publisher.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "train/training_job.hpp"
 
 namespace strata {

@@ -5,13 +5,14 @@
 #include <fstream>
 
 #include "comm/agree.hpp"
+#include "comm/control.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "engine/data_parallel.hpp"
 #include "io/trace_file.hpp"
 #include "kernels/matmul_bf16.hpp"
-#include "train/gemm_probe.hpp"
+#include "kernels/gemm_probe.hpp"
 #include "train/token_data.hpp"
 
 namespace strata {
@@ -178,7 +179,7 @@ std::string Trainer::done_line(int64_t steps_run, double seconds, double last_lo
 GptTrainResult Trainer::run() {
   std::unique_ptr<TraceRecorder> trace;
   if (!opts_.trace.empty()) {
-    MPI_Barrier(grid_->world());  // every rank's time 0 at the same moment
+    barrier(grid_->world());  // every rank's time 0 at the same moment
     trace = std::make_unique<TraceRecorder>(Timers::now());
     loop_->timers().set_trace(trace.get());
   }

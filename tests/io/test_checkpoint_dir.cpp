@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
-#include "io/checkpoint_dir.hpp"
+#include "checkpoint/checkpoint_dir.hpp"
 #include "io/run_lock.hpp"
 
 using namespace strata;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 
 using namespace strata;
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/deck.hpp"
-#include "io/checkpoint_dir.hpp"
+#include "checkpoint/checkpoint_dir.hpp"
 #include "support/mpi_test_helpers.hpp"
 #include "train/trainer.hpp"
 

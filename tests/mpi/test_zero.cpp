@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
 #include "train/classifier_trainer.hpp"

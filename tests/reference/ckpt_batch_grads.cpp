@@ -9,11 +9,11 @@
 #include <memory>
 
 #include "io/batch.hpp"
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 #include "train/token_data.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 
 using namespace strata;
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "comm/control.hpp"
 #include "core/error.hpp"
 #include "engine/pipeline/simulate.hpp"
 #include "optim/grad_clip.hpp"
@@ -169,8 +170,7 @@ struct PipelineEngine<T>::Run {
   // XPipe's early end: see stop_here
   bool stoppable = false;
   int lookahead = 0, mini_batches = 1, next_end = 1;
-  std::vector<int> stop_flags;
-  std::vector<MPI_Request> stop_requests;
+  StopVotes stop_votes;  // one per update, posted over Grid::control
 };
 
 template <class T>
@@ -225,9 +225,9 @@ bool PipelineEngine<T>::stop_here(Run& st, const PipeInstr& in, size_t at) {
     return false;
   const size_t deciding = size_t(st.next_end - 1 - st.lookahead);
   st.timers->start("stop_agreement");
-  MPI_Wait(&st.stop_requests[deciding], MPI_STATUS_IGNORE);
+  const bool stop = st.stop_votes.result(int(deciding));
   st.timers->stop("stop_agreement");
-  if (!st.stop_flags[deciding]) {
+  if (!stop) {
     ++st.next_end;
     return false;
   }
@@ -254,9 +254,7 @@ void PipelineEngine<T>::end_stream_early(Run& st, int k_end, size_t at) {
         ++*kept;
         continue;
       }
-      MPI_Request& r = (*ring)[size_t((*list)[j]->mb % ch.ring)].request;
-      MPI_Cancel(&r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
+      cancel_receive((*ring)[size_t((*list)[j]->mb % ch.ring)].request);
     }
   }
   st.program = &shorter;
@@ -357,11 +355,7 @@ void PipelineEngine<T>::run_stream_instruction(Run& st, const PipeInstr& in) {
       (*st.norms_squared)[in.mb] = norm * norm;
       store.zero_grads();
       ++st.updates;
-      if (st.stoppable) {
-        int& flag = st.stop_flags[size_t(in.mb)];
-        flag = update.stop_requested() ? 1 : 0;
-        MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, stop_comm_, &st.stop_requests[size_t(in.mb)]);
-      }
+      if (st.stoppable) st.stop_votes.post(in.mb, update.stop_requested());
       if (update.meter) update.meter->reached(store.params(), st.updates);
       timers.stop("optimizer", to_string(in));
       break;
@@ -476,8 +470,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
   }
   st.stoppable = update && update->stop_requested && s.kind == Schedule::XPipe;
   st.lookahead = st.stoppable ? xpipe_stop_lookahead(s) : 0;
-  st.stop_flags.assign(size_t(s.mini_batches), 0);
-  st.stop_requests.assign(size_t(s.mini_batches), MPI_REQUEST_NULL);
+  st.stop_votes = StopVotes(stop_comm_, s.mini_batches);
   st.mini_batches = s.mini_batches;
   st.next_end = st.lookahead + 1;  // the next stream length to decide on
 
@@ -489,7 +482,7 @@ std::vector<double> PipelineEngine<T>::run(const PipeSchedule& s, const std::vec
     run_pass(st, (*st.program)[at]);
   }
   restore_true_weights(st);
-  MPI_Waitall(int(st.stop_requests.size()), st.stop_requests.data(), MPI_STATUSES_IGNORE);  // every rank posted the same
+  st.stop_votes.finish();  // every rank posted the same
   st.loss.resize(size_t(st.mini_batches));
   if (norms_squared) norms_squared->resize(size_t(st.mini_batches));
   timers.start("pipeline_drain");

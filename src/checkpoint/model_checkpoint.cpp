@@ -1,4 +1,4 @@
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 
 #include <unistd.h>
 
@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "comm/control.hpp"
 #include "core/error.hpp"
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 
 namespace strata {
 namespace {
@@ -56,9 +57,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
 
   CheckpointWriter w(path, comm, on_write_failure);
   // a rank that could not create the file would skip the collective calls the others make
-  int created = w.error().empty() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &created, 1, MPI_INT, MPI_MIN, comm);
-  if (!created) throw IoError(w.error().empty() ? "another rank could not create " + path : w.error());
+  if (!min_over(comm, w.error().empty() ? 1 : 0)) throw IoError(w.error().empty() ? "another rank could not create " + path : w.error());
   int64_t bytes = 0;
   const auto& infos = store.infos();
   for (size_t i = 0; i < infos.size(); ++i) {

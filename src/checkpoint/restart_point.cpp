@@ -1,4 +1,4 @@
-#include "train/restart_point.hpp"
+#include "checkpoint/restart_point.hpp"
 
 #include <sys/stat.h>
 
@@ -7,9 +7,10 @@
 #include <ctime>
 
 #include "comm/agree.hpp"
+#include "comm/control.hpp"
 #include "core/error.hpp"
-#include "io/checkpoint_dir.hpp"
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/checkpoint_dir.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 
 namespace strata {
 namespace {
@@ -61,13 +62,6 @@ RestartPoint decide(const std::string& restart, bool fresh, const std::string& r
   throw UserError("--restart latest: " + why + ", and no checkpoint in " + dir.dir() + " checks out:" + rejected);
 }
 
-void broadcast(std::string& s, MPI_Comm world) {
-  int len = int(s.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, world);
-  s.resize(size_t(len));
-  MPI_Bcast(s.data(), len, MPI_CHAR, 0, world);
-}
-
 }  // namespace
 
 RestartPoint choose_restart_point(const std::string& restart, bool fresh, const std::string& run_dir,
@@ -78,8 +72,8 @@ RestartPoint choose_restart_point(const std::string& restart, bool fresh, const 
   agreed(world, [&] {
     if (rank == 0) p = decide(restart, fresh, run_dir, params);
   });
-  broadcast(p.path, world);
-  broadcast(p.note, world);
+  broadcast_string(world, p.path);
+  broadcast_string(world, p.note);
   return p;
 }
 

@@ -1,4 +1,4 @@
-#include "train/generate.hpp"
+#include "cli/generate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include "core/deck.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 #include "model/gpt.hpp"
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "train/token_data.hpp"
 
 namespace strata {

@@ -1,4 +1,4 @@
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_publisher.hpp"
+#include "checkpoint/checkpoint_publisher.hpp"
 
 #include <cmath>
 #include <cstdio>

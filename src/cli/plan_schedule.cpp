@@ -1,4 +1,4 @@
-#include "train/plan_schedule.hpp"
+#include "cli/plan_schedule.hpp"
 
 #include "core/log.hpp"
 #include "engine/pipeline/simulate.hpp"

@@ -1,4 +1,4 @@
-#include "train/tokenize.hpp"
+#include "cli/tokenize.hpp"
 
 #include <sys/stat.h>
 
@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "comm/agree.hpp"
+#include "comm/control.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
@@ -88,13 +89,6 @@ std::string read_shard_text(const std::vector<std::string>& files, const std::ve
   return text;
 }
 
-void broadcast_string(std::string& s, MPI_Comm comm) {
-  uint64_t n = s.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
-  s.resize(n);
-  MPI_Bcast(s.data(), int(n), MPI_CHAR, 0, comm);
-}
-
 }  // namespace
 
 TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) {
@@ -132,7 +126,7 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
       model = Tokenizer::train(files, spec).serialized();
     }
   });
-  broadcast_string(model, comm);
+  broadcast_string(comm, model);
   report.train_seconds = d.tokenizer.empty() ? Timers::now() - t0 : 0.0;
   const Tokenizer tok = Tokenizer::from_serialized(model, d.tokenizer.empty() ? "the trained tokenizer" : d.tokenizer);
   report.vocab = tok.vocab_size();
@@ -149,7 +143,7 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
     }
   });
   const double t1 = Timers::now();
-  int64_t mine[3] = {0, 0, 0};  // text bytes, tokens, shards not reproduced
+  std::vector<int64_t> mine = {0, 0, 0};  // text bytes, tokens, shards not reproduced
   agreed(comm, [&] {
     for (size_t s = size_t(rank); s < shards.size(); s += size_t(ranks)) {
       const std::string text = read_shard_text(files, shards[s]);
@@ -160,8 +154,8 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
       mine[1] += int64_t(ids.size());
     }
   });
-  int64_t total[3];
-  MPI_Allreduce(mine, total, 3, MPI_INT64_T, MPI_SUM, comm);
+  std::vector<int64_t> total = mine;
+  sum_over(comm, total);
   report.encode_seconds = Timers::now() - t1;
   agreed(comm, [&] {
     if (rank != 0) return;

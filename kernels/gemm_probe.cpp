@@ -1,4 +1,4 @@
-#include "train/gemm_probe.hpp"
+#include "kernels/gemm_probe.hpp"
 
 #include <algorithm>
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "core/deck.hpp"
-#include "io/checkpoint_dir.hpp"
+#include "checkpoint/checkpoint_dir.hpp"
 #include "model/param_store.hpp"
-#include "train/model_checkpoint.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 
 namespace strata {
 

@@ -1,10 +1,10 @@
-#include "train/inspect_checkpoint.hpp"
+#include "checkpoint/inspect_checkpoint.hpp"
 
 #include <cmath>
 #include <vector>
 
 #include "core/error.hpp"
-#include "io/checkpoint_file.hpp"
+#include "checkpoint/checkpoint_file.hpp"
 
 namespace strata {
 
