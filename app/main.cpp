@@ -39,7 +39,6 @@
 #include "plan/calibrate.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/plan_report.hpp"
-#include "train/classifier_trainer.hpp"
 #include "cli/generate.hpp"
 #include "checkpoint/inspect_checkpoint.hpp"
 #include "comm/nccl_comm.hpp"
@@ -48,7 +47,8 @@
 #include "cli/plan_schedule.hpp"
 #include "train/stop_signals.hpp"
 #include "cli/tokenize.hpp"
-#include "train/trainer.hpp"
+#include "train/run_loop.hpp"
+#include "train/training_job.hpp"
 
 namespace {
 
@@ -94,14 +94,8 @@ int run_train(const std::string& deck_path, const std::vector<std::string>& over
     strata::check_fits_in_memory(deck, capacity, sharers);
   });
   strata::install_stop_signal_handlers(rank);
-  if (deck.model.kind == "resnet") {  // image classification, layer-parallel by MGRIT
-    if (!opts.trace.empty()) throw strata::UserError("--trace records pipeline timelines; model.kind = \"resnet\" has none", true);
-    strata::ClassifierTrainer trainer(deck, MPI_COMM_WORLD, opts);
-    trainer.run();
-    return strata::kExitOk;
-  }
-  strata::Trainer trainer(deck, MPI_COMM_WORLD, opts);
-  trainer.run();
+  strata::TrainingJob job(deck, MPI_COMM_WORLD, opts.job);
+  strata::RunLoop(deck, opts, job).run();
   return strata::kExitOk;
 }
 

@@ -24,14 +24,15 @@
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/step_prediction.hpp"
-#include "train/trainer.hpp"
+#include "train/run_loop.hpp"
+#include "train/training_job.hpp"
 
 using namespace strata;
 
 namespace {
 
 // This rank's mismatches between predicted and counted traffic ("" when they agree).
-std::string compare(const Traffic& predicted, const Trainer& trainer) {
+std::string compare(const Traffic& predicted, const TrainingJob& trainer) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> counted;  // calls, bytes
   for (const auto& [group, comm] : trainer.grid().reported_comms())
     for (const auto& [kind, st] : comm->stats())
@@ -95,10 +96,10 @@ int main(int argc, char** argv) {
         const Deck d = l.applied_to(deck);
         TrainOptions opts;
         opts.write_outputs = false;
-        opts.print = false;
-        opts.probe_gemm = false;
-        Trainer trainer(d, MPI_COMM_WORLD, opts);
-        const TrainResult result = trainer.run();
+        opts.job.print = false;
+        opts.job.probe_gemm = false;
+        TrainingJob trainer(d, MPI_COMM_WORLD, opts.job);
+        const TrainResult result = RunLoop(d, opts, trainer).run();
         // what this rank's stage should have sent over the run: one round per step, or for
         // XPipe the trainer's two streams (the first step alone, then the rest)
         const int stage = trainer.grid().coords().pipeline;

@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "model/gpt.hpp"
 #include "checkpoint/model_checkpoint.hpp"
-#include "train/token_data.hpp"
+#include "train/deck_data.hpp"
 
 namespace strata {
 

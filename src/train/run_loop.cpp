@@ -11,6 +11,7 @@
 #include "core/deck_changes.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
+#include "io/trace_file.hpp"
 #include "checkpoint/checkpoint_dir.hpp"
 #include "checkpoint/restart_point.hpp"
 #include "train/stop_signals.hpp"
@@ -67,13 +68,19 @@ std::string check_deck_against_checkpoint(const std::string& path, const std::st
 
 }  // namespace
 
-RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainingJob& job, const Log& log)
-    : deck_(deck), opts_(opts), job_(job), log_(log) {
-  const MPI_Comm world = job_.world();
-  MPI_Comm_rank(world, &rank_);
+RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainingSteps& job)
+    : deck_(deck), opts_(opts), job_(job), log_(opts.job.print ? job.grid().world_rank() : -1) {
+  rank_ = job_.grid().world_rank();
   if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
-  // 1. the run directory and its lock (rank 0)
+}
+
+void RunLoop::set_up() {
+  const MPI_Comm world = job_.grid().world();
+  // 1. the run directory and its lock (rank 0); an unwritable trace file stops the run
+  // before it trains, not after
   agreed(world, [&] {
+    if (!opts_.trace.empty() && rank_ == 0 && !std::ofstream(opts_.trace))
+      throw UserError("cannot write the trace file '" + opts_.trace + "'");
     if (rank_ != 0 || run_dir_.empty()) return;
     make_directories(run_dir_);
     lock_ = std::make_unique<RunLock>(run_dir_);
@@ -103,7 +110,7 @@ RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainingJob& job, c
     out << deck_.resolved_toml;
     out.close();
     if (!out) throw IoError("cannot write " + run_dir_ + "/deck.toml");
-    auto columns = job_.metric_columns();
+    auto columns = job_.metrics().columns();
     columns.insert(columns.begin(), {"step", "loss"});
     columns.push_back("skipped_steps");
     metrics_ = std::make_unique<MetricsCsv>(run_dir_ + "/metrics.csv", columns, start_.step > 0 ? start_.step : -1);
@@ -116,7 +123,7 @@ int64_t RunLoop::round_end(int64_t step) const {
   const auto& rc = deck_.run;
   const auto divides = [](int64_t every, int64_t n) { return every > 0 && n % every == 0; };
   int64_t end = step;
-  while (end - step + 1 < job_.max_round_steps() &&
+  while (end - step + 1 < job_.facts().max_round_steps &&
          !(end + 1 == rc.steps || end == 0 || divides(rc.log_every, end + 1) || divides(rc.val_every, end + 1) ||
            (!run_dir_.empty() && divides(rc.checkpoint_every, end + 1))))
     ++end;
@@ -127,9 +134,9 @@ TrainingState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps,
   TrainingState s;
   s.step = steps_done;
   s.optim_steps = optim_steps;
-  s.tokens_seen = steps_done * job_.samples_per_step();
+  s.tokens_seen = steps_done * job_.facts().samples_per_step;
   s.val_loss = val;
-  s.tokenizer = job_.tokenizer_model();
+  s.tokenizer = job_.facts().tokenizer_model;
   return s;
 }
 
@@ -137,6 +144,7 @@ struct RunLoop::Window {
   double t_start = 0;       // the loop's
   double start = 0;         // the window's, moved past validation and checkpoints
   int64_t steps = 0, skipped = 0, skipped_in_a_row = 0;
+  int64_t correct = 0;             // classifiers: training samples predicted right
   std::pair<double, double> comm;  // the job's (seconds, wire bytes) at the window's start
   std::string output_failure;      // rank 0: metrics.csv could not be written
   // moves the window's start past a phase that is not training (validation, checkpoints)
@@ -147,9 +155,46 @@ struct RunLoop::Window {
   }
 };
 
+std::pair<double, double> RunLoop::comm_totals() const {
+  double seconds = 0, wire = 0;
+  for (const auto& [name, c] : job_.grid().reported_comms())
+    for (const auto& [kind, st] : c->stats()) {
+      seconds += st.seconds;
+      wire += st.wire_bytes;
+    }
+  return {seconds, wire};
+}
+
 TrainResult RunLoop::run() {
+  set_up();
+  const Grid& grid = job_.grid();
+  for (size_t i = 0; i < job_.facts().description.size(); ++i) {
+    const bool last = i + 1 == job_.facts().description.size();
+    log_.info(job_.facts().description[i] + (last && !run_dir_.empty() ? "; run dir " + run_dir_ : ""));
+  }
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && grid.world_size() > 1)
+    log_.warn("OPENBLAS_NUM_THREADS is not set: each rank's OpenBLAS may start one thread per core and oversubscribe");
+  std::unique_ptr<TraceRecorder> trace;
+  if (!opts_.trace.empty()) {
+    barrier(grid.world());  // every rank's time 0 at the same moment
+    trace = std::make_unique<TraceRecorder>(Timers::now());
+    timers_.set_trace(trace.get());
+  }
+  TrainResult result = train();
+  if (trace) {
+    timers_.set_trace(nullptr);
+    const auto& g = grid.coords();
+    write_chrome_trace(opts_.trace, grid.world(), *trace,
+                       strfmt("rank %d (data %d, stage %d, tensor %d,%d)", grid.world_rank(), g.data, g.pipeline,
+                              g.row, g.col));
+    log_.info("strata: wrote the timeline of every rank to " + opts_.trace + " (tools/plot_trace.py draws it)");
+  }
+  job_.report_end(log_, result);
+  return result;
+}
+
+TrainResult RunLoop::train() {
   const auto& rc = deck_.run;
-  job_.describe(log_);
   const TestFaults faults = TestFaults::from_environment();
   StopWatchdog watchdog(rc.stop_timeout, rank_);
 
@@ -162,7 +207,7 @@ TrainResult RunLoop::run() {
     log_.info(strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
   Window w;
   w.t_start = w.start = Timers::now();
-  w.comm = job_.comm_totals();
+  w.comm = comm_totals();
   double warm_start = -1;  // the end of the first round
 
   // a stop request as a streaming job asks for it inside a round: a signal, or (rank 0)
@@ -199,7 +244,6 @@ TrainResult RunLoop::run() {
     const bool every = rc.checkpoint_every > 0 && ((step + 1) % rc.checkpoint_every == 0 || last);
     if (publisher_ && (every || request > 0))
       checkpoint(step, update.adamw().steps_taken(), val, faults.pause_checkpoint_at == step + 1, w);
-    for (int64_t s = first; s <= step; ++s) job_.after_step(s + 1);  // after the checkpoint's evaluation
     if (request >= 2) {
       // rank 0 holds the message; every rank ends with the same exit code
       throw IoError(w.output_failure + strfmt(" (stopped after step %lld%s)", (long long)step + 1,
@@ -219,9 +263,10 @@ TrainResult RunLoop::run() {
   }
   result.seconds = Timers::now() - w.t_start;
   result.warm_seconds = result.warm_steps > 0 ? Timers::now() - warm_start : 0.0;
-  result.tokens_per_second = double(job_.samples_per_step()) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
-  result.activation_bytes = job_.activation_bytes();
-  result.state_bytes = job_.params().state_bytes() + job_.weight_copy_bytes();
+  result.tokens_per_second = double(job_.facts().samples_per_step) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
+  const auto [activations, weight_copies] = job_.memory();
+  result.activation_bytes = activations;
+  result.state_bytes = job_.params().state_bytes() + weight_copies;
   print_summary(result);
   return result;
 }
@@ -229,6 +274,7 @@ TrainResult RunLoop::run() {
 void RunLoop::account(const std::vector<StepOutcome>& done, int64_t first, TrainResult& result, Window& w) {
   const auto& rc = deck_.run;
   w.steps += int64_t(done.size());
+  for (const StepOutcome& o : done) w.correct += o.correct;
   // a step whose loss or gradient norm is not finite was not applied: stop, or skip it
   // (the loss and the norm are global values, the same on every rank: so is the decision)
   for (size_t k = 0; k < done.size(); ++k) {
@@ -260,12 +306,13 @@ Evaluation RunLoop::validate_if_due(int64_t step, TrainResult& result, Window& w
   const auto& rc = deck_.run;
   const bool last = step + 1 == rc.steps;
   Evaluation val;
-  if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && (rc.val_every > 0 || job_.validates_at_end()))) {
+  if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && (rc.val_every > 0 || job_.facts().validates_at_end))) {
     timers_.start("validation");
-    const auto comm_before = job_.comm_totals();
+    const auto comm_before = comm_totals();
     val = job_.evaluate();
-    w.exclude(timers_.stop("validation"), comm_before, job_.comm_totals());
+    w.exclude(timers_.stop("validation"), comm_before, comm_totals());
     result.val.emplace_back(step + 1, val.loss);
+    if (!std::isnan(val.accuracy)) result.accuracy.emplace_back(step + 1, val.accuracy);
   }
   return val;
 }
@@ -280,15 +327,20 @@ void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double l
   p.steps = rc.steps;
   p.window_steps = w.steps;
   p.seconds = now - w.start;
-  const auto comm_now = job_.comm_totals();
+  const auto comm_now = comm_totals();
   p.comm_seconds = comm_now.first - w.comm.first;
   p.comm_bytes = comm_now.second - w.comm.second;
   p.last = last_outcome;
   p.lr = lr;
   p.val = val;
+  p.correct = w.correct;
   std::vector<double> row = {double(step + 1), last_outcome.loss};
   std::string line = strfmt("step %5lld/%lld | loss %.4f", (long long)step + 1, (long long)rc.steps, last_outcome.loss);
-  line += job_.progress(p, row);
+  line += job_.metrics().progress(p, row);
+  // this rank's communication: share of the step time (validation excluded), volume per step
+  if (job_.grid().world_size() > 1)
+    line += strfmt(" | comm %.0f%% %.2f MiB/step", 100.0 * std::min(p.comm_seconds / p.seconds, 1.0),
+                   p.comm_bytes / double(p.window_steps) / double(1 << 20));
   if (w.skipped > 0) line += strfmt(" | skipped %lld", (long long)w.skipped);
   line += strfmt(" | mem %.0f MiB | ETA %s", double(peak_rss_bytes()) / (1 << 20),
                  hms(p.seconds / double(w.steps) * double(rc.steps - step - 1)).c_str());
@@ -303,7 +355,7 @@ void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double l
   }
   w.start = now;
   w.comm = comm_now;
-  w.steps = w.skipped = 0;
+  w.steps = w.skipped = w.correct = 0;
 }
 
 // Stop requests (a signal on any rank, the wall-time budget by rank 0's clock, an output
@@ -313,29 +365,29 @@ int RunLoop::agree_on_stop(int64_t step, const Window& w, bool& out_of_time) {
   out_of_time = rank_ == 0 && out_of_walltime(deck_.run.max_walltime, Timers::now() - w.t_start,
                                               step + 1 - start_.step, last_checkpoint_seconds_);
   const double request = !w.output_failure.empty() ? 2.0 : stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0;
-  return int(max_over(job_.world(), request));
+  return int(max_over(job_.grid().world(), request));
 }
 
 void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, bool pause, Window& w) {
   timers_.start("checkpoint");
-  const auto comm_before = job_.comm_totals();
+  const auto comm_before = comm_totals();
   if (std::isnan(val.loss)) val = job_.evaluate();
   const auto written = publisher_->publish(checkpoint_state(step + 1, optim_steps, val.loss), job_.params(), deck_,
-                                           job_.layout(), job_.grid().data_rank(), job_.grid().data_size(), pause);
+                                           job_.facts().layout, job_.grid().data_rank(), job_.grid().data_size(), pause);
   last_checkpoint_seconds_ = written.seconds;
   log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s; checks %.3f s), val loss %.4f",
                    written.path.c_str(), double(written.bytes) / (1 << 20), written.seconds,
                    double(written.bytes) / 1e6 / std::max(written.seconds, 1e-9), written.check_seconds, val.loss));
-  w.exclude(timers_.stop("checkpoint"), comm_before, job_.comm_totals());
+  w.exclude(timers_.stop("checkpoint"), comm_before, comm_totals());
 }
 
 void RunLoop::print_summary(const TrainResult& r) {
   // Every rank takes part in the reductions; rank 0 prints.
-  const MPI_Comm world = job_.world();
+  const MPI_Comm world = job_.grid().world();
   const double loop = max_over(world, r.seconds);
   const int64_t steps_run = int64_t(r.losses.size());
   log_.info(strfmt("strata: done: %lld steps in %.2f s", (long long)steps_run, loop) +
-            job_.done_line(steps_run, loop, r.losses.empty() ? 0.0 : r.losses.back()) +
+            job_.metrics().done_line(r, loop) +
             (r.skipped_steps > 0 ? strfmt(", %lld skipped", (long long)r.skipped_steps) : ""));
   log_.info("timer            total_s   calls   ms/call   % of loop   (max over ranks)");
   for (const auto& [name, e] : max_over_ranks(timers_, world))
@@ -355,7 +407,16 @@ void RunLoop::print_summary(const TrainResult& r) {
                        ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
                        : "",
                    double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
-  job_.print_summary(log_, loop, steps_run);
+  if (job_.grid().world_size() == 1) return;
+  const auto [comm_s, comm_wire] = comm_totals();
+  log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",
+                   comm_s, 100.0 * comm_s / loop, comm_wire / double(std::max<int64_t>(1, steps_run)) / (1 << 20)));
+  log_.info("comm group    kind                 calls  payload_MiB   wire_MiB    seconds");
+  for (const auto& [group, c] : job_.grid().reported_comms())
+    for (const auto& [kind, st] : c->stats())
+      if (st.calls > 0 && (st.bytes > 0 || st.seconds > 1e-4))
+        log_.info(strfmt("comm %-8s %-20s %7lld %12.2f %10.2f %10.3f", group.c_str(), kind.c_str(), (long long)st.calls,
+                         double(st.bytes) / (1 << 20), st.wire_bytes / (1 << 20), st.seconds));
 }
 
 }  // namespace strata

@@ -13,7 +13,10 @@
 //    rank), agreed after every round so every rank stops after the same step, with
 //    StopWatchdog ending ranks that never get there;
 //  - checkpoints, published all or nothing (checkpoint_publisher.hpp);
-//  - the summary (timers, then the job's memory and communication).
+//  - the summary (timers, memory, communication per group and kind);
+//  - with --trace, every rank's timeline.
+// main builds the job, then RunLoop(deck, options, job).run(): the loop owns the job's
+// run; constructing either writes nothing.
 #include <mpi.h>
 
 #include <memory>
@@ -27,46 +30,33 @@
 #include "io/run_lock.hpp"
 #include "checkpoint/checkpoint_publisher.hpp"
 #include "checkpoint/model_checkpoint.hpp"
+#include "train/run_result.hpp"
 #include "train/training_job.hpp"
 
 namespace strata {
 
 struct TrainOptions {
+  JobOptions job;             // logging, the GEMM probe
   bool write_outputs = true;  // run directory, deck copy, metrics.csv, checkpoints
   std::string restart;        // "" (fresh), "latest" (newest in run_dir/checkpoints, if any), or a path
   bool fresh = false;         // start over a run directory that has checkpoints (they are moved aside)
-  bool print = true;          // progress lines and summary (rank 0)
-  bool probe_gemm = true;     // measure the GEMM rate for the utilisation column
   std::string trace;          // write a Chrome/Perfetto timeline of every rank here ("" = none)
-};
-
-struct TrainResult {
-  int64_t first_step = 0;                         // steps before this run (restart point)
-  std::vector<double> losses;                     // global mean training loss per step run
-  int64_t skipped_steps = 0;                      // steps not applied (run.on_nonfinite = "skip")
-  bool stopped_early = false;                     // a signal or run.max_walltime stopped it
-  std::vector<std::pair<int64_t, double>> val;    // (step, validation loss)
-  double seconds = 0;                             // training loop wall time
-  double warm_seconds = 0;                        // of it, after the first round (allocation, first touch)
-  int64_t warm_steps = 0;                         // steps in warm_seconds
-  int64_t activation_bytes = 0;                   // this rank's activation caches and messages at the end
-  int64_t state_bytes = 0;                        // its parameters, gradients, moments (and XPipe's weight copy)
-  double tokens_per_second = 0;
 };
 
 class RunLoop {
  public:
-  // Collective set-up (every failure agreed: the same error on every rank, before any
-  // training). Loads the restart checkpoint into job.params().
-  RunLoop(const Deck& deck, const TrainOptions& opts, TrainingJob& job, const Log& log);
+  RunLoop(const Deck& deck, const TrainOptions& opts, TrainingSteps& job);
   ~RunLoop();
-  // Collective: trains from start().step to run.steps, or until a stop request.
+  // Collective: the set-up (every failure agreed: the same error on every rank, before
+  // any training; the restart checkpoint is read into job.params()), then the steps from
+  // the restart point to run.steps, or until a stop request.
   TrainResult run();
-  const TrainingState& start() const { return start_; }
-  const std::string& run_dir() const { return run_dir_; }  // "" when outputs are off
-  Timers& timers() { return timers_; }
 
  private:
+  void set_up();
+  TrainResult train();
+  // This rank's communication so far over the grid's reported groups: (seconds, wire bytes).
+  std::pair<double, double> comm_totals() const;
   // The last step of the round that starts at `step`: the step itself, or for a job that
   // streams, the first step from there on after which the loop must look (log,
   // validation, checkpoint, the last step), within the job's max_round_steps().
@@ -91,8 +81,8 @@ class RunLoop {
 
   const Deck& deck_;
   TrainOptions opts_;
-  TrainingJob& job_;
-  const Log& log_;
+  TrainingSteps& job_;
+  Log log_;
   int rank_ = 0;
   std::string run_dir_;
   std::unique_ptr<RunLock> lock_;                 // rank 0, while the run lives

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "io/batch.hpp"
+#include "io/token_batches.hpp"
 #include "io/text_dataset.hpp"
 #include "io/token_corpus.hpp"
 #include "io/token_shard.hpp"
@@ -109,17 +109,16 @@ TEST_CASE("the same tokens in many shards give the same sequences, across shard 
 TEST_CASE("a global batch is the same on any data-parallel layout", "[io][token_corpus]") {
   const std::string dir = corpus_temp_dir("layout");
   corpus_write_shards(dir, corpus_fortune_bytes(), {200000, 900000});
-  const TokenCorpus corpus({dir + "/*.tok"}, {}, 0.05, 32, 3, 256);
+  const auto corpus = std::make_shared<TokenCorpus>(std::vector<std::string>{dir + "/*.tok"}, std::vector<std::string>{},
+                                                    0.05, 32, 3, 256);
   const int64_t global = 8, micro = 2;
-  Batch whole(global, 32);
-  whole.load(corpus, Split::Train, 11, 0, 1, micro);
-  auto all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), whole.tokens());
+  TokenBatches whole(corpus, BatchShape{global, 1, 0, micro}, 32);
+  auto all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), whole.load(Split::Train, 11, 0).tokens);
   for (int64_t replicas : {2, 4}) {
     // replica r's micro-batch j holds its part of global micro-batch j
     for (int64_t r = 0; r < replicas; ++r) {
-      Batch part(global / replicas, 32);
-      part.load(corpus, Split::Train, 11, r, replicas, micro);
-      auto mine = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part.tokens());
+      TokenBatches part(corpus, BatchShape{global, replicas, r, micro}, 32);
+      auto mine = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part.load(Split::Train, 11, 0).tokens);
       const int64_t per_micro = global / replicas / micro;
       for (int64_t i = 0; i < global / replicas; ++i) {
         const int64_t g = (i / per_micro) * per_micro * replicas + r * per_micro + i % per_micro;

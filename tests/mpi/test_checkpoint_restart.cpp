@@ -14,7 +14,6 @@
 #include "core/deck.hpp"
 #include "checkpoint/checkpoint_dir.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 
@@ -45,7 +44,7 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
   MPI_Barrier(MPI_COMM_WORLD);
 
   // the uninterrupted run, checkpointing every 4 steps (keep 2: steps 8 and 12 remain)
-  const TrainResult full = Trainer(ckpt_deck(size, name, 12, 4), MPI_COMM_WORLD, test::quiet(true)).run();
+  const TrainResult full = Training(ckpt_deck(size, name, 12, 4), MPI_COMM_WORLD, test::quiet(true)).run();
   const std::string dir = "checkpoint_test_runs/" + name + "/checkpoints";
   const bool pruned = !exists(dir + "/ckpt_00000004.h5") && exists(dir + "/ckpt_00000008.h5") &&
                       exists(dir + "/ckpt_00000012.h5");
@@ -54,11 +53,11 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
 
   // restart from step 8 on the same layout: steps 9..12 must be bit-identical
   const TrainResult resumed =
-      Trainer(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, test::quiet(true, dir + "/ckpt_00000008.h5")).run();
+      Training(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, test::quiet(true, dir + "/ckpt_00000008.h5")).run();
 
   // "latest" where there is no checkpoint yet: a fresh run
   const TrainResult fresh =
-      Trainer(ckpt_deck(size, name + "-fresh", 2, 0), MPI_COMM_WORLD, test::quiet(true, "latest")).run();
+      Training(ckpt_deck(size, name + "-fresh", 2, 0), MPI_COMM_WORLD, test::quiet(true, "latest")).run();
 
   CHECK(pruned);
   CHECK(latest_name == "ckpt_00000012.h5");
@@ -70,7 +69,7 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
 
   // a different layout: rank 0 alone restarts the N-rank checkpoint of step 8
   if (rank == 0) {
-    const TrainResult serial = Trainer(ckpt_deck(1, name + "-serial", 12, 0), MPI_COMM_SELF,
+    const TrainResult serial = Training(ckpt_deck(1, name + "-serial", 12, 0), MPI_COMM_SELF,
                                        test::quiet(true, dir + "/ckpt_00000008.h5"))
                                    .run();
     REQUIRE(serial.losses.size() == 4);

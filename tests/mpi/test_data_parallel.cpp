@@ -9,7 +9,6 @@
 #include "core/deck.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 
@@ -31,11 +30,11 @@ TEST_CASE("data parallel over all ranks equals the serial run", "[mpi][data_para
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   TrainOptions quiet;
   quiet.write_outputs = false;
-  quiet.print = false;
-  quiet.probe_gemm = false;
+  quiet.job.print = false;
+  quiet.job.probe_gemm = false;
 
   for (const std::string kind : {"text", "random"}) {
-    Trainer parallel(small_deck(kind, size), MPI_COMM_WORLD, quiet);
+    Training parallel(small_deck(kind, size), MPI_COMM_WORLD, quiet);
     const TrainResult par = parallel.run();
     const auto par_params = test::to_host<float>(parallel.model().params().params());
 
@@ -48,7 +47,7 @@ TEST_CASE("data parallel over all ranks equals the serial run", "[mpi][data_para
 
     // CHECK, not REQUIRE: a failing rank must not leave the collective loop early.
     if (rank == 0) {
-      Trainer serial(small_deck(kind, 1), MPI_COMM_SELF, quiet);
+      Training serial(small_deck(kind, 1), MPI_COMM_SELF, quiet);
       const TrainResult ser = serial.run();
       const auto ser_params = test::to_host<float>(serial.model().params().params());
       INFO("data kind " << kind << ", " << size << " ranks");

@@ -13,8 +13,6 @@
 
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/classifier_trainer.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -47,9 +45,9 @@ std::vector<std::vector<std::string>> gpt_layouts_for(int n) {
 TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data and tensor parallelism",
           "[mpi][accumulation]") {
   const int n = world_size(), rank = world_rank();
-  const auto [ser, ser_params] = serial_run<Trainer>(gpt_deck({}));
+  const auto [ser, ser_params] = serial_run<Training>(gpt_deck({}));
   for (const auto& layout : gpt_layouts_for(n)) {
-    Trainer par(gpt_deck(layout), MPI_COMM_WORLD, quiet());
+    Training par(gpt_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = global_params_of(par);
     if (rank == 0) {
@@ -77,15 +75,15 @@ TEST_CASE("gradient accumulation equals the whole-batch run, alone and with data
 TEST_CASE("the residual network with gradient accumulation equals its whole-batch run", "[mpi][accumulation]") {
   const int n = world_size(), rank = world_rank();
   if (n > 2) return;
-  const auto [ser, ser_params] = serial_run<ClassifierTrainer>(small_resnet_deck({}));
+  const auto [ser, ser_params] = serial_run<Training>(small_resnet_deck({}));
   const std::vector<std::string> layout = {"parallel.data=" + std::to_string(n), "parallel.micro_batches=3"};
-  ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
-  const ClassifierResult r = par.run();
+  Training par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
+  const TrainResult r = par.run();
   const auto params = global_params_of(par);
   if (rank == 0) {
     INFO(describe(layout) << " on " << n << " ranks");
-    REQUIRE(r.train.losses.size() == ser.train.losses.size());
-    const double worst = max_rel_diff(r.train.losses, ser.train.losses);
+    REQUIRE(r.losses.size() == ser.losses.size());
+    const double worst = max_rel_diff(r.losses, ser.losses);
     std::printf("resnet accumulation, %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
                 describe(layout).c_str(), n, worst, max_abs_diff(params, ser_params));
     CHECK(worst < 3e-7);

@@ -18,7 +18,6 @@
 #include "engine/pipeline/pipeline_engine.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -115,9 +114,9 @@ TEST_CASE("GPipe, 1F1B, ZB-H1 and ZB-H2 pipelines equal the serial run", "[mpi][
   const int n = world_size(), rank = world_rank();
   const auto layouts = pipeline_layouts_for(n);
   if (layouts.empty()) return;
-  const auto [ser, ser_params] = test::serial_run<Trainer>(pipe_deck({}));
+  const auto [ser, ser_params] = test::serial_run<Training>(pipe_deck({}));
   for (const auto& layout : layouts) {
-    Trainer par(pipe_deck(layout), MPI_COMM_WORLD, quiet());
+    Training par(pipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = test::global_params_of(par);
     if (rank == 0) {
@@ -148,17 +147,17 @@ TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages (another schedu
   if (rank == 0) std::filesystem::remove_all("pipeline_test_runs");
   MPI_Barrier(MPI_COMM_WORLD);
   const std::vector<std::string> two = {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=3"};
-  const TrainResult full = Trainer(pipe_deck(two, "ckpt2", 12, 6), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult full = Training(pipe_deck(two, "ckpt2", 12, 6), MPI_COMM_WORLD, quiet(true)).run();
   const std::string ckpt = "pipeline_test_runs/ckpt2/checkpoints/ckpt_00000006.h5";
   const TrainResult four =
-      Trainer(pipe_deck({"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=zb-h2"}, "from2-4", 12),
+      Training(pipe_deck({"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=zb-h2"}, "from2-4", 12),
               MPI_COMM_WORLD, quiet(false, ckpt))
           .run();
   CHECK(four.first_step == 6);
   REQUIRE(four.losses.size() == 6);
   for (size_t i = 0; i < 6; ++i) CHECK(four.losses[i] == Approx(full.losses[6 + i]).epsilon(3e-7));
   if (rank == 0) {
-    const TrainResult one = Trainer(pipe_deck({}, "from2-1", 12), MPI_COMM_SELF, quiet(false, ckpt)).run();
+    const TrainResult one = Training(pipe_deck({}, "from2-1", 12), MPI_COMM_SELF, quiet(false, ckpt)).run();
     REQUIRE(one.losses.size() == 6);
     for (size_t i = 0; i < 6; ++i) CHECK(one.losses[i] == Approx(full.losses[6 + i]).epsilon(3e-7));
   }
@@ -166,7 +165,7 @@ TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages (another schedu
   MPI_Comm pair;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
   if (pair != MPI_COMM_NULL) {
-    const TrainResult inter = Trainer(pipe_deck({"parallel.pipeline=2", "parallel.micro_batches=4",
+    const TrainResult inter = Training(pipe_deck({"parallel.pipeline=2", "parallel.micro_batches=4",
                                                  "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
                                                 "from2-interleaved", 12),
                                       pair, quiet(false, ckpt))

@@ -15,8 +15,6 @@
 #include "kernels/matmul_bf16.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/classifier_trainer.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -49,7 +47,7 @@ struct Run {
 };
 
 Run serial_run(const Deck& d) {
-  Trainer t(d, MPI_COMM_SELF, quiet());
+  Training t(d, MPI_COMM_SELF, quiet());
   Run r;
   r.result = t.run();
   r.params = global_params_of(t);
@@ -86,12 +84,12 @@ std::vector<std::vector<std::string>> resnet_bf16_layouts_for(int n) {
 }
 
 struct ClassifierRun {
-  ClassifierResult result;
+  TrainResult result;
   std::vector<double> params;
 };
 
 ClassifierRun classifier_run(const Deck& d, MPI_Comm comm) {
-  ClassifierTrainer t(d, comm, quiet());
+  Training t(d, comm, quiet());
   ClassifierRun r;
   r.result = t.run();
   r.params = global_params_of(t);
@@ -120,7 +118,7 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
     CHECK(bf16.result.losses != fp32.result.losses);     // and the products did run in bf16
   }
   for (const auto& layout : bf16_layouts_for(n)) {
-    Trainer par(precision_deck(layout), MPI_COMM_WORLD, quiet());
+    Training par(precision_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = global_params_of(par);
     if (rank == 0) {
@@ -157,14 +155,14 @@ TEST_CASE("XPipe in bf16 with data parallelism in the stages equals XPipe in bf1
   TrainResult ref;
   std::vector<double> ref_params;
   if (pair != MPI_COMM_NULL) {
-    Trainer t(precision_deck(xpipe), pair, quiet());
+    Training t(precision_deck(xpipe), pair, quiet());
     ref = t.run();
     ref_params = global_params_of(t);
     MPI_Comm_free(&pair);
   }
   auto layout = xpipe;
   layout.push_back("parallel.data=2");
-  Trainer t(precision_deck(layout), MPI_COMM_WORLD, quiet());
+  Training t(precision_deck(layout), MPI_COMM_WORLD, quiet());
   const TrainResult r = t.run();
   const auto params = global_params_of(t);
   if (rank == 0) {
@@ -189,11 +187,11 @@ TEST_CASE("a bf16 checkpoint restarts in fp32, and an fp32 one in bf16", "[mpi][
                                              "run.checkpoint_every=6"};
     auto before = common;
     before.push_back(std::string("model.precision=") + first);
-    Trainer(precision_deck(before), MPI_COMM_WORLD, quiet(true)).run();
+    Training(precision_deck(before), MPI_COMM_WORLD, quiet(true)).run();
     auto after = common;
     after.push_back(std::string("model.precision=") + then);
     after.push_back("run.steps=16");
-    const TrainResult resumed = Trainer(precision_deck(after), MPI_COMM_WORLD, quiet(true, "latest")).run();
+    const TrainResult resumed = Training(precision_deck(after), MPI_COMM_WORLD, quiet(true, "latest")).run();
     CHECK(resumed.first_step == 12);
     CHECK(resumed.losses.size() == 4);
     for (double l : resumed.losses) CHECK(std::isfinite(l));
@@ -210,18 +208,18 @@ TEST_CASE("the residual network in bf16: close to fp32, and data, pipeline and M
   if (rank == 0) {
     fp32 = classifier_run(small_resnet_deck({}), MPI_COMM_SELF);
     bf16 = classifier_run(small_resnet_deck({"model.precision=bf16"}), MPI_COMM_SELF);
-    const double worst = max_rel_diff(bf16.result.train.losses, fp32.result.train.losses);
+    const double worst = max_rel_diff(bf16.result.losses, fp32.result.losses);
     std::printf("resnet bf16 against fp32, serial: worst loss rel diff %.2e, param rms diff %.2e\n", worst,
                 rms_diff(bf16.params, fp32.params));
     CHECK(worst < 1e-2);
-    CHECK(bf16.result.train.losses != fp32.result.train.losses);
+    CHECK(bf16.result.losses != fp32.result.losses);
   }
   for (const auto& layout : resnet_bf16_layouts_for(n)) {
     const ClassifierRun r = classifier_run(small_resnet_deck(layout), MPI_COMM_WORLD);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
-      REQUIRE(r.result.train.losses.size() == bf16.result.train.losses.size());
-      const double worst = max_rel_diff(r.result.train.losses, bf16.result.train.losses);
+      REQUIRE(r.result.losses.size() == bf16.result.losses.size());
+      const double worst = max_rel_diff(r.result.losses, bf16.result.losses);
       std::printf("resnet bf16 equivalence, %s on %d ranks: worst loss rel diff %.2e, param rms diff %.2e\n",
                   describe(layout).c_str(), n, worst, rms_diff(r.params, bf16.params));
       // seen: equal losses, parameters <= 6.7e-10 rms apart (bf16 and fp32: 2.1e-4 and 1.2e-4)

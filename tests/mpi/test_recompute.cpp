@@ -14,8 +14,6 @@
 
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/classifier_trainer.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -47,7 +45,7 @@ struct RecomputeRun {
 };
 
 RecomputeRun run_layout(const std::vector<std::string>& overrides) {
-  Trainer t(recompute_deck(overrides), MPI_COMM_WORLD, quiet());
+  Training t(recompute_deck(overrides), MPI_COMM_WORLD, quiet());
   RecomputeRun r;
   r.result = t.run();
   r.params = global_params_of(t);
@@ -95,20 +93,20 @@ TEST_CASE("the residual network's full recomputation (every k-th state kept) is 
   for (auto layout : layouts) {
     layout.push_back("model.n_layer=12");
     const auto train = [&](const std::vector<std::string>& o) {
-      ClassifierTrainer t(small_resnet_deck(o), MPI_COMM_WORLD, quiet());
+      Training t(small_resnet_deck(o), MPI_COMM_WORLD, quiet());
       auto r = t.run();
       return std::make_pair(r, global_params_of(t));
     };
     const auto [plain, plain_params] = train(layout);
     layout.push_back("parallel.recompute=full");
     const auto [recomputed, recomputed_params] = train(layout);
-    CHECK(recomputed.train.activation_bytes < plain.train.activation_bytes);
+    CHECK(recomputed.activation_bytes < plain.activation_bytes);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       std::printf("resnet recompute full, %s on %d ranks: activations %.3f MiB -> %.3f MiB (rank 0)\n",
-                  describe(layout).c_str(), n, double(plain.train.activation_bytes) / (1 << 20),
-                  double(recomputed.train.activation_bytes) / (1 << 20));
-      CHECK(recomputed.train.losses == plain.train.losses);
+                  describe(layout).c_str(), n, double(plain.activation_bytes) / (1 << 20),
+                  double(recomputed.activation_bytes) / (1 << 20));
+      CHECK(recomputed.losses == plain.losses);
       CHECK(recomputed.accuracy == plain.accuracy);
       CHECK(recomputed_params == plain_params);
     }

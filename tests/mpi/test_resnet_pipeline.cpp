@@ -12,7 +12,6 @@
 
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/classifier_trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -46,26 +45,26 @@ TEST_CASE("the residual network's pipeline and data-parallel runs equal its seri
       if ((std::find(l.begin(), l.end(), channels) != l.end()) == conv) mine.push_back(l);
     if (mine.empty()) continue;
     const std::vector<std::string> kind = conv ? std::vector<std::string>{channels} : std::vector<std::string>{};
-    ClassifierResult ser;
+    TrainResult ser;
     std::vector<double> ser_params;
     if (rank == 0) {
-      ClassifierTrainer serial(small_resnet_deck(kind), MPI_COMM_SELF, quiet());
+      Training serial(small_resnet_deck(kind), MPI_COMM_SELF, quiet());
       ser = serial.run();
       ser_params = global_params_of(serial);
     }
     for (const auto& layout : mine) {
-      ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
-      const ClassifierResult r = par.run();
+      Training par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
+      const TrainResult r = par.run();
       const auto params = global_params_of(par);
       if (rank == 0) {
         INFO(describe(layout) << " on " << n << " ranks");
-        REQUIRE(r.train.losses.size() == ser.train.losses.size());
+        REQUIRE(r.losses.size() == ser.losses.size());
         double worst = 0;
-        for (size_t s = 0; s < r.train.losses.size(); ++s)
-          worst = std::max(worst, std::abs(r.train.losses[s] - ser.train.losses[s]) / ser.train.losses[s]);
-        REQUIRE(r.train.val.size() == ser.train.val.size());
-        for (size_t s = 0; s < r.train.val.size(); ++s)
-          CHECK(r.train.val[s].second == Approx(ser.train.val[s].second).epsilon(3e-7));
+        for (size_t s = 0; s < r.losses.size(); ++s)
+          worst = std::max(worst, std::abs(r.losses[s] - ser.losses[s]) / ser.losses[s]);
+        REQUIRE(r.val.size() == ser.val.size());
+        for (size_t s = 0; s < r.val.size(); ++s)
+          CHECK(r.val[s].second == Approx(ser.val[s].second).epsilon(3e-7));
         REQUIRE(r.accuracy.size() == ser.accuracy.size());
         for (size_t s = 0; s < r.accuracy.size(); ++s) CHECK(r.accuracy[s].second == ser.accuracy[s].second);
         std::printf("resnet equivalence (%s), %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",

@@ -22,7 +22,6 @@
 #include "model/gpt.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -110,9 +109,9 @@ Deck tp_deck(const std::vector<std::string>& overrides, const std::string& name 
 
 TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi][tensor_parallel]") {
   const int n = world_size(), rank = world_rank();
-  const auto [ser, ser_params] = test::serial_run<Trainer>(tp_deck({}));
+  const auto [ser, ser_params] = test::serial_run<Training>(tp_deck({}));
   for (const auto& layout : tensor_layouts_for(n)) {
-    Trainer par(tp_deck(layout), MPI_COMM_WORLD, quiet());
+    Training par(tp_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().tensor().raw());
     if (rank == 0) {
@@ -145,15 +144,15 @@ TEST_CASE("a checkpoint written under 2D restarts under serial and under 1D", "[
   const std::vector<std::string> two_d = {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"};
   if (rank == 0) std::filesystem::remove_all("tensor_parallel_test_runs");
   MPI_Barrier(MPI_COMM_WORLD);
-  const TrainResult full = Trainer(tp_deck(two_d, "ckpt2d", 16, 8), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult full = Training(tp_deck(two_d, "ckpt2d", 16, 8), MPI_COMM_WORLD, quiet(true)).run();
   const std::string ckpt = "tensor_parallel_test_runs/ckpt2d/checkpoints/ckpt_00000008.h5";
   const TrainResult one_d =
-      Trainer(tp_deck({"parallel.tensor_cols=4"}, "from2d-1d", 16), MPI_COMM_WORLD, quiet(false, ckpt)).run();
+      Training(tp_deck({"parallel.tensor_cols=4"}, "from2d-1d", 16), MPI_COMM_WORLD, quiet(false, ckpt)).run();
   CHECK(one_d.first_step == 8);
   REQUIRE(one_d.losses.size() == 8);
   for (size_t i = 0; i < 8; ++i) CHECK(one_d.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
   if (rank == 0) {
-    const TrainResult serial = Trainer(tp_deck({}, "from2d-serial", 16), MPI_COMM_SELF, quiet(false, ckpt)).run();
+    const TrainResult serial = Training(tp_deck({}, "from2d-serial", 16), MPI_COMM_SELF, quiet(false, ckpt)).run();
     CHECK(serial.first_step == 8);
     REQUIRE(serial.losses.size() == 8);
     for (size_t i = 0; i < 8; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));

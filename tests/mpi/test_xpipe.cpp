@@ -25,7 +25,6 @@
 #include "support/gather_params.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -250,7 +249,7 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
   TrainResult ref;
   std::vector<double> ref_params;
   if (pair != MPI_COMM_NULL) {
-    Trainer t(xpipe_deck({"parallel.pipeline=2"}), pair, quiet());
+    Training t(xpipe_deck({"parallel.pipeline=2"}), pair, quiet());
     ref = t.run();
     ref_params = global_params_of(t);
     MPI_Comm_free(&pair);
@@ -260,7 +259,7 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
   if (n == 8)
     layouts = {{"parallel.pipeline=2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
   for (const auto& layout : layouts) {
-    Trainer t(xpipe_deck(layout), MPI_COMM_WORLD, quiet());
+    Training t(xpipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = t.run();
     const auto params = global_params_of(t);
     if (rank == 0) {
@@ -283,9 +282,9 @@ TEST_CASE("an XPipe run restarts from its checkpoint on the same trajectory", "[
   MPI_Barrier(MPI_COMM_WORLD);
   const std::vector<std::string> two = {"parallel.pipeline=2"};
   // streams drain at steps 1, 4, 6 (checkpoint), 8, 12: the restart streams 7-8 and 9-12 the same way
-  const TrainResult full = Trainer(xpipe_deck(two, "full", 12, 6), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult full = Training(xpipe_deck(two, "full", 12, 6), MPI_COMM_WORLD, quiet(true)).run();
   const TrainResult resumed =
-      Trainer(xpipe_deck(two, "resumed", 12), MPI_COMM_WORLD, quiet(false, "xpipe_test_runs/full/checkpoints/ckpt_00000006.h5"))
+      Training(xpipe_deck(two, "resumed", 12), MPI_COMM_WORLD, quiet(false, "xpipe_test_runs/full/checkpoints/ckpt_00000006.h5"))
           .run();
   CHECK(resumed.first_step == 6);
   REQUIRE(resumed.losses.size() == 6);
@@ -297,9 +296,9 @@ TEST_CASE("XPipe's weight prediction brings each pass's weights closer to its ta
   if (world_size() != 2) return;
   // one trajectory: each pass's predicted weights and the current (stale) ones, both
   // measured against the weights the stage holds at the pass's target
-  Trainer t(xpipe_deck({"parallel.pipeline=2", "parallel.measure_staleness=true", "run.steps=16"}), MPI_COMM_WORLD,
+  Training t(xpipe_deck({"parallel.pipeline=2", "parallel.measure_staleness=true", "run.steps=16"}), MPI_COMM_WORLD,
             quiet());
-  const GptTrainResult r = t.run();
+  const TrainResult r = t.run();
   REQUIRE(r.staleness.size() == 2);
   double used = 0, current = 0, ahead = 0;
   for (const auto& s : r.staleness) {

@@ -16,8 +16,6 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
-#include "train/classifier_trainer.hpp"
-#include "train/trainer.hpp"
 
 using namespace strata;
 using namespace strata::test;
@@ -60,10 +58,10 @@ TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline a
           "[mpi][zero]") {
   const int n = world_size(), rank = world_rank();
   if (n == 1) return;  // one data rank: nothing to split
-  const auto [ser, ser_params] = serial_run<Trainer>(zero_gpt_deck({}));
+  const auto [ser, ser_params] = serial_run<Training>(zero_gpt_deck({}));
   for (const auto& layout : zero_layouts_for(n)) {
     const Deck d = zero_gpt_deck(layout);
-    Trainer par(d, MPI_COMM_WORLD, quiet());
+    Training par(d, MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = global_params_of(par);
     // this rank keeps the moments of 1/data of its (padded) flat buffers
@@ -88,19 +86,19 @@ TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline a
 TEST_CASE("the residual network with ZeRO-1 equals its serial run", "[mpi][zero]") {
   const int n = world_size(), rank = world_rank();
   if (n == 1) return;
-  const auto [ser, ser_params] = serial_run<ClassifierTrainer>(small_resnet_deck({}));
+  const auto [ser, ser_params] = serial_run<Training>(small_resnet_deck({}));
   const std::vector<std::string> layout =
       n == 2 ? std::vector<std::string>{"parallel.data=2", "parallel.zero=1"}
              : std::vector<std::string>{"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=gpipe",
                                         "parallel.micro_batches=2", "parallel.zero=1"};
-  ClassifierTrainer par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
-  const ClassifierResult r = par.run();
+  Training par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
+  const TrainResult r = par.run();
   const auto params = global_params_of(par);
   CHECK(par.model().params().moments_sharded());
   if (rank == 0) {
     INFO(describe(layout) << " on " << n << " ranks");
-    REQUIRE(r.train.losses.size() == ser.train.losses.size());
-    const double worst = max_rel_diff(r.train.losses, ser.train.losses);
+    REQUIRE(r.losses.size() == ser.losses.size());
+    const double worst = max_rel_diff(r.losses, ser.losses);
     std::printf("resnet zero-1, %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
                 describe(layout).c_str(), n, worst, max_abs_diff(params, ser_params));
     CHECK(worst < 3e-7);
@@ -127,18 +125,18 @@ TEST_CASE("a ZeRO-1 checkpoint is a global one: it restarts on its layout, witho
   const std::string zero_ckpt = base + "/zero/checkpoints/ckpt_00000008.h5";
   const std::string plain_ckpt = base + "/plain/checkpoints/ckpt_00000008.h5";
 
-  Trainer zero_run(deck("zero", 4, zero), MPI_COMM_WORLD, quiet(true));
+  Training zero_run(deck("zero", 4, zero), MPI_COMM_WORLD, quiet(true));
   const TrainResult full = zero_run.run();
-  const TrainResult plain_full = Trainer(deck("plain", 4, plain), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult plain_full = Training(deck("plain", 4, plain), MPI_COMM_WORLD, quiet(true)).run();
   // restarts: the same ZeRO layout (bit for bit), a plain checkpoint under ZeRO-1
-  const TrainResult resumed = Trainer(deck("resumed", 0, zero), MPI_COMM_WORLD, quiet(true, zero_ckpt)).run();
-  const TrainResult from_plain = Trainer(deck("from-plain", 0, zero), MPI_COMM_WORLD, quiet(true, plain_ckpt)).run();
+  const TrainResult resumed = Training(deck("resumed", 0, zero), MPI_COMM_WORLD, quiet(true, zero_ckpt)).run();
+  const TrainResult from_plain = Training(deck("from-plain", 0, zero), MPI_COMM_WORLD, quiet(true, plain_ckpt)).run();
   // another layout with ZeRO-1 (other blocks): on 4 ranks 2 data x 2 stages, on 2 ranks 2 tensor columns (no ZeRO)
   const std::vector<std::string> other =
       n == 4 ? std::vector<std::string>{"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2",
                                         "parallel.zero=1"}
              : std::vector<std::string>{"parallel.tensor_cols=2"};
-  const TrainResult moved = Trainer(deck("moved", 0, other), MPI_COMM_WORLD, quiet(true, zero_ckpt)).run();
+  const TrainResult moved = Training(deck("moved", 0, other), MPI_COMM_WORLD, quiet(true, zero_ckpt)).run();
 
   REQUIRE(resumed.losses.size() == 4);
   REQUIRE(from_plain.losses.size() == 4);
@@ -158,7 +156,7 @@ TEST_CASE("a ZeRO-1 checkpoint is a global one: it restarts on its layout, witho
     CHECK(max_abs_diff(z, p) <= 1e-4 * max_abs(p));
     CHECK(max_abs(p) > 0);
     // and without ZeRO on one rank
-    const TrainResult serial = Trainer(deck("serial", 0, {}), MPI_COMM_SELF, quiet(true, zero_ckpt)).run();
+    const TrainResult serial = Training(deck("serial", 0, {}), MPI_COMM_SELF, quiet(true, zero_ckpt)).run();
     REQUIRE(serial.losses.size() == 4);
     for (size_t i = 0; i < 4; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(1e-5));
   }

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "io/batch.hpp"
+#include "io/token_batches.hpp"
 #include "checkpoint/checkpoint_file.hpp"
-#include "train/token_data.hpp"
+#include "train/deck_data.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "checkpoint/model_checkpoint.hpp"
@@ -36,13 +36,12 @@ int main(int argc, char** argv) {
       tp.precision = precision == "bf16" ? Precision::BF16 : Precision::FP32;
       GPT<float> model(deck.model, deck.run.seed, tp);
       read_model_checkpoint(ckpt, model.params());
-      const std::unique_ptr<TokenSource> data = make_token_source(deck);
       const BlockContext ctx{deck.data.batch_size, deck.model.seq_len};
-      Batch batch(ctx.batch, ctx.seq_len);
-      batch.load(*data, Split::Validation, 0);
+      TokenBatches batches(make_token_source(deck), BatchShape{ctx.batch}, ctx.seq_len);
+      const SampleBatch<float> batch = batches.load(Split::Validation, 0, 0);
       auto& store = model.params();
       store.zero_grads();
-      const double loss = model.forward(ctx, batch.tokens(), batch.targets()) / double(ctx.rows());
+      const double loss = model.forward(ctx, batch.tokens, batch.targets) / double(ctx.rows());
       model.backward(ctx, 1.0f / float(ctx.rows()));
       auto grads = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), store.grads());
       CheckpointWriter w(argv[2], MPI_COMM_SELF);

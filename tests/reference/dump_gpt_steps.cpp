@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/deck.hpp"
-#include "io/batch.hpp"
+#include "io/token_batches.hpp"
 #include "io/random_tokens.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
@@ -56,9 +56,8 @@ grad_clip = 0.5
   const auto& m = deck.model;
   GPT<double> model(m, deck.run.seed);
   auto& store = model.params();
-  RandomTokens data(m.vocab_size, deck.run.seed);
   const BlockContext ctx{deck.data.batch_size, m.seq_len};
-  Batch batch(ctx.batch, ctx.seq_len);
+  TokenBatches batches(std::make_shared<RandomTokens>(m.vocab_size, deck.run.seed), BatchShape{ctx.batch}, ctx.seq_len);
   AdamW<double> optim(deck.optim);
 
   write_bin(out + "/init.bin", store.params());
@@ -77,17 +76,17 @@ grad_clip = 0.5
   }
   meta << "],\n \"steps\": [";
   for (int64_t s = 0; s < deck.run.steps; ++s) {
-    batch.load(data, Split::Train, s);
+    const SampleBatch<float> batch = batches.load(Split::Train, s, 0);
     store.zero_grads();
     const double n = double(ctx.rows());
-    const double loss = model.forward(ctx, batch.tokens(), batch.targets()) / n;
+    const double loss = model.forward(ctx, batch.tokens, batch.targets) / n;
     model.backward(ctx, 1.0 / n);
     if (s == 0) write_bin(out + "/grads0.bin", store.grads());
     const double norm = clip_grad_norm<double>(store, nullptr, deck.optim.grad_clip);
     const double lr = lr_at_step(deck.optim, s, deck.run.steps);
     optim.step(store, lr);
-    auto tok = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch.tokens());
-    auto tgt = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch.targets());
+    auto tok = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch.tokens);
+    auto tgt = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), batch.targets);
     meta << (s ? ",\n  " : "") << "{\"loss\": " << loss << ", \"grad_norm\": " << norm << ", \"lr\": " << lr
          << ", \"tokens\": [";
     for (size_t i = 0; i < tok.size(); ++i) meta << (i ? ", " : "") << tok(i);

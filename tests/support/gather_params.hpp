@@ -30,13 +30,13 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
   return global;
 }
 
-// A job's (Trainer, ClassifierTrainer) whole parameters, gathered over its model group.
+// A job's (test::Training) whole parameters, gathered over its model group.
 template <class Job>
 std::vector<double> global_params_of(Job& job) {
   return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw());
 }
 
-// The reference of an equivalence test: a job (Trainer, ClassifierTrainer) of `deck` run on
+// The reference of an equivalence test: a job (test::Training) of `deck` run on
 // world rank 0 alone, and its parameters; default values on the other ranks.
 template <class Job>
 auto serial_run(const Deck& deck) {

@@ -11,9 +11,33 @@
 
 #include "core/deck.hpp"
 #include "core/tensor.hpp"
-#include "train/trainer.hpp"
+#include "engine/data_parallel.hpp"
+#include "engine/pipeline/pipeline_engine.hpp"
+#include "model/gpt.hpp"
+#include "model/resnet.hpp"
+#include "train/run_loop.hpp"
+#include "train/training_job.hpp"
 
-namespace strata::test {
+namespace strata {
+
+// A training run as `strata train` makes one: the job, then the loop over it.
+class Training {
+ public:
+  Training(const Deck& deck, MPI_Comm world, TrainOptions opts = {})
+      : deck_(deck), opts_(std::move(opts)), job_(deck_, world, opts_.job) {}
+  TrainResult run() { return RunLoop(deck_, opts_, job_).run(); }
+  TrainingJob& job() { return job_; }
+  StageModel<float>& model() { return job_.model(); }
+  const Grid& grid() const { return job_.grid(); }
+  ParamStore<float>& params() { return job_.params(); }
+
+ private:
+  Deck deck_;
+  TrainOptions opts_;
+  TrainingJob job_;
+};
+
+namespace test {
 
 inline int world_size() {
   int n = 1;
@@ -80,8 +104,8 @@ grad_clip = 1.0
 // No printing, no GEMM probe; outputs (run directory, checkpoints) only when asked.
 inline TrainOptions quiet(bool outputs = false, const std::string& restart = "") {
   TrainOptions o;
-  o.print = false;
-  o.probe_gemm = false;
+  o.job.print = false;
+  o.job.probe_gemm = false;
   o.write_outputs = outputs;
   o.restart = restart;
   return o;
@@ -123,4 +147,5 @@ inline std::pair<Tensor1<int32_t>, Tensor1<int32_t>> pattern_tokens(int64_t n, i
   return {tokens, targets};
 }
 
-}  // namespace strata::test
+}  // namespace test
+}  // namespace strata

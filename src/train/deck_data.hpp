@@ -1,13 +1,16 @@
 #pragma once
-// What a GPT deck's [data] section reads: the token source (byte-level text, token shards
-// or random tokens) and, for token shards, the tokenizer that wrote them. One place, so
-// training, generation and the reference tools resolve the same files.
+// What a deck's [data] section reads: a language model's token source (byte-level text,
+// token shards or random tokens) and, for token shards, the tokenizer that wrote them; a
+// classifier's images; and either as a data replica's batches. One place, so training,
+// generation and the reference tools resolve the same files.
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/grid.hpp"
 #include "core/deck.hpp"
+#include "io/batch_source.hpp"
 #include "io/token_source.hpp"
 #include "io/tokenizer.hpp"
 
@@ -28,5 +31,8 @@ std::optional<Tokenizer> deck_tokenizer(const Deck& deck);
 // of the tokenizer for token shards; shards whose recorded vocabulary differs from the
 // tokenizer's are refused (they were written by another one).
 std::unique_ptr<TokenSource> make_token_source(const Deck& deck);
+
+// This data replica's batches of the deck's data (data.kind), the replica's place from the grid.
+std::unique_ptr<BatchSource> make_batch_source(const Deck& deck, const Grid& grid);
 
 }  // namespace strata

@@ -1,8 +1,10 @@
-#include "train/token_data.hpp"
+#include "train/deck_data.hpp"
 
 #include <sys/stat.h>
 
 #include "core/error.hpp"
+#include "io/image_batches.hpp"
+#include "io/token_batches.hpp"
 #include "io/random_tokens.hpp"
 #include "io/text_dataset.hpp"
 #include "io/token_corpus.hpp"
@@ -46,6 +48,18 @@ std::unique_ptr<TokenSource> make_token_source(const Deck& deck) {
     corpus->set_tokenizer(tokenizer_path(d), tok->text_bytes());
   }
   return corpus;
+}
+
+std::unique_ptr<BatchSource> make_batch_source(const Deck& deck, const Grid& grid) {
+  BatchShape shape;
+  shape.global_batch = deck.data.batch_size;
+  shape.replicas = grid.data_size();
+  shape.replica = grid.data_rank();
+  shape.micro_batches = deck.parallel.micro_batches;
+  if (deck.data.kind == "images")
+    return std::make_unique<ImageBatches>(std::make_unique<ImageDataset>(deck.data.dir, deck.run.seed), shape,
+                                          deck.data.dir);
+  return std::make_unique<TokenBatches>(make_token_source(deck), shape, deck.model.seq_len);
 }
 
 }  // namespace strata

@@ -1,0 +1,40 @@
+#include "engine/make_engine.hpp"
+
+#include "core/error.hpp"
+#include "engine/data_parallel.hpp"
+#include "engine/layerpar/layer_parallel.hpp"
+#include "engine/pipeline/pipeline_engine.hpp"
+
+namespace strata {
+namespace {
+
+std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& grid, StageModel<float>& model) {
+  auto* ode = dynamic_cast<OdeNetwork<float>*>(&model);
+  if (!ode) throw UserError("parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\")");
+  const auto& lp = deck.layerpar;
+  LayerParallelOptions o;
+  o.forward.levels = o.backward.levels = int(lp.levels);
+  o.forward.cfactor = o.backward.cfactor = int(lp.cfactor);
+  o.forward.tolerance = o.backward.tolerance = lp.tolerance;
+  o.forward.fcf = o.backward.fcf = lp.relaxation == "FCF";
+  o.forward.max_iterations = int(lp.fwd_iterations);
+  o.backward.max_iterations = int(lp.bwd_iterations);
+  o.warm_start = lp.warm_start;
+  return std::make_unique<LayerParallel<float>>(*ode, grid, deck.data.batch_size / grid.data_size(), o);
+}
+
+}  // namespace
+
+std::unique_ptr<TrainEngine<float>> make_engine(const Deck& deck, const Grid& grid, StageModel<float>& model,
+                                                StalenessMeter<float>* staleness) {
+  const auto& par = deck.parallel;
+  if (par.schedule == Schedule::MGRIT) return make_mgrit(deck, grid, model);
+  if (par.pipeline > 1) {
+    auto pipeline = std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));
+    pipeline->set_stream_options(par.weight_prediction, staleness);
+    return pipeline;
+  }
+  return std::make_unique<DataParallel<float>>(model, grid.data(), par.grad_bucket_mb * 1e6, int(par.micro_batches));
+}
+
+}  // namespace strata

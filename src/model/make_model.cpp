@@ -1,0 +1,58 @@
+#include "model/make_model.hpp"
+
+#include "core/error.hpp"
+#include "kernels/matmul_bf16.hpp"
+#include "model/gpt.hpp"
+#include "model/resnet.hpp"
+#include "parallel/tensor_parallel.hpp"
+
+namespace strata {
+namespace {
+
+std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const Grid& grid) {
+  const auto& par = deck.parallel;
+  TensorParallel tp = tensor_parallel_of(grid);
+  tp.precision = deck.model.precision;
+  tp.recompute = par.recompute;
+  const auto placement = StagePlacement::interleaved(
+      int(deck.model.n_layer), int(par.pipeline), par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1,
+      grid.coords().pipeline);
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement);
+}
+
+std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const Grid& grid, const DataShape& data) {
+  ResNetConfig rc;
+  rc.inputs = data.features;
+  rc.width = deck.model.n_embd;
+  rc.channels = deck.model.channels;
+  rc.steps = deck.model.n_layer;
+  rc.classes = data.classes;
+  rc.t_final = deck.model.t_final;
+  rc.init_std = deck.model.init_std;
+  rc.step_init_std = deck.model.step_init_std;
+  rc.precision = deck.model.precision;
+  rc.recompute_states = deck.parallel.recompute == Recompute::Full;
+  return std::make_unique<ResNet<float>>(
+      rc, deck.run.seed, StagePlacement::balanced(int(rc.steps), int(deck.parallel.pipeline), grid.coords().pipeline));
+}
+
+}  // namespace
+
+void require_precision_runs(Precision precision) {
+  if (precision == Precision::BF16)
+    if (const std::string why = kernels::bf16_products_unavailable(); !why.empty())
+      throw UserError("model.precision = \"bf16\" cannot run here: " + why + " (use \"fp32\")");
+}
+
+std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
+  require_precision_runs(deck.model.precision);
+  std::unique_ptr<StageModel<float>> model =
+      deck.model.kind == "resnet" ? make_resnet(deck, grid, data) : make_gpt(deck, grid);
+  // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
+  // data rank's block only (optim/zero_sharding.hpp), before any step or checkpoint read
+  if (deck.parallel.zero > 0 && grid.data_size() > 1)
+    model->params().shard_moments(grid.data_size(), grid.coords().data);
+  return model;
+}
+
+}  // namespace strata

@@ -1,0 +1,27 @@
+#pragma once
+// The one place a deck's model is chosen and built (model.kind): the GPT or the residual
+// network, as the part this rank holds (its pipeline stage and tensor shard) on a Grid.
+#include <memory>
+
+#include "comm/grid.hpp"
+#include "core/deck.hpp"
+#include "model/stage_model.hpp"
+
+namespace strata {
+
+// What a model's input and output layers take from the data rather than the deck
+// (images: pixels per sample, classes); zeros where the deck says (the GPT's vocabulary).
+struct DataShape {
+  int64_t features = 0;
+  int64_t classes = 0;
+};
+
+// The model this rank holds: parameters initialised from run.seed (the same global
+// weights on any layout), ZeRO-1's moments sharded over the data group when
+// parallel.zero = 1 asks for it.
+std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data = {});
+
+// model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
+void require_precision_runs(Precision precision);
+
+}  // namespace strata
