@@ -52,6 +52,14 @@ torch_best() {  # config threads precision
   echo "$best"
 }
 
+# A metrics.csv row's value of a column, found by the header's name (so a column added
+# to metrics.csv cannot shift what this script reads).
+column_of() {  # name row
+  awk -F, -v name="$1" -v row="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) k = i }
+    END { split(row, v, ","); print v[k] }' "$out/header.csv"
+}
+tok_s_of() { column_of tokens_per_s "$1"; }
+
 # strata's faster of two runs, as its progress line and metrics row: "log|row". The last
 # metrics row covers steps 2..N (step 1 is logged, and timed, on its own).
 strata_best() {  # config ranks precision
@@ -59,8 +67,9 @@ strata_best() {  # config ranks precision
   for _ in 1 2; do
     log=$(mpiexec -n "$np" build/release/bin/strata train "inputs/bench-gpt-$cfg.toml" \
       --set run.out_dir="$out" --set parallel.data="$np" --set model.precision="$precision")
+    head -1 "$out/bench-gpt-$cfg/metrics.csv" > "$out/header.csv"
     row=$(tail -n +2 "$out/bench-gpt-$cfg/metrics.csv" | tail -1)
-    if [ -z "$best" ] || awk -v a="$(cut -d, -f7 <<<"$row")" -v b="$(cut -d, -f7 <<<"${best#*|}")" 'BEGIN { exit !(a > b) }'; then
+    if [ -z "$best" ] || awk -v a="$(tok_s_of "$row")" -v b="$(tok_s_of "${best#*|}")" 'BEGIN { exit !(a > b) }'; then
       best="$(grep "gemm probe" <<<"$log")|$row"
     fi
   done
@@ -76,8 +85,8 @@ run_pair() {  # config ranks precision
   local t_tok t_gf s_tok s_gf peak kernels
   t_tok=$(tok_s "$torch_line")
   t_gf=$(sed -E 's/.* ([0-9.]+) GFLOP\/s.*/\1/' <<<"$torch_line")
-  s_tok=$(cut -d, -f7 <<<"${strata_run#*|}")
-  s_gf=$(cut -d, -f8 <<<"${strata_run#*|}")
+  s_tok=$(tok_s_of "${strata_run#*|}")
+  s_gf=$(column_of gflops_per_s "${strata_run#*|}")
   peak=$(sed -nE 's/.*gemm probe ([0-9.]+) GFLOP\/s per rank.*/\1/p' <<<"${strata_run%%|*}")
   kernels=$(sed -nE 's/.*\(OpenBLAS ([A-Za-z0-9]+) kernels\).*/\1/p' <<<"${strata_run%%|*}")
   local vs_fp32=""

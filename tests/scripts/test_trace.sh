@@ -42,3 +42,30 @@ out=$(/usr/bin/python3 "$tool" trace.json -o trace.png)
 echo "$out"
 echo "$out" | grep -q "2 ranks, 3 steps; measured bubble 0\."
 [ "$(head -c 8 trace.png | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && echo "ok: PNG written"
+
+# The residual network on 2 data ranks: the same timeline, and the communication table
+# (one run loop for every model; --trace was refused for it before).
+cat > resnet.toml <<'DECK'
+[run]
+steps = 2
+log_every = 100
+val_batches = 1
+[model]
+kind = "resnet"
+n_layer = 4
+n_embd = 16
+[data]
+kind = "images"
+batch_size = 8
+[parallel]
+data = 2
+DECK
+timeout 120 "$mpiexec" -n 2 "$strata" train resnet.toml --trace resnet.json > resnet.txt 2>&1 || { cat resnet.txt; exit 1; }
+grep -q "wrote the timeline of every rank to resnet.json" resnet.txt
+grep -q "^comm data     allreduce" resnet.txt || { cat resnet.txt; exit 1; }
+/usr/bin/python3 -c "
+import json
+doc = json.load(open('resnet.json'))
+steps = [e for e in doc['traceEvents'] if e['ph'] == 'X' and e['name'] == 'step']
+assert sorted({e['tid'] for e in steps}) == [0, 1] and len(steps) == 4, steps
+print('ok: the residual network has a timeline of both ranks and a communication table')"
