@@ -3,18 +3,18 @@
 namespace strata {
 namespace {
 
-template <class T> MPI_Datatype mpi_type();
-template <> MPI_Datatype mpi_type<int>() { return MPI_INT; }
-template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <class T> MPI_Datatype control_type();
+template <> MPI_Datatype control_type<int>() { return MPI_INT; }
+template <> MPI_Datatype control_type<double>() { return MPI_DOUBLE; }
 
 template <class T>
 T reduce_one(MPI_Comm comm, T x, MPI_Op op) {
-  MPI_Allreduce(MPI_IN_PLACE, &x, 1, mpi_type<T>(), op, comm);
+  MPI_Allreduce(MPI_IN_PLACE, &x, 1, control_type<T>(), op, comm);
   return x;
 }
 
 // every rank's string: lengths first, then the characters, concatenated
-std::vector<std::string> split(const std::string& all, const std::vector<int>& lengths) {
+std::vector<std::string> split_joined(const std::string& all, const std::vector<int>& lengths) {
   std::vector<std::string> out;
   size_t at = 0;
   for (int n : lengths) {
@@ -63,7 +63,7 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
   const std::vector<int> offsets = offsets_of(lengths, total);
   std::string all(rank == root ? total : 0, '\0');
   MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, root, comm);
-  return rank == root ? split(all, lengths) : std::vector<std::string>{};
+  return rank == root ? split_joined(all, lengths) : std::vector<std::string>{};
 }
 
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine) {
@@ -76,7 +76,7 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
   const std::vector<int> offsets = offsets_of(lengths, total);
   std::string all(total, '\0');
   MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm);
-  return split(all, lengths);
+  return split_joined(all, lengths);
 }
 
 void barrier(MPI_Comm comm) { MPI_Barrier(comm); }
