@@ -1,5 +1,5 @@
 // The planner against the engine, for every layout of this job's rank count: each layout
-// trains the deck for a few steps through the real Trainer, and its communication
+// trains the deck for a few steps through the real TrainingJob and RunLoop, and its communication
 // counters, step time, activation memory and parameters are printed beside what
 // `strata plan` predicts for it. Bytes and calls must agree exactly on every rank, group
 // and kind of collective, and parameters, activation bytes and the whole memory
