@@ -73,27 +73,6 @@ BatchResult DataParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t globa
   return reduce(local_loss_sum, local_correct, double(global_batch) * double(ctx.seq_len));
 }
 
-template <class T>
-Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches, bool zero) {
-  Traffic out;
-  for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
-  const int64_t e = sizeof(T);
-  if (bucket_bytes > 0 && data_ranks > 1 && !zero) {
-    GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
-      out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
-    });
-    for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
-    buckets.flush();
-  } else {
-    gradient_sum_traffic(out, data_ranks, model.params().numel(), e, zero);
-  }
-  out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
-  return out;
-}
-
-template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t, int, bool);
-template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t, int, bool);
 template class DataParallel<float>;
 template class DataParallel<double>;
 

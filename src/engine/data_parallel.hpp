@@ -26,12 +26,12 @@
 namespace strata {
 
 template <class T>
-class DataParallel : public TrainEngine<T> {
+class DataParallel : public StepEngine<T> {
  public:
   // model: the whole model (one stage). bucket_bytes = 0: one all-reduce of all gradients
   // after the backward. micro_batches: the local batch's micro-batches (a divisor of it).
   DataParallel(StageModel<T>& model, Comm& data_comm, double bucket_bytes = 0, int micro_batches = 1)
-      : TrainEngine<T>(model),
+      : StepEngine<T>(model),
         comm_(data_comm),
         bucket_bytes_(bucket_bytes),
         micro_batches_(micro_batches),
@@ -52,12 +52,5 @@ class DataParallel : public TrainEngine<T> {
   // the global sums of the replicas' loss terms and correct predictions
   BatchResult reduce(double local_loss_sum, int64_t local_correct, double global_terms);
 };
-
-// What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
-// for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
-// gradient buckets; zero: ZeRO-1's reduce-scatter, norm and all-gather instead.
-template <class T>
-Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches = 1, bool zero = false);
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include "engine/data_parallel.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
 #include "engine/pipeline/pipeline_engine.hpp"
+#include "engine/pipeline/xpipe_engine.hpp"
 
 namespace strata {
 namespace {
@@ -29,11 +30,9 @@ std::unique_ptr<TrainEngine<float>> make_engine(const Deck& deck, const Grid& gr
                                                 StalenessMeter<float>* staleness) {
   const auto& par = deck.parallel;
   if (par.schedule == Schedule::MGRIT) return make_mgrit(deck, grid, model);
-  if (par.pipeline > 1) {
-    auto pipeline = std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));
-    pipeline->set_stream_options(par.weight_prediction, staleness);
-    return pipeline;
-  }
+  if (par.schedule == Schedule::XPipe && par.pipeline > 1)
+    return std::make_unique<XPipeEngine<float>>(model, grid, int(par.micro_batches), par.weight_prediction, staleness);
+  if (par.pipeline > 1) return std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));
   return std::make_unique<DataParallel<float>>(model, grid.data(), par.grad_bucket_mb * 1e6, int(par.micro_batches));
 }
 

@@ -1,10 +1,9 @@
 #pragma once
-// What the trainer asks of a driver, for any StageModel: train a run of steps (forward,
-// backward, reduced gradients and the update), evaluate without a backward. Data
-// parallelism and the flushing pipeline schedules take one step at a time and apply the
-// update after it; XPipe streams several steps and applies it per stage inside the stream
-// (PipelineEngine overrides train_steps). DataParallel, PipelineEngine and LayerParallel
-// implement it.
+// What the run asks of a driver, for any StageModel: train a run of steps (forward,
+// backward, reduced gradients and the updates), evaluate without a backward. Engines that
+// take one step at a time and apply the update after it (data parallelism, the flushing
+// pipeline schedules, MGRIT) are StepEngines; XPipe streams several steps and applies the
+// updates per stage inside the stream (XPipeEngine). make_engine chooses.
 #include <functional>
 #include <vector>
 
@@ -26,9 +25,14 @@ class TrainEngine {
   explicit TrainEngine(StageModel<T>& model) : model_(model) {}
   virtual ~TrainEngine() = default;
 
-  // batch: the data replica's batch.samples samples of global_batch. Zeroes the gradients
-  // first and leaves them reduced over the replicas (and the stages' copies).
-  virtual BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) = 0;
+  // The most steps one train_steps call takes (1 but for streaming schedules).
+  virtual int64_t max_steps_per_call() const { return 1; }
+  // Steps first_step, first_step + 1, ..., one batch each (the data replica's
+  // batch.samples samples of global_batch). Returns one outcome per step trained: fewer
+  // than batches when stop_requested (asked at the updates) ended a stream early.
+  virtual std::vector<StepOutcome> train_steps(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
+                                               int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
+                                               const std::function<bool()>& stop_requested) = 0;
   virtual BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) = 0;
   // Bytes of activations (and message buffers) this rank holds for its forward/backward.
   virtual int64_t activation_bytes() const = 0;
@@ -36,29 +40,33 @@ class TrainEngine {
   // prediction is in place).
   virtual int64_t weight_copy_bytes() const { return 0; }
 
-  // The most steps one train_steps call takes (1 but for streaming schedules).
-  virtual int64_t max_steps_per_call() const { return 1; }
-  // Steps first_step, first_step + 1, ..., one batch each. Returns one outcome per step
-  // trained: fewer than batches when stop_requested (asked at the updates) ended a stream
-  // early.
-  virtual std::vector<StepOutcome> train_steps(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
-                                               int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
-                                               const std::function<bool()>& stop_requested) {
+ protected:
+  StageModel<T>& model_;
+};
+
+// An engine that trains one step at a time: forward_backward, then the update.
+template <class T>
+class StepEngine : public TrainEngine<T> {
+ public:
+  using TrainEngine<T>::TrainEngine;
+  // Zeroes the gradients first and leaves them reduced over the replicas (and the stages' copies).
+  virtual BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) = 0;
+
+  std::vector<StepOutcome> train_steps(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
+                                       int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
+                                       const std::function<bool()>& stop_requested) final {
     (void)stop_requested;  // a step is not interrupted
     std::vector<StepOutcome> out;
     for (size_t k = 0; k < batches.size(); ++k) {
       const BatchResult r = forward_backward(batches[k], global_batch, timers);
       timers.start("optimizer");
-      StepOutcome o = update.apply(model_.params(), first_step + int64_t(k), r.loss);
+      StepOutcome o = update.apply(this->model_.params(), first_step + int64_t(k), r.loss);
       timers.stop("optimizer");
       o.correct = r.correct;
       out.push_back(o);
     }
     return out;
   }
-
- protected:
-  StageModel<T>& model_;
 };
 
 }  // namespace strata

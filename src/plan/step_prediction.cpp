@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <memory>
 
-#include "engine/data_parallel.hpp"
-#include "engine/pipeline/pipeline_engine.hpp"
 #include "model/gpt.hpp"
 #include "engine/pipeline/simulate.hpp"
+#include "plan/engine_traffic.hpp"
 
 namespace strata {
 namespace {

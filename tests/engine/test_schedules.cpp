@@ -131,6 +131,30 @@ TEST_CASE("interleaved 1F1B: valid, deadlock-free, bubble (p-1)/(v m + p - 1), M
   CHECK(check_schedule(wrong) != "");
 }
 
+TEST_CASE("an evaluation's forward-only list: every part's forwards in model order, deadlock-free",
+          "[pipeline][schedule]") {
+  for (int p = 1; p <= 4; ++p)
+    for (int v = 1; v <= 3; ++v)
+      for (int m : {1, 3}) {
+        INFO("p=" << p << " v=" << v << " m=" << m);
+        const PipeSchedule s = forward_only_schedule(p, m, v);
+        REQUIRE_FALSE(simulate_schedule(s).deadlock);
+        for (int r = 0; r < p; ++r) {
+          int forwards = 0;
+          for (const auto& in : s.programs[size_t(r)]) {
+            CHECK((in.op == PipeOp::Forward || in.op == PipeOp::SendAct || in.op == PipeOp::RecvAct));
+            forwards += in.op == PipeOp::Forward;
+          }
+          CHECK(forwards == v * m);
+        }
+      }
+  // stage 1's chunk 0 hands on to stage 0's chunk 1
+  CHECK(to_string(forward_only_schedule(2, 1, 2)) ==
+        "interleaved: 2 stages x 2 chunks, 1 micro-batches\n"
+        "stage 0: F0 SEND_ACT0->1 RECV_ACT0.1<-1 F0.1 SEND_ACT0.1->1\n"
+        "stage 1: RECV_ACT0<-0 F0 SEND_ACT0->0 RECV_ACT0.1<-0 F0.1\n");
+}
+
 TEST_CASE("XPipe: valid, deadlock-free, and its derived prediction steps match the paper for T = 1",
           "[pipeline][schedule][xpipe]") {
   for (int p = 1; p <= 4; ++p) {

@@ -20,7 +20,7 @@
 
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
-#include "engine/pipeline/pipeline_engine.hpp"
+#include "engine/pipeline/xpipe_engine.hpp"
 #include "optim/grad_clip.hpp"
 #include "support/gather_params.hpp"
 #include "support/host_views.hpp"
@@ -208,7 +208,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
   Grid grid(pc, MPI_COMM_WORLD);
   for (const int t : {1, 2, 3}) {
     GPT<double> model(cfg, 7, {}, StagePlacement::balanced(int(cfg.n_layer), n, rank));
-    PipelineEngine<double> engine(model, grid, Schedule::XPipe, t);
+    XPipeEngine<double> engine(model, grid, t);
     OptimizerStep<double> step(test_optim(), kRunSteps, nullptr);
     StreamUpdate<double> update;
     update.step = &step;
@@ -216,7 +216,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
     const auto steps = engine.train_stream(0, batches, batch, update, timers);
 
     std::vector<StageState> stages;
-    const auto ref_loss = interpret(engine.xpipe_schedule_for(int(k)), cfg, stages, batches, batch);
+    const auto ref_loss = interpret(engine.schedule_for(int(k)), cfg, stages, batches, batch);
     INFO(n << " stages, T = " << t);
     REQUIRE(steps.size() == size_t(k));
     for (int64_t b = 0; b < k; ++b)

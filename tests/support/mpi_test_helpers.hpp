@@ -12,7 +12,6 @@
 #include "core/deck.hpp"
 #include "core/tensor.hpp"
 #include "engine/data_parallel.hpp"
-#include "engine/pipeline/pipeline_engine.hpp"
 #include "model/gpt.hpp"
 #include "model/resnet.hpp"
 #include "train/run_loop.hpp"

@@ -27,10 +27,10 @@ struct LayerParallelResult {
   MgritStats forward, backward;
 };
 
-// As a TrainEngine (the classifier's engine for parallel.schedule = "mgrit"), a batch's
+// As a StepEngine (the classifier's engine for parallel.schedule = "mgrit"), a batch's
 // features and targets are the images and labels.
 template <class T>
-class LayerParallel : public TrainEngine<T> {
+class LayerParallel : public StepEngine<T> {
  public:
   // net: this rank's block of steps. The grid's pipeline group is the layer group in layer
   // order (its rank r holds block r; the adjoint runs on its reversed copy), its data
@@ -44,7 +44,7 @@ class LayerParallel : public TrainEngine<T> {
   LayerParallelResult evaluate(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
   const LayerParallelOptions& options() const { return opt_; }
 
-  // TrainEngine: the same solves; last() keeps the last training step's solver statistics.
+  // StepEngine: the same solves; last() keeps the last training step's solver statistics.
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
   int64_t activation_bytes() const override;  // the solvers' states on every level, logits

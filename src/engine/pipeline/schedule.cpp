@@ -312,6 +312,16 @@ std::string to_string(const PipeSchedule& s) {
   return out;
 }
 
+PipeSchedule forward_only_schedule(int stages, int micro_batches, int virtual_stages) {
+  PipeSchedule s = empty_schedule(virtual_stages > 1 ? Schedule::Interleaved : Schedule::GPipe, stages, micro_batches, 1);
+  s.virtual_stages = virtual_stages;
+  for (auto& prog : s.programs)
+    for (int mb = 0; mb < micro_batches; ++mb)
+      for (int c = 0; c < virtual_stages; ++c) prog.push_back({PipeOp::Forward, mb, -1, 0, 0, c});
+  insert_communication(s);
+  return s;
+}
+
 PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches, int virtual_stages) {
   PipeSchedule s;
   switch (schedule) {

@@ -70,6 +70,9 @@ PipeSchedule one_f_one_b_schedule(int stages, int micro_batches);
 // bubble shrinks to (p - 1)/(v m) of the ideal time, for v times the messages. v = 1 is
 // 1F1B.
 PipeSchedule interleaved_schedule(int stages, int micro_batches, int virtual_stages);
+// An evaluation: forwards only, micro-batch after micro-batch, each through the model's
+// parts in order (stage r's chunk c is the model's part c p + r), with their messages.
+PipeSchedule forward_only_schedule(int stages, int micro_batches, int virtual_stages = 1);
 // Where the message a SendAct or SendGrad of `stage` goes: (stage, chunk) of its
 // receiver; activations go to the model's next part, gradients to its previous one.
 std::pair<int, int> message_destination(const PipeSchedule& s, int stage, const PipeInstr& send);

@@ -1,0 +1,79 @@
+#include "plan/engine_traffic.hpp"
+
+#include "engine/grad_buckets.hpp"
+#include "optim/zero_sharding.hpp"
+
+namespace strata {
+
+template <class T>
+Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
+                              int micro_batches, bool zero) {
+  Traffic out;
+  for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
+  const int64_t e = sizeof(T);
+  if (bucket_bytes > 0 && data_ranks > 1 && !zero) {
+    GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
+      out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
+    });
+    for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
+    buckets.flush();
+  } else {
+    gradient_sum_traffic(out, data_ranks, model.params().numel(), e, zero);
+  }
+  out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
+  return out;
+}
+
+template <class T>
+Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
+                         bool zero) {
+  const auto& place = model.placement();
+  const BlockContext ctx = model.context(local_batch / s.micro_batches);
+  const int64_t e = sizeof(T), params = model.params().numel();
+  const int64_t tied = model.tied_index() >= 0 ? model.params().infos()[model.tied_index()].numel : 0;
+  const auto [rows, cols] = model.boundary_shape(ctx);
+  const TensorParallel& tp = model.tensor_parallel();
+  const bool stream = s.kind == Schedule::XPipe;
+  std::vector<Traffic> micro(static_cast<size_t>(s.virtual_stages));  // per chunk
+  for (int c = 0; c < s.virtual_stages; ++c) model.micro_batch_traffic(ctx, micro[size_t(c)], c);
+  Traffic out;
+  for (const auto& in : s.programs[place.stage]) {
+    switch (in.op) {
+      case PipeOp::Forward: out.add(micro[size_t(in.chunk)]); break;  // with its backward
+      case PipeOp::SendAct:
+      case PipeOp::SendGrad: out.add("pipeline", "send", Collective::Send, s.stages, rows * cols * e); break;
+      case PipeOp::RecvAct:
+      case PipeOp::RecvGrad: out.add("pipeline", "recv", Collective::Send, s.stages, 0); break;
+      case PipeOp::OptimizerStep:
+        if (!stream) break;
+        out.add("data", "allreduce", Collective::AllReduce, data_ranks, params * e);
+        if (tp.mode != TensorMode::Serial)  // the stage's gradient norm
+          out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
+        break;
+      case PipeOp::SendTiedGrad: out.add("tied_emb", "send", Collective::Send, 2, tied * e); break;
+      case PipeOp::SendTiedWeights: out.add("tied_emb", "send", Collective::Send, 2, tied * e, 3); break;  // and moments
+      case PipeOp::RecvTiedGrad: out.add("tied_emb", "recv", Collective::Send, 2, 0); break;
+      case PipeOp::RecvTiedWeights: out.add("tied_emb", "recv", Collective::Send, 2, 0, 3); break;
+      default: break;
+    }
+  }
+  const int64_t k = s.mini_batches, d = sizeof(double);
+  if (stream) {
+    out.add("pipeline", "allreduce", Collective::AllReduce, s.stages, 2 * k * d);  // losses and norms
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, k * d);
+  } else {
+    if (s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0)
+      out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
+    gradient_sum_traffic(out, data_ranks, params, e, zero);
+    out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
+    out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
+  }
+  return out;
+}
+
+template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t, int, bool);
+template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t, int, bool);
+template Traffic pipeline_traffic<float>(const StageModel<float>&, const PipeSchedule&, int, int64_t, bool);
+template Traffic pipeline_traffic<double>(const StageModel<double>&, const PipeSchedule&, int, int64_t, bool);
+
+}  // namespace strata

@@ -1,0 +1,27 @@
+#pragma once
+// What each engine sends on one rank in one step (comm/traffic.hpp), call for call, as the
+// planner prices it: read off the model's declarations, the engine's gradient buckets and
+// the stage's instruction list (schedule.hpp), as the engines execute them.
+// bench/plan_check compares these declarations with what a run counts.
+#include "comm/traffic.hpp"
+#include "engine/pipeline/schedule.hpp"
+#include "model/stage_model.hpp"
+
+namespace strata {
+
+// What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
+// for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
+// gradient buckets; zero: ZeRO-1's reduce-scatter, norm and all-gather instead.
+template <class T>
+Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
+                              int micro_batches = 1, bool zero = false);
+
+// What the stage the model is placed on sends in one run of s (StageExecutor), call for
+// call: one mini-batch for the flushing schedules with the gradient sums after it, a
+// stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
+// zero: ZeRO-1's sums (flushing schedules only).
+template <class T>
+Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
+                         bool zero = false);
+
+}  // namespace strata
