@@ -127,7 +127,7 @@ int run_plan(int rank, const std::string& deck_path, const std::vector<std::stri
                                      "parallel.tensor_cols=1", "parallel.micro_batches=1"};
   serial.insert(serial.end(), overrides.begin(), overrides.end());
   const strata::Deck deck = strata::load_deck(deck_path, serial);
-  if (deck.model.kind != "gpt") throw strata::UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
+  if (deck.model.kind != strata::ModelKind::GPT) throw strata::UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
   const strata::MachineFile machine = strata::read_machine_file(req.machine);
   if (rank == 0) strata::print_layout_plan(deck, req.ranks, machine, std::cout, req.top);
   return strata::kExitOk;

@@ -4,7 +4,7 @@
 // attainable rate training reaches, and calibrate can tell the planner both rates.
 #include <cstdint>
 
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 
 namespace strata {
 

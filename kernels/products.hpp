@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/matmul_bf16.hpp"
 

@@ -29,7 +29,7 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
     tokenizer = deck_tokenizer(named);
   } else if (const std::string carried = read_checkpoint_tokenizer(checkpoint); !carried.empty()) {
     tokenizer = Tokenizer::from_serialized(carried, checkpoint + " (its /tokenizer/model)");
-  } else if (deck.data.kind == "tokens") {
+  } else if (deck.data.kind == DataKind::Tokens) {
     tokenizer = deck_tokenizer(deck);
     if (!tokenizer)
       throw UserError(checkpoint + ": the model reads tokens and its deck names no tokenizer that exists here ('" +

@@ -1,5 +1,6 @@
 #include "cli/plan_schedule.hpp"
 
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "engine/pipeline/simulate.hpp"
 
@@ -7,6 +8,7 @@ namespace strata {
 
 void print_schedule_plan(const Deck& deck, std::ostream& out) {
   const auto& p = deck.parallel;
+  if (p.mgrit()) throw UserError("parallel.schedule = \"mgrit\" is a layer-parallel solver, not an instruction list");
   const int stages = int(p.pipeline), m = int(p.micro_batches);
   // XPipe never flushes: show enough mini-batches to reach its steady state
   const int mini_batches = p.schedule == Schedule::XPipe ? 2 * stages + 1 : 1;

@@ -13,12 +13,6 @@ template <> MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
 template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 }  // namespace
 
-CommBackend parse_comm_backend(const std::string& name) {
-  if (name == "mpi") return CommBackend::Mpi;
-  if (name == "nccl") return CommBackend::Nccl;
-  throw UserError("unknown communication backend \"" + name + "\" (mpi or nccl)");
-}
-
 Comm::Comm(MPI_Comm comm, CommBackend backend) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/nccl_comm.hpp"
+#include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
@@ -27,11 +28,6 @@ struct CommStats {
   double wire_bytes = 0;
   double seconds = 0;
 };
-
-enum class CommBackend { Mpi, Nccl };
-
-// "mpi" or "nccl" -> CommBackend; throws UserError otherwise.
-CommBackend parse_comm_backend(const std::string& name);
 
 class Comm {
  public:

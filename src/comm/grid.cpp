@@ -16,7 +16,7 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
                                                    " or --set parallel.data=" + std::to_string(size) + ")"
                                              : " (use mpirun -n " + std::to_string(cfg.ranks()) + ")"));
   }
-  const CommBackend backend = parse_comm_backend(cfg.comm_backend);
+  const CommBackend backend = cfg.comm_backend;
   MPI_Comm_dup(parent, &world_);
   MPI_Comm_dup(parent, &control_);
   MPI_Comm_rank(world_, &world_rank_);

@@ -116,21 +116,21 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   check(!run.name.empty() && run.name.find('/') == std::string::npos && run.name != "." && run.name != "..",
         "run.name", "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + run.name + "\")");
   const auto& m = d.model;
-  const bool resnet = m.kind == "resnet";
+  const bool resnet = m.kind == ModelKind::ResNet;
   check(m.channels == 0 || resnet, "model.channels", "applies to kind = \"resnet\" only");
   check(resnet || m.n_embd % m.n_head == 0, "model.n_embd",
         "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
             ")");
   const auto& data = d.data;
-  check((data.kind == "images") == resnet, "data.kind",
+  check((data.kind == DataKind::Images) == resnet, "data.kind",
         "\"images\" goes with model.kind = \"resnet\" and the token kinds with \"gpt\"");
-  check(data.kind != "text" || !data.files.empty(), "data.files",
+  check(data.kind != DataKind::Text || !data.files.empty(), "data.files",
         "must list at least one file or glob for kind = \"text\"");
-  check(data.kind != "text" || m.vocab_size >= 256, "data.kind",
+  check(data.kind != DataKind::Text || m.vocab_size >= 256, "data.kind",
         "\"text\" is byte-level and needs model.vocab_size >= 256");
-  check(data.kind != "tokens" || !data.token_dir.empty() || !data.shards.empty(), "data.token_dir",
+  check(data.kind != DataKind::Tokens || !data.token_dir.empty() || !data.shards.empty(), "data.token_dir",
         "or data.shards must name the token shards for kind = \"tokens\"");
-  check(data.val_shards.empty() || data.kind == "tokens", "data.val_shards", "applies to kind = \"tokens\" only");
+  check(data.val_shards.empty() || data.kind == DataKind::Tokens, "data.val_shards", "applies to kind = \"tokens\" only");
   const auto& p = d.parallel;
   const bool xpipe = p.schedule == Schedule::XPipe;
   check(p.weight_prediction || xpipe, "parallel.weight_prediction", "applies to schedule = \"xpipe\" only");
@@ -147,7 +147,7 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
           "must be 1 for tensor_mode = \"1d\" (got " + grid + "; t is tensor_cols)");
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");
   const auto& lp = d.layerpar;
-  const bool mgrit = p.schedule == Schedule::MGRIT;
+  const bool mgrit = p.mgrit();
   check(!mgrit || resnet, "parallel.schedule", "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
   check(!resnet || p.schedule != Schedule::XPipe, "parallel.schedule",
         "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b, zb-h1, "
@@ -209,10 +209,12 @@ std::string resolved_toml(const Deck& d) {
 
 std::string layout_name(const ParallelConfig& p) {
   std::string s = "data=" + std::to_string(p.data);
-  if (p.pipeline > 1 || p.schedule == Schedule::MGRIT) {
+  if (p.mgrit()) {
+    s += " pipeline=" + std::to_string(p.pipeline) + ":mgrit";
+  } else if (p.pipeline > 1) {
     s += " pipeline=" + std::to_string(p.pipeline) + ":" + to_string(p.schedule);
     if (p.schedule == Schedule::Interleaved) s += ":v" + std::to_string(p.virtual_stages);
-    if (p.schedule != Schedule::MGRIT) s += ":" + std::to_string(p.micro_batches) + "mb";
+    s += ":" + std::to_string(p.micro_batches) + "mb";
   } else if (p.micro_batches > 1) {
     s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation
   }

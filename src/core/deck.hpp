@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 
 namespace strata {
 
@@ -24,13 +24,13 @@ struct RunConfig {
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
   double max_walltime = 0;
-  std::string on_nonfinite = "stop";
+  OnNonfinite on_nonfinite = OnNonfinite::Stop;
   int64_t max_skipped_steps = 10;
   double stop_timeout = 60;
 };
 
 struct ModelConfig {
-  std::string kind = "gpt";
+  ModelKind kind = ModelKind::GPT;
   int64_t n_layer = 4;
   int64_t n_embd = 256;
   int64_t n_head = 4;
@@ -44,13 +44,13 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "text";
+  DataKind kind = DataKind::Text;
   std::string dir = "/usr/share/datasets/fashion-mnist";
   std::vector<std::string> files;
   std::string token_dir;
   std::vector<std::string> shards, val_shards;
   std::string tokenizer;
-  std::string tokenizer_type = "bpe";
+  TokenizerType tokenizer_type = TokenizerType::BPE;
   double shard_mb = 64.0;
   double val_fraction = 0.05;
   int64_t batch_size = 8;
@@ -64,10 +64,12 @@ struct ParallelConfig {
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
   int64_t ranks() const { return data * pipeline * tensor_rows * tensor_cols; }
-  std::string comm_backend = "mpi";
+  CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;
   int64_t micro_batches = 1;
-  Schedule schedule = Schedule::OneFOneB;
+  LayerMethod layer_method = LayerMethod::Pipeline;  // parallel.schedule = "mgrit": MGRIT
+  Schedule schedule = Schedule::OneFOneB;            // the pipeline's, otherwise
+  bool mgrit() const { return layer_method == LayerMethod::MGRIT; }
   int64_t virtual_stages = 1;  // model chunks per pipeline stage (schedule = "interleaved")
   bool weight_prediction = true;
   bool measure_staleness = false;
@@ -94,7 +96,7 @@ struct LayerParConfig {
   int64_t fwd_iterations = 2;
   int64_t bwd_iterations = 1;
   double tolerance = 0.0;
-  std::string relaxation = "F";
+  Relaxation relaxation = Relaxation::F;
   bool warm_start = true;
 };
 

@@ -188,21 +188,6 @@ DeckKey key(const char* section, Sec Deck::*sec, const char* name, T Sec::*field
   return k;
 }
 
-// A string key with a fixed set of values.
-template <class Sec>
-DeckKey choice(const char* section, Sec Deck::*sec, const char* name, std::string Sec::*field,
-               std::vector<std::string> names, const char* doc) {
-  DeckKey k = key(section, sec, name, field, any<std::string>(), doc);
-  k.allowed = choices_text(names);
-  k.problem = [sec, field, names](const Deck& d) {
-    const std::string& v = d.*sec.*field;
-    for (const auto& n : names)
-      if (n == v) return std::string();
-    return "must be " + choices_text(names) + " (got " + in_quotes(v) + ")";
-  };
-  return k;
-}
-
 // An enum key, read from the names the deck uses for its values (only those listed).
 template <class Sec, class E>
 DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec::*field,
@@ -227,6 +212,30 @@ DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec
   };
   k.get = [sec, field, names](const Deck& d) { return toml::value(name_in(names, d.*sec.*field)); };
   k.problem = [](const Deck&) { return std::string(); };
+  return k;
+}
+
+// parallel.schedule: a pipeline schedule's name (ParallelConfig::schedule), or "mgrit"
+// (ParallelConfig::layer_method).
+DeckKey schedule_key(const char* section, const char* doc) {
+  std::vector<std::pair<Schedule, std::string>> pipeline = schedule_names();
+  DeckKey k = enum_choice(section, &Deck::parallel, "schedule", &ParallelConfig::schedule, pipeline, doc);
+  std::vector<std::string> words;
+  for (const auto& n : pipeline) words.push_back(n.second);
+  words.push_back("mgrit");
+  k.allowed = choices_text(words);
+  k.set = [pipeline, words](Deck& d, const toml::value& v) {
+    std::string s;
+    from_toml(v, s);
+    d.parallel.layer_method = s == "mgrit" ? LayerMethod::MGRIT : LayerMethod::Pipeline;
+    for (const auto& [value, word] : pipeline)
+      if (word == s) d.parallel.schedule = value;
+    if (s != "mgrit" && name_in(pipeline, d.parallel.schedule) != s)
+      throw KeyProblem{"must be " + choices_text(words) + " (got " + in_quotes(s) + ")"};
+  };
+  k.get = [](const Deck& d) {
+    return toml::value(d.parallel.mgrit() ? std::string("mgrit") : to_string(d.parallel.schedule));
+  };
   return k;
 }
 
@@ -258,7 +267,7 @@ std::vector<DeckKey> declare_keys() {
           "complete checkpoints kept in run_dir/checkpoints (older ones pruned after a newer one is verified)"),
       key(run, &D::run, "max_walltime", &RunConfig::max_walltime, at_least(0.0),
           "seconds: checkpoint and stop before this much has passed (0: no limit)"),
-      choice(run, &D::run, "on_nonfinite", &RunConfig::on_nonfinite, {"stop", "skip"},
+      enum_choice(run, &D::run, "on_nonfinite", &RunConfig::on_nonfinite, on_nonfinite_names(),
              "a step with a non-finite loss or gradient norm: stop (exit 5) or skip its update"),
       key(run, &D::run, "max_skipped_steps", &RunConfig::max_skipped_steps, at_least<int64_t>(1),
           "on_nonfinite = \"skip\": stop (exit 5) after this many skipped steps in a row"),
@@ -266,7 +275,7 @@ std::vector<DeckKey> declare_keys() {
           "seconds a rank may take to reach a step boundary after a stop signal before it exits without a "
           "checkpoint (0: wait for ever; at least 10x the slowest step)"),
       // [model]
-      choice(model, &D::model, "kind", &ModelConfig::kind, {"gpt", "resnet"},
+      enum_choice(model, &D::model, "kind", &ModelConfig::kind, model_kind_names(),
              "\"gpt\" (decoder-only transformer) or \"resnet\" (residual network for images: n_layer steps of width "
              "n_embd)"),
       key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
@@ -291,7 +300,7 @@ std::vector<DeckKey> declare_keys() {
                   "or later); softmax, norms, the loss, gradient sums and AdamW stay fp32, the parameters are fp32 "
                   "masters"),
       // [data]
-      choice(data, &D::data, "kind", &DataConfig::kind, {"text", "tokens", "random", "images"},
+      enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
              "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
              "(uniform tokens) for gpt; \"images\" (IDX files, MNIST layout) for resnet"),
       key(data, &D::data, "files", &DataConfig::files, any<std::vector<std::string>>(),
@@ -306,7 +315,7 @@ std::vector<DeckKey> declare_keys() {
       key(data, &D::data, "tokenizer", &DataConfig::tokenizer, any<std::string>(),
           "a SentencePiece .model: strata tokenize encodes with it instead of training one; kind = \"tokens\" "
           "counts bytes and strata generate decodes with it (\"\": token_dir/tokenizer.model)"),
-      choice(data, &D::data, "tokenizer_type", &DataConfig::tokenizer_type, {"bpe", "unigram"},
+      enum_choice(data, &D::data, "tokenizer_type", &DataConfig::tokenizer_type, tokenizer_type_names(),
              "the model strata tokenize trains, of model.vocab_size pieces"),
       key(data, &D::data, "shard_mb", &DataConfig::shard_mb, above(0.0),
           "strata tokenize: MB of text per token shard (each is encoded by one rank)"),
@@ -326,7 +335,7 @@ std::vector<DeckKey> declare_keys() {
       enum_choice(par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
              {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}},
              "\"1d\" (Megatron: heads, MLP and vocabulary split t ways) or \"2d\" (Optimus: SUMMA on a square grid)"),
-      choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, {"mpi", "nccl"},
+      enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
              "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
           "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
@@ -334,7 +343,7 @@ std::vector<DeckKey> declare_keys() {
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
           "kept)"),
-      enum_choice(par, &D::parallel, "schedule", &ParallelConfig::schedule, schedule_names(),
+      schedule_key(par,
              "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, interleaved 1F1B (gpt: "
              "virtual_stages chunks per stage, (p-1)/(v m) of bubble, v times the messages), the zero-bubble ZB-H1 (1F1B's "
              "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
@@ -381,7 +390,7 @@ std::vector<DeckKey> declare_keys() {
           "MGRIT V-cycles of the adjoint (backward) solve"),
       key(lp, &D::layerpar, "tolerance", &LayerParConfig::tolerance, at_least(0.0),
           "stop the cycles earlier when the residual norm falls below this (0: never)"),
-      choice(lp, &D::layerpar, "relaxation", &LayerParConfig::relaxation, {"F", "FCF"},
+      enum_choice(lp, &D::layerpar, "relaxation", &LayerParConfig::relaxation, relaxation_names(),
              "finest level's relaxation (coarser levels use FCF)"),
       key(lp, &D::layerpar, "warm_start", &LayerParConfig::warm_start, any<bool>(),
           "start each solve from the previous batch's solution"),

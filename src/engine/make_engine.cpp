@@ -17,7 +17,7 @@ std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& gri
   o.forward.levels = o.backward.levels = int(lp.levels);
   o.forward.cfactor = o.backward.cfactor = int(lp.cfactor);
   o.forward.tolerance = o.backward.tolerance = lp.tolerance;
-  o.forward.fcf = o.backward.fcf = lp.relaxation == "FCF";
+  o.forward.fcf = o.backward.fcf = lp.relaxation == Relaxation::FCF;
   o.forward.max_iterations = int(lp.fwd_iterations);
   o.backward.max_iterations = int(lp.bwd_iterations);
   o.warm_start = lp.warm_start;
@@ -29,7 +29,7 @@ std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& gri
 std::unique_ptr<TrainEngine<float>> make_engine(const Deck& deck, const Grid& grid, StageModel<float>& model,
                                                 StalenessMeter<float>* staleness) {
   const auto& par = deck.parallel;
-  if (par.schedule == Schedule::MGRIT) return make_mgrit(deck, grid, model);
+  if (par.mgrit()) return make_mgrit(deck, grid, model);
   if (par.schedule == Schedule::XPipe && par.pipeline > 1)
     return std::make_unique<XPipeEngine<float>>(model, grid, int(par.micro_batches), par.weight_prediction, staleness);
   if (par.pipeline > 1) return std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));

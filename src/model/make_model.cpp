@@ -47,7 +47,7 @@ void require_precision_runs(Precision precision) {
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
   std::unique_ptr<StageModel<float>> model =
-      deck.model.kind == "resnet" ? make_resnet(deck, grid, data) : make_gpt(deck, grid);
+      deck.model.kind == ModelKind::ResNet ? make_resnet(deck, grid, data) : make_gpt(deck, grid);
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // data rank's block only (optim/zero_sharding.hpp), before any step or checkpoint read
   if (deck.parallel.zero > 0 && grid.data_size() > 1)

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 #include "model/param_store.hpp"
 #include "model/ode_network.hpp"
 #include "model/stage_placement.hpp"

@@ -10,7 +10,7 @@
 // Buffers may be device memory: blocks are staged through host mirrors for MPI (a no-op
 // where the host can read the memory).
 #include "comm/comm.hpp"
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {

@@ -8,7 +8,7 @@
 //   TwoD  : Optimus' split over a q x q grid: rank (i, j) holds activations
 //           [batch block i, hidden block j] and weights [in block i, out block j].
 #include "comm/grid.hpp"
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 #include "parallel/summa.hpp"
 
 namespace strata {

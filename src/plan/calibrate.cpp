@@ -42,7 +42,7 @@ namespace {
 // (m, k, n) of the deck's model's matrix products, rows as the trainer probes them
 std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
   const auto& m = d.model;
-  if (m.kind == "resnet") {
+  if (m.kind == ModelKind::ResNet) {
     const int64_t rows = d.data.batch_size / d.parallel.data;
     return {{rows, 784, m.n_embd}, {rows, m.n_embd, m.n_embd}, {rows, m.n_embd, 10}};
   }
@@ -163,7 +163,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
     m.bf16_gemm_flops = comm.allreduce_sum(flops / bf16_seconds) / p;
   }
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
-  const bool gpt = deck.model.kind == "gpt";
+  const bool gpt = deck.model.kind == ModelKind::GPT;
   if (gpt) {
     GPT<float> model(one_layer(deck), deck.run.seed);
     m.activation_rate = comm.allreduce_sum(activation_rate(deck, model, m.gemm_flops)) / p;
@@ -215,7 +215,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));
   m.description = strfmt("%d ranks on one node", p);
   m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
-                    deck.model.kind.c_str(), (long long)deck.model.n_embd,
+                    to_string(deck.model.kind).c_str(), (long long)deck.model.n_embd,
                     p > 1 ? "" : "; one rank: no link costs measured");
   if (!gpt) m.source += "; not a GPT deck: activation_rate and adam_rate are streaming estimates, not measured";
   return cal;

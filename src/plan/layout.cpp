@@ -81,8 +81,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const auto& [schedule, name] : schedule_names())
-        if (is_pipeline_schedule(schedule) &&
-            !(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
+        if (!(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
             !(splits_backward(schedule) && l.recompute != Recompute::None))
           for (int v = schedule == Schedule::Interleaved ? 2 : 1;
                v <= (schedule == Schedule::Interleaved ? kMaxVirtualStages : 1); ++v)

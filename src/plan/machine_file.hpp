@@ -22,7 +22,7 @@
 #include <string>
 
 #include "comm/wire_model.hpp"
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 
 namespace strata {
 

@@ -222,7 +222,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       int64_t buckets = 0;
       for (const auto& [key, e] : round.entries())
         if (key.second == "allreduce_overlapped") buckets = e.calls;
-      const bool overlaps = buckets > 0 && deck.parallel.comm_backend == "nccl";  // with the last micro-batch's
+      const bool overlaps = buckets > 0 && deck.parallel.comm_backend == CommBackend::Nccl;  // with the last micro-batch's
       c.sums = overlaps ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
     } else if (!xpipe) {
       const double wte = double(store.infos()[model->tied_index()].numel) * sizeof(float);

@@ -35,8 +35,8 @@ std::optional<Tokenizer> deck_tokenizer(const Deck& deck) {
 std::unique_ptr<TokenSource> make_token_source(const Deck& deck) {
   const auto& d = deck.data;
   const auto& m = deck.model;
-  if (d.kind == "text") return std::make_unique<TextDataset>(d.files, d.val_fraction, m.seq_len, deck.run.seed);
-  if (d.kind != "tokens") return std::make_unique<RandomTokens>(m.vocab_size, deck.run.seed);
+  if (d.kind == DataKind::Text) return std::make_unique<TextDataset>(d.files, d.val_fraction, m.seq_len, deck.run.seed);
+  if (d.kind != DataKind::Tokens) return std::make_unique<RandomTokens>(m.vocab_size, deck.run.seed);
   auto corpus = std::make_unique<TokenCorpus>(shard_patterns(d), d.val_shards, d.val_fraction, m.seq_len,
                                               deck.run.seed, m.vocab_size);
   if (auto tok = deck_tokenizer(deck)) {
@@ -56,7 +56,7 @@ std::unique_ptr<BatchSource> make_batch_source(const Deck& deck, const Grid& gri
   shape.replicas = grid.data_size();
   shape.replica = grid.data_rank();
   shape.micro_batches = deck.parallel.micro_batches;
-  if (deck.data.kind == "images")
+  if (deck.data.kind == DataKind::Images)
     return std::make_unique<ImageBatches>(std::make_unique<ImageDataset>(deck.data.dir, deck.run.seed), shape,
                                           deck.data.dir);
   return std::make_unique<TokenBatches>(make_token_source(deck), shape, deck.model.seq_len);

@@ -292,7 +292,7 @@ void RunLoop::account(const std::vector<StepOutcome>& done, int64_t first, Train
     const std::string last_good = publisher_ && publisher_->directory().latest_name()
                                       ? "; the last good checkpoint is " + *publisher_->directory().latest_name()
                                       : "";
-    if (rc.on_nonfinite == "stop")
+    if (rc.on_nonfinite == OnNonfinite::Stop)
       throw DivergedError(what + ": stopping (run.on_nonfinite = \"stop\"; \"skip\" skips such steps)" + last_good,
                           true);
     if (w.skipped_in_a_row >= rc.max_skipped_steps)

@@ -22,7 +22,7 @@ TrainingJob::TrainingJob(const Deck& deck, MPI_Comm world, const JobOptions& opt
   });
   agreed(world, [&] {
     data_ = make_batch_source(deck_, *grid_);
-    if (deck_.data.kind == "tokens")
+    if (deck_.data.kind == DataKind::Tokens)
       if (const auto tok = deck_tokenizer(deck_)) facts_.tokenizer_model = tok->serialized();
   });
   agreed(world, [&] { model_ = make_model(deck_, *grid_, data_->shape()); });
@@ -55,14 +55,14 @@ void TrainingJob::describe(const JobOptions& options) {
     facts_.description.push_back(
         strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data%s",
                (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
-               (long long)m.seq_len, params_m, deck_.data.kind.c_str(),
+               (long long)m.seq_len, params_m, to_string(deck_.data.kind).c_str(),
                bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
     if (!data_line.empty()) facts_.description.push_back("strata: data: " + data_line);
     const std::string blas = blas_core_name();
     facts_.description.push_back(strfmt(
         "strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe "
         "%.1f GFLOP/s per rank%s%s",
-        grid_->world_size(), facts_.layout.c_str(), deck_.parallel.comm_backend.c_str(), (long long)gb,
+        grid_->world_size(), facts_.layout.c_str(), to_string(deck_.parallel.comm_backend).c_str(), (long long)gb,
         (long long)m.seq_len, (long long)deck_.run.steps, gemm, bf16 ? " in bf16" : "",
         blas.empty() ? "" : (" (OpenBLAS " + blas + " kernels)").c_str()));
     return;
@@ -73,7 +73,7 @@ void TrainingJob::describe(const JobOptions& options) {
   if (mgrit) {
     const auto& lp = deck_.layerpar;
     facts_.layout += strfmt(" L=%lld c=%lld %s %lld/%lld", (long long)lp.levels, (long long)lp.cfactor,
-                            lp.relaxation.c_str(), (long long)lp.fwd_iterations, (long long)lp.bwd_iterations);
+                            to_string(lp.relaxation).c_str(), (long long)lp.fwd_iterations, (long long)lp.bwd_iterations);
   }
   facts_.samples_per_step = gb;
   facts_.validates_at_end = true;

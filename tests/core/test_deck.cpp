@@ -28,7 +28,7 @@ TEST_CASE("a minimal deck gets defaults and overrides apply", "[core][deck]") {
   const Deck again = parse_deck(d.resolved_toml, "resolved");
   REQUIRE(again.run.steps == 7);
   REQUIRE(again.optim.lr == 0.01);
-  REQUIRE(again.data.kind == "random");
+  REQUIRE(again.data.kind == DataKind::Random);
   REQUIRE(again.resolved_toml.substr(again.resolved_toml.find('\n')) == d.resolved_toml.substr(d.resolved_toml.find('\n')));
 }
 

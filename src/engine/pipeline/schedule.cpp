@@ -334,7 +334,6 @@ PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int
     case Schedule::ZBH1: s = zb_h1_schedule(stages, micro_batches); break;
     case Schedule::ZBH2: s = zb_h2_schedule(stages, micro_batches); break;
     case Schedule::XPipe: return xpipe_schedule(stages, micro_batches, mini_batches);
-    case Schedule::MGRIT: throw UserError("parallel.schedule = \"mgrit\" is a layer-parallel solver, not an instruction list");
   }
   insert_communication(s);
   return s;

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/parallel_modes.hpp"
+#include "core/deck_choices.hpp"
 
 namespace strata {
 

@@ -1,0 +1,123 @@
+#pragma once
+// Every choice key of the deck as an enum, with the names the deck and the logs use:
+// parsed once, in the key table (deck_keys.cpp), and passed as values from there on.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata {
+
+// What model.kind builds (model/make_model.hpp): the decoder-only transformer, or the
+// residual network for images (its layers are ODE steps).
+enum class ModelKind { GPT, ResNet };
+// What data.kind reads: bytes of text files, token shards, uniform random tokens (the GPT);
+// IDX image files (the residual network).
+enum class DataKind { Text, Tokens, Random, Images };
+// Which library sums vectors over ranks (parallel.comm_backend): MPI, or NCCL in the GPU
+// build (scalars and control messages stay on MPI).
+enum class CommBackend { Mpi, Nccl };
+// What a step with a non-finite loss or gradient norm does (run.on_nonfinite).
+enum class OnNonfinite { Stop, Skip };
+// MGRIT's relaxation on the finest level (layerpar.relaxation): F, or F then C then F.
+enum class Relaxation { F, FCF };
+// The SentencePiece model strata tokenize trains (data.tokenizer_type).
+enum class TokenizerType { BPE, Unigram };
+
+// How the ranks along the layer axis (parallel.pipeline) work through the model: as a
+// pipeline, by a schedule's instruction lists, or by MGRIT, which solves the residual
+// network's layers like time steps (engine/layerpar/). The deck names both in one key,
+// parallel.schedule ("mgrit" or a schedule's name).
+enum class LayerMethod { Pipeline, MGRIT };
+// The pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists):
+// GPipe, 1F1B, interleaved 1F1B, the zero-bubble ZB-H1 and ZB-H2, XPipe.
+enum class Schedule { GPipe, OneFOneB, Interleaved, ZBH1, ZBH2, XPipe };
+// How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
+// Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
+enum class TensorMode { Serial, OneD, TwoD };
+
+// The precision of the matrix products: fp32, or bf16 operands with fp32 accumulation
+// (parameters, gradients and everything else stay fp32).
+enum class Precision { FP32, BF16 };
+
+// What the backward recomputes instead of keeping from the forward: nothing; (selective)
+// the attention probabilities and the MLP's GELU output, whose memory grows with T^2 and
+// 4C per token, from the activations they were made of; or (full) every block's forward,
+// from the block's input, which is all a block keeps.
+enum class Recompute { None, Selective, Full };
+
+// Each value with the name the deck and the logs use.
+inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
+  static const std::vector<std::pair<Schedule, std::string>> names = {
+      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"},  {Schedule::Interleaved, "interleaved"},
+      {Schedule::ZBH1, "zb-h1"},  {Schedule::ZBH2, "zb-h2"},     {Schedule::XPipe, "xpipe"}};
+  return names;
+}
+// The schedules that run the backward as two halves (input, then weight gradients).
+inline bool splits_backward(Schedule s) { return s == Schedule::ZBH1 || s == Schedule::ZBH2; }
+inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names() {
+  static const std::vector<std::pair<TensorMode, std::string>> names = {
+      {TensorMode::Serial, "serial"}, {TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}};
+  return names;
+}
+
+inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
+  static const std::vector<std::pair<Precision, std::string>> names = {{Precision::FP32, "fp32"},
+                                                                         {Precision::BF16, "bf16"}};
+  return names;
+}
+
+inline const std::vector<std::pair<Recompute, std::string>>& recompute_names() {
+  static const std::vector<std::pair<Recompute, std::string>> names = {{Recompute::None, "none"},
+                                                                         {Recompute::Selective, "selective"},
+                                                                         {Recompute::Full, "full"}};
+  return names;
+}
+
+inline const std::vector<std::pair<ModelKind, std::string>>& model_kind_names() {
+  static const std::vector<std::pair<ModelKind, std::string>> names = {{ModelKind::GPT, "gpt"},
+                                                                         {ModelKind::ResNet, "resnet"}};
+  return names;
+}
+inline const std::vector<std::pair<DataKind, std::string>>& data_kind_names() {
+  static const std::vector<std::pair<DataKind, std::string>> names = {
+      {DataKind::Text, "text"}, {DataKind::Tokens, "tokens"}, {DataKind::Random, "random"}, {DataKind::Images, "images"}};
+  return names;
+}
+inline const std::vector<std::pair<CommBackend, std::string>>& comm_backend_names() {
+  static const std::vector<std::pair<CommBackend, std::string>> names = {{CommBackend::Mpi, "mpi"},
+                                                                           {CommBackend::Nccl, "nccl"}};
+  return names;
+}
+inline const std::vector<std::pair<OnNonfinite, std::string>>& on_nonfinite_names() {
+  static const std::vector<std::pair<OnNonfinite, std::string>> names = {{OnNonfinite::Stop, "stop"},
+                                                                           {OnNonfinite::Skip, "skip"}};
+  return names;
+}
+inline const std::vector<std::pair<Relaxation, std::string>>& relaxation_names() {
+  static const std::vector<std::pair<Relaxation, std::string>> names = {{Relaxation::F, "F"}, {Relaxation::FCF, "FCF"}};
+  return names;
+}
+inline const std::vector<std::pair<TokenizerType, std::string>>& tokenizer_type_names() {
+  static const std::vector<std::pair<TokenizerType, std::string>> names = {{TokenizerType::BPE, "bpe"},
+                                                                             {TokenizerType::Unigram, "unigram"}};
+  return names;
+}
+
+template <class E>
+const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, E value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
+  return names.front().second;  // unreachable for a complete table
+}
+inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
+inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_names(), m); }
+inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
+inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }
+inline const std::string& to_string(ModelKind k) { return name_in(model_kind_names(), k); }
+inline const std::string& to_string(DataKind k) { return name_in(data_kind_names(), k); }
+inline const std::string& to_string(CommBackend b) { return name_in(comm_backend_names(), b); }
+inline const std::string& to_string(OnNonfinite o) { return name_in(on_nonfinite_names(), o); }
+inline const std::string& to_string(Relaxation r) { return name_in(relaxation_names(), r); }
+inline const std::string& to_string(TokenizerType t) { return name_in(tokenizer_type_names(), t); }
+
+}  // namespace strata
