@@ -61,8 +61,8 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
-  if (m.n_layer < p.pipeline)
-    throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline (" +
+  if (m.layers() < p.pipeline)
+    throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1) {
     if (m.n_layer < p.pipeline * p.virtual_stages)
@@ -101,6 +101,12 @@ Deck read_keys(const toml::value& root, const std::string& origin) {
       throw UserError(origin + ": " + k.section + "." + k.name + " " + p.why);
     }
   }
+  for (const auto& k : deck_keys()) {
+    const auto s = table.find(k.section);
+    if (s == table.end() || !s->second.as_table().count(k.name)) continue;
+    if (const std::string why = k.misplaced(d); !why.empty())
+      throw UserError(origin + ": " + k.section + "." + k.name + " " + why);
+  }
   for (const auto& k : deck_keys())
     if (const std::string why = k.problem(d); !why.empty())
       throw UserError(origin + ": " + k.section + "." + k.name + " " + why);
@@ -117,7 +123,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
         "run.name", "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + run.name + "\")");
   const auto& m = d.model;
   const bool resnet = m.kind == ModelKind::ResNet;
-  check(m.channels == 0 || resnet, "model.channels", "applies to kind = \"resnet\" only");
   check(resnet || m.n_embd % m.n_head == 0, "model.n_embd",
         "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
             ")");
@@ -156,17 +161,17 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
         "\"interleaved\" runs the GPT (a stage holds several chunks of layers); the residual network runs gpipe, 1f1b, "
         "zb-h1, zb-h2 or mgrit");
   if (mgrit) {
-    // cfactor^(levels-1) must divide n_layer; it is multiplied out only while it cannot
+    // cfactor^(levels-1) must divide the steps; it is multiplied out only while it cannot
     // overflow, and shown in floating point beyond that
     int64_t unit = 1;
     bool beyond = false;
     for (int64_t l = 1; l < lp.levels && !beyond; ++l) {
-      beyond = unit > m.n_layer / lp.cfactor;
+      beyond = unit > m.steps / lp.cfactor;
       if (!beyond) unit *= lp.cfactor;
     }
     const double power = std::pow(double(lp.cfactor), double(lp.levels - 1));
-    check(!beyond && m.n_layer % unit == 0, "layerpar.levels",
-          "and layerpar.cfactor do not fit: model.n_layer (" + std::to_string(m.n_layer) +
+    check(!beyond && m.steps % unit == 0, "layerpar.levels",
+          "and layerpar.cfactor do not fit: model.steps (" + std::to_string(m.steps) +
               ") must be a multiple of cfactor^(levels-1) (" +
               (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
     check(p.micro_batches == 1, "parallel.micro_batches", "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
@@ -200,7 +205,7 @@ std::string resolved_toml(const Deck& d) {
   for (const auto& s : deck_sections()) {
     out += (s.name == deck_sections().front().name ? "[" : "\n[") + s.name + "]\n";
     for (const auto& k : deck_keys())
-      if (k.section == s.name) out += k.name + " = " + format_deck_value(k.get(d)) + "\n";
+      if (k.section == s.name && k.misplaced(d).empty()) out += k.name + " = " + format_deck_value(k.get(d)) + "\n";
   }
   return out;
 }

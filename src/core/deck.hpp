@@ -31,16 +31,24 @@ struct RunConfig {
 
 struct ModelConfig {
   ModelKind kind = ModelKind::GPT;
+  // the GPT
   int64_t n_layer = 4;
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t vocab_size = 256;
   int64_t seq_len = 128;
-  double init_std = 0.02;
+  // the residual network
+  int64_t steps = 4;
+  int64_t width = 256;
+  int64_t channels = 0;
   double t_final = 1.0;
   double step_init_std = 0.01;
-  int64_t channels = 0;
+  // both
+  double init_std = 0.02;
   Precision precision = Precision::FP32;
+  // what the layer axis (parallel.pipeline) divides: the GPT's blocks or the network's steps
+  int64_t layers() const { return kind == ModelKind::ResNet ? steps : n_layer; }
+  const char* layers_key() const { return kind == ModelKind::ResNet ? "model.steps" : "model.n_layer"; }
 };
 
 struct DataConfig {

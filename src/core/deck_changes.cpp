@@ -5,6 +5,7 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "core/deck_keys.hpp"
 #include "core/toml_text.hpp"
 #include "core/error.hpp"
 
@@ -38,6 +39,22 @@ std::vector<std::pair<std::string, std::string>> flatten(const std::string& text
   return out;
 }
 
+// Every key's default, formatted as flatten() formats a deck's values.
+const std::map<std::string, std::string>& defaults() {
+  static const std::map<std::string, std::string> values = [] {
+    const Deck d;
+    std::string text;
+    for (const auto& s : deck_sections()) {
+      text += "[" + s.name + "]\n";
+      for (const auto& k : deck_keys())
+        if (k.section == s.name) text += k.name + " = " + format_deck_value(k.get(d)) + "\n";
+    }
+    const auto flat = flatten(text, "default");
+    return std::map<std::string, std::string>(flat.begin(), flat.end());
+  }();
+  return values;
+}
+
 }  // namespace
 
 std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml) {
@@ -47,8 +64,12 @@ std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::
   std::vector<DeckChange> out;
   for (const auto& [key, value] : after) {
     const auto it = old.find(key);
-    const std::string was = it == old.end() ? "(absent)" : it->second;
-    if (was != value) out.push_back({key, was, value});
+    if (it == old.end()) {  // a key the older deck does not write (it did not apply, or did not exist) had its default
+      const auto d = defaults().find(key);
+      if (d == defaults().end() || d->second != value) out.push_back({key, "(absent)", value});
+    } else if (it->second != value) {
+      out.push_back({key, it->second, value});
+    }
   }
   return out;
 }

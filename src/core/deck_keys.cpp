@@ -215,6 +215,20 @@ DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec
   return k;
 }
 
+// A [model] key of one model kind; the other kind refuses it, naming its own key for the
+// same thing where it has one.
+DeckKey for_kind(DeckKey k, ModelKind kind, const std::string& counterpart) {
+  const std::string hint = counterpart.empty() ? "applies to kind = \"" + to_string(kind) + "\" only"
+                                               : "is the " + std::string(kind == ModelKind::GPT ? "GPT" : "residual network") +
+                                                     "'s: for kind = \"" +
+                                                     to_string(kind == ModelKind::GPT ? ModelKind::ResNet : ModelKind::GPT) +
+                                                     "\" use model." + counterpart;
+  k.misplaced = [kind, hint](const Deck& d) { return d.model.kind == kind ? std::string() : hint; };
+  return k;
+}
+DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") { return for_kind(std::move(k), ModelKind::GPT, resnet_key); }
+DeckKey resnet_only(DeckKey k) { return for_kind(std::move(k), ModelKind::ResNet, ""); }
+
 // parallel.schedule: a pipeline schedule's name (ParallelConfig::schedule), or "mgrit"
 // (ParallelConfig::layer_method).
 DeckKey schedule_key(const char* section, const char* doc) {
@@ -276,24 +290,30 @@ std::vector<DeckKey> declare_keys() {
           "checkpoint (0: wait for ever; at least 10x the slowest step)"),
       // [model]
       enum_choice(model, &D::model, "kind", &ModelConfig::kind, model_kind_names(),
-             "\"gpt\" (decoder-only transformer) or \"resnet\" (residual network for images: n_layer steps of width "
-             "n_embd)"),
-      key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
-          "transformer blocks, or residual steps (at least parallel.pipeline)"),
-      key(model, &D::model, "n_embd", &ModelConfig::n_embd, at_least<int64_t>(1),
-          "width C (gpt: a multiple of n_head)"),
-      key(model, &D::model, "n_head", &ModelConfig::n_head, at_least<int64_t>(1), "gpt: attention heads"),
-      key(model, &D::model, "vocab_size", &ModelConfig::vocab_size, at_least<int64_t>(2),
-          "gpt: vocabulary size V (at least 256 for byte-level text)"),
-      key(model, &D::model, "seq_len", &ModelConfig::seq_len, at_least<int64_t>(1),
-          "gpt: context length T (also the position table's size)"),
+                  "\"gpt\" (decoder-only transformer: n_layer, n_embd, n_head, vocab_size, seq_len) or \"resnet\" "
+                  "(residual network for images: steps, width, channels, t_final, step_init_std)"),
+      gpt_only(key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
+                   "gpt: transformer blocks (at least parallel.pipeline)"),
+               "steps"),
+      gpt_only(key(model, &D::model, "n_embd", &ModelConfig::n_embd, at_least<int64_t>(1),
+                   "gpt: width C (a multiple of n_head)"),
+               "width"),
+      gpt_only(key(model, &D::model, "n_head", &ModelConfig::n_head, at_least<int64_t>(1), "gpt: attention heads")),
+      gpt_only(key(model, &D::model, "vocab_size", &ModelConfig::vocab_size, at_least<int64_t>(2),
+                   "gpt: vocabulary size V (at least 256 for byte-level text)")),
+      gpt_only(key(model, &D::model, "seq_len", &ModelConfig::seq_len, at_least<int64_t>(1),
+                   "gpt: context length T (also the position table's size)")),
+      resnet_only(key(model, &D::model, "steps", &ModelConfig::steps, at_least<int64_t>(1),
+                      "resnet: residual steps N (at least parallel.pipeline)")),
+      resnet_only(key(model, &D::model, "width", &ModelConfig::width, at_least<int64_t>(1),
+                      "resnet: width of the dense steps")),
+      resnet_only(key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
+                      "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width `width`")),
+      resnet_only(key(model, &D::model, "t_final", &ModelConfig::t_final, above(0.0),
+                      "resnet: final time T = N h of the residual steps")),
+      resnet_only(key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
+                      "resnet: std of the residual steps' initial weights")),
       key(model, &D::model, "init_std", &ModelConfig::init_std, above(0.0), "std of the initial weights"),
-      key(model, &D::model, "t_final", &ModelConfig::t_final, above(0.0),
-          "resnet: final time T = n_layer h of the residual steps"),
-      key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
-          "resnet: std of the residual steps' initial weights"),
-      key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
-          "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width n_embd"),
       enum_choice(model, &D::model, "precision", &ModelConfig::precision, precision_names(),
                   "the matrix products (linear layers, attention, LM head; the residual network's steps): fp32, or "
                   "bf16 operands with fp32 accumulation (CPUs with AVX512-BF16 or AMX, GPUs of compute capability 8.0 "
@@ -382,7 +402,7 @@ std::vector<DeckKey> declare_keys() {
           "largest global gradient norm; larger ones are scaled down (0: no clipping)"),
       // [layerpar]
       key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
-          "MGRIT levels (1: sequential propagation; n_layer must be a multiple of cfactor^(levels-1))"),
+          "MGRIT levels (1: sequential propagation; model.steps must be a multiple of cfactor^(levels-1))"),
       key(lp, &D::layerpar, "cfactor", &LayerParConfig::cfactor, at_least<int64_t>(2), "coarsening factor"),
       key(lp, &D::layerpar, "fwd_iterations", &LayerParConfig::fwd_iterations, at_least<int64_t>(1),
           "MGRIT V-cycles of the forward solve"),

@@ -30,6 +30,10 @@ struct DeckKey {
   std::function<toml::value(const Deck&)> get;
   // "" when the deck's value is allowed, else why not ("must be >= 1")
   std::function<std::string(const Deck&)> problem;
+  // "" when the key belongs to this deck's model, else why it does not ("applies to kind =
+  // \"gpt\" only"): such a key is refused when the deck sets it, and not written in the
+  // resolved deck
+  std::function<std::string(const Deck&)> misplaced = [](const Deck&) { return std::string(); };
 };
 
 struct DeckSection {

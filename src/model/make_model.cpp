@@ -23,9 +23,9 @@ std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const Grid& grid) 
 std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const Grid& grid, const DataShape& data) {
   ResNetConfig rc;
   rc.inputs = data.features;
-  rc.width = deck.model.n_embd;
+  rc.width = deck.model.width;
   rc.channels = deck.model.channels;
-  rc.steps = deck.model.n_layer;
+  rc.steps = deck.model.steps;
   rc.classes = data.classes;
   rc.t_final = deck.model.t_final;
   rc.init_std = deck.model.init_std;

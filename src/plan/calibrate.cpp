@@ -44,7 +44,7 @@ std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
   const auto& m = d.model;
   if (m.kind == ModelKind::ResNet) {
     const int64_t rows = d.data.batch_size / d.parallel.data;
-    return {{rows, 784, m.n_embd}, {rows, m.n_embd, m.n_embd}, {rows, m.n_embd, 10}};
+    return {{rows, 784, m.width}, {rows, m.width, m.width}, {rows, m.width, 10}};
   }
   const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
   return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_size}};
@@ -215,7 +215,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));
   m.description = strfmt("%d ranks on one node", p);
   m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
-                    to_string(deck.model.kind).c_str(), (long long)deck.model.n_embd,
+                    to_string(deck.model.kind).c_str(), (long long)(gpt ? deck.model.n_embd : deck.model.width),
                     p > 1 ? "" : "; one rank: no link costs measured");
   if (!gpt) m.source += "; not a GPT deck: activation_rate and adam_rate are streaming estimates, not measured";
   return cal;

@@ -27,8 +27,8 @@ resnet='[run]
 steps = 2
 [model]
 kind = "resnet"
-n_layer = 8
-n_embd = 8
+steps = 8
+width = 8
 [data]
 kind = "images"
 batch_size = 4
@@ -121,9 +121,15 @@ expect 2 'parallel.micro_batches (3) must be divisible by parallel.pipeline for 
 expect 1 "data.batch_size / parallel.data (4) must be divisible by parallel.micro_batches (3)" -- train good.toml --set parallel.micro_batches=3
 expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- train resnet.toml --set data.dir=/nonexistent
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
-expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
+expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
 expect 1 'layerpar.relaxation must be "F" or "FCF" (got "C")' -- train resnet.toml --set layerpar.relaxation=C
-expect 1 "layerpar.levels and layerpar.cfactor do not fit: model.n_layer (8) must be a multiple of cfactor^(levels-1) (" -- train resnet.toml --set layerpar.levels=64 --set layerpar.cfactor=1024
+# each model's keys: the other kind's names are refused, with the key to use
+expect 1 'resnet.toml: model.n_layer is the GPT'"'"'s: for kind = "resnet" use model.steps' -- deck resnet.toml --set model.n_layer=8
+expect 1 'resnet.toml: model.n_embd is the GPT'"'"'s: for kind = "resnet" use model.width' -- deck resnet.toml --set model.n_embd=8
+expect 1 'resnet.toml: model.n_head applies to kind = "gpt" only' -- deck resnet.toml --set model.n_head=2
+expect 1 'good.toml: model.steps applies to kind = "resnet" only' -- deck good.toml --set model.steps=8
+expect 2 'model.steps (8) must be at least parallel.pipeline (16)' -- train resnet.toml --set parallel.pipeline=16
+expect 1 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (" -- train resnet.toml --set layerpar.levels=64 --set layerpar.cfactor=1024
 expect 1 "optim.lr must be a finite number (got inf)" -- train good.toml --set optim.lr=inf
 expect 1 "run.name must be a plain name: not empty, no '/', not '.' or '..' (got \"..\")" -- train good.toml --set run.name=..
 expect 2 "the run needs about" -- train good.toml --set parallel.data=2 --set model.n_embd=16384 --set model.n_head=16 --set model.n_layer=48

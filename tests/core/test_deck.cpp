@@ -105,7 +105,7 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
   for (const char* bad : {"run.name=.", "run.name=..", "run.name=a/b"})
     CHECK(error_of(ok, {bad}).find("run.name must be a plain name") != std::string::npos);
   // cfactor^(levels-1) that would overflow 64 bits (it used to end in SIGFPE)
-  const std::string resnet = "[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n[parallel]\nschedule = \"mgrit\"\n";
+  const std::string resnet = "[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n[parallel]\nschedule = \"mgrit\"\n";
   CHECK(error_of(resnet, {"layerpar.levels=70", "layerpar.cfactor=4"}).find("must be a multiple of cfactor^(levels-1) (") !=
         std::string::npos);
   CHECK(error_of(resnet, {"layerpar.levels=3", "layerpar.cfactor=4611686018427387904"}).find("cfactor^(levels-1)") !=
@@ -135,7 +135,7 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(x.resolved_toml.find("schedule = \"xpipe\"") != std::string::npos);
   CHECK(parse_deck("[data]\nkind = \"random\"\n", "deck.toml", {"model.precision=bf16"}).model.precision ==
         Precision::BF16);
-  CHECK(parse_deck("[model]\nkind = \"resnet\"\nn_layer = 8\n[data]\nkind = \"images\"\n", "deck.toml",
+  CHECK(parse_deck("[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n", "deck.toml",
                    {"model.precision=bf16"}).model.precision == Precision::BF16);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
         "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", \"zb-h2\", \"xpipe\" or \"mgrit\" (got \"zigzag\")");

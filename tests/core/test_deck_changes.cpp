@@ -18,10 +18,11 @@ TEST_CASE("deck_changes lists the keys whose values differ, sorted", "[core][dec
   CHECK(changes[0].before == "4");
   CHECK(changes[0].after == "8");
   CHECK(changes[1].key == "run.steps");
-  // a key the older deck did not have
-  const auto added = deck_changes("[run]\nsteps = 20\n", "[run]\nsteps = 20\nstop_timeout = 60.0\n");
+  // a key the older deck did not write had its default: a change only if the value differs
+  const auto added = deck_changes("[run]\nsteps = 20\n", "[run]\nsteps = 20\nstop_timeout = 30.0\n");
   REQUIRE(added.size() == 1);
   CHECK(added[0].before == "(absent)");
+  CHECK(deck_changes("[run]\nsteps = 20\n", "[run]\nsteps = 20\nstop_timeout = 60.0\n").empty());
   // whole numbers written as 1 (older resolved decks) and as 1.0 are the same value
   CHECK(deck_changes("[model]\nt_final = 1\n", "[model]\nt_final = 1.0\n").empty());
   CHECK(deck_changes("[model]\nt_final = 1\n", "[model]\nt_final = 1.5\n").size() == 1);

@@ -91,7 +91,7 @@ TEST_CASE("the residual network's full recomputation (every k-th state kept) is 
     default: break;
   }
   for (auto layout : layouts) {
-    layout.push_back("model.n_layer=12");
+    layout.push_back("model.steps=12");
     const auto train = [&](const std::vector<std::string>& o) {
       Training t(small_resnet_deck(o), MPI_COMM_WORLD, quiet());
       auto r = t.run();

@@ -52,8 +52,8 @@ log_every = 100
 val_batches = 1
 [model]
 kind = "resnet"
-n_layer = 4
-n_embd = 16
+steps = 4
+width = 16
 [data]
 kind = "images"
 batch_size = 8

@@ -83,8 +83,8 @@ val_batches = 1
 seed = 9
 [model]
 kind = "resnet"
-n_layer = 6
-n_embd = 16
+steps = 6
+width = 16
 t_final = 2.0
 init_std = 0.1
 step_init_std = 0.2
