@@ -111,7 +111,7 @@ BENCHMARK(BM_attention_forward_backward_bf16)->Unit(benchmark::kMillisecond);
 void BM_block_forward_backward(benchmark::State& state) {
   ParamStore<float> store;
   const TensorParallel serial;
-  TransformerBlock<float> block(store, serial, 0, 6, kC, kH, 0.02);
+  TransformerBlock<float> block(store, serial, Precision::FP32, Recompute::None, 0, 6, kC, kH, 0.02);
   store.allocate(1);
   TransformerCache<float> cache;
   TransformerGradScratch<float> scratch;

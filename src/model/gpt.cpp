@@ -6,8 +6,9 @@
 namespace strata {
 
 template <class T>
-GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement, bool allocate)
-    : cfg_(cfg), tp_(tp), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
+GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement,
+            Recompute recompute, bool allocate)
+    : cfg_(cfg), tp_(tp), recompute_(recompute), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
   for (int k = 0; k < placement_.chunk_count(); ++k)
     if (placement_.chunk(k).second <= placement_.chunk(k).first)
       throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
@@ -17,8 +18,8 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l)
-    blocks_.emplace_back(store_, tp_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
-  head_ = std::make_unique<LMHead<T>>(store_, tp_, embedding_->wte_index(), c, placement_.last());
+    blocks_.emplace_back(store_, tp_, cfg.precision, recompute_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
+  head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.
@@ -72,7 +73,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     embedding_->forward(local, tokens, act.emb);
     x = act.emb.out;
   }
-  const bool full = tp_.recompute == Recompute::Full;
+  const bool full = recompute_ == Recompute::Full;
   if (full && act.block_inputs.size() != blocks_.size()) act.block_inputs.resize(blocks_.size());
   const auto ensure = [](Tensor2<T>& t, V2<const T> like, const char* name) {
     if (t.extent(0) != like.extent(0) || t.extent(1) != like.extent(1))
@@ -104,7 +105,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
 template <class T>
 V2<const T> GPT<T>::output(const StageCache& cache) const {
   const auto& act = as_acts(cache);
-  return tp_.recompute == Recompute::Full ? V2<const T>(act.out)
+  return recompute_ == Recompute::Full ? V2<const T>(act.out)
                                           : V2<const T>(act.blocks[placement_.chunk(act.chunk).second - 1].out);
 }
 
@@ -122,7 +123,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
     head_->backward_weight(head_cache(act));
     ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
   }
-  const bool full = tp_.recompute == Recompute::Full;
+  const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed);  // the same values again
@@ -151,7 +152,7 @@ void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T
 
 template <class T>
 void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) {
-  if (tp_.recompute != Recompute::None)
+  if (recompute_ != Recompute::None)
     throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
@@ -188,7 +189,7 @@ void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chun
   if (placement_.model_first(chunk)) embedding_->traffic(local, out);
   for (int l = placement_.chunk(chunk).first; l < placement_.chunk(chunk).second; ++l) {
     blocks_[l].traffic(local, out);
-    if (tp_.recompute == Recompute::Full) blocks_[l].forward_traffic(local, out);  // run again in the backward
+    if (recompute_ == Recompute::Full) blocks_[l].forward_traffic(local, out);  // run again in the backward
   }
   if (!placement_.model_last(chunk)) return;
   head_->traffic(local, out);
@@ -215,7 +216,7 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   if (placement_.model_first(chunk))
     b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
   const int layers = end - begin;
-  switch (tp_.recompute) {
+  switch (recompute_) {
     case Recompute::None:
       for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
       break;

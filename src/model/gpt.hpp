@@ -49,10 +49,11 @@ class GPT : public StageModel<T> {
 
   // tp: the tensor split and its communicators (which must outlive the model). placement:
   // this rank's pipeline stage (default: the whole model).
-  // allocate = false declares the parameters without memory (the planner's dry model:
-  // shards, traffic and sizes, no forward or backward).
+  // recompute: what the blocks' backward recomputes (parallel.recompute); the products
+  // run in cfg.precision. allocate = false declares the parameters without memory (the
+  // planner's dry model: shards, traffic and sizes, no forward or backward).
   GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {}, StagePlacement placement = {},
-      bool allocate = true);
+      Recompute recompute = Recompute::None, bool allocate = true);
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
@@ -129,6 +130,7 @@ class GPT : public StageModel<T> {
 
   ModelConfig cfg_;
   TensorParallel tp_;  // before the blocks, which keep a reference to it
+  Recompute recompute_ = Recompute::None;
   StagePlacement placement_;
   ParamStore<T> store_;
   std::unique_ptr<EmbeddingBlock<T>> embedding_;

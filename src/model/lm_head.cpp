@@ -19,8 +19,9 @@ void LMHeadCache<T>::ensure(int64_t rows, int64_t c, int64_t v) {
 }
 
 template <class T>
-LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c, bool held)
-    : store_(store), tp_(tp), wte_(wte_index), c_(c) {
+LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c,
+                  bool held)
+    : store_(store), tp_(tp), precision_(precision), wte_(wte_index), c_(c) {
   const Shard shard = held ? tensor_shard(tp, {c}, -1, -1, 0) : not_held({c});
   lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, shard);
   lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros, 0, false, shard);
@@ -36,7 +37,7 @@ double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32
   k.x_in = x;
   k.targets = targets;
   tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
-  tp_head_logits<T>(tp_, k.logits, k.lnf, wte);  // (BT, C')(C', V') -> (BT, V')
+  tp_head_logits<T>(tp_, precision_, k.logits, k.lnf, wte);  // (BT, C')(C', V') -> (BT, V')
   return tp_cross_entropy_forward<T>(tp_, k.losses, k.lse, k.logits, targets);
 }
 
@@ -44,14 +45,14 @@ template <class T>
 void LMHead<T>::backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k) const {
   const auto& s = store_;
   tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
-  tp_head_backward_input<T>(tp_, dlnf, k.logits, s.param2(wte_));
+  tp_head_backward_input<T>(tp_, precision_, dlnf, k.logits, s.param2(wte_));
   tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), dlnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
                            k.lnf_rstd, false);
 }
 
 template <class T>
 void LMHead<T>::backward_weight(LMHeadCache<T>& k) const {
-  tp_head_backward_weight<T>(tp_, store_.grad2(wte_), k.logits, k.lnf);
+  tp_head_backward_weight<T>(tp_, precision_, store_.grad2(wte_), k.logits, k.lnf);
 }
 
 template <class T>

@@ -28,7 +28,7 @@ template <class T>
 class LMHead {
  public:
   // held: this rank is on the last pipeline stage (else it only declares lnf).
-  LMHead(ParamStore<T>& store, const TensorParallel& tp, int wte_index, int64_t c, bool held = true);
+  LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c, bool held = true);
   // x (BT, C'), targets (BT) of this rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
   // The backward in two halves (zero-bubble schedules run them apart). backward_input:
@@ -43,6 +43,7 @@ class LMHead {
  private:
   ParamStore<T>& store_;
   const TensorParallel& tp_;
+  Precision precision_;  // of the products (model.precision)
   int wte_, lnf_w_, lnf_b_;
   int64_t c_;
 };

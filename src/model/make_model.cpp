@@ -11,13 +11,11 @@ namespace {
 
 std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const Grid& grid) {
   const auto& par = deck.parallel;
-  TensorParallel tp = tensor_parallel_of(grid);
-  tp.precision = deck.model.precision;
-  tp.recompute = par.recompute;
+  const TensorParallel tp = tensor_parallel_of(grid);
   const auto placement = StagePlacement::interleaved(
       int(deck.model.n_layer), int(par.pipeline), par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1,
       grid.coords().pipeline);
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement);
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement, par.recompute);
 }
 
 std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const Grid& grid, const DataShape& data) {

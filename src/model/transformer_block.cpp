@@ -74,9 +74,10 @@ void TransformerGradScratch<T>::ensure(int64_t rows, const BlockWidths& w) {
 }
 
 template <class T>
-TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, int layer, int64_t n_layer,
-                                      int64_t c, int64_t n_head, double std, bool held)
-    : store_(store), tp_(tp), c_(c) {
+TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision,
+                                      Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
+                                      double std, bool held)
+    : store_(store), tp_(tp), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
   // not grow with depth.
@@ -112,7 +113,7 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
-  const bool keep = tp.recompute != Recompute::Selective;
+  const bool keep = !selective_;
   k.ensure(ctx, w_, keep);
   if (!keep) recomputed.ensure(ctx, w_);
   auto& att = keep ? k.att : recomputed.att;
@@ -120,15 +121,15 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   k.x_in = x;
   // attention branch; x is (BT, C')
   tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
-  tp_linear_in_forward<T>(tp, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
-  attention_forward<T>(k.atty, att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);  // (BT, A)
-  tp_linear_out_forward<T>(tp, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
+  tp_linear_in_forward<T>(tp, precision_, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
+  attention_forward<T>(k.atty, att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
+  tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
   tp_layernorm_forward<T>(tp, c_, k.ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
-  tp_linear_in_forward<T>(tp, k.fch, k.ln2, s.param2(fc_w_), s.param(fc_b_));           // (BT, F)
+  tp_linear_in_forward<T>(tp, precision_, k.fch, k.ln2, s.param2(fc_w_), s.param(fc_b_));           // (BT, F)
   gelu_forward<T>(flat(fch_gelu), flat(k.fch));
-  tp_linear_out_forward<T>(tp, k.out, fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));     // (BT, C')
+  tp_linear_out_forward<T>(tp, precision_, k.out, fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));     // (BT, C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
 }
 
@@ -139,11 +140,11 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   const auto& s = store_;
   const auto& tp = tp_;
   g.ensure(ctx.rows(), w_);
-  const bool keep = tp.recompute != Recompute::Selective;
+  const bool keep = !selective_;
   if (!keep) {  // remade from what the cache kept, with the forward's kernels: the same values
     recomputed.ensure(ctx, w_);
     gelu_forward<T>(flat(recomputed.fch_gelu), flat(k.fch));
-    attention_probabilities<T>(recomputed.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
+    attention_probabilities<T>(recomputed.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   }
   const auto& att = keep ? k.att : recomputed.att;
   // Each linear's output gradient goes where a value the backward no longer reads was
@@ -151,17 +152,17 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // their gradients here.
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
   Kokkos::deep_copy(k.out, dres);
-  tp_linear_out_backward_input<T>(tp, g.dfch, dres, s.param2(fcp_w_));
+  tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_));
   gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
-  tp_linear_in_backward_input<T>(tp, g.dc, k.fch, s.param2(fc_w_));
+  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
-  tp_linear_out_backward_input<T>(tp, g.da, dres, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, tp.precision);
+  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_));
+  attention_backward<T>(g.dqkv, att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
-  tp_linear_in_backward_input<T>(tp, g.dc, k.qkv, s.param2(qkv_w_));
+  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
 }
@@ -170,11 +171,11 @@ template <class T>
 void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRecomputed<T>& recomputed) const {
   const auto& s = store_;
   const auto& tp = tp_;
-  const auto& fch_gelu = tp.recompute != Recompute::Selective ? k.fch_gelu : recomputed.fch_gelu;
-  tp_linear_backward_weight<T>(tp, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, fch_gelu);
-  tp_linear_backward_weight<T>(tp, s.grad2(fc_w_), s.grad(fc_b_), k.fch, k.ln2);
-  tp_linear_backward_weight<T>(tp, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
-  tp_linear_backward_weight<T>(tp, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, k.ln1);
+  const auto& fch_gelu = selective_ ? recomputed.fch_gelu : k.fch_gelu;
+  tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, fch_gelu);
+  tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, k.ln2);
+  tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
+  tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, k.ln1);
 }
 
 template <class T>

@@ -77,12 +77,13 @@ class TransformerBlock {
  public:
   // held: this rank runs the block (else another pipeline stage does, and the block only
   // declares its parameters).
-  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, int layer, int64_t n_layer, int64_t c,
-                   int64_t n_head, double std, bool held = true);
+  // precision: of the products (model.precision); recompute: parallel.recompute.
+  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision, Recompute recompute, int layer,
+                   int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true);
   // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
   // recomputed: where the probabilities and GELU output go under selective recomputation
-  // (tp.recompute; unused otherwise).
+  // (parallel.recompute; unused otherwise).
   void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
                TransformerRecomputed<T>& recomputed) const;
   // The backward in two halves (zero-bubble schedules run them apart).
@@ -105,6 +106,8 @@ class TransformerBlock {
  private:
   ParamStore<T>& store_;
   const TensorParallel& tp_;
+  Precision precision_;
+  bool selective_;              // parallel.recompute = "selective": att and fch_gelu go to `recomputed`
   int64_t c_;                    // the model's hidden size C
   BlockWidths w_;
   int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_, fc_b_, fcp_w_, fcp_b_;

@@ -28,10 +28,10 @@ void copy_block(Staged<T>& dst, V2<const T> src) {
 }  // namespace
 
 template <class T>
-void summa_matmul_ab(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b) {
+void summa_matmul_ab(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b) {
   const int64_t m = a.extent(0), k = a.extent(1), n = b.extent(1);
   if (g.q == 1) {
-    kernels::product<T>(g.precision, "N", "N", a, b, T(0), c);
+    kernels::product<T>(precision, "N", "N", a, b, T(0), c);
     return;
   }
   std::array<Staged<T>, 2> abuf{Staged<T>(m, k), Staged<T>(m, k)}, bbuf{Staged<T>(k, n), Staged<T>(k, n)};
@@ -50,7 +50,7 @@ void summa_matmul_ab(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> 
     g.col.wait(rb[t % 2], "broadcast");
     abuf[t % 2].to_device();
     bbuf[t % 2].to_device();
-    kernels::product<T>(g.precision, "N", "N", abuf[t % 2].dev, bbuf[t % 2].dev, t == 0 ? T(0) : T(1), c);
+    kernels::product<T>(precision, "N", "N", abuf[t % 2].dev, bbuf[t % 2].dev, t == 0 ? T(0) : T(1), c);
   }
 }
 
@@ -92,33 +92,33 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
 }  // namespace
 
 template <class T>
-void summa_matmul_abt(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b) {
+void summa_matmul_abt(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b) {
   if (g.q == 1) {
-    kernels::product<T>(g.precision, "N", "T", a, b, T(0), c);
+    kernels::product<T>(precision, "N", "T", a, b, T(0), c);
     return;
   }
   // step t: B_tj down column j; P = A_ij B_tj^T; sum P over row i into (i, t) = C_it
   summa_reduce_products(g.q, g.i, g.col, g.row, b, c, [&](V2<const T> bt, V2<T> p) {
-    kernels::product<T>(g.precision, "N", "T", a, bt, T(0), p);
+    kernels::product<T>(precision, "N", "T", a, bt, T(0), p);
   });
 }
 
 template <class T>
-void summa_matmul_atb(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b) {
+void summa_matmul_atb(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b) {
   if (g.q == 1) {
-    kernels::product<T>(g.precision, "T", "N", a, b, T(0), c);
+    kernels::product<T>(precision, "T", "N", a, b, T(0), c);
     return;
   }
   // step t: A_it along row i; P = A_it^T B_ij; sum P over column j into (t, j) = C_tj
   summa_reduce_products(g.q, g.j, g.row, g.col, a, c, [&](V2<const T> at, V2<T> p) {
-    kernels::product<T>(g.precision, "T", "N", at, b, T(0), p);
+    kernels::product<T>(precision, "T", "N", at, b, T(0), p);
   });
 }
 
 #define STRATA_SUMMA_INSTANTIATE(T)                                                          \
-  template void summa_matmul_ab<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>);  \
-  template void summa_matmul_abt<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>); \
-  template void summa_matmul_atb<T>(const TensorGrid2D&, V2<T>, V2<const T>, V2<const T>);
+  template void summa_matmul_ab<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>);  \
+  template void summa_matmul_abt<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>); \
+  template void summa_matmul_atb<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>);
 STRATA_SUMMA_INSTANTIATE(float)
 STRATA_SUMMA_INSTANTIATE(double)
 #undef STRATA_SUMMA_INSTANTIATE

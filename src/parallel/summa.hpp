@@ -19,19 +19,18 @@ struct TensorGrid2D {
   Comm& row;  // ranks (i, 0..q-1), ordered by column
   Comm& col;  // ranks (0..q-1, j), ordered by row
   int q = 1, i = 0, j = 0;
-  Precision precision = Precision::FP32;  // of the local products (kernels/products.hpp)
 };
 
 // T is float or double. Each product overwrites c (outputs first, as in every parallel
 // operator).
 // a: block (m, k) of A; b: block (k, n) of B; c: block (m, n) of C = A B.
 template <class T>
-void summa_matmul_ab(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b);
+void summa_matmul_ab(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b);
 // a: block (m, k) of A; b: block (n, k) of B; c: block (m, n) of C = A B^T.
 template <class T>
-void summa_matmul_abt(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b);
+void summa_matmul_abt(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b);
 // a: block (k, m) of A; b: block (k, n) of B; c: block (m, n) of C = A^T B.
 template <class T>
-void summa_matmul_atb(const TensorGrid2D& g, V2<T> c, V2<const T> a, V2<const T> b);
+void summa_matmul_atb(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b);
 
 }  // namespace strata

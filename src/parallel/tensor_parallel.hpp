@@ -20,11 +20,9 @@ struct TensorParallel {
   Comm* col = nullptr;    // 2D: the ranks (0..q-1, j)
   int t = 1, rank = 0;    // 1D: group size and this rank's place in it
   int q = 1, i = 0, j = 0;// 2D: grid side and this rank's (row, column)
-  Precision precision = Precision::FP32;  // of the products (model.precision)
-  Recompute recompute = Recompute::None;  // what the blocks' backward recomputes (parallel.recompute)
 
   int size() const { return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : 1; }
-  TensorGrid2D grid() const { return {*row, *col, q, i, j, precision}; }
+  TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
 };
 
 // The split the grid's shape asks for, over the grid's tensor communicators: Serial for

@@ -26,52 +26,52 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 }
 
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
+void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
   if (tp.mode == TensorMode::TwoD)
-    linear2d_forward<T>(tp.grid(), y, x, w, b);
+    linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
   else
-    kernels::matmul_forward<T>(y, x, w, b, tp.precision);  // 1D: column-parallel, no communication
+    kernels::matmul_forward<T>(y, x, w, b, precision);  // 1D: column-parallel, no communication
 }
 
 template <class T>
-void tp_linear_in_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dy, V2<const T> w) {
+void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w) {
   if (tp.mode == TensorMode::TwoD) {
-    linear2d_backward_input<T>(tp.grid(), dx, dy, w);
+    linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
     return;
   }
-  kernels::matmul_backward_input<T>(dx, dy, w, tp.precision);
+  kernels::matmul_backward_input<T>(dx, dy, w, precision);
   // 1D: each rank's dx is its output columns' share of the input gradient
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
+void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
   if (tp.mode == TensorMode::TwoD) {
-    linear2d_forward<T>(tp.grid(), y, x, w, b);
+    linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
   } else if (tp.mode == TensorMode::OneD) {
     // row-parallel: partial products over this rank's input features, summed, then the bias
-    kernels::product<T>(tp.precision, "N", "N", x, w, T(0), y);
+    kernels::product<T>(precision, "N", "N", x, w, T(0), y);
     tp.group->allreduce_sum(V1<T>(y.data(), y.size()));
     kernels::add_bias<T>(y, b);
   } else {
-    kernels::matmul_forward<T>(y, x, w, b, tp.precision);
+    kernels::matmul_forward<T>(y, x, w, b, precision);
   }
 }
 
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dy, V2<const T> w) {
+void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w) {
   if (tp.mode == TensorMode::TwoD)
-    linear2d_backward_input<T>(tp.grid(), dx, dy, w);
+    linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
   else  // 1D: dy is replicated, so dx is this rank's columns
-    kernels::matmul_backward_input<T>(dx, dy, w, tp.precision);
+    kernels::matmul_backward_input<T>(dx, dy, w, precision);
 }
 
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x) {
+void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x) {
   if (tp.mode == TensorMode::TwoD)
-    linear2d_backward_weight<T>(tp.grid(), dw, db, dy, x);
+    linear2d_backward_weight<T>(tp.grid(), precision, dw, db, dy, x);
   else  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
-    kernels::matmul_backward_weight<T>(dw, db, dy, x, tp.precision);
+    kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
 }
 
 #define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \
@@ -79,11 +79,11 @@ void tp_linear_backward_weight(const TensorParallel& tp, V2<T> dw, V1<T> db, V2<
                                         V1<const T>, V1<const T>);                                                \
   template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,        \
                                          V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);               \
-  template void tp_linear_in_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);     \
-  template void tp_linear_in_backward_input<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);          \
-  template void tp_linear_out_forward<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>, V1<const T>);    \
-  template void tp_linear_out_backward_input<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);         \
-  template void tp_linear_backward_weight<T>(const TensorParallel&, V2<T>, V1<T>, V2<const T>, V2<const T>);
+  template void tp_linear_in_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>);     \
+  template void tp_linear_in_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);          \
+  template void tp_linear_out_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>);    \
+  template void tp_linear_out_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);         \
+  template void tp_linear_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V1<T>, V2<const T>, V2<const T>);
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)
 #undef STRATA_TP_LAYERS_INSTANTIATE

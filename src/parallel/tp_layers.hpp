@@ -25,20 +25,20 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 
 // y = x w + b for a linear whose input is the block's (replicated in 1D) activation.
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
+void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
 // The backward comes in two halves, which zero-bubble pipeline schedules run apart:
 // *_backward_input writes dx (complete: summed over the group in 1D);
 // tp_linear_backward_weight accumulates dw, db (either kind of linear).
 template <class T>
-void tp_linear_in_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dy, V2<const T> w);
+void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w);
 // y = x w + b for a linear whose input is split over the group in 1D (its output is
 // all-reduced there, and the replicated bias added once).
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
+void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dy, V2<const T> w);
+void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w);
 // dw += x^T dy, db += the column sums of dy (in 2D, SUMMA's ATB and the column's sums).
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x);
+void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x);
 
 }  // namespace strata

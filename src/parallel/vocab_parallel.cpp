@@ -74,39 +74,39 @@ void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<
 }
 
 template <class T>
-void tp_head_logits(const TensorParallel& tp, V2<T> logits, V2<const T> x, V2<const T> wte) {
+void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits, V2<const T> x, V2<const T> wte) {
   if (tp.mode == TensorMode::TwoD)
-    summa_matmul_abt<T>(tp.grid(), logits, x, wte);
+    summa_matmul_abt<T>(tp.grid(), precision, logits, x, wte);
   else
-    kernels::product<T>(tp.precision, "N", "T", x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
+    kernels::product<T>(precision, "N", "T", x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
 }
 
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, V2<T> dx, V2<const T> dlogits, V2<const T> wte) {
+void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial product below
-    summa_matmul_ab<T>(tp.grid(), dx, dlogits, wte);
+    summa_matmul_ab<T>(tp.grid(), precision, dx, dlogits, wte);
     return;
   }
-  kernels::product<T>(tp.precision, "N", "N", dlogits, wte, T(0), dx);  // dx = dlogits wte
+  kernels::product<T>(precision, "N", "N", dlogits, wte, T(0), dx);  // dx = dlogits wte
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 
 template <class T>
-void tp_head_backward_weight(const TensorParallel& tp, V2<T> dwte, V2<const T> dlogits, V2<const T> x) {
+void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits, V2<const T> x) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {
     Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
-    summa_matmul_atb<T>(tp.grid(), step, dlogits, x);
+    summa_matmul_atb<T>(tp.grid(), precision, step, dlogits, x);
     kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
     return;
   }
-  kernels::product<T>(tp.precision, "T", "N", dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
+  kernels::product<T>(precision, "T", "N", dlogits, x, T(1), dwte);  // dwte += dlogits^T x  (V, C)
 }
 
 template <class T>
-void tp_head_backward(const TensorParallel& tp, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
+void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
                       V2<const T> wte) {
-  tp_head_backward_weight<T>(tp, dwte, dlogits, x);  // first: dx may alias x
-  tp_head_backward_input<T>(tp, dx, dlogits, wte);
+  tp_head_backward_weight<T>(tp, precision, dwte, dlogits, x);  // first: dx may alias x
+  tp_head_backward_input<T>(tp, precision, dx, dlogits, wte);
 }
 
 template <class T>
@@ -145,10 +145,10 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
                                         V2<const T>, int64_t, Tensor2<T>&);                                      \
   template void tp_embedding_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V1<const int32_t>,    \
                                          int64_t, Tensor2<T>&);                                                  \
-  template void tp_head_logits<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);                       \
-  template void tp_head_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V2<const T>, V2<const T>); \
-  template void tp_head_backward_input<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);               \
-  template void tp_head_backward_weight<T>(const TensorParallel&, V2<T>, V2<const T>, V2<const T>);              \
+  template void tp_head_logits<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);                       \
+  template void tp_head_backward<T>(const TensorParallel&, Precision, V2<T>, V2<T>, V2<const T>, V2<const T>, V2<const T>); \
+  template void tp_head_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);               \
+  template void tp_head_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);              \
   template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>,                  \
                                               V1<const int32_t>);                                                \
   template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);

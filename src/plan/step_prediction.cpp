@@ -19,13 +19,11 @@ TensorParallel tensor_of(const Layout& l) {
 }
 
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
-  TensorParallel tp = tensor_of(l);
-  tp.recompute = l.recompute;
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp,
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tensor_of(l),
                                       StagePlacement::interleaved(int(deck.model.n_layer), l.pipeline,
                                                                   l.schedule == Schedule::Interleaved ? l.virtual_stages : 1,
                                                                   stage),
-                                      false);
+                                      l.recompute, false);
 }
 
 PipeSchedule schedule_of(const Layout& l, int mini_batches) {

@@ -105,19 +105,19 @@ TEST_CASE("SUMMA AB, ABT and ATB equal the serial products", "[mpi][summa]") {
   {  // AB: A (M, K), B (K, N)
     const auto A = global_matrix(M, K, 1), B = global_matrix(K, N, 2);
     auto a = block_of(A, M, K, q, i, j), b = block_of(B, K, N, q, i, j);
-    summa_matmul_ab<float>(s.g, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q), test::mat(b, K / q, N / q));
+    summa_matmul_ab<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q), test::mat(b, K / q, N / q));
     CHECK(block_error(serial_gemm("N", "N", A, M, K, B, K, N, M, N), M, N, c, q, i, j) <= tol);
   }
   {  // ABT: A (M, K), B (N, K) -> (M, N)
     const auto A = global_matrix(M, K, 3), B = global_matrix(N, K, 4);
     auto a = block_of(A, M, K, q, i, j), b = block_of(B, N, K, q, i, j);
-    summa_matmul_abt<float>(s.g, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q), test::mat(b, N / q, K / q));
+    summa_matmul_abt<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q), test::mat(b, N / q, K / q));
     CHECK(block_error(serial_gemm("N", "T", A, M, K, B, N, K, M, N), M, N, c, q, i, j) <= tol);
   }
   {  // ATB: A (K, M), B (K, N) -> (M, N)
     const auto A = global_matrix(K, M, 5), B = global_matrix(K, N, 6);
     auto a = block_of(A, K, M, q, i, j), b = block_of(B, K, N, q, i, j);
-    summa_matmul_atb<float>(s.g, test::mat(c, M / q, N / q), test::mat(a, K / q, M / q), test::mat(b, K / q, N / q));
+    summa_matmul_atb<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, K / q, M / q), test::mat(b, K / q, N / q));
     CHECK(block_error(serial_gemm("T", "N", A, K, M, B, K, N, M, N), M, N, c, q, i, j) <= tol);
   }
   if (q > 1) CHECK(s.grid.tensor_row().stats().at("broadcast").bytes > 0);  // Comm counted the traffic
@@ -139,8 +139,8 @@ TEST_CASE("2D linear layer: output, input, weight and bias gradients equal the s
   auto x = block_of(X, R, K, q, i, j), w = block_of(W, K, N, q, i, j), dy = block_of(DY, R, N, q, i, j);
   auto b = part_of(Bias, q, j);
   Tensor1<float> y("y", (R / q) * (N / q)), dx("dx", (R / q) * (K / q)), dw("dw", (K / q) * (N / q)), db("db", N / q);
-  linear2d_forward<float>(s.g, test::mat(y, R / q, N / q), test::mat(x, R / q, K / q), test::mat(w, K / q, N / q), b);
-  linear2d_backward<float>(s.g, test::mat(dx, R / q, K / q), test::mat(dw, K / q, N / q), db, test::mat(dy, R / q, N / q),
+  linear2d_forward<float>(s.g, Precision::FP32, test::mat(y, R / q, N / q), test::mat(x, R / q, K / q), test::mat(w, K / q, N / q), b);
+  linear2d_backward<float>(s.g, Precision::FP32, test::mat(dx, R / q, K / q), test::mat(dw, K / q, N / q), db, test::mat(dy, R / q, N / q),
                            test::mat(x, R / q, K / q), test::mat(w, K / q, N / q));
 
   const double tol = 1e-4;  // float sums in another order; values are O(1)-O(10)

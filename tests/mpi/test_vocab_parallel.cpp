@@ -99,7 +99,7 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
     CHECK(max_rel_error(host(g_p), slab(s_dwpe, kC, 0, kT, c0, nc)) < 1e-13);
 
     Tensor1<double> x_local = to_device(slab(x, kC, r0, nr, c0, nc)), lg("lg", nr * nv), ls("ls", nr), lz("lz", nr);
-    tp_head_logits<double>(tp, mat(lg, nr, nv), mat(x_local, nr, nc), mat(w, nv, nc));
+    tp_head_logits<double>(tp, Precision::FP32, mat(lg, nr, nv), mat(x_local, nr, nc), mat(w, nv, nc));
     const double loss_sum = tp_cross_entropy_forward<double>(tp, ls, lz, mat(lg, nr, nv),
                                                              Kokkos::subview(targets, std::make_pair(r0, r0 + nr)));
     double want = 0;
@@ -112,7 +112,7 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
     CHECK(max_rel_error(host(lg), slab(s_dlogits, kV, r0, nr, lv0, nv)) < 1e-13);
 
     Tensor1<double> hx("hx", nr * nc), hw("hw", nv * nc);
-    tp_head_backward<double>(tp, mat(hx, nr, nc), mat(hw, nv, nc), mat(lg, nr, nv), mat(x_local, nr, nc),
+    tp_head_backward<double>(tp, Precision::FP32, mat(hx, nr, nc), mat(hw, nv, nc), mat(lg, nr, nv), mat(x_local, nr, nc),
                              mat(w, nv, nc));
     CHECK(max_rel_error(host(hx), slab(s_dx, kC, r0, nr, c0, nc)) < 1e-13);
     CHECK(max_rel_error(host(hw), slab(s_dwte_h, kC, v0, nv, c0, nc)) < 1e-13);

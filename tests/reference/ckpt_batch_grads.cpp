@@ -32,9 +32,9 @@ int main(int argc, char** argv) {
     } else {
       const std::string ckpt = argv[1];
       const Deck deck = parse_deck(CheckpointReader(ckpt).string_attribute("deck"), ckpt);
-      TensorParallel tp;
-      tp.precision = precision == "bf16" ? Precision::BF16 : Precision::FP32;
-      GPT<float> model(deck.model, deck.run.seed, tp);
+      ModelConfig m = deck.model;
+      m.precision = precision == "bf16" ? Precision::BF16 : Precision::FP32;
+      GPT<float> model(m, deck.run.seed);
       read_model_checkpoint(ckpt, model.params());
       const BlockContext ctx{deck.data.batch_size, deck.model.seq_len};
       TokenBatches batches(make_token_source(deck), BatchShape{ctx.batch}, ctx.seq_len);
