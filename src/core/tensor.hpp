@@ -35,4 +35,23 @@ int64_t view_bytes(const Views&... views) {
   return (int64_t(0) + ... + int64_t(views.span() * sizeof(typename Views::value_type)));
 }
 
+// Caches declare their buffers once, in a member
+//   template <class Each> void buffers(<shape arguments>, Each&& each)
+// that calls each(view, label, extents...) for every buffer (extent 0: not kept). ensure()
+// allocates through AllocateEach, bytes_for() counts through CountBytes, so the memory a
+// run holds and the figure the planner counts come from the same lines.
+struct AllocateEach {
+  template <class View, class... Extents>
+  void operator()(View& v, const char* label, Extents... n) const {
+    v = View(std::string(label), size_t(n)...);
+  }
+};
+struct CountBytes {
+  int64_t bytes = 0;
+  template <class View, class... Extents>
+  void operator()(View&, const char*, Extents... n) {
+    bytes += (int64_t(sizeof(typename View::value_type)) * ... * int64_t(n));
+  }
+};
+
 }  // namespace strata

@@ -8,17 +8,6 @@
 namespace strata {
 
 template <class T>
-void LMHeadCache<T>::ensure(int64_t rows, int64_t c, int64_t v) {
-  if (int64_t(lnf.extent(0)) == rows) return;
-  lnf = Tensor2<T>("lnf", rows, c);
-  lnf_mean = Tensor1<T>("lnf_mean", rows);
-  lnf_rstd = Tensor1<T>("lnf_rstd", rows);
-  logits = Tensor2<T>("logits", rows, v);
-  lse = Tensor1<T>("lse", rows);
-  losses = Tensor1<T>("losses", rows);
-}
-
-template <class T>
 LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c,
                   bool held)
     : store_(store), tp_(tp), precision_(precision), wte_(wte_index), c_(c) {

@@ -17,10 +17,24 @@ struct LMHeadCache {
   Tensor2<T> logits;             // (BT, V'), this rank's vocabulary columns; overwritten by dlogits in the backward
   Tensor1<T> lse, losses;        // (BT)
   V1<const int32_t> targets;
-  void ensure(int64_t rows, int64_t c, int64_t v);
+  void ensure(int64_t rows, int64_t c, int64_t v) {
+    if (int64_t(lnf.extent(0)) != rows) buffers(rows, c, v, AllocateEach{});
+  }
   int64_t bytes() const { return view_bytes(lnf, lnf_mean, lnf_rstd, logits, lse, losses); }
   static int64_t bytes_for(int64_t rows, int64_t c, int64_t v) {  // bytes() after ensure(rows, c, v)
-    return rows * (c + v + 4) * int64_t(sizeof(T));
+    CountBytes count;
+    LMHeadCache().buffers(rows, c, v, count);
+    return count.bytes;
+  }
+  // Every buffer with its shape (core/tensor.hpp: AllocateEach, CountBytes).
+  template <class Each>
+  void buffers(int64_t rows, int64_t c, int64_t v, Each&& each) {
+    each(lnf, "lnf", rows, c);
+    each(lnf_mean, "lnf_mean", rows);
+    each(lnf_rstd, "lnf_rstd", rows);
+    each(logits, "logits", rows, v);
+    each(lse, "lse", rows);
+    each(losses, "losses", rows);
   }
 };
 

@@ -18,59 +18,39 @@ template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size())
 
 template <class T>
 void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
-  const int64_t n = ctx.rows(), c = w.c, a = w.a, f = w.f, heads = w.heads;
-  if (int64_t(out.extent(0)) == n && (int64_t(fch_gelu.extent(0)) == n) == keep_recomputable) return;
-  ln1 = Tensor2<T>("ln1", n, c);
-  ln2 = Tensor2<T>("ln2", n, c);
-  ln1_mean = Tensor1<T>("ln1_mean", n);
-  ln1_rstd = Tensor1<T>("ln1_rstd", n);
-  ln2_mean = Tensor1<T>("ln2_mean", n);
-  ln2_rstd = Tensor1<T>("ln2_rstd", n);
-  qkv = Tensor2<T>("qkv", n, 3 * a);
-  att = keep_recomputable ? kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, heads) : kernels::AttentionBuffers<T>();
-  atty = Tensor2<T>("atty", n, a);
-  x_mid = Tensor2<T>("x_mid", n, c);
-  fch = Tensor2<T>("fch", n, f);
-  fch_gelu = keep_recomputable ? Tensor2<T>("fch_gelu", n, f) : Tensor2<T>();
-  out = Tensor2<T>("block_out", n, c);
-}
-
-template <class T>
-void TransformerRecomputed<T>::ensure(const BlockContext& ctx, const BlockWidths& w) {
-  const int64_t n = ctx.rows();
-  if (int64_t(fch_gelu.extent(0)) == n) return;
-  att = kernels::AttentionBuffers<T>(ctx.batch, ctx.seq_len, w.heads);
-  fch_gelu = Tensor2<T>("fch_gelu", n, w.f);
-}
-
-template <class T>
-int64_t TransformerRecomputed<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w) {
-  // the attention probabilities (B*H', T, T); fch_gelu
-  return (ctx.batch * w.heads * ctx.seq_len * ctx.seq_len + ctx.rows() * w.f) * int64_t(sizeof(T));
+  if (int64_t(out.extent(0)) == ctx.rows() && (int64_t(fch_gelu.extent(0)) == ctx.rows()) == keep_recomputable) return;
+  buffers(ctx, w, keep_recomputable, AllocateEach{});
 }
 
 template <class T>
 int64_t TransformerCache<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
-  const int64_t n = ctx.rows();
-  // ln1 ln2 x_mid out; four row statistics; qkv; atty; fch; and unless recomputed, the
-  // attention probabilities and fch_gelu
-  const int64_t elements = 4 * n * w.c + 4 * n + 3 * n * w.a + n * w.a + n * w.f;
-  return elements * int64_t(sizeof(T)) + (keep_recomputable ? TransformerRecomputed<T>::bytes_for(ctx, w) : 0);
+  CountBytes count;
+  TransformerCache<T>().buffers(ctx, w, keep_recomputable, count);
+  return count.bytes;
 }
 
 template <class T>
-int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w) {
-  return rows * (3 * w.a + w.c + w.a + w.f) * int64_t(sizeof(T));  // dqkv, dc, da, dfch
+void TransformerRecomputed<T>::ensure(const BlockContext& ctx, const BlockWidths& w) {
+  if (int64_t(fch_gelu.extent(0)) != ctx.rows()) buffers(ctx, w, AllocateEach{});
+}
+
+template <class T>
+int64_t TransformerRecomputed<T>::bytes_for(const BlockContext& ctx, const BlockWidths& w) {
+  CountBytes count;
+  TransformerRecomputed<T>().buffers(ctx, w, count);
+  return count.bytes;
 }
 
 template <class T>
 void TransformerGradScratch<T>::ensure(int64_t rows, const BlockWidths& w) {
-  const int64_t c = w.c, a = w.a, f = w.f;
-  if (int64_t(dc.extent(0)) == rows) return;
-  dqkv = Tensor2<T>("dqkv", rows, 3 * a);
-  dc = Tensor2<T>("dc", rows, c);
-  da = Tensor2<T>("da", rows, a);
-  dfch = Tensor2<T>("dfch", rows, f);
+  if (int64_t(dc.extent(0)) != rows) buffers(rows, w, AllocateEach{});
+}
+
+template <class T>
+int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w) {
+  CountBytes count;
+  TransformerGradScratch<T>().buffers(rows, w, count);
+  return count.bytes;
 }
 
 template <class T>

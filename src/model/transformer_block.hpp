@@ -43,6 +43,24 @@ struct TransformerCache {
   void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
   // What bytes() comes to after ensure(ctx, w, keep_recomputable).
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
+  // Every buffer with its shape (core/tensor.hpp: AllocateEach, CountBytes).
+  template <class Each>
+  void buffers(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable, Each&& each) {
+    const int64_t n = ctx.rows(), kept = keep_recomputable ? 1 : 0;
+    each(ln1, "ln1", n, w.c);
+    each(ln2, "ln2", n, w.c);
+    each(ln1_mean, "ln1_mean", n);
+    each(ln1_rstd, "ln1_rstd", n);
+    each(ln2_mean, "ln2_mean", n);
+    each(ln2_rstd, "ln2_rstd", n);
+    each(qkv, "qkv", n, 3 * w.a);
+    each(att.att, "att.p", kept * ctx.batch * w.heads, ctx.seq_len, ctx.seq_len);  // (B*H', T, T)
+    each(atty, "atty", n, w.a);
+    each(x_mid, "x_mid", n, w.c);
+    each(fch, "fch", n, w.f);
+    each(fch_gelu, "fch_gelu", kept * n, w.f);
+    each(out, "block_out", n, w.c);
+  }
   int64_t bytes() const {
     return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.att, atty,
                       x_mid, fch, fch_gelu, out);
@@ -59,6 +77,11 @@ struct TransformerRecomputed {
   void ensure(const BlockContext& ctx, const BlockWidths& w);
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);  // bytes() after ensure(ctx, w)
   int64_t bytes() const { return view_bytes(att.att, fch_gelu); }
+  template <class Each>
+  void buffers(const BlockContext& ctx, const BlockWidths& w, Each&& each) {
+    each(att.att, "att.p", ctx.batch * w.heads, ctx.seq_len, ctx.seq_len);
+    each(fch_gelu, "fch_gelu", ctx.rows(), w.f);
+  }
 };
 
 // Gradient scratch shared by all blocks of a model (used one block at a time).
@@ -70,6 +93,13 @@ struct TransformerGradScratch {
   void ensure(int64_t rows, const BlockWidths& w);
   static int64_t bytes_for(int64_t rows, const BlockWidths& w);  // bytes() after ensure(rows, w)
   int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch); }
+  template <class Each>
+  void buffers(int64_t rows, const BlockWidths& w, Each&& each) {
+    each(dqkv, "dqkv", rows, 3 * w.a);
+    each(dc, "dc", rows, w.c);
+    each(da, "da", rows, w.a);
+    each(dfch, "dfch", rows, w.f);
+  }
 };
 
 template <class T>
