@@ -1,7 +1,7 @@
 // MGRIT's convergence factor on the Fashion-MNIST residual network: for N steps, each
 // coarsening factor c and F or FCF relaxation, a two-level (and a three-level) forward
 // solve from a zero guess on a batch of test images, in double precision on one rank (the
-// iterates do not depend on the rank count: tests/mpi/test_mgrit.cpp). The factor is the
+// iterates do not depend on the rank count: tests/engine/test_mgrit.cpp). The factor is the
 // mean ratio of successive residual norms over the iterations before the residual
 // reaches 1e-10 (at most 12). Weights: the initialisation of inputs/resnet-fmnist-mgrit.toml
 // (or --step-std), or a trained checkpoint of the same N (--checkpoint), whose weights are

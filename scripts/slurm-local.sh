@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm-local.sh - throw-away single-node Slurm cluster (munged + slurmctld + slurmd,
 # all as root, no systemd, no cgroups) so the tests can run the job templates in
-# jobscripts/slurm/ as real sbatch/srun jobs (tests/jobs/test_slurm_jobs.sh). Adapted from
+# jobscripts/slurm/ as real sbatch/srun jobs (tests/jobscripts/test_slurm_jobs.sh). Adapted from
 # the team's shared helper; the project carries its own copy.
 #
 #   slurm-local.sh up      install (apt) if missing, write config, start daemons, wait for node

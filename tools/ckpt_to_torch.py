@@ -7,7 +7,7 @@ the checkpoint's deck are read from the current directory, as strata read them).
 
   tools/ckpt_to_torch.py CKPT.h5                   # print both validation losses
   tools/ckpt_to_torch.py CKPT.h5 --grads G.h5      # also compare gradients strata wrote
-                                                   # (tests/reference/ckpt_batch_grads)
+                                                   # (tests/tools/ckpt_batch_grads)
   tools/ckpt_to_torch.py CKPT.h5 --check           # exit 1 unless they agree
   tools/ckpt_to_torch.py CKPT.h5 --grads G.h5 --bf16   # G.h5 from strata's bf16 products
 

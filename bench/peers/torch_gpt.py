@@ -5,7 +5,7 @@ LM head, torch.optim.AdamW), the same architecture strata trains. Two uses:
 * the peer benchmark: `torch_gpt.py --config small --steps 20 [--precision bf16]` trains
   on random tokens and prints tokens/s and achieved FLOP/s, for bench/compare_torch.sh
   (bf16: the forward under torch.autocast("cpu", torch.bfloat16), fp32 weights and AdamW);
-* the reference for tests/reference/check_against_torch.py, which loads strata's weights
+* the reference for tests/model/check_against_torch.py, which loads strata's weights
   into this model (load_strata_params) and compares losses, gradients and updates.
 """
 import argparse

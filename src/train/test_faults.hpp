@@ -1,5 +1,5 @@
 #pragma once
-// Faults the fault tests (tests/faults/) inject through the environment, so that they
+// Faults the fault tests (tests/train/test_faults.sh) inject through the environment, so that they
 // exercise the real executable in the real run loop. Unset, they cost one getenv at
 // start-up and nothing per step.
 //   STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=S   the checkpoint of step S sleeps halfway

@@ -1,6 +1,6 @@
 // libFuzzer target: any bytes as a deck. parse_deck must return a Deck or throw a
 // UserError (one line); anything else (a crash, a sanitizer report, another exception, a
-// hang) is a bug. Built and run by tests/fuzz/fuzz-deck.sh (clang, not part of CTest).
+// hang) is a bug. Built and run by tests/core/fuzz-deck.sh (clang, not part of CTest).
 #include <cstdint>
 #include <string>
 

@@ -23,7 +23,7 @@ fi
 eval "$("$repo/scripts/slurm-local.sh" env)"
 cd "$work"
 
-cp "$repo/tests/jobs/tiny-gpt.toml" deck.toml
+cp "$repo/tests/jobscripts/tiny-gpt.toml" deck.toml
 export DECK=$work/deck.toml STRATA=$strata
 template=$repo/jobscripts/slurm/train.sbatch
 

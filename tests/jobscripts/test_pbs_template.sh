@@ -17,7 +17,7 @@ for f in "$repo"/jobscripts/pbs/train.pbs "$repo"/jobscripts/pbs/chain.sh; do
 done
 
 cd "$work"
-cp "$repo/tests/jobs/tiny-gpt.toml" deck.toml
+cp "$repo/tests/jobscripts/tiny-gpt.toml" deck.toml
 printf '%s\n' "$(hostname)" "$(hostname)" > nodefile  # select=1:ncpus=2:mpiprocs=2
 job() {  # the template's body as PBS would start it
   env PBS_NODEFILE="$work/nodefile" PBS_O_WORKDIR="$work" PBS_JOBID="$1.test" DECK=deck.toml STRATA="$strata" \
