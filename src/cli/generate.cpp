@@ -9,6 +9,7 @@
 #include "core/rng.hpp"
 #include "checkpoint/checkpoint_file.hpp"
 #include "model/gpt.hpp"
+#include "model/make_model.hpp"
 #include "checkpoint/model_checkpoint.hpp"
 #include "train/deck_data.hpp"
 
@@ -19,7 +20,11 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
   const Deck deck = parse_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
   const auto& m = deck.model;
-  GPT<float> model(m, deck.run.seed);
+  if (m.kind != ModelKind::GPT) throw UserError("strata generate: " + checkpoint + " holds a residual network, not a GPT");
+  Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
+  whole.parallel = ParallelConfig{};
+  const auto made = make_model(whole);
+  auto& model = dynamic_cast<GPT<float>&>(*made);
   read_model_checkpoint(checkpoint, model.params());
 
   std::optional<Tokenizer> tokenizer;

@@ -1,5 +1,7 @@
 #include "model/make_model.hpp"
 
+#include <stdexcept>
+
 #include "core/error.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
@@ -9,16 +11,15 @@
 namespace strata {
 namespace {
 
-std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const Grid& grid) {
+std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const TensorParallel& tp, int stage, bool allocate) {
   const auto& par = deck.parallel;
-  const TensorParallel tp = tensor_parallel_of(grid);
   const auto placement = StagePlacement::interleaved(
       int(deck.model.n_layer), int(par.pipeline), par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1,
-      grid.coords().pipeline);
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement, par.recompute);
+      stage);
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement, par.recompute, allocate);
 }
 
-std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const Grid& grid, const DataShape& data) {
+std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, int stage, const DataShape& data) {
   ResNetConfig rc;
   rc.inputs = data.features;
   rc.width = deck.model.width;
@@ -30,8 +31,8 @@ std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const Grid& gri
   rc.step_init_std = deck.model.step_init_std;
   rc.precision = deck.model.precision;
   rc.recompute_states = deck.parallel.recompute == Recompute::Full;
-  return std::make_unique<ResNet<float>>(
-      rc, deck.run.seed, StagePlacement::balanced(int(rc.steps), int(deck.parallel.pipeline), grid.coords().pipeline));
+  return std::make_unique<ResNet<float>>(rc, deck.run.seed,
+                                         StagePlacement::balanced(int(rc.steps), int(deck.parallel.pipeline), stage));
 }
 
 }  // namespace
@@ -42,10 +43,18 @@ void require_precision_runs(Precision precision) {
       throw UserError("model.precision = \"bf16\" cannot run here: " + why + " (use \"fp32\")");
 }
 
+std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp, int stage,
+                                              const DataShape& data, bool allocate) {
+  if (deck.model.kind == ModelKind::ResNet) {
+    if (!allocate) throw std::logic_error("make_model: the residual network has no dry model");
+    return make_resnet(deck, stage, data);
+  }
+  return make_gpt(deck, tp, stage, allocate);
+}
+
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
-  std::unique_ptr<StageModel<float>> model =
-      deck.model.kind == ModelKind::ResNet ? make_resnet(deck, grid, data) : make_gpt(deck, grid);
+  std::unique_ptr<StageModel<float>> model = make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data);
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // data rank's block only (optim/zero_sharding.hpp), before any step or checkpoint read
   if (deck.parallel.zero > 0 && grid.data_size() > 1)

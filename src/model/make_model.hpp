@@ -6,6 +6,7 @@
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
 #include "model/stage_model.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 
@@ -20,6 +21,12 @@ struct DataShape {
 // weights on any layout), ZeRO-1's moments sharded over the data group when
 // parallel.zero = 1 asks for it.
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data = {});
+// The same part without a Grid: pipeline stage `stage` of deck.parallel's layout, split
+// as tp says (whose communicators may be absent when allocate = false). allocate = false
+// declares the parameters without memory: the planner's dry models (shards, traffic and
+// sizes; no forward or backward). One-rank tools (generate) take the defaults.
+std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp = {}, int stage = 0,
+                                              const DataShape& data = {}, bool allocate = true);
 
 // model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
 void require_precision_runs(Precision precision);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include "model/gpt.hpp"
+#include "model/make_model.hpp"
 #include "engine/pipeline/simulate.hpp"
 #include "plan/engine_traffic.hpp"
 
@@ -18,12 +20,14 @@ TensorParallel tensor_of(const Layout& l) {
   return tp;
 }
 
+// The stage's model as the run would build it (make_model), without memory: a GPT (the
+// planner plans GPT decks).
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tensor_of(l),
-                                      StagePlacement::interleaved(int(deck.model.n_layer), l.pipeline,
-                                                                  l.schedule == Schedule::Interleaved ? l.virtual_stages : 1,
-                                                                  stage),
-                                      l.recompute, false);
+  auto made = make_model(l.applied_to(deck), tensor_of(l), stage, {}, false);
+  auto* gpt = dynamic_cast<GPT<float>*>(made.get());
+  if (!gpt) throw std::logic_error("the planner plans GPT decks");
+  made.release();
+  return std::unique_ptr<GPT<float>>(gpt);
 }
 
 PipeSchedule schedule_of(const Layout& l, int mini_batches) {
@@ -85,7 +89,7 @@ struct StageCosts {
 // XPipe: and the true weights under a prediction); the activation caches of the
 // micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
-std::pair<int64_t, int64_t> stage_memory(GPT<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
+std::pair<int64_t, int64_t> stage_memory(StageModel<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
                                          bool xpipe, int zero_shards) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
