@@ -101,10 +101,14 @@ Deck read_keys(const toml::value& root, const std::string& origin) {
       throw UserError(origin + ": " + k.section + "." + k.name + " " + p.why);
     }
   }
+  // a key of the other model kind is refused, unless it holds its default: decks resolved
+  // before the kinds had keys of their own (checkpoints' stored decks) wrote every key
+  const Deck defaults;
   for (const auto& k : deck_keys()) {
     const auto s = table.find(k.section);
     if (s == table.end() || !s->second.as_table().count(k.name)) continue;
-    if (const std::string why = k.misplaced(d); !why.empty())
+    const std::string why = k.misplaced(d);
+    if (!why.empty() && format_deck_value(k.get(d)) != format_deck_value(k.get(defaults)))
       throw UserError(origin + ": " + k.section + "." + k.name + " " + why);
   }
   for (const auto& k : deck_keys())

@@ -152,3 +152,28 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(z.run.max_walltime == 3600.0);
   CHECK(y.resolved_toml.find("max_walltime = 3600.0\n") != std::string::npos);
 }
+
+TEST_CASE("each [model] key belongs to one model kind", "[core][deck]") {
+  const std::string gpt = "[data]\nkind = \"random\"\n";
+  const std::string resnet = "[model]\nkind = \"resnet\"\nsteps = 8\nwidth = 16\n[data]\nkind = \"images\"\n";
+  const Deck r = parse_deck(resnet, "deck.toml");
+  CHECK(r.model.steps == 8);
+  CHECK(r.model.width == 16);
+  CHECK(r.model.layers() == 8);
+  // the resolved deck holds the model's own keys only, and reads back
+  CHECK(r.resolved_toml.find("n_layer") == std::string::npos);
+  CHECK(r.resolved_toml.find("steps = 8") != std::string::npos);
+  CHECK(parse_deck(r.resolved_toml, "deck.toml").model.width == 16);
+  const Deck g = parse_deck(gpt, "deck.toml");
+  CHECK(g.resolved_toml.find("t_final") == std::string::npos);
+  CHECK(g.resolved_toml.find("n_layer = 4") != std::string::npos);
+  // the other kind's keys: refused with the key to use, unless they hold their default
+  // (what decks resolved before the split wrote, e.g. a checkpoint's stored deck)
+  CHECK(error_of(resnet, {"model.n_layer=8"}) ==
+        "deck.toml: model.n_layer is the GPT's: for kind = \"resnet\" use model.steps");
+  CHECK(error_of(resnet, {"model.n_embd=16"}) ==
+        "deck.toml: model.n_embd is the GPT's: for kind = \"resnet\" use model.width");
+  CHECK(error_of(gpt, {"model.channels=2"}) == "deck.toml: model.channels applies to kind = \"resnet\" only");
+  CHECK(error_of(gpt + "[model]\nt_final = 1.0\nchannels = 0\nstep_init_std = 0.01\nn_layer = 2\n") == "");
+  CHECK(error_of(resnet, {"model.n_layer=4", "model.n_embd=256", "model.vocab_size=256"}) == "");
+}
