@@ -23,8 +23,8 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   if (m.kind != ModelKind::GPT) throw UserError("strata generate: " + checkpoint + " holds a residual network, not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
   whole.parallel = ParallelConfig{};
-  const auto made = make_model(whole);
-  auto& model = dynamic_cast<GPT<float>&>(*made);
+  const auto made = as_gpt(make_model(whole));
+  auto& model = *made;
   read_model_checkpoint(checkpoint, model.params());
 
   std::optional<Tokenizer> tokenizer;

@@ -52,6 +52,13 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorPara
   return make_gpt(deck, tp, stage, allocate);
 }
 
+std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
+  auto* gpt = dynamic_cast<GPT<float>*>(model.get());
+  if (!gpt) throw std::logic_error("as_gpt: the model is not a GPT");
+  model.release();
+  return std::unique_ptr<GPT<float>>(gpt);
+}
+
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
   std::unique_ptr<StageModel<float>> model = make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data);

@@ -28,6 +28,12 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp = {}, int stage = 0,
                                               const DataShape& data = {}, bool allocate = true);
 
+template <class T>
+class GPT;
+// make_model's model as the GPT it is, for tools that use the GPT's own methods (the
+// planner, calibrate, generate); a logic error for another kind (they check the kind first).
+std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model);
+
 // model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
 void require_precision_runs(Precision precision);
 

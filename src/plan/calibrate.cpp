@@ -6,12 +6,14 @@
 #include <array>
 #include <cmath>
 #include <ctime>
+#include <memory>
 
 #include "comm/comm.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
+#include "model/make_model.hpp"
 #include "optim/weight_prediction.hpp"
 #include "kernels/gemm_probe.hpp"
 
@@ -67,11 +69,13 @@ double triad_bandwidth() {
   return best;
 }
 
-// A one-layer model of the deck's shapes, for the two rates below.
-ModelConfig one_layer(const Deck& deck) {
-  ModelConfig one = deck.model;
-  one.n_layer = 1;
-  return one;
+// A one-layer model of the deck's shapes on this rank alone (make_model), for the two
+// rates below.
+std::unique_ptr<GPT<float>> one_layer(const Deck& deck) {
+  Deck one = deck;
+  one.model.n_layer = 1;
+  one.parallel = ParallelConfig{};
+  return as_gpt(make_model(one));
 }
 
 // Bytes of kept activations per second that the model's non-GEMM work gets through
@@ -165,9 +169,9 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   const bool gpt = deck.model.kind == ModelKind::GPT;
   if (gpt) {
-    GPT<float> model(one_layer(deck), deck.run.seed);
-    m.activation_rate = comm.allreduce_sum(activation_rate(deck, model, m.gemm_flops)) / p;
-    m.adam_rate = comm.allreduce_sum(adam_rate(deck, model)) / p;
+    const auto model = one_layer(deck);
+    m.activation_rate = comm.allreduce_sum(activation_rate(deck, *model, m.gemm_flops)) / p;
+    m.adam_rate = comm.allreduce_sum(adam_rate(deck, *model)) / p;
   } else {  // the planner plans GPTs: rough streaming estimates, and the source line says so
     m.activation_rate = m.memory_bandwidth / 6;
     m.adam_rate = m.memory_bandwidth / 32;

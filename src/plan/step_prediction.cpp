@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <stdexcept>
 
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
@@ -23,11 +22,7 @@ TensorParallel tensor_of(const Layout& l) {
 // The stage's model as the run would build it (make_model), without memory: a GPT (the
 // planner plans GPT decks).
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
-  auto made = make_model(l.applied_to(deck), tensor_of(l), stage, {}, false);
-  auto* gpt = dynamic_cast<GPT<float>*>(made.get());
-  if (!gpt) throw std::logic_error("the planner plans GPT decks");
-  made.release();
-  return std::unique_ptr<GPT<float>>(gpt);
+  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false));
 }
 
 PipeSchedule schedule_of(const Layout& l, int mini_batches) {
