@@ -35,14 +35,12 @@ BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int
 
 template <class T>
 BatchResult PipelineEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
-  Timers untimed;
-  const ListSums sums = executor_.run(evaluation_, {batch}, global_batch, untimed);
-  return sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
+  return executor_.evaluate(evaluation_, batch, global_batch, data_);
 }
 
 template <class T>
 int64_t PipelineEngine<T>::activation_bytes() const {
-  return model_.shared_cache_bytes() + executor_.activation_bytes();
+  return executor_.activation_bytes();
 }
 
 template class PipelineEngine<float>;

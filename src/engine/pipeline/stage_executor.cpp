@@ -287,8 +287,16 @@ ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBa
 }
 
 template <class T>
+BatchResult StageExecutor<T>::evaluate(const PipeSchedule& forward_list, const SampleBatch<T>& batch,
+                                       int64_t global_batch, Comm& data) {
+  Timers untimed;
+  const ListSums sums = run(forward_list, {batch}, global_batch, untimed);
+  return sum_over_stages(model_, pipe_, data, sums.loss[0], sums.correct[0], global_batch);
+}
+
+template <class T>
 int64_t StageExecutor<T>::activation_bytes() const {
-  int64_t b = 0;
+  int64_t b = model_.shared_cache_bytes();
   for (const auto& cb : chunks_) {
     for (const auto& a : cb.acts) b += a->bytes();
     for (const auto* list : {&cb.act_in, &cb.grad_in, &cb.act_out, &cb.grad_out})

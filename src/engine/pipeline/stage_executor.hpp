@@ -67,7 +67,11 @@ class StageExecutor {
   // the model's store (not zeroed here).
   ListSums run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch,
                Timers& timers, ListHooks* hooks = nullptr);
-  // Bytes of the caches and message buffers (the largest list run so far).
+  // An evaluation: a forward-only list (forward_only_schedule) over one mini-batch, its
+  // sums over the stages and the data replicas.
+  BatchResult evaluate(const PipeSchedule& forward_list, const SampleBatch<T>& batch, int64_t global_batch, Comm& data);
+  // Bytes of the caches (the model's shared loss-layer cache included) and message
+  // buffers (the largest list run so far).
   int64_t activation_bytes() const;
 
  private:

@@ -291,14 +291,12 @@ std::vector<StepOutcome> XPipeEngine<T>::train_steps(int64_t first_step, const s
 
 template <class T>
 BatchResult XPipeEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
-  Timers untimed;
-  const ListSums sums = executor_.run(evaluation_, {batch}, global_batch, untimed);
-  return sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
+  return executor_.evaluate(evaluation_, batch, global_batch, data_);
 }
 
 template <class T>
 int64_t XPipeEngine<T>::activation_bytes() const {
-  return model_.shared_cache_bytes() + executor_.activation_bytes();
+  return executor_.activation_bytes();
 }
 
 template class XPipeEngine<float>;
