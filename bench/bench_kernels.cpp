@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_reference.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
@@ -83,28 +84,48 @@ void BM_gelu_forward_backward(benchmark::State& state) {
 }
 BENCHMARK(BM_gelu_forward_backward)->Unit(benchmark::kMillisecond);
 
-// Causal attention, forward and backward, its products in fp32 or bf16; FLOPs as in the
-// model's count (full T x T).
+// Causal attention, forward and backward, its products in fp32 or bf16: the fused kernel
+// (kernels/attention.hpp) against the stored-probabilities one it replaced
+// (kernels/attention_reference.hpp), at T = 256, 1024, 4096 with B = 8, 2, 1. FLOPs count
+// the unmasked work only, the same for both: T (T + 1) / 2 query-key pairs per head, 4 hs
+// flops each forward (Q K^T, P V) and 8 hs backward (dV, dP, dQ, dK); the fused backward
+// remakes Q K^T on top, which is not counted.
+template <bool kFused>
 void run_attention(benchmark::State& state, Precision precision) {
   if (precision == Precision::BF16)
     if (const std::string why = kernels::bf16_products_unavailable(); !why.empty()) {
       state.SkipWithError(why.c_str());
       return;
     }
-  kernels::AttentionBuffers<float> buf(kB, kT, kH);
-  Tensor2<float> qkv("qkv", kRows, 3 * kC), y("y", kRows, kC), dqkv("dqkv", kRows, 3 * kC);
+  const int64_t t = state.range(0), b = state.range(1), rows = b * t;
+  Tensor2<float> qkv("qkv", rows, 3 * kC), y("y", rows, kC), dqkv("dqkv", rows, 3 * kC), lse("lse", b * kH, t);
   fill(qkv, 0.01f);
+  kernels::AttentionBuffers<float> buf;
+  if constexpr (!kFused) buf = kernels::AttentionBuffers<float>(b, t, kH);
   for (auto _ : state) {
-    kernels::attention_forward<float>(y, buf, qkv, kB, kT, kH, precision);
-    kernels::attention_backward<float>(dqkv, buf, qkv, y, kB, kT, kH, precision);
+    if constexpr (kFused) {
+      kernels::attention_forward<float>(y, lse, qkv, b, t, kH, precision);
+      kernels::attention_backward<float>(dqkv, qkv, y, lse, y, b, t, kH, precision);
+    } else {
+      kernels::reference_attention_forward<float>(y, buf, qkv, b, t, kH, precision);
+      kernels::reference_attention_backward<float>(dqkv, buf, qkv, y, b, t, kH, precision);
+    }
     Kokkos::fence();
   }
-  set_flops(state, 12.0 * double(kRows) * double(kT) * double(kC));
+  set_flops(state, 12.0 * double(b * kH) * double(t) * double(t + 1) / 2.0 * double(kC / kH));
 }
-void BM_attention_forward_backward(benchmark::State& state) { run_attention(state, Precision::FP32); }
-void BM_attention_forward_backward_bf16(benchmark::State& state) { run_attention(state, Precision::BF16); }
-BENCHMARK(BM_attention_forward_backward)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_attention_forward_backward_bf16)->Unit(benchmark::kMillisecond);
+void attention_lengths(benchmark::internal::Benchmark* b) {
+  for (const auto& [t, batch] : {std::pair<int64_t, int64_t>{256, 8}, {1024, 2}, {4096, 1}}) b->Args({t, batch});
+  b->ArgNames({"T", "B"})->Unit(benchmark::kMillisecond);
+}
+void BM_attention_fused(benchmark::State& state) { run_attention<true>(state, Precision::FP32); }
+void BM_attention_fused_bf16(benchmark::State& state) { run_attention<true>(state, Precision::BF16); }
+void BM_attention_stored(benchmark::State& state) { run_attention<false>(state, Precision::FP32); }
+void BM_attention_stored_bf16(benchmark::State& state) { run_attention<false>(state, Precision::BF16); }
+BENCHMARK(BM_attention_fused)->Apply(attention_lengths);
+BENCHMARK(BM_attention_stored)->Apply(attention_lengths);
+BENCHMARK(BM_attention_fused_bf16)->Apply(attention_lengths);
+BENCHMARK(BM_attention_stored_bf16)->Apply(attention_lengths);
 
 // One transformer block, forward + backward: 6 * 12 C^2 per token for the linears plus
 // 12 T C for attention.

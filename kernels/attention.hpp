@@ -1,131 +1,216 @@
 #pragma once
-// Causal multi-head self-attention on a packed qkv activation, as batched gemms:
-//   S = Q K^T (per batch row and head), P = causal_softmax(S / sqrt(hs)), Y = P V,
-// computed on and below the diagonal blocks only (causal_scores and friends). The products
-// run in the given precision (bf16: Q, K, V, P and the gradients rounded to bf16 as they
-// enter a product, fp32 sums); the softmax and its backward stay in fp32.
-// qkv is (B*T, 3C) with columns [q | k | v], each C = H*hs wide, head-major inside.
+// Fused causal multi-head self-attention, FlashAttention-2's algorithm (Dao 2023), on a
+// packed qkv activation (B*T, 3C) whose columns are [q | k | v], each C = H*hs wide and
+// head-major inside. No (T, T) matrix is ever stored: what the forward keeps for the
+// backward is its output O and the logsumexp of each query row's scaled scores, (B*H, T).
+//
+// Forward, per query block Q_i (`rows` rows) and each key block K_j, V_j (`keys` keys) at
+// or left of its diagonal (blocks wholly above it are skipped):
+//   S = Q_i K_j^T;  m' = max(m, rowmax(S) / sqrt(hs));  P = exp(S / sqrt(hs) - m');
+//   l = l exp(m - m') + rowsum(P);  O_i = O_i exp(m - m') + P V_j;  m = m'
+// then O_i /= l and lse = m + log l. The online softmax subtracts the running maximum,
+// so no exp overflows however large the scores; the first key block holds key 0, which
+// every query row sees, so each row has a finite maximum from its first block on.
+// Backward, with D = rowsum(dO * O), per key block K_j, V_j and each query block at or
+// below its diagonal (the probabilities remade from Q, K and lse):
+//   P = exp(Q_i K_j^T / sqrt(hs) - lse);  dV_j += P^T dO_i;  dP = dO_i V_j^T;
+//   dS = P (dP - D) / sqrt(hs);  dK_j += dS^T Q_i;  dQ_i += dS K_j
+//
+// The block products are kernels::product_strided_batched calls on `heads` heads at once
+// where they lie in qkv (fp32 through BLAS/cuBLAS, or bf16 operands with fp32 sums); the
+// softmax steps are Kokkos kernels over those heads' rows, in fp32 (double in the gradient
+// checks). Scratch: two (heads, rows, keys) score blocks and a few values per row.
 #include <algorithm>
 
+#include "core/kmath.hpp"
+#include "core/tensor.hpp"
+#include "kernels/fast_exp.hpp"
+#include "kernels/head_matrices.hpp"
+#include "kernels/lanes.hpp"
 #include "kernels/products.hpp"
-#include "kernels/softmax_causal.hpp"
 
 namespace strata::kernels {
 
-// The attention probabilities of one call, kept for the backward: (B*H, T, T).
-template <class T>
-struct AttentionBuffers {
-  Tensor3<T> att;
-  AttentionBuffers() = default;
-  AttentionBuffers(int64_t b, int64_t t, int64_t h) : att("att.p", b * h, t, t) {}
+// How one call cuts the work: query blocks of `rows`, key blocks of `keys`, `heads` heads
+// per product.
+struct AttentionTiling {
+  int64_t rows, keys, heads;
 };
 
-// The per-(batch row, head) matrices of T rows that attention multiplies, wherever they
-// lie: matrix (bb, hh) starts at data + bb * batch_stride + hh * head_stride and its rows
-// are ld apart. Q, K and V are column blocks of the packed qkv activation, the output a
-// column block of (B*T, C), so no head is copied out or back.
-template <class T>
-struct HeadMatrices {
-  T* data;
-  int64_t ld, batch_stride, head_stride;
-  T* at(int64_t bb, int64_t row, int64_t col = 0) const { return data + bb * batch_stride + row * ld + col; }
-};
-template <class T>
-HeadMatrices<const T> as_const(const HeadMatrices<T>& m) {
-  return {m.data, m.ld, m.batch_stride, m.head_stride};
-}
-// Head hh's columns [offset + hh*hs, offset + (hh+1)*hs) of a (B*T, width) activation.
-template <class T>
-HeadMatrices<T> head_columns(T* activation, int64_t t, int64_t width, int64_t offset, int64_t hs) {
-  return {activation + offset, width, t * width, hs};
-}
-// The (T, T) matrices of a (B*H, T, T) tensor.
-template <class T>
-HeadMatrices<T> score_matrices(T* scores, int64_t t, int64_t h) {
-  return {scores, t, h * t * t, t * t};
+// On CPUs one head at a time, so a (rows, keys) score block and the key block it meets
+// stay in the core's cache while the softmax step and the next product read them again;
+// of rows 32-256 by keys 128-1024, and all heads per product against one, 128 x 512 by
+// one head ran fastest on the 2-core AMD EPYC (Zen 5) strata is developed on, fp32 and
+// bf16, T = 256 to 4096 (bench_kernels; docs/benchmarks.md). The backward trims each key
+// block at the query block's last row, so no block wider than the diagonal is multiplied.
+// On GPUs all local heads per product and larger blocks, so each cuBLAS call fills more
+// of the device (not yet measured on one).
+inline AttentionTiling attention_tiling(int64_t t, int64_t h) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  (void)t;
+  return {256, 512, h};
+#else
+  (void)t, (void)h;
+  return {128, 512, 1};
+#endif
 }
 
-// The products with the (T, T) score matrices skip their masked upper triangle: rows go
-// in blocks of `block`, and block [r0, r1) meets keys [0, r1) only. The block trades the
-// flops skipped, (1 + block / T) / 2 of the square's are done, against smaller GEMMs.
-inline int64_t causal_block_rows(int64_t t) { return t <= 512 ? 64 : 128; }
-
-// s = x y^T for x, y (T, hs) per head, on and below the diagonal blocks; the entries
-// right of each row block's last key are not written.
+// out (B*T, C) = causal attention of qkv (B*T, 3C) with h heads; lse (B*H, T) the
+// logsumexp of each row's scaled scores (what the backward needs with out).
 template <class T>
-void causal_scores(Precision precision, HeadMatrices<const T> x, HeadMatrices<const T> y, HeadMatrices<T> s,
-                   int64_t b, int64_t h, int64_t t, int64_t hs, int64_t block) {
-  for (int64_t bb = 0; bb < b; ++bb)
-    for (int64_t r0 = 0; r0 < t; r0 += block) {
-      const int64_t r1 = std::min(t, r0 + block);
-      product_strided_batched<T>(precision, 'N', 'T', r1 - r0, r1, hs, x.at(bb, r0), x.ld, x.head_stride,
-                                 y.at(bb, 0), y.ld, y.head_stride, T(0), s.at(bb, r0), s.ld, s.head_stride, h);
-    }
-}
-
-// z = p w per head, for p (T, T) zero above the diagonal (read on and below the diagonal
-// blocks only) and w (T, hs).
-template <class T>
-void causal_times(Precision precision, HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z, int64_t b,
-                  int64_t h, int64_t t, int64_t hs, int64_t block) {
-  for (int64_t bb = 0; bb < b; ++bb)
-    for (int64_t r0 = 0; r0 < t; r0 += block) {
-      const int64_t r1 = std::min(t, r0 + block);
-      product_strided_batched<T>(precision, 'N', 'N', r1 - r0, hs, r1, p.at(bb, r0), p.ld, p.head_stride,
-                                 w.at(bb, 0), w.ld, w.head_stride, T(0), z.at(bb, r0), z.ld, z.head_stride, h);
-    }
-}
-
-// z = p^T w per head, p as in causal_times: its column block [c0, c1) is zero above row c0.
-template <class T>
-void causal_transposed_times(Precision precision, HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z,
-                             int64_t b, int64_t h, int64_t t, int64_t hs, int64_t block) {
-  for (int64_t bb = 0; bb < b; ++bb)
-    for (int64_t c0 = 0; c0 < t; c0 += block) {
-      const int64_t c1 = std::min(t, c0 + block);
-      product_strided_batched<T>(precision, 'T', 'N', c1 - c0, hs, t - c0, p.at(bb, c0, c0), p.ld, p.head_stride,
-                                 w.at(bb, c0), w.ld, w.head_stride, T(0), z.at(bb, c0), z.ld, z.head_stride, h);
-    }
-}
-
-// buf = the attention probabilities P = causal_softmax(Q K^T / sqrt(hs)) of qkv (B*T, 3C),
-// whose columns are [q | k | v], each C = H*hs wide and head-major inside.
-template <class T>
-void attention_probabilities(AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
-                             Precision precision = Precision::FP32) {
-  const int64_t c = qkv.extent(1) / 3, hs = c / h, block = causal_block_rows(t);
-  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
-  causal_scores<T>(precision, part(0), part(1), score_matrices(buf.att.data(), t, h), b, h, t, hs, block);  // S
-  softmax_causal_forward<T>(buf.att, T(1) / kmath::sqrt(T(hs)), block);  // P
-}
-
-// out (B*T, C) = causal attention of qkv (B*T, 3C). buf keeps the probabilities P.
-template <class T>
-void attention_forward(V2<T> out, AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
-                       Precision precision = Precision::FP32) {
-  const int64_t c = out.extent(1), hs = c / h, block = causal_block_rows(t);
-  attention_probabilities<T>(buf, qkv, b, t, h, precision);
+void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
+                       Precision precision = Precision::FP32, AttentionTiling tiling = {0, 0, 0}) {
+  if (tiling.rows == 0) tiling = attention_tiling(t, h);
+  const int64_t c = out.extent(1), hs = c / h, rows = tiling.rows, keys = tiling.keys;
+  const int64_t g_max = std::min(tiling.heads, h);
+  const T scale = T(1) / kmath::sqrt(T(hs));
+  const auto q = head_columns<const T>(qkv.data(), t, 3 * c, 0, hs);
+  const auto k = head_columns<const T>(qkv.data(), t, 3 * c, c, hs);
   const auto v = head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs);
-  const HeadMatrices<const T> p = score_matrices<const T>(buf.att.data(), t, h);
-  causal_times<T>(precision, p, v, head_columns(out.data(), t, c, 0, hs), b, h, t, hs, block);  // Y = P V
+  const auto o = head_columns<T>(out.data(), t, c, 0, hs);
+  Tensor1<T> s_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.scores"), g_max * rows * keys);
+  Tensor1<T> m_run(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.max"), g_max * rows);
+  Tensor1<T> l_run(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.sum"), g_max * rows);
+  T* const s_ptr = s_blk.data();
+  T* const m_ptr = m_run.data();
+  T* const l_ptr = l_run.data();
+  T* const lse_ptr = lse.data();
+  for (int64_t bb = 0; bb < b; ++bb)
+    for (int64_t h0 = 0; h0 < h; h0 += g_max) {
+      const int64_t g = std::min(g_max, h - h0);
+      for (int64_t r0 = 0; r0 < t; r0 += rows) {
+        const int64_t nr = std::min(rows, t - r0), r_end = r0 + nr;
+        T* const o_rows = o.at(bb, r0, h0 * hs);
+        for (int64_t c0 = 0; c0 < r_end; c0 += keys) {
+          const int64_t nk = std::min(keys, r_end - c0);  // keys past the block's last row are masked for all
+          const bool first = c0 == 0;
+          product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, h0 * hs), q.ld, q.head_stride,
+                                     k.at(bb, c0, h0 * hs), k.ld, k.head_stride, T(0), s_ptr, keys, rows * keys, g);
+          Kokkos::parallel_for(
+              "attention_forward.softmax_step", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+                const int64_t gg = i / nr, ri = i % nr;
+                T* s = s_ptr + (gg * rows + ri) * keys;
+                const int64_t seen = r0 + ri + 1 - c0;  // keys of this block the row may see
+                const int64_t valid = seen < nk ? seen : nk;
+                if (valid <= 0) {  // the whole block is in this row's future
+                  for (int64_t j = 0; j < nk; ++j) s[j] = T(0);
+                  return;
+                }
+                const T block_max = lane_max<T>(valid, [&](int64_t j) { return s[j]; }) * scale;
+                const T m_old = m_ptr[gg * rows + ri];
+                const T m_new = first || block_max > m_old ? block_max : m_old;
+                const T sum = lane_sum<T>(valid, [&](int64_t j) { return s[j] = fast_exp(s[j] * scale - m_new); });
+                for (int64_t j = valid; j < nk; ++j) s[j] = T(0);
+                if (first) {
+                  l_ptr[gg * rows + ri] = sum;
+                } else {
+                  const T alpha = fast_exp(m_old - m_new);
+                  l_ptr[gg * rows + ri] = l_ptr[gg * rows + ri] * alpha + sum;
+                  T* orow = o_rows + ri * c + gg * hs;
+                  for (int64_t d = 0; d < hs; ++d) orow[d] *= alpha;
+                }
+                m_ptr[gg * rows + ri] = m_new;
+              });
+          product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, s_ptr, keys, rows * keys, v.at(bb, c0, h0 * hs),
+                                     v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld, o.head_stride, g);
+        }
+        Kokkos::parallel_for(
+            "attention_forward.normalise", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+              const int64_t gg = i / nr, ri = i % nr;
+              const T l = l_ptr[gg * rows + ri];
+              const T inv = T(1) / l;
+              T* orow = o_rows + ri * c + gg * hs;
+              for (int64_t d = 0; d < hs; ++d) orow[d] *= inv;
+              lse_ptr[((bb * h) + h0 + gg) * t + r0 + ri] = m_ptr[gg * rows + ri] + kmath::log(l);
+            });
+      }
+    }
 }
 
-// dout (B*T, C) -> dqkv (B*T, 3C), with the qkv and P of the forward.
+// dout (B*T, C) -> dqkv (B*T, 3C), from the forward's qkv, out and lse.
 template <class T>
-void attention_backward(V2<T> dqkv, const AttentionBuffers<T>& buf, V2<const T> qkv, V2<const T> dout, int64_t b,
-                        int64_t t, int64_t h, Precision precision = Precision::FP32) {
-  const int64_t c = dout.extent(1), hs = c / h, block = causal_block_rows(t);
+void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b,
+                        int64_t t, int64_t h, Precision precision = Precision::FP32,
+                        AttentionTiling tiling = {0, 0, 0}) {
+  if (tiling.rows == 0) tiling = attention_tiling(t, h);
+  const int64_t c = dout.extent(1), hs = c / h, rows = tiling.rows, keys = tiling.keys;
+  const int64_t g_max = std::min(tiling.heads, h);
+  const T scale = T(1) / kmath::sqrt(T(hs));
   const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
   const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * c, i * c, hs); };
-  const HeadMatrices<const T> dy = head_columns<const T>(dout.data(), t, c, 0, hs);
-  const HeadMatrices<const T> p = score_matrices<const T>(buf.att.data(), t, h);
-  Tensor3<T> datt(Kokkos::view_alloc(Kokkos::WithoutInitializing, "att.dp"), b * h, t, t);
-  const HeadMatrices<T> ds = score_matrices(datt.data(), t, h);
-  causal_scores<T>(precision, dy, part(2), ds, b, h, t, hs, block);                      // dP = dY V^T
-  causal_transposed_times<T>(precision, p, dy, dpart(2), b, h, t, hs, block);            // dV = P^T dY
-  softmax_causal_backward<T>(datt, buf.att, T(1) / kmath::sqrt(T(hs)), block);          // dS
-  causal_times<T>(precision, as_const(ds), part(1), dpart(0), b, h, t, hs, block);       // dQ = dS K
-  causal_transposed_times<T>(precision, as_const(ds), part(0), dpart(1), b, h, t, hs, block);  // dK = dS^T Q
+  const auto q = part(0), k = part(1), v = part(2);
+  const auto dq = dpart(0), dk = dpart(1), dv = dpart(2);
+  const auto dy = head_columns<const T>(dout.data(), t, c, 0, hs);
+
+  // D = rowsum(dO * O) per head and row, (B*H, T) as lse
+  Tensor1<T> d_rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.d"), b * h * t);
+  T* const d_ptr = d_rows.data();
+  const T* const y_ptr = out.data();
+  const T* const dy_ptr = dout.data();
+  Kokkos::parallel_for(
+      "attention_backward.d", Range(0, b * h * t), KOKKOS_LAMBDA(const int64_t i) {
+        const int64_t bh = i / t, r = i % t, bb = bh / h, hh = bh % h;
+        const T* yr = y_ptr + (bb * t + r) * c + hh * hs;
+        const T* dyr = dy_ptr + (bb * t + r) * c + hh * hs;
+        d_ptr[i] = lane_sum<T>(hs, [&](int64_t d) { return yr[d] * dyr[d]; });
+      });
+
+  // dK and dV accumulate over query blocks that see a varying number of each key block's
+  // keys (the blocks are trimmed at the diagonal), so they start from zero
+  T* const dqkv_ptr = dqkv.data();
+  Kokkos::parallel_for(
+      "attention_backward.zero_dkv", Range(0, b * t), KOKKOS_LAMBDA(const int64_t r) {
+        T* row = dqkv_ptr + r * 3 * c + c;
+        for (int64_t j = 0; j < 2 * c; ++j) row[j] = T(0);
+      });
+  Tensor1<T> p_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.p"), g_max * rows * keys);
+  Tensor1<T> ds_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.ds"), g_max * rows * keys);
+  T* const p_ptr = p_blk.data();
+  T* const ds_ptr = ds_blk.data();
+  const T* const lse_ptr = lse.data();
+  for (int64_t bb = 0; bb < b; ++bb)
+    for (int64_t h0 = 0; h0 < h; h0 += g_max) {
+      const int64_t g = std::min(g_max, h - h0), col = h0 * hs;
+      for (int64_t c0 = 0; c0 < t; c0 += keys)
+        for (int64_t r0 = c0; r0 < t; r0 += rows) {  // query blocks at or below the key block's diagonal
+          const int64_t nr = std::min(rows, t - r0);
+          const int64_t nk = std::min({keys, t - c0, r0 + nr - c0});  // keys past the block's last row are masked
+          const bool first_keys = c0 == 0;  // the key block every query row sees
+          const int64_t row_base = (bb * h + h0) * t + r0;  // lse and D of (head h0, row r0)
+          product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, col), q.ld, q.head_stride,
+                                     k.at(bb, c0, col), k.ld, k.head_stride, T(0), p_ptr, keys, rows * keys, g);
+          Kokkos::parallel_for(
+              "attention_backward.probabilities", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+                const int64_t gg = i / nr, ri = i % nr;
+                T* p = p_ptr + (gg * rows + ri) * keys;
+                const int64_t seen = r0 + ri + 1 - c0;
+                const int64_t valid = seen < nk ? seen : nk;
+                const T row_lse = lse_ptr[row_base + gg * t + ri];
+                for (int64_t j = 0; j < valid; ++j) p[j] = fast_exp(p[j] * scale - row_lse);
+                for (int64_t j = valid < 0 ? 0 : valid; j < nk; ++j) p[j] = T(0);
+              });
+          product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p_ptr, keys, rows * keys, dy.at(bb, r0, col),
+                                     dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
+                                     dv.head_stride, g);  // dV_j += P^T dO_i
+          product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, dy.at(bb, r0, col), dy.ld, dy.head_stride,
+                                     v.at(bb, c0, col), v.ld, v.head_stride, T(0), ds_ptr, keys, rows * keys,
+                                     g);  // dP = dO_i V_j^T
+          Kokkos::parallel_for(
+              "attention_backward.scores", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+                const int64_t gg = i / nr, ri = i % nr;
+                const T* p = p_ptr + (gg * rows + ri) * keys;
+                T* ds = ds_ptr + (gg * rows + ri) * keys;
+                const T row_d = d_ptr[row_base + gg * t + ri];
+                for (int64_t j = 0; j < nk; ++j) ds[j] = scale * p[j] * (ds[j] - row_d);
+              });
+          product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds_ptr, keys, rows * keys, q.at(bb, r0, col),
+                                     q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
+                                     dk.head_stride, g);  // dK_j += dS^T Q_i
+          product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds_ptr, keys, rows * keys, k.at(bb, c0, col),
+                                     k.ld, k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
+                                     dq.head_stride, g);  // dQ_i += dS K_j
+        }
+    }
 }
 
 }  // namespace strata::kernels

@@ -96,13 +96,12 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   const bool keep = !selective_;
   k.ensure(ctx, w_, keep);
   if (!keep) recomputed.ensure(ctx, w_);
-  auto& att = keep ? k.att : recomputed.att;
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
   // attention branch; x is (BT, C')
   tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   tp_linear_in_forward<T>(tp, precision_, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
-  attention_forward<T>(k.atty, att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
+  attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
@@ -121,12 +120,10 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   const auto& tp = tp_;
   g.ensure(ctx.rows(), w_);
   const bool keep = !selective_;
-  if (!keep) {  // remade from what the cache kept, with the forward's kernels: the same values
+  if (!keep) {  // remade from what the cache kept, with the forward's kernel: the same values
     recomputed.ensure(ctx, w_);
     gelu_forward<T>(flat(recomputed.fch_gelu), flat(k.fch));
-    attention_probabilities<T>(recomputed.att, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   }
-  const auto& att = keep ? k.att : recomputed.att;
   // Each linear's output gradient goes where a value the backward no longer reads was
   // (out, fch, x_mid, qkv), for backward_weight; the layer norms' gains and biases get
   // their gradients here.
@@ -140,7 +137,7 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, att, k.qkv, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
   tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),

@@ -33,13 +33,13 @@ struct TransformerCache {
   Tensor2<T> ln1, ln2;             // (BT, C')
   Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT)
   Tensor2<T> qkv;                  // (BT, 3A)
-  kernels::AttentionBuffers<T> att;
+  Tensor2<T> lse;                  // (B*H', T) attention's row logsumexps (kernels/attention.hpp)
   Tensor2<T> atty;                 // (BT, A) attention output before proj
   Tensor2<T> x_mid;                // (BT, C') residual after attention
   Tensor2<T> fch, fch_gelu;        // (BT, F)
   Tensor2<T> out;                  // (BT, C') block output
-  // keep_recomputable = false (parallel.recompute = "selective"): att and fch_gelu are
-  // left empty; the block uses the model's TransformerRecomputed instead.
+  // keep_recomputable = false (parallel.recompute = "selective"): fch_gelu is left
+  // empty; the block uses the model's TransformerRecomputed instead.
   void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
   // What bytes() comes to after ensure(ctx, w, keep_recomputable).
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
@@ -54,7 +54,7 @@ struct TransformerCache {
     each(ln2_mean, "ln2_mean", n);
     each(ln2_rstd, "ln2_rstd", n);
     each(qkv, "qkv", n, 3 * w.a);
-    each(att.att, "att.p", kept * ctx.batch * w.heads, ctx.seq_len, ctx.seq_len);  // (B*H', T, T)
+    each(lse, "att.lse", ctx.batch * w.heads, ctx.seq_len);
     each(atty, "atty", n, w.a);
     each(x_mid, "x_mid", n, w.c);
     each(fch, "fch", n, w.f);
@@ -62,24 +62,25 @@ struct TransformerCache {
     each(out, "block_out", n, w.c);
   }
   int64_t bytes() const {
-    return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, att.att, atty,
+    return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, lse, atty,
                       x_mid, fch, fch_gelu, out);
   }
 };
 
-// Selective recomputation: the attention probabilities and the GELU output, made in each
-// block's forward and remade in its backward, in one copy for all blocks of a model
-// (used one block at a time).
+// Selective recomputation: the GELU output, made in each block's forward and remade from
+// fch in its backward, in one copy for all blocks of a model (used one block at a time).
+// It is the largest activation that costs nothing to remake (one elementwise pass). The
+// fused attention keeps no probabilities, only its output and a logsumexp per row, which
+// the backward needs and which only a second attention forward could remake; so there is
+// nothing left in attention worth recomputing, and "selective" recomputes the GELU only.
 template <class T>
 struct TransformerRecomputed {
-  kernels::AttentionBuffers<T> att;
   Tensor2<T> fch_gelu;  // (BT, F)
   void ensure(const BlockContext& ctx, const BlockWidths& w);
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);  // bytes() after ensure(ctx, w)
-  int64_t bytes() const { return view_bytes(att.att, fch_gelu); }
+  int64_t bytes() const { return view_bytes(fch_gelu); }
   template <class Each>
   void buffers(const BlockContext& ctx, const BlockWidths& w, Each&& each) {
-    each(att.att, "att.p", ctx.batch * w.heads, ctx.seq_len, ctx.seq_len);
     each(fch_gelu, "fch_gelu", ctx.rows(), w.f);
   }
 };
@@ -112,7 +113,7 @@ class TransformerBlock {
                    int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true);
   // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
-  // recomputed: where the probabilities and GELU output go under selective recomputation
+  // recomputed: where the GELU output goes under selective recomputation
   // (parallel.recompute; unused otherwise).
   void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
                TransformerRecomputed<T>& recomputed) const;
@@ -137,7 +138,7 @@ class TransformerBlock {
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   Precision precision_;
-  bool selective_;              // parallel.recompute = "selective": att and fch_gelu go to `recomputed`
+  bool selective_;              // parallel.recompute = "selective": fch_gelu goes to `recomputed`
   int64_t c_;                    // the model's hidden size C
   BlockWidths w_;
   int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_, fc_b_, fcp_w_, fcp_b_;

@@ -134,12 +134,15 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
       // way; AdamW turns a near-zero gradient's sign into an lr-sized step either way, so
       // the runs drift apart slowly. Data and pipeline layouts give the first step's loss
       // (same weights, forward only) exactly, tensor layouts within 2.1e-6 (2D 2x2; bf16
-      // and fp32 differ by 1.1e-5 there); the losses stay 5x closer to the serial bf16 run
-      // than fp32 is (seen: <= 2.2e-5 relative, 2D 2x2, where bf16 and fp32 differ by
-      // 1.2e-4), the parameters <= 1.2e-4 rms apart (fp32: 1.6e-4).
+      // and fp32 differ by 1.1e-5 there). Later on, 2D 2x2 drifts about as far from the
+      // serial bf16 run as fp32 is (seen with the fused attention: losses 5.1e-5 relative
+      // where bf16 and fp32 differ by 8.5e-5, parameters 2.06e-4 rms where they differ by
+      // 2.00e-4; with the stored-probabilities attention 2.2e-5 and 1.2e-4), data and
+      // pipeline layouts 10x less; a layout that computed something else would be 100x
+      // farther. So the bound is bf16's own distance from fp32, with a margin.
       CHECK(std::abs(r.losses[0] - bf16.result.losses[0]) / bf16.result.losses[0] < 5e-6);
-      CHECK(worst < 5e-5);
-      CHECK(rms_diff(params, bf16.params) < 2e-4);
+      CHECK(worst < 1.5 * max_rel_diff(bf16.result.losses, fp32.result.losses));
+      CHECK(rms_diff(params, bf16.params) < 1.5 * rms_diff(bf16.params, fp32.params));
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
