@@ -16,8 +16,9 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/ucx" "$out/cpu-reference" "$out/text"
 
 bins=(build/cuda/bin/strata build/cuda/tests/test_kernels build/cuda/tests/test_units build/cuda/tests/test_mpi
-      build/cuda/bench/bench_kernels /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy)
+      build/cuda/tests/attention_io build/cuda/bench/bench_kernels /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy)
 cp "${bins[@]}" "$out/bin/"
+cp tests/kernels/check_attention_torch.py "$out/bin/"   # run where the GPU machine's python3 has torch
 cp /usr/lib/x86_64-linux-gnu/ucx/libuct_cma.so.0 "$out/lib/ucx/"
 
 # Libraries from the executables' ldd, except the C runtime and CUDA's own (the GPU

@@ -14,7 +14,9 @@
 #    sums differs between cuBLAS/GPU reductions and OpenBLAS/CPU ones), every step within
 #    2e-3; bf16 against the CPU's bf16 run (cuBLAS' tensor cores against oneDNN, each
 #    rounding the operands to bf16 itself): 2e-3 and 2e-2; and the loss must fall;
-# 4. tokens/s of each run, and the kernel benchmarks on the GPU.
+# 4. the fused attention on the GPU against PyTorch's (tests/kernels/check_attention_torch.py,
+#    where python3 has torch), and a GPT trained at T = 8192 (no T x T is stored);
+# 5. tokens/s of each run, and the kernel benchmarks on the GPU.
 # Writes its log to $OUT/device-check.log when OUT is set. Exit 0 only if every check passes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +79,16 @@ check "train, bf16, 1 rank" timeout 300 "$work/bin/strata" train inputs/device-c
   --set model.precision=bf16 --set run.out_dir="$runs/bf16-1"
 check "train, bf16, 2D 2x2" timeout 300 "$mpi" -n 4 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   "${tp2d[@]}" --set model.precision=bf16 --set run.out_dir="$runs/bf16-tp2d-4"
+
+step "fused attention on the GPU: against PyTorch, and a long sequence"
+if python3 -c "import torch" 2>/dev/null; then
+  check "attention against PyTorch" timeout 300 python3 "$work/bin/check_attention_torch.py" "$work/bin/attention_io"
+else
+  echo "(python3 has no torch here: the PyTorch attention check is skipped)"
+fi
+check "train, T = 8192, bf16" timeout 300 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  --set model.seq_len=8192 --set data.batch_size=1 --set run.steps=3 --set model.precision=bf16 \
+  --set run.out_dir="$runs/long-8192"
 
 step "losses against the CPU run of the same deck"
 for r in nccl-1 mpi-2 tp2d-4 pipe-2; do

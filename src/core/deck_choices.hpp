@@ -40,9 +40,9 @@ enum class TensorMode { Serial, OneD, TwoD };
 enum class Precision { FP32, BF16 };
 
 // What the backward recomputes instead of keeping from the forward: nothing; (selective)
-// the attention probabilities and the MLP's GELU output, whose memory grows with T^2 and
-// 4C per token, from the activations they were made of; or (full) every block's forward,
-// from the block's input, which is all a block keeps.
+// the MLP's GELU output, 4C per token, from its input (the fused attention keeps only its
+// output and a logsumexp per row, nothing worth remaking); or (full) every block's
+// forward, from the block's input, which is all a block keeps.
 enum class Recompute { None, Selective, Full };
 
 // Each value with the name the deck and the logs use.

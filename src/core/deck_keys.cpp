@@ -371,9 +371,9 @@ std::vector<DeckKey> declare_keys() {
              "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
              "[layerpar])"),
       enum_choice(par, &D::parallel, "recompute", &ParallelConfig::recompute, recompute_names(),
-                  "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the attention "
-                  "probabilities and the GELU output of every block, whose memory grows with T^2 and 4C: one copy "
-                  "per micro-batch instead of one per block); or \"full\" (each block keeps only its input and "
+                  "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the GELU output "
+                  "of every block, 4C per token: one copy per micro-batch instead of one per block; the fused "
+                  "attention keeps no probabilities to remake); or \"full\" (each block keeps only its input and "
                   "runs its forward again in the backward: one block's activations per micro-batch; resnet: "
                   "every k-th state kept, k near sqrt(steps), the others remade). The same results bit for bit"),
       key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 1),

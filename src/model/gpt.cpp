@@ -255,6 +255,18 @@ double GPT<T>::stage_flops(const BlockContext& ctx) const {
 }
 
 template <class T>
+double GPT<T>::attention_model_flops(const BlockContext& ctx) const {
+  const double per_token = 12.0 * double(placement_.held_layers()) * double(cfg_.seq_len) * double(cfg_.n_embd);
+  return per_token * double(ctx.rows()) / double(tp_.size());
+}
+
+template <class T>
+double GPT<T>::attention_kernel_flops(const BlockContext& ctx) const {
+  const double per_token = 6.0 * double(placement_.held_layers()) * double(ctx.seq_len + 1) * double(cfg_.n_embd);
+  return per_token * double(ctx.rows()) / double(tp_.size());
+}
+
+template <class T>
 double GPT<T>::flops_per_token() const {
   const double n = double(store_.global_numel()) - double(cfg_.seq_len * cfg_.n_embd);
   return 6.0 * n + 12.0 * double(cfg_.n_layer) * double(cfg_.seq_len) * double(cfg_.n_embd);

@@ -111,6 +111,13 @@ class GPT : public StageModel<T> {
   // Training FLOPs per token: 6 N (N without the position table, which is a lookup)
   // plus 12 L T C for attention (QK^T and PV, forward and backward).
   double flops_per_token() const;
+  // Of stage_flops(ctx), attention's products (12 L T C per token, the full T x T) ...
+  double attention_model_flops(const BlockContext& ctx) const;
+  // ... and the work the fused kernel does for them (kernels/attention.hpp): the unmasked
+  // query-key pairs, T (T + 1) / 2 per head and sequence, at 4 hs flops each forward and
+  // 8 hs backward, on this stage's layers, over the tensor group. The planner times it at
+  // the machine's attention rate, which calibrate measures with the same count.
+  double attention_kernel_flops(const BlockContext& ctx) const;
 
  protected:
   // block by block: each block's input half, then its weight half

@@ -11,11 +11,13 @@
 #include "comm/comm.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
+#include "kernels/attention.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "optim/weight_prediction.hpp"
 #include "kernels/gemm_probe.hpp"
+#include "plan/step_prediction.hpp"
 
 namespace strata {
 
@@ -78,12 +80,35 @@ std::unique_ptr<GPT<float>> one_layer(const Deck& deck) {
   return as_gpt(make_model(one));
 }
 
+// FLOP/s of the fused attention, forward and backward, at the deck's shapes (one rank's
+// micro-batch of sequences, at most 2048 tokens as the GEMM probe; all heads), counted as
+// GPT::attention_kernel_flops counts it: the best of 3 after a warm-up.
+double attention_flops(const Deck& deck, Precision precision) {
+  const int64_t t = deck.model.seq_len, h = deck.model.n_head, c = deck.model.n_embd;
+  const int64_t local = std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches);
+  const int64_t b = std::clamp<int64_t>(2048 / t, 1, local), rows = b * t;
+  Tensor2<float> qkv("calibrate.qkv", rows, 3 * c), out("calibrate.out", rows, c), lse("calibrate.lse", b * h, t);
+  Tensor2<float> dqkv("calibrate.dqkv", rows, 3 * c);
+  Kokkos::parallel_for(
+      "calibrate_qkv", Range(0, rows * 3 * c),
+      KOKKOS_LAMBDA(const int64_t i) { qkv.data()[i] = 0.02f * float(i % 97) - 0.9f; });
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = Timers::now();
+    kernels::attention_forward<float>(out, lse, qkv, b, t, h, precision);
+    kernels::attention_backward<float>(dqkv, qkv, out, lse, out, b, t, h, precision);
+    Kokkos::fence();
+    if (rep > 0) best = std::min(best, Timers::now() - t0);
+  }
+  return 6.0 * double(t + 1) * double(c) * double(rows) / best;
+}
+
 // Bytes of kept activations per second that the model's non-GEMM work gets through
-// (layernorms, GELU, softmax and the attention's small products, residual adds, copies,
-// the cross-entropy): the one-layer model runs forward and backward on the deck's batch,
-// and what its GEMMs at `gemm_flops` do not explain is set against the activation bytes
-// it keeps. The planner times every stage with the same two rates.
-double activation_rate(const Deck& deck, GPT<float>& model, double gemm_flops) {
+// (layernorms, GELU, residual adds, copies, the cross-entropy): the one-layer model runs
+// forward and backward on the deck's batch, and what its products do not explain (the
+// dense ones at the GEMM rate, attention at its own: product_seconds) is set against the
+// activation bytes it keeps. The planner times every stage with the same rates.
+double activation_rate(const Deck& deck, GPT<float>& model, const MachineFile& rates) {
   const BlockContext ctx{std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
                          deck.model.seq_len};
   Tensor1<int32_t> tokens("calibrate.tokens", ctx.rows());
@@ -100,7 +125,7 @@ double activation_rate(const Deck& deck, GPT<float>& model, double gemm_flops) {
     Kokkos::fence();
     if (rep > 0) best = std::min(best, Timers::now() - t0);
   }
-  const double rest = std::max(0.05 * best, best - model.stage_flops(ctx) / gemm_flops);
+  const double rest = std::max(0.05 * best, best - product_seconds(model, ctx, rates, Precision::FP32));
   return double(model.cache_bytes_for(ctx)) / rest;
 }
 
@@ -169,8 +194,10 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   const bool gpt = deck.model.kind == ModelKind::GPT;
   if (gpt) {
+    m.attention_flops = comm.allreduce_sum(attention_flops(deck, Precision::FP32)) / p;
+    if (m.bf16_gemm_flops > 0) m.bf16_attention_flops = comm.allreduce_sum(attention_flops(deck, Precision::BF16)) / p;
     const auto model = one_layer(deck);
-    m.activation_rate = comm.allreduce_sum(activation_rate(deck, *model, m.gemm_flops)) / p;
+    m.activation_rate = comm.allreduce_sum(activation_rate(deck, *model, m)) / p;
     m.adam_rate = comm.allreduce_sum(adam_rate(deck, *model)) / p;
   } else {  // the planner plans GPTs: rough streaming estimates, and the source line says so
     m.activation_rate = m.memory_bandwidth / 6;
@@ -221,7 +248,8 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
                     to_string(deck.model.kind).c_str(), (long long)(gpt ? deck.model.n_embd : deck.model.width),
                     p > 1 ? "" : "; one rank: no link costs measured");
-  if (!gpt) m.source += "; not a GPT deck: activation_rate and adam_rate are streaming estimates, not measured";
+  if (!gpt)
+    m.source += "; not a GPT deck: activation_rate and adam_rate are streaming estimates, attention not measured";
   return cal;
 }
 

@@ -5,9 +5,12 @@
 //  - gemm_flops: one rank's float GEMM rate at the deck's model shapes (every linear layer
 //    of a block and the head, time-weighted), with the trainer's probe; bf16_gemm_flops
 //    the same with bf16 operands where bf16 products run here (left out otherwise);
+//  - attention_flops (and bf16_attention_flops where bf16 products run): the fused
+//    attention's forward and backward at the deck's shapes, on its unmasked work;
 //  - memory_bandwidth: a streaming triad on 3 x 64 MiB;
 //  - activation_rate: a one-layer model of the deck's shapes runs forward and backward;
-//    the time its GEMMs do not explain, per byte of the activations it keeps;
+//    the time its products (at the two rates above) do not explain, per byte of the
+//    activations it keeps;
 //  - adam_rate: XPipe's weight prediction and restore on that model's parameters (the
 //    planner costs the AdamW update with it too);
 //  - send, all-reduce and broadcast through strata's own Comm at payloads from 8 B to

@@ -111,10 +111,12 @@ MachineFile read_machine_file(const std::string& path) {
   m.description = r.text(mt, "machine", "description");
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
-  const auto& ct = r.section("compute", {"gemm_flops", "bf16_gemm_flops", "memory_bandwidth", "memory_capacity",
-                                          "activation_rate", "adam_rate"});
+  const auto& ct = r.section("compute", {"gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops",
+                                          "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
   if (ct.count("bf16_gemm_flops")) m.bf16_gemm_flops = r.number(ct, "compute", "bf16_gemm_flops");
+  if (ct.count("attention_flops")) m.attention_flops = r.number(ct, "compute", "attention_flops");
+  if (ct.count("bf16_attention_flops")) m.bf16_attention_flops = r.number(ct, "compute", "bf16_attention_flops");
   m.memory_bandwidth = r.number(ct, "compute", "memory_bandwidth");
   m.memory_capacity = r.number(ct, "compute", "memory_capacity");
   m.activation_rate = r.number(ct, "compute", "activation_rate");
@@ -148,6 +150,11 @@ std::string to_toml(const MachineFile& m) {
     << "gemm_flops = " << num(m.gemm_flops) << "         # FLOP/s per rank, float GEMM at the model's shapes\n";
   if (m.bf16_gemm_flops > 0)
     o << "bf16_gemm_flops = " << num(m.bf16_gemm_flops) << "    # the same with bf16 operands, fp32 sums\n";
+  if (m.attention_flops > 0)
+    o << "attention_flops = " << num(m.attention_flops)
+      << "    # FLOP/s per rank, fused attention forward + backward (unmasked work) at the model's shapes\n";
+  if (m.bf16_attention_flops > 0)
+    o << "bf16_attention_flops = " << num(m.bf16_attention_flops) << "    # the same with bf16 products\n";
   o
     << "memory_bandwidth = " << num(m.memory_bandwidth) << "   # bytes/s per rank, streaming\n"
     << "memory_capacity = " << num(m.memory_capacity) << "    # bytes a rank may use (its share of the node's, or its GPU's)\n"

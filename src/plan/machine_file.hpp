@@ -6,6 +6,10 @@
 //   [compute]  gemm_flops (FLOP/s of one rank's float GEMM at the model's shapes),
 //              bf16_gemm_flops (the same with bf16 operands and fp32 sums, model.precision
 //              = "bf16"; optional: a machine without it cannot plan bf16 decks),
+//              attention_flops, bf16_attention_flops (FLOP/s of one rank's fused attention,
+//              forward and backward, at the model's shapes, counting the unmasked work as
+//              GPT::attention_kernel_flops does; optional: without them the planner times
+//              attention's products at the GEMM rate, the model's full T x T count),
 //              memory_bandwidth (bytes/s one rank streams through elementwise kernels),
 //              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's),
 //              activation_rate (bytes of kept activations per second the non-GEMM work of a
@@ -41,12 +45,17 @@ struct MachineFile {
   int ranks_per_node = 1;
   double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, adam_rate = 0;
   double bf16_gemm_flops = 0;  // 0: not known
+  double attention_flops = 0, bf16_attention_flops = 0;  // 0: not known
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;
 
   // The product rate a deck of this precision gets; a bf16 deck on a machine file without
   // bf16_gemm_flops is a UserError naming the file's machine.
   double gemm_rate(Precision precision) const;
+  // The fused attention's rate in that precision; 0 where the file does not give it.
+  double attention_rate(Precision precision) const {
+    return precision == Precision::BF16 ? bf16_attention_flops : attention_flops;
+  }
 };
 
 MachineFile read_machine_file(const std::string& path);

@@ -25,6 +25,25 @@ std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false));
 }
 
+// Attention's products, fused: at the machine's attention rate on the kernel's own count
+// where the machine file gives one, else at the GEMM rate on the model's count.
+double attention_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m,
+                         Precision precision) {
+  const double rate = m.attention_rate(precision);
+  return rate > 0 ? model.attention_kernel_flops(micro) / rate
+                  : model.attention_model_flops(micro) / m.gemm_rate(precision);
+}
+
+}  // namespace
+
+double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m,
+                       Precision precision) {
+  return (model.stage_flops(micro) - model.attention_model_flops(micro)) / m.gemm_rate(precision) +
+         attention_seconds(model, micro, m, precision);
+}
+
+namespace {
+
 PipeSchedule schedule_of(const Layout& l, int mini_batches) {
   return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches,
                        l.schedule == Schedule::Interleaved ? l.virtual_stages : 1);
@@ -161,32 +180,31 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     // per micro-batch: the GEMMs, and the non-GEMM work as calibrate measures it (per byte
     // of the activations a forward and backward keep without recomputation)
     const double rate = machine.gemm_rate(deck.model.precision);
-    c.gemm = model->stage_flops(micro) / rate;
+    c.gemm = product_seconds(*model, micro, machine, deck.model.precision);
     double kept = 0;  // every chunk's
     for (int c = 0; c < model->placement().chunk_count(); ++c) kept += double(model->cache_bytes_for(micro, c));
     if (l.recompute != Recompute::None) {
-      // the backward runs again: selective, Q K^T (2 T C flops per token and block, the
-      // model's count); full, the blocks' forwards (2 x 12 C^2 + 4 T C); and about a
-      // third of the non-GEMM work on the bytes no longer kept
+      // the backward runs again: selective, the GELU (non-GEMM work only); full, the
+      // blocks' forwards (2 x 12 C^2 per token of products, and attention's forward, a
+      // third of its forward and backward); and about a third of the non-GEMM work on
+      // the bytes no longer kept
       Layout plain = l;
       plain.recompute = Recompute::None;
       const auto plain_model = dry_model(deck, plain, s);
       double plain_kept = 0;
       for (int c = 0; c < plain_model->placement().chunk_count(); ++c)
         plain_kept += double(plain_model->cache_bytes_for(micro, c));
-      const double layers = double(model->placement().held_layers());
-      const double t = double(deck.model.seq_len), c_ = double(deck.model.n_embd);
-      const double per_token = l.recompute == Recompute::Selective ? 2 * t * c_ : 24 * c_ * c_ + 4 * t * c_;
-      c.gemm += per_token * layers * double(micro.rows()) / double(l.tensor_size()) / rate;
+      if (l.recompute == Recompute::Full) {
+        const double layers = double(model->placement().held_layers()), c_ = double(deck.model.n_embd);
+        c.gemm += 24 * c_ * c_ * layers * double(micro.rows()) / double(l.tensor_size()) / rate +
+                  attention_seconds(*model, micro, machine, deck.model.precision) / 3;
+      }
       kept = plain_kept + (plain_kept - kept) / 3;
     }
     c.compute = c.gemm + kept / machine.activation_rate;
     // the weight half: dW = X^T dY of every dense product, as many flops as the forward's
     // (2 per parameter and token; attention's products have no weights)
-    const double layers = double(model->placement().held_layers());
-    const double attention = 12.0 * layers * double(deck.model.seq_len) * double(deck.model.n_embd) *
-                             double(micro.rows()) / double(l.tensor_size());
-    c.weight_half = (model->stage_flops(micro) - attention) / 3 / rate;
+    c.weight_half = (model->stage_flops(micro) - model->attention_model_flops(micro)) / 3 / rate;
     Traffic tensor;
     for (int c = 0; c < model->placement().chunk_count(); ++c) model->micro_batch_traffic(micro, tensor, c);
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks

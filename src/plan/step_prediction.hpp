@@ -9,17 +9,22 @@
 //  - communication: the traffic every operator, block and driver declares beside its
 //    implementation (comm/traffic.hpp), which the validation checks call for call
 //    against Comm's counters;
-//  - time: the stage's FLOPs at the machine's GEMM rate, its activation bytes streamed a
+//  - time: the stage's FLOPs at the machine's GEMM rate (attention's at its fused
+//    kernel's rate, where the machine file gives one), its activation bytes streamed a
 //    few times at its memory bandwidth, each collective at alpha-beta costs of the links
 //    its group spans, and the pipeline schedule simulated with those costs (bubble,
 //    transfers, stage imbalance) followed by the gradient sums and the optimizer.
 #include <vector>
 
 #include "comm/traffic.hpp"
+#include "model/block_context.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
 
 namespace strata {
+
+template <class T>
+class GPT;
 
 struct StepPrediction {
   Layout layout;
@@ -48,6 +53,11 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& layout);
 // The traffic of one rank of pipeline stage `stage` in one round of the trainer: one step
 // for data parallelism, GPipe and 1F1B; a stream of `stream_steps` steps for XPipe.
 Traffic stage_traffic(const Deck& deck, const Layout& layout, int stage, int stream_steps = 1);
+
+// Seconds of a stage's matrix products for one micro-batch: the dense ones at the GEMM
+// rate, attention's at the fused kernel's rate where the machine file gives one (else at
+// the GEMM rate, the model's full T x T count).
+double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m, Precision precision);
 
 // stream_steps: XPipe's stream length to time (0: its steady state, streams without end).
 StepPrediction predict_step(const Deck& deck, const Layout& layout, const MachineFile& machine, int stream_steps = 0);

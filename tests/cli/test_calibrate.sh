@@ -13,7 +13,7 @@ source "$(dirname "$0")/../support/test_lib.sh"
 if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" --name test-box >"$work/out.log" 2>&1; then
   value() { sed -nE "s/^$1 = ([-0-9.e+]+).*/\1/p" "$work/m.toml"; }
   bad=
-  for key in gemm_flops memory_bandwidth memory_capacity activation_rate send_alpha send_beta allreduce_alpha allreduce_beta broadcast_alpha broadcast_beta; do
+  for key in gemm_flops attention_flops memory_bandwidth memory_capacity activation_rate send_alpha send_beta allreduce_alpha allreduce_beta broadcast_alpha broadcast_beta; do
     v=$(value $key)
     awk -v v="$v" 'BEGIN { exit !(v + 0 > 0) }' || bad="$bad $key=$v"
   done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `strata plan DECK --ranks N`: a table of every feasible layout, fastest first, and a
 # recommendation whose "run it with" overrides really train; a batch too big for a rank's
-# memory is planned with gradient accumulation, and the 1.3B deck with a batch of 2M tokens
+# memory is planned with gradient accumulation or recomputation, and the 1.3B deck with a batch of 2M tokens
 # on 64 H100s fits only with a pipeline or with accumulation (memory-bound, said so; at its
 # own 1M tokens plain data parallelism fits since attention keeps no T x T probabilities);
 # one-line errors (exit 2) for
@@ -51,8 +51,8 @@ fi
 
 if timeout 60 "$strata" plan "$src/inputs/bench-gpt-small.toml" --ranks 2 --machine "$vm" --set data.batch_size=512 \
      >"$work/acc.log" 2>&1 && grep -qE '^ +[0-9]+! +data=2 +12.35 GiB' "$work/acc.log" &&
-   grep -q '^recommended: data=2:2mb ' "$work/acc.log" &&
-   grep -qE 'memory-bound: without gradient accumulation( and ZeRO-1)? it needs 12.35 GiB per rank' "$work/acc.log"; then
+   grep -qE '^recommended: data=2(:2mb| recompute=selective) ' "$work/acc.log" &&
+   grep -qE 'memory-bound: without (gradient accumulation|recomputation)( and ZeRO-1)? it needs 12.35 GiB per rank' "$work/acc.log"; then
   ok "a batch of 512 on 2 ranks: $(grep '^recommended' "$work/acc.log")"
 else
   fail "memory-bound plan"; cat "$work/acc.log"

@@ -54,6 +54,8 @@ TEST_CASE("a machine file written by to_toml reads back the same", "[machine_fil
   MachineFile m = sample_machine();
   m.has_inter_node = true;
   m.inter_node = {7e-6, 8e-11, 9e-6, 1e-10, 2e-5, 3e-10};
+  m.attention_flops = 6.1e10;
+  m.bf16_attention_flops = 1.3e11;
   const MachineFile r = read_machine_file(write_machine_temp("roundtrip", to_toml(m)));
   CHECK(r.name == m.name);
   CHECK(r.source == m.source);
@@ -64,6 +66,10 @@ TEST_CASE("a machine file written by to_toml reads back the same", "[machine_fil
   CHECK(r.memory_capacity == Approx(m.memory_capacity).epsilon(1e-3));
   CHECK(r.activation_rate == Approx(m.activation_rate).epsilon(1e-3));
   CHECK(r.adam_rate == Approx(m.adam_rate).epsilon(1e-3));
+  CHECK(r.attention_rate(Precision::FP32) == Approx(6.1e10).epsilon(1e-3));
+  CHECK(r.attention_rate(Precision::BF16) == Approx(1.3e11).epsilon(1e-3));
+  CHECK(read_machine_file(write_machine_temp("no-attention", to_toml(sample_machine()))).attention_rate(Precision::FP32) ==
+        0.0);  // optional: the planner then times attention at the GEMM rate
   CHECK(r.intra_node.allreduce_beta == Approx(4e-10).epsilon(1e-3));
   CHECK(r.inter_node.broadcast_alpha == Approx(2e-5).epsilon(1e-3));
   CHECK(r.has_inter_node);
