@@ -1,6 +1,7 @@
 #include "kernels/matmul_bf16.hpp"
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -89,9 +90,18 @@ struct Bf16Shape {
   bool ta, tb;
   float beta;
   int64_t lda, sa, ldb, sb, ldc, sc;
-  auto key() const { return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc); }
+  bool a_rounded = false, b_rounded = false;  // the operand comes from a RoundedCopy
+  auto key() const {
+    return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc, a_rounded, b_rounded);
+  }
   bool operator<(const Bf16Shape& o) const { return key() < o.key(); }
 };
+
+// Elements from an operand's first to one past its last: batch matrices of (rows, cols),
+// rows ld apart (columns, when transposed), s apart.
+int64_t operand_extent(int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t s, bool transposed) {
+  return (batch - 1) * s + (transposed ? (cols - 1) * ld + rows : (rows - 1) * ld + cols);
+}
 
 // One shape's matmul and the reorders that round its operands to bf16, made once. The
 // rounded operands live in one scratch buffer that every shape shares (products run one
@@ -109,20 +119,44 @@ class Bf16Products {
     static Bf16Products p;
     return p;
   }
-  void run(const Bf16Shape& shape, const float* a, const float* b, float* c) {
+  void run(Bf16Shape shape, const float* a, const float* b, float* c) {
+    const Bf16Shape& s = shape;
+    const uint16_t* a_copy =
+        RoundedCopy::lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
+    const uint16_t* b_copy =
+        RoundedCopy::lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
+    shape.a_rounded = a_copy != nullptr;
+    shape.b_rounded = b_copy != nullptr;
     auto it = cache_.find(shape);
     if (it == cache_.end()) it = cache_.emplace(shape, make(shape)).first;
     Bf16Product& p = it->second;
     const size_t b_offset = (p.a_bf16.get_size() + 63) / 64 * 64, bytes = b_offset + p.b_bf16.get_size();
     if (scratch_.size() < bytes) scratch_.resize(bytes);
-    dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a));
-    dnnl::memory b_user(p.b_f32, engine_, const_cast<float*>(b));
     dnnl::memory c_user(p.c_f32, engine_, c);
-    dnnl::memory a_bf16(p.a_bf16, engine_, scratch_.data());
-    dnnl::memory b_bf16(p.b_bf16, engine_, scratch_.data() + b_offset);
-    p.round_a.execute(stream_, a_user, a_bf16);
-    p.round_b.execute(stream_, b_user, b_bf16);
+    dnnl::memory a_bf16(p.a_bf16, engine_, a_copy ? const_cast<uint16_t*>(a_copy) : (void*)scratch_.data());
+    dnnl::memory b_bf16(p.b_bf16, engine_, b_copy ? const_cast<uint16_t*>(b_copy) : (void*)(scratch_.data() + b_offset));
+    if (!a_copy) {
+      dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a));
+      p.round_a.execute(stream_, a_user, a_bf16);
+    }
+    if (!b_copy) {
+      dnnl::memory b_user(p.b_f32, engine_, const_cast<float*>(b));
+      p.round_b.execute(stream_, b_user, b_bf16);
+    }
     p.product.execute(stream_, {{DNNL_ARG_SRC, a_bf16}, {DNNL_ARG_WEIGHTS, b_bf16}, {DNNL_ARG_DST, c_user}});
+    stream_.wait();
+  }
+
+  // dst = src rounded to bf16, n values (a RoundedCopy's remaking): oneDNN's reorder, the
+  // rounding the products' own reorders do.
+  void round(const float* src, uint16_t* dst, int64_t n) {
+    const dnnl::memory::desc f32({n}, dnnl_dt::f32, dnnl::memory::format_tag::a);
+    const dnnl::memory::desc bf16({n}, dnnl_dt::bf16, dnnl::memory::format_tag::a);
+    auto it = rounds_.find(n);
+    if (it == rounds_.end())
+      it = rounds_.emplace(n, dnnl::reorder(dnnl::reorder::primitive_desc(engine_, f32, engine_, bf16))).first;
+    dnnl::memory from(f32, engine_, const_cast<float*>(src)), to(bf16, engine_, dst);
+    it->second.execute(stream_, from, to);
     stream_.wait();
   }
 
@@ -136,20 +170,24 @@ class Bf16Products {
   // The logical (batch, rows, cols) matrices of row-major ones with leading dimension ld
   // and batch stride s, transposed or not.
   static dnnl::memory::desc logical(int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t s,
-                                    bool transposed) {
-    return dnnl::memory::desc({batch, rows, cols}, dnnl_dt::f32,
+                                    bool transposed, dnnl_dt type = dnnl_dt::f32) {
+    return dnnl::memory::desc({batch, rows, cols}, type,
                               transposed ? dnnl::memory::dims{s, 1, ld} : dnnl::memory::dims{s, ld, 1});
   }
 
+  // A rounded operand is read where its copy lies, in the caller's layout; the others are
+  // rounded into dense scratch.
   Bf16Product make(const Bf16Shape& s) {
     Bf16Product p;
     p.a_f32 = logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta);
     p.b_f32 = logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb);
     p.c_f32 = logical(s.batch, s.m, s.n, s.ldc, s.sc, false);
-    p.a_bf16 = dnnl::memory::desc({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
-    p.b_bf16 = dnnl::memory::desc({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
-    p.round_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.a_f32, engine_, p.a_bf16));
-    p.round_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.b_f32, engine_, p.b_bf16));
+    p.a_bf16 = s.a_rounded ? logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta, dnnl_dt::bf16)
+                           : dnnl::memory::desc({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
+    p.b_bf16 = s.b_rounded ? logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb, dnnl_dt::bf16)
+                           : dnnl::memory::desc({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
+    if (!s.a_rounded) p.round_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.a_f32, engine_, p.a_bf16));
+    if (!s.b_rounded) p.round_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.b_f32, engine_, p.b_bf16));
     dnnl::primitive_attr attr;
     if (s.beta != 0.0f) {
       dnnl::post_ops ops;
@@ -164,11 +202,55 @@ class Bf16Products {
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::map<Bf16Shape, Bf16Product> cache_;
+  std::map<int64_t, dnnl::reorder> rounds_;
   std::vector<char> scratch_;
 };
 
 }  // namespace
 #endif
+
+namespace {
+std::vector<RoundedCopy*>& live_copies() {
+  static std::vector<RoundedCopy*> live;
+  return live;
+}
+}  // namespace
+
+RoundedCopy::RoundedCopy(const float* values, int64_t n, const uint64_t* changes)
+    : values_(values), changes_(changes), copy_(size_t(n)) {
+  live_copies().push_back(this);
+}
+
+RoundedCopy::~RoundedCopy() {
+  auto& live = live_copies();
+  live.erase(std::remove(live.begin(), live.end(), this), live.end());
+}
+
+bool RoundedCopy::pays() {
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+const uint16_t* RoundedCopy::lookup(const float* begin, int64_t extent) {
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  for (RoundedCopy* r : live_copies()) {
+    const auto first = reinterpret_cast<uintptr_t>(r->values_), at = reinterpret_cast<uintptr_t>(begin);
+    const int64_t n = int64_t(r->copy_.size());
+    if (at < first || (at - first) / sizeof(float) + uint64_t(extent) > uint64_t(n)) continue;
+    if (r->made_at_ != *r->changes_) {
+      Bf16Products::instance().round(r->values_, r->copy_.data(), n);
+      r->made_at_ = *r->changes_;
+    }
+    return r->copy_.data() + (begin - r->values_);
+  }
+#else
+  (void)begin, (void)extent;
+#endif
+  return nullptr;
+}
 
 void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,

@@ -5,7 +5,9 @@
 // AVX512-BF16 or AMX; the primitive of each shape is made once and kept. On GPUs, cuBLAS
 // with compute type 32F_FAST_16BF (tensor cores; compute capability 8.0 or later).
 //   C (m, n) = op(A) op(B) + beta C,   op(X) = X or X^T, all row-major.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor.hpp"
 
@@ -29,5 +31,34 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
 
 // x rounded to the nearest bf16 (ties to even), as a float: what matmul_bf16 multiplies.
 float round_to_bf16(float x);
+
+// A bf16 copy of a float buffer that many products read between its changes (a model's
+// parameters: written once per optimizer update, read by every micro-batch's forward and
+// backward). While one exists, a product whose operand lies inside the buffer multiplies
+// the copy, rounded once, instead of rounding the operand again; the rounding is the
+// same (to nearest, ties to even), so the product is the same bit for bit. The owner bumps
+// *changes whenever it may have written the buffer; the next product that reads the copy
+// remakes it first. Only where products round their operands in a separate pass
+// (oneDNN); cuBLAS rounds inside the product, and there a copy would only cost memory.
+class RoundedCopy {
+ public:
+  RoundedCopy(const float* values, int64_t n, const uint64_t* changes);
+  ~RoundedCopy();
+  RoundedCopy(const RoundedCopy&) = delete;
+  RoundedCopy& operator=(const RoundedCopy&) = delete;
+  int64_t bytes() const { return int64_t(copy_.size() * sizeof(uint16_t)); }
+
+  // Whether products here round their operands in a separate pass (so a copy pays).
+  static bool pays();
+  // The bf16 copy of [begin, begin + extent) if a live copy holds that range (remade
+  // first if its buffer changed), else nullptr.
+  static const uint16_t* lookup(const float* begin, int64_t extent);
+
+ private:
+  const float* values_;
+  const uint64_t* changes_;
+  uint64_t made_at_ = ~uint64_t(0);
+  std::vector<uint16_t> copy_;
+};
 
 }  // namespace strata::kernels

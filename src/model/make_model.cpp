@@ -45,11 +45,19 @@ void require_precision_runs(Precision precision) {
 
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp, int stage,
                                               const DataShape& data, bool allocate) {
+  std::unique_ptr<StageModel<float>> model;
   if (deck.model.kind == ModelKind::ResNet) {
     if (!allocate) throw std::logic_error("make_model: the residual network has no dry model");
-    return make_resnet(deck, stage, data);
+    model = make_resnet(deck, stage, data);
+  } else {
+    model = make_gpt(deck, tp, stage, allocate);
   }
-  return make_gpt(deck, tp, stage, allocate);
+  if (allocate && keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
+  return model;
+}
+
+bool keeps_rounded_copy(const Deck& deck) {
+  return deck.model.precision == Precision::BF16 && deck.model.bf16_weight_copy && ParamStore<float>::rounded_copy_pays();
 }
 
 std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {

@@ -34,6 +34,11 @@ class GPT;
 // planner, calibrate, generate); a logic error for another kind (they check the kind first).
 std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model);
 
+// Whether the deck's model keeps its parameters rounded to bf16 (model.bf16_weight_copy,
+// where products round in a pass of their own: ParamStore::keep_rounded_copy); allocated
+// models do it when this says so, the planner counts its bytes.
+bool keeps_rounded_copy(const Deck& deck);
+
 // model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
 void require_precision_runs(Precision precision);
 

@@ -61,6 +61,16 @@ void ParamStore<T>::allocate(uint64_t seed) {
     }
   }
   Kokkos::fence();
+  ++changes_;
+}
+
+template <class T>
+void ParamStore<T>::keep_rounded_copy() {
+  if constexpr (std::is_same_v<T, float>) {
+    rounded_.reset();
+    if (rounded_copy_pays())
+      rounded_ = std::make_unique<kernels::RoundedCopy>(params_.data(), int64_t(params_.extent(0)), &changes_);
+  }
 }
 
 template <class T>
@@ -70,6 +80,8 @@ void ParamStore<T>::shard_moments(int shards, int index) {
   Tensor1<T> params("params", block * shards);  // zero padding
   Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(int64_t(0), total_)), params_);
   params_ = params;
+  ++changes_;
+  if (rounded_) keep_rounded_copy();  // of the padded buffer
   grads_ = Tensor1<T>("grads", block * shards);
   m_ = Tensor1<T>("adam_m", block);
   v_ = Tensor1<T>("adam_v", block);

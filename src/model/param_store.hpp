@@ -7,10 +7,13 @@
 // global weights.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "kernels/matmul_bf16.hpp"
 
 namespace strata {
 
@@ -69,6 +72,9 @@ inline int64_t store_values(int64_t numel, int shards) { return 2 * zero_block(n
 template <class T>
 class ParamStore {
  public:
+  ParamStore() = default;
+  ParamStore(const ParamStore&) = delete;  // its rounded copy points at its change count
+  ParamStore& operator=(const ParamStore&) = delete;
   // Declares a tensor of global shape `shape` of which this rank holds `shard`; returns its
   // index. All declarations come before allocate().
   int add(const std::string& name, std::vector<int64_t> shape, Init init, double std = 0, bool decay = false,
@@ -92,7 +98,13 @@ class ParamStore {
   V2<T> grad2(int i) const { return matrix(grads_, i); }
   bool held(int i) const { return infos_[i].numel > 0; }
 
-  Tensor1<T>& params() { return params_; }
+  // The parameters for writing: every call counts as a change, so that what is made from
+  // them (the bf16 copy) is made again before it is next read.
+  Tensor1<T>& params() {
+    ++changes_;
+    return params_;
+  }
+  const Tensor1<T>& params() const { return params_; }
   Tensor1<T>& grads() { return grads_; }
   V1<T> grads_view() const { return grads_; }
   // The AdamW moments of flat elements [moments_begin, moments_end): all of them, or with
@@ -108,6 +120,12 @@ class ParamStore {
   }
   void zero_grads() { Kokkos::deep_copy(grads_, T(0)); }
 
+  // bf16 products (float stores): keep the parameters rounded to bf16 once per change
+  // (kernels::RoundedCopy), where that pays; call after allocate(). Its bytes, 0 without.
+  void keep_rounded_copy();
+  static bool rounded_copy_pays() { return std::is_same_v<T, float> && kernels::RoundedCopy::pays(); }
+  int64_t rounded_copy_bytes() const { return rounded_ ? rounded_->bytes() : 0; }
+
  private:
   V2<T> matrix(const Tensor1<T>& buf, int i) const {
     const auto& p = infos_[i];
@@ -119,6 +137,8 @@ class ParamStore {
   int moment_shards_ = 1;
   int64_t moments_begin_ = 0;
   Tensor1<T> params_, grads_, m_, v_;
+  uint64_t changes_ = 0;
+  std::unique_ptr<kernels::RoundedCopy> rounded_;
 };
 
 }  // namespace strata

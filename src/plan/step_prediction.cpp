@@ -100,15 +100,18 @@ struct StageCosts {
 
 // (state, activation) bytes of one rank of a stage: parameters, gradients and AdamW
 // moments (with ZeRO-1 over `zero_shards` data ranks: a block of them, the buffers padded;
-// XPipe: and the true weights under a prediction); the activation caches of the
+// XPipe: and the true weights under a prediction; the parameters rounded to bf16 when
+// kept); the activation caches of the
 // micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(StageModel<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
-                                         bool xpipe, int zero_shards) {
+                                         bool xpipe, int zero_shards, bool rounded_copy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
   const int64_t numel = model.params().numel();
-  const int64_t state = (store_values(numel, zero_shards) + (xpipe ? numel : 0)) * int64_t(sizeof(float));
+  const int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
+  const int64_t state = (store_values(numel, zero_shards) + (xpipe ? numel : 0)) * int64_t(sizeof(float)) +
+                        (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
   if (!program) return {state, model.cache_bytes_for(micro)};
   // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
   const auto [rows, cols] = model.boundary_shape(micro);
@@ -131,7 +134,7 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
     const auto [state, activations] =
-        stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l));
+        stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), keeps_rounded_copy(deck));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -247,7 +250,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l));
+    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), keeps_rounded_copy(deck));
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
       out.activation_bytes = activations;

@@ -41,7 +41,7 @@ struct TrainResult {
   double warm_seconds = 0;                        // of it, after the first round (allocation, first touch)
   int64_t warm_steps = 0;                         // steps in warm_seconds
   int64_t activation_bytes = 0;                   // this rank's activation caches and messages at the end
-  int64_t state_bytes = 0;                        // its parameters, gradients, moments (and XPipe's weight copy)
+  int64_t state_bytes = 0;                        // its parameters, gradients, moments (and XPipe's weight copy, the bf16 copy)
   double tokens_per_second = 0;                   // samples per second (tokens for a language model)
   std::vector<StalenessSummary> staleness;        // XPipe with parallel.measure_staleness: per stage
 };

@@ -50,7 +50,8 @@ class TrainingSteps {
   // The validation figures over run.val_batches batches. Collective.
   virtual Evaluation evaluate() = 0;
   // This rank's memory beside the parameter store: (activation caches and messages,
-  // weights it keeps a copy of: XPipe's true weights under a prediction).
+  // weights it keeps a copy of: XPipe's true weights under a prediction, the parameters
+  // rounded to bf16).
   virtual std::pair<int64_t, int64_t> memory() const = 0;
   // After the last step: what the job measured on the way (XPipe's staleness) into the
   // result, with its lines. Collective.
@@ -83,7 +84,7 @@ class TrainingJob : public TrainingSteps {
                                        const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
   std::pair<int64_t, int64_t> memory() const override {
-    return {engine_->activation_bytes(), engine_->weight_copy_bytes()};
+    return {engine_->activation_bytes(), engine_->weight_copy_bytes() + model_->params().rounded_copy_bytes()};
   }
   void report_end(const Log& log, TrainResult& result) override;
 
