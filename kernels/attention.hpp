@@ -68,6 +68,7 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
   const auto k = head_columns<const T>(qkv.data(), t, 3 * c, c, hs);
   const auto v = head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs);
   const auto o = head_columns<T>(out.data(), t, c, 0, hs);
+  const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
   Tensor1<T> s_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.scores"), g_max * rows * keys);
   Tensor1<T> m_run(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.max"), g_max * rows);
   Tensor1<T> l_run(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.sum"), g_max * rows);
@@ -141,6 +142,8 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
   const auto q = part(0), k = part(1), v = part(2);
   const auto dq = dpart(0), dk = dpart(1), dv = dpart(2);
   const auto dy = head_columns<const T>(dout.data(), t, c, 0, hs);
+  const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
+  const auto rounded_dout = round_for_pass(precision, dout.data(), int64_t(dout.size()));
 
   // D = rowsum(dO * O) per head and row, (B*H, T) as lse
   Tensor1<T> d_rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.d"), b * h * t);

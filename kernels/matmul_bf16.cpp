@@ -214,12 +214,19 @@ std::vector<RoundedCopy*>& live_copies() {
   static std::vector<RoundedCopy*> live;
   return live;
 }
+bool copies_enabled = true;
+int64_t copy_reads = 0;
 }  // namespace
 
+int64_t RoundedCopy::reads() { return copy_reads; }
+
 RoundedCopy::RoundedCopy(const float* values, int64_t n, const uint64_t* changes)
-    : values_(values), changes_(changes), copy_(size_t(n)) {
+    : values_(values), n_(n), changes_(changes), copy_(new uint16_t[size_t(n)]) {
   live_copies().push_back(this);
 }
+
+void RoundedCopy::set_enabled(bool enabled) { copies_enabled = enabled; }
+bool RoundedCopy::enabled() { return copies_enabled; }
 
 RoundedCopy::~RoundedCopy() {
   auto& live = live_copies();
@@ -236,15 +243,16 @@ bool RoundedCopy::pays() {
 
 const uint16_t* RoundedCopy::lookup(const float* begin, int64_t extent) {
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  if (!copies_enabled) return nullptr;
   for (RoundedCopy* r : live_copies()) {
     const auto first = reinterpret_cast<uintptr_t>(r->values_), at = reinterpret_cast<uintptr_t>(begin);
-    const int64_t n = int64_t(r->copy_.size());
-    if (at < first || (at - first) / sizeof(float) + uint64_t(extent) > uint64_t(n)) continue;
+    if (at < first || (at - first) / sizeof(float) + uint64_t(extent) > uint64_t(r->n_)) continue;
     if (r->made_at_ != *r->changes_) {
-      Bf16Products::instance().round(r->values_, r->copy_.data(), n);
+      Bf16Products::instance().round(r->values_, r->copy_.get(), r->n_);
       r->made_at_ = *r->changes_;
     }
-    return r->copy_.data() + (begin - r->values_);
+    ++copy_reads;
+    return r->copy_.get() + (begin - r->values_);
   }
 #else
   (void)begin, (void)extent;

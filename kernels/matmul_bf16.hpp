@@ -6,8 +6,8 @@
 // with compute type 32F_FAST_16BF (tensor cores; compute capability 8.0 or later).
 //   C (m, n) = op(A) op(B) + beta C,   op(X) = X or X^T, all row-major.
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "core/tensor.hpp"
 
@@ -43,22 +43,33 @@ float round_to_bf16(float x);
 class RoundedCopy {
  public:
   RoundedCopy(const float* values, int64_t n, const uint64_t* changes);
+  // A buffer that does not change while the copy lives (an activation that the block
+  // products of one pass read many times: attention's Q, K, V and output gradient).
+  RoundedCopy(const float* values, int64_t n) : RoundedCopy(values, n, &unchanged_) {}
   ~RoundedCopy();
   RoundedCopy(const RoundedCopy&) = delete;
   RoundedCopy& operator=(const RoundedCopy&) = delete;
-  int64_t bytes() const { return int64_t(copy_.size() * sizeof(uint16_t)); }
+  int64_t bytes() const { return n_ * int64_t(sizeof(uint16_t)); }
 
   // Whether products here round their operands in a separate pass (so a copy pays).
   static bool pays();
+  // Whether products read live copies (model.bf16_round_once; true until set): false
+  // makes every product round its operands itself, as a reference.
+  static void set_enabled(bool enabled);
+  static bool enabled();
   // The bf16 copy of [begin, begin + extent) if a live copy holds that range (remade
-  // first if its buffer changed), else nullptr.
+  // first if its buffer changed) and copies are enabled, else nullptr.
   static const uint16_t* lookup(const float* begin, int64_t extent);
+  // Operands read from copies so far, in this process (tests: the copies were used).
+  static int64_t reads();
 
  private:
   const float* values_;
+  int64_t n_;
   const uint64_t* changes_;
+  uint64_t unchanged_ = 0;
   uint64_t made_at_ = ~uint64_t(0);
-  std::vector<uint16_t> copy_;
+  std::unique_ptr<uint16_t[]> copy_;  // uninitialised until first made
 };
 
 }  // namespace strata::kernels

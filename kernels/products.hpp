@@ -3,6 +3,7 @@
 // with fp32 accumulation through matmul_bf16 (float only; double, the gradient checks'
 // type, is always exact). The GPT's linear layers, attention, LM head and SUMMA products
 // go through here; their callers pass the precision the deck chose (model.precision).
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 
@@ -11,6 +12,19 @@
 #include "kernels/matmul_bf16.hpp"
 
 namespace strata::kernels {
+
+// An operand that many bf16 products of one pass read (attention's blocks of Q, K, V and
+// of the output gradient): rounded to bf16 once, while the returned copy lives, instead of
+// in every product (the same rounding: the same results). nullptr where products do not
+// round in a pass of their own, in fp32, or with the copies turned off.
+template <class T>
+std::unique_ptr<RoundedCopy> round_for_pass(Precision precision, const T* values, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (precision == Precision::BF16 && RoundedCopy::pays() && RoundedCopy::enabled())
+      return std::make_unique<RoundedCopy>(values, n);
+  (void)values, (void)n;
+  return nullptr;
+}
 
 // c = op(a) op(b) + beta c (alpha 1), as gemm<T>("N"/"T", "N"/"T", 1, a, b, beta, c).
 template <class T>

@@ -46,7 +46,7 @@ struct ModelConfig {
   // both
   double init_std = 0.02;
   Precision precision = Precision::FP32;
-  bool bf16_weight_copy = true;  // bf16: the parameters rounded once per change, not in every product
+  bool bf16_round_once = true;  // bf16: operands many products read rounded once, not in every product
   // what the layer axis (parallel.pipeline) divides: the GPT's blocks or the network's steps
   int64_t layers() const { return kind == ModelKind::ResNet ? steps : n_layer; }
   const char* layers_key() const { return kind == ModelKind::ResNet ? "model.steps" : "model.n_layer"; }

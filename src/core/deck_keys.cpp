@@ -319,11 +319,11 @@ std::vector<DeckKey> declare_keys() {
                   "bf16 operands with fp32 accumulation (CPUs with AVX512-BF16 or AMX, GPUs of compute capability 8.0 "
                   "or later); softmax, norms, the loss, gradient sums and AdamW stay fp32, the parameters are fp32 "
                   "masters"),
-      key(model, &D::model, "bf16_weight_copy", &ModelConfig::bf16_weight_copy, any<bool>(),
-          "bf16 on CPUs: keep a bf16 copy of the parameters, made once per change (an optimizer update, a "
-          "checkpoint read, XPipe's prediction), which every product reads instead of rounding the weights again; "
-          "2 bytes per parameter. false rounds them in every product: the same losses, bit for bit (GPUs round "
-          "inside the product and keep no copy)"),
+      key(model, &D::model, "bf16_round_once", &ModelConfig::bf16_round_once, any<bool>(),
+          "bf16 on CPUs: round the operands that many products read once: the parameters once per change (an "
+          "optimizer update, a checkpoint read, XPipe's prediction; a copy of 2 bytes per parameter), attention's "
+          "Q, K, V and output gradient once per pass; false rounds them in every product: the same losses, bit for "
+          "bit (GPUs round inside the product and keep no copy)"),
       // [data]
       enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
              "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "

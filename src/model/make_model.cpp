@@ -52,12 +52,15 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorPara
   } else {
     model = make_gpt(deck, tp, stage, allocate);
   }
-  if (allocate && keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
+  if (allocate) {
+    kernels::RoundedCopy::set_enabled(deck.model.bf16_round_once);
+    if (keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
+  }
   return model;
 }
 
 bool keeps_rounded_copy(const Deck& deck) {
-  return deck.model.precision == Precision::BF16 && deck.model.bf16_weight_copy && ParamStore<float>::rounded_copy_pays();
+  return deck.model.precision == Precision::BF16 && deck.model.bf16_round_once && ParamStore<float>::rounded_copy_pays();
 }
 
 std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {

@@ -34,7 +34,7 @@ class GPT;
 // planner, calibrate, generate); a logic error for another kind (they check the kind first).
 std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model);
 
-// Whether the deck's model keeps its parameters rounded to bf16 (model.bf16_weight_copy,
+// Whether the deck's model keeps its parameters rounded to bf16 (model.bf16_round_once,
 // where products round in a pass of their own: ParamStore::keep_rounded_copy); allocated
 // models do it when this says so, the planner counts its bytes.
 bool keeps_rounded_copy(const Deck& deck);

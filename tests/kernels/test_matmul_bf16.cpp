@@ -100,7 +100,17 @@ TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forwa
     const auto hy = to_host<float>(y), hg = to_host<float>(g);
     return std::make_pair(std::vector<double>(hy.begin(), hy.end()), std::vector<double>(hg.begin(), hg.end()));
   };
-  const auto fp32 = run(Precision::FP32), bf16 = run(Precision::BF16);
+  const auto fp32 = run(Precision::FP32);
+  const int64_t reads_before = kernels::RoundedCopy::reads();
+  const auto bf16 = run(Precision::BF16);
+  if (kernels::RoundedCopy::pays()) CHECK(kernels::RoundedCopy::reads() > reads_before);
+  // Q, K, V and dO rounded once per pass (the default) against rounded in every block's
+  // product: the same rounding, so the same bits
+  kernels::RoundedCopy::set_enabled(false);
+  const auto bf16_each = run(Precision::BF16);
+  kernels::RoundedCopy::set_enabled(true);
+  CHECK(bf16_each.first == bf16.first);
+  CHECK(bf16_each.second == bf16.second);
   CHECK(max_rel_error(bf16.first, fp32.first) < 2e-2);
   CHECK(max_rel_error(bf16.first, fp32.first) > 1e-5);  // the products did run in bf16
   CHECK(max_rel_error(bf16.second, fp32.second) < 3e-2);

@@ -165,7 +165,7 @@ std::vector<std::vector<std::string>> weight_copy_layouts_for(int n) {
   }
 }
 
-TEST_CASE("the bf16 weight copy gives the rounding-in-every-product losses bit for bit", "[mpi][bf16]") {
+TEST_CASE("rounding once (the weight copy, attention's operands) gives the rounding-in-every-product losses bit for bit", "[mpi][bf16]") {
   const int n = world_size(), rank = world_rank();
   if (!kernels::bf16_products_unavailable().empty() || !kernels::RoundedCopy::pays()) {
     if (rank == 0) WARN("the bf16 weight copy not tested: bf16 products do not round in a pass of their own here");
@@ -179,7 +179,7 @@ TEST_CASE("the bf16 weight copy gives the rounding-in-every-product losses bit f
     for (const bool copy : {false, true}) {
       auto overrides = layout;
       overrides.push_back("model.precision=bf16");
-      overrides.push_back(std::string("model.bf16_weight_copy=") + (copy ? "true" : "false"));
+      overrides.push_back(std::string("model.bf16_round_once=") + (copy ? "true" : "false"));
       Training t(precision_deck(overrides), MPI_COMM_WORLD, quiet());
       result[copy] = t.run();
       params[copy] = global_params_of(t);
