@@ -182,7 +182,12 @@ class Bf16Products {
     p.a_f32 = logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta);
     p.b_f32 = logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb);
     p.c_f32 = logical(s.batch, s.m, s.n, s.ldc, s.sc, false);
+    // A transposed A is rounded into scratch transposed as it lies (a plain conversion,
+    // where a transposing one runs at a fraction of the speed), so that the product sees
+    // the layout it would see reading a copy: the same kernel, the same sums, the same
+    // bits either way. B is always made dense (the product packs B whatever its layout).
     p.a_bf16 = s.a_rounded ? logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta, dnnl_dt::bf16)
+               : s.ta      ? logical(s.batch, s.m, s.k, s.m, s.m * s.k, true, dnnl_dt::bf16)
                            : dnnl::memory::desc({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
     p.b_bf16 = s.b_rounded ? logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb, dnnl_dt::bf16)
                            : dnnl::memory::desc({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
@@ -216,12 +221,32 @@ std::vector<RoundedCopy*>& live_copies() {
 }
 bool copies_enabled = true;
 int64_t copy_reads = 0;
+// Buffers of copies that ended, for the next ones: a pass's copy (attention's Q, K, V,
+// the head's dlogits) is made once per micro-batch, and a fresh allocation each time
+// would fault its pages in again (tens of ms for the dlogits, whose size is past the
+// allocator's reuse threshold). At most as many as were ever alive at once.
+std::vector<std::pair<int64_t, std::unique_ptr<uint16_t[]>>>& copy_pool() {
+  static std::vector<std::pair<int64_t, std::unique_ptr<uint16_t[]>>> pool;
+  return pool;
+}
 }  // namespace
 
 int64_t RoundedCopy::reads() { return copy_reads; }
 
 RoundedCopy::RoundedCopy(const float* values, int64_t n, const uint64_t* changes)
-    : values_(values), n_(n), changes_(changes), copy_(new uint16_t[size_t(n)]) {
+    : values_(values), n_(n), changes_(changes) {
+  auto& pool = copy_pool();  // the smallest pooled buffer that holds n values
+  auto best = pool.end();
+  for (auto it = pool.begin(); it != pool.end(); ++it)
+    if (it->first >= n && (best == pool.end() || it->first < best->first)) best = it;
+  if (best != pool.end()) {
+    capacity_ = best->first;
+    copy_ = std::move(best->second);
+    pool.erase(best);
+  } else {
+    capacity_ = n;
+    copy_.reset(new uint16_t[size_t(n)]);
+  }
   live_copies().push_back(this);
 }
 
@@ -231,6 +256,7 @@ bool RoundedCopy::enabled() { return copies_enabled; }
 RoundedCopy::~RoundedCopy() {
   auto& live = live_copies();
   live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  copy_pool().emplace_back(capacity_, std::move(copy_));
 }
 
 bool RoundedCopy::pays() {

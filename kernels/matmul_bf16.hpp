@@ -69,7 +69,8 @@ class RoundedCopy {
   const uint64_t* changes_;
   uint64_t unchanged_ = 0;
   uint64_t made_at_ = ~uint64_t(0);
-  std::unique_ptr<uint16_t[]> copy_;  // uninitialised until first made
+  int64_t capacity_ = 0;
+  std::unique_ptr<uint16_t[]> copy_;  // uninitialised until first made; from and back to a pool
 };
 
 }  // namespace strata::kernels

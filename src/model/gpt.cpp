@@ -118,11 +118,9 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
-  start_backward(local, dloss_scale, dout, act);
-  if (placement_.model_last(act.chunk)) {
-    head_->backward_weight(head_cache(act));
+  start_backward(local, dloss_scale, dout, act, true);
+  if (placement_.model_last(act.chunk))
     ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
-  }
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
@@ -138,13 +136,17 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
 }
 
 template <class T>
-void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act) {
+void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
+                            bool whole_head) {
   const auto& out = output(act);
   if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
   if (placement_.model_last(act.chunk)) {
     act.scratch.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
-    head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act));  // dlnf through the blocks' scratch
+    if (whole_head)  // dlnf through the blocks' scratch
+      head_->backward(dloss_scale, act.dres, act.scratch.dc, head_cache(act));
+    else
+      head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act));
   } else {
     Kokkos::deep_copy(act.dres, dout);
   }
@@ -156,8 +158,7 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
     throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
-  start_backward(local, dloss_scale, dout, act);
-  if (placement_.model_last(act.chunk) && share_head_) head_->backward_weight(shared_head_);  // before the next forward's
+  start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;) blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
 }

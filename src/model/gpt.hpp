@@ -130,7 +130,10 @@ class GPT : public StageModel<T> {
   std::pair<int64_t, int64_t> local_rows(const BlockContext& replica) const;  // [begin, end)
   // The backward's common start: sizes dres, and fills it with dout or (last stage) with
   // the head's input half.
-  void start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act);
+  // dres from dout, or on the last stage from the head's backward: its input half, or
+  // with whole_head both halves at once (LMHead::backward).
+  void start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
+                      bool whole_head);
   LMHeadCache<T>& head_cache(GPTActivations<T>& act) { return share_head_ ? shared_head_ : act.head; }
   static GPTActivations<T>& as_acts(StageCache& c) { return static_cast<GPTActivations<T>&>(c); }
   static const GPTActivations<T>& as_acts(const StageCache& c) { return static_cast<const GPTActivations<T>&>(c); }

@@ -1,5 +1,6 @@
 #include "model/lm_head.hpp"
 
+#include "kernels/products.hpp"
 #include "model/tensor_shard.hpp"
 #include "parallel/tp_layers.hpp"
 #include "parallel/tp_traffic.hpp"
@@ -42,6 +43,14 @@ void LMHead<T>::backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<
 template <class T>
 void LMHead<T>::backward_weight(LMHeadCache<T>& k) const {
   tp_head_backward_weight<T>(tp_, precision_, store_.grad2(wte_), k.logits, k.lnf);
+}
+
+template <class T>
+void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k) const {
+  // made at the first product that reads it, after the cross-entropy wrote the dlogits
+  const auto dlogits_once = kernels::round_for_pass(precision_, k.logits.data(), int64_t(k.logits.size()));
+  backward_input(dloss_scale, dx, dlnf, k);
+  backward_weight(k);
 }
 
 template <class T>

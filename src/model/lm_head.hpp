@@ -51,6 +51,11 @@ class LMHead {
   // gradients. backward_weight: the tied embedding's gradient dlogits^T lnf(x).
   void backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache) const;
   void backward_weight(LMHeadCache<T>& cache) const;
+  // Both halves at once, the same results: in bf16 the dlogits, which both halves'
+  // products read, are rounded once (a copy of 2 bytes per logit while it runs) rather
+  // than once by each, and the weight half then reads them transposed where they lie
+  // (a transposing rounding of B T x V values cost more than the product itself).
+  void backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache) const;
   // What one forward and backward on ctx sends (comm/traffic.hpp).
   void traffic(const BlockContext& ctx, Traffic& out) const;
 
