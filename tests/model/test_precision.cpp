@@ -165,14 +165,33 @@ std::vector<std::vector<std::string>> weight_copy_layouts_for(int n) {
   }
 }
 
+// The residual network's: its steps' products read the copy too, and MGRIT runs the
+// layers in parallel, forward and adjoint, many times between updates.
+std::vector<std::vector<std::string>> resnet_weight_copy_layouts_for(int n) {
+  const std::vector<std::string> mgrit = {"parallel.schedule=mgrit", "layerpar.levels=2", "layerpar.cfactor=2",
+                                          "layerpar.fwd_iterations=2", "layerpar.bwd_iterations=2"};
+  switch (n) {
+    case 1: return {{}};
+    case 2: {
+      auto two = mgrit;
+      two.push_back("parallel.pipeline=2");
+      return {two};
+    }
+    default: return {};
+  }
+}
+
 TEST_CASE("rounding once (the weight copy, attention's operands) gives the rounding-in-every-product losses bit for bit", "[mpi][bf16]") {
   const int n = world_size(), rank = world_rank();
   if (!kernels::bf16_products_unavailable().empty() || !kernels::RoundedCopy::pays()) {
     if (rank == 0) WARN("the bf16 weight copy not tested: bf16 products do not round in a pass of their own here");
     return;
   }
-  for (const auto& layout : weight_copy_layouts_for(n)) {
-    INFO(describe(layout) << " on " << n << " ranks");
+  std::vector<std::pair<bool, std::vector<std::string>>> cases;  // (resnet, layout)
+  for (const auto& layout : weight_copy_layouts_for(n)) cases.emplace_back(false, layout);
+  for (const auto& layout : resnet_weight_copy_layouts_for(n)) cases.emplace_back(true, layout);
+  for (const auto& [resnet, layout] : cases) {
+    INFO((resnet ? "resnet " : "gpt ") << describe(layout) << " on " << n << " ranks");
     TrainResult result[2];
     std::vector<double> params[2];
     int64_t buffer = 0;
@@ -180,8 +199,10 @@ TEST_CASE("rounding once (the weight copy, attention's operands) gives the round
       auto overrides = layout;
       overrides.push_back("model.precision=bf16");
       overrides.push_back(std::string("model.bf16_round_once=") + (copy ? "true" : "false"));
-      Training t(precision_deck(overrides), MPI_COMM_WORLD, quiet());
+      Training t(resnet ? small_resnet_deck(overrides) : precision_deck(overrides), MPI_COMM_WORLD, quiet());
+      const int64_t reads = kernels::RoundedCopy::reads();
       result[copy] = t.run();
+      CHECK((kernels::RoundedCopy::reads() > reads) == copy);  // the products did read the copies
       params[copy] = global_params_of(t);
       buffer = int64_t(t.params().params().extent(0));
       CHECK(t.params().rounded_copy_bytes() == (copy ? 2 * buffer : 0));
