@@ -2,6 +2,7 @@
 // GELU, tanh approximation (GPT-2's, and PyTorch's approximate='tanh').
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/bf16.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/fast_exp.hpp"
 
@@ -20,11 +21,20 @@ KOKKOS_INLINE_FUNCTION T gelu_value(T x) {
   return x * gelu_sigmoid(x);
 }
 
-// out = gelu(inp), elementwise over n values.
+// out = gelu(inp), elementwise over n values. Out: T, or bf16 where the output only feeds
+// bf16 products (written rounded, as they would round it).
+template <class T, class Out>
+void gelu_forward_as(V1<Out> out, V1<const T> inp) {
+  for_each_element(
+      "gelu_forward", inp.extent(0), KOKKOS_LAMBDA(const int64_t i) { out(i) = stored_as<Out>(gelu_value(inp(i))); });
+}
 template <class T>
 void gelu_forward(V1<T> out, V1<const T> inp) {
-  for_each_element(
-      "gelu_forward", inp.extent(0), KOKKOS_LAMBDA(const int64_t i) { out(i) = gelu_value(inp(i)); });
+  gelu_forward_as<T, T>(out, inp);
+}
+template <class T>
+void gelu_forward(V1<bf16> out, V1<const T> inp) {
+  gelu_forward_as<T, bf16>(out, inp);
 }
 
 // dinp = gelu'(inp) * dout (dinp may alias dout).

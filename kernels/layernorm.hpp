@@ -1,14 +1,16 @@
 #pragma once
 // Layer normalisation over the last dimension, eps = 1e-5 (as GPT-2 and PyTorch).
 #include "core/kmath.hpp"
+#include "kernels/bf16.hpp"
 #include "kernels/lanes.hpp"
 #include "kernels/row_reduce.hpp"
 
 namespace strata::kernels {
 
-// inp, out are (N, C); weight, bias (C); mean, rstd (N) are saved for the backward.
-template <class T>
-void layernorm_forward(V2<T> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight,
+// inp, out are (N, C); weight, bias (C); mean, rstd (N) are saved for the backward. Out: T,
+// or bf16 where the output only feeds bf16 products (written rounded, as they would round it).
+template <class T, class Out>
+void layernorm_forward_as(V2<Out> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight,
                        V1<const T> bias) {
   const int64_t n = inp.extent(0), c = inp.extent(1);
   Kokkos::parallel_for(
@@ -17,11 +19,20 @@ void layernorm_forward(V2<T> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<co
         const T m = lane_sum<T>(c, [&](int64_t j) { return x[j]; }) / T(c);
         const T var = lane_sum<T>(c, [&](int64_t j) { return (x[j] - m) * (x[j] - m); }) / T(c);
         const T s = T(1) / kmath::sqrt(var + T(1e-5));
-        T* y = &out(i, 0);
-        for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * weight(j) + bias(j);
+        Out* y = &out(i, 0);
+        for (int64_t j = 0; j < c; ++j) y[j] = stored_as<Out>((x[j] - m) * s * weight(j) + bias(j));
         mean(i) = m;
         rstd(i) = s;
       });
+}
+
+template <class T>
+void layernorm_forward(V2<T> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight, V1<const T> bias) {
+  layernorm_forward_as<T, T>(out, mean, rstd, inp, weight, bias);
+}
+template <class T>
+void layernorm_forward(V2<bf16> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight, V1<const T> bias) {
+  layernorm_forward_as<T, bf16>(out, mean, rstd, inp, weight, bias);
 }
 
 // dout (N, C). Writes dinp (N, C) when accumulate_dinp is false, adds to it otherwise

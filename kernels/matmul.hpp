@@ -8,9 +8,10 @@
 namespace strata::kernels {
 
 // inp is (N, IN), weight is (IN, OUT), bias is (OUT) or empty, out is (N, OUT).
-// precision: of the products (products.hpp).
-template <class T>
-void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> bias,
+// precision: of the products (products.hpp). X: T, or bf16 (an input that the kernel that
+// made it wrote rounded for bf16 products: kernels/bf16.hpp).
+template <class T, class X>
+void matmul_forward_as(V2<T> out, V2<const X> inp, V2<const T> weight, V1<const T> bias,
                     Precision precision = Precision::FP32) {
   const int64_t n = out.extent(0), oc = out.extent(1);
   T beta = 0;
@@ -23,6 +24,15 @@ void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> 
     beta = 1;
   }
   product<T>(precision, "N", "N", inp, weight, beta, out);
+}
+template <class T>
+void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> bias,
+                    Precision precision = Precision::FP32) {
+  matmul_forward_as<T, T>(out, inp, weight, bias, precision);
+}
+template <class T>
+void matmul_forward(V2<T> out, V2<const bf16> inp, V2<const T> weight, V1<const T> bias, Precision precision) {
+  matmul_forward_as<T, bf16>(out, inp, weight, bias, precision);
 }
 
 // out (N, OUT) += bias (OUT) on every row.
@@ -42,11 +52,19 @@ template <class T>
 void matmul_backward_input(V2<T> dinp, V2<const T> dout, V2<const T> weight, Precision precision = Precision::FP32) {
   product<T>(precision, "N", "T", dout, weight, T(0), dinp);
 }
+template <class T, class X>
+void matmul_backward_weight_as(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const X> inp, Precision precision) {
+  product<T>(precision, "T", "N", inp, dout, T(1), dweight);
+  if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
+}
 template <class T>
 void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
                             Precision precision = Precision::FP32) {
-  product<T>(precision, "T", "N", inp, dout, T(1), dweight);
-  if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
+  matmul_backward_weight_as<T, T>(dweight, dbias, dout, inp, precision);
+}
+template <class T>
+void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const bf16> inp, Precision precision) {
+  matmul_backward_weight_as<T, bf16>(dweight, dbias, dout, inp, precision);
 }
 
 // dout is (N, OUT). Accumulates dweight (IN, OUT) and dbias (OUT); writes dinp (N, IN)

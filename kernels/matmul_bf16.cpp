@@ -26,22 +26,6 @@
 
 namespace strata::kernels {
 
-float round_to_bf16(float x) {
-  uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u) {  // infinities stay, NaNs stay NaN
-    const bool nan = (u & 0x007fffffu) != 0;
-    u &= 0xffff0000u;
-    if (nan) u |= 0x00400000u;
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);  // to nearest, ties to even
-    u &= 0xffff0000u;
-  }
-  float y = 0;
-  std::memcpy(&y, &u, sizeof y);
-  return y;
-}
-
 namespace {
 
 bool cpu_has_bf16_products() {
@@ -119,10 +103,11 @@ class Bf16Products {
     static Bf16Products p;
     return p;
   }
-  void run(Bf16Shape shape, const float* a, const float* b, float* c) {
+  // a_bits: A already rounded (a kernel wrote it as bf16), else nullptr and A is a.
+  void run(Bf16Shape shape, const float* a, const uint16_t* a_bits, const float* b, float* c) {
     const Bf16Shape& s = shape;
     const uint16_t* a_copy =
-        RoundedCopy::lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
+        a_bits ? a_bits : RoundedCopy::lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
     const uint16_t* b_copy =
         RoundedCopy::lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
     shape.a_rounded = a_copy != nullptr;
@@ -303,7 +288,7 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
                 "cublasGemmStridedBatchedEx (bf16)");
 #elif defined(STRATA_HAVE_DNNL)
   Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c},
-                               a, b, c);
+                               a, nullptr, b, c);
 #else
   (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
   (void)beta, (void)c, (void)ldc, (void)stride_c;
@@ -311,15 +296,41 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
 #endif
 }
 
-void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
+namespace {
+// m, n, k and the leading dimensions of C = op(A) op(B), A of either element type.
+struct Bf16Operands {
+  int64_t m, n, k, lda, ldb, ldc;
+};
+template <class A>
+Bf16Operands operands_of(bool trans_a, bool trans_b, const A& a, V2<const float> b, V2<float> c) {
   const int64_t m = int64_t(c.extent(0)), n = int64_t(c.extent(1));
   const int64_t k = trans_a ? int64_t(a.extent(0)) : int64_t(a.extent(1));
   if ((trans_a ? a.extent(1) : a.extent(0)) != c.extent(0) || (trans_b ? b.extent(1) : b.extent(0)) != size_t(k) ||
       (trans_b ? b.extent(0) : b.extent(1)) != c.extent(1))
     throw std::logic_error("matmul_bf16: operand shapes do not match");
-  const int64_t lda = int64_t(a.stride(0)), ldb = int64_t(b.stride(0)), ldc = int64_t(c.stride(0));
-  matmul_bf16_strided_batched(trans_a, trans_b, m, n, k, a.data(), lda, lda * int64_t(a.extent(0)), b.data(), ldb,
-                              ldb * int64_t(b.extent(0)), beta, c.data(), ldc, ldc * m, 1);
+  return {m, n, k, int64_t(a.stride(0)), int64_t(b.stride(0)), int64_t(c.stride(0))};
+}
+}  // namespace
+
+void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
+  const auto o = operands_of(trans_a, trans_b, a, b, c);
+  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
+                              b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
+}
+
+void matmul_bf16(bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b, float beta, V2<float> c) {
+  const auto o = operands_of(trans_a, trans_b, a, b, c);
+  if (o.m == 0 || o.n == 0) return;
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  static_assert(sizeof(bf16) == sizeof(uint16_t));
+  Bf16Products::instance().run({1, o.m, o.n, o.k, trans_a, trans_b, beta, o.lda, o.lda * int64_t(a.extent(0)), o.ldb,
+                                o.ldb * int64_t(b.extent(0)), o.ldc, o.ldc * o.m},
+                               nullptr, reinterpret_cast<const uint16_t*>(a.data()), b.data(), c.data());
+#else
+  (void)beta;
+  throw std::logic_error("matmul_bf16: an operand stored as bf16 is only read where products round in a pass of "
+                         "their own (oneDNN on CPUs)");
+#endif
 }
 
 }  // namespace strata::kernels

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/tensor.hpp"
+#include "kernels/bf16.hpp"
 
 namespace strata::kernels {
 
@@ -21,6 +22,10 @@ std::string bf16_products_unavailable();
 // trans_a: a is stored (k, m); trans_b: b is stored (n, k). beta: 0 (overwrite) or any
 // other value (accumulate, fp32).
 void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c);
+// The same with A already rounded: an activation its kernel wrote as bf16 (to_bf16, the
+// products' own rounding, so the product is the same bit for bit). Only where products
+// round their operands in a pass of their own (RoundedCopy::pays()); elsewhere a logic_error.
+void matmul_bf16(bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b, float beta, V2<float> c);
 
 // The same over `batch` matrices a fixed stride apart, on raw memory with leading
 // dimensions (as gemm_strided_batched): C_i (m x n, rows ldc apart) at c + i * stride_c,
@@ -29,8 +34,8 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
                                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                                  float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 
-// x rounded to the nearest bf16 (ties to even), as a float: what matmul_bf16 multiplies.
-float round_to_bf16(float x);
+// x rounded to bf16 (to_bf16), as a float: what matmul_bf16 multiplies.
+inline float round_to_bf16(float x) { return to_float(to_bf16(x)); }
 
 // A bf16 copy of a float buffer that many products read between its changes (a model's
 // parameters: written once per optimizer update, read by every micro-batch's forward and

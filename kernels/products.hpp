@@ -38,6 +38,16 @@ void product(Precision precision, const char* ta, const char* tb, V2<const T> a,
   gemm<T>(ta, tb, T(1), a, b, beta, c);
 }
 
+// The same with A an activation its kernel wrote as bf16 (kernels/bf16.hpp): bf16 products
+// only, where they round in a pass of their own (RoundedCopy::pays()).
+template <class T>
+void product(Precision precision, const char* ta, const char* tb, V2<const bf16> a, V2<const T> b, T beta, V2<T> c) {
+  if constexpr (std::is_same_v<T, float>)
+    if (precision == Precision::BF16) return matmul_bf16(ta[0] == 'T', tb[0] == 'T', a, b, beta, c);
+  (void)ta, (void)tb, (void)a, (void)b, (void)beta, (void)c;
+  throw std::logic_error("product: a bf16 operand in a product that is not bf16");
+}
+
 // C_i = op(A_i) op(B_i) + beta C_i over `batch` matrices a fixed stride apart, as
 // gemm_strided_batched<T>(ta, tb, m, n, k, 1, a, lda, stride_a, ..., beta, c, ldc, stride_c, batch).
 template <class T>

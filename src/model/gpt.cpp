@@ -18,7 +18,7 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l)
-    blocks_.emplace_back(store_, tp_, cfg.precision, recompute_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
+    blocks_.emplace_back(store_, tp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
   head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);

@@ -1,10 +1,12 @@
 #include "model/transformer_block.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "kernels/residual.hpp"
 #include "model/tensor_shard.hpp"
 #include "parallel/tp_layers.hpp"
@@ -16,9 +18,15 @@ template <class T> V1<T> flat(const Tensor2<T>& t) { return V1<T>(t.data(), t.si
 template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size()); }
 }  // namespace
 
+bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp) {
+  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() && tp.mode != TensorMode::TwoD;
+}
+
 template <class T>
 void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
-  if (int64_t(out.extent(0)) == ctx.rows() && (int64_t(fch_gelu.extent(0)) == ctx.rows()) == keep_recomputable) return;
+  if (int64_t(out.extent(0)) == ctx.rows() && (fch_gelu.rows() == ctx.rows()) == keep_recomputable &&
+      (ln1.rounded.extent(0) > 0) == w.bf16_operands)
+    return;
   buffers(ctx, w, keep_recomputable, AllocateEach{});
 }
 
@@ -31,7 +39,8 @@ int64_t TransformerCache<T>::bytes_for(const BlockContext& ctx, const BlockWidth
 
 template <class T>
 void TransformerRecomputed<T>::ensure(const BlockContext& ctx, const BlockWidths& w) {
-  if (int64_t(fch_gelu.extent(0)) != ctx.rows()) buffers(ctx, w, AllocateEach{});
+  if (fch_gelu.rows() != ctx.rows() || (fch_gelu.rounded.extent(0) > 0) != w.bf16_operands)
+    buffers(ctx, w, AllocateEach{});
 }
 
 template <class T>
@@ -55,7 +64,7 @@ int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w)
 
 template <class T>
 TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision,
-                                      Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
+                                      bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
                                       double std, bool held)
     : store_(store), tp_(tp), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
   const std::string p = "blocks." + std::to_string(layer) + ".";
@@ -85,6 +94,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   w_.a = info[qkv_b_].count[1];
   w_.f = info[fc_b_].count[0];
   w_.heads = n_head * w_.a / c;  // 0 where not held
+  w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
 }
 
 template <class T>
@@ -98,17 +108,18 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   if (!keep) recomputed.ensure(ctx, w_);
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
-  // attention branch; x is (BT, C')
-  tp_layernorm_forward<T>(tp, c_, k.ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
-  tp_linear_in_forward<T>(tp, precision_, k.qkv, k.ln1, s.param2(qkv_w_), s.param(qkv_b_));         // (BT, 3A)
+  // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
+  // bf16 written rounded (ProductOperand).
+  k.ln1.write([&](auto ln1) { tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_)); });
+  k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_)); });  // (BT, 3A)
   attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
-  tp_layernorm_forward<T>(tp, c_, k.ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
-  tp_linear_in_forward<T>(tp, precision_, k.fch, k.ln2, s.param2(fc_w_), s.param(fc_b_));           // (BT, F)
-  gelu_forward<T>(flat(fch_gelu), flat(k.fch));
-  tp_linear_out_forward<T>(tp, precision_, k.out, fch_gelu, s.param2(fcp_w_), s.param(fcp_b_));     // (BT, C')
+  k.ln2.write([&](auto ln2) { tp_layernorm_forward<T>(tp, c_, ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_)); });
+  k.ln2.read([&](auto ln2) { tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_)); });  // (BT, F)
+  fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
+  fch_gelu.read([&](auto g) { tp_linear_out_forward<T>(tp, precision_, k.out, g, s.param2(fcp_w_), s.param(fcp_b_)); });  // (BT, C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
 }
 
@@ -122,7 +133,7 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   const bool keep = !selective_;
   if (!keep) {  // remade from what the cache kept, with the forward's kernel: the same values
     recomputed.ensure(ctx, w_);
-    gelu_forward<T>(flat(recomputed.fch_gelu), flat(k.fch));
+    recomputed.fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
   }
   // Each linear's output gradient goes where a value the backward no longer reads was
   // (out, fch, x_mid, qkv), for backward_weight; the layer norms' gains and biases get
@@ -149,10 +160,10 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   const auto& s = store_;
   const auto& tp = tp_;
   const auto& fch_gelu = selective_ ? recomputed.fch_gelu : k.fch_gelu;
-  tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, fch_gelu);
-  tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, k.ln2);
+  fch_gelu.read([&](auto g) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, g); });
+  k.ln2.read([&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
   tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
-  tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, k.ln1);
+  k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
 }
 
 template <class T>

@@ -14,15 +14,25 @@
 #include "model/block_context.hpp"
 #include "comm/traffic.hpp"
 #include "model/param_store.hpp"
+#include "model/product_operand.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 
 // A block's local widths: C' the hidden block (C, or C/q in 2D), A its heads' width (C,
-// C/t, C/q), F the MLP width (4C, 4C/t, 4C/q), and its number of local heads.
+// C/t, C/q), F the MLP width (4C, 4C/t, 4C/q), and its number of local heads; and the
+// element its product-only activations are kept in (bf16_operands: bf16, else T).
 struct BlockWidths {
   int64_t c = 0, a = 0, f = 0, heads = 0;
+  bool bf16_operands = false;
 };
+
+// Whether a block keeps the activations that only feed its products (the layer norms' and
+// the GELU's outputs: ProductOperand) as bf16, written rounded by their kernels: in bf16
+// with model.bf16_round_once, where products round their operands in a pass of their own
+// (oneDNN on CPUs: kernels::RoundedCopy::pays()), and not under the 2D split (its SUMMA
+// broadcasts the operands' blocks in T).
+bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp);
 
 // Activations one forward keeps for its backward; one per micro-batch in flight.
 template <class T>
@@ -30,13 +40,14 @@ struct TransformerCache {
   V2<const T> x_in;                // (BT, C) the block's input, owned by the caller
   // Local sizes: BT rows (2D: this batch block's), C' the local hidden block (C, or C/q
   // in 2D), A the local heads' width (C, C/t, C/q), F the local MLP width (4C, 4C/t, 4C/q).
-  Tensor2<T> ln1, ln2;             // (BT, C')
+  ProductOperand<T> ln1, ln2;      // (BT, C'), T or bf16 (BlockWidths::bf16_operands)
   Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT)
   Tensor2<T> qkv;                  // (BT, 3A)
   Tensor2<T> lse;                  // (B*H', T) attention's row logsumexps (kernels/attention.hpp)
   Tensor2<T> atty;                 // (BT, A) attention output before proj
   Tensor2<T> x_mid;                // (BT, C') residual after attention
-  Tensor2<T> fch, fch_gelu;        // (BT, F)
+  Tensor2<T> fch;                  // (BT, F)
+  ProductOperand<T> fch_gelu;      // (BT, F), T or bf16
   Tensor2<T> out;                  // (BT, C') block output
   // keep_recomputable = false (parallel.recompute = "selective"): fch_gelu is left
   // empty; the block uses the model's TransformerRecomputed instead.
@@ -47,8 +58,8 @@ struct TransformerCache {
   template <class Each>
   void buffers(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable, Each&& each) {
     const int64_t n = ctx.rows(), kept = keep_recomputable ? 1 : 0;
-    each(ln1, "ln1", n, w.c);
-    each(ln2, "ln2", n, w.c);
+    ln1.buffers("ln1", n, w.c, w.bf16_operands, each);
+    ln2.buffers("ln2", n, w.c, w.bf16_operands, each);
     each(ln1_mean, "ln1_mean", n);
     each(ln1_rstd, "ln1_rstd", n);
     each(ln2_mean, "ln2_mean", n);
@@ -58,12 +69,12 @@ struct TransformerCache {
     each(atty, "atty", n, w.a);
     each(x_mid, "x_mid", n, w.c);
     each(fch, "fch", n, w.f);
-    each(fch_gelu, "fch_gelu", kept * n, w.f);
+    fch_gelu.buffers("fch_gelu", kept * n, w.f, w.bf16_operands, each);
     each(out, "block_out", n, w.c);
   }
   int64_t bytes() const {
-    return view_bytes(ln1, ln2, ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, lse, atty,
-                      x_mid, fch, fch_gelu, out);
+    return ln1.bytes() + ln2.bytes() + fch_gelu.bytes() +
+           view_bytes(ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, lse, atty, x_mid, fch, out);
   }
 };
 
@@ -75,13 +86,13 @@ struct TransformerCache {
 // nothing left in attention worth recomputing, and "selective" recomputes the GELU only.
 template <class T>
 struct TransformerRecomputed {
-  Tensor2<T> fch_gelu;  // (BT, F)
+  ProductOperand<T> fch_gelu;  // (BT, F), T or bf16
   void ensure(const BlockContext& ctx, const BlockWidths& w);
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);  // bytes() after ensure(ctx, w)
-  int64_t bytes() const { return view_bytes(fch_gelu); }
+  int64_t bytes() const { return fch_gelu.bytes(); }
   template <class Each>
   void buffers(const BlockContext& ctx, const BlockWidths& w, Each&& each) {
-    each(fch_gelu, "fch_gelu", ctx.rows(), w.f);
+    fch_gelu.buffers("fch_gelu", ctx.rows(), w.f, w.bf16_operands, each);
   }
 };
 
@@ -108,8 +119,10 @@ class TransformerBlock {
  public:
   // held: this rank runs the block (else another pipeline stage does, and the block only
   // declares its parameters).
-  // precision: of the products (model.precision); recompute: parallel.recompute.
-  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision, Recompute recompute, int layer,
+  // precision: of the products (model.precision); round_once: model.bf16_round_once
+  // (keeps_bf16_operands); recompute: parallel.recompute.
+  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision, bool round_once,
+                   Recompute recompute, int layer,
                    int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true);
   // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).

@@ -1,5 +1,9 @@
 #include "parallel/tp_layers.hpp"
 
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "parallel/tp2d_layernorm.hpp"
@@ -7,13 +11,74 @@
 
 namespace strata {
 
+namespace {
+
+[[noreturn]] void bf16_operand_in_2d(const char* layer) {
+  throw std::logic_error(std::string(layer) + ": an activation kept as bf16 under the 2D split");
+}
+
+// Y, X: the layer norm's output, the linears' input: T, or bf16 (serial and 1D only).
+template <class T, class Y>
+void layernorm_forward_any(const TensorParallel& tp, int64_t c_total, V2<Y> y, V1<T> mean, V1<T> rstd, V2<const T> x,
+                           V1<const T> w, V1<const T> b) {
+  if (tp.mode != TensorMode::TwoD)
+    kernels::layernorm_forward<T>(y, mean, rstd, x, w, b);
+  else if constexpr (std::is_same_v<Y, T>)
+    layernorm2d_forward<T>(tp.grid(), c_total, y, mean, rstd, x, w, b);
+  else
+    bf16_operand_in_2d("tp_layernorm_forward");
+}
+
+template <class T, class X>
+void linear_in_forward_any(const TensorParallel& tp, Precision precision, V2<T> y, V2<const X> x, V2<const T> w,
+                           V1<const T> b) {
+  if (tp.mode != TensorMode::TwoD)
+    kernels::matmul_forward<T>(y, x, w, b, precision);  // 1D: column-parallel, no communication
+  else if constexpr (std::is_same_v<X, T>)
+    linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
+  else
+    bf16_operand_in_2d("tp_linear_in_forward");
+}
+
+template <class T, class X>
+void linear_out_forward_any(const TensorParallel& tp, Precision precision, V2<T> y, V2<const X> x, V2<const T> w,
+                            V1<const T> b) {
+  if (tp.mode == TensorMode::OneD) {
+    // row-parallel: partial products over this rank's input features, summed, then the bias
+    kernels::product<T>(precision, "N", "N", x, w, T(0), y);
+    tp.group->allreduce_sum(V1<T>(y.data(), y.size()));
+    kernels::add_bias<T>(y, b);
+  } else if (tp.mode != TensorMode::TwoD) {
+    kernels::matmul_forward<T>(y, x, w, b, precision);
+  } else if constexpr (std::is_same_v<X, T>) {
+    linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
+  } else {
+    bf16_operand_in_2d("tp_linear_out_forward");
+  }
+}
+
+template <class T, class X>
+void linear_backward_weight_any(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
+                                V2<const X> x) {
+  if (tp.mode != TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
+    kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
+  else if constexpr (std::is_same_v<X, T>)
+    linear2d_backward_weight<T>(tp.grid(), precision, dw, db, dy, x);
+  else
+    bf16_operand_in_2d("tp_linear_backward_weight");
+}
+
+}  // namespace
+
 template <class T>
 void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
                           V1<const T> w, V1<const T> b) {
-  if (tp.mode == TensorMode::TwoD)
-    layernorm2d_forward<T>(tp.grid(), c_total, y, mean, rstd, x, w, b);
-  else
-    kernels::layernorm_forward<T>(y, mean, rstd, x, w, b);
+  layernorm_forward_any<T, T>(tp, c_total, y, mean, rstd, x, w, b);
+}
+template <class T>
+void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<kernels::bf16> y, V1<T> mean, V1<T> rstd,
+                          V2<const T> x, V1<const T> w, V1<const T> b) {
+  layernorm_forward_any<T, kernels::bf16>(tp, c_total, y, mean, rstd, x, w, b);
 }
 
 template <class T>
@@ -27,10 +92,12 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
-  if (tp.mode == TensorMode::TwoD)
-    linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
-  else
-    kernels::matmul_forward<T>(y, x, w, b, precision);  // 1D: column-parallel, no communication
+  linear_in_forward_any<T, T>(tp, precision, y, x, w, b);
+}
+template <class T>
+void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
+                          V2<const T> w, V1<const T> b) {
+  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b);
 }
 
 template <class T>
@@ -46,16 +113,12 @@ void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, 
 
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
-  if (tp.mode == TensorMode::TwoD) {
-    linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
-  } else if (tp.mode == TensorMode::OneD) {
-    // row-parallel: partial products over this rank's input features, summed, then the bias
-    kernels::product<T>(precision, "N", "N", x, w, T(0), y);
-    tp.group->allreduce_sum(V1<T>(y.data(), y.size()));
-    kernels::add_bias<T>(y, b);
-  } else {
-    kernels::matmul_forward<T>(y, x, w, b, precision);
-  }
+  linear_out_forward_any<T, T>(tp, precision, y, x, w, b);
+}
+template <class T>
+void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
+                           V2<const T> w, V1<const T> b) {
+  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b);
 }
 
 template <class T>
@@ -68,10 +131,12 @@ void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision,
 
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x) {
-  if (tp.mode == TensorMode::TwoD)
-    linear2d_backward_weight<T>(tp.grid(), precision, dw, db, dy, x);
-  else  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
-    kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
+  linear_backward_weight_any<T, T>(tp, precision, dw, db, dy, x);
+}
+template <class T>
+void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
+                               V2<const kernels::bf16> x) {
+  linear_backward_weight_any<T, kernels::bf16>(tp, precision, dw, db, dy, x);
 }
 
 #define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \
@@ -87,5 +152,14 @@ void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)
 #undef STRATA_TP_LAYERS_INSTANTIATE
+using kernels::bf16;
+template void tp_layernorm_forward<float>(const TensorParallel&, int64_t, V2<bf16>, V1<float>, V1<float>,
+                                          V2<const float>, V1<const float>, V1<const float>);
+template void tp_linear_in_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>,
+                                          V2<const float>, V1<const float>);
+template void tp_linear_out_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>,
+                                           V2<const float>, V1<const float>);
+template void tp_linear_backward_weight<float>(const TensorParallel&, Precision, V2<float>, V1<float>,
+                                               V2<const float>, V2<const bf16>);
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 // all-reduce. So the 1D forward all-reduces after each "out" linear, the 1D backward after
 // each "in" linear: 2 all-reduces of (B*T, C) per block each way. In 2D both kinds are the
 // SUMMA linear.
+#include "kernels/bf16.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -40,5 +41,22 @@ void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision,
 // dw += x^T dy, db += the column sums of dy (in 2D, SUMMA's ATB and the column's sums).
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x);
+
+// The same layers with an activation that only feeds bf16 products kept as bf16
+// (kernels/bf16.hpp, model/product_operand.hpp): the layer norm writes it rounded, the
+// linears read it. Serial and 1D only (T = float): in 2D the SUMMA broadcasts its
+// operands' blocks as T, and there these are a logic_error.
+template <class T>
+void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<kernels::bf16> y, V1<T> mean, V1<T> rstd,
+                          V2<const T> x, V1<const T> w, V1<const T> b);
+template <class T>
+void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
+                          V2<const T> w, V1<const T> b);
+template <class T>
+void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
+                           V2<const T> w, V1<const T> b);
+template <class T>
+void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
+                               V2<const kernels::bf16> x);
 
 }  // namespace strata

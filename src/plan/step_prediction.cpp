@@ -184,8 +184,13 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
     // of the activations a forward and backward keep without recomputation)
     const double rate = machine.gemm_rate(deck.model.precision);
     c.gemm = product_seconds(*model, micro, machine, deck.model.precision);
+    // The non-GEMM work goes with the values kept, not their bytes: counted as an fp32
+    // cache keeps them (as calibrate measured it), activations kept as bf16 included.
+    Deck as_fp32 = deck;
+    as_fp32.model.bf16_round_once = false;
+    const auto fp32_model = dry_model(as_fp32, l, s);
     double kept = 0;  // every chunk's
-    for (int c = 0; c < model->placement().chunk_count(); ++c) kept += double(model->cache_bytes_for(micro, c));
+    for (int c = 0; c < model->placement().chunk_count(); ++c) kept += double(fp32_model->cache_bytes_for(micro, c));
     if (l.recompute != Recompute::None) {
       // the backward runs again: selective, the GELU (non-GEMM work only); full, the
       // blocks' forwards (2 x 12 C^2 per token of products, and attention's forward, a
@@ -193,7 +198,7 @@ StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile
       // the bytes no longer kept
       Layout plain = l;
       plain.recompute = Recompute::None;
-      const auto plain_model = dry_model(deck, plain, s);
+      const auto plain_model = dry_model(as_fp32, plain, s);
       double plain_kept = 0;
       for (int c = 0; c < plain_model->placement().chunk_count(); ++c)
         plain_kept += double(plain_model->cache_bytes_for(micro, c));

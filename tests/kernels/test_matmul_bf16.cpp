@@ -4,16 +4,20 @@
 // batched products in bf16 against fp32 attention.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/attention.hpp"
+#include "kernels/bf16.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/layernorm.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "support/host_views.hpp"
 
 using namespace strata;
 using namespace strata::test;
 
-TEST_CASE("round_to_bf16 rounds to nearest, ties to even, and keeps infinities and NaN", "[kernels][bf16]") {
+TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and NaN, flushes subnormals", "[kernels][bf16]") {
   CHECK(kernels::round_to_bf16(1.0f) == 1.0f);
   CHECK(kernels::round_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 1.0f);  // a tie: to the even 1.0
   CHECK(kernels::round_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 1.0f + std::ldexp(1.0f, -6));  // a tie: to even
@@ -21,7 +25,89 @@ TEST_CASE("round_to_bf16 rounds to nearest, ties to even, and keeps infinities a
   CHECK(kernels::round_to_bf16(-3.14159f) == -3.140625f);
   CHECK(std::isinf(kernels::round_to_bf16(std::numeric_limits<float>::infinity())));
   CHECK(std::isnan(kernels::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(kernels::round_to_bf16(1e-40f) == 0.0f);  // subnormals to a signed zero, as the products round
+  CHECK(std::signbit(kernels::round_to_bf16(-1e-40f)));
 }
+
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("to_bf16 rounds every float as the products' own rounding does, bit for bit", "[kernels][bf16]") {
+  if (!kernels::bf16_products_unavailable().empty()) {
+    WARN("skipped: " << kernels::bf16_products_unavailable());
+    return;
+  }
+  // ties both ways, carries into the exponent and into infinity, subnormals, zeros,
+  // infinities, quiet and signalling NaNs of both signs, then random bit patterns
+  std::vector<uint32_t> bits = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x3fffffffu, 0x7f7fffffu, 0x7f7f8000u,
+                                0x00000001u, 0x807fffffu, 0x00400000u, 0x00800000u, 0x00000000u, 0x80000000u,
+                                0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0xff80ffffu};
+  uint64_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    bits.push_back(uint32_t(state >> 32));
+  }
+  std::vector<float> values(bits.size());
+  std::memcpy(values.data(), bits.data(), bits.size() * sizeof(float));
+  kernels::RoundedCopy copy(values.data(), int64_t(values.size()));
+  const uint16_t* theirs = kernels::RoundedCopy::lookup(values.data(), int64_t(values.size()));
+  REQUIRE(theirs != nullptr);
+  int64_t differ = 0;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (kernels::to_bf16(values[i]).bits != theirs[i] && ++differ < 10)
+      FAIL_CHECK("float bits " << std::hex << bits[i] << ": to_bf16 " << kernels::to_bf16(values[i]).bits
+                               << ", the products' rounding " << theirs[i]);
+  CHECK(differ == 0);
+}
+
+TEST_CASE("activations written as bf16 by their kernels give the products the bits they would round to",
+          "[kernels][bf16]") {
+  if (!kernels::bf16_products_unavailable().empty()) {
+    WARN("skipped: " << kernels::bf16_products_unavailable());
+    return;
+  }
+  // the layer norm's and GELU's bf16 outputs are their fp32 outputs rounded by to_bf16
+  const int n = 37, c = 53;
+  const auto x = random_vector<float>(n * c, 41), w = random_vector<float>(c, 42), bias = random_vector<float>(c, 43);
+  auto dx = to_device(x), dw = to_device(w), db = to_device(bias);
+  Tensor1<float> y("y", n * c), mean("mean", n), rstd("rstd", n);
+  Tensor1<kernels::bf16> yb("yb", n * c);
+  kernels::layernorm_forward<float>(mat(y, n, c), mean, rstd, mat(dx, n, c), dw, db);
+  kernels::layernorm_forward<float>(V2<kernels::bf16>(yb.data(), n, c), mean, rstd, mat(dx, n, c), dw, db);
+  Tensor1<float> g("g", n * c);
+  Tensor1<kernels::bf16> gb("gb", n * c);
+  kernels::gelu_forward<float>(g, dx);
+  kernels::gelu_forward<float>(V1<kernels::bf16>(gb.data(), n * c), dx);
+  const auto hy = to_host<float>(y), hg = to_host<float>(g);
+  auto hyb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), yb);
+  auto hgb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gb);
+  int64_t differ = 0;
+  for (int i = 0; i < n * c; ++i)
+    differ += (hyb(i).bits != kernels::to_bf16(hy[i]).bits) + (hgb(i).bits != kernels::to_bf16(hg[i]).bits);
+  CHECK(differ == 0);
+
+  // a product reading A as bf16 equals the product rounding A itself, for every transpose
+  // and beta, bit for bit
+  const int m = 29, k = 53, nn = 31;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (const float beta : {0.0f, 0.5f}) {
+        INFO("trans_a " << ta << " trans_b " << tb << " beta " << beta);
+        const auto a = random_vector<float>(m * k, 51), b = random_vector<float>(k * nn, 52);
+        const auto c0 = random_vector<float>(m * nn, 53);
+        std::vector<kernels::bf16> a16(a.size());
+        for (size_t i = 0; i < a.size(); ++i) a16[i] = kernels::to_bf16(a[i]);
+        auto da = to_device(a), db2 = to_device(b), dc = to_device(c0), dc16 = to_device(c0);
+        Tensor1<kernels::bf16> da16("a16", a.size());
+        auto ha16 = Kokkos::create_mirror_view(da16);
+        for (size_t i = 0; i < a.size(); ++i) ha16(i) = a16[i];
+        Kokkos::deep_copy(da16, ha16);
+        const V2<const float> bv = tb ? mat(db2, nn, k) : mat(db2, k, nn);
+        kernels::matmul_bf16(ta, tb, ta ? mat(da, k, m) : mat(da, m, k), bv, beta, mat(dc, m, nn));
+        const V2<const kernels::bf16> a16v(da16.data(), ta ? k : m, ta ? m : k);
+        kernels::matmul_bf16(ta, tb, a16v, bv, beta, mat(dc16, m, nn));
+        CHECK(to_host<float>(dc16) == to_host<float>(dc));
+      }
+}
+#endif
 
 #if defined(STRATA_HAVE_DNNL) || defined(KOKKOS_ENABLE_CUDA)
 TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded operands", "[kernels][bf16]") {
