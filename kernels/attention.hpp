@@ -55,6 +55,17 @@ inline AttentionTiling attention_tiling(int64_t t, int64_t h) {
 #endif
 }
 
+// The g heads' (nr, nk) blocks of a (g, rows, keys) score buffer rounded to bf16 into one
+// of the same layout (host memory: only where writes_bf16_operands, i.e. oneDNN on CPUs).
+template <class T>
+void round_score_blocks(const T* src, bf16* dst, int64_t g, int64_t rows, int64_t keys, int64_t nr, int64_t nk) {
+  if constexpr (std::is_same_v<T, float>)
+    for (int64_t gg = 0; gg < g; ++gg)
+      round_rows_to_bf16(src + gg * rows * keys, keys, dst + gg * rows * keys, keys, nr, nk);
+  else
+    throw std::logic_error("attention: bf16 operands of a product that is not bf16");
+}
+
 // out (B*T, C) = causal attention of qkv (B*T, 3C) with h heads; lse (B*H, T) the
 // logsumexp of each row's scaled scores (what the backward needs with out).
 template <class T>
@@ -70,6 +81,11 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
   const auto o = head_columns<T>(out.data(), t, c, 0, hs);
   const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
   Tensor1<T> s_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.scores"), g_max * rows * keys);
+  // P only feeds P V: written as bf16 where products read such operands (else left in s)
+  const bool p_as_bf16 = writes_bf16_operands<T>(precision);
+  Tensor1<bf16> p16_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.p16"),
+                        p_as_bf16 ? g_max * rows * keys : 0);
+  bf16* const p16_ptr = p_as_bf16 ? p16_blk.data() : nullptr;
   Tensor1<T> m_run(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.max"), g_max * rows);
   Tensor1<T> l_run(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.sum"), g_max * rows);
   T* const s_ptr = s_blk.data();
@@ -112,8 +128,16 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
                 }
                 m_ptr[gg * rows + ri] = m_new;
               });
-          product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, s_ptr, keys, rows * keys, v.at(bb, c0, h0 * hs),
-                                     v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld, o.head_stride, g);
+          if (p_as_bf16) {
+            round_score_blocks<T>(s_ptr, p16_ptr, g, rows, keys, nr, nk);
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, p16_ptr, keys, rows * keys,
+                                       v.at(bb, c0, h0 * hs), v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld,
+                                       o.head_stride, g);
+          } else {
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, s_ptr, keys, rows * keys,
+                                       v.at(bb, c0, h0 * hs), v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld,
+                                       o.head_stride, g);
+          }
         }
         Kokkos::parallel_for(
             "attention_forward.normalise", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
@@ -170,6 +194,15 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
   Tensor1<T> ds_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.ds"), g_max * rows * keys);
   T* const p_ptr = p_blk.data();
   T* const ds_ptr = ds_blk.data();
+  // P feeds dV's product and dS (fp32); dS only feeds dK's and dQ's products: where
+  // products read such operands as bf16, P is written in both and dS as bf16 only
+  const bool as_bf16 = writes_bf16_operands<T>(precision);
+  Tensor1<bf16> p16_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.p16"),
+                        as_bf16 ? g_max * rows * keys : 0);
+  Tensor1<bf16> ds16_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.ds16"),
+                         as_bf16 ? g_max * rows * keys : 0);
+  bf16* const p16_ptr = as_bf16 ? p16_blk.data() : nullptr;
+  bf16* const ds16_ptr = as_bf16 ? ds16_blk.data() : nullptr;
   const T* const lse_ptr = lse.data();
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t h0 = 0; h0 < h; h0 += g_max) {
@@ -192,9 +225,15 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
                 for (int64_t j = 0; j < valid; ++j) p[j] = fast_exp(p[j] * scale - row_lse);
                 for (int64_t j = valid < 0 ? 0 : valid; j < nk; ++j) p[j] = T(0);
               });
-          product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p_ptr, keys, rows * keys, dy.at(bb, r0, col),
-                                     dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
-                                     dv.head_stride, g);  // dV_j += P^T dO_i
+          if (as_bf16) round_score_blocks<T>(p_ptr, p16_ptr, g, rows, keys, nr, nk);
+          if (as_bf16)
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p16_ptr, keys, rows * keys,
+                                       dy.at(bb, r0, col), dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
+                                       dv.head_stride, g);  // dV_j += P^T dO_i
+          else
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p_ptr, keys, rows * keys, dy.at(bb, r0, col),
+                                       dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
+                                       dv.head_stride, g);  // dV_j += P^T dO_i
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, dy.at(bb, r0, col), dy.ld, dy.head_stride,
                                      v.at(bb, c0, col), v.ld, v.head_stride, T(0), ds_ptr, keys, rows * keys,
                                      g);  // dP = dO_i V_j^T
@@ -206,12 +245,22 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
                 const T row_d = d_ptr[row_base + gg * t + ri];
                 for (int64_t j = 0; j < nk; ++j) ds[j] = scale * p[j] * (ds[j] - row_d);
               });
-          product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds_ptr, keys, rows * keys, q.at(bb, r0, col),
-                                     q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
-                                     dk.head_stride, g);  // dK_j += dS^T Q_i
-          product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds_ptr, keys, rows * keys, k.at(bb, c0, col),
-                                     k.ld, k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
-                                     dq.head_stride, g);  // dQ_i += dS K_j
+          if (as_bf16) {
+            round_score_blocks<T>(ds_ptr, ds16_ptr, g, rows, keys, nr, nk);
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds16_ptr, keys, rows * keys,
+                                       q.at(bb, r0, col), q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
+                                       dk.head_stride, g);  // dK_j += dS^T Q_i
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds16_ptr, keys, rows * keys,
+                                       k.at(bb, c0, col), k.ld, k.head_stride, first_keys ? T(0) : T(1),
+                                       dq.at(bb, r0, col), dq.ld, dq.head_stride, g);  // dQ_i += dS K_j
+          } else {
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds_ptr, keys, rows * keys, q.at(bb, r0, col),
+                                       q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
+                                       dk.head_stride, g);  // dK_j += dS^T Q_i
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds_ptr, keys, rows * keys, k.at(bb, c0, col),
+                                       k.ld, k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
+                                       dq.head_stride, g);  // dQ_i += dS K_j
+          }
         }
     }
 }

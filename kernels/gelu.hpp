@@ -34,7 +34,21 @@ void gelu_forward(V1<T> out, V1<const T> inp) {
 }
 template <class T>
 void gelu_forward(V1<bf16> out, V1<const T> inp) {
-  gelu_forward_as<T, bf16>(out, inp);
+  if constexpr (std::is_same_v<T, float> && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    // in chunks rounded by the CPU's own conversion (bf16.hpp: round_rows_to_bf16)
+    constexpr int64_t kChunk = 1024;
+    const int64_t n = inp.extent(0);
+    Kokkos::parallel_for(
+        "gelu_forward", Range(0, (n + kChunk - 1) / kChunk), KOKKOS_LAMBDA(const int64_t chunk) {
+          const int64_t j0 = chunk * kChunk, nj = n - j0 < kChunk ? n - j0 : kChunk;
+          float values[kChunk];
+#pragma GCC ivdep
+          for (int64_t j = 0; j < nj; ++j) values[j] = gelu_value(inp(j0 + j));
+          round_rows_to_bf16(values, 0, out.data() + j0, 0, 1, nj);
+        });
+  } else {
+    gelu_forward_as<T, bf16>(out, inp);
+  }
 }
 
 // dinp = gelu'(inp) * dout (dinp may alias dout).

@@ -7,23 +7,50 @@
 
 namespace strata::kernels {
 
+// A row's mean and 1 / sqrt(variance + eps).
+template <class T>
+KOKKOS_INLINE_FUNCTION void row_moments(const T* x, int64_t c, T& m, T& s) {
+  m = lane_sum<T>(c, [&](int64_t j) { return x[j]; }) / T(c);
+  const T var = lane_sum<T>(c, [&](int64_t j) { return (x[j] - m) * (x[j] - m); }) / T(c);
+  s = T(1) / kmath::sqrt(var + T(1e-5));
+}
+
 // inp, out are (N, C); weight, bias (C); mean, rstd (N) are saved for the backward. Out: T,
 // or bf16 where the output only feeds bf16 products (written rounded, as they would round it).
 template <class T, class Out>
 void layernorm_forward_as(V2<Out> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight,
-                       V1<const T> bias) {
+                          V1<const T> bias) {
   const int64_t n = inp.extent(0), c = inp.extent(1);
-  Kokkos::parallel_for(
-      "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
-        const T* x = &inp(i, 0);
-        const T m = lane_sum<T>(c, [&](int64_t j) { return x[j]; }) / T(c);
-        const T var = lane_sum<T>(c, [&](int64_t j) { return (x[j] - m) * (x[j] - m); }) / T(c);
-        const T s = T(1) / kmath::sqrt(var + T(1e-5));
-        Out* y = &out(i, 0);
-        for (int64_t j = 0; j < c; ++j) y[j] = stored_as<Out>((x[j] - m) * s * weight(j) + bias(j));
-        mean(i) = m;
-        rstd(i) = s;
-      });
+  if constexpr (std::is_same_v<Out, bf16> && std::is_same_v<T, float> &&
+                Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    // host memory: each row in segments, rounded by the CPU's own conversion (round_rows_to_bf16)
+    Kokkos::parallel_for(
+        "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+          const T* x = &inp(i, 0);
+          T m, s;
+          row_moments(x, c, m, s);
+          constexpr int64_t kSegment = 512;
+          float segment[kSegment];
+          for (int64_t j0 = 0; j0 < c; j0 += kSegment) {
+            const int64_t nj = c - j0 < kSegment ? c - j0 : kSegment;
+            for (int64_t j = 0; j < nj; ++j) segment[j] = (x[j0 + j] - m) * s * weight(j0 + j) + bias(j0 + j);
+            round_rows_to_bf16(segment, 0, &out(i, j0), 0, 1, nj);
+          }
+          mean(i) = m;
+          rstd(i) = s;
+        });
+  } else {
+    Kokkos::parallel_for(
+        "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+          const T* x = &inp(i, 0);
+          T m, s;
+          row_moments(x, c, m, s);
+          Out* y = &out(i, 0);
+          for (int64_t j = 0; j < c; ++j) y[j] = stored_as<Out>((x[j] - m) * s * weight(j) + bias(j));
+          mean(i) = m;
+          rstd(i) = s;
+        });
+  }
 }
 
 template <class T>

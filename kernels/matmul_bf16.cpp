@@ -318,19 +318,26 @@ void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> 
                               b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
 }
 
-void matmul_bf16(bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b, float beta, V2<float> c) {
-  const auto o = operands_of(trans_a, trans_b, a, b, c);
-  if (o.m == 0 || o.n == 0) return;
+void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
+                                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
   static_assert(sizeof(bf16) == sizeof(uint16_t));
-  Bf16Products::instance().run({1, o.m, o.n, o.k, trans_a, trans_b, beta, o.lda, o.lda * int64_t(a.extent(0)), o.ldb,
-                                o.ldb * int64_t(b.extent(0)), o.ldc, o.ldc * o.m},
-                               nullptr, reinterpret_cast<const uint16_t*>(a.data()), b.data(), c.data());
+  Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c},
+                               nullptr, reinterpret_cast<const uint16_t*>(a), b, c);
 #else
-  (void)beta;
+  (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
+  (void)beta, (void)c, (void)ldc, (void)stride_c;
   throw std::logic_error("matmul_bf16: an operand stored as bf16 is only read where products round in a pass of "
                          "their own (oneDNN on CPUs)");
 #endif
+}
+
+void matmul_bf16(bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b, float beta, V2<float> c) {
+  const auto o = operands_of(trans_a, trans_b, a, b, c);
+  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
+                              b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
 }
 
 }  // namespace strata::kernels

@@ -34,6 +34,12 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
                                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                                  float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch);
 
+// The same with the A_i already rounded (a kernel wrote them as bf16), as the overload
+// of matmul_bf16 below.
+void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
+                                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch);
+
 // x rounded to bf16 (to_bf16), as a float: what matmul_bf16 multiplies.
 inline float round_to_bf16(float x) { return to_float(to_bf16(x)); }
 

@@ -26,6 +26,15 @@ std::unique_ptr<RoundedCopy> round_for_pass(Precision precision, const T* values
   return nullptr;
 }
 
+// Whether a kernel that makes an operand only products read (attention's probability and
+// score-gradient blocks) writes it as bf16, rounded as the products would round it
+// (kernels/bf16.hpp), instead of in T for them to round: bf16 products that round in a
+// pass of their own, with rounding once on (model.bf16_round_once).
+template <class T>
+bool writes_bf16_operands(Precision precision) {
+  return std::is_same_v<T, float> && precision == Precision::BF16 && RoundedCopy::pays() && RoundedCopy::enabled();
+}
+
 // c = op(a) op(b) + beta c (alpha 1), as gemm<T>("N"/"T", "N"/"T", 1, a, b, beta, c).
 template <class T>
 void product(Precision precision, const char* ta, const char* tb, V2<const T> a, V2<const T> b, T beta, V2<T> c) {
@@ -62,6 +71,21 @@ void product_strided_batched(Precision precision, char ta, char tb, int64_t m, i
     }
   }
   gemm_strided_batched<T>(ta, tb, m, n, k, T(1), a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+// The same with the A_i written as bf16 by the kernel that made them (bf16 products only,
+// as the bf16 overload of product).
+template <class T>
+void product_strided_batched(Precision precision, char ta, char tb, int64_t m, int64_t n, int64_t k, const bf16* a,
+                             int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c,
+                             int64_t ldc, int64_t stride_c, int64_t batch) {
+  if constexpr (std::is_same_v<T, float>)
+    if (precision == Precision::BF16)
+      return matmul_bf16_strided_batched(ta == 'T', tb == 'T', m, n, k, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                                         ldc, stride_c, batch);
+  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
+  (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c, (void)batch;
+  throw std::logic_error("product_strided_batched: a bf16 operand in a product that is not bf16");
 }
 
 }  // namespace strata::kernels
