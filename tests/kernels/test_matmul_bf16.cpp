@@ -30,7 +30,7 @@ TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and N
 }
 
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
-TEST_CASE("to_bf16 rounds every float as the products' own rounding does, bit for bit", "[kernels][bf16]") {
+TEST_CASE("to_bf16 and round_rows_to_bf16 round every float as the products' own rounding does, bit for bit", "[kernels][bf16]") {
   if (!kernels::bf16_products_unavailable().empty()) {
     WARN("skipped: " << kernels::bf16_products_unavailable());
     return;
@@ -56,6 +56,20 @@ TEST_CASE("to_bf16 rounds every float as the products' own rounding does, bit fo
       FAIL_CHECK("float bits " << std::hex << bits[i] << ": to_bf16 " << kernels::to_bf16(values[i]).bits
                                << ", the products' rounding " << theirs[i]);
   CHECK(differ == 0);
+  // the block conversion (the CPU's own instruction where it has one), over rows with
+  // tails of every length 0-15 and a gap between rows
+  const int64_t cols = 37, ld = 40, rows = int64_t(values.size()) / ld;
+  std::vector<kernels::bf16> block(values.size(), kernels::bf16{0xdead});
+  for (int64_t width = cols - 16; width <= cols; ++width) {
+    kernels::round_rows_to_bf16(values.data(), ld, block.data(), ld, rows, width);
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < ld; ++j) {
+        const size_t i = size_t(r * ld + j);
+        wrong += j < width ? block[i].bits != theirs[i] : (width == cols - 16 && block[i].bits != 0xdead);
+      }
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("activations written as bf16 by their kernels give the products the bits they would round to",
