@@ -66,6 +66,16 @@ void round_score_blocks(const T* src, bf16* dst, int64_t g, int64_t rows, int64_
     throw std::logic_error("attention: bf16 operands of a product that is not bf16");
 }
 
+// f(a) with a score block as its products read it: its bf16 copy where one was made
+// (rounded non-null), else its T values.
+template <class T, class F>
+void with_block(const T* values, const bf16* rounded, F&& f) {
+  if (rounded)
+    f(rounded);
+  else
+    f(values);
+}
+
 // out (B*T, C) = causal attention of qkv (B*T, 3C) with h heads; lse (B*H, T) the
 // logsumexp of each row's scaled scores (what the backward needs with out).
 template <class T>
@@ -128,16 +138,11 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
                 }
                 m_ptr[gg * rows + ri] = m_new;
               });
-          if (p_as_bf16) {
-            round_score_blocks<T>(s_ptr, p16_ptr, g, rows, keys, nr, nk);
-            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, p16_ptr, keys, rows * keys,
-                                       v.at(bb, c0, h0 * hs), v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld,
-                                       o.head_stride, g);
-          } else {
-            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, s_ptr, keys, rows * keys,
-                                       v.at(bb, c0, h0 * hs), v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld,
-                                       o.head_stride, g);
-          }
+          if (p_as_bf16) round_score_blocks<T>(s_ptr, p16_ptr, g, rows, keys, nr, nk);
+          with_block(s_ptr, p16_ptr, [&](auto p) {
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, p, keys, rows * keys, v.at(bb, c0, h0 * hs),
+                                       v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld, o.head_stride, g);
+          });
         }
         Kokkos::parallel_for(
             "attention_forward.normalise", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
@@ -226,14 +231,11 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
                 for (int64_t j = valid < 0 ? 0 : valid; j < nk; ++j) p[j] = T(0);
               });
           if (as_bf16) round_score_blocks<T>(p_ptr, p16_ptr, g, rows, keys, nr, nk);
-          if (as_bf16)
-            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p16_ptr, keys, rows * keys,
-                                       dy.at(bb, r0, col), dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
-                                       dv.head_stride, g);  // dV_j += P^T dO_i
-          else
-            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p_ptr, keys, rows * keys, dy.at(bb, r0, col),
+          with_block(p_ptr, p16_ptr, [&](auto p) {
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p, keys, rows * keys, dy.at(bb, r0, col),
                                        dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
                                        dv.head_stride, g);  // dV_j += P^T dO_i
+          });
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, dy.at(bb, r0, col), dy.ld, dy.head_stride,
                                      v.at(bb, c0, col), v.ld, v.head_stride, T(0), ds_ptr, keys, rows * keys,
                                      g);  // dP = dO_i V_j^T
@@ -245,22 +247,15 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
                 const T row_d = d_ptr[row_base + gg * t + ri];
                 for (int64_t j = 0; j < nk; ++j) ds[j] = scale * p[j] * (ds[j] - row_d);
               });
-          if (as_bf16) {
-            round_score_blocks<T>(ds_ptr, ds16_ptr, g, rows, keys, nr, nk);
-            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds16_ptr, keys, rows * keys,
-                                       q.at(bb, r0, col), q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
-                                       dk.head_stride, g);  // dK_j += dS^T Q_i
-            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds16_ptr, keys, rows * keys,
-                                       k.at(bb, c0, col), k.ld, k.head_stride, first_keys ? T(0) : T(1),
-                                       dq.at(bb, r0, col), dq.ld, dq.head_stride, g);  // dQ_i += dS K_j
-          } else {
-            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds_ptr, keys, rows * keys, q.at(bb, r0, col),
+          if (as_bf16) round_score_blocks<T>(ds_ptr, ds16_ptr, g, rows, keys, nr, nk);
+          with_block(ds_ptr, ds16_ptr, [&](auto ds) {
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds, keys, rows * keys, q.at(bb, r0, col),
                                        q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
                                        dk.head_stride, g);  // dK_j += dS^T Q_i
-            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds_ptr, keys, rows * keys, k.at(bb, c0, col),
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds, keys, rows * keys, k.at(bb, c0, col),
                                        k.ld, k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
                                        dq.head_stride, g);  // dQ_i += dS K_j
-          }
+          });
         }
     }
 }
