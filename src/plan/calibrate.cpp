@@ -190,6 +190,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
       cal.gemm.emplace_back(strfmt("%lld x %lld x %lld bf16", (long long)r, (long long)k, (long long)n), gf);
     }
     m.bf16_gemm_flops = comm.allreduce_sum(flops / bf16_seconds) / p;
+    m.bf16_rounds_in_product = !kernels::RoundedCopy::pays();
   }
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   const bool gpt = deck.model.kind == ModelKind::GPT;

@@ -112,11 +112,18 @@ MachineFile read_machine_file(const std::string& path) {
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
   const auto& ct = r.section("compute", {"gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops",
-                                          "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
+                                          "bf16_rounding", "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
   if (ct.count("bf16_gemm_flops")) m.bf16_gemm_flops = r.number(ct, "compute", "bf16_gemm_flops");
   if (ct.count("attention_flops")) m.attention_flops = r.number(ct, "compute", "attention_flops");
   if (ct.count("bf16_attention_flops")) m.bf16_attention_flops = r.number(ct, "compute", "bf16_attention_flops");
+  if (ct.count("bf16_rounding")) {
+    const std::string rounding = r.text(ct, "compute", "bf16_rounding");
+    if (rounding != "separate" && rounding != "in_product")
+      throw UserError("machine file '" + path + "': compute.bf16_rounding is \"" + rounding +
+                      "\"; it must be \"separate\" or \"in_product\"");
+    m.bf16_rounds_in_product = rounding == "in_product";
+  }
   m.memory_bandwidth = r.number(ct, "compute", "memory_bandwidth");
   m.memory_capacity = r.number(ct, "compute", "memory_capacity");
   m.activation_rate = r.number(ct, "compute", "activation_rate");
@@ -150,6 +157,9 @@ std::string to_toml(const MachineFile& m) {
     << "gemm_flops = " << num(m.gemm_flops) << "         # FLOP/s per rank, float GEMM at the model's shapes\n";
   if (m.bf16_gemm_flops > 0)
     o << "bf16_gemm_flops = " << num(m.bf16_gemm_flops) << "    # the same with bf16 operands, fp32 sums\n";
+  if (m.bf16_gemm_flops > 0)
+    o << "bf16_rounding = " << (m.bf16_rounds_in_product ? "\"in_product\"" : "\"separate\"")
+      << "    # where bf16 products round their operands (separate: strata keeps bf16 copies)\n";
   if (m.attention_flops > 0)
     o << "attention_flops = " << num(m.attention_flops)
       << "    # FLOP/s per rank, fused attention forward + backward (unmasked work) at the model's shapes\n";

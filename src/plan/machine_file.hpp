@@ -10,6 +10,11 @@
 //              forward and backward, at the model's shapes, counting the unmasked work as
 //              GPT::attention_kernel_flops does; optional: without them the planner times
 //              attention's products at the GEMM rate, the model's full T x T count),
+//              bf16_rounding ("separate": the bf16 products round their operands in a
+//              pass of their own, as oneDNN on CPUs does, so a bf16 deck with
+//              model.bf16_round_once keeps the weights' bf16 copy and its product-only
+//              activations in bf16; "in_product": they round inside the product, as cuBLAS
+//              on GPUs does, and none of that is kept; optional, "separate" when left out),
 //              memory_bandwidth (bytes/s one rank streams through elementwise kernels),
 //              memory_capacity (bytes one rank may hold: its GPU's, or its share of the node's),
 //              activation_rate (bytes of kept activations per second the non-GEMM work of a
@@ -46,6 +51,7 @@ struct MachineFile {
   double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, adam_rate = 0;
   double bf16_gemm_flops = 0;  // 0: not known
   double attention_flops = 0, bf16_attention_flops = 0;  // 0: not known
+  bool bf16_rounds_in_product = false;                   // compute.bf16_rounding = "in_product"
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;
 

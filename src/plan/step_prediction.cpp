@@ -153,7 +153,12 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
                           l.zero > 0);
 }
 
-StepPrediction predict_step(const Deck& deck, const Layout& l, const MachineFile& machine, int stream_steps) {
+StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps) {
+  // where the machine's bf16 products round inside the product (GPUs), a run there keeps
+  // no bf16 copies or activations, whatever this build does: planned as if rounding once
+  // were off
+  Deck deck = deck_asked;
+  if (machine.bf16_rounds_in_product) deck.model.bf16_round_once = false;
   StepPrediction out;
   out.layout = l;
   const Links links(l, machine);

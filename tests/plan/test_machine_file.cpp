@@ -112,6 +112,22 @@ TEST_CASE("the bf16 GEMM rate: read back, optional, and what a bf16 deck's GEMMs
   else
     CHECK(c.activation_bytes == a.activation_bytes);
   CHECK_THROWS_WITH(predict_step(bf16, serial, sample_machine()), Catch::Contains("bf16_gemm_flops"));
+
+  // a machine whose products round inside (GPUs: compute.bf16_rounding = "in_product")
+  // keeps neither the weights' bf16 copy nor bf16 activations, whatever this build keeps
+  MachineFile gpu = faster;
+  gpu.bf16_rounds_in_product = true;
+  const MachineFile gpu_read = read_machine_file(write_machine_temp("gpu", to_toml(gpu)));
+  CHECK(gpu_read.bf16_rounds_in_product);
+  CHECK_FALSE(read_machine_file(write_machine_temp("cpu", to_toml(faster))).bf16_rounds_in_product);
+  const StepPrediction g = predict_step(bf16, serial, gpu_read);
+  CHECK(g.activation_bytes == a.activation_bytes);
+  CHECK(g.state_bytes == a.state_bytes);
+  if (kernels::RoundedCopy::pays()) CHECK(c.state_bytes > a.state_bytes);  // the weight copy
+  std::string bad = to_toml(gpu);
+  bad.replace(bad.find("\"in_product\""), 12, "\"inside\"");
+  CHECK_THROWS_WITH(read_machine_file(write_machine_temp("bad-rounding", bad)),
+                    Catch::Contains("compute.bf16_rounding") && Catch::Contains("in_product"));
 }
 
 TEST_CASE("malformed machine files are refused naming the file and the key", "[machine_file]") {
