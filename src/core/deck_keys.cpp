@@ -322,8 +322,10 @@ std::vector<DeckKey> declare_keys() {
       key(model, &D::model, "bf16_round_once", &ModelConfig::bf16_round_once, any<bool>(),
           "bf16 on CPUs: round the operands that many products read once: the parameters once per change (an "
           "optimizer update, a checkpoint read, XPipe's prediction; a copy of 2 bytes per parameter), attention's "
-          "Q, K, V and output gradient once per pass; false rounds them in every product: the same losses, bit for "
-          "bit (GPUs round inside the product and keep no copy)"),
+          "Q, K, V and output gradient once per pass and its probability blocks once each; and keep the "
+          "activations that only feed products (layer-norm and GELU outputs) in bf16, 2 bytes a value (not under "
+          "the 2D split); false rounds them in every product and keeps those activations fp32: the same losses, "
+          "bit for bit (GPUs round inside the product and keep nothing in bf16)"),
       // [data]
       enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
              "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
