@@ -107,12 +107,10 @@ TEST_CASE("activations written as bf16 by their kernels give the products the bi
         INFO("trans_a " << ta << " trans_b " << tb << " beta " << beta);
         const auto a = random_vector<float>(m * k, 51), b = random_vector<float>(k * nn, 52);
         const auto c0 = random_vector<float>(m * nn, 53);
-        std::vector<kernels::bf16> a16(a.size());
-        for (size_t i = 0; i < a.size(); ++i) a16[i] = kernels::to_bf16(a[i]);
         auto da = to_device(a), db2 = to_device(b), dc = to_device(c0), dc16 = to_device(c0);
-        Tensor1<kernels::bf16> da16("a16", a.size());
+        Tensor1<kernels::bf16> da16("a16", a.size());  // A as a kernel writing bf16 would
         auto ha16 = Kokkos::create_mirror_view(da16);
-        for (size_t i = 0; i < a.size(); ++i) ha16(i) = a16[i];
+        for (size_t i = 0; i < a.size(); ++i) ha16(i) = kernels::to_bf16(a[i]);
         Kokkos::deep_copy(da16, ha16);
         const V2<const float> bv = tb ? mat(db2, nn, k) : mat(db2, k, nn);
         kernels::matmul_bf16(ta, tb, ta ? mat(da, k, m) : mat(da, m, k), bv, beta, mat(dc, m, nn));
