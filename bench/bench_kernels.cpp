@@ -132,7 +132,8 @@ BENCHMARK(BM_attention_stored_bf16)->Apply(attention_lengths);
 void BM_block_forward_backward(benchmark::State& state) {
   ParamStore<float> store;
   const TensorParallel serial;
-  TransformerBlock<float> block(store, serial, Precision::FP32, false, Recompute::None, 0, 6, kC, kH, 0.02);
+  const ContextParallel whole_sequence;
+  TransformerBlock<float> block(store, serial, whole_sequence, Precision::FP32, false, Recompute::None, 0, 6, kC, kH, 0.02);
   store.allocate(1);
   TransformerCache<float> cache;
   TransformerGradScratch<float> scratch;

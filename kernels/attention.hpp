@@ -21,6 +21,7 @@
 // softmax steps are Kokkos kernels over those heads' rows, in fp32 (double in the gradient
 // checks). Scratch: two (heads, rows, keys) score blocks and a few values per row.
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
@@ -76,20 +77,29 @@ void with_block(const T* values, const bf16* rounded, F&& f) {
     f(values);
 }
 
-// out (B*T, C) = causal attention of qkv (B*T, 3C) with h heads; lse (B*H, T) the
-// logsumexp of each row's scaled scores (what the backward needs with out).
+// Which query rows meet which key rows in one call, for context parallelism's ring
+// (parallel/ring_attention.hpp), which runs a rank's queries against its own keys and then
+// against other ranks' blocks. Queries are rows [q0, q0 + nq) of the local sequence, keys
+// and values rows [k0, k0 + nk) of theirs. causal: key row j is visible to query row i iff
+// j <= i (both rows of one sequence; k0 <= q0, so every row sees key k0); otherwise every
+// key is visible. resume: out and lse already hold the attention of these queries over
+// other keys, and this call merges its keys in by the logsumexp (the online softmax
+// started from m = lse, l = 1, O = out) instead of starting afresh.
+struct AttentionSpan {
+  int64_t q0 = 0, nq = 0, k0 = 0, nk = 0;
+  bool causal = true, resume = false;
+};
+
+// One span's forward: o (the output's head matrices, (B*t, C) rows), lse (B*H, t) with t
+// the local sequence's rows; q from the local qkv, k and v wherever the keys lie.
 template <class T>
-void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
-                       Precision precision = Precision::FP32, AttentionTiling tiling = {0, 0, 0}) {
-  if (tiling.rows == 0) tiling = attention_tiling(t, h);
-  const int64_t c = out.extent(1), hs = c / h, rows = tiling.rows, keys = tiling.keys;
+void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatrices<const T> q, HeadMatrices<const T> k,
+                            HeadMatrices<const T> v, int64_t b, int64_t h, int64_t hs, const AttentionSpan& span,
+                            Precision precision, AttentionTiling tiling) {
+  if (span.causal && span.k0 > span.q0) throw std::logic_error("attention: a causal span whose first key follows its first query");
+  const int64_t c = o.ld, rows = tiling.rows, keys = tiling.keys;
   const int64_t g_max = std::min(tiling.heads, h);
   const T scale = T(1) / kmath::sqrt(T(hs));
-  const auto q = head_columns<const T>(qkv.data(), t, 3 * c, 0, hs);
-  const auto k = head_columns<const T>(qkv.data(), t, 3 * c, c, hs);
-  const auto v = head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs);
-  const auto o = head_columns<T>(out.data(), t, c, 0, hs);
-  const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
   Tensor1<T> s_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.scores"), g_max * rows * keys);
   // P only feeds P V: written as bf16 where products read such operands (else left in s)
   const bool p_as_bf16 = writes_bf16_operands<T>(precision);
@@ -101,23 +111,34 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
   T* const s_ptr = s_blk.data();
   T* const m_ptr = m_run.data();
   T* const l_ptr = l_run.data();
-  T* const lse_ptr = lse.data();
+  const bool causal = span.causal, resume = span.resume;
+  const int64_t q_end = span.q0 + span.nq, k_end = span.k0 + span.nk;
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t h0 = 0; h0 < h; h0 += g_max) {
       const int64_t g = std::min(g_max, h - h0);
-      for (int64_t r0 = 0; r0 < t; r0 += rows) {
-        const int64_t nr = std::min(rows, t - r0), r_end = r0 + nr;
+      for (int64_t r0 = span.q0; r0 < q_end; r0 += rows) {
+        const int64_t nr = std::min(rows, q_end - r0), r_end = r0 + nr;
         T* const o_rows = o.at(bb, r0, h0 * hs);
-        for (int64_t c0 = 0; c0 < r_end; c0 += keys) {
-          const int64_t nk = std::min(keys, r_end - c0);  // keys past the block's last row are masked for all
-          const bool first = c0 == 0;
+        T* const lse_rows = lse_ptr + (bb * h + h0) * t + r0;
+        if (resume)  // the running state of the keys seen so far: m = lse, l = 1, O = out
+          Kokkos::parallel_for(
+              "attention_forward.resume", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+                const int64_t gg = i / nr, ri = i % nr;
+                m_ptr[gg * rows + ri] = lse_rows[gg * t + ri];
+                l_ptr[gg * rows + ri] = T(1);
+              });
+        // keys past the block's last row are masked for all of its rows
+        const int64_t c_end = causal ? std::min(k_end, r_end) : k_end;
+        for (int64_t c0 = span.k0; c0 < c_end; c0 += keys) {
+          const int64_t nk = std::min(keys, c_end - c0);
+          const bool first = !resume && c0 == span.k0;
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, h0 * hs), q.ld, q.head_stride,
                                      k.at(bb, c0, h0 * hs), k.ld, k.head_stride, T(0), s_ptr, keys, rows * keys, g);
           Kokkos::parallel_for(
               "attention_forward.softmax_step", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
                 const int64_t gg = i / nr, ri = i % nr;
                 T* s = s_ptr + (gg * rows + ri) * keys;
-                const int64_t seen = r0 + ri + 1 - c0;  // keys of this block the row may see
+                const int64_t seen = causal ? r0 + ri + 1 - c0 : nk;  // keys of this block the row may see
                 const int64_t valid = seen < nk ? seen : nk;
                 if (valid <= 0) {  // the whole block is in this row's future
                   for (int64_t j = 0; j < nk; ++j) s[j] = T(0);
@@ -151,32 +172,31 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
               const T inv = T(1) / l;
               T* orow = o_rows + ri * c + gg * hs;
               for (int64_t d = 0; d < hs; ++d) orow[d] *= inv;
-              lse_ptr[((bb * h) + h0 + gg) * t + r0 + ri] = m_ptr[gg * rows + ri] + kmath::log(l);
+              lse_rows[gg * t + ri] = m_ptr[gg * rows + ri] + kmath::log(l);
             });
       }
     }
 }
 
-// dout (B*T, C) -> dqkv (B*T, 3C), from the forward's qkv, out and lse.
+// out (B*T, C) = causal attention of qkv (B*T, 3C) with h heads; lse (B*H, T) the
+// logsumexp of each row's scaled scores (what the backward needs with out).
 template <class T>
-void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b,
-                        int64_t t, int64_t h, Precision precision = Precision::FP32,
-                        AttentionTiling tiling = {0, 0, 0}) {
+void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
+                       Precision precision = Precision::FP32, AttentionTiling tiling = {0, 0, 0}) {
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
-  const int64_t c = dout.extent(1), hs = c / h, rows = tiling.rows, keys = tiling.keys;
-  const int64_t g_max = std::min(tiling.heads, h);
-  const T scale = T(1) / kmath::sqrt(T(hs));
-  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
-  const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * c, i * c, hs); };
-  const auto q = part(0), k = part(1), v = part(2);
-  const auto dq = dpart(0), dk = dpart(1), dv = dpart(2);
-  const auto dy = head_columns<const T>(dout.data(), t, c, 0, hs);
+  const int64_t c = out.extent(1), hs = c / h;
   const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
-  const auto rounded_dout = round_for_pass(precision, dout.data(), int64_t(dout.size()));
+  attention_forward_span<T>(head_columns<T>(out.data(), t, c, 0, hs), lse.data(), t,
+                            head_columns<const T>(qkv.data(), t, 3 * c, 0, hs),
+                            head_columns<const T>(qkv.data(), t, 3 * c, c, hs),
+                            head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs), b, h, hs, {0, t, 0, t, true, false},
+                            precision, tiling);
+}
 
-  // D = rowsum(dO * O) per head and row, (B*H, T) as lse
-  Tensor1<T> d_rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.d"), b * h * t);
-  T* const d_ptr = d_rows.data();
+// D = rowsum(dO * O) per head and row, (B*H, T) as lse: the backward's per-row constant.
+template <class T>
+void attention_row_dots(T* d_ptr, V2<const T> out, V2<const T> dout, int64_t b, int64_t t, int64_t h) {
+  const int64_t c = dout.extent(1), hs = c / h;
   const T* const y_ptr = out.data();
   const T* const dy_ptr = dout.data();
   Kokkos::parallel_for(
@@ -186,15 +206,20 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
         const T* dyr = dy_ptr + (bb * t + r) * c + hh * hs;
         d_ptr[i] = lane_sum<T>(hs, [&](int64_t d) { return yr[d] * dyr[d]; });
       });
+}
 
-  // dK and dV accumulate over query blocks that see a varying number of each key block's
-  // keys (the blocks are trimmed at the diagonal), so they start from zero
-  T* const dqkv_ptr = dqkv.data();
-  Kokkos::parallel_for(
-      "attention_backward.zero_dkv", Range(0, b * t), KOKKOS_LAMBDA(const int64_t r) {
-        T* row = dqkv_ptr + r * 3 * c + c;
-        for (int64_t j = 0; j < 2 * c; ++j) row[j] = T(0);
-      });
+// One span's backward: dQ of the span's query rows (written where !span.resume and the
+// key block is the span's first, accumulated otherwise) and dK, dV of its key rows
+// (accumulated: the caller zeroes them), from q, k, v, dO (dy), lse and D (B*H, t).
+template <class T>
+void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrices<T> dv, HeadMatrices<const T> q,
+                             HeadMatrices<const T> k, HeadMatrices<const T> v, HeadMatrices<const T> dy,
+                             const T* lse_ptr, const T* d_ptr, int64_t t, int64_t b, int64_t h, int64_t hs,
+                             const AttentionSpan& span, Precision precision, AttentionTiling tiling) {
+  if (span.causal && span.k0 > span.q0) throw std::logic_error("attention: a causal span whose first key follows its first query");
+  const int64_t rows = tiling.rows, keys = tiling.keys;
+  const int64_t g_max = std::min(tiling.heads, h);
+  const T scale = T(1) / kmath::sqrt(T(hs));
   Tensor1<T> p_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.p"), g_max * rows * keys);
   Tensor1<T> ds_blk(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.ds"), g_max * rows * keys);
   T* const p_ptr = p_blk.data();
@@ -208,15 +233,18 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
                          as_bf16 ? g_max * rows * keys : 0);
   bf16* const p16_ptr = as_bf16 ? p16_blk.data() : nullptr;
   bf16* const ds16_ptr = as_bf16 ? ds16_blk.data() : nullptr;
-  const T* const lse_ptr = lse.data();
+  const bool causal = span.causal;
+  const int64_t q_end = span.q0 + span.nq, k_end = span.k0 + span.nk;
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t h0 = 0; h0 < h; h0 += g_max) {
       const int64_t g = std::min(g_max, h - h0), col = h0 * hs;
-      for (int64_t c0 = 0; c0 < t; c0 += keys)
-        for (int64_t r0 = c0; r0 < t; r0 += rows) {  // query blocks at or below the key block's diagonal
-          const int64_t nr = std::min(rows, t - r0);
-          const int64_t nk = std::min({keys, t - c0, r0 + nr - c0});  // keys past the block's last row are masked
-          const bool first_keys = c0 == 0;  // the key block every query row sees
+      for (int64_t c0 = span.k0; c0 < k_end; c0 += keys)
+        // causal: the query blocks at or below the key block's diagonal
+        for (int64_t r0 = causal ? std::max(span.q0, c0) : span.q0; r0 < q_end; r0 += rows) {
+          const int64_t nr = std::min(rows, q_end - r0);
+          // causal: keys past the block's last row are masked
+          const int64_t nk = causal ? std::min({keys, k_end - c0, r0 + nr - c0}) : std::min(keys, k_end - c0);
+          const bool first_keys = !span.resume && c0 == span.k0;  // the key block every query row meets first
           const int64_t row_base = (bb * h + h0) * t + r0;  // lse and D of (head h0, row r0)
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, col), q.ld, q.head_stride,
                                      k.at(bb, c0, col), k.ld, k.head_stride, T(0), p_ptr, keys, rows * keys, g);
@@ -224,7 +252,7 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
               "attention_backward.probabilities", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
                 const int64_t gg = i / nr, ri = i % nr;
                 T* p = p_ptr + (gg * rows + ri) * keys;
-                const int64_t seen = r0 + ri + 1 - c0;
+                const int64_t seen = causal ? r0 + ri + 1 - c0 : nk;
                 const int64_t valid = seen < nk ? seen : nk;
                 const T row_lse = lse_ptr[row_base + gg * t + ri];
                 for (int64_t j = 0; j < valid; ++j) p[j] = fast_exp(p[j] * scale - row_lse);
@@ -258,6 +286,39 @@ void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T
           });
         }
     }
+}
+
+// Zeroes the K and V columns [c, 3c) of a (rows, 3c) packed gradient (they accumulate).
+template <class T>
+void zero_key_value_columns(V2<T> dqkv) {
+  const int64_t c = dqkv.extent(1) / 3;
+  T* const ptr = dqkv.data();
+  Kokkos::parallel_for(
+      "attention_backward.zero_dkv", Range(0, dqkv.extent(0)), KOKKOS_LAMBDA(const int64_t r) {
+        T* row = ptr + r * 3 * c + c;
+        for (int64_t j = 0; j < 2 * c; ++j) row[j] = T(0);
+      });
+}
+
+// dout (B*T, C) -> dqkv (B*T, 3C), from the forward's qkv, out and lse.
+template <class T>
+void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b,
+                        int64_t t, int64_t h, Precision precision = Precision::FP32,
+                        AttentionTiling tiling = {0, 0, 0}) {
+  if (tiling.rows == 0) tiling = attention_tiling(t, h);
+  const int64_t c = dout.extent(1), hs = c / h;
+  const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
+  const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * c, i * c, hs); };
+  const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
+  const auto rounded_dout = round_for_pass(precision, dout.data(), int64_t(dout.size()));
+  Tensor1<T> d_rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "attention.d"), b * h * t);
+  attention_row_dots<T>(d_rows.data(), out, dout, b, t, h);
+  // dK and dV accumulate over query blocks that see a varying number of each key block's
+  // keys (the blocks are trimmed at the diagonal), so they start from zero
+  zero_key_value_columns<T>(dqkv);
+  attention_backward_span<T>(dpart(0), dpart(1), dpart(2), part(0), part(1), part(2),
+                             head_columns<const T>(dout.data(), t, c, 0, hs), lse.data(), d_rows.data(), t, b, h, hs,
+                             {0, t, 0, t, true, false}, precision, tiling);
 }
 
 }  // namespace strata::kernels

@@ -9,8 +9,9 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   MPI_Comm_size(parent, &size);
   if (cfg.ranks() != size) {
     const std::string layout = std::to_string(cfg.data) + " x " + std::to_string(cfg.pipeline) + " x " +
-                               std::to_string(cfg.tensor_rows) + " x " + std::to_string(cfg.tensor_cols);
-    throw UserError("parallel layout data x pipeline x tensor_rows x tensor_cols = " + layout + " = " +
+                               std::to_string(cfg.context) + " x " + std::to_string(cfg.tensor_rows) + " x " +
+                               std::to_string(cfg.tensor_cols);
+    throw UserError("parallel layout data x pipeline x context x tensor_rows x tensor_cols = " + layout + " = " +
                     std::to_string(cfg.ranks()) + " ranks, but the job has " + std::to_string(size) +
                     (cfg.ranks() == cfg.data ? " (use mpirun -n " + std::to_string(cfg.ranks()) +
                                                    " or --set parallel.data=" + std::to_string(size) + ")"
@@ -21,12 +22,14 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   MPI_Comm_dup(parent, &control_);
   MPI_Comm_rank(world_, &world_rank_);
   world_size_ = size;
-  const int C = int(cfg.tensor_cols), R = int(cfg.tensor_rows), P = int(cfg.pipeline);
+  const int C = int(cfg.tensor_cols), R = int(cfg.tensor_rows), X = int(cfg.context), P = int(cfg.pipeline);
   coords_.col = world_rank_ % C;
   coords_.row = (world_rank_ / C) % R;
-  coords_.pipeline = (world_rank_ / (C * R)) % P;
-  coords_.data = world_rank_ / (C * R * P);
+  coords_.context = (world_rank_ / (C * R)) % X;
+  coords_.pipeline = (world_rank_ / (C * R * X)) % P;
+  coords_.data = world_rank_ / (C * R * X * P);
   const auto& g = coords_;
+  const int dx = g.data * X + g.context;  // the model replica
   // color = the coordinates the group shares; key = the position along the group's axis
   const auto split = [&](int color, int key, CommBackend b = CommBackend::Mpi) -> std::unique_ptr<Comm> {
     MPI_Comm c = MPI_COMM_NULL;
@@ -36,28 +39,31 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
     return std::make_unique<Comm>(c, b);
   };
   everyone_ = std::make_unique<Comm>(world_);
-  data_ = split((g.pipeline * R + g.row) * C + g.col, g.data, backend);
-  pipeline_ = split((g.data * R + g.row) * C + g.col, g.pipeline);
-  pipeline_reversed_ = split((g.data * R + g.row) * C + g.col, P - 1 - g.pipeline);
-  row_ = split((g.data * P + g.pipeline) * R + g.row, g.col);
-  col_ = split((g.data * P + g.pipeline) * C + g.col, g.row);
-  tensor_ = split(g.data * P + g.pipeline, g.row * C + g.col);
-  model_ = split(g.data, (g.pipeline * R + g.row) * C + g.col);
+  replicas_ = split((g.pipeline * R + g.row) * C + g.col, dx, backend);
+  context_ = split(((g.data * P + g.pipeline) * R + g.row) * C + g.col, g.context);
+  pipeline_ = split((dx * R + g.row) * C + g.col, g.pipeline);
+  pipeline_reversed_ = split((dx * R + g.row) * C + g.col, P - 1 - g.pipeline);
+  const int dpx = (g.data * P + g.pipeline) * X + g.context;  // one tensor grid
+  row_ = split(dpx * R + g.row, g.col);
+  col_ = split(dpx * C + g.col, g.row);
+  tensor_ = split(dpx, g.row * C + g.col);
+  model_ = split(dx, (g.pipeline * R + g.row) * C + g.col);
   const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
-  embedding_ = split(end_stage ? (g.data * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
-  if (g.pipeline > 0) pipeline_prev_ = rank_of({g.data, g.pipeline - 1, g.row, g.col});
-  if (g.pipeline + 1 < P) pipeline_next_ = rank_of({g.data, g.pipeline + 1, g.row, g.col});
+  embedding_ = split(end_stage ? (dx * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
+  if (g.pipeline > 0) pipeline_prev_ = rank_of({g.data, g.pipeline - 1, g.row, g.col, g.context});
+  if (g.pipeline + 1 < P) pipeline_next_ = rank_of({g.data, g.pipeline + 1, g.row, g.col, g.context});
 }
 
 int Grid::rank_of(const GridCoords& g) const {
-  return ((g.data * int(shape_.pipeline) + g.pipeline) * int(shape_.tensor_rows) + g.row) * int(shape_.tensor_cols) +
-         g.col;
+  return (((g.data * int(shape_.pipeline) + g.pipeline) * int(shape_.context) + g.context) * int(shape_.tensor_rows) +
+          g.row) * int(shape_.tensor_cols) + g.col;
 }
 
 std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
-  std::vector<std::pair<std::string, const Comm*>> out = {{"data", data_.get()}};
+  std::vector<std::pair<std::string, const Comm*>> out = {{"data", replicas_.get()}};
   if (shape_.pipeline > 1) out.emplace_back("pipeline", pipeline_.get());
   if (embedding_) out.emplace_back("tied_emb", embedding_.get());
+  if (shape_.context > 1) out.emplace_back("context", context_.get());
   const bool two_d = shape_.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path
   if (two_d || shape_.tensor_cols > 1) out.emplace_back("tensor", tensor_.get());
   if (two_d) {
@@ -71,7 +77,7 @@ Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (auto* c : {&everyone_, &data_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
+  for (auto* c : {&everyone_, &replicas_, &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
     c->reset();
   for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
   MPI_Comm_free(&control_);

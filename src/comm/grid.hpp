@@ -1,11 +1,13 @@
 #pragma once
-// Grid: the run's parallel state. The 4D rank layout data x pipeline x tensor_rows x
-// tensor_cols, built once from the deck and a parent communicator, and the owner of every
-// communicator the run uses (as Megatron's parallel state is): it is the only place that
-// splits or duplicates one. Ranks are numbered tensor-fastest,
-//   rank = ((d * P + p) * R + r) * C + c,
+// Grid: the run's parallel state. The 5D rank layout data x pipeline x context x
+// tensor_rows x tensor_cols, built once from the deck and a parent communicator, and the
+// owner of every communicator the run uses (as Megatron's parallel state is): it is the
+// only place that splits or duplicates one. Ranks are numbered tensor-fastest,
+//   rank = (((d * P + p) * X + x) * R + r) * C + c,
 // so a tensor group (the most communication-hungry) sits on consecutive ranks, i.e. on
-// one node when ranks are placed by node.
+// one node when ranks are placed by node, and a context group (keys and values of every
+// layer, forward and backward) next to it; the pipeline (one activation per micro-batch
+// and stage) and the data group (one gradient sum per step) are farther apart.
 #include <mpi.h>
 
 #include <memory>
@@ -19,14 +21,14 @@
 namespace strata {
 
 struct GridCoords {
-  int data = 0, pipeline = 0, row = 0, col = 0;
+  int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
 };
 
 class Grid {
  public:
-  // Throws UserError when data x pipeline x tensor_rows x tensor_cols is not the size of
-  // parent (before any communication, so every rank throws alike). The data group's
-  // vector sums use cfg.comm_backend (NCCL sets up collectively here).
+  // Throws UserError when data x pipeline x context x tensor_rows x tensor_cols is not the
+  // size of parent (before any communication, so every rank throws alike). The replica
+  // group's vector sums use cfg.comm_backend (NCCL sets up collectively here).
   Grid(const ParallelConfig& cfg, MPI_Comm parent);
   ~Grid();
   Grid(const Grid&) = delete;
@@ -36,20 +38,23 @@ class Grid {
   int world_size() const { return world_size_; }
   const GridCoords& coords() const { return coords_; }
   const ParallelConfig& shape() const { return shape_; }
-  // The world rank of the grid point (d, p, r, c).
+  // The world rank of the grid point (d, p, x, r, c).
   int rank_of(const GridCoords& g) const;
 
   MPI_Comm world() const { return world_; }     // a duplicate of the parent
   Comm& everyone() const { return *everyone_; }  // over world(): run-wide sums
-  Comm& data() const { return *data_; }          // same (p, r, c): the replicas
-  Comm& pipeline() const { return *pipeline_; }  // same (d, r, c): the stages (or layer blocks), in order
+  // Same (p, r, c): the ranks that hold the same parameters, data x context of them (in
+  // the order (d, x)), over which gradients are summed and ZeRO-1 shards the moments.
+  Comm& replicas() const { return *replicas_; }
+  Comm& context() const { return *context_; }    // same (d, p, r, c): a sequence's ring, in order
+  Comm& pipeline() const { return *pipeline_; }  // same (d, x, r, c): the stages (or layer blocks), in order
   // The same ranks in reverse order: the time of the layer-parallel adjoint solve.
   Comm& pipeline_reversed() const { return *pipeline_reversed_; }
-  Comm& tensor() const { return *tensor_; }      // same (d, p): the whole tensor grid
-  Comm& tensor_row() const { return *row_; }     // same (d, p, r): along a grid row
-  Comm& tensor_col() const { return *col_; }     // same (d, p, c): along a grid column
-  Comm& model() const { return *model_; }        // same d: one model replica (pipeline x tensor)
-  // The first and the last pipeline stage of the same (d, r, c), which hold the two copies
+  Comm& tensor() const { return *tensor_; }      // same (d, p, x): the whole tensor grid
+  Comm& tensor_row() const { return *row_; }     // same (d, p, x, r): along a grid row
+  Comm& tensor_col() const { return *col_; }     // same (d, p, x, c): along a grid column
+  Comm& model() const { return *model_; }        // same (d, x): one model replica (pipeline x tensor)
+  // The first and the last pipeline stage of the same (d, x, r, c), which hold the two copies
   // of the tied embedding; null on the other stages and without a pipeline.
   Comm* embedding() const { return embedding_.get(); }
   // A duplicate of world() for agreements posted while other traffic is in flight (XPipe's
@@ -59,12 +64,13 @@ class Grid {
   int pipeline_prev() const { return pipeline_prev_; }
   int pipeline_next() const { return pipeline_next_; }
 
+  // The data replica: which share of the global batch this rank's sequences are.
   int data_rank() const { return coords_.data; }
   int data_size() const { return int(shape_.data); }
 
   // The groups the run's layout communicates over, whose traffic a run reports, by the
-  // names the summary gives them: "data", and where the layout has them "pipeline",
-  // "tied_emb", "tensor", "grid_row", "grid_col".
+  // names the summary gives them: "data" (the replicas), and where the layout has them
+  // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col".
   std::vector<std::pair<std::string, const Comm*>> reported_comms() const;
 
  private:
@@ -72,7 +78,7 @@ class Grid {
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
-  std::unique_ptr<Comm> everyone_, data_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
+  std::unique_ptr<Comm> everyone_, replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
   int world_rank_ = 0, world_size_ = 1, pipeline_prev_ = -1, pipeline_next_ = -1;
 };
 

@@ -61,6 +61,7 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
+  if (p.context > 1) need(m.seq_len, "model.seq_len", 2 * p.context, "2 x parallel.context (each rank holds two chunks)");
   if (m.layers() < p.pipeline)
     throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
@@ -193,6 +194,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (resnet && p.recompute == Recompute::Selective)
     throw UserError(origin + ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
                     "states already (each step's activation is remade in its backward); \"full\" keeps every k-th");
+  if (resnet && p.context > 1)
+    throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the residual network's "
+                    "samples are not sequences: use parallel.data");
   if (mgrit && p.recompute != Recompute::None)
     throw UserError(origin + ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
                     "states at its own points)");

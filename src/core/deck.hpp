@@ -66,13 +66,14 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
-  // the rank grid: data x pipeline x tensor_rows x tensor_cols = rank count
+  // the rank grid: data x pipeline x context x tensor_rows x tensor_cols = rank count
   int64_t data = 1;
   int64_t pipeline = 1;
+  int64_t context = 1;  // ranks a sequence is split over (ring attention, causal load balance)
   int64_t tensor_rows = 1;
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
-  int64_t ranks() const { return data * pipeline * tensor_rows * tensor_cols; }
+  int64_t ranks() const { return data * pipeline * context * tensor_rows * tensor_cols; }
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;
   int64_t micro_batches = 1;

@@ -355,6 +355,11 @@ std::vector<DeckKey> declare_keys() {
       key(par, &D::parallel, "data", &ParallelConfig::data, at_least<int64_t>(1), "data-parallel replicas"),
       key(par, &D::parallel, "pipeline", &ParallelConfig::pipeline, at_least<int64_t>(1),
           "ranks along the layers: pipeline stages, or MGRIT's layer blocks"),
+      key(par, &D::parallel, "context", &ParallelConfig::context, at_least<int64_t>(1),
+          "gpt: ranks each sequence is split over (context parallelism): the sequence is cut into 2 x context "
+          "chunks and rank r holds chunks r and 2 x context - 1 - r (the causal work balanced); attention passes "
+          "keys and values around the ring; the parameters are replicated and their gradients summed over data x "
+          "context; model.seq_len a multiple of 2 x context"),
       key(par, &D::parallel, "tensor_rows", &ParallelConfig::tensor_rows, at_least<int64_t>(1),
           "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
       key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),

@@ -7,9 +7,9 @@
 namespace strata {
 
 template <class T>
-EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const StagePlacement& placement,
-                                  int64_t vocab, int64_t seq_len, int64_t c, double std)
-    : store_(store), tp_(tp) {
+EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
+                                  const StagePlacement& placement, int64_t vocab, int64_t seq_len, int64_t c, double std)
+    : store_(store), tp_(tp), cp_(cp) {
   Shard wte = tensor_shard(tp, {vocab, c}, 0, 0, 1);
   if (placement.stages > 1) {  // two pipeline copies: the first stage's owns it
     wte.replica = wte.replica * 2 + (placement.first() ? 0 : 1);
@@ -23,16 +23,30 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
 
 template <class T>
 void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const {
-  cache.ensure(local.rows(), store_.infos()[wpe_].count[1]);
+  const int64_t c = store_.infos()[wpe_].count[1];
+  cache.ensure(local.rows(), c);
   cache.tokens = tokens;
-  tp_embedding_forward<T>(tp_, cache.out, tokens, store_.param2(wte_), store_.param2(wpe_), local.seq_len,
-                          cache.scratch);
+  V2<const T> wpe = store_.param2(wpe_);
+  if (cp_.active()) {  // the local rows' positions
+    if (int64_t(cache.positions.extent(0)) != local.seq_len)
+      cache.positions = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "emb.positions"), local.seq_len, c);
+    gather_local_rows<T>(cp_, V1<T>(cache.positions.data(), cache.positions.size()), V1<const T>(wpe.data(), wpe.size()),
+                         1, local.seq_len * cp_.size, c);
+    wpe = cache.positions;
+  }
+  tp_embedding_forward<T>(tp_, cache.out, tokens, store_.param2(wte_), wpe, local.seq_len, cache.scratch);
 }
 
 template <class T>
 void EmbeddingBlock<T>::backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const {
-  tp_embedding_backward<T>(tp_, store_.grad2(wte_), store_.grad2(wpe_), dout, cache.tokens, local.seq_len,
-                           cache.scratch);
+  if (!cp_.active()) {
+    tp_embedding_backward<T>(tp_, store_.grad2(wte_), store_.grad2(wpe_), dout, cache.tokens, local.seq_len,
+                             cache.scratch);
+    return;
+  }
+  Kokkos::deep_copy(cache.positions, T(0));  // the local rows' position gradients, then added to theirs
+  tp_embedding_backward<T>(tp_, store_.grad2(wte_), cache.positions, dout, cache.tokens, local.seq_len, cache.scratch);
+  scatter_add_local_rows<T>(cp_, store_.grad2(wpe_), cache.positions);
 }
 
 template <class T>

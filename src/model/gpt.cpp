@@ -7,18 +7,18 @@ namespace strata {
 
 template <class T>
 GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement,
-            Recompute recompute, bool allocate)
-    : cfg_(cfg), tp_(tp), recompute_(recompute), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
+            Recompute recompute, bool allocate, const ContextParallel& cp)
+    : cfg_(cfg), tp_(tp), cp_(cp), recompute_(recompute), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
   for (int k = 0; k < placement_.chunk_count(); ++k)
     if (placement_.chunk(k).second <= placement_.chunk(k).first)
       throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
                              std::to_string(placement_.stages) + " holds no layer in its chunk " + std::to_string(k) +
                              " (n_layer " + std::to_string(cfg.n_layer) + ")");
   const int64_t c = cfg.n_embd;
-  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
+  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l)
-    blocks_.emplace_back(store_, tp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
+    blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
   head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
@@ -35,6 +35,7 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
 template <class T>
 BlockContext GPT<T>::local_context(const BlockContext& replica) const {
   BlockContext local = replica;
+  local.seq_len = replica.seq_len / cp_.size;
   if (tp_.mode == TensorMode::TwoD) local.batch = replica.batch / tp_.q;
   return local;
 }
@@ -63,9 +64,18 @@ void GPT<T>::backward(const BlockContext& ctx, T dloss_scale, const GradReadyFn&
 template <class T>
 double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) {
   auto& act = as_acts(cache);
-  const auto& tokens = batch.tokens;
-  const auto& targets = batch.targets;
+  V1<const int32_t> tokens = batch.tokens, targets = batch.targets;
   const BlockContext local = local_context(ctx);
+  if (cp_.active()) {  // this rank's chunks of the replica's sequences
+    const auto local_rows_of = [&](Tensor1<int32_t>& mine, V1<const int32_t>& all) {
+      const int64_t n = ctx.batch * local.seq_len;
+      if (int64_t(mine.extent(0)) != n) mine = Tensor1<int32_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "context_rows"), n);
+      gather_local_rows<int32_t>(cp_, mine, all, ctx.batch, ctx.seq_len);
+      all = mine;
+    };
+    if (placement_.model_first(act.chunk)) local_rows_of(act.tokens, tokens);
+    if (placement_.model_last(act.chunk)) local_rows_of(act.targets, targets);
+  }
   const auto [begin, end] = placement_.chunk(act.chunk);
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   V2<const T> x = input;
@@ -214,8 +224,12 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const auto [begin, end] = placement_.chunk(chunk);
   int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[begin].widths()) +
               rows * c * int64_t(sizeof(T));  // scratch and dres
+  const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
   if (placement_.model_first(chunk))
-    b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? ctx.rows() : 0);
+    b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? sequence_rows : 0,
+                                      cp_.active() ? local.seq_len : 0);
+  if (cp_.active())  // the local rows' token ids and targets
+    b += sequence_rows * int64_t(sizeof(int32_t)) * ((placement_.model_first(chunk) ? 1 : 0) + (placement_.model_last(chunk) ? 1 : 0));
   const int layers = end - begin;
   switch (recompute_) {
     case Recompute::None:
@@ -252,19 +266,19 @@ double GPT<T>::stage_flops(const BlockContext& ctx) const {
   }
   const double layers = placement_.held_layers();
   const double per_token = 6.0 * n + 12.0 * layers * double(cfg_.seq_len) * double(cfg_.n_embd);
-  return per_token * double(ctx.rows()) / double(tp_.size());
+  return per_token * double(ctx.rows()) / double(tp_.size() * cp_.size);
 }
 
 template <class T>
 double GPT<T>::attention_model_flops(const BlockContext& ctx) const {
   const double per_token = 12.0 * double(placement_.held_layers()) * double(cfg_.seq_len) * double(cfg_.n_embd);
-  return per_token * double(ctx.rows()) / double(tp_.size());
+  return per_token * double(ctx.rows()) / double(tp_.size() * cp_.size);
 }
 
 template <class T>
 double GPT<T>::attention_kernel_flops(const BlockContext& ctx) const {
   const double per_token = 6.0 * double(placement_.held_layers()) * double(ctx.seq_len + 1) * double(cfg_.n_embd);
-  return per_token * double(ctx.rows()) / double(tp_.size());
+  return per_token * double(ctx.rows()) / double(tp_.size() * cp_.size);  // the zigzag split shares it evenly
 }
 
 template <class T>

@@ -2,7 +2,9 @@
 // The GPT model as a list of blocks: Embedding, L TransformerBlocks, LMHead (tied to the
 // embedding). It owns the parameter store (this rank's shards). With a tensor split, every
 // rank of the tensor group is given the replica's whole batch; in 2D, rank (i, j) runs
-// the blocks on batch block i. It is a StageModel (stage_model.hpp): as a pipeline stage
+// the blocks on batch block i. With a context split (parallel/context_parallel.hpp) every
+// rank of the context group is given the replica's whole sequences and keeps its two
+// chunks of each (tokens and targets), T/X rows per sequence. It is a StageModel (stage_model.hpp): as a pipeline stage
 // (StagePlacement) it runs its layers on one micro-batch at a time with caches the engine
 // owns; forward/backward of tokens alone run the whole model on one cache of its own
 // (tests, generation).
@@ -17,12 +19,14 @@
 #include "model/stage_model.hpp"
 #include "model/stage_placement.hpp"
 #include "model/transformer_block.hpp"
+#include "parallel/context_parallel.hpp"
 
 namespace strata {
 
 template <class T>
 struct GPTActivations : StageCache {
   int chunk = 0;  // the stage's chunk it runs (interleaved)
+  Tensor1<int32_t> tokens, targets;  // context split: the local rows' token ids and targets
   EmbeddingCache<T> emb;
   std::vector<TransformerCache<T>> blocks;
   LMHeadCache<T> head;
@@ -34,7 +38,7 @@ struct GPTActivations : StageCache {
   std::vector<Tensor2<T>> block_inputs;
   Tensor2<T> out;
   int64_t bytes() const override {
-    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres, out);
+    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres, out, tokens, targets);
     for (const auto& c : blocks) b += c.bytes();
     for (const auto& x : block_inputs) b += view_bytes(x);
     return b;
@@ -51,9 +55,10 @@ class GPT : public StageModel<T> {
   // this rank's pipeline stage (default: the whole model).
   // recompute: what the blocks' backward recomputes (parallel.recompute); the products
   // run in cfg.precision. allocate = false declares the parameters without memory (the
-  // planner's dry model: shards, traffic and sizes, no forward or backward).
+  // planner's dry model: shards, traffic and sizes, no forward or backward). cp: the
+  // context split and its ring (which must outlive the model).
   GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {}, StagePlacement placement = {},
-      Recompute recompute = Recompute::None, bool allocate = true);
+      Recompute recompute = Recompute::None, bool allocate = true, const ContextParallel& cp = {});
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
@@ -95,6 +100,7 @@ class GPT : public StageModel<T> {
   const ParamStore<T>& params() const override { return store_; }
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const override { return tp_; }
+  const ContextParallel& context_parallel() const { return cp_; }
   // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
   void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const override;
@@ -125,7 +131,8 @@ class GPT : public StageModel<T> {
                     const GradReadyFn& on_ready) override;
 
  private:
-  // The rows of the replica's batch this rank runs the blocks on.
+  // The rows of the replica's batch this rank runs the blocks on: T/X of each sequence
+  // under a context split, and in 2D its batch block of those.
   BlockContext local_context(const BlockContext& replica) const;
   std::pair<int64_t, int64_t> local_rows(const BlockContext& replica) const;  // [begin, end)
   // The backward's common start: sizes dres, and fills it with dout or (last stage) with
@@ -139,7 +146,8 @@ class GPT : public StageModel<T> {
   static const GPTActivations<T>& as_acts(const StageCache& c) { return static_cast<const GPTActivations<T>&>(c); }
 
   ModelConfig cfg_;
-  TensorParallel tp_;  // before the blocks, which keep a reference to it
+  TensorParallel tp_;   // before the blocks, which keep a reference to it
+  ContextParallel cp_;  // likewise
   Recompute recompute_ = Recompute::None;
   StagePlacement placement_;
   ParamStore<T> store_;

@@ -6,6 +6,7 @@
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
 #include "model/stage_model.hpp"
+#include "parallel/context_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -24,9 +25,11 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
 // The same part without a Grid: pipeline stage `stage` of deck.parallel's layout, split
 // as tp says (whose communicators may be absent when allocate = false). allocate = false
 // declares the parameters without memory: the planner's dry models (shards, traffic and
-// sizes; no forward or backward). One-rank tools (generate) take the defaults.
+// sizes; no forward or backward). cp: the context split (its ring may be absent when
+// allocate = false). One-rank tools (generate) take the defaults.
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp = {}, int stage = 0,
-                                              const DataShape& data = {}, bool allocate = true);
+                                              const DataShape& data = {}, bool allocate = true,
+                                              const ContextParallel& cp = {});
 
 template <class T>
 class GPT;

@@ -9,6 +9,7 @@
 #include "kernels/matmul_bf16.hpp"
 #include "kernels/residual.hpp"
 #include "model/tensor_shard.hpp"
+#include "parallel/ring_attention.hpp"
 #include "parallel/tp_layers.hpp"
 #include "parallel/tp_traffic.hpp"
 
@@ -63,10 +64,10 @@ int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w)
 }
 
 template <class T>
-TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision,
-                                      bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
+TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
+                                      Precision precision, bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
                                       double std, bool held)
-    : store_(store), tp_(tp), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
+    : store_(store), tp_(tp), cp_(cp), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
   // not grow with depth.
@@ -112,7 +113,10 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   // bf16 written rounded (ProductOperand).
   k.ln1.write([&](auto ln1) { tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_)); });
   k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_)); });  // (BT, 3A)
-  attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
+  if (cp_.active())
+    ring_attention_forward<T>(cp_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
+  else
+    attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
@@ -148,7 +152,10 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_));
-  attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  if (cp_.active())
+    ring_attention_backward<T>(cp_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  else
+    attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
   tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_));
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
@@ -176,6 +183,7 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
   tp_linear_in_backward_traffic(out, tp, n, c, f, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
   tp_linear_out_backward_traffic(out, tp, n, a, c, e);
+  ring_attention_backward_traffic(out, cp_, n, a, e);
   tp_linear_in_backward_traffic(out, tp, n, c, 3 * a, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
 }
@@ -187,6 +195,7 @@ void TransformerBlock<T>::forward_traffic(const BlockContext& ctx, Traffic& out)
   // in the order of forward()
   tp_layernorm_forward_traffic(out, tp, n, e);
   tp_linear_in_forward_traffic(out, tp, n, c, 3 * a, e);
+  ring_attention_forward_traffic(out, cp_, n, a, e);
   tp_linear_out_forward_traffic(out, tp, n, a, c, e);
   tp_layernorm_forward_traffic(out, tp, n, e);
   tp_linear_in_forward_traffic(out, tp, n, c, f, e);

@@ -5,8 +5,9 @@
 // Weights are stored [in, out]: qkv [C, 3, C] (the q | k | v blocks, i.e. [C, 3C] in
 // memory), proj [C, C], fc [C, 4C], fc_proj [4C, C]. Under a tensor split each rank holds
 // shards (model/tensor_shard.hpp) and runs the layers of parallel/tp_layers.hpp; attention
-// needs no communication, as each rank holds whole heads (1D: H/t heads; 2D: H/q heads of
-// its batch block). The qkv weight's middle dimension keeps a rank's q, k and v columns
+// needs no tensor communication, as each rank holds whole heads (1D: H/t heads; 2D: H/q
+// heads of its batch block); under a context split it is ring attention over the context
+// group (parallel/ring_attention.hpp), every other layer working on the local rows. The qkv weight's middle dimension keeps a rank's q, k and v columns
 // of the same heads together in one hyperslab.
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "comm/traffic.hpp"
 #include "model/param_store.hpp"
 #include "model/product_operand.hpp"
+#include "parallel/context_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -118,10 +120,12 @@ template <class T>
 class TransformerBlock {
  public:
   // held: this rank runs the block (else another pipeline stage does, and the block only
-  // declares its parameters).
+  // declares its parameters). cp: the context split (the rows are local ones, attention
+  // goes round the ring); tp and cp must outlive the block.
   // precision: of the products (model.precision); round_once: model.bf16_round_once
   // (keeps_bf16_operands); recompute: parallel.recompute.
-  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, Precision precision, bool round_once,
+  TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp, Precision precision,
+                   bool round_once,
                    Recompute recompute, int layer,
                    int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true);
   // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
@@ -150,6 +154,7 @@ class TransformerBlock {
  private:
   ParamStore<T>& store_;
   const TensorParallel& tp_;
+  const ContextParallel& cp_;
   Precision precision_;
   bool selective_;              // parallel.recompute = "selective": fch_gelu goes to `recomputed`
   int64_t c_;                    // the model's hidden size C

@@ -199,7 +199,7 @@ TrainResult RunLoop::train() {
   StopWatchdog watchdog(rc.stop_timeout, rank_);
 
   OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model(),
-                              job_.params().moments_sharded() ? &job_.grid().data() : nullptr);
+                              job_.params().moments_sharded() ? &job_.grid().replicas() : nullptr);
   update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;
   result.first_step = start_.step;
@@ -373,7 +373,7 @@ void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, boo
   const auto comm_before = comm_totals();
   if (std::isnan(val.loss)) val = job_.evaluate();
   const auto written = publisher_->publish(checkpoint_state(step + 1, optim_steps, val.loss), job_.params(), deck_,
-                                           job_.facts().layout, job_.grid().data_rank(), job_.grid().data_size(), pause);
+                                           job_.facts().layout, job_.grid().replicas().rank(), job_.grid().replicas().size(), pause);
   last_checkpoint_seconds_ = written.seconds;
   log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s; checks %.3f s), val loss %.4f",
                    written.path.c_str(), double(written.bytes) / (1 << 20), written.seconds,
@@ -396,7 +396,7 @@ void RunLoop::print_summary(const TrainResult& r) {
   const double mib = 1 << 20;
   auto& store = job_.params();
   const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };
-  const int data = job_.grid().data_size();
+  const int data = job_.grid().replicas().size();
   log_.info(strfmt("memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
                    "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
                    buffer_mib(store.params()), buffer_mib(store.grads()),

@@ -18,7 +18,7 @@ std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, con
 
 template <class T>
 LayerParallel<T>::LayerParallel(OdeNetwork<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options)
-    : StepEngine<T>(net), net_(net), layers_(grid.pipeline()), data_(grid.data()), opt_(options), batch_(local_batch),
+    : StepEngine<T>(net), net_(net), layers_(grid.pipeline()), data_(grid.replicas()), opt_(options), batch_(local_batch),
       forward_steps_(net, local_batch, options.forward.cfactor),
       forward_(forward_steps_, layers_, net.steps(), options.forward,
                layer_bounds(net.placement(), net.steps(), layers_)) {

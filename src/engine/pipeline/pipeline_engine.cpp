@@ -9,7 +9,7 @@ namespace strata {
 
 template <class T>
 PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches)
-    : StepEngine<T>(model), data_(grid.data()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
+    : StepEngine<T>(model), data_(grid.replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
       executor_(model, grid.pipeline()) {
   if (schedule == Schedule::XPipe) throw std::logic_error("PipelineEngine runs flushing schedules; XPipe is XPipeEngine");
   const int stages = int(grid.shape().pipeline), chunks = model.placement().chunk_count();

@@ -182,7 +182,7 @@ class XPipeEngine<T>::Stream : public ListHooks {
 template <class T>
 XPipeEngine<T>::XPipeEngine(StageModel<T>& model, const Grid& grid, int micro_batches, bool predict,
                             StalenessMeter<T>* meter)
-    : TrainEngine<T>(model), data_(grid.data()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
+    : TrainEngine<T>(model), data_(grid.replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
       stop_comm_(grid.control()), micro_batches_(micro_batches), stages_(int(grid.shape().pipeline)),
       predict_(predict), meter_(meter), executor_(model, grid.pipeline()) {
   if (stages_ > 1 && model_.tied_index() < 0)
