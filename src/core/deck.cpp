@@ -231,6 +231,7 @@ std::string layout_name(const ParallelConfig& p) {
   } else if (p.micro_batches > 1) {
     s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation
   }
+  if (p.context > 1) s += " context=" + std::to_string(p.context);
   if (p.tensor_mode == TensorMode::TwoD)
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
   else if (p.tensor_cols > 1)

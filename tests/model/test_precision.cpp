@@ -35,9 +35,11 @@ std::vector<std::vector<std::string>> bf16_layouts_for(int n) {
   switch (n) {
     case 2: return {{bf16, "parallel.data=2"},
                     {bf16, "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
-                    {bf16, "parallel.tensor_cols=2"}};
+                    {bf16, "parallel.tensor_cols=2"},
+                    {bf16, "parallel.context=2"}};
     case 4: return {{bf16, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"}};
+                    {bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
+                    {bf16, "parallel.data=2", "parallel.context=2", "parallel.zero=1"}};
     default: return {};
   }
 }
@@ -160,7 +162,8 @@ std::vector<std::vector<std::string>> weight_copy_layouts_for(int n) {
     case 2: return {{"parallel.data=2", "parallel.zero=1"},
                     {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=zb-h1"},
                     {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=xpipe"},
-                    {"parallel.tensor_cols=2"}};
+                    {"parallel.tensor_cols=2"},
+                    {"parallel.context=2", "parallel.recompute=selective"}};
     case 4: return {{"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
                     {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"}};
     default: return {};
