@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
     int steps = 4;
-    std::vector<std::string> overrides = {"parallel.data=1", "parallel.pipeline=1", "parallel.tensor_rows=1",
+    std::vector<std::string> overrides = {"parallel.data=1", "parallel.pipeline=1", "parallel.context=1", "parallel.tensor_rows=1",
                                           "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];

@@ -13,6 +13,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   auto& p = d.parallel;
   p.data = data;
   p.pipeline = pipeline;
+  p.context = context;
   p.tensor_mode = tensor == TensorMode::TwoD ? TensorMode::TwoD : TensorMode::OneD;
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
@@ -28,6 +29,7 @@ std::vector<std::string> Layout::overrides() const {
   const Deck d = applied_to(Deck{});
   const auto& p = d.parallel;
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
+          "parallel.context=" + std::to_string(p.context),
           "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + to_string(p.schedule),
           "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
@@ -67,8 +69,17 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
     }
     out.push_back(l);
   };
-  for (const Layout& base : tensor_splits) {
-    const int rest = ranks / base.tensor_size();
+  std::vector<Layout> bases;  // the tensor splits, each with every context split that fits
+  for (const Layout& split : tensor_splits)
+    for (int x = 1; x <= ranks / split.tensor_size(); ++x)
+      if ((ranks / split.tensor_size()) % x == 0 &&
+          (x == 1 || (deck.model.kind == ModelKind::GPT && deck.model.seq_len % (2 * x) == 0))) {
+        Layout l = split;
+        l.context = x;
+        bases.push_back(l);
+      }
+  for (const Layout& base : bases) {
+    const int rest = ranks / base.tensor_size() / base.context;
     for (int p = 1; p <= rest; ++p) {
       if (rest % p != 0) continue;
       Layout l = base;

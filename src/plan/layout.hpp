@@ -1,7 +1,7 @@
 #pragma once
 // A parallel layout the planner considers for a deck on N ranks: data x pipeline x
-// tensor (1D over t ranks or 2D over q x q), with a pipeline schedule and micro-batch
-// count where there are stages. It maps onto the deck's [parallel] keys, so a layout the
+// context x tensor (1D over t ranks or 2D over q x q), with a pipeline schedule and
+// micro-batch count where there are stages. It maps onto the deck's [parallel] keys, so a layout the
 // planner recommends is run by setting those keys.
 #include <string>
 #include <vector>
@@ -13,6 +13,7 @@ namespace strata {
 
 struct Layout {
   int data = 1, pipeline = 1;
+  int context = 1;  // ranks each sequence is split over
   TensorMode tensor = TensorMode::Serial;
   int t = 1;  // 1D group size
   int q = 1;  // 2D grid side
@@ -22,7 +23,8 @@ struct Layout {
   Recompute recompute = Recompute::None;
   int zero = 0;  // ZeRO stage (0 or 1)
   int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
-  int ranks() const { return data * pipeline * tensor_size(); }
+  int ranks() const { return data * pipeline * context * tensor_size(); }
+  int replicas() const { return data * context; }  // the ranks holding the same parameters
   // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2"
   std::string name() const;
   // the deck's [parallel] keys for this layout (the rest of the deck unchanged)
@@ -33,7 +35,8 @@ struct Layout {
 
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
-// tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2); with p stages, each schedule
+// context x tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2), context where 2 x context
+// divides the sequence; with p stages, each schedule
 // (gpipe, 1f1b, interleaved with v = 2 .. kMaxVirtualStages chunks per stage where the layers allow,
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
 // to kMaxMicroBatchesPerStage * p. Recomputation and ZeRO as the deck asks (not the

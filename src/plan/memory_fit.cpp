@@ -14,7 +14,10 @@ Layout layout_of(const Deck& d) {
   Layout l;
   l.data = int(d.parallel.data);
   l.pipeline = int(d.parallel.pipeline);
+  l.context = int(d.parallel.context);
   l.schedule = d.parallel.schedule;
+  l.virtual_stages = int(d.parallel.virtual_stages);
+  l.zero = int(d.parallel.zero);
   l.micro_batches = int(d.parallel.micro_batches);
   l.recompute = d.parallel.recompute;
   if (d.parallel.tensor_mode == TensorMode::TwoD) {

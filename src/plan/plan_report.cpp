@@ -56,7 +56,7 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
       with_recomputation(v);
     }
   }
-  if (l.zero == 0 && l.data > 1 && !(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
+  if (l.zero == 0 && l.replicas() > 1 && !(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
     std::vector<Layout> sharded{l};
     sharded.insert(sharded.end(), out.begin(), out.end());
     for (Layout v : sharded) {

@@ -22,7 +22,9 @@ TensorParallel tensor_of(const Layout& l) {
 // The stage's model as the run would build it (make_model), without memory: a GPT (the
 // planner plans GPT decks).
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
-  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false));
+  ContextParallel cp;  // context rank 0: the zigzag split gives every rank the same work
+  cp.size = l.context;
+  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp));
 }
 
 // Attention's products, fused: at the machine's attention rate on the kernel's own count
@@ -49,29 +51,30 @@ PipeSchedule schedule_of(const Layout& l, int mini_batches) {
                        l.schedule == Schedule::Interleaved ? l.virtual_stages : 1);
 }
 
-// Which links a communicator group crosses: ranks are numbered tensor-fastest (comm/grid.hpp),
-// so a group of `size` ranks `stride` apart stays in a node while it spans no more ranks
-// than a node has.
+// Which links a communicator group crosses: ranks are numbered tensor-fastest, then
+// context, pipeline, data (comm/grid.hpp), so a group stays in a node while the ranks it
+// spans (from its first to its last) are no more than a node has.
 class Links {
  public:
   Links(const Layout& l, const MachineFile& m) : l_(l), m_(m) {}
   const LinkCosts& of(const std::string& group) const {
-    const int ts = l_.tensor_size();
-    int stride = 1, size = 1;
-    if (group == "tensor" || group == "grid_row") size = group == "tensor" ? ts : l_.q;
-    else if (group == "grid_col") stride = l_.q, size = l_.q;
-    else if (group == "pipeline") stride = ts, size = l_.pipeline;
-    else if (group == "tied_emb") stride = ts * std::max(1, l_.pipeline - 1), size = 2;
-    else if (group == "data") stride = ts * l_.pipeline, size = l_.data;
-    const bool crosses = int64_t(stride) * (size - 1) + 1 > m_.ranks_per_node;
+    const int64_t ts = l_.tensor_size(), x = l_.context, p = l_.pipeline, d = l_.data;
+    int64_t span = 1;
+    if (group == "tensor") span = ts;
+    else if (group == "grid_row") span = l_.q;
+    else if (group == "grid_col") span = l_.q * (l_.q - 1) + 1;
+    else if (group == "context") span = ts * (x - 1) + 1;
+    else if (group == "pipeline" || group == "tied_emb") span = ts * x * (p - 1) + 1;
+    else if (group == "data") span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
+    const bool crosses = span > m_.ranks_per_node;
     return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
   }
-  // seconds of SUMMA's entries (broadcast, reduce) or of all the others
-  double seconds(const Traffic& t, bool summa_only) const {
+  // seconds of the entries `which` selects (by group and kind)
+  template <class Which>
+  double seconds(const Traffic& t, Which which) const {
     double s = 0;
     for (const auto& [key, e] : t.entries()) {
-      const bool summa = key.second == "broadcast" || key.second == "reduce";
-      if (summa != summa_only || e.calls == 0 || key.second == "recv") continue;
+      if (!which(key.first, key.second) || e.calls == 0 || key.second == "recv") continue;
       s += double(e.calls) * of(key.first).seconds(e.collective, e.ranks, double(e.payload_bytes) / double(e.calls));
     }
     return s;
@@ -82,8 +85,8 @@ class Links {
   const MachineFile& m_;
 };
 
-// The data ranks ZeRO-1 splits the moments over (1: no split).
-int zero_shards(const Layout& l) { return l.zero > 0 ? l.data : 1; }
+// The replicas ZeRO-1 splits the moments over (1: no split).
+int zero_shards(const Layout& l) { return l.zero > 0 ? l.replicas() : 1; }
 
 struct StageCosts {
   double compute = 0;  // per micro-batch, forward and backward: GEMMs and the non-GEMM work
@@ -147,10 +150,10 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const auto model = dry_model(deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
-    return data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
-                                 l.zero > 0);
-  return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.data, local_batch,
-                          l.zero > 0);
+    return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch,
+                                 l.micro_batches, l.zero > 0);
+  return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
+                          local_batch, l.zero > 0);
 }
 
 StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps) {
@@ -209,7 +212,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
         plain_kept += double(plain_model->cache_bytes_for(micro, c));
       if (l.recompute == Recompute::Full) {
         const double layers = double(model->placement().held_layers()), c_ = double(deck.model.n_embd);
-        c.gemm += 24 * c_ * c_ * layers * double(micro.rows()) / double(l.tensor_size()) / rate +
+        c.gemm += 24 * c_ * c_ * layers * double(micro.rows()) / double(l.tensor_size() * l.context) / rate +
                   attention_seconds(*model, micro, machine, deck.model.precision) / 3;
       }
       kept = plain_kept + (plain_kept - kept) / 3;
@@ -220,8 +223,14 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     c.weight_half = (model->stage_flops(micro) - model->attention_model_flops(micro)) / 3 / rate;
     Traffic tensor;
     for (int c = 0; c < model->placement().chunk_count(); ++c) model->micro_batch_traffic(micro, tensor, c);
-    // SUMMA's broadcasts and reduces run under its GEMMs (double buffering); the rest blocks
-    c.tensor = links.seconds(tensor, false) + std::max(0.0, links.seconds(tensor, true) - c.gemm);
+    // SUMMA's broadcasts and reduces run under its GEMMs (double buffering), the ring's
+    // blocks under attention's products (each posted before the step's computation); the
+    // rest blocks
+    const auto summa = [](const std::string&, const std::string& kind) { return kind == "broadcast" || kind == "reduce"; };
+    const auto ring = [](const std::string& group, const std::string&) { return group == "context"; };
+    c.tensor = links.seconds(tensor, [&](const std::string& g, const std::string& k) { return !summa(g, k) && !ring(g, k); }) +
+               std::max(0.0, links.seconds(tensor, summa) - c.gemm) +
+               std::max(0.0, links.seconds(tensor, ring) - attention_seconds(*model, micro, machine, deck.model.precision));
     // AdamW's update (with ZeRO-1, of the rank's block) and XPipe's prediction are the same
     // arithmetic over the weights and moments
     c.predict = double(store.numel()) / machine.adam_rate;
@@ -233,17 +242,18 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step
-    const Traffic round = p == 1 ? data_parallel_traffic(*model, l.data, deck.parallel.grad_bucket_mb * 1e6, local_batch,
-                                                         l.micro_batches, l.zero > 0)
-                                 : pipeline_traffic(*model, xpipe ? longer : flush, l.data, local_batch, l.zero > 0);
+    const int replicas = l.replicas();
+    const Traffic round = p == 1 ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6,
+                                                         local_batch, l.micro_batches, l.zero > 0)
+                                 : pipeline_traffic(*model, xpipe ? longer : flush, replicas, local_batch, l.zero > 0);
     double wire = round.wire_bytes();
-    if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, l.data, local_batch).wire_bytes()) / double(k2 - k1);
+    if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, replicas, local_batch).wire_bytes()) / double(k2 - k1);
     out.wire_bytes = std::max(out.wire_bytes, wire);
     out.stage_traffic.push_back(round);
     out.stage_params.push_back(store.numel());
     const double grads = double(store.numel()) * sizeof(float);
     // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring)
-    const double data_sum = links.of("data").seconds(Collective::AllReduce, l.data, grads);
+    const double data_sum = links.of("data").seconds(Collective::AllReduce, replicas, grads);
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
       // after it; with MPI they all run after it (Comm::start_allreduce_sum)
