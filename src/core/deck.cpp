@@ -61,7 +61,9 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
-  if (p.context > 1) need(m.seq_len, "model.seq_len", 2 * p.context, "2 x parallel.context (each rank holds two chunks)");
+  if (p.context > 1 && m.seq_len % (2 * p.context) != 0)
+    throw UserError(origin + ": model.seq_len (" + std::to_string(m.seq_len) + ") must be divisible by 2 x parallel.context (" +
+                    std::to_string(2 * p.context) + "): each context rank holds two of the 2 x context chunks of every sequence");
   if (m.layers() < p.pipeline)
     throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");

@@ -108,7 +108,8 @@ expect 2 "cannot read deck '/proc/self/mem': Input/output error" -- train /proc/
 expect 2 "malformed.toml:1: not valid TOML" -- train malformed.toml
 expect 2 "unknown.toml: unknown key 'model.n_layers'" -- train unknown.toml
 expect 1 "wrongtype.toml: model.n_layer must be an integer" -- train wrongtype.toml
-expect 2 "parallel layout data x pipeline x tensor_rows x tensor_cols = 1 x 1 x 1 x 1 = 1 ranks, but the job has 2 (use mpirun -n 1 or --set parallel.data=2)" -- train good.toml
+expect 2 "parallel layout data x pipeline x context x tensor_rows x tensor_cols = 1 x 1 x 1 x 1 x 1 = 1 ranks, but the job has 2 (use mpirun -n 1 or --set parallel.data=2)" -- train good.toml
+expect 2 "model.seq_len (8) must be divisible by 2 x parallel.context (6): each context rank holds two of the 2 x context chunks of every sequence" -- train good.toml --set parallel.context=3 --set parallel.data=1
 expect 4 "= 2 ranks, but the job has 4" -- train good.toml --set parallel.data=2
 expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'
 expect 1 "--set 'steps=3': expected section.key=value" -- train good.toml --set steps=3
@@ -123,6 +124,7 @@ expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- t
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
 expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
 expect 1 'layerpar.relaxation must be "F" or "FCF" (got "C")' -- train resnet.toml --set layerpar.relaxation=C
+expect 2 "parallel.context is the GPT's (it splits a sequence's tokens); the residual network's samples are not sequences: use parallel.data" -- train resnet.toml --set parallel.context=2 --set parallel.data=1
 # each model's keys: the other kind's names are refused, with the key to use
 expect 1 'resnet.toml: model.n_layer is the GPT'"'"'s: for kind = "resnet" use model.steps' -- deck resnet.toml --set model.n_layer=8
 expect 1 'resnet.toml: model.n_embd is the GPT'"'"'s: for kind = "resnet" use model.width' -- deck resnet.toml --set model.n_embd=8
