@@ -21,6 +21,7 @@
 // softmax steps are Kokkos kernels over those heads' rows, in fp32 (double in the gradient
 // checks). Scratch: two (heads, rows, keys) score blocks and a few values per row.
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "core/kmath.hpp"
@@ -92,10 +93,12 @@ struct AttentionSpan {
 
 // One span's forward: o (the output's head matrices, (B*t, C) rows), lse (B*H, t) with t
 // the local sequence's rows; q from the local qkv, k and v wherever the keys lie.
+// between_blocks, if given, runs after each query block (ring attention lets MPI move its
+// messages along there).
 template <class T>
 void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatrices<const T> q, HeadMatrices<const T> k,
                             HeadMatrices<const T> v, int64_t b, int64_t h, int64_t hs, const AttentionSpan& span,
-                            Precision precision, AttentionTiling tiling) {
+                            Precision precision, AttentionTiling tiling, const std::function<void()>& between_blocks = {}) {
   if (span.causal && span.k0 > span.q0) throw std::logic_error("attention: a causal span whose first key follows its first query");
   const int64_t c = o.ld, rows = tiling.rows, keys = tiling.keys;
   const int64_t g_max = std::min(tiling.heads, h);
@@ -174,6 +177,7 @@ void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatric
               for (int64_t d = 0; d < hs; ++d) orow[d] *= inv;
               lse_rows[gg * t + ri] = m_ptr[gg * rows + ri] + kmath::log(l);
             });
+        if (between_blocks) between_blocks();
       }
     }
 }
@@ -211,11 +215,13 @@ void attention_row_dots(T* d_ptr, V2<const T> out, V2<const T> dout, int64_t b, 
 // One span's backward: dQ of the span's query rows (written where !span.resume and the
 // key block is the span's first, accumulated otherwise) and dK, dV of its key rows
 // (accumulated: the caller zeroes them), from q, k, v, dO (dy), lse and D (B*H, t).
+// between_blocks, if given, runs after each pair of key and query blocks.
 template <class T>
 void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrices<T> dv, HeadMatrices<const T> q,
                              HeadMatrices<const T> k, HeadMatrices<const T> v, HeadMatrices<const T> dy,
                              const T* lse_ptr, const T* d_ptr, int64_t t, int64_t b, int64_t h, int64_t hs,
-                             const AttentionSpan& span, Precision precision, AttentionTiling tiling) {
+                             const AttentionSpan& span, Precision precision, AttentionTiling tiling,
+                             const std::function<void()>& between_blocks = {}) {
   if (span.causal && span.k0 > span.q0) throw std::logic_error("attention: a causal span whose first key follows its first query");
   const int64_t rows = tiling.rows, keys = tiling.keys;
   const int64_t g_max = std::min(tiling.heads, h);
@@ -284,6 +290,7 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
                                        k.ld, k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
                                        dq.head_stride, g);  // dQ_i += dS K_j
           });
+          if (between_blocks) between_blocks();
         }
     }
 }

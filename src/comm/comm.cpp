@@ -150,6 +150,13 @@ MPI_Request Comm::start_recv(T* host_data, int64_t n, int peer, int tag) {
   return r;
 }
 
+void Comm::progress(MPI_Request* requests, int count) {
+  for (int i = 0; i < count; ++i) {
+    int done = 0;
+    if (requests[i] != MPI_REQUEST_NULL) MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+  }
+}
+
 void Comm::wait(MPI_Request& request, const char* kind) {
   const double t0 = MPI_Wtime();
   MPI_Wait(&request, MPI_STATUS_IGNORE);

@@ -63,6 +63,10 @@ class Comm {
   template <class T> MPI_Request start_broadcast(T* host_data, int64_t n, int root);
   template <class T> MPI_Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
   void wait(MPI_Request& request, const char* kind);
+  // Lets MPI move pending non-blocking transfers along (MPI_Test on each request; done
+  // ones become MPI_REQUEST_NULL): called between pieces of computation, since MPI
+  // progresses large messages only inside its calls.
+  void progress(MPI_Request* requests, int count);
   // Non-blocking point-to-point, host memory: n values to / from rank peer of this
   // communicator, matched by tag. Complete with wait(request, "send" / "recv").
   template <class T> MPI_Request start_send(const T* host_data, int64_t n, int peer, int tag);

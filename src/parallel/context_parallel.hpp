@@ -7,7 +7,9 @@
 // gives the last rank 2X-1 times the first's). Everything but attention works on the local
 // rows alone (embeddings at their global positions, layer norms, MLPs, the loss);
 // attention passes keys and values around the ring (parallel/ring_attention.hpp). It does
-// not own the communicator (the Grid does).
+// not own the communicator (the Grid does). The plain contiguous split (rank r holds
+// chunks 2r and 2r+1) is kept beside it for the benchmark that shows the imbalance the
+// zigzag removes (bench/ring_attention_balance); runs use the zigzag.
 #include "comm/grid.hpp"
 #include "core/tensor.hpp"
 #include "kernels/residual.hpp"
@@ -17,11 +19,20 @@ namespace strata {
 struct ContextParallel {
   Comm* ring = nullptr;  // the context group, in context-rank order (Grid::context())
   int size = 1, rank = 0;
+  bool zigzag = true;  // false: the contiguous split (benchmarks only)
 
   bool active() const { return size > 1; }
   // The two chunks this rank holds, and their length for sequences of t tokens.
-  int first_chunk() const { return rank; }
-  int second_chunk() const { return 2 * size - 1 - rank; }
+  int first_chunk() const { return zigzag ? rank : 2 * rank; }
+  int second_chunk() const { return zigzag ? 2 * size - 1 - rank : 2 * rank + 1; }
+  // Of another rank's (`from`'s) keys, which this rank's queries see: the first half of
+  // the block only (its first chunk), all of it for the second half of the queries only,
+  // all of it for all of them, or none.
+  enum class Sees { FirstChunkByAll, AllBySecondChunk, All, None };
+  Sees sees(int from) const {
+    if (zigzag) return from < rank ? Sees::FirstChunkByAll : Sees::AllBySecondChunk;
+    return from < rank ? Sees::All : Sees::None;
+  }
   static int64_t chunk_rows(int64_t t, int size) { return t / (2 * size); }
   // Local row i of a sequence of t tokens: its position in the whole sequence.
   int64_t position(int64_t i, int64_t t) const {

@@ -2,7 +2,10 @@
 
 #include <mpi.h>
 
+#include <functional>
+#include <memory>
 #include <utility>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -33,6 +36,21 @@ struct RingBlock {
   }
 };
 
+// The ring's blocks, kept from one call to the next (every layer's call wants the same
+// sizes): allocated afresh they were page-faulted in on every call, 13% of a bf16 step
+// of "small" at T = 8192 (perf). Freed when Kokkos finalizes.
+template <class T>
+RingBlock<T>& pooled_block(int slot, int64_t rows, int64_t cols) {
+  static std::vector<std::unique_ptr<RingBlock<T>>> pool;
+  static const bool hooked = (Kokkos::push_finalize_hook([] { pool.clear(); }), true);
+  (void)hooked;
+  if (int(pool.size()) <= slot) pool.resize(size_t(slot) + 1);
+  auto& b = pool[size_t(slot)];
+  if (!b || int64_t(b->values.extent(0)) != rows || int64_t(b->values.extent(1)) != cols)
+    b = std::make_unique<RingBlock<T>>("ring.block", rows, cols);
+  return *b;
+}
+
 // The K|V columns [A, 3A) of qkv (B*t, 3A) into block (B*t, 2A); or block added to them.
 template <class T>
 void copy_key_values(V2<T> block, V2<const T> qkv) {
@@ -56,11 +74,16 @@ void add_key_values(V2<T> dqkv, V2<const T> block) {
 }
 
 // The span of this rank's queries that sees the block of rank `from` (!= cp.rank),
-// unmasked, merged into what earlier steps gave (context_parallel.hpp's zigzag).
+// unmasked, merged into what earlier steps gave; nk = 0 where it sees none of it.
 kernels::AttentionSpan visiting_span(const ContextParallel& cp, int from, int64_t t) {
   const int64_t n = t / 2;
-  if (from < cp.rank) return {0, t, 0, n, false, true};  // all queries, the block's first chunk
-  return {n, n, 0, t, false, true};                      // the second chunk's queries, all keys
+  switch (cp.sees(from)) {
+    case ContextParallel::Sees::FirstChunkByAll: return {0, t, 0, n, false, true};
+    case ContextParallel::Sees::AllBySecondChunk: return {n, n, 0, t, false, true};
+    case ContextParallel::Sees::All: return {0, t, 0, t, false, true};
+    case ContextParallel::Sees::None: break;
+  }
+  return {0, t, 0, 0, false, true};
 }
 
 }  // namespace
@@ -76,28 +99,31 @@ void ring_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<
   const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
   const auto q = head_columns<const T>(qkv.data(), t, 3 * a, 0, hs);
   const auto o = head_columns<T>(out.data(), t, a, 0, hs);
-  RingBlock<T> blocks[2] = {{"ring.kv0", b * t, 2 * a}, {"ring.kv1", b * t, 2 * a}};
-  copy_key_values<T>(blocks[0].values, qkv);
+  RingBlock<T>* blocks[2] = {&pooled_block<T>(0, b * t, 2 * a), &pooled_block<T>(1, b * t, 2 * a)};
+  copy_key_values<T>(blocks[0]->values, qkv);
   for (int s = 0; s < x; ++s) {
-    RingBlock<T>& here = blocks[s % 2];
-    MPI_Request sent = MPI_REQUEST_NULL, got = MPI_REQUEST_NULL;
-    if (s + 1 < x) {  // the next step's block, while this one is computed
-      sent = here.send(ring, next, kBlockTag);
-      got = blocks[(s + 1) % 2].recv(ring, prev, kBlockTag);
+    RingBlock<T>& here = *blocks[s % 2];
+    MPI_Request transfers[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};  // the next step's block, while this one is computed
+    if (s + 1 < x) {
+      transfers[0] = here.send(ring, next, kBlockTag);
+      transfers[1] = blocks[(s + 1) % 2]->recv(ring, prev, kBlockTag);
     }
+    const std::function<void()> progress = [&] { ring.progress(transfers, 2); };
     if (s == 0) {  // the rank's own keys: the local causal mask
       attention_forward_span<T>(o, lse.data(), t, q, head_columns<const T>(qkv.data(), t, 3 * a, a, hs),
                                 head_columns<const T>(qkv.data(), t, 3 * a, 2 * a, hs), b, h, hs, {0, t, 0, t, true, false},
-                                precision, tiling);
+                                precision, tiling, progress);
     } else {
       const auto rounded_block = round_for_pass(precision, here.values.data(), here.size());
-      attention_forward_span<T>(o, lse.data(), t, q, as_const(here.keys(t, hs)), as_const(here.vals(t, hs)), b, h, hs,
-                                visiting_span(cp, (cp.rank - s + x) % x, t), precision, tiling);
+      const auto span = visiting_span(cp, (cp.rank - s + x) % x, t);
+      if (span.nk > 0)
+        attention_forward_span<T>(o, lse.data(), t, q, as_const(here.keys(t, hs)), as_const(here.vals(t, hs)), b, h,
+                                  hs, span, precision, tiling, progress);
     }
     if (s + 1 < x) {
-      ring.wait(got, "recv");
-      ring.wait(sent, "send");
-      blocks[(s + 1) % 2].received();
+      ring.wait(transfers[1], "recv");
+      ring.wait(transfers[0], "send");
+      blocks[(s + 1) % 2]->received();
     }
   }
 }
@@ -118,45 +144,55 @@ void ring_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> 
   const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * a, i * a, hs); };
   const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * a, i * a, hs); };
   const auto dy = head_columns<const T>(dout.data(), t, a, 0, hs);
-  RingBlock<T> blocks[2] = {{"ring.kv0", b * t, 2 * a}, {"ring.kv1", b * t, 2 * a}};
-  // dK|dV sums: the one computed now, the one received, the one on its way out
-  RingBlock<T> work("ring.dkv_work", b * t, 2 * a), in("ring.dkv_in", b * t, 2 * a), sending("ring.dkv_out", b * t, 2 * a);
+  RingBlock<T>* blocks[2] = {&pooled_block<T>(0, b * t, 2 * a), &pooled_block<T>(1, b * t, 2 * a)};
+  // dK|dV sums: the one computed now, the one on its way out, the one received
+  RingBlock<T>* work = &pooled_block<T>(2, b * t, 2 * a);
+  RingBlock<T>* sending = &pooled_block<T>(3, b * t, 2 * a);
+  RingBlock<T>& in = pooled_block<T>(4, b * t, 2 * a);
   MPI_Request sum_sent = MPI_REQUEST_NULL, sum_got = MPI_REQUEST_NULL;
-  copy_key_values<T>(blocks[0].values, qkv);
+  copy_key_values<T>(blocks[0]->values, qkv);
   for (int s = 0; s < x; ++s) {
-    RingBlock<T>& here = blocks[s % 2];
-    MPI_Request sent = MPI_REQUEST_NULL, got = MPI_REQUEST_NULL;
+    RingBlock<T>& here = *blocks[s % 2];
+    // the next step's block, and the dK|dV sums on their way (posted in the last step)
+    MPI_Request transfers[4] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, sum_sent, sum_got};
     if (s + 1 < x) {
-      sent = here.send(ring, next, kBlockTag);
-      got = blocks[(s + 1) % 2].recv(ring, prev, kBlockTag);
+      transfers[0] = here.send(ring, next, kBlockTag);
+      transfers[1] = blocks[(s + 1) % 2]->recv(ring, prev, kBlockTag);
     }
+    const std::function<void()> progress = [&] { ring.progress(transfers, 4); };
+    MPI_Request& sent = transfers[0];
+    MPI_Request& got = transfers[1];
     if (s == 0) {  // dQ written, the rank's own dK, dV from zero, under the local causal mask
       zero_key_value_columns<T>(dqkv);
       attention_backward_span<T>(dpart(0), dpart(1), dpart(2), part(0), part(1), part(2), dy, lse.data(),
-                                 d_rows.data(), t, b, h, hs, {0, t, 0, t, true, false}, precision, tiling);
+                                 d_rows.data(), t, b, h, hs, {0, t, 0, t, true, false}, precision, tiling, progress);
     } else {
-      Kokkos::deep_copy(work.values, T(0));
+      Kokkos::deep_copy(work->values, T(0));
       {
         const auto rounded_block = round_for_pass(precision, here.values.data(), here.size());
-        attention_backward_span<T>(dpart(0), work.keys(t, hs), work.vals(t, hs), part(0), as_const(here.keys(t, hs)),
-                                   as_const(here.vals(t, hs)), dy, lse.data(), d_rows.data(), t, b, h, hs,
-                                   visiting_span(cp, (cp.rank - s + x) % x, t), precision, tiling);
+        const auto span = visiting_span(cp, (cp.rank - s + x) % x, t);
+        if (span.nk > 0)
+          attention_backward_span<T>(dpart(0), work->keys(t, hs), work->vals(t, hs), part(0), as_const(here.keys(t, hs)),
+                                     as_const(here.vals(t, hs)), dy, lse.data(), d_rows.data(), t, b, h, hs, span,
+                                     precision, tiling, progress);
       }
+      sum_sent = transfers[2];  // as far as progress took them
+      sum_got = transfers[3];
       if (s >= 2) {  // the sum of the ranks that saw this block before
         ring.wait(sum_got, "recv");
         in.received();
-        kernels::residual_accumulate<T>(V1<T>(work.values.data(), work.size()),
+        kernels::residual_accumulate<T>(V1<T>(work->values.data(), work->size()),
                                         V1<const T>(in.values.data(), in.size()));
       }
       ring.wait(sum_sent, "send");
       std::swap(work, sending);
-      sum_sent = sending.send(ring, next, kGradientTag);
+      sum_sent = sending->send(ring, next, kGradientTag);
       sum_got = in.recv(ring, prev, kGradientTag);  // the next step's, or after the last, this rank's own
     }
     if (s + 1 < x) {
       ring.wait(got, "recv");
       ring.wait(sent, "send");
-      blocks[(s + 1) % 2].received();
+      blocks[(s + 1) % 2]->received();
     }
   }
   if (x > 1) {  // every other rank's part of this rank's dK, dV
