@@ -64,6 +64,10 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
   if (p.context > 1 && m.seq_len % (2 * p.context) != 0)
     throw UserError(origin + ": model.seq_len (" + std::to_string(m.seq_len) + ") must be divisible by 2 x parallel.context (" +
                     std::to_string(2 * p.context) + "): each context rank holds two of the 2 x context chunks of every sequence");
+  if (p.sequence_parallel)
+    need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
+         "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
+         "parallel.context)", p.tensor_cols, "parallel.tensor_cols for sequence_parallel");
   if (m.layers() < p.pipeline)
     throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
@@ -196,6 +200,16 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (resnet && p.recompute == Recompute::Selective)
     throw UserError(origin + ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
                     "states already (each step's activation is remade in its backward); \"full\" keeps every k-th");
+  if (p.sequence_parallel && (p.tensor_mode != TensorMode::OneD || p.tensor_cols == 1))
+    throw UserError(origin + ": parallel.sequence_parallel applies to tensor_mode = \"1d\" with tensor_cols > 1" +
+                    (p.tensor_mode == TensorMode::TwoD
+                         ? std::string(": the 2D split keeps every activation in (batch / q) x (C / q) blocks "
+                                       "already, with no region replicated over the tensor group to split")
+                         : std::string(": without a tensor split no region is replicated")));
+  if (p.sequence_parallel && splits_backward(p.schedule) && p.pipeline > 1)
+    throw UserError(origin + ": parallel.sequence_parallel does not run with schedule = \"" + to_string(p.schedule) +
+                    "\": a block's weight half reads the output gradients its input half gathered over the tensor "
+                    "group, which the zero-bubble schedules would have to gather again");
   if (resnet && p.context > 1)
     throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the residual network's "
                     "samples are not sequences: use parallel.data");

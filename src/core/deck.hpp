@@ -73,6 +73,7 @@ struct ParallelConfig {
   int64_t tensor_rows = 1;
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
+  bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
   int64_t ranks() const { return data * pipeline * context * tensor_rows * tensor_cols; }
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;

@@ -367,6 +367,11 @@ std::vector<DeckKey> declare_keys() {
       enum_choice(par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
              {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}},
              "\"1d\" (Megatron: heads, MLP and vocabulary split t ways) or \"2d\" (Optimus: SUMMA on a square grid)"),
+      key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
+          "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
+          "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "
+          "all-reduce of the tensor-parallel layers becomes a reduce-scatter and an all-gather of the same bytes, "
+          "and those activations shrink t times; not with the zero-bubble schedules"),
       enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
              "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),

@@ -4,7 +4,11 @@
 // operators; it does not own the communicators (the Grid does).
 //   Serial: every rank of the (size 1) group holds whole tensors.
 //   OneD  : Megatron-LM's split over t ranks: activations replicated (B*T, C); attention
-//           heads, the MLP's hidden units and the vocabulary split t ways.
+//           heads, the MLP's hidden units and the vocabulary split t ways. With sequence
+//           parallelism (Korthikanti et al. 2022) the replicated regions (layer norms, the
+//           residual stream, the embedding's output, the LM head's input) hold a
+//           contiguous block of B*T/t rows per rank instead: gathered before the
+//           column-parallel linears, reduce-scattered after the row-parallel ones.
 //   TwoD  : Optimus' split over a q x q grid: rank (i, j) holds activations
 //           [batch block i, hidden block j] and weights [in block i, out block j].
 #include "comm/grid.hpp"
@@ -19,9 +23,12 @@ struct TensorParallel {
   Comm* row = nullptr;    // 2D: the ranks (i, 0..q-1)
   Comm* col = nullptr;    // 2D: the ranks (0..q-1, j)
   int t = 1, rank = 0;    // 1D: group size and this rank's place in it
+  bool sequence = false;  // 1D: sequence parallelism (parallel.sequence_parallel)
   int q = 1, i = 0, j = 0;// 2D: grid side and this rank's (row, column)
 
   int size() const { return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : 1; }
+  // How many ways the replicated regions' rows are split: t under sequence parallelism.
+  int row_split() const { return mode == TensorMode::OneD && sequence ? t : 1; }
   TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
 };
 
@@ -44,6 +51,7 @@ inline TensorParallel tensor_parallel_of(const Grid& grid) {
     tp.mode = TensorMode::OneD;
     tp.t = int(p.tensor_cols);
     tp.rank = grid.coords().col;
+    tp.sequence = p.sequence_parallel;
   }
   return tp;
 }

@@ -6,6 +6,7 @@
 
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/residual.hpp"
 #include "parallel/tp2d_layernorm.hpp"
 #include "parallel/tp2d_linear.hpp"
 
@@ -29,10 +30,26 @@ void layernorm_forward_any(const TensorParallel& tp, int64_t c_total, V2<Y> y, V
     bf16_operand_in_2d("tp_layernorm_forward");
 }
 
+[[noreturn]] void bf16_operand_in_sequence_parallel(const char* layer) {
+  throw std::logic_error(std::string(layer) + ": an activation kept as bf16 under sequence parallelism");
+}
+
+template <class T>
+V1<T> flat(V2<T> v) {
+  return V1<T>(v.data(), v.size());
+}
+
 template <class T, class X>
 void linear_in_forward_any(const TensorParallel& tp, Precision precision, V2<T> y, V2<const X> x, V2<const T> w,
-                           V1<const T> b) {
-  if (tp.mode != TensorMode::TwoD)
+                           V1<const T> b, V2<T> rows) {
+  if (tp.row_split() > 1) {
+    if constexpr (std::is_same_v<X, T>) {
+      tp_gather_rows<T>(tp, rows, x);
+      kernels::matmul_forward<T>(y, rows, w, b, precision);
+    } else {
+      bf16_operand_in_sequence_parallel("tp_linear_in_forward");
+    }
+  } else if (tp.mode != TensorMode::TwoD)
     kernels::matmul_forward<T>(y, x, w, b, precision);  // 1D: column-parallel, no communication
   else if constexpr (std::is_same_v<X, T>)
     linear2d_forward<T>(tp.grid(), precision, y, x, w, b);
@@ -42,8 +59,12 @@ void linear_in_forward_any(const TensorParallel& tp, Precision precision, V2<T> 
 
 template <class T, class X>
 void linear_out_forward_any(const TensorParallel& tp, Precision precision, V2<T> y, V2<const X> x, V2<const T> w,
-                            V1<const T> b) {
-  if (tp.mode == TensorMode::OneD) {
+                            V1<const T> b, V2<T> rows) {
+  if (tp.row_split() > 1) {  // partial products of every row, this rank's rows of their sum, then the bias
+    kernels::product<T>(precision, "N", "N", x, w, T(0), rows);
+    tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), flat(y));
+    kernels::add_bias<T>(y, b);
+  } else if (tp.mode == TensorMode::OneD) {
     // row-parallel: partial products over this rank's input features, summed, then the bias
     kernels::product<T>(precision, "N", "N", x, w, T(0), y);
     tp.group->allreduce_sum(V1<T>(y.data(), y.size()));
@@ -82,28 +103,50 @@ void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<kernels:
 }
 
 template <class T>
-void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db, V2<const T> dy,
-                           V2<const T> x, V1<const T> w, V1<const T> mean, V1<const T> rstd, bool accumulate) {
-  if (tp.mode == TensorMode::TwoD)
-    layernorm2d_backward<T>(tp.grid(), c_total, dx, dw, db, dy, x, w, mean, rstd, accumulate);
-  else
-    kernels::layernorm_backward<T>(dx, dw, db, dy, x, w, mean, rstd, accumulate);
+void tp_gather_rows(const TensorParallel& tp, V2<T> full, V2<const T> local) {
+  tp.group->allgather<T>(V1<const T>(local.data(), local.size()), flat(full));
 }
 
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
-  linear_in_forward_any<T, T>(tp, precision, y, x, w, b);
+void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db, V2<const T> dy,
+                           V2<const T> x, V1<const T> w, V1<const T> mean, V1<const T> rstd, bool accumulate) {
+  if (tp.mode == TensorMode::TwoD) {
+    layernorm2d_backward<T>(tp.grid(), c_total, dx, dw, db, dy, x, w, mean, rstd, accumulate);
+  } else if (tp.row_split() > 1) {
+    // this rank's rows' share of the gain's and bias' gradients, summed over the group
+    // (then added: dw, db accumulate over micro-batches, which must not be summed again)
+    const int64_t c = dw.extent(0);
+    Tensor1<T> wb("layernorm.dwb", 2 * c);
+    kernels::layernorm_backward<T>(dx, V1<T>(wb.data(), c), V1<T>(wb.data() + c, c), dy, x, w, mean, rstd, accumulate);
+    tp.group->allreduce_sum(V1<T>(wb));
+    kernels::residual_accumulate<T>(dw, V1<const T>(wb.data(), c));
+    kernels::residual_accumulate<T>(db, V1<const T>(wb.data() + c, c));
+  } else {
+    kernels::layernorm_backward<T>(dx, dw, db, dy, x, w, mean, rstd, accumulate);
+  }
+}
+
+template <class T>
+void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
+                          V1<const T> b, V2<T> rows) {
+  linear_in_forward_any<T, T>(tp, precision, y, x, w, b, rows);
 }
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
                           V2<const T> w, V1<const T> b) {
-  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b);
+  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, {});
 }
 
 template <class T>
-void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w) {
+void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
+                                 V2<T> rows) {
   if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
+    return;
+  }
+  if (tp.row_split() > 1) {  // every row's share from this rank's output columns; this rank's rows of their sum
+    kernels::matmul_backward_input<T>(rows, dy, w, precision);
+    tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), flat(dx));
     return;
   }
   kernels::matmul_backward_input<T>(dx, dy, w, precision);
@@ -112,21 +155,28 @@ void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, 
 }
 
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b) {
-  linear_out_forward_any<T, T>(tp, precision, y, x, w, b);
+void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
+                           V1<const T> b, V2<T> rows) {
+  linear_out_forward_any<T, T>(tp, precision, y, x, w, b, rows);
 }
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
                            V2<const T> w, V1<const T> b) {
-  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b);
+  if (tp.row_split() > 1) bf16_operand_in_sequence_parallel("tp_linear_out_forward");
+  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, {});
 }
 
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w) {
-  if (tp.mode == TensorMode::TwoD)
+void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
+                                  V2<T> dy_rows) {
+  if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
-  else  // 1D: dy is replicated, so dx is this rank's columns
+  } else if (tp.row_split() > 1) {  // every rank's rows of dy, then this rank's columns of dx
+    tp_gather_rows<T>(tp, dy_rows, dy);
+    kernels::matmul_backward_input<T>(dx, dy_rows, w, precision);
+  } else {  // 1D: dy is replicated, so dx is this rank's columns
     kernels::matmul_backward_input<T>(dx, dy, w, precision);
+  }
 }
 
 template <class T>
@@ -144,10 +194,11 @@ void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2
                                         V1<const T>, V1<const T>);                                                \
   template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,        \
                                          V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);               \
-  template void tp_linear_in_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>);     \
-  template void tp_linear_in_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);          \
-  template void tp_linear_out_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>);    \
-  template void tp_linear_out_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);         \
+  template void tp_gather_rows<T>(const TensorParallel&, V2<T>, V2<const T>);                                      \
+  template void tp_linear_in_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>, V2<T>); \
+  template void tp_linear_in_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>);  \
+  template void tp_linear_out_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>, V2<T>); \
+  template void tp_linear_out_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>); \
   template void tp_linear_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V1<T>, V2<const T>, V2<const T>);
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)

@@ -9,6 +9,15 @@
 // all-reduce. So the 1D forward all-reduces after each "out" linear, the 1D backward after
 // each "in" linear: 2 all-reduces of (B*T, C) per block each way. In 2D both kinds are the
 // SUMMA linear.
+//
+// Sequence parallelism (tp.sequence, 1D): the block's input and output, its layer norms
+// and the residual adds hold this rank's B*T/t rows. An "in" linear gathers its input's
+// rows (all-gather) into `rows`, a (B*T, C) buffer, and reduce-scatters its input gradient
+// from there; an "out" linear reduce-scatters its partial output through `rows`, and
+// gathers its output gradient into `dy_rows`, which its weight gradient then reads. The
+// same bytes as the all-reduces (a ring all-reduce is a reduce-scatter then an
+// all-gather). The layer norms' gains and biases see only this rank's rows, so their
+// gradients are summed over the group.
 #include "kernels/bf16.hpp"
 #include "parallel/tensor_parallel.hpp"
 
@@ -24,20 +33,32 @@ template <class T>
 void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db, V2<const T> dy,
                            V2<const T> x, V1<const T> w, V1<const T> mean, V1<const T> rstd, bool accumulate);
 
-// y = x w + b for a linear whose input is the block's (replicated in 1D) activation.
+// Sequence parallelism: every rank's rows of local (B*T/t, C) into full (B*T, C), in rank order.
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
+void tp_gather_rows(const TensorParallel& tp, V2<T> full, V2<const T> local);
+
+// y = x w + b for a linear whose input is the block's (replicated in 1D) activation
+// (sequence parallelism: x holds this rank's rows, gathered through `rows`).
+template <class T>
+void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
+                          V1<const T> b, V2<T> rows = {});
 // The backward comes in two halves, which zero-bubble pipeline schedules run apart:
 // *_backward_input writes dx (complete: summed over the group in 1D);
 // tp_linear_backward_weight accumulates dw, db (either kind of linear).
 template <class T>
-void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w);
+void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
+                                 V2<T> rows = {});
 // y = x w + b for a linear whose input is split over the group in 1D (its output is
-// all-reduced there, and the replicated bias added once).
+// all-reduced there, or under sequence parallelism reduce-scattered through `rows`, and
+// the replicated bias added once).
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w, V1<const T> b);
+void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
+                           V1<const T> b, V2<T> rows = {});
+// Sequence parallelism: dy holds this rank's rows; they are gathered into dy_rows (B*T, C),
+// which the weight gradient reads next.
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w);
+void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
+                                  V2<T> dy_rows = {});
 // dw += x^T dy, db += the column sums of dy (in 2D, SUMMA's ATB and the column's sums).
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x);

@@ -39,7 +39,12 @@ void tp_layernorm_forward_traffic(Traffic& out, const TensorParallel& tp, int64_
     out.add(kRow, "allgather", Collective::AllGather, tp.q, 2 * rows * e);  // (mean, M2) per token
 }
 
+void tp_gather_rows_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t e) {
+  if (tp.row_split() > 1) out.add(kTensor, "allgather", Collective::AllGather, tp.t, rows / tp.t * c * e);
+}
+
 void tp_layernorm_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c_local, int64_t e) {
+  if (tp.row_split() > 1) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, 2 * c_local * e);  // dweight, dbias
   if (tp.mode != TensorMode::TwoD || tp.q == 1) return;
   out.add(kRow, "allreduce", Collective::AllReduce, tp.q, 2 * rows * e);     // two sums per token
   out.add(kCol, "allreduce", Collective::AllReduce, tp.q, 2 * c_local * e);  // dweight, dbias
@@ -48,37 +53,50 @@ void tp_layernorm_backward_traffic(Traffic& out, const TensorParallel& tp, int64
 void tp_linear_in_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
                                   int64_t e) {
   if (tp.mode == TensorMode::TwoD) summa_ab_traffic(out, tp.q, rows, in, out_w, e);
+  tp_gather_rows_traffic(out, tp, rows, in, e);
 }
 
 void tp_linear_in_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
                                    int64_t e) {
   if (tp.mode == TensorMode::TwoD) linear2d_backward_traffic(out, tp.q, rows, in, out_w, e);
-  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * in * e);
+  if (tp.row_split() > 1)
+    out.add(kTensor, "reduce_scatter", Collective::ReduceScatter, tp.t, rows / tp.t * in * e);
+  else if (tp.mode == TensorMode::OneD)
+    out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * in * e);
 }
 
 void tp_linear_out_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
                                    int64_t e) {
   if (tp.mode == TensorMode::TwoD) summa_ab_traffic(out, tp.q, rows, in, out_w, e);
-  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * out_w * e);
+  if (tp.row_split() > 1)
+    out.add(kTensor, "reduce_scatter", Collective::ReduceScatter, tp.t, rows / tp.t * out_w * e);
+  else if (tp.mode == TensorMode::OneD)
+    out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * out_w * e);
 }
 
 void tp_linear_out_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
                                     int64_t e) {
   if (tp.mode == TensorMode::TwoD) linear2d_backward_traffic(out, tp.q, rows, in, out_w, e);
+  tp_gather_rows_traffic(out, tp, rows, out_w, e);  // the output gradient's rows
 }
 
 void tp_embedding_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t e) {
-  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * c * e);
+  if (tp.row_split() > 1)
+    out.add(kTensor, "reduce_scatter", Collective::ReduceScatter, tp.t, rows / tp.t * c * e);
+  else if (tp.mode == TensorMode::OneD)
+    out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * c * e);
   if (tp.mode == TensorMode::TwoD)
     out.add(kCol, "reduce_scatter", Collective::ReduceScatter, tp.q, rows * c * e);  // even at q = 1
 }
 
 void tp_embedding_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t e) {
   if (tp.mode == TensorMode::TwoD) out.add(kCol, "allgather", Collective::AllGather, tp.q, rows * c * e);
+  tp_gather_rows_traffic(out, tp, rows, c, e);
 }
 
 void tp_head_logits_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t v, int64_t e) {
   if (tp.mode == TensorMode::TwoD) summa_abt_traffic(out, tp.q, rows, c, v, e);
+  tp_gather_rows_traffic(out, tp, rows, c, e);  // the final layer norm's rows
 }
 
 void tp_head_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t v, int64_t e) {
@@ -86,7 +104,10 @@ void tp_head_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t ro
     summa_atb_traffic(out, tp.q, rows, v, c, e);  // dwte = dlogits^T x
     summa_ab_traffic(out, tp.q, rows, v, c, e);   // dx = dlogits wte
   }
-  if (tp.mode == TensorMode::OneD) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * c * e);
+  if (tp.row_split() > 1)
+    out.add(kTensor, "reduce_scatter", Collective::ReduceScatter, tp.t, rows / tp.t * c * e);
+  else if (tp.mode == TensorMode::OneD)
+    out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, rows * c * e);
 }
 
 void tp_cross_entropy_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t e) {

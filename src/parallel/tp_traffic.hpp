@@ -14,7 +14,10 @@ void summa_ab_traffic(Traffic& out, int q, int64_t m, int64_t k, int64_t n, int6
 void summa_abt_traffic(Traffic& out, int q, int64_t m, int64_t k, int64_t n, int64_t e);  // a (m,k) b (n,k)
 void summa_atb_traffic(Traffic& out, int q, int64_t k, int64_t m, int64_t n, int64_t e);  // a (k,m) b (k,n)
 
-// tp_layers.hpp, for `rows` local rows; in/out are the local input and output widths.
+// tp_layers.hpp, for `rows` local rows (under sequence parallelism, the rows of the
+// tensor-parallel region: B*T, of which each rank holds B*T/t elsewhere); in/out are the
+// local input and output widths.
+void tp_gather_rows_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c, int64_t e);
 void tp_layernorm_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t e);
 void tp_layernorm_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c_local, int64_t e);
 void tp_linear_in_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,

@@ -4,6 +4,7 @@
 # memory is planned with gradient accumulation or recomputation, and the 1.3B deck with a batch of 2M tokens
 # on 64 H100s fits only with a pipeline or with accumulation (memory-bound, said so; at its
 # own 1M tokens plain data parallelism fits since attention keeps no T x T probabilities);
+# one sequence of 131072 tokens is planned with context parallelism;
 # one-line errors (exit 2) for
 # no question asked, an unreadable machine file and a rank count no layout fits.
 # Usage: test_plan.sh STRATA MPIEXEC SOURCE_DIR
@@ -18,9 +19,10 @@ vm=$src/machines/debian-2core-vm.toml
 if timeout 60 "$strata" plan "$deck" --ranks 4 --machine "$vm" --top 0 >"$work/p4.log" 2>&1; then
   rows=$(grep -cE '^ +[0-9]+[ !] +data=' "$work/p4.log")
   said=$(sed -nE 's/^([0-9]+) layouts fit.*/\1/p' "$work/p4.log")
-  if [ "$rows" -eq 64 ] && [ "$said" = 64 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+  if [ "$rows" -eq 90 ] && [ "$said" = 90 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+     grep -q 'data=1 context=4 ' "$work/p4.log" && grep -q 'data=2 context=2 ' "$work/p4.log" &&
      grep -q 'data=1 pipeline=4:xpipe:8mb' "$work/p4.log" && grep -q 'data=1 pipeline=4:zb-h1:8mb' "$work/p4.log" && grep -q '^recommended: ' "$work/p4.log"; then
-    ok "4 ranks of the tiny deck: all 64 layouts (data, pipeline x 6 schedules x micro-batches, 1D, 2D) and a recommendation"
+    ok "4 ranks of the tiny deck: all 90 layouts (data, pipeline x 6 schedules x micro-batches, context, 1D, 2D) and a recommendation"
   else
     fail "plan --ranks 4: $rows rows, '$said' said"; cat "$work/p4.log"
   fi
@@ -65,6 +67,16 @@ if timeout 120 "$strata" plan "$src/inputs/gpt-1.3b.toml" --ranks 64 --machine "
   ok "1.3B, 2M tokens on 64 H100s: $(grep '^recommended' "$work/big.log")"
 else
   fail "1.3B plan"; cat "$work/big.log"
+fi
+
+# one sequence of 131072 tokens on 64 H100s: no replica or 2D batch block can be made, and
+# the fastest layout that fits splits the sequence
+if timeout 120 "$strata" plan "$src/inputs/gpt-1.3b.toml" --ranks 64 --machine "$src/machines/h100-dgx-cluster.toml" \
+     --set model.seq_len=131072 --set data.batch_size=1 >"$work/long.log" 2>&1 &&
+   grep -qE '^recommended: data=1 context=[0-9]+ ' "$work/long.log" && grep -qE -- '--set parallel.context=[0-9]+' "$work/long.log"; then
+  ok "1.3B, one sequence of 131072 on 64 H100s: $(grep '^recommended' "$work/long.log")"
+else
+  fail "long-sequence plan"; cat "$work/long.log"
 fi
 
 expect_error() {  # message, then the command
