@@ -142,10 +142,10 @@ void BM_block_forward_backward(benchmark::State& state) {
   Tensor2<float> x("x", kRows, kC), dres("dres", kRows, kC);
   fill(x, 0.1f);
   for (auto _ : state) {
-    block.forward(ctx, x, cache, recomputed);
+    block.forward(ctx, x, cache, recomputed, scratch);
     Kokkos::deep_copy(dres, 0.01f);
     block.backward_input(ctx, dres, cache, scratch, recomputed);
-    block.backward_weight(cache, recomputed);
+    block.backward_weight(cache, recomputed, scratch);
     Kokkos::fence();
   }
   set_flops(state, double(kRows) * (6.0 * 12.0 * kC * kC + 12.0 * kT * kC));

@@ -8,7 +8,9 @@
 // on the warm steps (after the first), and only mean something where every rank has a core.
 //
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
-//       [--machine MACHINE.toml] [--steps S] [--set section.key=value ...]
+//       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--set section.key=value ...]
+// --sequence-parallel: the 1D layouts with sequence parallelism (a deck cannot ask for it
+// without a 1D split, and the layouts here start from none).
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
     int steps = 4;
+    bool sequence_parallel = false;
     std::vector<std::string> overrides = {"parallel.data=1", "parallel.pipeline=1", "parallel.context=1", "parallel.tensor_rows=1",
                                           "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
     for (int i = 1; i < argc; ++i) {
@@ -77,12 +80,14 @@ int main(int argc, char** argv) {
       if (a == "--machine" && i + 1 < argc) machine_path = argv[++i];
       else if (a == "--steps" && i + 1 < argc) steps = std::max(2, std::atoi(argv[++i]));
       else if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
+      else if (a == "--sequence-parallel") sequence_parallel = true;
       else deck_path = a;
     }
     overrides.push_back("run.steps=" + std::to_string(steps));
     overrides.push_back("run.log_every=" + std::to_string(steps));
     try {
-      const Deck deck = load_deck(deck_path, overrides);
+      Deck deck = load_deck(deck_path, overrides);
+      deck.parallel.sequence_parallel = sequence_parallel;  // feasible_layouts gives it to the 1D splits
       const MachineFile machine = read_machine_file(machine_path);
       const bool oversubscribed = ranks > machine.ranks_per_node;
       if (rank == 0) {

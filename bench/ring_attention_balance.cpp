@@ -4,7 +4,7 @@
 // the contiguous split gives rank r r+1 blocks of work (the last rank X times the first's
 // diagonal share); the zigzag gives every rank the same.
 //
-//   OPENBLAS_NUM_THREADS=1 mpiexec -n X build/release/bench/ring_attention_balance \
+//   OPENBLAS_NUM_THREADS=1 mpiexec -n X build/release/bench/ring_attention_balance
 //       [T] [heads] [head_size] [fp32|bf16] [repetitions]
 #include <mpi.h>
 

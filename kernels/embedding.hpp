@@ -44,13 +44,14 @@ void embedding_lookup_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte
       });
 }
 
-// out (N, C_local) += wpe[row % t_len] (rows are whole sequences).
+// out (N, C_local) += wpe[(first_row + row) % t_len]: out holds rows [first_row,
+// first_row + N) of whole sequences of t_len.
 template <class T>
-void add_positions(V2<T> out, V2<const T> wpe, int64_t t_len) {
+void add_positions(V2<T> out, V2<const T> wpe, int64_t t_len, int64_t first_row = 0) {
   const int64_t c = out.extent(1);
   Kokkos::parallel_for(
       "add_positions", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
-        for (int64_t j = 0; j < c; ++j) out(i, j) += wpe(i % t_len, j);
+        for (int64_t j = 0; j < c; ++j) out(i, j) += wpe((first_row + i) % t_len, j);
       });
 }
 

@@ -251,7 +251,7 @@ std::string layout_name(const ParallelConfig& p) {
   if (p.tensor_mode == TensorMode::TwoD)
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
   else if (p.tensor_cols > 1)
-    s += " tensor=1d:" + std::to_string(p.tensor_cols);
+    s += " tensor=1d:" + std::to_string(p.tensor_cols) + (p.sequence_parallel ? ":sp" : "");
   if (p.recompute != Recompute::None) s += " recompute=" + to_string(p.recompute);
   if (p.zero > 0) s += " zero=" + std::to_string(p.zero);
   return s;

@@ -24,7 +24,7 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
 template <class T>
 void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const {
   const int64_t c = store_.infos()[wpe_].count[1];
-  cache.ensure(local.rows(), c);
+  cache.ensure(local.rows() / tp_.row_split(), c);  // sequence parallelism: this rank's rows
   cache.tokens = tokens;
   V2<const T> wpe = store_.param2(wpe_);
   if (cp_.active()) {  // the local rows' positions

@@ -94,10 +94,10 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
-      blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed);
+      blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, act.scratch);
       x = act.blocks[begin].out;
     } else {
-      blocks_[l].forward(local, x, act.blocks[l], act.recomputed);
+      blocks_[l].forward(local, x, act.blocks[l], act.recomputed, act.scratch);
       x = act.blocks[l].out;
     }
   }
@@ -134,9 +134,9 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
-    if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed);  // the same values again
+    if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, act.scratch);  // the same values again
     blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed);
-    blocks_[l].backward_weight(k, act.recomputed);
+    blocks_[l].backward_weight(k, act.recomputed, act.scratch);
     ready(block_ranges_[l]);
   }
   if (placement_.model_first(act.chunk)) {
@@ -154,9 +154,9 @@ void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T
   if (placement_.model_last(act.chunk)) {
     act.scratch.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
     if (whole_head)  // dlnf through the blocks' scratch
-      head_->backward(dloss_scale, act.dres, act.scratch.dc, head_cache(act));
+      head_->backward(dloss_scale, act.dres, act.scratch.dc, head_cache(act), act.scratch.rows);
     else
-      head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act));
+      head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act), act.scratch.rows);
   } else {
     Kokkos::deep_copy(act.dres, dout);
   }
@@ -185,7 +185,7 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
   }
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;) {
-    blocks_[l].backward_weight(act.blocks[l], act.recomputed);
+    blocks_[l].backward_weight(act.blocks[l], act.recomputed, act.scratch);
     ready(block_ranges_[l]);
   }
   if (placement_.model_first(act.chunk)) {
@@ -221,13 +221,14 @@ template <class T>
 int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const BlockContext local = local_context(ctx);
   const int64_t rows = local.rows(), c = boundary_shape(ctx).second;
+  const int64_t stream = boundary_shape(ctx).first;  // the residual stream's rows (sequence parallelism: rows / t)
   const auto [begin, end] = placement_.chunk(chunk);
   int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[begin].widths()) +
-              rows * c * int64_t(sizeof(T));  // scratch and dres
+              stream * c * int64_t(sizeof(T));  // scratch and dres
   const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
+  const int64_t scratch_rows = tp_.mode == TensorMode::TwoD ? sequence_rows : tp_.row_split() > 1 ? rows : 0;
   if (placement_.model_first(chunk))
-    b += EmbeddingCache<T>::bytes_for(rows, c, tp_.mode == TensorMode::TwoD ? sequence_rows : 0,
-                                      cp_.active() ? local.seq_len : 0);
+    b += EmbeddingCache<T>::bytes_for(stream, c, scratch_rows, cp_.active() ? local.seq_len : 0);
   if (cp_.active())  // the local rows' token ids and targets
     b += sequence_rows * int64_t(sizeof(int32_t)) * ((placement_.model_first(chunk) ? 1 : 0) + (placement_.model_last(chunk) ? 1 : 0));
   const int layers = end - begin;
@@ -241,18 +242,18 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
       break;
     case Recompute::Full:  // one block's cache, every block's input and the stage output
       if (layers > 0)
-        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + (layers + 1) * rows * c * int64_t(sizeof(T));
+        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + (layers + 1) * stream * c * int64_t(sizeof(T));
       break;
   }
   if (placement_.model_last(chunk) && !share_head_)
-    b += LMHeadCache<T>::bytes_for(rows, c, store_.infos()[tied_index()].count[0]);
+    b += LMHeadCache<T>::bytes_for(rows, tp_.row_split(), c, store_.infos()[tied_index()].count[0]);
   return b;
 }
 
 template <class T>
 int64_t GPT<T>::shared_cache_bytes_for(const BlockContext& ctx) const {
   if (!share_head_) return 0;
-  return LMHeadCache<T>::bytes_for(local_context(ctx).rows(), boundary_shape(ctx).second,
+  return LMHeadCache<T>::bytes_for(local_context(ctx).rows(), tp_.row_split(), boundary_shape(ctx).second,
                                    store_.infos()[tied_index()].count[0]);
 }
 

@@ -23,19 +23,25 @@ double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32
   const auto& s = store_;
   const auto wte = s.param2(wte_);  // (V', C')
   // the logits block has as many vocabulary columns as the wte shard has rows
-  k.ensure(ctx.rows(), x.extent(1), wte.extent(0));
+  const int split = tp_.row_split();
+  k.ensure(ctx.rows(), split, x.extent(1), wte.extent(0));
   k.x_in = x;
   k.targets = targets;
-  tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
+  if (split > 1) {  // the layer norm on this rank's rows, the logits on every row
+    tp_layernorm_forward<T>(tp_, c_, k.lnf_local, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
+    tp_gather_rows<T>(tp_, k.lnf, k.lnf_local);
+  } else {
+    tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
+  }
   tp_head_logits<T>(tp_, precision_, k.logits, k.lnf, wte);  // (BT, C')(C', V') -> (BT, V')
   return tp_cross_entropy_forward<T>(tp_, k.losses, k.lse, k.logits, targets);
 }
 
 template <class T>
-void LMHead<T>::backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k) const {
+void LMHead<T>::backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, V2<T> rows) const {
   const auto& s = store_;
   tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
-  tp_head_backward_input<T>(tp_, precision_, dlnf, k.logits, s.param2(wte_));
+  tp_head_backward_input<T>(tp_, precision_, dlnf, k.logits, s.param2(wte_), rows);
   tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), dlnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
                            k.lnf_rstd, false);
 }
@@ -46,10 +52,10 @@ void LMHead<T>::backward_weight(LMHeadCache<T>& k) const {
 }
 
 template <class T>
-void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k) const {
+void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, V2<T> rows) const {
   // made at the first product that reads it, after the cross-entropy wrote the dlogits
   const auto dlogits_once = kernels::round_for_pass(precision_, k.logits.data(), int64_t(k.logits.size()));
-  backward_input(dloss_scale, dx, dlnf, k);
+  backward_input(dloss_scale, dx, dlnf, k, rows);
   backward_weight(k);
 }
 

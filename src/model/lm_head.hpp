@@ -1,7 +1,9 @@
 #pragma once
 // Final layernorm, the LM head tied to the token embedding (logits = lnf(x) wte^T), and
 // the cross-entropy loss against the next tokens. Under a tensor split the logits are
-// split by vocabulary (parallel/vocab_parallel.hpp).
+// split by vocabulary (parallel/vocab_parallel.hpp). Under sequence parallelism its input
+// is this rank's rows: the final layer norm runs on them, and its output is gathered for
+// the logits, which are over every row.
 #include "comm/traffic.hpp"
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
@@ -9,29 +11,34 @@
 
 namespace strata {
 
+// rows: the head's rows (BT); split: how many ways the input's rows are split (sequence
+// parallelism's t, else 1), so the layer norm runs on rows / split of them.
 template <class T>
 struct LMHeadCache {
-  V2<const T> x_in;              // (BT, C'), owned by the caller
-  Tensor2<T> lnf;                // (BT, C')
-  Tensor1<T> lnf_mean, lnf_rstd; // (BT)
+  V2<const T> x_in;              // (BT / split, C'), owned by the caller
+  Tensor2<T> lnf;                // (BT, C'), every row (gathered under sequence parallelism)
+  Tensor2<T> lnf_local;          // (BT / split, C') under sequence parallelism: this rank's rows of it
+  Tensor1<T> lnf_mean, lnf_rstd; // (BT / split)
   Tensor2<T> logits;             // (BT, V'), this rank's vocabulary columns; overwritten by dlogits in the backward
   Tensor1<T> lse, losses;        // (BT)
   V1<const int32_t> targets;
-  void ensure(int64_t rows, int64_t c, int64_t v) {
-    if (int64_t(lnf.extent(0)) != rows) buffers(rows, c, v, AllocateEach{});
+  void ensure(int64_t rows, int64_t split, int64_t c, int64_t v) {
+    if (int64_t(lnf.extent(0)) != rows || int64_t(lnf_mean.extent(0)) != rows / split)
+      buffers(rows, split, c, v, AllocateEach{});
   }
-  int64_t bytes() const { return view_bytes(lnf, lnf_mean, lnf_rstd, logits, lse, losses); }
-  static int64_t bytes_for(int64_t rows, int64_t c, int64_t v) {  // bytes() after ensure(rows, c, v)
+  int64_t bytes() const { return view_bytes(lnf, lnf_local, lnf_mean, lnf_rstd, logits, lse, losses); }
+  static int64_t bytes_for(int64_t rows, int64_t split, int64_t c, int64_t v) {  // bytes() after ensure(...)
     CountBytes count;
-    LMHeadCache().buffers(rows, c, v, count);
+    LMHeadCache().buffers(rows, split, c, v, count);
     return count.bytes;
   }
   // Every buffer with its shape (core/tensor.hpp: AllocateEach, CountBytes).
   template <class Each>
-  void buffers(int64_t rows, int64_t c, int64_t v, Each&& each) {
+  void buffers(int64_t rows, int64_t split, int64_t c, int64_t v, Each&& each) {
     each(lnf, "lnf", rows, c);
-    each(lnf_mean, "lnf_mean", rows);
-    each(lnf_rstd, "lnf_rstd", rows);
+    each(lnf_local, "lnf_local", split > 1 ? rows / split : 0, c);
+    each(lnf_mean, "lnf_mean", rows / split);
+    each(lnf_rstd, "lnf_rstd", rows / split);
     each(logits, "logits", rows, v);
     each(lse, "lse", rows);
     each(losses, "losses", rows);
@@ -43,19 +50,21 @@ class LMHead {
  public:
   // held: this rank is on the last pipeline stage (else it only declares lnf).
   LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c, bool held = true);
-  // x (BT, C'), targets (BT) of this rank's rows -> sum of those rows' token losses.
+  // x (BT, C'; under sequence parallelism this rank's BT/t rows), targets (BT) of this
+  // rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
   // The backward in two halves (zero-bubble schedules run them apart). backward_input:
-  // dloss_scale = dL/d(loss of each token); writes dL/dx into dx (BT, C') through dlnf
-  // (BT, C', scratch), turns the cached logits into dlogits and accumulates lnf's
-  // gradients. backward_weight: the tied embedding's gradient dlogits^T lnf(x).
-  void backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache) const;
+  // dloss_scale = dL/d(loss of each token); writes dL/dx into dx (x's shape) through dlnf
+  // (x's shape, scratch; under sequence parallelism reduce-scattered through rows, (BT,
+  // C)), turns the cached logits into dlogits and accumulates lnf's gradients.
+  // backward_weight: the tied embedding's gradient dlogits^T lnf(x).
+  void backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, V2<T> rows = {}) const;
   void backward_weight(LMHeadCache<T>& cache) const;
   // Both halves at once, the same results: in bf16 the dlogits, which both halves'
   // products read, are rounded once (a copy of 2 bytes per logit while it runs) rather
   // than once by each, and the weight half then reads them transposed where they lie
   // (a transposing rounding of B T x V values cost more than the product itself).
-  void backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache) const;
+  void backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, V2<T> rows = {}) const;
   // What one forward and backward on ctx sends (comm/traffic.hpp).
   void traffic(const BlockContext& ctx, Traffic& out) const;
 

@@ -20,12 +20,14 @@ template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size())
 }  // namespace
 
 bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp) {
-  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() && tp.mode != TensorMode::TwoD;
+  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() && tp.mode != TensorMode::TwoD &&
+         tp.row_split() == 1;
 }
 
 template <class T>
 void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
-  if (int64_t(out.extent(0)) == ctx.rows() && (fch_gelu.rows() == ctx.rows()) == keep_recomputable &&
+  if (int64_t(qkv.extent(0)) == ctx.rows() && int64_t(out.extent(0)) == ctx.rows() / w.row_split &&
+      (fch_gelu.rows() == ctx.rows()) == keep_recomputable &&
       (ln1.rounded.extent(0) > 0) == w.bf16_operands)
     return;
   buffers(ctx, w, keep_recomputable, AllocateEach{});
@@ -53,7 +55,8 @@ int64_t TransformerRecomputed<T>::bytes_for(const BlockContext& ctx, const Block
 
 template <class T>
 void TransformerGradScratch<T>::ensure(int64_t rows, const BlockWidths& w) {
-  if (int64_t(dc.extent(0)) != rows) buffers(rows, w, AllocateEach{});
+  if (int64_t(dqkv.extent(0)) != rows || (this->rows.extent(0) > 0) != (w.row_split > 1))
+    buffers(rows, w, AllocateEach{});
 }
 
 template <class T>
@@ -96,34 +99,37 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   w_.f = info[fc_b_].count[0];
   w_.heads = n_head * w_.a / c;  // 0 where not held
   w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
+  w_.row_split = tp.row_split();
 }
 
 template <class T>
 void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
-                                  TransformerRecomputed<T>& recomputed) const {
+                                  TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
   const bool keep = !selective_;
   k.ensure(ctx, w_, keep);
   if (!keep) recomputed.ensure(ctx, w_);
+  if (w_.row_split > 1) g.ensure(ctx.rows(), w_);
+  const V2<T> rows = g.rows;  // sequence parallelism's gathers and reduce-scatters (else empty)
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
   // bf16 written rounded (ProductOperand).
   k.ln1.write([&](auto ln1) { tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_)); });
-  k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_)); });  // (BT, 3A)
+  k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows); });  // (BT, 3A)
   if (cp_.active())
     ring_attention_forward<T>(cp_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
-  tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_));   // (BT, C')
+  tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows);  // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
   k.ln2.write([&](auto ln2) { tp_layernorm_forward<T>(tp, c_, ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_)); });
-  k.ln2.read([&](auto ln2) { tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_)); });  // (BT, F)
+  k.ln2.read([&](auto ln2) { tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows); });  // (BT, F)
   fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
-  fch_gelu.read([&](auto g) { tp_linear_out_forward<T>(tp, precision_, k.out, g, s.param2(fcp_w_), s.param(fcp_b_)); });  // (BT, C')
+  fch_gelu.read([&](auto h) { tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows); });  // (BT', C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
 }
 
@@ -143,31 +149,42 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // (out, fch, x_mid, qkv), for backward_weight; the layer norms' gains and biases get
   // their gradients here.
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
+  // (under sequence parallelism the weight half reads the gathered gradients in the scratch)
   Kokkos::deep_copy(k.out, dres);
-  tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_));
+  tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp);
   gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
-  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_));
+  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
-  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_));
+  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
   if (cp_.active())
     ring_attention_backward<T>(cp_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
-  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_));
+  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
                                       k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
 }
 
 template <class T>
-void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRecomputed<T>& recomputed) const {
+void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRecomputed<T>& recomputed,
+                                          TransformerGradScratch<T>& g) const {
   const auto& s = store_;
   const auto& tp = tp_;
   const auto& fch_gelu = selective_ ? recomputed.fch_gelu : k.fch_gelu;
-  fch_gelu.read([&](auto g) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, g); });
+  if (w_.row_split > 1) {  // every row: the out-linears' gathered gradients, the layer norms' outputs gathered again
+    fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), g.dy_mlp, h); });
+    tp_gather_rows<T>(tp, g.rows, k.ln2.values);
+    tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, g.rows);
+    tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), g.dy_attn, k.atty);
+    tp_gather_rows<T>(tp, g.rows, k.ln1.values);
+    tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, g.rows);
+    return;
+  }
+  fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h); });
   k.ln2.read([&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
   tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
   k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
@@ -186,6 +203,9 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
   ring_attention_backward_traffic(out, cp_, n, a, e);
   tp_linear_in_backward_traffic(out, tp, n, c, 3 * a, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
+  // backward_weight: the layer norms' outputs gathered again (sequence parallelism)
+  tp_gather_rows_traffic(out, tp, n, c, e);
+  tp_gather_rows_traffic(out, tp, n, c, e);
 }
 
 template <class T>

@@ -22,35 +22,41 @@
 namespace strata {
 
 // A block's local widths: C' the hidden block (C, or C/q in 2D), A its heads' width (C,
-// C/t, C/q), F the MLP width (4C, 4C/t, 4C/q), and its number of local heads; and the
-// element its product-only activations are kept in (bf16_operands: bf16, else T).
+// C/t, C/q), F the MLP width (4C, 4C/t, 4C/q), and its number of local heads; the
+// element its product-only activations are kept in (bf16_operands: bf16, else T); and
+// row_split, how many ways sequence parallelism splits the rows of the residual stream
+// and the layer norms (t, else 1).
 struct BlockWidths {
   int64_t c = 0, a = 0, f = 0, heads = 0;
   bool bf16_operands = false;
+  int64_t row_split = 1;
 };
 
 // Whether a block keeps the activations that only feed its products (the layer norms' and
 // the GELU's outputs: ProductOperand) as bf16, written rounded by their kernels: in bf16
 // with model.bf16_round_once, where products round their operands in a pass of their own
 // (oneDNN on CPUs: kernels::RoundedCopy::pays()), and not under the 2D split (its SUMMA
-// broadcasts the operands' blocks in T).
+// broadcasts the operands' blocks in T) or sequence parallelism (its all-gathers move the
+// layer norms' outputs in T).
 bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp);
 
 // Activations one forward keeps for its backward; one per micro-batch in flight.
 template <class T>
 struct TransformerCache {
-  V2<const T> x_in;                // (BT, C) the block's input, owned by the caller
-  // Local sizes: BT rows (2D: this batch block's), C' the local hidden block (C, or C/q
-  // in 2D), A the local heads' width (C, C/t, C/q), F the local MLP width (4C, 4C/t, 4C/q).
-  ProductOperand<T> ln1, ln2;      // (BT, C'), T or bf16 (BlockWidths::bf16_operands)
-  Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT)
+  V2<const T> x_in;                // (BT', C) the block's input, owned by the caller
+  // Local sizes: BT rows (2D: this batch block's), BT' those of the residual stream and
+  // the layer norms (BT / t under sequence parallelism, else BT), C' the local hidden
+  // block (C, or C/q in 2D), A the local heads' width (C, C/t, C/q), F the local MLP width
+  // (4C, 4C/t, 4C/q).
+  ProductOperand<T> ln1, ln2;      // (BT', C'), T or bf16 (BlockWidths::bf16_operands)
+  Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT')
   Tensor2<T> qkv;                  // (BT, 3A)
   Tensor2<T> lse;                  // (B*H', T) attention's row logsumexps (kernels/attention.hpp)
   Tensor2<T> atty;                 // (BT, A) attention output before proj
-  Tensor2<T> x_mid;                // (BT, C') residual after attention
+  Tensor2<T> x_mid;                // (BT', C') residual after attention
   Tensor2<T> fch;                  // (BT, F)
   ProductOperand<T> fch_gelu;      // (BT, F), T or bf16
-  Tensor2<T> out;                  // (BT, C') block output
+  Tensor2<T> out;                  // (BT', C') block output
   // keep_recomputable = false (parallel.recompute = "selective"): fch_gelu is left
   // empty; the block uses the model's TransformerRecomputed instead.
   void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
@@ -59,20 +65,20 @@ struct TransformerCache {
   // Every buffer with its shape (core/tensor.hpp: AllocateEach, CountBytes).
   template <class Each>
   void buffers(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable, Each&& each) {
-    const int64_t n = ctx.rows(), kept = keep_recomputable ? 1 : 0;
-    ln1.buffers("ln1", n, w.c, w.bf16_operands, each);
-    ln2.buffers("ln2", n, w.c, w.bf16_operands, each);
-    each(ln1_mean, "ln1_mean", n);
-    each(ln1_rstd, "ln1_rstd", n);
-    each(ln2_mean, "ln2_mean", n);
-    each(ln2_rstd, "ln2_rstd", n);
+    const int64_t n = ctx.rows(), stream = n / w.row_split, kept = keep_recomputable ? 1 : 0;
+    ln1.buffers("ln1", stream, w.c, w.bf16_operands, each);
+    ln2.buffers("ln2", stream, w.c, w.bf16_operands, each);
+    each(ln1_mean, "ln1_mean", stream);
+    each(ln1_rstd, "ln1_rstd", stream);
+    each(ln2_mean, "ln2_mean", stream);
+    each(ln2_rstd, "ln2_rstd", stream);
     each(qkv, "qkv", n, 3 * w.a);
     each(lse, "att.lse", ctx.batch * w.heads, ctx.seq_len);
     each(atty, "atty", n, w.a);
-    each(x_mid, "x_mid", n, w.c);
+    each(x_mid, "x_mid", stream, w.c);
     each(fch, "fch", n, w.f);
     fch_gelu.buffers("fch_gelu", kept * n, w.f, w.bf16_operands, each);
-    each(out, "block_out", n, w.c);
+    each(out, "block_out", stream, w.c);
   }
   int64_t bytes() const {
     return ln1.bytes() + ln2.bytes() + fch_gelu.bytes() +
@@ -98,21 +104,29 @@ struct TransformerRecomputed {
   }
 };
 
-// Gradient scratch shared by all blocks of a model (used one block at a time).
+// Gradient scratch shared by all blocks of a model (used one block at a time). Under
+// sequence parallelism also the (BT, C) buffers its gathers and reduce-scatters go
+// through: `rows` (a layer norm's output gathered, a partial product reduced), and the
+// two out-linears' output gradients gathered by a block's input half for its weight half.
 template <class T>
 struct TransformerGradScratch {
   Tensor2<T> dqkv;       // (BT, 3A)
-  Tensor2<T> dc, da;     // (BT, C'), (BT, A)
+  Tensor2<T> dc, da;     // (BT', C'), (BT, A)
   Tensor2<T> dfch;       // (BT, F)
+  Tensor2<T> rows, dy_mlp, dy_attn;  // (BT, C) under sequence parallelism, else empty
   void ensure(int64_t rows, const BlockWidths& w);
   static int64_t bytes_for(int64_t rows, const BlockWidths& w);  // bytes() after ensure(rows, w)
-  int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch); }
+  int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch, rows, dy_mlp, dy_attn); }
   template <class Each>
-  void buffers(int64_t rows, const BlockWidths& w, Each&& each) {
-    each(dqkv, "dqkv", rows, 3 * w.a);
-    each(dc, "dc", rows, w.c);
-    each(da, "da", rows, w.a);
-    each(dfch, "dfch", rows, w.f);
+  void buffers(int64_t n, const BlockWidths& w, Each&& each) {
+    const int64_t gathered = w.row_split > 1 ? n : 0;
+    each(dqkv, "dqkv", n, 3 * w.a);
+    each(dc, "dc", n / w.row_split, w.c);
+    each(da, "da", n, w.a);
+    each(dfch, "dfch", n, w.f);
+    each(rows, "sp.rows", gathered, w.c);
+    each(dy_mlp, "sp.dy_mlp", gathered, w.c);
+    each(dy_attn, "sp.dy_attn", gathered, w.c);
   }
 };
 
@@ -128,23 +142,26 @@ class TransformerBlock {
                    bool round_once,
                    Recompute recompute, int layer,
                    int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true);
-  // x (BT, C') -> cache.out (BT, C'). x must outlive the backward. ctx.batch is this
+  // x (BT', C') -> cache.out (BT', C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
   // recomputed: where the GELU output goes under selective recomputation
-  // (parallel.recompute; unused otherwise).
-  void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
-               TransformerRecomputed<T>& recomputed) const;
+  // (parallel.recompute; unused otherwise). scratch: the gathers' buffer under sequence
+  // parallelism (unused otherwise).
+  void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
+               TransformerGradScratch<T>& scratch) const;
   // The backward in two halves (zero-bubble schedules run them apart).
   // backward_input works in place on the residual-stream gradient: dres holds dL/d(out) on
   // entry and dL/d(x) on return. It accumulates the layer norms' gradients and leaves
   // each linear's output gradient in the cache, in place of a value it no longer reads
   // (out, fch, x_mid, qkv), so the cache holds what backward_weight needs.
   // backward_weight accumulates the four linears' weight and bias gradients from them.
-  // Under selective recomputation it reads the GELU output backward_input remade, so it
+  // Under selective recomputation it reads the GELU output backward_input remade, and
+  // under sequence parallelism the output gradients it gathered into the scratch, so it
   // must follow it directly (no other block's backward between).
   void backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
                       TransformerRecomputed<T>& recomputed) const;
-  void backward_weight(TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed) const;
+  void backward_weight(TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
+                       TransformerGradScratch<T>& s) const;
   const BlockWidths& widths() const { return w_; }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
   void traffic(const BlockContext& ctx, Traffic& out) const;

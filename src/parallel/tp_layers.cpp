@@ -133,8 +133,8 @@ void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y
 }
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                          V2<const T> w, V1<const T> b) {
-  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, {});
+                          V2<const T> w, V1<const T> b, V2<T> rows) {
+  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows);
 }
 
 template <class T>
@@ -161,9 +161,9 @@ void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> 
 }
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                           V2<const T> w, V1<const T> b) {
+                           V2<const T> w, V1<const T> b, V2<T> rows) {
   if (tp.row_split() > 1) bf16_operand_in_sequence_parallel("tp_linear_out_forward");
-  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, {});
+  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows);
 }
 
 template <class T>
@@ -207,9 +207,9 @@ using kernels::bf16;
 template void tp_layernorm_forward<float>(const TensorParallel&, int64_t, V2<bf16>, V1<float>, V1<float>,
                                           V2<const float>, V1<const float>, V1<const float>);
 template void tp_linear_in_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>,
-                                          V2<const float>, V1<const float>);
+                                          V2<const float>, V1<const float>, V2<float>);
 template void tp_linear_out_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>,
-                                           V2<const float>, V1<const float>);
+                                           V2<const float>, V1<const float>, V2<float>);
 template void tp_linear_backward_weight<float>(const TensorParallel&, Precision, V2<float>, V1<float>,
                                                V2<const float>, V2<const bf16>);
 

@@ -70,12 +70,14 @@ void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2
 template <class T>
 void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<kernels::bf16> y, V1<T> mean, V1<T> rstd,
                           V2<const T> x, V1<const T> w, V1<const T> b);
+// (rows: as the T overloads take it; these are a logic_error under sequence parallelism,
+// whose gathers move T)
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                          V2<const T> w, V1<const T> b);
+                          V2<const T> w, V1<const T> b, V2<T> rows = {});
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                           V2<const T> w, V1<const T> b);
+                           V2<const T> w, V1<const T> b, V2<T> rows = {});
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
                                V2<const kernels::bf16> x);

@@ -37,6 +37,13 @@ void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t>
       kernels::embedding_forward<T>(out, tokens, wte, wpe, t_len);
       break;
     case TensorMode::OneD:
+      if (tp.row_split() > 1) {  // every row from my vocabulary block; this rank's rows of the sum
+        ensure(scratch, int64_t(tokens.extent(0)), int64_t(out.extent(1)));
+        kernels::embedding_lookup_range<T>(scratch, tokens, wte, vb);
+        tp.group->reduce_scatter_sum<T>(V1<const T>(scratch.data(), scratch.size()), V1<T>(out.data(), out.size()));
+        kernels::add_positions<T>(out, wpe, t_len, tp.rank * int64_t(out.extent(0)));
+        break;
+      }
       kernels::embedding_lookup_range<T>(out, tokens, wte, vb);
       tp.group->allreduce_sum(V1<T>(out.data(), out.size()));
       kernels::add_positions<T>(out, wpe, t_len);
@@ -61,6 +68,12 @@ void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<
       kernels::embedding_backward<T>(dwte, dwpe, dout, tokens, t_len);
       break;
     case TensorMode::OneD:
+      if (tp.row_split() > 1) {  // every rank's rows of dout, so each vocabulary block finds its tokens
+        ensure(scratch, int64_t(tokens.extent(0)), int64_t(dout.extent(1)));
+        tp.group->allgather<T>(V1<const T>(dout.data(), dout.size()), V1<T>(scratch.data(), scratch.size()));
+        kernels::embedding_backward_range<T>(dwte, dwpe, scratch, tokens, vb, t_len);
+        break;
+      }
       kernels::embedding_backward_range<T>(dwte, dwpe, dout, tokens, vb, t_len);
       break;
     case TensorMode::TwoD:
@@ -82,9 +95,15 @@ void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits,
 }
 
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte) {
+void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte,
+                            V2<T> rows) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial product below
     summa_matmul_ab<T>(tp.grid(), precision, dx, dlogits, wte);
+    return;
+  }
+  if (tp.row_split() > 1) {  // every row's share from my vocabulary block; this rank's rows of the sum
+    kernels::product<T>(precision, "N", "N", dlogits, wte, T(0), rows);
+    tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), V1<T>(dx.data(), dx.size()));
     return;
   }
   kernels::product<T>(precision, "N", "N", dlogits, wte, T(0), dx);  // dx = dlogits wte
@@ -106,7 +125,7 @@ template <class T>
 void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
                       V2<const T> wte) {
   tp_head_backward_weight<T>(tp, precision, dwte, dlogits, x);  // first: dx may alias x
-  tp_head_backward_input<T>(tp, precision, dx, dlogits, wte);
+  tp_head_backward_input<T>(tp, precision, dx, dlogits, wte, {});
 }
 
 template <class T>
@@ -147,7 +166,7 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
                                          int64_t, Tensor2<T>&);                                                  \
   template void tp_head_logits<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);                       \
   template void tp_head_backward<T>(const TensorParallel&, Precision, V2<T>, V2<T>, V2<const T>, V2<const T>, V2<const T>); \
-  template void tp_head_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);               \
+  template void tp_head_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>);        \
   template void tp_head_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);              \
   template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>,                  \
                                               V1<const int32_t>);                                                \

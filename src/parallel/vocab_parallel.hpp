@@ -18,8 +18,9 @@ namespace strata {
 int64_t wte_vocab_begin(const TensorParallel& tp, int64_t v_local);
 int64_t logits_vocab_begin(const TensorParallel& tp, int64_t v_local);
 
-// tokens: all B*T tokens of the replica. out: this rank's rows (2D: batch block i) of the
-// hidden block it holds. scratch is resized as needed.
+// tokens: all B*T tokens of the replica. out: this rank's rows (2D: batch block i; 1D
+// with sequence parallelism: its block of B*T/t rows) of the hidden block it holds.
+// scratch is resized as needed.
 template <class T>
 void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t> tokens, V2<const T> wte,
                           V2<const T> wpe, int64_t t_len, Tensor2<T>& scratch);
@@ -36,9 +37,11 @@ template <class T>
 void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
                       V2<const T> wte);
 // Its halves, in the order zero-bubble schedules run them: dx = dlogits wte (complete),
-// then dwte += dlogits^T x (x must be intact: dx may not alias it).
+// then dwte += dlogits^T x (x must be intact: dx may not alias it). Under sequence
+// parallelism dx is this rank's rows, reduce-scattered through rows (B*T, C).
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte);
+void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte,
+                            V2<T> rows = {});
 template <class T>
 void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits, V2<const T> x);
 

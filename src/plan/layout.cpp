@@ -17,6 +17,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.tensor_mode = tensor == TensorMode::TwoD ? TensorMode::TwoD : TensorMode::OneD;
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
+  p.sequence_parallel = sequence && tensor == TensorMode::OneD;
   p.schedule = schedule;
   p.virtual_stages = schedule == Schedule::Interleaved ? virtual_stages : 1;
   p.micro_batches = micro_batches;
@@ -31,7 +32,9 @@ std::vector<std::string> Layout::overrides() const {
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
           "parallel.context=" + std::to_string(p.context),
           "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
-          "parallel.tensor_cols=" + std::to_string(p.tensor_cols), "parallel.schedule=" + to_string(p.schedule),
+          "parallel.tensor_cols=" + std::to_string(p.tensor_cols),
+          std::string("parallel.sequence_parallel=") + (p.sequence_parallel ? "true" : "false"),
+          "parallel.schedule=" + to_string(p.schedule),
           "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
           "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute),
           "parallel.zero=" + std::to_string(p.zero)};
@@ -49,6 +52,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       Layout l = serial;
       l.tensor = TensorMode::OneD;
       l.t = t;
+      l.sequence = deck.parallel.sequence_parallel;
       tensor_splits.push_back(l);
     }
   for (int q = 2; q * q <= ranks; ++q)
@@ -93,7 +97,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const auto& [schedule, name] : schedule_names())
         if (!(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
-            !(splits_backward(schedule) && l.recompute != Recompute::None))
+            !(splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence)))
           for (int v = schedule == Schedule::Interleaved ? 2 : 1;
                v <= (schedule == Schedule::Interleaved ? kMaxVirtualStages : 1); ++v)
             for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)

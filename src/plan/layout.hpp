@@ -16,6 +16,7 @@ struct Layout {
   int context = 1;  // ranks each sequence is split over
   TensorMode tensor = TensorMode::Serial;
   int t = 1;  // 1D group size
+  bool sequence = false;  // 1D: sequence parallelism
   int q = 1;  // 2D grid side
   Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
   int virtual_stages = 1;  // interleaved: chunks per stage
@@ -39,8 +40,8 @@ struct Layout {
 // divides the sequence; with p stages, each schedule
 // (gpipe, 1f1b, interleaved with v = 2 .. kMaxVirtualStages chunks per stage where the layers allow,
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
-// to kMaxMicroBatchesPerStage * p. Recomputation and ZeRO as the deck asks (not the
-// schedules that refuse them).
+// to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
+// 1D splits) as the deck asks (not the schedules that refuse them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);

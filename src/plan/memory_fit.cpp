@@ -26,6 +26,7 @@ Layout layout_of(const Deck& d) {
   } else if (d.parallel.tensor_cols > 1) {
     l.tensor = TensorMode::OneD;
     l.t = int(d.parallel.tensor_cols);
+    l.sequence = d.parallel.sequence_parallel;
   }
   return l;
 }

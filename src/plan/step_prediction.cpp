@@ -16,6 +16,7 @@ TensorParallel tensor_of(const Layout& l) {
   tp.mode = l.tensor;
   tp.t = l.t;
   tp.q = l.q;
+  tp.sequence = l.sequence && l.tensor == TensorMode::OneD;
   return tp;
 }
 
