@@ -109,6 +109,9 @@ expect 2 "malformed.toml:1: not valid TOML" -- train malformed.toml
 expect 2 "unknown.toml: unknown key 'model.n_layers'" -- train unknown.toml
 expect 1 "wrongtype.toml: model.n_layer must be an integer" -- train wrongtype.toml
 expect 2 "parallel layout data x pipeline x context x tensor_rows x tensor_cols = 1 x 1 x 1 x 1 x 1 = 1 ranks, but the job has 2 (use mpirun -n 1 or --set parallel.data=2)" -- train good.toml
+expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_cols > 1: the 2D split keeps every activation in (batch / q) x (C / q) blocks already, with no region replicated over the tensor group to split' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_mode=2d --set parallel.data=1 --set parallel.tensor_rows=1 --set parallel.tensor_cols=1
+expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_cols > 1: without a tensor split no region is replicated' -- train good.toml --set parallel.sequence_parallel=true --set parallel.data=2
+expect 2 'parallel.sequence_parallel does not run with schedule = "zb-h1": a block' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_cols=2 --set parallel.pipeline=2 --set parallel.schedule=zb-h1 --set model.n_layer=2 --set parallel.data=1 --set parallel.micro_batches=2
 expect 2 "model.seq_len (8) must be divisible by 2 x parallel.context (6): each context rank holds two of the 2 x context chunks of every sequence" -- train good.toml --set parallel.context=3 --set parallel.data=1
 expect 4 "= 2 ranks, but the job has 4" -- train good.toml --set parallel.data=2
 expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'

@@ -36,6 +36,7 @@ std::vector<std::vector<std::string>> bf16_layouts_for(int n) {
     case 2: return {{bf16, "parallel.data=2"},
                     {bf16, "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
                     {bf16, "parallel.tensor_cols=2"},
+                    {bf16, "parallel.tensor_cols=2", "parallel.sequence_parallel=true"},
                     {bf16, "parallel.context=2"}};
     case 4: return {{bf16, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
                     {bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"},

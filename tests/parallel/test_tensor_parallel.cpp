@@ -1,12 +1,13 @@
 // Tensor-parallel equivalence. Every layout the job's rank count allows is compared with
 // the serial model:
-//  - one forward+backward of GPT<double> with small, distinct sizes (B=6, T=5, C=12,
+//  - one forward+backward of GPT<double> with small, distinct sizes (B=8, T=5, C=12,
 //    4 heads, vocab 40): loss, gathered initial weights and gathered gradients of every
 //    parameter against serial, which exercises every operator's input and weight
 //    gradients (SUMMA linears, 2D layernorm, attention on local heads, vocabulary-parallel
 //    embedding, tied head and cross-entropy);
 //  - 20 AdamW steps with clipping through the trainer (float): losses and final gathered
-//    parameters against a serial run;
+//    parameters against a serial run; 1D also with sequence parallelism, alone and with
+//    recomputation, accumulation, ZeRO-1, a pipeline and a context split;
 //  - a checkpoint written under 2D 2x2 restarts under serial and under 1D t=4.
 #include <mpi.h>
 
@@ -29,14 +30,20 @@ using namespace strata::test;
 namespace {
 
 // The layouts (parallel.* overrides) this many ranks can run, each on all of them.
+// With sequence parallelism (sp) also under recomputation, accumulation, ZeRO-1, a
+// 1F1B pipeline and a context split.
 std::vector<std::vector<std::string>> tensor_layouts_for(int n) {
-  const std::string d2 = "parallel.data=2";
+  const std::string d2 = "parallel.data=2", t2 = "parallel.tensor_cols=2", sp = "parallel.sequence_parallel=true";
   switch (n) {
     case 1: return {{"parallel.tensor_mode=2d"}};  // q = 1 through the 2D code path
-    case 2: return {{"parallel.tensor_cols=2"}};
+    case 2: return {{t2}, {t2, sp}, {t2, sp, "parallel.recompute=full"}, {t2, sp, "parallel.micro_batches=2"}};
     case 4: return {{"parallel.tensor_cols=4"},
                     {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {d2, "parallel.tensor_cols=2"}};
+                    {d2, t2},
+                    {"parallel.tensor_cols=4", sp},
+                    {d2, t2, sp, "parallel.zero=1"},
+                    {"parallel.pipeline=2", "parallel.micro_batches=2", t2, sp},
+                    {"parallel.context=2", t2, sp}};
     case 8: return {{d2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
     default: return {};
   }
@@ -52,7 +59,7 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
   m.n_head = 4;
   m.vocab_size = 40;
   m.seq_len = 5;
-  const int64_t batch = 6;
+  const int64_t batch = 8;  // 40 rows: 10 a rank under sequence parallelism over 4
   const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
   const BlockContext ctx{batch, m.seq_len};
   const double scale = 1.0 / double(batch * m.seq_len);
@@ -65,13 +72,18 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
   const auto serial_grads = test::to_host<double>(serial.params().grads());
 
   for (const auto& layout : tensor_layouts_for(n)) {
-    if (describe(layout).find("data=2") != std::string::npos) continue;  // one tensor group here
+    const std::string name = describe(layout);
+    if (name.find("data=2") != std::string::npos || name.find("pipeline=") != std::string::npos ||
+        name.find("context=") != std::string::npos || name.find("micro_batches") != std::string::npos ||
+        name.find("recompute") != std::string::npos)
+      continue;  // one tensor group of the whole model, one batch, here
     ParallelConfig pc;
     for (const auto& o : layout) {
       if (o == "parallel.tensor_mode=2d") pc.tensor_mode = TensorMode::TwoD;
       if (o == "parallel.tensor_cols=2") pc.tensor_cols = 2;
       if (o == "parallel.tensor_cols=4") pc.tensor_cols = 4;
       if (o == "parallel.tensor_rows=2") pc.tensor_rows = 2;
+      if (o == "parallel.sequence_parallel=true") pc.sequence_parallel = true;
     }
     Grid grid(pc, MPI_COMM_WORLD);
     GPT<double> model(m, 7, tensor_parallel_of(grid));
@@ -113,7 +125,7 @@ TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi
   for (const auto& layout : tensor_layouts_for(n)) {
     Training par(tp_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
-    const auto params = test::gather_global(par.model().params(), par.model().params().params(), par.grid().tensor().raw());
+    const auto params = test::global_params_of(par);
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ser.losses.size());
