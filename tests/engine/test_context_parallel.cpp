@@ -1,8 +1,10 @@
 // Context parallelism (parallel.context): the GPT trained with each sequence split over
 // 2 and 4 ranks (ring attention, the zigzag chunks) gives the serial run's losses,
 // validation losses and final parameters; alone, with gradient accumulation, selective
-// and full recomputation, with data parallelism and ZeRO-1, with pipelines (1F1B, ZB-H1,
-// interleaved), with 1D tensor parallelism and with the 2D code path. A checkpoint
+// and full recomputation, with data parallelism and ZeRO-1, with pipelines (GPipe, 1F1B,
+// ZB-H1, ZB-H2, interleaved; XPipe in test_xpipe.cpp), with 1D tensor parallelism (with
+// sequence parallelism in test_tensor_parallel.cpp and here on 8 ranks), with the 2D
+// code path and (8 ranks) the 2D 2x2 split. A checkpoint
 // written on context 2 restarts on context 1 and 4 (and one from 1 on 2) to the same
 // losses: checkpoints hold global tensors. What each run sent on the context group is
 // what the model declares (the traffic formula).
@@ -43,10 +45,14 @@ std::vector<std::vector<std::string>> context_layouts_for(int n) {
     case 4: return {{"parallel.context=4"},
                     {"parallel.data=2", c2},
                     {"parallel.data=2", c2, "parallel.zero=1"},
+                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=gpipe"},
                     {c2, p2, "parallel.micro_batches=4", "parallel.schedule=1f1b"},
                     {c2, p2, "parallel.micro_batches=4", "parallel.schedule=zb-h1"},
+                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=zb-h2"},
                     {c2, p2, "parallel.micro_batches=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
                     {c2, "parallel.tensor_cols=2"}};
+    case 8: return {{c2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+                    {"parallel.data=2", c2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true"}};
     default: return {};
   }
 }

@@ -255,9 +255,12 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
     MPI_Comm_free(&pair);
   }
   std::vector<std::vector<std::string>> layouts;
-  if (n == 4) layouts = {{"parallel.pipeline=2", "parallel.data=2"}, {"parallel.pipeline=2", "parallel.tensor_cols=2"}};
+  if (n == 4)
+    layouts = {{"parallel.pipeline=2", "parallel.data=2"}, {"parallel.pipeline=2", "parallel.tensor_cols=2"},
+               {"parallel.pipeline=2", "parallel.context=2"}};
   if (n == 8)
-    layouts = {{"parallel.pipeline=2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
+    layouts = {{"parallel.pipeline=2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+               {"parallel.pipeline=2", "parallel.context=2", "parallel.tensor_cols=2", "parallel.sequence_parallel=true"}};
   for (const auto& layout : layouts) {
     Training t(xpipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = t.run();
