@@ -13,8 +13,8 @@ THREADS_PER_RANK=${THREADS_PER_RANK:-1}        # BLAS/OpenMP threads per rank
 cd "$(dirname "$0")/.."
 sets=()
 [ -z "$DATA" ] || sets=(--set parallel.data="$DATA")
-# ranks = data x pipeline x tensor_rows x tensor_cols of the deck (with DATA if set)
-deck_ranks=$(awk -F= -v data="$DATA" '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|tensor_rows|tensor_cols) *$/ {k=$1; gsub(/ /,"",k); if (!(k=="data" && data!="")) n*=$2+0} BEGIN{n=1} END{if (data!="") n*=data; print n}' "$DECK")
+# ranks = data x pipeline x context x tensor_rows x tensor_cols of the deck (with DATA if set)
+deck_ranks=$(awk -F= -v data="$DATA" '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|context|tensor_rows|tensor_cols) *$/ {k=$1; gsub(/ /,"",k); if (!(k=="data" && data!="")) n*=$2+0} BEGIN{n=1} END{if (data!="") n*=data; print n}' "$DECK")
 RANKS=${RANKS:-$deck_ranks}                    # MPI ranks: the deck's layout unless overridden
 # One BLAS thread per rank unless asked: Debian's OpenBLAS is the pthread build and would
 # otherwise start one thread per core in every rank.

@@ -73,6 +73,12 @@ check "train, pipeline 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train input
 # XPipe is another optimiser (predicted weights): it must run; its losses are not the serial ones
 check "train, xpipe 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set parallel.pipeline=2 --set parallel.micro_batches=4 --set parallel.schedule=xpipe --set run.out_dir="$runs/xpipe-2"
+# context parallelism (ring attention; its blocks staged through the host) and 1D with
+# sequence parallelism, 2 ranks sharing the GPU
+check "train, context 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  --set parallel.context=2 --set run.out_dir="$runs/context-2"
+check "train, 1D 2 sequence parallel" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  --set parallel.tensor_cols=2 --set parallel.sequence_parallel=true --set run.out_dir="$runs/sp-2"
 
 step "GPT training on the GPU in bf16: 1 rank, and 2D 2x2"
 check "train, bf16, 1 rank" timeout 300 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
@@ -91,7 +97,7 @@ check "train, T = 8192, bf16" timeout 300 "$work/bin/strata" train inputs/device
   --set run.out_dir="$runs/long-8192"
 
 step "losses against the CPU run of the same deck"
-for r in nccl-1 mpi-2 tp2d-4 pipe-2; do
+for r in nccl-1 mpi-2 tp2d-4 pipe-2 context-2 sp-2; do
   check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics-fp32.csv" \
     "$runs/$r/device-check/metrics.csv" 1e-4 2e-3
 done
