@@ -176,6 +176,19 @@ void Comm::allgather(V1<const T> send, V1<T> recv) {
 }
 
 template <class T>
+void Comm::alltoall(V1<const T> send, V1<T> recv) {
+  const int64_t n = send.extent(0) / size_;
+  const double t0 = MPI_Wtime();
+  Kokkos::fence();
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
+  auto hr = Kokkos::create_mirror_view(recv);
+  MPI_Alltoall(hs.data(), int(n), mpi_type<T>(), hr.data(), int(n), mpi_type<T>(), comm_);
+  Kokkos::deep_copy(recv, hr);
+  count("alltoall", int64_t(send.extent(0)) * int64_t(sizeof(T)), wire_factor(Collective::AllToAll, size_),
+        MPI_Wtime() - t0);
+}
+
+template <class T>
 void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
   const int64_t n = recv.extent(0);
   const double t0 = MPI_Wtime();
@@ -231,7 +244,8 @@ void Comm::allgather_blocks(V1<T> buf) {
   template void Comm::reduce_scatter_blocks<T>(V1<T>);                                     \
   template void Comm::allgather_blocks<T>(V1<T>);                                          \
   template MPI_Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
-  template MPI_Request Comm::start_recv<T>(T*, int64_t, int, int);
+  template MPI_Request Comm::start_recv<T>(T*, int64_t, int, int);                         \
+  template void Comm::alltoall<T>(V1<const T>, V1<T>);
 STRATA_COMM_INSTANTIATE(float)
 STRATA_COMM_INSTANTIATE(double)
 #undef STRATA_COMM_INSTANTIATE

@@ -71,6 +71,9 @@ class Comm {
   // communicator, matched by tag. Complete with wait(request, "send" / "recv").
   template <class T> MPI_Request start_send(const T* host_data, int64_t n, int peer, int tag);
   template <class T> MPI_Request start_recv(T* host_data, int64_t n, int peer, int tag);
+  // send: size() blocks of n values, block j for rank j; recv: the blocks the ranks sent
+  // this rank, in rank order (device memory; n = send.extent(0) / size()).
+  template <class T> void alltoall(V1<const T> send, V1<T> recv);
   // Everyone's n values (device memory) side by side in rank order: recv holds size() * n.
   template <class T> void allgather(V1<const T> send, V1<T> recv);
   // The sum over ranks of send (size() * n values, device memory); this rank keeps block

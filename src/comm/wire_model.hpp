@@ -9,7 +9,7 @@
 //   t = steps * alpha + wire factor * payload * beta.
 namespace strata {
 
-enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send };
+enum class Collective { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, Send, AllToAll };
 
 inline double wire_factor(Collective k, int p) {
   if (k == Collective::Send) return 1.0;
@@ -17,7 +17,8 @@ inline double wire_factor(Collective k, int p) {
   switch (k) {
     case Collective::AllReduce: return 2.0 * (p - 1) / p;
     case Collective::Broadcast:
-    case Collective::Reduce: return double(p - 1) / p;
+    case Collective::Reduce:
+    case Collective::AllToAll: return double(p - 1) / p;  // all-to-all: of the whole send buffer
     default: return double(p - 1);  // all-gather, reduce-scatter: per block of the payload
   }
 }

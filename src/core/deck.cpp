@@ -61,6 +61,15 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
+  if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
+    const int64_t split = p.tensor_mode == TensorMode::TwoD ? p.tensor_rows : p.tensor_cols;
+    if ((m.n_head / split) % p.context != 0)
+      throw UserError(origin + ": the heads a tensor rank holds (model.n_head / " +
+                      (p.tensor_mode == TensorMode::TwoD ? std::string("q") : std::string("tensor_cols")) + " = " +
+                      std::to_string(m.n_head / split) + ") must be divisible by parallel.context (" +
+                      std::to_string(p.context) + ") for context_mode = \"all-to-all\": each rank takes 1/context of them "
+                      "over whole sequences");
+  }
   if (p.context > 1 && m.seq_len % (2 * p.context) != 0)
     throw UserError(origin + ": model.seq_len (" + std::to_string(m.seq_len) + ") must be divisible by 2 x parallel.context (" +
                     std::to_string(2 * p.context) + "): each context rank holds two of the 2 x context chunks of every sequence");
@@ -247,7 +256,7 @@ std::string layout_name(const ParallelConfig& p) {
   } else if (p.micro_batches > 1) {
     s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation
   }
-  if (p.context > 1) s += " context=" + std::to_string(p.context);
+  if (p.context > 1) s += " context=" + std::to_string(p.context) + (p.context_mode == ContextMode::AllToAll ? ":a2a" : "");
   if (p.tensor_mode == TensorMode::TwoD)
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
   else if (p.tensor_cols > 1)

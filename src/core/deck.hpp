@@ -70,6 +70,7 @@ struct ParallelConfig {
   int64_t data = 1;
   int64_t pipeline = 1;
   int64_t context = 1;  // ranks a sequence is split over (ring attention, causal load balance)
+  ContextMode context_mode = ContextMode::Ring;
   int64_t tensor_rows = 1;
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;

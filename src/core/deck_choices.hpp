@@ -35,6 +35,15 @@ enum class Schedule { GPipe, OneFOneB, Interleaved, ZBH1, ZBH2, XPipe };
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
 enum class TensorMode { Serial, OneD, TwoD };
 
+// How context parallelism runs attention: keys and values round a ring (Ring), or an
+// all-to-all from sequence-split to head-split and back (AllToAll, DeepSpeed-Ulysses).
+enum class ContextMode { Ring, AllToAll };
+inline const std::vector<std::pair<ContextMode, std::string>>& context_mode_names() {
+  static const std::vector<std::pair<ContextMode, std::string>> names = {{ContextMode::Ring, "ring"},
+                                                                         {ContextMode::AllToAll, "all-to-all"}};
+  return names;
+}
+
 // The precision of the matrix products: fp32, or bf16 operands with fp32 accumulation
 // (parameters, gradients and everything else stay fp32).
 enum class Precision { FP32, BF16 };
@@ -111,6 +120,7 @@ const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, 
 }
 inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
 inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_names(), m); }
+inline const std::string& to_string(ContextMode m) { return name_in(context_mode_names(), m); }
 inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
 inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }
 inline const std::string& to_string(ModelKind k) { return name_in(model_kind_names(), k); }

@@ -360,6 +360,10 @@ std::vector<DeckKey> declare_keys() {
           "chunks and rank r holds chunks r and 2 x context - 1 - r (the causal work balanced); attention passes "
           "keys and values around the ring; the parameters are replicated and their gradients summed over data x "
           "context; model.seq_len a multiple of 2 x context"),
+      enum_choice(par, &D::parallel, "context_mode", &ParallelConfig::context_mode, context_mode_names(),
+                  "how context parallelism runs attention: \"ring\" (keys and values passed round the context "
+                  "group, overlapped with attention's blocks) or \"all-to-all\" (DeepSpeed-Ulysses: an all-to-all "
+                  "gives each rank whole sequences of 1/context of the heads; the local heads must divide by context)"),
       key(par, &D::parallel, "tensor_rows", &ParallelConfig::tensor_rows, at_least<int64_t>(1),
           "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
       key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),

@@ -9,6 +9,7 @@
 #include "kernels/matmul_bf16.hpp"
 #include "kernels/residual.hpp"
 #include "model/tensor_shard.hpp"
+#include "parallel/all_to_all_attention.hpp"
 #include "parallel/ring_attention.hpp"
 #include "parallel/tp_layers.hpp"
 #include "parallel/tp_traffic.hpp"
@@ -119,7 +120,9 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   // bf16 written rounded (ProductOperand).
   k.ln1.write([&](auto ln1) { tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_)); });
   k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows); });  // (BT, 3A)
-  if (cp_.active())
+  if (cp_.active() && cp_.all_to_all)
+    all_to_all_attention_forward<T>(cp_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  else if (cp_.active())
     ring_attention_forward<T>(cp_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
@@ -159,7 +162,9 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
-  if (cp_.active())
+  if (cp_.active() && cp_.all_to_all)
+    all_to_all_attention_backward<T>(cp_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  else if (cp_.active())
     ring_attention_backward<T>(cp_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
@@ -200,7 +205,10 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
   tp_linear_in_backward_traffic(out, tp, n, c, f, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
   tp_linear_out_backward_traffic(out, tp, n, a, c, e);
-  ring_attention_backward_traffic(out, cp_, n, a, e);
+  if (cp_.all_to_all)
+    all_to_all_attention_backward_traffic(out, cp_, n, a, e);
+  else
+    ring_attention_backward_traffic(out, cp_, n, a, e);
   tp_linear_in_backward_traffic(out, tp, n, c, 3 * a, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
   // backward_weight: the layer norms' outputs gathered again (sequence parallelism)
@@ -215,7 +223,10 @@ void TransformerBlock<T>::forward_traffic(const BlockContext& ctx, Traffic& out)
   // in the order of forward()
   tp_layernorm_forward_traffic(out, tp, n, e);
   tp_linear_in_forward_traffic(out, tp, n, c, 3 * a, e);
-  ring_attention_forward_traffic(out, cp_, n, a, e);
+  if (cp_.all_to_all)
+    all_to_all_attention_forward_traffic(out, cp_, n, a, e);
+  else
+    ring_attention_forward_traffic(out, cp_, n, a, e);
   tp_linear_out_forward_traffic(out, tp, n, a, c, e);
   tp_layernorm_forward_traffic(out, tp, n, e);
   tp_linear_in_forward_traffic(out, tp, n, c, f, e);

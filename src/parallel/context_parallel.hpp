@@ -20,6 +20,7 @@ struct ContextParallel {
   Comm* ring = nullptr;  // the context group, in context-rank order (Grid::context())
   int size = 1, rank = 0;
   bool zigzag = true;  // false: the contiguous split (benchmarks only)
+  bool all_to_all = false;  // attention by all-to-all (parallel.context_mode), else the ring
 
   bool active() const { return size > 1; }
   // The two chunks this rank holds, and their length for sequences of t tokens.
@@ -45,6 +46,7 @@ inline ContextParallel context_parallel_of(const Grid& grid) {
   ContextParallel cp;
   cp.size = int(grid.shape().context);
   cp.rank = grid.coords().context;
+  cp.all_to_all = grid.shape().context_mode == ContextMode::AllToAll;
   if (cp.size > 1) cp.ring = &grid.context();
   return cp;
 }

@@ -14,6 +14,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.data = data;
   p.pipeline = pipeline;
   p.context = context;
+  p.context_mode = context_mode;
   p.tensor_mode = tensor == TensorMode::TwoD ? TensorMode::TwoD : TensorMode::OneD;
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
@@ -30,7 +31,7 @@ std::vector<std::string> Layout::overrides() const {
   const Deck d = applied_to(Deck{});
   const auto& p = d.parallel;
   return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
-          "parallel.context=" + std::to_string(p.context),
+          "parallel.context=" + std::to_string(p.context), "parallel.context_mode=" + to_string(p.context_mode),
           "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols),
           std::string("parallel.sequence_parallel=") + (p.sequence_parallel ? "true" : "false"),
@@ -80,6 +81,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
           (x == 1 || (deck.model.kind == ModelKind::GPT && deck.model.seq_len % (2 * x) == 0))) {
         Layout l = split;
         l.context = x;
+        l.context_mode = deck.parallel.context_mode;  // as the deck asks
         bases.push_back(l);
       }
   for (const Layout& base : bases) {

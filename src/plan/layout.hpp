@@ -14,6 +14,7 @@ namespace strata {
 struct Layout {
   int data = 1, pipeline = 1;
   int context = 1;  // ranks each sequence is split over
+  ContextMode context_mode = ContextMode::Ring;
   TensorMode tensor = TensorMode::Serial;
   int t = 1;  // 1D group size
   bool sequence = false;  // 1D: sequence parallelism

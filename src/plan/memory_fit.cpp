@@ -15,6 +15,7 @@ Layout layout_of(const Deck& d) {
   l.data = int(d.parallel.data);
   l.pipeline = int(d.parallel.pipeline);
   l.context = int(d.parallel.context);
+  l.context_mode = d.parallel.context_mode;
   l.schedule = d.parallel.schedule;
   l.virtual_stages = int(d.parallel.virtual_stages);
   l.zero = int(d.parallel.zero);

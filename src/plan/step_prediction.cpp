@@ -25,6 +25,7 @@ TensorParallel tensor_of(const Layout& l) {
 std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
   ContextParallel cp;  // context rank 0: the zigzag split gives every rank the same work
   cp.size = l.context;
+  cp.all_to_all = l.context_mode == ContextMode::AllToAll;
   return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp));
 }
 
@@ -228,7 +229,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     // blocks under attention's products (each posted before the step's computation); the
     // rest blocks
     const auto summa = [](const std::string&, const std::string& kind) { return kind == "broadcast" || kind == "reduce"; };
-    const auto ring = [](const std::string& group, const std::string&) { return group == "context"; };
+    const auto ring = [](const std::string& group, const std::string& kind) { return group == "context" && kind == "send"; };
     c.tensor = links.seconds(tensor, [&](const std::string& g, const std::string& k) { return !summa(g, k) && !ring(g, k); }) +
                std::max(0.0, links.seconds(tensor, summa) - c.gemm) +
                std::max(0.0, links.seconds(tensor, ring) - attention_seconds(*model, micro, machine, deck.model.precision));

@@ -38,11 +38,15 @@ std::vector<std::vector<std::string>> context_layouts_for(int n) {
   const std::string c2 = "parallel.context=2", p2 = "parallel.pipeline=2";
   switch (n) {
     case 2: return {{c2},
+                    {c2, "parallel.context_mode=all-to-all"},
                     {c2, "parallel.micro_batches=2"},
                     {c2, "parallel.recompute=selective"},
                     {c2, "parallel.recompute=full"},
                     {c2, "parallel.tensor_mode=2d"}};
     case 4: return {{"parallel.context=4"},
+                    {"parallel.context=4", "parallel.context_mode=all-to-all"},
+                    {"parallel.data=2", c2, "parallel.context_mode=all-to-all", "parallel.zero=1"},
+                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=1f1b", "parallel.context_mode=all-to-all"},
                     {"parallel.data=2", c2},
                     {"parallel.data=2", c2, "parallel.zero=1"},
                     {c2, p2, "parallel.micro_batches=4", "parallel.schedule=gpipe"},

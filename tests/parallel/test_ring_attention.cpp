@@ -3,6 +3,8 @@
 // logsumexps and dQ, dK, dV are the fused kernel's at its zigzag rows, in double (1e-12 of
 // the largest value, elementwise) and float (1e-6 relative in the 2-norm), with blocks that
 // cut the chunks unevenly; and with the contiguous split the balance benchmark compares.
+// The all-to-all form (DeepSpeed-Ulysses) likewise, its logsumexps those of whole
+// sequences of the rank's heads.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -11,6 +13,7 @@
 
 #include "comm/comm.hpp"
 #include "kernels/attention.hpp"
+#include "parallel/all_to_all_attention.hpp"
 #include "parallel/ring_attention.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
@@ -34,7 +37,8 @@ double relative_l2(const std::vector<double>& a, const std::vector<double>& b) {
 // largest |a - b| / max(1, max |b|) where elementwise).
 template <class T>
 double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int64_t hs,
-                          kernels::AttentionTiling tiling, bool elementwise, bool zigzag = true) {
+                          kernels::AttentionTiling tiling, bool elementwise, bool zigzag = true,
+                          bool all_to_all = false) {
   const int x = ring.size();
   const int64_t c = h * hs, t = t_full / x;
   // the whole batch, the same on every rank
@@ -60,11 +64,19 @@ double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int6
   };
   const auto qkv = local_of(d_qkv, b, 3 * c), dout = local_of(d_dout, b, c);
   Tensor1<T> r_out("r_out", b * t * c), r_lse("r_lse", b * h * t), r_dqkv("r_dqkv", b * t * 3 * c);
-  ring_attention_forward<T>(cp, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c), b, t, h,
-                            Precision::FP32, tiling);
-  ring_attention_backward<T>(cp, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
-                             mat<const T>(r_out, b * t, c), mat<const T>(r_lse, b * h, t),
-                             mat<const T>(dout, b * t, c), b, t, h, Precision::FP32, tiling);
+  if (all_to_all) {  // the default tiling: its fused kernel runs on whole sequences
+    all_to_all_attention_forward<T>(cp, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c),
+                                    b, t, h, Precision::FP32);
+    all_to_all_attention_backward<T>(cp, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
+                                     mat<const T>(r_out, b * t, c), mat<const T>(r_lse, b * h, t),
+                                     mat<const T>(dout, b * t, c), b, t, h, Precision::FP32);
+  } else {
+    ring_attention_forward<T>(cp, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c), b, t,
+                              h, Precision::FP32, tiling);
+    ring_attention_backward<T>(cp, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
+                               mat<const T>(r_out, b * t, c), mat<const T>(r_lse, b * h, t),
+                               mat<const T>(dout, b * t, c), b, t, h, Precision::FP32, tiling);
+  }
   double worst = 0;
   const auto compare = [&](const Tensor1<T>& got, const Tensor1<T>& want) {
     const auto g = to_host<T>(got), w = to_host<T>(want);
@@ -73,7 +85,20 @@ double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int6
   };
   compare(r_out, local_of(out, b, c));
   compare(r_dqkv, local_of(dqkv, b, 3 * c));
-  compare(r_lse, local_of(lse, b * h, 1));  // lse is (B*H, T): the local rows of B*H sequences
+  if (!all_to_all) {
+    compare(r_lse, local_of(lse, b * h, 1));  // lse is (B*H, T): the local rows of B*H sequences
+  } else {  // whole sequences of this rank's heads: rows [rank, rank + 1) * B*H/X of (B*H, T) per batch row
+    const auto want = to_host<T>(lse), got = to_host<T>(r_lse);
+    const int64_t heads = h / x;
+    std::vector<double> g, w;
+    for (int64_t bb = 0; bb < b; ++bb)
+      for (int64_t hh = 0; hh < heads; ++hh)
+        for (int64_t i = 0; i < t_full; ++i) {
+          g.push_back(double(got[size_t((bb * heads + hh) * t_full + i)]));
+          w.push_back(double(want[size_t((bb * h + ring.rank() * heads + hh) * t_full + i)]));
+        }
+    worst = std::max(worst, elementwise ? max_rel_error(g, w) : relative_l2(g, w));
+  }
   return worst;
 }
 
@@ -99,6 +124,9 @@ TEST_CASE("ring attention on 2, 3 and 4 ranks equals the fused attention of the 
       CHECK(ring_against_fused<float>(ring, 1, 2 * x * 16, 2, 8, {0, 0, 0}, false) < 1e-6);
       // the contiguous split (the balance benchmark's comparison) is exact too
       CHECK(ring_against_fused<double>(ring, 2, t_full, 3, 4, tiling, true, false) < 1e-12);
+      // the all-to-all form (context_mode = "all-to-all"), 12 heads: 12 / x each
+      CHECK(ring_against_fused<double>(ring, 2, t_full, 12, 4, tiling, true, true, true) < 1e-12);
+      CHECK(ring_against_fused<float>(ring, 2, t_full, 12, 4, tiling, false, true, true) < 1e-6);
       std::printf("ring attention, context %d: worst relative difference %.1e (double, elementwise), %.1e (float, 2-norm)\n", x, dbl, flt);
       MPI_Comm_free(&sub);
     }
