@@ -1,6 +1,7 @@
 #include "parallel/all_to_all_attention.hpp"
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,7 @@ template <class T>
 void all_to_all_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b,
                                   int64_t t, int64_t h, Precision precision) {
   const int64_t x = cp.size, a = out.extent(1) / x, big_t = t * x, heads = h / x;
+  if (h % x != 0) throw std::logic_error("all-to-all attention: " + std::to_string(h) + " heads over " + std::to_string(x) + " ranks");
   const V2<T> f = pooled2<T>(2, b * big_t, 3 * a), o = pooled2<T>(3, b * big_t, a);
   to_heads<T>(cp, qkv, f, b, t, 3);
   kernels::attention_forward<T>(o, V2<T>(lse.data(), b * heads, big_t), f, b, big_t, heads, precision);
@@ -105,6 +107,7 @@ void all_to_all_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<con
                                    V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
                                    Precision precision) {
   const int64_t x = cp.size, a = dout.extent(1) / x, big_t = t * x, heads = h / x;
+  if (h % x != 0) throw std::logic_error("all-to-all attention: " + std::to_string(h) + " heads over " + std::to_string(x) + " ranks");
   const V2<T> f = pooled2<T>(2, b * big_t, 3 * a), o = pooled2<T>(3, b * big_t, a), d_o = pooled2<T>(4, b * big_t, a),
               df = pooled2<T>(5, b * big_t, 3 * a);
   to_heads<T>(cp, qkv, f, b, t, 3);

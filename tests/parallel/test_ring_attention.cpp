@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -107,7 +108,7 @@ double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int6
 TEST_CASE("ring attention on 2, 3 and 4 ranks equals the fused attention of the whole sequence",
           "[mpi][context][attention]") {
   const int n = world_size(), rank = world_rank();
-  for (int x = 2; x <= n; ++x) {
+  for (int x = 2; x <= std::min(n, 4); ++x) {
     MPI_Comm sub;
     MPI_Comm_split(MPI_COMM_WORLD, rank < x ? 0 : MPI_UNDEFINED, rank, &sub);
     if (sub != MPI_COMM_NULL) {
