@@ -24,13 +24,6 @@ V1<T> pooled(int slot, int64_t n) {
   return V1<T>(b.data(), n);
 }
 
-// Where rank i's local row r (of t) sits in its sequence of t * X (context_parallel.hpp).
-KOKKOS_INLINE_FUNCTION int64_t position_of(int64_t i, int64_t r, int64_t t, int64_t x, bool zigzag) {
-  const int64_t n = t / 2;
-  const int64_t first = zigzag ? i : 2 * i, second = zigzag ? 2 * x - 1 - i : 2 * i + 1;
-  return r < n ? first * n + r : second * n + (r - n);
-}
-
 // local (B*t rows, parts of A columns each: q | k | v, or one) -> full (B*T rows in
 // position order, parts of A/X columns: this rank's heads of each part).
 template <class T>
@@ -53,7 +46,7 @@ void to_heads(const ContextParallel& cp, V2<const T> local, V2<T> full, int64_t 
   Kokkos::parallel_for(
       "a2a.place_rows", Range(0, x * rows), KOKKOS_LAMBDA(const int64_t i) {
         const int64_t from = i / rows, row = i % rows, bb = row / t, lr = row % t;  // rank `from`'s row
-        const int64_t at = bb * big_t + position_of(from, lr, t, x, zigzag);
+        const int64_t at = bb * big_t + ContextParallel::position_of(from, lr, t, x, zigzag);
         for (int64_t k = 0; k < width; ++k) dst[at * width + k] = r[i * width + k];
       });
 }
@@ -70,7 +63,7 @@ void to_rows(const ContextParallel& cp, V2<const T> full, V2<T> local, int64_t b
   Kokkos::parallel_for(
       "a2a.pick_rows", Range(0, x * rows), KOKKOS_LAMBDA(const int64_t i) {
         const int64_t to = i / rows, row = i % rows, bb = row / t, lr = row % t;  // rank `to`'s row
-        const int64_t at = bb * big_t + position_of(to, lr, t, x, zigzag);
+        const int64_t at = bb * big_t + ContextParallel::position_of(to, lr, t, x, zigzag);
         for (int64_t k = 0; k < width; ++k) s[i * width + k] = src[at * width + k];
       });
   cp.ring->alltoall<T>(V1<const T>(send.data(), send.size()), recv);

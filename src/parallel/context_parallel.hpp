@@ -23,7 +23,14 @@ struct ContextParallel {
   bool all_to_all = false;  // attention by all-to-all (parallel.context_mode), else the ring
 
   bool active() const { return size > 1; }
-  // The two chunks this rank holds, and their length for sequences of t tokens.
+  // Where rank `of`'s local row i (of t local rows: its two chunks of t/2) sits in its
+  // sequence of t x `size` (device code too: the all-to-all form places rows by it).
+  KOKKOS_INLINE_FUNCTION static int64_t position_of(int64_t of, int64_t i, int64_t t, int64_t size, bool zigzag) {
+    const int64_t n = t / 2;
+    const int64_t first = zigzag ? of : 2 * of, second = zigzag ? 2 * size - 1 - of : 2 * of + 1;
+    return i < n ? first * n + i : second * n + (i - n);
+  }
+  // The two chunks this rank holds.
   int first_chunk() const { return zigzag ? rank : 2 * rank; }
   int second_chunk() const { return zigzag ? 2 * size - 1 - rank : 2 * rank + 1; }
   // Of another rank's (`from`'s) keys, which this rank's queries see: the first half of
@@ -35,11 +42,6 @@ struct ContextParallel {
     return from < rank ? Sees::All : Sees::None;
   }
   static int64_t chunk_rows(int64_t t, int size) { return t / (2 * size); }
-  // Local row i of a sequence of t tokens: its position in the whole sequence.
-  int64_t position(int64_t i, int64_t t) const {
-    const int64_t n = chunk_rows(t, size);
-    return i < n ? first_chunk() * n + i : second_chunk() * n + (i - n);
-  }
 };
 
 inline ContextParallel context_parallel_of(const Grid& grid) {
@@ -55,13 +57,13 @@ inline ContextParallel context_parallel_of(const Grid& grid) {
 // `width` values per row): token ids, targets.
 template <class E>
 void gather_local_rows(const ContextParallel& cp, V1<E> out, V1<const E> in, int64_t b, int64_t t, int64_t width = 1) {
-  const int64_t n = ContextParallel::chunk_rows(t, cp.size), tl = 2 * n;
-  const int64_t a0 = cp.first_chunk() * n, b0 = cp.second_chunk() * n;
+  const int64_t tl = 2 * ContextParallel::chunk_rows(t, cp.size), rank = cp.rank, size = cp.size;
+  const bool zigzag = cp.zigzag;
   E* const o = out.data();
   const E* const x = in.data();
   Kokkos::parallel_for(
       "context.gather_local_rows", Range(0, b * tl), KOKKOS_LAMBDA(const int64_t i) {
-        const int64_t bb = i / tl, r = i % tl, pos = r < n ? a0 + r : b0 + (r - n);
+        const int64_t bb = i / tl, r = i % tl, pos = ContextParallel::position_of(rank, r, tl, size, zigzag);
         for (int64_t j = 0; j < width; ++j) o[i * width + j] = x[(bb * t + pos) * width + j];
       });
 }

@@ -9,7 +9,7 @@
 #   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
 #   lost or dangling, a model mismatch, two runs on one directory, a fresh start over
 #   checkpoints; a rank-local error under ZB-H1 and inside ring attention (context 2), and a
-#   failed write under interleaved 1F1B;
+#   failed write under interleaved 1F1B and under context 2 with ZeRO-1;
 #   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
@@ -104,6 +104,15 @@ RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_F
 [ "$(cat $out/zero-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
   timeout 60 "$strata" inspect $out/zero-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
   ok "zero-write: ckpt_00000004.h5 is LATEST and verifies" || fail "zero-write: LATEST $(cat $out/zero-write/checkpoints/LATEST)"
+# ... and with each sequence over the two ranks (context 2: the replica group that shares
+# the writing and ZeRO-1's blocks is the context group)
+RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
+  fault context-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 \
+  --set parallel.data=1 --set parallel.context=2 --set parallel.zero=1
+[ "$(cat $out/context-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
+  timeout 60 "$strata" inspect $out/context-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
+  ok "context-write: ckpt_00000004.h5 is LATEST and verifies" ||
+  fail "context-write: LATEST $(cat $out/context-write/checkpoints/LATEST)"
 
 # --- the zero-bubble and interleaved pipelines (the backward's halves, several chunks per
 # stage): a rank-local error on stage 1 ends both ranks; a failed checkpoint write on rank
