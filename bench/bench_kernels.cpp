@@ -144,7 +144,7 @@ void BM_block_forward_backward(benchmark::State& state) {
   for (auto _ : state) {
     block.forward(ctx, x, cache, recomputed, scratch);
     Kokkos::deep_copy(dres, 0.01f);
-    block.backward_input(ctx, dres, cache, scratch, recomputed);
+    block.backward_input(ctx, dres, cache, scratch, recomputed, 1.0f);
     block.backward_weight(cache, recomputed, scratch);
     Kokkos::fence();
   }

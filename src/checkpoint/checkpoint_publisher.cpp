@@ -19,8 +19,8 @@ CheckpointPublisher::CheckpointPublisher(const std::string& dir, MPI_Comm world,
 }
 
 CheckpointPublisher::Written CheckpointPublisher::publish(const TrainingState& state, ParamStore<float>& params,
-                                                          const Deck& deck, const std::string& layout, int data_rank,
-                                                          int data_size, bool pause_midway) {
+                                                          const Deck& deck, const std::string& layout,
+                                                          const ReplicaPlace& place, bool pause_midway) {
   const int64_t step = state.step;
   const std::string name = CheckpointDirectory::file_name(step);
   // What is still true after a failure, for the one line every rank will throw.
@@ -73,7 +73,7 @@ CheckpointPublisher::Written CheckpointPublisher::publish(const TrainingState& s
   };
   const double t1 = Timers::now();
   phase([&] {
-    write_model_checkpoint(dir_.temp_path(step), world_, data_rank, data_size, params, state, deck, layout,
+    write_model_checkpoint(dir_.temp_path(step), world_, place, params, state, deck, layout,
                            pause_midway, end_job);
   });
   const double t2 = Timers::now();

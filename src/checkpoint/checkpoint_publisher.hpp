@@ -36,10 +36,10 @@ class CheckpointPublisher {
     double seconds = 0;        // all of it
     double check_seconds = 0;  // of it, the checks before the write and the read-back after it
   };
-  // Collective. data_rank/data_size: this rank's data replica (replicas share the writing).
+  // Collective. place: this rank among the ranks that hold the same values (they share the writing).
   // pause_midway: the test hook of write_model_checkpoint.
   Written publish(const TrainingState& state, ParamStore<float>& params, const Deck& deck, const std::string& layout,
-                  int data_rank, int data_size, bool pause_midway = false);
+                  const ReplicaPlace& place, bool pause_midway = false);
 
  private:
   CheckpointDirectory dir_;

@@ -43,7 +43,7 @@ MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
 
 }  // namespace
 
-int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_rank, int data_size,
+int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const ReplicaPlace& place,
                                ParamStore<float>& store, const TrainingState& state, const Deck& deck,
                                const std::string& layout, bool pause_midway,
                                const std::function<void(const std::string&)>& on_write_failure) {
@@ -68,7 +68,8 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_
     }
     const auto& p = infos[i];
     // The holders of this shard split its rows of dimension 0: holder h writes block h.
-    const int64_t holders = int64_t(data_size) * p.replicas, me = int64_t(data_rank) * p.replicas + p.replica;
+    const int64_t data_size = p.expert ? place.expert_size : place.size, data_rank = p.expert ? place.expert_rank : place.rank;
+    const int64_t holders = data_size * p.replicas, me = data_rank * p.replicas + p.replica;
     const int64_t rows = p.count[0], row_size = rows > 0 ? p.numel / rows : 0;  // 0 rows: held elsewhere
     const int64_t begin = rows * me / holders, end = rows * (me + 1) / holders;
     std::vector<int64_t> start = p.start, count = p.count;

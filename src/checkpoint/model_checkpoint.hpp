@@ -34,15 +34,23 @@ std::string read_checkpoint_tokenizer(const std::string& path);
 // Format 2: the qkv weight is [C, 3, C] and its bias [3, C] (format 1 had [C, 3C], [3C]).
 constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
 
+// Which of the ranks that hold the same values this one is: among the replicas (the data
+// x context ranks of its stage and tensor coordinates), and among the expert replicas
+// (those that hold the same experts: the replicas without expert parallelism).
+struct ReplicaPlace {
+  int rank = 0, size = 1;
+  int expert_rank = 0, expert_size = 1;
+};
+
 // Collective over comm (every rank of the run). Each rank holds shards (ParamInfo::start,
 // count); the ranks that hold the same shard (its tensor-group replicas times the data
-// replicas, data_size of them) split its rows between them, so every value is written
+// replicas, or for an expert's parameter its expert replicas: `place`) split its rows between them, so every value is written
 // once; with ZeRO-1 each data rank writes the moments it keeps (ParamStore::shard_moments). If pause_midway, sleeps for a long time after half the tensors (a test hook: a
 // test kills the job inside the write). Returns bytes of (global) tensor data. A failed
 // flush or close throws IoError on the ranks that saw it, after every collective call was
 // made (the caller agrees on the outcome and discards the file); a failed tensor or
 // attribute write calls on_write_failure (CheckpointWriter says why it cannot be agreed).
-int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, int data_rank, int data_size,
+int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const ReplicaPlace& place,
                                ParamStore<float>& store, const TrainingState& state, const Deck& deck,
                                const std::string& layout, bool pause_midway = false,
                                const std::function<void(const std::string&)>& on_write_failure = nullptr);

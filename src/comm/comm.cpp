@@ -4,7 +4,9 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 namespace strata {
 namespace {
@@ -189,6 +191,48 @@ void Comm::alltoall(V1<const T> send, V1<T> recv) {
 }
 
 template <class T>
+void Comm::alltoallv(V1<const T> send, const std::vector<int64_t>& send_counts, V1<T> recv,
+                     const std::vector<int64_t>& recv_counts) {
+  const double t0 = MPI_Wtime();
+  if (int(send_counts.size()) != size_ || int(recv_counts.size()) != size_)
+    throw std::logic_error("Comm::alltoallv: one count per rank");
+  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+  int64_t s_at = 0, r_at = 0, to_others = 0;
+  for (int j = 0; j < size_; ++j) {
+    if (s_at + send_counts[j] > INT32_MAX || r_at + recv_counts[j] > INT32_MAX)
+      throw std::logic_error("Comm::alltoallv: more than 2^31 values");
+    sc[j] = int(send_counts[j]), sd[j] = int(s_at), rc[j] = int(recv_counts[j]), rd[j] = int(r_at);
+    s_at += send_counts[j], r_at += recv_counts[j];
+    if (j != rank_) to_others += send_counts[j];
+  }
+  if (s_at > int64_t(send.extent(0)) || r_at > int64_t(recv.extent(0)))
+    throw std::logic_error("Comm::alltoallv: the counts exceed the buffers");
+  Kokkos::fence();
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
+  auto hr = Kokkos::create_mirror_view(recv);
+  MPI_Alltoallv(hs.data(), sc.data(), sd.data(), mpi_type<T>(), hr.data(), rc.data(), rd.data(), mpi_type<T>(), comm_);
+  Kokkos::deep_copy(recv, hr);
+  const int64_t bytes = s_at * int64_t(sizeof(T));
+  count("alltoallv", bytes, bytes > 0 ? double(to_others) / double(s_at) : 0.0, MPI_Wtime() - t0);
+}
+
+std::vector<int64_t> Comm::alltoall_counts(const std::vector<int64_t>& send) {
+  const double t0 = MPI_Wtime();
+  const int n = int(send.size()) / size_;
+  std::vector<int64_t> recv(send.size());
+  MPI_Alltoall(send.data(), n, MPI_INT64_T, recv.data(), n, MPI_INT64_T, comm_);
+  count("alltoall", int64_t(send.size() * sizeof(int64_t)), wire_factor(Collective::AllToAll, size_), MPI_Wtime() - t0);
+  return recv;
+}
+
+void Comm::allreduce_sum(std::vector<int64_t>& values) {
+  const double t0 = MPI_Wtime();
+  if (size_ > 1 && !values.empty())
+    MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_INT64_T, MPI_SUM, comm_);
+  count("allreduce", int64_t(values.size() * sizeof(int64_t)), wire_factor(Collective::AllReduce, size_), MPI_Wtime() - t0);
+}
+
+template <class T>
 void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
   const int64_t n = recv.extent(0);
   const double t0 = MPI_Wtime();
@@ -245,7 +289,8 @@ void Comm::allgather_blocks(V1<T> buf) {
   template void Comm::allgather_blocks<T>(V1<T>);                                          \
   template MPI_Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
   template MPI_Request Comm::start_recv<T>(T*, int64_t, int, int);                         \
-  template void Comm::alltoall<T>(V1<const T>, V1<T>);
+  template void Comm::alltoall<T>(V1<const T>, V1<T>);                                                       \
+  template void Comm::alltoallv<T>(V1<const T>, const std::vector<int64_t>&, V1<T>, const std::vector<int64_t>&);
 STRATA_COMM_INSTANTIATE(float)
 STRATA_COMM_INSTANTIATE(double)
 #undef STRATA_COMM_INSTANTIATE

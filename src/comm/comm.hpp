@@ -74,6 +74,19 @@ class Comm {
   // send: size() blocks of n values, block j for rank j; recv: the blocks the ranks sent
   // this rank, in rank order (device memory; n = send.extent(0) / size()).
   template <class T> void alltoall(V1<const T> send, V1<T> recv);
+  // Blocks of any size (MPI_Alltoallv; device memory staged through the host): send holds
+  // size() blocks back to back, send_counts[j] values for rank j; recv gets the blocks the
+  // ranks sent this rank in rank order, recv_counts[j] from rank j (which the caller
+  // learnt first, by alltoall_counts). Counted as "alltoallv": the bytes sent, of which
+  // those to other ranks cross the wire.
+  template <class T>
+  void alltoallv(V1<const T> send, const std::vector<int64_t>& send_counts, V1<T> recv,
+                 const std::vector<int64_t>& recv_counts);
+  // Host integers, n for each rank (send: size() * n): returns the n each rank sent this
+  // one, in rank order (how many values an alltoallv will bring). Counted as "alltoall".
+  std::vector<int64_t> alltoall_counts(const std::vector<int64_t>& send);
+  // Host integers summed over the ranks, in place (routing statistics). Counted as "allreduce".
+  void allreduce_sum(std::vector<int64_t>& values);
   // Everyone's n values (device memory) side by side in rank order: recv holds size() * n.
   template <class T> void allgather(V1<const T> send, V1<T> recv);
   // The sum over ranks of send (size() * n values, device memory); this rank keeps block

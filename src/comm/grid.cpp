@@ -40,6 +40,10 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   };
   everyone_ = std::make_unique<Comm>(world_);
   replicas_ = split((g.pipeline * R + g.row) * C + g.col, dx, backend);
+  const int E = int(cfg.expert), de = g.data / E;
+  coords_.expert = g.data % E;
+  experts_ = split((((de * P + g.pipeline) * X + g.context) * R + g.row) * C + g.col, g.data % E);
+  expert_replicas_ = split(((g.data % E * P + g.pipeline) * R + g.row) * C + g.col, de * X + g.context, backend);
   context_ = split(((g.data * P + g.pipeline) * R + g.row) * C + g.col, g.context);
   pipeline_ = split((dx * R + g.row) * C + g.col, g.pipeline);
   pipeline_reversed_ = split((dx * R + g.row) * C + g.col, P - 1 - g.pipeline);
@@ -63,6 +67,10 @@ std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
   std::vector<std::pair<std::string, const Comm*>> out = {{"data", replicas_.get()}};
   if (shape_.pipeline > 1) out.emplace_back("pipeline", pipeline_.get());
   if (embedding_) out.emplace_back("tied_emb", embedding_.get());
+  if (shape_.expert > 1) {
+    out.emplace_back("expert", experts_.get());
+    out.emplace_back("expert_data", expert_replicas_.get());
+  }
   if (shape_.context > 1) out.emplace_back("context", context_.get());
   const bool two_d = shape_.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path
   if (two_d || shape_.tensor_cols > 1) out.emplace_back("tensor", tensor_.get());
@@ -77,7 +85,7 @@ Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (auto* c : {&everyone_, &replicas_, &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
+  for (auto* c : {&everyone_, &replicas_, &experts_, &expert_replicas_, &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
     c->reset();
   for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
   MPI_Comm_free(&control_);

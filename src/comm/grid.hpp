@@ -22,6 +22,7 @@ namespace strata {
 
 struct GridCoords {
   int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
+  int expert = 0;  // data % parallel.expert
 };
 
 class Grid {
@@ -46,6 +47,13 @@ class Grid {
   // Same (p, r, c): the ranks that hold the same parameters, data x context of them (in
   // the order (d, x)), over which gradients are summed and ZeRO-1 shards the moments.
   Comm& replicas() const { return *replicas_; }
+  // Expert parallelism (parallel.expert = e): data rank d holds the experts of expert rank
+  // d % e. experts(): same (d / e, p, x, r, c), the e ranks a mixture layer's tokens are
+  // exchanged among, in expert-rank order; expert_replicas(): same (d % e, p, r, c), the
+  // ranks that hold the same experts (in the order (d / e, x)), over which their gradients
+  // are summed. With e = 1 these are one rank and replicas().
+  Comm& experts() const { return *experts_; }
+  Comm& expert_replicas() const { return *expert_replicas_; }
   Comm& context() const { return *context_; }    // same (d, p, r, c): a sequence's ring, in order
   Comm& pipeline() const { return *pipeline_; }  // same (d, x, r, c): the stages (or layer blocks), in order
   // The same ranks in reverse order: the time of the layer-parallel adjoint solve.
@@ -78,7 +86,7 @@ class Grid {
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
-  std::unique_ptr<Comm> everyone_, replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
+  std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
   int world_rank_ = 0, world_size_ = 1, pipeline_prev_ = -1, pipeline_next_ = -1;
 };
 

@@ -77,6 +77,16 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
          "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
          "parallel.context)", p.tensor_cols, "parallel.tensor_cols for sequence_parallel");
+  if (m.moe_experts > 0 && m.moe_top_k > m.moe_experts)
+    throw UserError(origin + ": model.moe_top_k (" + std::to_string(m.moe_top_k) + ") must be at most model.moe_experts (" +
+                    std::to_string(m.moe_experts) + ")");
+  if (p.expert > 1) {
+    if (m.moe_experts == 0)
+      throw UserError(origin + ": parallel.expert = " + std::to_string(p.expert) +
+                      " splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)");
+    need(p.data, "parallel.data", p.expert, "parallel.expert (the expert ranks are taken from the data group)");
+    need(m.moe_experts, "model.moe_experts", p.expert, "parallel.expert (each expert rank holds as many experts)");
+  }
   if (m.layers() < p.pipeline)
     throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
@@ -219,6 +229,17 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.sequence_parallel does not run with schedule = \"" + to_string(p.schedule) +
                     "\": a block's weight half reads the output gradients its input half gathered over the tensor "
                     "group, which the zero-bubble schedules would have to gather again");
+  if (d.model.moe_experts > 0 && (p.tensor_cols > 1 || p.tensor_mode == TensorMode::TwoD))
+    throw UserError(origin + ": model.moe_experts does not run with a tensor split yet (the mixture layers are not "
+                    "written for tensor-parallel ranks): use parallel.data with parallel.expert, parallel.pipeline or "
+                    "parallel.context");
+  if (d.model.moe_experts > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
+    throw UserError(origin + ": model.moe_experts does not run with schedule = \"xpipe\" yet: the mixture layers' "
+                    "expert gradients are summed over another group than the stage's other gradients, which XPipe's "
+                    "per-stage updates inside a stream do not do; use 1f1b, gpipe, interleaved, zb-h1 or zb-h2");
+  if (p.zero > 0 && p.expert > 1)
+    throw UserError(origin + ": parallel.zero = 1 does not run with parallel.expert > 1 yet (the expert and the dense "
+                    "parameters would need moments sharded over two different groups); use parallel.expert = 1 or zero = 0");
   if (resnet && p.context > 1)
     throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the residual network's "
                     "samples are not sequences: use parallel.data");
@@ -262,6 +283,7 @@ std::string layout_name(const ParallelConfig& p) {
   else if (p.tensor_cols > 1)
     s += " tensor=1d:" + std::to_string(p.tensor_cols) + (p.sequence_parallel ? ":sp" : "");
   if (p.recompute != Recompute::None) s += " recompute=" + to_string(p.recompute);
+  if (p.expert > 1) s += " expert=" + std::to_string(p.expert);
   if (p.zero > 0) s += " zero=" + std::to_string(p.zero);
   return s;
 }

@@ -47,6 +47,18 @@ struct ModelConfig {
   double init_std = 0.02;
   Precision precision = Precision::FP32;
   bool bf16_round_once = true;  // bf16: operands many products read rounded once, not in every product
+  // the GPT's mixture of experts (model/moe_layer.hpp): E experts (0: every MLP dense), each
+  // token to top_k of them, in every moe_every-th block; capacity_factor 0 = dropless
+  int64_t moe_experts = 0;
+  int64_t moe_top_k = 2;
+  int64_t moe_every = 2;
+  double moe_capacity_factor = 0.0;
+  int64_t moe_ffn_hidden = 0;   // an expert's hidden width (0: 4C, the dense MLP's)
+  double moe_aux_loss = 0.01;   // optim.moe_aux_loss: the load-balancing loss's coefficient
+  double moe_z_loss = 0.0;      // optim.moe_z_loss: the router z-loss's coefficient
+  // whether block l (0-based) has a mixture of experts for its MLP: the moe_every-th, 2 moe_every-th, ...
+  bool moe_block(int64_t l) const { return moe_experts > 0 && (l + 1) % moe_every == 0; }
+  int64_t expert_hidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }
   // what the layer axis (parallel.pipeline) divides: the GPT's blocks or the network's steps
   int64_t layers() const { return kind == ModelKind::ResNet ? steps : n_layer; }
   const char* layers_key() const { return kind == ModelKind::ResNet ? "model.steps" : "model.n_layer"; }
@@ -75,6 +87,7 @@ struct ParallelConfig {
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
+  int64_t expert = 1;  // ranks of the data group the experts are split over (expert parallelism)
   int64_t ranks() const { return data * pipeline * context * tensor_rows * tensor_cols; }
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;

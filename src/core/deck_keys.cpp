@@ -326,6 +326,21 @@ std::vector<DeckKey> declare_keys() {
           "activations that only feed products (layer-norm and GELU outputs) in bf16, 2 bytes a value (not under "
           "the 2D split); false rounds them in every product and keeps those activations fp32: the same losses, "
           "bit for bit (GPUs round inside the product and keep nothing in bf16)"),
+      gpt_only(key(model, &D::model, "moe_experts", &ModelConfig::moe_experts, at_least<int64_t>(0),
+                   "gpt: experts E of a mixture-of-experts MLP (0: every MLP dense); a router sends each token to "
+                   "moe_top_k of them")),
+      gpt_only(key(model, &D::model, "moe_top_k", &ModelConfig::moe_top_k, from_to(1, 2),
+                   "gpt: experts per token (1: the router's probability weighs the expert's output, as Switch does; "
+                   "2: the two probabilities renormalised to sum to 1)")),
+      gpt_only(key(model, &D::model, "moe_every", &ModelConfig::moe_every, at_least<int64_t>(1),
+                   "gpt: every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ... from 0) has a mixture "
+                   "of experts for its MLP, the others a dense MLP")),
+      gpt_only(key(model, &D::model, "moe_capacity_factor", &ModelConfig::moe_capacity_factor, at_least(0.0),
+                   "gpt: an expert takes at most ceil(factor x tokens x top_k / E) of a global micro-batch's "
+                   "assignments, first choices before second ones, then by position in the global batch; the "
+                   "others are dropped (the token's residual passes on); 0: dropless")),
+      gpt_only(key(model, &D::model, "moe_ffn_hidden", &ModelConfig::moe_ffn_hidden, at_least<int64_t>(0),
+                   "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
       // [data]
       enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
              "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
@@ -376,6 +391,10 @@ std::vector<DeckKey> declare_keys() {
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "
           "all-reduce of the tensor-parallel layers becomes a reduce-scatter and an all-gather of the same bytes, "
           "and those activations shrink t times; not with the zero-bubble schedules"),
+      key(par, &D::parallel, "expert", &ParallelConfig::expert, at_least<int64_t>(1),
+          "gpt with model.moe_experts: ranks of the data group the experts are split over (expert parallelism: "
+          "each holds moe_experts / expert of them, tokens go to their experts and back by all-to-alls); "
+          "dividing parallel.data"),
       enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
              "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
@@ -421,6 +440,12 @@ std::vector<DeckKey> declare_keys() {
       key(opt, &D::optim, "eps", &OptimConfig::eps, above(0.0), "AdamW's epsilon"),
       key(opt, &D::optim, "grad_clip", &OptimConfig::grad_clip, at_least(0.0),
           "largest global gradient norm; larger ones are scaled down (0: no clipping)"),
+      key(opt, &D::model, "moe_aux_loss", &ModelConfig::moe_aux_loss, at_least(0.0),
+          "gpt with model.moe_experts: the load-balancing loss alpha E sum_i f_i P_i of every mixture layer "
+          "(Switch Transformer; f_i the share of a global micro-batch's assignments to expert i, P_i its mean "
+          "router probability), averaged over the micro-batches"),
+      key(opt, &D::model, "moe_z_loss", &ModelConfig::moe_z_loss, at_least(0.0),
+          "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)"),
       // [layerpar]
       key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
           "MGRIT levels (1: sequential propagation; model.steps must be a multiple of cfactor^(levels-1))"),

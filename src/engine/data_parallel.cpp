@@ -41,11 +41,12 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
       timers.stop("backward");
       timers.start("grad_allreduce");  // what is left of the reduction after the backward
       comm_.finish_allreduces();
+      sum_expert_gradients(expert_comm_, model_.params());  // the buckets hold the other parameters
     } else {
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
       timers.start("grad_allreduce");
-      sum_gradients(comm_, model_.params());  // all of them, or with ZeRO-1 this rank's block
+      sum_gradients(comm_, expert_comm_, model_.params());  // all of them, or with ZeRO-1 this rank's block
     }
   }
   const BatchResult result = reduce(local_loss_sum, local_correct, double(global_batch) * double(ctx.seq_len));

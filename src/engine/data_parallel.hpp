@@ -30,9 +30,12 @@ class DataParallel : public StepEngine<T> {
  public:
   // model: the whole model (one stage). bucket_bytes = 0: one all-reduce of all gradients
   // after the backward. micro_batches: the local batch's micro-batches (a divisor of it).
-  DataParallel(StageModel<T>& model, Comm& data_comm, double bucket_bytes = 0, int micro_batches = 1)
+  // expert_data: the ranks that hold the same experts (Grid::expert_replicas(); the
+  // data group without expert parallelism).
+  DataParallel(StageModel<T>& model, Comm& data_comm, Comm& expert_data, double bucket_bytes = 0, int micro_batches = 1)
       : StepEngine<T>(model),
         comm_(data_comm),
+        expert_comm_(expert_data),
         bucket_bytes_(bucket_bytes),
         micro_batches_(micro_batches),
         cache_(model.make_cache()) {}
@@ -44,6 +47,7 @@ class DataParallel : public StepEngine<T> {
  private:
   using TrainEngine<T>::model_;
   Comm& comm_;
+  Comm& expert_comm_;
   double bucket_bytes_;
   int micro_batches_;
   std::unique_ptr<StageCache> cache_;

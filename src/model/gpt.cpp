@@ -1,5 +1,6 @@
 #include "model/gpt.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -7,7 +8,7 @@ namespace strata {
 
 template <class T>
 GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement,
-            Recompute recompute, bool allocate, const ContextParallel& cp)
+            Recompute recompute, bool allocate, const ContextParallel& cp, const ExpertParallel& ep)
     : cfg_(cfg), tp_(tp), cp_(cp), recompute_(recompute), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
   for (int k = 0; k < placement_.chunk_count(); ++k)
     if (placement_.chunk(k).second <= placement_.chunk(k).first)
@@ -17,8 +18,10 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   const int64_t c = cfg.n_embd;
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
+  const MixtureSetup mixture{cfg, ep, TokenPlace{ep.data_rank, ep.data_size, cp_.rank, cp_.size}};
   for (int l = 0; l < cfg.n_layer; ++l)
-    blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head, cfg.init_std, placement_.holds_layer(l));
+    blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head,
+                         cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr);
   head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
@@ -29,7 +32,7 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   for (int l = 0; l < cfg.n_layer; ++l)
     block_ranges_.emplace_back(offset_of("blocks." + std::to_string(l) + ".ln1.weight"),
                                l + 1 < cfg.n_layer ? offset_of("blocks." + std::to_string(l + 1) + ".ln1.weight") : lnf);
-  lnf_range_ = {lnf, store_.numel()};
+  lnf_range_ = {lnf, store_.expert_begin()};
 }
 
 template <class T>
@@ -94,10 +97,10 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
-      blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, act.scratch);
+      aux_loss_ += blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, act.scratch);
       x = act.blocks[begin].out;
     } else {
-      blocks_[l].forward(local, x, act.blocks[l], act.recomputed, act.scratch);
+      aux_loss_ += blocks_[l].forward(local, x, act.blocks[l], act.recomputed, act.scratch);
       x = act.blocks[l].out;
     }
   }
@@ -134,8 +137,8 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
-    if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, act.scratch);  // the same values again
-    blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed);
+    if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, act.scratch, true);  // the same values again
+    blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed, dloss_scale);
     blocks_[l].backward_weight(k, act.recomputed, act.scratch);
     ready(block_ranges_[l]);
   }
@@ -170,7 +173,8 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   const BlockContext local = local_context(ctx);
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's
   const auto [begin, end] = placement_.chunk(act.chunk);
-  for (int l = end; l-- > begin;) blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed);
+  for (int l = end; l-- > begin;)
+    blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed, dloss_scale);
 }
 
 template <class T>
@@ -232,17 +236,21 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   if (cp_.active())  // the local rows' token ids and targets
     b += sequence_rows * int64_t(sizeof(int32_t)) * ((placement_.model_first(chunk) ? 1 : 0) + (placement_.model_last(chunk) ? 1 : 0));
   const int layers = end - begin;
+  const auto mixture_bytes = [&](int l) { return blocks_[l].mixture() ? blocks_[l].mixture()->cache_bytes_for(local) : 0; };
   switch (recompute_) {
     case Recompute::None:
-      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths());
+      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths()) + mixture_bytes(l);
       break;
     case Recompute::Selective:
       if (layers > 0) b += TransformerRecomputed<T>::bytes_for(local, blocks_[begin].widths());
-      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false);
+      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false) + mixture_bytes(l);
       break;
     case Recompute::Full:  // one block's cache, every block's input and the stage output
-      if (layers > 0)
-        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + (layers + 1) * stream * c * int64_t(sizeof(T));
+      if (layers > 0) {
+        int64_t mixture = 0;  // the shared cache holds a mixture's routing and rows once one has run in it
+        for (int l = begin; l < end; ++l) mixture = std::max(mixture, mixture_bytes(l));
+        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + mixture + (layers + 1) * stream * c * int64_t(sizeof(T));
+      }
       break;
   }
   if (placement_.model_last(chunk) && !share_head_)
@@ -258,12 +266,35 @@ int64_t GPT<T>::shared_cache_bytes_for(const BlockContext& ctx) const {
 }
 
 template <class T>
+MoeLoad GPT<T>::mixture_load() const {
+  MoeLoad total;
+  total.assigned.assign(size_t(cfg_.moe_experts), 0);
+  for (int l = 0; l < int(blocks_.size()); ++l)
+    if (const auto* m = blocks_[l].mixture(); m && placement_.holds_layer(l)) {
+      for (size_t i = 0; i < total.assigned.size(); ++i) total.assigned[i] += m->load().assigned[i];
+      total.dropped += m->load().dropped;
+    }
+  return total;
+}
+
+template <class T>
+void GPT<T>::reset_mixture_load() {
+  for (auto& b : blocks_)
+    if (b.mixture()) b.mixture()->reset_load();
+}
+
+// A parameter's share of the work a token does: an expert's, top_k of every E.
+static double active_share(const ParamInfo& p, const ModelConfig& cfg) {
+  return p.expert ? double(cfg.moe_top_k) / double(cfg.moe_experts) : 1.0;
+}
+
+template <class T>
 double GPT<T>::stage_flops(const BlockContext& ctx) const {
   double n = 0;
   for (const auto& p : store_.infos()) {
     if (p.numel == 0 || p.name == "wpe") continue;                  // another stage's, or a lookup
     if (p.name == "wte" && !placement_.last()) continue;            // a lookup here; the head's product is counted there
-    n += double(p.global_numel);
+    n += double(p.global_numel) * active_share(p, cfg_);
   }
   const double layers = placement_.held_layers();
   const double per_token = 6.0 * n + 12.0 * layers * double(cfg_.seq_len) * double(cfg_.n_embd);
@@ -284,7 +315,8 @@ double GPT<T>::attention_kernel_flops(const BlockContext& ctx) const {
 
 template <class T>
 double GPT<T>::flops_per_token() const {
-  const double n = double(store_.global_numel()) - double(cfg_.seq_len * cfg_.n_embd);
+  double n = -double(cfg_.seq_len * cfg_.n_embd);  // the position table is a lookup
+  for (const auto& p : store_.infos()) n += double(p.global_numel) * active_share(p, cfg_);
   return 6.0 * n + 12.0 * double(cfg_.n_layer) * double(cfg_.seq_len) * double(cfg_.n_embd);
 }
 

@@ -20,6 +20,7 @@
 #include "model/stage_placement.hpp"
 #include "model/transformer_block.hpp"
 #include "parallel/context_parallel.hpp"
+#include "parallel/expert_parallel.hpp"
 
 namespace strata {
 
@@ -58,7 +59,8 @@ class GPT : public StageModel<T> {
   // planner's dry model: shards, traffic and sizes, no forward or backward). cp: the
   // context split and its ring (which must outlive the model).
   GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp = {}, StagePlacement placement = {},
-      Recompute recompute = Recompute::None, bool allocate = true, const ContextParallel& cp = {});
+      Recompute recompute = Recompute::None, bool allocate = true, const ContextParallel& cp = {},
+      const ExpertParallel& ep = {});
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
@@ -101,6 +103,16 @@ class GPT : public StageModel<T> {
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const override { return tp_; }
   const ContextParallel& context_parallel() const { return cp_; }
+  // Mixture of experts: the auxiliary losses of this rank's forwards since the last
+  // call, per unit of the loss scale (MoeLayer::forward), and the routing counted so far
+  // over this stage's mixture layers (summed over them).
+  double take_aux_loss() {
+    const double a = aux_loss_;
+    aux_loss_ = 0;
+    return a;
+  }
+  MoeLoad mixture_load() const;
+  void reset_mixture_load();
   // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
   void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const override;
@@ -157,7 +169,9 @@ class GPT : public StageModel<T> {
   GPTActivations<T> act_;
   bool share_head_ = false;      // share_loss_layer_cache
   LMHeadCache<T> shared_head_;
-  // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm.
+  double aux_loss_ = 0;  // take_aux_loss
+  // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm
+  // (the parameters before ParamStore::expert_begin(): the experts' are summed apart).
   std::pair<int64_t, int64_t> embedding_range_, lnf_range_;
   std::vector<std::pair<int64_t, int64_t>> block_ranges_;
 };

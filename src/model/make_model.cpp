@@ -12,12 +12,12 @@ namespace strata {
 namespace {
 
 std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const TensorParallel& tp, const ContextParallel& cp,
-                                            int stage, bool allocate) {
+                                            const ExpertParallel& ep, int stage, bool allocate) {
   const auto& par = deck.parallel;
   const auto placement = StagePlacement::interleaved(
       int(deck.model.n_layer), int(par.pipeline), par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1,
       stage);
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement, par.recompute, allocate, cp);
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement, par.recompute, allocate, cp, ep);
 }
 
 std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, int stage, const DataShape& data) {
@@ -45,13 +45,14 @@ void require_precision_runs(Precision precision) {
 }
 
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp, int stage,
-                                              const DataShape& data, bool allocate, const ContextParallel& cp) {
+                                              const DataShape& data, bool allocate, const ContextParallel& cp,
+                                              const ExpertParallel& ep) {
   std::unique_ptr<StageModel<float>> model;
   if (deck.model.kind == ModelKind::ResNet) {
     if (!allocate) throw std::logic_error("make_model: the residual network has no dry model");
     model = make_resnet(deck, stage, data);
   } else {
-    model = make_gpt(deck, tp, cp, stage, allocate);
+    model = make_gpt(deck, tp, cp, ep, stage, allocate);
   }
   if (allocate) {
     kernels::RoundedCopy::set_enabled(deck.model.bf16_round_once);
@@ -74,7 +75,8 @@ std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
   std::unique_ptr<StageModel<float>> model =
-      make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data, true, context_parallel_of(grid));
+      make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data, true, context_parallel_of(grid),
+                 expert_parallel_of(grid));
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // replica's block only (optim/zero_sharding.hpp), before any step or checkpoint read
   if (deck.parallel.zero > 0 && grid.replicas().size() > 1)

@@ -7,6 +7,7 @@
 #include "core/deck.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"
+#include "parallel/expert_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -26,10 +27,10 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
 // as tp says (whose communicators may be absent when allocate = false). allocate = false
 // declares the parameters without memory: the planner's dry models (shards, traffic and
 // sizes; no forward or backward). cp: the context split (its ring may be absent when
-// allocate = false). One-rank tools (generate) take the defaults.
+// allocate = false); ep: the expert split likewise. One-rank tools (generate) take the defaults.
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp = {}, int stage = 0,
                                               const DataShape& data = {}, bool allocate = true,
-                                              const ContextParallel& cp = {});
+                                              const ContextParallel& cp = {}, const ExpertParallel& ep = {});
 
 template <class T>
 class GPT;

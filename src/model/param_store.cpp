@@ -29,7 +29,15 @@ int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init
   p.global_numel = 1;
   for (auto d : p.count) p.numel *= d;
   for (auto d : p.shape) p.global_numel *= d;
-  p.offset = total_;
+  p.expert = shard.expert;
+  if (p.expert) {
+    p.offset = total_;
+  } else {  // before the experts' parameters, which move up
+    p.offset = dense_total_;
+    for (auto& q : infos_)
+      if (q.expert) q.offset += p.numel;
+    dense_total_ += p.numel;
+  }
   p.init = init;
   p.std = std;
   p.decay = decay;

@@ -23,9 +23,12 @@ enum class Init { Normal, Zeros, Ones };
 // empty = the whole tensor), and how many ranks of the tensor group hold the same part.
 // Replicas have identical values and gradients; replica 0 "owns" the part (counts it in
 // norms, writes it to checkpoints).
+// expert: an expert's parameter of a mixture-of-experts layer (ParamStore keeps these
+// after all others in the flat buffers: their gradients are summed over another group).
 struct Shard {
   std::vector<int64_t> start, count;
   int replica = 0, replicas = 1;
+  bool expert = false;
 };
 
 struct ParamInfo {
@@ -33,6 +36,7 @@ struct ParamInfo {
   std::vector<int64_t> shape;  // global shape
   std::vector<int64_t> start, count;  // this rank's hyperslab of it
   int replica = 0, replicas = 1;      // see Shard
+  bool expert = false;                // see Shard
   // count is all 0 (numel 0) where another pipeline stage holds the parameter
   int64_t offset = 0;          // into the flat buffers
   int64_t numel = 0;           // of the local hyperslab
@@ -89,6 +93,10 @@ class ParamStore {
   int index(const std::string& name) const;
   const std::vector<ParamInfo>& infos() const { return infos_; }
   int64_t numel() const { return total_; }  // local elements (the flat buffers' length, but for padding)
+  // Where the experts' parameters start: the flat buffers hold every other parameter in
+  // [0, expert_begin()) and the experts' in [expert_begin(), numel()), each part in the
+  // order of declaration.
+  int64_t expert_begin() const { return dense_total_; }
   int64_t global_numel() const;              // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
@@ -133,7 +141,7 @@ class ParamStore {
   }
   std::vector<ParamInfo> infos_;
   std::map<std::string, int> by_name_;
-  int64_t total_ = 0;
+  int64_t total_ = 0, dense_total_ = 0;
   int moment_shards_ = 1;
   int64_t moments_begin_ = 0;
   Tensor1<T> params_, grads_, m_, v_;

@@ -1,6 +1,7 @@
 #include "model/transformer_block.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <type_traits>
 
 #include "kernels/gelu.hpp"
@@ -70,7 +71,7 @@ int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w)
 template <class T>
 TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
                                       Precision precision, bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
-                                      double std, bool held)
+                                      double std, bool held, const MixtureSetup* mixture)
     : store_(store), tp_(tp), cp_(cp), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
@@ -90,28 +91,34 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   proj_b_ = add("attn.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
   ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
   ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
-  fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
-  fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0);
-  fcp_w_ = add("mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true, 0, 0, 1);
-  fcp_b_ = add("mlp.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  if (mixture) {
+    if (tp.mode != TensorMode::Serial) throw std::logic_error("TransformerBlock: a mixture of experts under a tensor split");
+    moe_ = std::make_unique<MoeLayer<T>>(store, mixture->ep, mixture->place, mixture->cfg, precision, p, std, proj_std, held);
+  } else {
+    fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
+    fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0);
+    fcp_w_ = add("mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true, 0, 0, 1);
+    fcp_b_ = add("mlp.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  }
   const auto& info = store.infos();
   w_.c = info[ln1_w_].count[0];
   w_.a = info[qkv_b_].count[1];
-  w_.f = info[fc_b_].count[0];
+  w_.f = moe_ ? 4 * c : info[fc_b_].count[0];  // a mixture block: the dense width the shared scratch is sized by
+  w_.moe = bool(moe_);
   w_.heads = n_head * w_.a / c;  // 0 where not held
   w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
   w_.row_split = tp.row_split();
 }
 
 template <class T>
-void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
-                                  TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g) const {
+double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
+                                    TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g, bool again) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
   const bool keep = !selective_;
   k.ensure(ctx, w_, keep);
-  if (!keep) recomputed.ensure(ctx, w_);
+  if (!keep && !moe_) recomputed.ensure(ctx, w_);
   if (w_.row_split > 1) g.ensure(ctx.rows(), w_);
   const V2<T> rows = g.rows;  // sequence parallelism's gathers and reduce-scatters (else empty)
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
@@ -130,21 +137,28 @@ void TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Transf
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
   // MLP branch
   k.ln2.write([&](auto ln2) { tp_layernorm_forward<T>(tp, c_, ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_)); });
+  if (moe_) {
+    const double aux = moe_->forward(ctx, k.ln2.values, k.out, k.moe, !again);
+    residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + moe
+    return aux;
+  }
   k.ln2.read([&](auto ln2) { tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows); });  // (BT, F)
   fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
   fch_gelu.read([&](auto h) { tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows); });  // (BT', C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
+  return 0.0;
 }
 
 template <class T>
 void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
-                                         TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed) const {
+                                         TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
+                                         T dloss_scale) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
   g.ensure(ctx.rows(), w_);
   const bool keep = !selective_;
-  if (!keep) {  // remade from what the cache kept, with the forward's kernel: the same values
+  if (!keep && !moe_) {  // remade from what the cache kept, with the forward's kernel: the same values
     recomputed.ensure(ctx, w_);
     recomputed.fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
   }
@@ -153,10 +167,14 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // their gradients here.
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
   // (under sequence parallelism the weight half reads the gathered gradients in the scratch)
-  Kokkos::deep_copy(k.out, dres);
-  tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp);
-  gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
-  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows);
+  if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2)
+    moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
+  } else {
+    Kokkos::deep_copy(k.out, dres);
+    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp);
+    gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
+    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows);
+  }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
                                       k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   Kokkos::deep_copy(k.x_mid, dres);
@@ -180,6 +198,11 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   const auto& s = store_;
   const auto& tp = tp_;
   const auto& fch_gelu = selective_ ? recomputed.fch_gelu : k.fch_gelu;
+  if (moe_) {  // the mixture's gradients were made in the input half
+    tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
+    k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
+    return;
+  }
   if (w_.row_split > 1) {  // every row: the out-linears' gathered gradients, the layer norms' outputs gathered again
     fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), g.dy_mlp, h); });
     tp_gather_rows<T>(tp, g.rows, k.ln2.values);
@@ -201,8 +224,12 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
   const auto& tp = tp_;
   const int64_t n = ctx.rows(), c = w_.c, a = w_.a, f = w_.f, e = sizeof(T);
   // backward, in the order of backward()
-  tp_linear_out_backward_traffic(out, tp, n, f, c, e);
-  tp_linear_in_backward_traffic(out, tp, n, c, f, e);
+  if (moe_) {
+    moe_->traffic(ctx, out, false);
+  } else {
+    tp_linear_out_backward_traffic(out, tp, n, f, c, e);
+    tp_linear_in_backward_traffic(out, tp, n, c, f, e);
+  }
   tp_layernorm_backward_traffic(out, tp, n, c, e);
   tp_linear_out_backward_traffic(out, tp, n, a, c, e);
   if (cp_.all_to_all)
@@ -229,6 +256,10 @@ void TransformerBlock<T>::forward_traffic(const BlockContext& ctx, Traffic& out)
     ring_attention_forward_traffic(out, cp_, n, a, e);
   tp_linear_out_forward_traffic(out, tp, n, a, c, e);
   tp_layernorm_forward_traffic(out, tp, n, e);
+  if (moe_) {
+    moe_->traffic(ctx, out, true);
+    return;
+  }
   tp_linear_in_forward_traffic(out, tp, n, c, f, e);
   tp_linear_out_forward_traffic(out, tp, n, f, c, e);
 }

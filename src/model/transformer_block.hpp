@@ -9,11 +9,13 @@
 // heads of its batch block); under a context split it is ring attention over the context
 // group (parallel/ring_attention.hpp), every other layer working on the local rows. The qkv weight's middle dimension keeps a rank's q, k and v columns
 // of the same heads together in one hyperslab.
+#include <memory>
 #include <string>
 
 #include "kernels/attention.hpp"
 #include "model/block_context.hpp"
 #include "comm/traffic.hpp"
+#include "model/moe_layer.hpp"
 #include "model/param_store.hpp"
 #include "model/product_operand.hpp"
 #include "parallel/context_parallel.hpp"
@@ -26,10 +28,20 @@ namespace strata {
 // element its product-only activations are kept in (bf16_operands: bf16, else T); and
 // row_split, how many ways sequence parallelism splits the rows of the residual stream
 // and the layer norms (t, else 1).
+// moe: the MLP is a mixture of experts (model/moe_layer.hpp; its activations are in the
+// cache's MoeCache, and ln2 is kept in T: the router reads it).
 struct BlockWidths {
   int64_t c = 0, a = 0, f = 0, heads = 0;
   bool bf16_operands = false;
   int64_t row_split = 1;
+  bool moe = false;
+};
+
+// What a block with a mixture of experts for its MLP needs besides its sizes.
+struct MixtureSetup {
+  ModelConfig cfg;    // moe_* keys, n_embd
+  ExpertParallel ep;
+  TokenPlace place;
 };
 
 // Whether a block keeps the activations that only feed its products (the layer norms' and
@@ -57,6 +69,7 @@ struct TransformerCache {
   Tensor2<T> fch;                  // (BT, F)
   ProductOperand<T> fch_gelu;      // (BT, F), T or bf16
   Tensor2<T> out;                  // (BT', C') block output
+  MoeCache<T> moe;                 // a mixture-of-experts block's MLP (fch, fch_gelu empty)
   // keep_recomputable = false (parallel.recompute = "selective"): fch_gelu is left
   // empty; the block uses the model's TransformerRecomputed instead.
   void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
@@ -65,9 +78,9 @@ struct TransformerCache {
   // Every buffer with its shape (core/tensor.hpp: AllocateEach, CountBytes).
   template <class Each>
   void buffers(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable, Each&& each) {
-    const int64_t n = ctx.rows(), stream = n / w.row_split, kept = keep_recomputable ? 1 : 0;
+    const int64_t n = ctx.rows(), stream = n / w.row_split, mlp = w.moe ? 0 : 1, kept = keep_recomputable ? mlp : 0;
     ln1.buffers("ln1", stream, w.c, w.bf16_operands, each);
-    ln2.buffers("ln2", stream, w.c, w.bf16_operands, each);
+    ln2.buffers("ln2", stream, w.c, w.bf16_operands && !w.moe, each);
     each(ln1_mean, "ln1_mean", stream);
     each(ln1_rstd, "ln1_rstd", stream);
     each(ln2_mean, "ln2_mean", stream);
@@ -76,12 +89,12 @@ struct TransformerCache {
     each(lse, "att.lse", ctx.batch * w.heads, ctx.seq_len);
     each(atty, "atty", n, w.a);
     each(x_mid, "x_mid", stream, w.c);
-    each(fch, "fch", n, w.f);
+    each(fch, "fch", mlp * n, w.f);
     fch_gelu.buffers("fch_gelu", kept * n, w.f, w.bf16_operands, each);
     each(out, "block_out", stream, w.c);
   }
   int64_t bytes() const {
-    return ln1.bytes() + ln2.bytes() + fch_gelu.bytes() +
+    return ln1.bytes() + ln2.bytes() + fch_gelu.bytes() + moe.bytes() +
            view_bytes(ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, qkv, lse, atty, x_mid, fch, out);
   }
 };
@@ -141,14 +154,17 @@ class TransformerBlock {
   TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp, Precision precision,
                    bool round_once,
                    Recompute recompute, int layer,
-                   int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true);
+                   int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true,
+                   const MixtureSetup* mixture = nullptr);
   // x (BT', C') -> cache.out (BT', C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
   // recomputed: where the GELU output goes under selective recomputation
   // (parallel.recompute; unused otherwise). scratch: the gathers' buffer under sequence
-  // parallelism (unused otherwise).
-  void forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
-               TransformerGradScratch<T>& scratch) const;
+  // parallelism (unused otherwise). Returns the mixture of experts' auxiliary losses
+  // (MoeLayer::forward; 0 for a dense block); again: full recomputation's second forward
+  // (the routing is not counted in the load twice).
+  double forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
+                 TransformerGradScratch<T>& scratch, bool again = false) const;
   // The backward in two halves (zero-bubble schedules run them apart).
   // backward_input works in place on the residual-stream gradient: dres holds dL/d(out) on
   // entry and dL/d(x) on return. It accumulates the layer norms' gradients and leaves
@@ -157,12 +173,15 @@ class TransformerBlock {
   // backward_weight accumulates the four linears' weight and bias gradients from them.
   // Under selective recomputation it reads the GELU output backward_input remade, and
   // under sequence parallelism the output gradients it gathered into the scratch, so it
-  // must follow it directly (no other block's backward between).
+  // must follow it directly (no other block's backward between). A mixture of experts
+  // makes all its gradients in the input half (its weight half has nothing to do);
+  // dloss_scale is dL/d(one token's loss), for its auxiliary losses.
   void backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
-                      TransformerRecomputed<T>& recomputed) const;
+                      TransformerRecomputed<T>& recomputed, T dloss_scale) const;
   void backward_weight(TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
                        TransformerGradScratch<T>& s) const;
   const BlockWidths& widths() const { return w_; }
+  const MoeLayer<T>* mixture() const { return moe_.get(); }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
   void traffic(const BlockContext& ctx, Traffic& out) const;
   // The forward's part of it (what full recomputation sends again).
@@ -176,7 +195,8 @@ class TransformerBlock {
   bool selective_;              // parallel.recompute = "selective": fch_gelu goes to `recomputed`
   int64_t c_;                    // the model's hidden size C
   BlockWidths w_;
-  int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_, fc_b_, fcp_w_, fcp_b_;
+  int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_ = -1, fc_b_ = -1, fcp_w_ = -1, fcp_b_ = -1;
+  std::unique_ptr<MoeLayer<T>> moe_;  // the MLP when it is a mixture of experts
 };
 
 }  // namespace strata

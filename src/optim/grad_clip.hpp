@@ -14,8 +14,9 @@ namespace strata {
 // Sum of squares of the gradient shards this rank owns (ParamInfo::replica == 0), over
 // contiguous runs of the flat buffer; with ZeRO-1, of its block of them only (the part
 // whose gradients were summed here).
+// experts: of the experts' parameters (Shard::expert), or of the others.
 template <class T>
-double owned_grad_sum_of_squares(const ParamStore<T>& store) {
+double owned_grad_sum_of_squares(const ParamStore<T>& store, bool experts = false) {
   double sum = 0;
   int64_t run_begin = 0, run_end = 0;
   const auto flush = [&] {
@@ -25,7 +26,7 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store) {
   const int64_t lo = store.moments_begin(), hi = store.moments_end();
   for (const auto& p : store.infos()) {
     const int64_t begin = std::max(p.offset, lo), end = std::min(p.offset + p.numel, hi);
-    if (p.replica != 0 || begin >= end) continue;
+    if (p.replica != 0 || begin >= end || p.expert != experts) continue;
     if (begin != run_end) {
       flush();
       run_begin = begin;
@@ -39,10 +40,14 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store) {
 // Returns the global L2 norm of the gradients; scales them by max_norm/norm when it
 // exceeds max_norm (> 0). tensor_group: the ranks that share the model's shards (nullptr
 // without tensor parallelism); zero_group: with ZeRO-1, the data ranks whose blocks make
-// up the gradient (nullptr without).
+// up the gradient (nullptr without); expert_group: with expert parallelism, the ranks
+// that hold the other experts (Grid::experts(); nullptr without).
 template <class T>
-double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm, Comm* zero_group = nullptr) {
-  double sq = owned_grad_sum_of_squares(store);
+double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm, Comm* zero_group = nullptr,
+                      Comm* expert_group = nullptr) {
+  double experts = owned_grad_sum_of_squares(store, true);
+  if (expert_group) experts = expert_group->allreduce_sum(experts);
+  double sq = owned_grad_sum_of_squares(store) + experts;
   if (zero_group) sq = zero_group->allreduce_sum(sq);
   if (tensor_group) sq = tensor_group->allreduce_sum(sq);
   const double norm = std::sqrt(sq);

@@ -26,8 +26,12 @@ class OptimizerStep {
   // (pipeline x tensor; nullptr for a model on one rank). total_steps: the run's, for the
   // learning-rate schedule. zero_group: with ZeRO-1 (a store whose moments are sharded),
   // the data group that holds the other blocks (optim/zero_sharding.hpp); else nullptr.
-  OptimizerStep(const OptimConfig& cfg, int64_t total_steps, Comm* model_group, Comm* zero_group = nullptr)
-      : cfg_(cfg), total_steps_(total_steps), model_group_(model_group), zero_group_(zero_group), adamw_(cfg) {}
+  // expert_group: with expert parallelism, the ranks that hold the other experts
+  // (their gradients' squares are summed over it); else nullptr.
+  OptimizerStep(const OptimConfig& cfg, int64_t total_steps, Comm* model_group, Comm* zero_group = nullptr,
+                Comm* expert_group = nullptr)
+      : cfg_(cfg), total_steps_(total_steps), model_group_(model_group), zero_group_(zero_group),
+        expert_group_(expert_group), adamw_(cfg) {}
 
   const OptimConfig& config() const { return cfg_; }
   AdamW<T>& adamw() { return adamw_; }
@@ -51,6 +55,7 @@ class OptimizerStep {
   int64_t total_steps_;
   Comm* model_group_;
   Comm* zero_group_;
+  Comm* expert_group_;
   AdamW<T> adamw_;
 };
 

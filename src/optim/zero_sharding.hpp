@@ -14,13 +14,30 @@
 
 namespace strata {
 
+// The experts' gradients summed over the ranks that hold the same experts.
+template <class T>
+void sum_expert_gradients(Comm& expert_data, ParamStore<T>& store) {
+  const int64_t begin = store.expert_begin(), n = store.numel() - begin;
+  if (n > 0) expert_data.allreduce_sum(V1<T>(store.grads().data() + begin, n));
+}
+
 // The data group's sum of the gradients: of all of them (an all-reduce), or with ZeRO-1 of
 // the block whose moments this rank keeps (a reduce-scatter; the other blocks are left
 // undefined).
+// expert_data: the ranks that hold the same experts (Grid::expert_replicas()); the
+// experts' gradients (ParamStore::expert_begin() on) are summed over it where it is
+// smaller than the data group (expert parallelism, which the deck allows without ZeRO-1
+// only).
 template <class T>
-void sum_gradients(Comm& data, ParamStore<T>& store) {
-  if (store.moments_sharded()) data.reduce_scatter_blocks(V1<T>(store.grads()));
-  else data.allreduce_sum(V1<T>(store.grads()));
+void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
+  if (store.moments_sharded()) {
+    data.reduce_scatter_blocks(V1<T>(store.grads()));
+  } else if (expert_data.size() == data.size()) {
+    data.allreduce_sum(V1<T>(store.grads()));
+  } else {
+    data.allreduce_sum(V1<T>(store.grads().data(), store.expert_begin()));
+    sum_expert_gradients(expert_data, store);
+  }
 }
 
 // After a ZeRO-1 update of this rank's block: every block to every data rank.

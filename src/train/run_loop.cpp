@@ -199,7 +199,8 @@ TrainResult RunLoop::train() {
   StopWatchdog watchdog(rc.stop_timeout, rank_);
 
   OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model(),
-                              job_.params().moments_sharded() ? &job_.grid().replicas() : nullptr);
+                              job_.params().moments_sharded() ? &job_.grid().replicas() : nullptr,
+                              job_.grid().shape().expert > 1 ? &job_.grid().experts() : nullptr);
   update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;
   result.first_step = start_.step;
@@ -368,12 +369,17 @@ int RunLoop::agree_on_stop(int64_t step, const Window& w, bool& out_of_time) {
   return int(max_over(job_.grid().world(), request));
 }
 
+// This rank among the ranks that hold the same values, for the checkpoint's writers.
+static ReplicaPlace replica_place(const Grid& grid) {
+  return {grid.replicas().rank(), grid.replicas().size(), grid.expert_replicas().rank(), grid.expert_replicas().size()};
+}
+
 void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, bool pause, Window& w) {
   timers_.start("checkpoint");
   const auto comm_before = comm_totals();
   if (std::isnan(val.loss)) val = job_.evaluate();
   const auto written = publisher_->publish(checkpoint_state(step + 1, optim_steps, val.loss), job_.params(), deck_,
-                                           job_.facts().layout, job_.grid().replicas().rank(), job_.grid().replicas().size(), pause);
+                                           job_.facts().layout, replica_place(job_.grid()), pause);
   last_checkpoint_seconds_ = written.seconds;
   log_.info(strfmt("strata: checkpoint %s: %.1f MiB in %.3f s (%.0f MB/s; checks %.3f s), val loss %.4f",
                    written.path.c_str(), double(written.bytes) / (1 << 20), written.seconds,

@@ -76,7 +76,7 @@ LayerParallelResult LayerParallel<T>::forward_backward(V2<const T> x, V1<const i
   adjoint_steps_->accumulate_gradients(*adjoint_);
   if (layers_.rank() == 0)  // dL/du_0: the adjoint's last point, on the first layer rank
     net_.open_backward(x, forward_steps_.as_state(V1<const T>(adjoint_->point(adjoint_->points()))), scratch_);
-  sum_gradients(data_, net_.params());  // all of them, or with ZeRO-1 this rank's block
+  sum_gradients(data_, data_, net_.params());  // all of them, or with ZeRO-1 this rank's block
   return r;
 }
 

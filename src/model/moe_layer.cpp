@@ -1,0 +1,351 @@
+#include "model/moe_layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/gelu.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/moe.hpp"
+#include "model/tensor_shard.hpp"
+
+namespace strata {
+namespace {
+
+template <class V, class... N>
+void ensure_rows(V& v, const char* label, int64_t rows, N... cols) {
+  if (int64_t(v.extent(0)) < rows || v.data() == nullptr)
+    v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), size_t(std::max<int64_t>(rows, 1)),
+          size_t(cols)...);
+}
+template <class T>
+V2<T> first_rows(const Tensor2<T>& t, int64_t rows) {
+  return as_matrix(t.data(), rows, int64_t(t.extent(1)));
+}
+template <class T>
+V1<T> flat(V2<T> t) {
+  return V1<T>(t.data(), t.extent(0) * t.extent(1));
+}
+std::vector<int64_t> times(std::vector<int64_t> v, int64_t c) {
+  for (auto& x : v) x *= c;
+  return v;
+}
+
+}  // namespace
+
+template <class T>
+int64_t MoeCache<T>::bytes() const {
+  const auto& r = routing;
+  return view_bytes(xe, h, hg, yk, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token, r.recv_place);
+}
+
+template <class T>
+MoeLayer<T>::MoeLayer(ParamStore<T>& store, const ExpertParallel& ep, const TokenPlace& place, const ModelConfig& cfg,
+                      Precision precision, const std::string& prefix, double std, double proj_std, bool held)
+    : store_(store), ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()),
+      experts_(cfg.moe_experts), local_experts_(cfg.moe_experts / ep.size), top_k_(cfg.moe_top_k),
+      capacity_factor_(cfg.moe_capacity_factor), aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss) {
+  if (experts_ % ep.size != 0) throw std::logic_error("MoeLayer: the experts do not divide over the expert ranks");
+  const auto expert_shard = [&](std::vector<int64_t> shape) {
+    Shard s = held ? Shard{} : not_held(shape);
+    if (held) {
+      s.start.assign(shape.size(), 0);
+      s.count = shape;
+      s.start[0] = ep.rank * local_experts_;
+      s.count[0] = local_experts_;
+    }
+    s.expert = true;
+    return s;
+  };
+  const Shard router = held ? Shard{} : not_held({c_, experts_});
+  router_ = store.add(prefix + "moe.router.weight", {c_, experts_}, Init::Normal, std, true, router);
+  fc_w_ = store.add(prefix + "moe.fc.weight", {experts_, c_, f_}, Init::Normal, std, true, expert_shard({experts_, c_, f_}));
+  fc_b_ = store.add(prefix + "moe.fc.bias", {experts_, f_}, Init::Zeros, 0, false, expert_shard({experts_, f_}));
+  proj_w_ = store.add(prefix + "moe.proj.weight", {experts_, f_, c_}, Init::Normal, proj_std, true,
+                      expert_shard({experts_, f_, c_}));
+  proj_b_ = store.add(prefix + "moe.proj.bias", {experts_, c_}, Init::Zeros, 0, false, expert_shard({experts_, c_}));
+  reset_load();
+}
+
+template <class T>
+void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const {
+  const int64_t n = x.extent(0), E = experts_, k = top_k_, El = local_experts_;
+  if (int64_t(r.probs.extent(0)) != n) {
+    r.probs = Tensor2<T>("moe.probs", n, E);
+    r.lse = Tensor1<T>("moe.lse", n);
+    r.expert = Tensor2<int32_t>("moe.expert", n, k);
+    r.gate = Tensor2<T>("moe.gate", n, k);
+    r.row = Tensor2<int32_t>("moe.row", n, k);
+  }
+  kernels::router_forward<T>(r.probs, r.lse, x, store_.param2(router_));
+  Kokkos::fence();
+  const auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.probs);
+  auto he = Kokkos::create_mirror_view(r.expert);
+  auto hg = Kokkos::create_mirror_view(r.gate);
+  auto hrow = Kokkos::create_mirror_view(r.row);
+  // the top k of each token (ties to the lower expert), and the assignments per expert
+  std::vector<int64_t> assigned(size_t(E), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    T sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < E; ++i) {
+        bool taken = false;
+        for (int64_t q = 0; q < j; ++q) taken = taken || he(t, q) == i;
+        if (!taken && (best < 0 || hp(t, i) > hp(t, best))) best = i;
+      }
+      he(t, j) = int32_t(best);
+      sum += hp(t, best);
+      ++assigned[size_t(best)];
+    }
+    for (int64_t j = 0; j < k; ++j) hg(t, j) = k == 1 ? hp(t, he(t, j)) : hp(t, he(t, j)) / sum;
+  }
+  // f_i over the global micro-batch: the assignments summed over the ranks that hold it
+  std::vector<int64_t> global = assigned;
+  if (ep_.tokens) ep_.tokens->allreduce_sum(global);
+  const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
+  r.aux.assign(size_t(E), 0.0);
+  for (int64_t i = 0; i < E; ++i)
+    r.aux[size_t(i)] = aux_alpha_ * double(E) * double(global[size_t(i)]) / (double(tokens) * double(k));
+  // capacity: each assignment's rank among its expert's, in the order (slot, sequence of
+  // the global micro-batch, chunk of the sequence, position), from a table of counts per
+  // (slot, sequence, chunk, expert) summed over the ranks
+  std::vector<char> kept(size_t(n * k), 1);
+  int64_t dropped_global = 0;
+  if (capacity_factor_ > 0) {
+    const int64_t cap = int64_t(std::ceil(capacity_factor_ * double(tokens) * double(k) / double(E)));
+    const int64_t X = place_.context_size, chunks = X == 1 ? 1 : 2 * X, half = ctx.seq_len / 2;
+    const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
+    const auto key = [&](int64_t t, int64_t j) {
+      const int64_t b = t / ctx.seq_len, p = t % ctx.seq_len;
+      const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
+      return ((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * E;
+    };
+    std::vector<int64_t> table(size_t(k * sequences * chunks * E), 0);
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
+    if (ep_.tokens) ep_.tokens->allreduce_sum(table);
+    std::vector<int64_t> running(size_t(E), 0);  // exclusive prefix sums per expert
+    for (size_t at = 0; at < table.size(); at += size_t(E))
+      for (int64_t i = 0; i < E; ++i) {
+        const int64_t c = table[at + size_t(i)];
+        table[at + size_t(i)] = running[size_t(i)];
+        running[size_t(i)] += c;
+      }
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t t = 0; t < n; ++t) {  // local rows run in the key's order
+        int64_t& place = table[size_t(key(t, j) + he(t, j))];
+        kept[size_t(t * k + j)] = place < cap;
+        ++place;
+      }
+    for (int64_t i = 0; i < E; ++i) dropped_global += std::max<int64_t>(0, global[size_t(i)] - cap);
+  }
+  if (count_load) {
+    for (int64_t i = 0; i < E; ++i) load_.assigned[size_t(i)] += global[size_t(i)];
+    load_.dropped += dropped_global;
+  }
+  // dispatch order: expert-major, then token, then slot
+  std::vector<int64_t> per_expert(size_t(E), 0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      if (kept[size_t(t * k + j)]) ++per_expert[size_t(he(t, j))];
+  std::vector<int64_t> at(size_t(E), 0);
+  for (int64_t i = 1; i < E; ++i) at[size_t(i)] = at[size_t(i - 1)] + per_expert[size_t(i - 1)];
+  r.dispatched = at[size_t(E - 1)] + per_expert[size_t(E - 1)];
+  if (int64_t(r.send_token.extent(0)) < r.dispatched || r.send_token.data() == nullptr)
+    r.send_token = Tensor1<int32_t>("moe.send_token", size_t(std::max<int64_t>(r.dispatched, 1)));
+  auto hs = Kokkos::create_mirror_view(r.send_token);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      if (!kept[size_t(t * k + j)]) {
+        hrow(t, j) = -1;
+        continue;
+      }
+      const int64_t row = at[size_t(he(t, j))]++;
+      hrow(t, j) = int32_t(row);
+      hs(row) = int32_t(t);
+    }
+  // what goes to each expert rank, and what comes from each
+  const int e = ep_.size;
+  r.send_rows.assign(size_t(e), 0);
+  for (int64_t i = 0; i < E; ++i) r.send_rows[size_t(i / El)] += per_expert[size_t(i)];
+  if (ep_.active()) {
+    const std::vector<int64_t> from = ep_.experts->alltoall_counts(per_expert);  // [src][local expert]
+    r.recv_rows.assign(size_t(e), 0);
+    r.expert_rows.assign(size_t(El), 0);
+    for (int src = 0; src < e; ++src)
+      for (int64_t l = 0; l < El; ++l) {
+        r.recv_rows[size_t(src)] += from[size_t(src * El + l)];
+        r.expert_rows[size_t(l)] += from[size_t(src * El + l)];
+      }
+    r.received = 0;
+    for (auto v : r.recv_rows) r.received += v;
+    if (int64_t(r.recv_place.extent(0)) < r.received || r.recv_place.data() == nullptr)
+      r.recv_place = Tensor1<int32_t>("moe.recv_place", size_t(std::max<int64_t>(r.received, 1)));
+    auto hplace = Kokkos::create_mirror_view(r.recv_place);
+    // received: (src, local expert, row); the experts' order: (local expert, src, row)
+    std::vector<int64_t> start(size_t(El), 0);
+    for (int64_t l = 1; l < El; ++l) start[size_t(l)] = start[size_t(l - 1)] + r.expert_rows[size_t(l - 1)];
+    int64_t q = 0;
+    for (int src = 0; src < e; ++src)
+      for (int64_t l = 0; l < El; ++l)
+        for (int64_t c = 0; c < from[size_t(src * El + l)]; ++c) hplace(q++) = int32_t(start[size_t(l)]++);
+    Kokkos::deep_copy(r.recv_place, hplace);
+  } else {
+    r.recv_rows = r.send_rows;
+    r.expert_rows = per_expert;
+    r.received = r.dispatched;
+  }
+  Kokkos::deep_copy(r.expert, he);
+  Kokkos::deep_copy(r.gate, hg);
+  Kokkos::deep_copy(r.row, hrow);
+  Kokkos::deep_copy(r.send_token, hs);
+}
+
+template <class T>
+void MoeLayer<T>::to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const {
+  ensure_rows(recv_, "moe.recv", r.received, c_);
+  const V2<T> recv = first_rows(recv_, r.received);
+  ep_.experts->alltoallv<T>(V1<const T>(rows.data(), rows.size()), times(r.send_rows, c_), flat(recv),
+                            times(r.recv_rows, c_));
+  kernels::scatter_rows<T>(expert_rows, recv, r.recv_place);
+}
+
+template <class T>
+void MoeLayer<T>::from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const {
+  ensure_rows(recv_, "moe.recv", r.received, c_);
+  const V2<T> back = first_rows(recv_, r.received);
+  kernels::gather_rows<T>(back, expert_rows, r.recv_place);
+  ep_.experts->alltoallv<T>(V1<const T>(back.data(), back.size()), times(r.recv_rows, c_), flat(rows),
+                            times(r.send_rows, c_));
+}
+
+template <class T>
+double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
+  auto& r = k.routing;
+  route(ctx, x, r, count_load);
+  const int64_t S = r.dispatched, R = r.received, C = c_, F = f_;
+  ensure_rows(k.xe, "moe.xe", R, C);
+  ensure_rows(k.h, "moe.h", R, F);
+  ensure_rows(k.hg, "moe.hg", R, F);
+  ensure_rows(k.yk, "moe.yk", S, C);
+  const V2<T> xe = first_rows(k.xe, R), yk = first_rows(k.yk, S);
+  if (ep_.active()) {
+    ensure_rows(send_, "moe.send", S, C);
+    ensure_rows(work_, "moe.work", R, C);
+    kernels::gather_rows<T>(first_rows(send_, S), x, r.send_token);
+    to_experts(first_rows(send_, S), xe, r);
+  } else {
+    kernels::gather_rows<T>(xe, x, r.send_token);
+  }
+  const V2<T> ye = ep_.active() ? first_rows(work_, R) : yk;
+  int64_t o = 0;
+  for (int64_t l = 0; l < local_experts_; ++l) {
+    const int64_t rows = r.expert_rows[size_t(l)];
+    if (rows > 0) {
+      const V2<T> xl = as_matrix(xe.data() + o * C, rows, C), hl = as_matrix(k.h.data() + o * F, rows, F);
+      const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), yl = as_matrix(ye.data() + o * C, rows, C);
+      kernels::matmul_forward<T>(hl, xl, as_matrix(store_.param(fc_w_).data() + l * C * F, C, F),
+                                 V1<const T>(store_.param(fc_b_).data() + l * F, F), precision_);
+      kernels::gelu_forward<T>(flat(gl), flat(V2<const T>(hl)));
+      kernels::matmul_forward<T>(yl, gl, as_matrix(store_.param(proj_w_).data() + l * F * C, F, C),
+                                 V1<const T>(store_.param(proj_b_).data() + l * C, C), precision_);
+    }
+    o += rows;
+  }
+  if (ep_.active()) from_experts(ye, yk, r);
+  kernels::combine_rows<T>(out, yk, r.row, r.gate);
+  // this rank's tokens' auxiliary losses, per unit of the loss scale
+  Kokkos::fence();
+  const auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.probs);
+  const auto hl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.lse);
+  double aux = 0;
+  for (int64_t t = 0; t < int64_t(x.extent(0)); ++t) {
+    for (int64_t i = 0; i < experts_; ++i) aux += r.aux[size_t(i)] * double(hp(t, i));
+    aux += z_beta_ * double(hl(t)) * double(hl(t));
+  }
+  return aux;
+}
+
+template <class T>
+void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& k) const {
+  auto& r = k.routing;
+  const int64_t n = x.extent(0), S = r.dispatched, R = r.received, C = c_, F = f_;
+  ensure_rows(send_, "moe.send", S, C);
+  const V2<T> dyk = first_rows(send_, S);
+  Tensor2<T> dgate(Kokkos::view_alloc(Kokkos::WithoutInitializing, "moe.dgate"), n, top_k_);
+  kernels::combine_backward<T>(dgate, dyk, dout, first_rows(k.yk, S), r.row, r.gate);
+  V2<T> dye = dyk;
+  if (ep_.active()) {
+    ensure_rows(work_, "moe.work", R, C);
+    dye = first_rows(work_, R);
+    to_experts(dyk, dye, r);
+  }
+  const V2<T> xe = first_rows(k.xe, R);
+  int64_t o = 0;
+  for (int64_t l = 0; l < local_experts_; ++l) {
+    const int64_t rows = r.expert_rows[size_t(l)];
+    if (rows > 0) {
+      const V2<T> xl = as_matrix(xe.data() + o * C, rows, C), hl = as_matrix(k.h.data() + o * F, rows, F);
+      const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), dyl = as_matrix(dye.data() + o * C, rows, C);
+      const V2<T> w1 = as_matrix(store_.param(fc_w_).data() + l * C * F, C, F);
+      const V2<T> w2 = as_matrix(store_.param(proj_w_).data() + l * F * C, F, C);
+      kernels::matmul_backward_weight<T>(as_matrix(store_.grad(proj_w_).data() + l * F * C, F, C),
+                                         V1<T>(store_.grad(proj_b_).data() + l * C, C), dyl, gl, precision_);
+      kernels::matmul_backward_input<T>(gl, dyl, w2, precision_);         // hg := dL/d(hg)
+      kernels::gelu_backward<T>(flat(gl), flat(V2<const T>(hl)), flat(V2<const T>(gl)));  // hg := dL/dh
+      kernels::matmul_backward_weight<T>(as_matrix(store_.grad(fc_w_).data() + l * C * F, C, F),
+                                         V1<T>(store_.grad(fc_b_).data() + l * F, F), gl, xl, precision_);
+      kernels::matmul_backward_input<T>(xl, gl, w1, precision_);          // xe := dL/d(xe)
+    }
+    o += rows;
+  }
+  V2<T> dxk = xe;
+  if (ep_.active()) {
+    dxk = dyk;
+    from_experts(xe, dxk, r);
+  }
+  kernels::sum_expert_rows<T>(dx, dxk, r.row);
+  // the router: its probabilities' gradients to the logits, then to Wr and x
+  Tensor1<T> aux("moe.aux", size_t(experts_));
+  auto ha = Kokkos::create_mirror_view(aux);
+  for (int64_t i = 0; i < experts_; ++i) ha(i) = T(r.aux[size_t(i)] * double(dloss_scale));
+  Kokkos::deep_copy(aux, ha);
+  Tensor2<T> dlogits(Kokkos::view_alloc(Kokkos::WithoutInitializing, "moe.dlogits"), n, experts_);
+  kernels::router_backward<T>(dlogits, r.probs, r.lse, r.expert, r.gate, dgate, aux,
+                              T(2.0 * z_beta_ * double(dloss_scale)), top_k_ > 1);
+  kernels::matmul_backward_weight<T>(store_.grad2(router_), V1<T>(), dlogits, x, Precision::FP32);
+  kernels::product<T>(Precision::FP32, "N", "T", dlogits, store_.param2(router_), T(1), dx);
+}
+
+template <class T>
+void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) const {
+  const int64_t n = ctx.rows(), e = ep_.size;
+  if (forward && ep_.tokens) {
+    const int ranks = ep_.tokens->size();
+    out.add("data", "allreduce", Collective::AllReduce, ranks, experts_ * int64_t(sizeof(int64_t)));
+    if (capacity_factor_ > 0) {
+      const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
+      out.add("data", "allreduce", Collective::AllReduce, ranks,
+              top_k_ * place_.data_size * ctx.batch * chunks * experts_ * int64_t(sizeof(int64_t)));
+    }
+  }
+  if (e == 1) return;
+  const int64_t rows = n * top_k_ * int64_t(sizeof(T)) * c_;  // every assignment, at a balanced routing
+  if (forward) out.add("expert", "alltoall", Collective::AllToAll, int(e), experts_ * int64_t(sizeof(int64_t)));
+  out.add("expert", "alltoallv", Collective::AllToAll, int(e), rows, 2);  // there and back
+}
+
+template <class T>
+int64_t MoeLayer<T>::cache_bytes_for(const BlockContext& ctx) const {
+  const int64_t n = ctx.rows(), a = n * top_k_, es = int64_t(sizeof(T)), E = experts_, k = top_k_;
+  // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk
+  return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es;
+}
+
+template struct MoeCache<float>;
+template struct MoeCache<double>;
+template class MoeLayer<float>;
+template class MoeLayer<double>;
+
+}  // namespace strata

@@ -1,0 +1,120 @@
+#pragma once
+// A mixture-of-experts MLP (model.moe_experts = E), in place of a block's dense MLP:
+//   probs = softmax(x Wr)                      the router, fp32, row by row
+//   e_1..e_k = the k largest probs of a token  ties to the lower expert
+//   gate_j = p_{e_j} / sum_j' p_{e_j'}  (k = 2: renormalised over the chosen, as Mixtral)
+//   gate_1 = p_{e_1}                    (k = 1: the probability itself, as Switch, so the
+//                                        router also learns from the language loss)
+//   out = sum_j gate_j expert_{e_j}(x)         expert: fc, GELU, proj (a dense MLP of
+//                                              hidden width model.moe_ffn_hidden)
+// With a capacity (model.moe_capacity_factor f > 0) an expert takes at most
+// ceil(f N k / E) of a global micro-batch's N k assignments, first choices before second
+// ones, then by (sequence, position) in the global micro-batch; the others are dropped
+// (no term: a token whose every assignment is dropped passes through the residual only).
+// Every layout drops the same assignments: the counts are summed over the ranks that hold
+// the micro-batch's tokens (ExpertParallel::tokens).
+// The load-balancing loss (Switch Transformer) alpha E sum_i f_i P_i, f_i the share of the
+// global micro-batch's assignments (before dropping) routed to expert i, P_i the mean of
+// its router probability over the micro-batch's tokens, and the router z-loss
+// beta mean(lse^2) are added to the training loss, averaged over the micro-batches (each
+// is linear in the tokens' probabilities once f is known, so every rank adds its tokens'
+// terms and the engines' sums make the global value). They enter the gradients only; the
+// reported loss is the language model's.
+// Experts are split over the expert group (parallel.expert): a rank holds experts
+// [rank E/e, (rank+1) E/e); the tokens' rows go to their experts' ranks and back by
+// all-to-alls of counted sizes (counts first). Weights: router [C, E], fc [E, C, F],
+// fc bias [E, F], proj [E, F, C], proj bias [E, C]; the experts' are global tensors with
+// the expert as the leading dimension (Shard::expert).
+#include <string>
+#include <vector>
+
+#include "comm/traffic.hpp"
+#include "core/deck.hpp"
+#include "model/block_context.hpp"
+#include "model/param_store.hpp"
+#include "parallel/expert_parallel.hpp"
+
+namespace strata {
+
+// Where a rank's rows lie in the global micro-batch (the capacity's order): its data
+// replica's sequences, and its context rank's chunks of each.
+struct TokenPlace {
+  int data_rank = 0, data_size = 1;
+  int context_rank = 0, context_size = 1;
+};
+
+// One forward's routing, kept for its backward (host bookkeeping and device indices).
+template <class T>
+struct MoeRouting {
+  Tensor2<T> probs;               // (N, E) router probabilities
+  Tensor1<T> lse;                 // (N) router logsumexp
+  Tensor2<int32_t> expert;        // (N, k) chosen experts
+  Tensor2<T> gate;                // (N, k) their weights
+  Tensor2<int32_t> row;           // (N, k) the assignment's row in the dispatch order, -1: dropped
+  Tensor1<int32_t> send_token;    // (S) the token of each dispatched row (expert-major, this rank's)
+  Tensor1<int32_t> recv_place;    // (R) each received row's place in the local experts' order
+  std::vector<int64_t> send_rows, recv_rows;  // rows to / from each expert rank
+  std::vector<int64_t> expert_rows;           // (E / e) rows of each local expert
+  std::vector<double> aux;                    // (E) dL/dp for each expert, per unit of the loss scale
+  int64_t dispatched = 0, received = 0;       // S, R
+};
+
+// Activations one forward keeps: the routing, the experts' input rows (local experts'
+// order), their hidden values before and after GELU, and the outputs back home.
+template <class T>
+struct MoeCache {
+  MoeRouting<T> routing;
+  Tensor2<T> xe, h, hg;  // (R, C), (R, F), (R, F)
+  Tensor2<T> yk;         // (S, C) the experts' outputs, in dispatch order
+  int64_t bytes() const;
+};
+
+// Routing statistics summed over a run's forwards (for the progress line and tests):
+// assignments per expert of the global micro-batches, and those dropped.
+struct MoeLoad {
+  std::vector<int64_t> assigned;
+  int64_t dropped = 0;
+};
+
+template <class T>
+class MoeLayer {
+ public:
+  // prefix: the block's parameter names ("blocks.L."). held: this rank runs the block.
+  MoeLayer(ParamStore<T>& store, const ExpertParallel& ep, const TokenPlace& place, const ModelConfig& cfg,
+           Precision precision, const std::string& prefix, double std, double proj_std, bool held);
+  // x (N, C) -> out (N, C), written. Returns this rank's tokens' share of the auxiliary
+  // losses, per unit of the loss scale (sum over its tokens of alpha E sum_i f_i p_ti +
+  // beta lse_t^2): the loss they add is that times dloss_scale, summed over the ranks.
+  // count_load: add the routing to load() (not when full recomputation runs it again).
+  double forward(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& cache, bool count_load = true) const;
+  // dout (N, C) -> dx (N, C), written; accumulates the router's and the local experts'
+  // gradients. dloss_scale: dL/d(one token's loss), as the language loss's.
+  void backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
+  // What one forward (forward = true) or one backward sends (comm/traffic.hpp), at a
+  // balanced routing (every expert rank gets 1/e of the assignments): the forward the
+  // routing statistics, the counts and the rows there and back; the backward the rows'
+  // gradients there and back.
+  void traffic(const BlockContext& ctx, Traffic& out, bool forward) const;
+  // A forward's and backward's kept bytes at a balanced routing (the planner's figure).
+  int64_t cache_bytes_for(const BlockContext& ctx) const;
+  const MoeLoad& load() const { return load_; }
+  void reset_load() const { load_ = MoeLoad{}; load_.assigned.assign(size_t(experts_), 0); }
+
+ private:
+  void route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
+  // The rows of dispatch order (S, C) to the local experts' order (R, C), and back.
+  void to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const;
+  void from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const;
+
+  ParamStore<T>& store_;
+  ExpertParallel ep_;
+  TokenPlace place_;
+  Precision precision_;
+  int64_t c_, f_, experts_, local_experts_, top_k_;
+  double capacity_factor_, aux_alpha_, z_beta_;
+  int router_, fc_w_, fc_b_, proj_w_, proj_b_;
+  mutable MoeLoad load_;
+  mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
+};
+
+}  // namespace strata
