@@ -14,18 +14,24 @@
 
 namespace strata::test {
 
+// experts: the expert group (the experts' parameters are summed over it as well), or
+// MPI_COMM_NULL without expert parallelism.
 template <class T>
-std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& buffer, MPI_Comm tensor_group) {
+std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& buffer, MPI_Comm tensor_group,
+                                  MPI_Comm experts = MPI_COMM_NULL) {
   const auto local = to_host<T>(buffer);
-  std::vector<double> global(size_t(store.global_numel()), 0.0);
+  std::vector<double> global(size_t(store.global_numel()), 0.0), expert(global.size(), 0.0);
   int64_t base = 0;
   for (const auto& p : store.infos()) {
     if (p.replica == 0) {
       const ShardIndex index(p);
-      for (int64_t i = 0; i < p.numel; ++i) global[size_t(base + index.global(i))] = double(local[p.offset + i]);
+      auto& into = p.expert ? expert : global;
+      for (int64_t i = 0; i < p.numel; ++i) into[size_t(base + index.global(i))] = double(local[p.offset + i]);
     }
     base += p.global_numel;
   }
+  if (experts != MPI_COMM_NULL) MPI_Allreduce(MPI_IN_PLACE, expert.data(), int(expert.size()), MPI_DOUBLE, MPI_SUM, experts);
+  for (size_t i = 0; i < global.size(); ++i) global[i] += expert[i];
   MPI_Allreduce(MPI_IN_PLACE, global.data(), int(global.size()), MPI_DOUBLE, MPI_SUM, tensor_group);
   return global;
 }
@@ -33,7 +39,8 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
 // A job's (test::Training) whole parameters, gathered over its model group.
 template <class Job>
 std::vector<double> global_params_of(Job& job) {
-  return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw());
+  return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw(),
+                       job.grid().experts().raw());
 }
 
 // The reference of an equivalence test: a job (test::Training) of `deck` run on
