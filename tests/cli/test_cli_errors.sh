@@ -113,6 +113,15 @@ expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_c
 expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_cols > 1: without a tensor split no region is replicated' -- train good.toml --set parallel.sequence_parallel=true --set parallel.data=2
 expect 2 'parallel.sequence_parallel does not run with schedule = "zb-h1": a block' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_cols=2 --set parallel.pipeline=2 --set parallel.schedule=zb-h1 --set model.n_layer=2 --set parallel.data=1 --set parallel.micro_batches=2
 expect 2 'the heads a tensor rank holds (model.n_head / tensor_cols = 2) must be divisible by parallel.context (4) for context_mode = "all-to-all"' -- train good.toml --set parallel.context=4 --set parallel.context_mode=all-to-all --set parallel.data=1
+# mixtures of experts: the rules of model.moe_* and parallel.expert
+expect 2 'parallel.expert = 2 splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)' -- train good.toml --set parallel.expert=2 --set parallel.data=2
+expect 2 'parallel.data (2) must be divisible by parallel.expert (the expert ranks are taken from the data group) (4)' -- train good.toml --set model.moe_experts=4 --set parallel.expert=4 --set parallel.data=2
+expect 2 'model.moe_experts (6) must be divisible by parallel.expert (each expert rank holds as many experts) (4)' -- train good.toml --set model.moe_experts=6 --set parallel.expert=4 --set parallel.data=4
+expect 2 'model.moe_top_k (2) must be at most model.moe_experts (1)' -- train good.toml --set model.moe_experts=1
+expect 2 'model.moe_experts does not run with a tensor split yet' -- train good.toml --set model.moe_experts=4 --set parallel.tensor_cols=2
+expect 2 'model.moe_experts does not run with schedule = "xpipe" yet' -- train good.toml --set model.moe_experts=4 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set model.n_layer=2 --set parallel.micro_batches=2
+expect 2 'parallel.zero = 1 does not run with parallel.expert > 1 yet' -- train good.toml --set model.moe_experts=4 --set parallel.expert=2 --set parallel.data=2 --set parallel.zero=1
+expect 2 'model.moe_top_k must be in [1, 2]' -- train good.toml --set model.moe_experts=4 --set model.moe_top_k=3
 expect 2 "model.seq_len (8) must be divisible by 2 x parallel.context (6): each context rank holds two of the 2 x context chunks of every sequence" -- train good.toml --set parallel.context=3 --set parallel.data=1
 expect 4 "= 2 ranks, but the job has 4" -- train good.toml --set parallel.data=2
 expect 2 "data.files: '/nonexistent/*.txt' matches no readable text file" -- train good.toml --set parallel.data=2 --set data.kind=text --set 'data.files=["/nonexistent/*.txt"]'
