@@ -9,7 +9,10 @@
 namespace strata {
 
 std::vector<std::string> LanguageModelMetrics::columns() const {
-  return {"val_loss", "val_bpb", "lr", "grad_norm", "ms_per_step", "tokens_per_s", "gflops_per_s", "peak_rss_mib"};
+  std::vector<std::string> c = {"val_loss", "val_bpb", "lr", "grad_norm", "ms_per_step", "tokens_per_s", "gflops_per_s",
+                                 "peak_rss_mib"};
+  if (mixture_) c.insert(c.end(), {"expert_load_min", "expert_load_max", "dropped"});
+  return c;
 }
 
 std::string LanguageModelMetrics::progress(const ProgressWindow& w, std::vector<double>& row) const {
@@ -24,6 +27,22 @@ std::string LanguageModelMetrics::progress(const ProgressWindow& w, std::vector<
                  dt * 1e3, gflops);
   if (gemm_gflops_ > 0) line += strfmt(" (%.0f%% of gemm)", 100.0 * gflops / (gemm_gflops_ * double(ranks_)));
   row.insert(row.end(), {w.val.loss, w.val.bits_per_byte, w.lr, w.last.grad_norm, dt * 1e3, tok_s, gflops, mem_mib});
+  if (mixture_) {  // the experts' shares of the assignments since the last line
+    const MoeLoad load = mixture_->mixture_load();
+    mixture_->reset_mixture_load();
+    int64_t total = 0;
+    for (auto a : load.assigned) total += a;
+    double lo = 1, hi = 0;
+    line += " | experts";
+    for (size_t i = 0; i < load.assigned.size(); ++i) {
+      const double share = total > 0 ? double(load.assigned[i]) / double(total) : 0.0;
+      lo = std::min(lo, share), hi = std::max(hi, share);
+      line += strfmt("%s%.0f", i ? "/" : " ", 100.0 * share);
+    }
+    const double dropped = total > 0 ? double(load.dropped) / double(total) : 0.0;
+    line += strfmt("%% dropped %.1f%%", 100.0 * dropped);
+    row.insert(row.end(), {lo, hi, dropped});
+  }
   return line;
 }
 

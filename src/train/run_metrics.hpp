@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/layerpar/layer_parallel.hpp"
+#include "model/gpt.hpp"
 #include "train/run_result.hpp"
 
 namespace strata {
@@ -24,11 +25,16 @@ class RunMetrics {
 };
 
 // A language model: validation bits per byte, tokens/s, model FLOP/s against the GEMM
-// probe (gemm_gflops per rank; 0 = not measured).
+// probe (gemm_gflops per rank; 0 = not measured). mixture: a GPT with mixture-of-experts
+// layers, whose routing since the last progress line (its stage's layers, training and
+// validation forwards) each line reports and then starts afresh: every expert's share of
+// the assignments and the share dropped by the capacity; nullptr for a dense model.
 class LanguageModelMetrics : public RunMetrics {
  public:
-  LanguageModelMetrics(int64_t tokens_per_step, double flops_per_token, double gemm_gflops, int ranks)
-      : tokens_(tokens_per_step), flops_per_token_(flops_per_token), gemm_gflops_(gemm_gflops), ranks_(ranks) {}
+  LanguageModelMetrics(int64_t tokens_per_step, double flops_per_token, double gemm_gflops, int ranks,
+                       GPT<float>* mixture = nullptr)
+      : tokens_(tokens_per_step), flops_per_token_(flops_per_token), gemm_gflops_(gemm_gflops), ranks_(ranks),
+        mixture_(mixture) {}
   std::vector<std::string> columns() const override;
   std::string progress(const ProgressWindow& w, std::vector<double>& row) const override;
   std::string done_line(const TrainResult& r, double seconds) const override;
@@ -37,6 +43,7 @@ class LanguageModelMetrics : public RunMetrics {
   int64_t tokens_;
   double flops_per_token_, gemm_gflops_;
   int ranks_;
+  GPT<float>* mixture_;
 };
 
 // A classifier: training and test accuracy, samples/s, and with MGRIT (mgrit != nullptr)

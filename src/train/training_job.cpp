@@ -50,13 +50,27 @@ void TrainingJob::describe(const JobOptions& options) {
                                   0.3, m.precision)
             : 0.0;
     metrics_ = std::make_unique<LanguageModelMetrics>(facts_.samples_per_step, gpt->flops_per_token(), gemm,
-                                                      grid_->world_size());
+                                                      grid_->world_size(),
+                                                      m.moe_experts > 0 ? dynamic_cast<GPT<float>*>(model_.get()) : nullptr);
     const bool bf16 = m.precision == Precision::BF16;
     facts_.description.push_back(
         strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data%s",
                (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
                (long long)m.seq_len, params_m, to_string(deck_.data.kind).c_str(),
                bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
+    if (m.moe_experts > 0) {
+      int64_t experts = 0, layers = 0;  // the experts' parameters, the mixture layers
+      for (const auto& p : model_->params().infos()) experts += p.expert ? p.global_numel : 0;
+      for (int64_t l = 0; l < m.n_layer; ++l) layers += m.moe_block(l) ? 1 : 0;
+      facts_.description.push_back(strfmt(
+          "strata: mixture of experts in %lld of %lld blocks: %lld experts of hidden width %lld, top %lld, %s; "
+          "%.2fM expert parameters (%.2fM active per token); experts over %lld ranks",
+          (long long)layers, (long long)m.n_layer, (long long)m.moe_experts, (long long)m.expert_hidden(),
+          (long long)m.moe_top_k,
+          m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
+          double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
+          (long long)deck_.parallel.expert));
+    }
     if (!data_line.empty()) facts_.description.push_back("strata: data: " + data_line);
     const std::string blas = blas_core_name();
     facts_.description.push_back(strfmt(
