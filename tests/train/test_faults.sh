@@ -8,7 +8,8 @@
 #   rank-local error after set-up, kill -9 of one rank inside a checkpoint write, SIGTERM
 #   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
 #   lost or dangling, a model mismatch, two runs on one directory, a fresh start over
-#   checkpoints; a rank-local error under ZB-H1 and inside ring attention (context 2), and a
+#   checkpoints; a rank-local error under ZB-H1, inside ring attention (context 2) and inside
+#   a mixture layer's all-to-all (expert 2), and a
 #   failed write under interleaved 1F1B and under context 2 with ZeRO-1;
 #   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
@@ -124,6 +125,10 @@ RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zb-rank-error 1 "rank 1: internal e
 # for keys and values rank 1 never sends
 ctx=(--set parallel.data=1 --set parallel.context=2)
 RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault context-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${ctx[@]}"
+# ... and with the experts split over the two ranks: rank 0 waits inside a mixture layer's
+# all-to-all for the rows rank 1 never sends
+moe=(--set parallel.data=2 --set parallel.expert=2 --set model.moe_experts=4 --set model.moe_every=1)
+RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault expert-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${moe[@]}"
 inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
        --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
 run inter-full "${inter[@]}" >inter-full.log 2>&1 || { fail "the uninterrupted interleaved run"; tail -3 inter-full.log; }
