@@ -5,6 +5,7 @@
 #   scripts/run-example.sh                                 # the default deck
 #   scripts/run-example.sh inputs/gpt-fortunes-2d.toml     # 2D tensor parallel, 4 ranks
 #   scripts/run-example.sh inputs/gpt-fortunes-spm.toml    # subword tokens (tokenizes first, once)
+#   scripts/run-example.sh inputs/gpt-fortunes-moe.toml    # mixtures of experts over 2 ranks (same shards)
 #   scripts/run-example.sh --set run.steps=50
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -30,10 +30,10 @@ struct MomentPart {
   int64_t at = 0;
 };
 MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
-  const int64_t begin = std::max(p.offset, store.moments_begin());
-  const int64_t end = std::min(p.offset + p.numel, store.moments_end());
+  const auto part = store.moments_of(p);
+  const int64_t begin = part.begin, end = part.end;
   MomentPart out;
-  out.at = begin - store.moments_begin();
+  out.at = part.at;
   if (begin >= end) return out;
   out.boxes = flat_range_hyperslabs(p.count, begin - p.offset, end - p.offset);
   for (auto& b : out.boxes)

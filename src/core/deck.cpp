@@ -237,9 +237,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": model.moe_experts does not run with schedule = \"xpipe\" yet: the mixture layers' "
                     "expert gradients are summed over another group than the stage's other gradients, which XPipe's "
                     "per-stage updates inside a stream do not do; use 1f1b, gpipe, interleaved, zb-h1 or zb-h2");
-  if (p.zero > 0 && p.expert > 1)
-    throw UserError(origin + ": parallel.zero = 1 does not run with parallel.expert > 1 yet (the expert and the dense "
-                    "parameters would need moments sharded over two different groups); use parallel.expert = 1 or zero = 0");
   if (resnet && p.context > 1)
     throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the residual network's "
                     "samples are not sequences: use parallel.data");

@@ -79,8 +79,12 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
                  expert_parallel_of(grid));
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // replica's block only (optim/zero_sharding.hpp), before any step or checkpoint read
-  if (deck.parallel.zero > 0 && grid.replicas().size() > 1)
-    model->params().shard_moments(grid.replicas().size(), grid.replicas().rank());
+  // (with expert parallelism the experts' moments over the expert replicas)
+  if (deck.parallel.zero > 0 && grid.replicas().size() > 1) {
+    const bool experts = grid.shape().expert > 1;
+    model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(),
+                                  experts ? grid.expert_replicas().size() : 0, experts ? grid.expert_replicas().rank() : 0);
+  }
   return model;
 }
 

@@ -37,6 +37,7 @@ int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init
     for (auto& q : infos_)
       if (q.expert) q.offset += p.numel;
     dense_total_ += p.numel;
+    expert_begin_ = dense_total_;
   }
   p.init = init;
   p.std = std;
@@ -53,6 +54,7 @@ void ParamStore<T>::allocate(uint64_t seed) {
   grads_ = Tensor1<T>("grads", total_);
   m_ = Tensor1<T>("adam_m", total_);
   v_ = Tensor1<T>("adam_v", total_);
+  spans_ = {{0, total_, 0}};
   for (const auto& p : infos_) {
     V1<T> dst(params_.data() + p.offset, p.numel);
     if (p.init == Init::Ones) {
@@ -82,19 +84,42 @@ void ParamStore<T>::keep_rounded_copy() {
 }
 
 template <class T>
-void ParamStore<T>::shard_moments(int shards, int index) {
-  const int64_t block = zero_block(total_, shards);
+void ParamStore<T>::shard_moments(int shards, int index, int expert_shards, int expert_index) {
+  const int64_t dense = expert_begin_, experts = total_ - expert_begin_;
+  // one region (every parameter over `shards`), or two (the experts' over their own group)
+  const bool two = expert_shards > 0 && experts > 0;
+  const int64_t block = zero_block(two ? dense : total_, shards);
+  const int64_t expert_block = two ? zero_block(experts, expert_shards) : 0;
+  const int64_t length = two ? block * shards + expert_block * expert_shards : block * shards;
+  const int64_t shift = two ? block * shards - dense : 0;  // where the experts move
   m_ = v_ = grads_ = Tensor1<T>();  // freed first: never more than the unsharded store at once
-  Tensor1<T> params("params", block * shards);  // zero padding
-  Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(int64_t(0), total_)), params_);
+  Tensor1<T> params("params", length);  // zero padding
+  const auto copy = [&](int64_t from, int64_t n, int64_t to) {
+    Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(to, to + n)), Kokkos::subview(params_, std::make_pair(from, from + n)));
+  };
+  if (two) {
+    copy(0, dense, 0);
+    copy(dense, experts, dense + shift);
+    for (auto& p : infos_)
+      if (p.expert) p.offset += shift;
+    expert_begin_ += shift;
+    total_ += shift;
+  } else {
+    copy(0, total_, 0);
+  }
   params_ = params;
   ++changes_;
   if (rounded_) keep_rounded_copy();  // of the padded buffer
-  grads_ = Tensor1<T>("grads", block * shards);
-  m_ = Tensor1<T>("adam_m", block);
-  v_ = Tensor1<T>("adam_v", block);
+  grads_ = Tensor1<T>("grads", length);
+  m_ = Tensor1<T>("adam_m", block + expert_block);
+  v_ = Tensor1<T>("adam_v", block + expert_block);
   moment_shards_ = shards;
-  moments_begin_ = block * index;
+  expert_shards_ = two ? expert_shards : 0;
+  const auto span = [](int64_t begin, int64_t n, int64_t limit, int64_t at) {
+    return MomentSpan{begin, std::clamp(limit, begin, begin + n), at};
+  };
+  spans_ = {span(block * index, block, two ? dense : total_, 0)};
+  if (two) spans_.push_back(span(expert_begin_ + expert_block * expert_index, expert_block, total_, block));
 }
 
 template <class T>

@@ -88,15 +88,19 @@ class ParamStore {
   // ZeRO stage 1, after allocate(): the flat buffers are padded with zeros to `shards`
   // equal blocks (zero_block) and this rank keeps the AdamW moments of block `index` only;
   // every parameter and gradient stays (the gradients summed over the block only).
-  void shard_moments(int shards, int index);
+  // expert_shards > 0 (expert parallelism): the parameters before expert_begin() are
+  // padded to `shards` blocks and the experts' after them to `expert_shards` blocks (their
+  // own group: the expert replicas), and the rank keeps block `index` of the first and
+  // block `expert_index` of the second (block_region says where each region lies).
+  void shard_moments(int shards, int index, int expert_shards = 0, int expert_index = 0);
 
   int index(const std::string& name) const;
   const std::vector<ParamInfo>& infos() const { return infos_; }
   int64_t numel() const { return total_; }  // local elements (the flat buffers' length, but for padding)
   // Where the experts' parameters start: the flat buffers hold every other parameter in
   // [0, expert_begin()) and the experts' in [expert_begin(), numel()), each part in the
-  // order of declaration.
-  int64_t expert_begin() const { return dense_total_; }
+  // order of declaration (with ZeRO-1 over two regions, the first padded to its blocks).
+  int64_t expert_begin() const { return expert_begin_; }
   int64_t global_numel() const;              // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
@@ -115,13 +119,32 @@ class ParamStore {
   const Tensor1<T>& params() const { return params_; }
   Tensor1<T>& grads() { return grads_; }
   V1<T> grads_view() const { return grads_; }
-  // The AdamW moments of flat elements [moments_begin, moments_end): all of them, or with
-  // ZeRO-1 this rank's block (element i of the moments is flat element moments_begin + i).
+  // The AdamW moments: of every flat element, or with ZeRO-1 of this rank's block (of each
+  // region). A span: flat elements [begin, end) have their moments at [at, at + end - begin).
+  struct MomentSpan {
+    int64_t begin = 0, end = 0, at = 0;
+  };
   Tensor1<T>& adam_m() { return m_; }
   Tensor1<T>& adam_v() { return v_; }
-  int64_t moments_begin() const { return moments_begin_; }
-  int64_t moments_end() const { return std::clamp(total_, moments_begin_, moments_begin_ + int64_t(m_.extent(0))); }
-  bool moments_sharded() const { return moment_shards_ > 1; }
+  const std::vector<MomentSpan>& moment_spans() const { return spans_; }
+  // The part of tensor p whose moments this rank keeps (empty: begin == end); a tensor
+  // lies in one region, so in one span at most.
+  MomentSpan moments_of(const ParamInfo& p) const {
+    for (const auto& s : spans_) {
+      const int64_t begin = std::max(p.offset, s.begin), end = std::min(p.offset + p.numel, s.end);
+      if (begin < end) return {begin, end, s.at + begin - s.begin};
+    }
+    return {};
+  }
+  bool moments_sharded() const { return moment_shards_ > 1 || expert_shards_ > 1; }
+  // ZeRO-1's equal blocks: [begin, end) of the flat buffers split over the replicas (the
+  // whole padded buffer, or with two regions the first) or, experts = true, over the
+  // expert replicas (with two regions the second; else empty).
+  std::pair<int64_t, int64_t> block_region(bool experts) const {
+    if (expert_shards_ == 0) return experts ? std::pair<int64_t, int64_t>{0, 0} : std::pair<int64_t, int64_t>{0, int64_t(grads_.extent(0))};
+    return experts ? std::pair<int64_t, int64_t>{expert_begin_, int64_t(grads_.extent(0))}
+                   : std::pair<int64_t, int64_t>{0, expert_begin_};
+  }
   // what the four buffers hold (store_values(numel(), shards) values)
   int64_t state_bytes() const {
     return int64_t(params_.extent(0) + grads_.extent(0) + m_.extent(0) + v_.extent(0)) * int64_t(sizeof(T));
@@ -141,9 +164,9 @@ class ParamStore {
   }
   std::vector<ParamInfo> infos_;
   std::map<std::string, int> by_name_;
-  int64_t total_ = 0, dense_total_ = 0;
-  int moment_shards_ = 1;
-  int64_t moments_begin_ = 0;
+  int64_t total_ = 0, dense_total_ = 0, expert_begin_ = 0;
+  int moment_shards_ = 1, expert_shards_ = 0;
+  std::vector<MomentSpan> spans_;
   Tensor1<T> params_, grads_, m_, v_;
   uint64_t changes_ = 0;
   std::unique_ptr<kernels::RoundedCopy> rounded_;

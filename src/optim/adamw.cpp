@@ -11,15 +11,14 @@ void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
   ++step_;
   kernels::AdamWHyper h = adamw_hyper(cfg_, lr, step_);
   // the part of each tensor whose moments this rank keeps (all of it without ZeRO-1)
-  const int64_t lo = store.moments_begin(), hi = store.moments_end();
   for (const auto& p : store.infos()) {
     if (&p - store.infos().data() == skip) continue;
-    const int64_t begin = std::max(p.offset, lo), end = std::min(p.offset + p.numel, hi);
-    if (begin >= end) continue;
+    const auto part = store.moments_of(p);
+    if (part.begin >= part.end) continue;
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-    auto slice = [&](Tensor1<T>& buf, int64_t origin) { return V1<T>(buf.data() + begin - origin, end - begin); };
-    kernels::adamw_update<T>(slice(store.params(), 0), slice(store.adam_m(), lo), slice(store.adam_v(), lo),
-                             slice(store.grads(), 0), h);
+    const int64_t n = part.end - part.begin;
+    kernels::adamw_update<T>(V1<T>(store.params().data() + part.begin, n), V1<T>(store.adam_m().data() + part.at, n),
+                             V1<T>(store.adam_v().data() + part.at, n), V1<T>(store.grads().data() + part.begin, n), h);
   }
 }
 

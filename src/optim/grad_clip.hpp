@@ -23,9 +23,9 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store, bool experts = fals
     if (run_end > run_begin)
       sum += kernels::sum_of_squares<T>(V1<const T>(store.grads_view().data() + run_begin, run_end - run_begin));
   };
-  const int64_t lo = store.moments_begin(), hi = store.moments_end();
   for (const auto& p : store.infos()) {
-    const int64_t begin = std::max(p.offset, lo), end = std::min(p.offset + p.numel, hi);
+    const auto part = store.moments_of(p);
+    const int64_t begin = part.begin, end = part.end;
     if (p.replica != 0 || begin >= end || p.expert != experts) continue;
     if (begin != run_end) {
       flush();
@@ -55,9 +55,9 @@ double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm,
     const T scale = T(max_norm / (norm + 1e-6));
     // the gradients the update reads: all, or with ZeRO-1 this rank's block
     auto grads = store.grads_view();
-    Kokkos::parallel_for(
-        "grad_clip", Range(store.moments_begin(), store.moments_end()),
-        KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
+    for (const auto& span : store.moment_spans())
+      Kokkos::parallel_for(
+          "grad_clip", Range(span.begin, span.end), KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
   }
   return norm;
 }

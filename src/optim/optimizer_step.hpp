@@ -27,11 +27,13 @@ class OptimizerStep {
   // learning-rate schedule. zero_group: with ZeRO-1 (a store whose moments are sharded),
   // the data group that holds the other blocks (optim/zero_sharding.hpp); else nullptr.
   // expert_group: with expert parallelism, the ranks that hold the other experts
-  // (their gradients' squares are summed over it); else nullptr.
+  // (their gradients' squares are summed over it; with ZeRO-1 the replicas' sum covers
+  // them) and expert_replicas, those that hold the same experts (ZeRO-1 gathers the
+  // experts' region over it); else nullptr.
   OptimizerStep(const OptimConfig& cfg, int64_t total_steps, Comm* model_group, Comm* zero_group = nullptr,
-                Comm* expert_group = nullptr)
+                Comm* expert_group = nullptr, Comm* expert_replicas = nullptr)
       : cfg_(cfg), total_steps_(total_steps), model_group_(model_group), zero_group_(zero_group),
-        expert_group_(expert_group), adamw_(cfg) {}
+        expert_group_(expert_group), expert_replicas_(expert_replicas), adamw_(cfg) {}
 
   const OptimConfig& config() const { return cfg_; }
   AdamW<T>& adamw() { return adamw_; }
@@ -56,6 +58,7 @@ class OptimizerStep {
   Comm* model_group_;
   Comm* zero_group_;
   Comm* expert_group_;
+  Comm* expert_replicas_;
   AdamW<T> adamw_;
 };
 

@@ -29,9 +29,15 @@ void sum_expert_gradients(Comm& expert_data, ParamStore<T>& store) {
 // smaller than the data group (expert parallelism, which the deck allows without ZeRO-1
 // only).
 template <class T>
+V1<T> region(Tensor1<T>& buf, std::pair<int64_t, int64_t> r) {
+  return V1<T>(buf.data() + r.first, r.second - r.first);
+}
+
+template <class T>
 void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
-  if (store.moments_sharded()) {
-    data.reduce_scatter_blocks(V1<T>(store.grads()));
+  if (store.moments_sharded()) {  // each region over its group (the experts' are empty without a second region)
+    data.reduce_scatter_blocks(region(store.grads(), store.block_region(false)));
+    if (const auto r = store.block_region(true); r.second > r.first) expert_data.reduce_scatter_blocks(region(store.grads(), r));
   } else if (expert_data.size() == data.size()) {
     data.allreduce_sum(V1<T>(store.grads()));
   } else {
@@ -40,10 +46,13 @@ void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
   }
 }
 
-// After a ZeRO-1 update of this rank's block: every block to every data rank.
+// After a ZeRO-1 update of this rank's block: every block to every data rank (the
+// experts' region, if the store has one, over the expert replicas).
 template <class T>
-void gather_updated_params(Comm& data, ParamStore<T>& store) {
-  data.allgather_blocks(V1<T>(store.params()));
+void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) {
+  auto& params = store.params();
+  data.allgather_blocks(region(params, store.block_region(false)));
+  if (const auto r = store.block_region(true); r.second > r.first) expert_data.allgather_blocks(region(params, r));
 }
 
 // What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a

@@ -200,7 +200,8 @@ TrainResult RunLoop::train() {
 
   OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model(),
                               job_.params().moments_sharded() ? &job_.grid().replicas() : nullptr,
-                              job_.grid().shape().expert > 1 ? &job_.grid().experts() : nullptr);
+                              job_.grid().shape().expert > 1 ? &job_.grid().experts() : nullptr,
+                              &job_.grid().expert_replicas());
   update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;
   result.first_step = start_.step;

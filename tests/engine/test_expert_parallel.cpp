@@ -2,7 +2,8 @@
 // ranks of the data group (parallel.expert) give the serial run's losses, validation
 // losses and final parameters: with data parallelism alone, with a capacity that drops
 // assignments, with gradient accumulation, full recomputation, a 1F1B pipeline, context
-// parallelism, ZeRO-1 (expert = 1), and in bf16 against the serial bf16 run. A checkpoint
+// parallelism, ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
+// the expert replicas), and in bf16 against the serial bf16 run. A checkpoint
 // written on (data 4, expert 2) restarts on (data 2, expert 1), (data 4, expert 4) and one
 // rank to the same losses; the same checkpoint with two experts' slots exchanged does not
 // (the restart check can see an expert read from the wrong slot).
@@ -44,13 +45,15 @@ std::vector<std::vector<std::string>> expert_layouts_for(int n) {
                     {"parallel.data=2"},
                     {"parallel.data=2", e2, "model.moe_capacity_factor=1.0"},
                     {"parallel.data=2", e2, "parallel.micro_batches=2"},
-                    {"parallel.data=2", e2, "parallel.recompute=full"}};
+                    {"parallel.data=2", e2, "parallel.recompute=full"},
+                    {"parallel.data=2", e2, "parallel.zero=1"}};
     case 4: return {{"parallel.data=4", e2},
                     {"parallel.data=4", "parallel.expert=4"},
                     {"parallel.data=4", "parallel.expert=4", "model.moe_capacity_factor=1.0"},
                     {"parallel.data=2", e2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"},
                     {"parallel.data=2", e2, "parallel.context=2"},
-                    {"parallel.data=4", "parallel.zero=1"}};
+                    {"parallel.data=4", "parallel.zero=1"},
+                    {"parallel.data=4", e2, "parallel.zero=1"}};
     default: return {};
   }
 }
@@ -135,7 +138,9 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
   const int rank = world_rank();
   if (rank == 0) std::filesystem::remove_all("moe_test_runs");
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::string> written_on = {"parallel.data=4", "parallel.expert=2"};
+  // written with ZeRO-1 (the experts' moments sharded over the expert replicas), read
+  // back with it on (data 4, expert 4) and without it elsewhere
+  const std::vector<std::string> written_on = {"parallel.data=4", "parallel.expert=2", "parallel.zero=1"};
   const TrainResult full = Training(moe_deck(written_on, "ckpt-e2", 10, 5), MPI_COMM_WORLD, quiet(true)).run();
   const std::string ckpt = "moe_test_runs/ckpt-e2/checkpoints/ckpt_00000005.h5";
   const auto worst_rest = [&](const TrainResult& r) {
@@ -146,7 +151,7 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
       worst = std::max(worst, std::abs(r.losses[i] - full.losses[5 + i]) / std::abs(full.losses[5 + i]));
     return worst;
   };
-  const double e4 = worst_rest(Training(moe_deck({"parallel.data=4", "parallel.expert=4"}, "from-e2-e4", 10),
+  const double e4 = worst_rest(Training(moe_deck({"parallel.data=4", "parallel.expert=4", "parallel.zero=1"}, "from-e2-e4", 10),
                                         MPI_COMM_WORLD, quiet(false, ckpt)).run());
   CHECK(e4 < 3e-7);
   MPI_Comm pair;
