@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Load a strata checkpoint with h5py into an independent PyTorch GPT (PyTorch's own
 nn.Linear / nn.LayerNorm / nn.GELU layers, bench/peers/torch_gpt.py) and reproduce
-strata's validation loss on the same validation batches (tools/strata_data.py rebuilds
+strata's validation loss on the same validation batches (mixture-of-experts layers
+included: bench/peers/torch_gpt.py's MoE, its experts' [E, ...] tensors read as they are) (tools/strata_data.py rebuilds
 them for every data kind: byte-level text, token shards, random tokens; relative paths in
 the checkpoint's deck are read from the current directory, as strata read them).
 
@@ -51,7 +52,14 @@ def load(path):
     with h5py.File(path, "r") as f:
         deck = tomllib.loads(attr_str(f, "deck"))
         m = deck["model"]
-        model = GPT(m["n_layer"], m["n_embd"], m["n_head"], m["vocab_size"], m["seq_len"]).double()
+        moe = None
+        if m.get("moe_experts", 0) > 0:  # mixtures of experts (the optim section holds their losses' weights)
+            o = deck.get("optim", {})
+            moe = (m["moe_every"], dict(experts=m["moe_experts"], top_k=m["moe_top_k"],
+                                        hidden=m["moe_ffn_hidden"] or 4 * m["n_embd"],
+                                        capacity=m["moe_capacity_factor"], alpha=o.get("moe_aux_loss", 0.0),
+                                        beta=o.get("moe_z_loss", 0.0)))
+        model = GPT(m["n_layer"], m["n_embd"], m["n_head"], m["vocab_size"], m["seq_len"], moe).double()
         names = strata_name_map(model)
         with torch.no_grad():
             for name, (tensor, transpose) in names.items():
@@ -77,7 +85,7 @@ def compare_grads(model, deck, grads_path):
     x, y = batch(source, VALIDATION, 0, deck["data"]["batch_size"], deck["model"]["seq_len"])
     model.zero_grad()
     loss = model(torch.from_numpy(x), torch.from_numpy(y))
-    loss.backward()
+    (loss + model.aux_loss()).backward()  # mixtures: their auxiliary losses enter the gradients
     worst, failures = 0.0, []
     with h5py.File(grads_path, "r") as g:
         strata_loss = float(g.attrs["loss"])
@@ -103,7 +111,7 @@ def batch_grads(model, deck, autocast=False):
     model.zero_grad()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         loss = model(torch.from_numpy(x), torch.from_numpy(y))
-    loss.backward()
+    (loss + model.aux_loss()).backward()
     return loss.item(), {name: (t.grad.double(), t, tr) for name, (t, tr) in strata_name_map(model).items()}
 
 

@@ -24,17 +24,68 @@ CONFIGS = {
 }
 
 
+class MoE(nn.Module):
+    """A mixture-of-experts MLP as strata's model.moe_* keys define it (docs/parallelism.md),
+    written here from its definition: a bias-free router, softmax, the top k (k = 2:
+    renormalised; k = 1: the probability), first choices before second ones and then token
+    order against the capacity, and each expert a tanh-GELU MLP. The experts' weights are
+    3D tensors in strata's layout ([E, C, F], [E, F], [E, F, C], [E, C]). After a forward,
+    self.aux holds the layer's load-balancing loss alpha E sum_i f_i P_i and z-loss
+    beta mean(logsumexp^2) over the tokens of that forward (one micro-batch)."""
+
+    def __init__(self, c, experts, top_k, hidden, capacity, alpha, beta):
+        super().__init__()
+        self.e, self.k, self.capacity, self.alpha, self.beta = experts, top_k, capacity, alpha, beta
+        self.router = nn.Linear(c, experts, bias=False)
+        self.w1 = nn.Parameter(torch.empty(experts, c, hidden))
+        self.b1 = nn.Parameter(torch.zeros(experts, hidden))
+        self.w2 = nn.Parameter(torch.empty(experts, hidden, c))
+        self.b2 = nn.Parameter(torch.zeros(experts, c))
+        self.aux = torch.zeros(())
+
+    def forward(self, x):
+        b, t, c = x.shape
+        xs = x.reshape(-1, c)
+        n = xs.shape[0]
+        logits = self.router(xs)
+        probs = logits.softmax(-1)
+        top_p, top_i = probs.topk(self.k, dim=-1)
+        gates = top_p / top_p.sum(-1, keepdim=True) if self.k > 1 else top_p
+        f = F.one_hot(top_i, self.e).sum((0, 1)).to(x.dtype) / (n * self.k)
+        self.aux = self.alpha * self.e * (f * probs.mean(0)).sum() + self.beta * (logits.logsumexp(-1) ** 2).mean()
+        keep = torch.ones_like(top_i, dtype=torch.bool)
+        if self.capacity > 0:
+            cap = math.ceil(self.capacity * n * self.k / self.e)
+            taken = torch.zeros(self.e, dtype=torch.long)
+            for j in range(self.k):
+                onehot = F.one_hot(top_i[:, j], self.e)
+                place = ((onehot.cumsum(0) - 1 + taken) * onehot).sum(-1)
+                keep[:, j] = place < cap
+                taken += onehot.sum(0)
+        out = torch.zeros_like(xs)
+        for i in range(self.e):
+            for j in range(self.k):
+                rows = ((top_i[:, j] == i) & keep[:, j]).nonzero().squeeze(-1)
+                if rows.numel() == 0:
+                    continue
+                h = F.gelu(xs[rows] @ self.w1[i] + self.b1[i], approximate="tanh")
+                out = out.index_add(0, rows, gates[rows, j:j + 1] * (h @ self.w2[i] + self.b2[i]))
+        return out.view(b, t, c)
+
+
 class Block(nn.Module):
-    def __init__(self, c, h):
+    def __init__(self, c, h, moe=None):
         super().__init__()
         self.h = h
         self.ln1 = nn.LayerNorm(c)
         self.qkv = nn.Linear(c, 3 * c)
         self.proj = nn.Linear(c, c)
         self.ln2 = nn.LayerNorm(c)
-        self.fc = nn.Linear(c, 4 * c)
-        self.gelu = nn.GELU(approximate="tanh")
-        self.fc_proj = nn.Linear(4 * c, c)
+        self.moe = MoE(c, **moe) if moe else None
+        if not moe:
+            self.fc = nn.Linear(c, 4 * c)
+            self.gelu = nn.GELU(approximate="tanh")
+            self.fc_proj = nn.Linear(4 * c, c)
 
     def attention(self, x):
         b, t, c = x.shape
@@ -47,15 +98,21 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attention(self.ln1(x))
+        if self.moe is not None:
+            return x + self.moe(self.ln2(x))
         return x + self.fc_proj(self.gelu(self.fc(self.ln2(x))))
 
 
 class GPT(nn.Module):
-    def __init__(self, n_layer, n_embd, n_head, vocab_size, seq_len):
+    """moe: None, or (every, dict of MoE's arguments): block l (from 0) is a mixture when
+    (l + 1) % every == 0. After a forward, aux_loss() sums the mixtures' auxiliary losses."""
+
+    def __init__(self, n_layer, n_embd, n_head, vocab_size, seq_len, moe=None):
         super().__init__()
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(seq_len, n_embd)
-        self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
+        self.blocks = nn.ModuleList(
+            Block(n_embd, n_head, moe[1] if moe and (l + 1) % moe[0] == 0 else None) for l in range(n_layer))
         self.lnf = nn.LayerNorm(n_embd)
         for name, p in self.named_parameters():
             if p.dim() == 2:
@@ -70,6 +127,9 @@ class GPT(nn.Module):
         logits = self.lnf(x) @ self.wte.weight.t()  # LM head tied to the embedding
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
+    def aux_loss(self):
+        return sum((blk.moe.aux for blk in self.blocks if blk.moe is not None), torch.zeros(()))
+
 
 def strata_name_map(model):
     """strata global parameter name -> (torch parameter, transpose?). strata stores linear
@@ -81,10 +141,16 @@ def strata_name_map(model):
         for sname, mod in (("ln1", blk.ln1), ("ln2", blk.ln2)):
             out[p + sname + ".weight"] = (mod.weight, False)
             out[p + sname + ".bias"] = (mod.bias, False)
-        for sname, mod in (("attn.qkv", blk.qkv), ("attn.proj", blk.proj), ("mlp.fc", blk.fc),
-                           ("mlp.proj", blk.fc_proj)):
+        mlp = (("mlp.fc", blk.fc), ("mlp.proj", blk.fc_proj)) if blk.moe is None else ()
+        for sname, mod in (("attn.qkv", blk.qkv), ("attn.proj", blk.proj)) + mlp:
             out[p + sname + ".weight"] = (mod.weight, True)
             out[p + sname + ".bias"] = (mod.bias, False)
+        if blk.moe is not None:
+            m = blk.moe
+            out[p + "moe.router.weight"] = (m.router.weight, True)
+            for sname, t in (("moe.fc.weight", m.w1), ("moe.fc.bias", m.b1), ("moe.proj.weight", m.w2),
+                             ("moe.proj.bias", m.b2)):
+                out[p + sname] = (t, False)
     return out
 
 

@@ -3,7 +3,8 @@
 # own layers: the validation loss strata stored must be reproduced (1e-5 relative), and
 # the gradients of one batch must agree (1e-4 of each tensor's largest gradient); with bf16
 # products, strata's gradients must be within 5e-2 of the float64 ones and no further from
-# them than 1.5 x PyTorch's bf16 autocast gradients (skipped where bf16 cannot run).
+# them than 1.5 x PyTorch's bf16 autocast gradients (skipped where bf16 cannot run); and
+# the same for a mixture-of-experts GPT trained with expert parallelism.
 # Usage: test_ckpt_to_torch.sh STRATA MPIEXEC CKPT_BATCH_GRADS TOOLS_DIR
 set -eu
 strata=$1 mpiexec=$2 grads_tool=$3 tools=$4
@@ -45,3 +46,16 @@ else
 fi
 h5ls -r "$ckpt" | grep -q "^/params/wte *Dataset {256, 64}"
 echo "h5ls shows /params/wte as a {256, 64} dataset"
+
+# A mixture-of-experts GPT (4 experts, top 2, a capacity that drops, the load-balancing and
+# z-losses) trained with the experts split over the 2 ranks: PyTorch's float64 MoE, written
+# from the definition and fed the checkpoint's [E, ...] tensors, gives the validation loss
+# and the batch's gradients (auxiliary losses included)
+timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=moe --set model.moe_experts=4 \
+  --set model.moe_every=2 --set model.moe_ffn_hidden=96 --set model.moe_capacity_factor=1.0 \
+  --set optim.moe_aux_loss=0.05 --set optim.moe_z_loss=0.01 --set parallel.expert=2 > train-moe.log
+ckpt=runs/moe/checkpoints/ckpt_00000030.h5
+timeout 120 "$grads_tool" "$ckpt" grads-moe.h5
+timeout 300 /usr/bin/python3 "$tools/ckpt_to_torch.py" "$ckpt" --grads grads-moe.h5 --check
+h5ls -r "$ckpt" | grep -q "^/params/blocks.1.moe.fc.weight *Dataset {4, 64, 96}"
+echo "h5ls shows /params/blocks.1.moe.fc.weight as a {4, 64, 96} dataset (the expert leading)"
