@@ -28,6 +28,8 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
   }
   int failures = 0;
   int64_t values = 0;
+  // mixture layers: each expert's weight norms (the slices of the experts' [E, ...] tensors)
+  std::vector<std::pair<std::string, std::vector<double>>> expert_norms;
   out << "tensors (checksums verified by reading every chunk):\n";
   for (const std::string group : {"/params", "/optim/adam_m", "/optim/adam_v"}) {
     for (const auto& name : r.tensor_names(group)) {
@@ -50,6 +52,16 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
       }
       values += n;
       out << "  " << full << "  " << shape_text << "  " << status << "\n";
+      const bool expert_weight = group == std::string("/params") && shape.size() == 3 &&
+                                 (name.size() > 14 && (name.compare(name.size() - 14, 14, ".moe.fc.weight") == 0 ||
+                                                       (name.size() > 16 && name.compare(name.size() - 16, 16, ".moe.proj.weight") == 0)));
+      if (expert_weight) {
+        std::vector<double> norms(size_t(shape[0]), 0.0);
+        const int64_t slot = n / shape[0];
+        for (int64_t i = 0; i < n; ++i) norms[size_t(i / slot)] += double(data[size_t(i)]) * double(data[size_t(i)]);
+        for (auto& v : norms) v = std::sqrt(v);
+        expert_norms.emplace_back(name, norms);
+      }
     }
   }
   if (r.has_tensor("/tokenizer/model")) {
@@ -63,6 +75,14 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
     }
     out << "  /tokenizer/model  SentencePiece model, " << (bytes ? std::to_string(bytes) + " bytes  " : "") << status
         << "\n";
+  }
+  if (!expert_norms.empty()) {
+    out << "experts (each expert's weight norm, by tensor; the expert is the leading dimension):\n";
+    for (const auto& [name, norms] : expert_norms) {
+      out << "  " << name << " (" << norms.size() << " experts):";
+      for (size_t i = 0; i < norms.size(); ++i) out << " " << i << ": " << std::to_string(norms[i]).substr(0, 6);
+      out << "\n";
+    }
   }
   out << values << " values, " << (failures ? std::to_string(failures) + " tensors FAILED" : "all checksums ok")
       << "\n";

@@ -59,3 +59,5 @@ timeout 120 "$grads_tool" "$ckpt" grads-moe.h5
 timeout 300 /usr/bin/python3 "$tools/ckpt_to_torch.py" "$ckpt" --grads grads-moe.h5 --check
 h5ls -r "$ckpt" | grep -q "^/params/blocks.1.moe.fc.weight *Dataset {4, 64, 96}"
 echo "h5ls shows /params/blocks.1.moe.fc.weight as a {4, 64, 96} dataset (the expert leading)"
+"$strata" inspect "$ckpt" | grep -q "^  blocks.1.moe.fc.weight (4 experts): 0: "
+echo "strata inspect lists the experts of blocks.1"
