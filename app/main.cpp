@@ -124,7 +124,7 @@ int run_plan(int rank, const std::string& deck_path, const std::vector<std::stri
   }
   // the deck's own [parallel] layout need not fit N ranks: the planner chooses one
   std::vector<std::string> serial = {"parallel.data=1", "parallel.pipeline=1", "parallel.tensor_rows=1",
-                                     "parallel.tensor_cols=1", "parallel.micro_batches=1"};
+                                     "parallel.tensor_cols=1", "parallel.micro_batches=1", "parallel.expert=1"};
   serial.insert(serial.end(), overrides.begin(), overrides.end());
   const strata::Deck deck = strata::load_deck(deck_path, serial);
   if (deck.model.kind != strata::ModelKind::GPT) throw strata::UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");

@@ -4,7 +4,9 @@
 // `strata plan` predicts for it. Bytes and calls must agree exactly on every rank, group
 // and kind of collective, and parameters, activation bytes and the whole memory
 // (parameters, gradients, AdamW moments and activations) on the fullest rank (the
-// exit code says whether they did; "!" marks activations that differ); times are compared
+// exit code says whether they did; "!" marks activations that differ; mixtures of experts:
+// their rows' bytes and caches follow the routing, and are printed against the balanced
+// prediction, with the state (parameters, gradients, moments) exact); times are compared
 // on the warm steps (after the first), and only mean something where every rank has a core.
 //
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
@@ -33,8 +35,11 @@ using namespace strata;
 
 namespace {
 
-// This rank's mismatches between predicted and counted traffic ("" when they agree).
-std::string compare(const Traffic& predicted, const TrainingJob& trainer) {
+// This rank's mismatches between predicted and counted traffic ("" when they agree). The
+// rows of mixture-of-experts layers (the "expert" group's alltoallv) go where the router
+// sends them, so for those the calls must agree and the bytes are what the routing made:
+// `routed` gets counted / predicted (the prediction is the balanced routing's).
+std::string compare(const Traffic& predicted, const TrainingJob& trainer, double& routed) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> counted;  // calls, bytes
   for (const auto& [group, comm] : trainer.grid().reported_comms())
     for (const auto& [kind, st] : comm->stats())
@@ -43,7 +48,9 @@ std::string compare(const Traffic& predicted, const TrainingJob& trainer) {
   for (const auto& [key, e] : predicted.entries()) {
     const auto it = counted.find(key);
     const std::pair<int64_t, int64_t> got = it == counted.end() ? std::make_pair(int64_t(0), int64_t(0)) : it->second;
-    if (got.first != e.calls || got.second != e.payload_bytes)
+    const bool by_routing = key == std::make_pair(std::string("expert"), std::string("alltoallv"));
+    if (by_routing && e.payload_bytes > 0) routed = double(got.second) / double(e.payload_bytes);
+    if (got.first != e.calls || (got.second != e.payload_bytes && !by_routing))
       out += strfmt(" %s/%s: predicted %lld calls %lld B, counted %lld calls %lld B;", key.first.c_str(),
                     key.second.c_str(), (long long)e.calls, (long long)e.payload_bytes, (long long)got.first,
                     (long long)got.second);
@@ -116,7 +123,8 @@ int main(int argc, char** argv) {
         } else {
           predicted.add(stage_traffic(d, l, stage, 1), steps);
         }
-        const std::string mismatch = compare(predicted, trainer);
+        double routed = 0;  // mixtures of experts: the rows' bytes counted over the balanced routing's
+        const std::string mismatch = compare(predicted, trainer, routed);
         if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
         double counted_wire = 0;
         for (const auto& [group, comm] : trainer.grid().reported_comms())
@@ -137,15 +145,27 @@ int main(int argc, char** argv) {
         double fullest_act = double(result.activation_bytes);
         MPI_Bcast(&fullest_act, 1, MPI_DOUBLE, fullest.rank, MPI_COMM_WORLD);
         const double meas_act = fullest_act / double(1 << 20);
-        const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20);
-        const bool params_differ =
-            max_over_ranks(trainer.model().params().numel() != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
+        // mixtures of experts: their caches hold the rows the router sent (the prediction is
+        // the balanced routing's), so the activations and the memory are reported, not required equal
+        const bool routing = d.model.moe_experts > 0;
+        const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20) && !routing;
+        int64_t held = 0;  // the parameters' values (with ZeRO-1 over two regions the buffers have a gap)
+        for (const auto& info : trainer.model().params().infos()) held += info.numel;
+        const bool params_differ = max_over_ranks(held != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
         // parameters, gradients and moments (ZeRO-1: a block of them) with the activations, on the fullest rank
         const double meas_memory = max_over_ranks(double(result.state_bytes + result.activation_bytes));
-        const bool memory_differs = meas_memory != double(p.memory_bytes());
+        const double meas_state = max_over_ranks(double(result.state_bytes));
+        const double pred_state = double(*std::max_element(p.stage_state.begin(), p.stage_state.end()));
+        const bool memory_differs = routing ? meas_state != pred_state : meas_memory != double(p.memory_bytes());
+        routed = max_over_ranks(routed);
+        if (routing && l.expert > 1 && rank == 0)
+          std::printf("  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
+                      "predicted at balance; state %s\n", l.name().c_str(), routed, meas_act,
+                      double(p.activation_bytes) / double(1 << 20), memory_differs ? "DIFFERS" : "exact");
         if (memory_differs && rank == 0)
-          std::fprintf(stderr, "plan_check: %s: memory per rank predicted %lld B, measured %.0f B\n", l.name().c_str(),
-                       (long long)p.memory_bytes(), meas_memory);
+          std::fprintf(stderr, "plan_check: %s: %s per rank predicted %.0f B, measured %.0f B\n", l.name().c_str(),
+                       routing ? "state" : "memory", routing ? pred_state : double(p.memory_bytes()),
+                       routing ? meas_state : meas_memory);
         if (rank == 0)
           std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(), pred_wire,
                       meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),

@@ -41,7 +41,8 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
       timers.stop("backward");
       timers.start("grad_allreduce");  // what is left of the reduction after the backward
       comm_.finish_allreduces();
-      sum_expert_gradients(expert_comm_, model_.params());  // the buckets hold the other parameters
+      // the buckets hold the other parameters; without expert parallelism the experts' go over the same group
+      sum_expert_gradients(expert_comm_.size() == comm_.size() ? comm_ : expert_comm_, model_.params());
     } else {
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");

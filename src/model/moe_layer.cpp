@@ -321,8 +321,8 @@ void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_sc
 template <class T>
 void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) const {
   const int64_t n = ctx.rows(), e = ep_.size;
-  if (forward && ep_.tokens) {
-    const int ranks = ep_.tokens->size();
+  if (forward && ep_.token_ranks > 1) {
+    const int ranks = ep_.token_ranks;
     out.add("data", "allreduce", Collective::AllReduce, ranks, experts_ * int64_t(sizeof(int64_t)));
     if (capacity_factor_ > 0) {
       const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
@@ -338,7 +338,10 @@ void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) c
 
 template <class T>
 int64_t MoeLayer<T>::cache_bytes_for(const BlockContext& ctx) const {
-  const int64_t n = ctx.rows(), a = n * top_k_, es = int64_t(sizeof(T)), E = experts_, k = top_k_;
+  // the assignments a rank's experts take: N k at a balanced routing, with a capacity
+  // factor f > 1 up to f N k (the margin the capacity allows an expert above its share)
+  const int64_t n = ctx.rows(), es = int64_t(sizeof(T)), E = experts_, k = top_k_;
+  const int64_t a = int64_t(std::ceil(double(n * k) * std::max(1.0, capacity_factor_)));
   // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk
   return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es;
 }

@@ -95,7 +95,8 @@ class MoeLayer {
   // routing statistics, the counts and the rows there and back; the backward the rows'
   // gradients there and back.
   void traffic(const BlockContext& ctx, Traffic& out, bool forward) const;
-  // A forward's and backward's kept bytes at a balanced routing (the planner's figure).
+  // A forward's and backward's kept bytes at a balanced routing, or with a capacity factor
+  // f > 1 at f times it (the planner's figure; a dropless routing can exceed it).
   int64_t cache_bytes_for(const BlockContext& ctx) const;
   const MoeLoad& load() const { return load_; }
   void reset_load() const { load_ = MoeLoad{}; load_.assigned.assign(size_t(experts_), 0); }

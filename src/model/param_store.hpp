@@ -101,6 +101,13 @@ class ParamStore {
   // [0, expert_begin()) and the experts' in [expert_begin(), numel()), each part in the
   // order of declaration (with ZeRO-1 over two regions, the first padded to its blocks).
   int64_t expert_begin() const { return expert_begin_; }
+  // How many ways the experts are split over ranks (expert parallelism): an expert
+  // tensor's leading dimension over this rank's part of it; 1 without experts.
+  int expert_split() const {
+    for (const auto& p : infos_)
+      if (p.expert && p.count[0] > 0) return int(p.shape[0] / p.count[0]);
+    return 1;
+  }
   int64_t global_numel() const;              // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }

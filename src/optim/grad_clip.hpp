@@ -46,7 +46,8 @@ template <class T>
 double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm, Comm* zero_group = nullptr,
                       Comm* expert_group = nullptr) {
   double experts = owned_grad_sum_of_squares(store, true);
-  if (expert_group) experts = expert_group->allreduce_sum(experts);
+  // (every rank of an expert group is on one stage: they all hold experts, or none does)
+  if (expert_group && store.numel() > store.expert_begin()) experts = expert_group->allreduce_sum(experts);
   double sq = owned_grad_sum_of_squares(store) + experts;
   if (zero_group) sq = zero_group->allreduce_sum(sq);
   if (tensor_group) sq = tensor_group->allreduce_sum(sq);

@@ -56,16 +56,36 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
 }
 
 // What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a
-// data group of data_ranks (comm/traffic.hpp), for a store of numel values of value_bytes.
-inline void gradient_sum_traffic(Traffic& out, int data_ranks, int64_t numel, int64_t value_bytes, bool zero) {
+// data group of data_ranks (comm/traffic.hpp), for the store's values; with expert
+// parallelism the experts' part over the expert replicas ("expert_data") and, without
+// ZeRO-1, the norm's expert squares over the expert group. bucketed: the other parameters'
+// sum is the data-parallel driver's buckets (counted by the caller); the experts' follows.
+template <class T>
+void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false) {
+  const int64_t vb = sizeof(T), dense = store.expert_begin(), experts = store.numel() - dense;
+  const int e = store.expert_split(), expert_ranks = data_ranks / e;
+  const bool split = e > 1 && experts > 0;
   if (zero && data_ranks > 1) {
-    const int64_t block = zero_block(numel, data_ranks) * value_bytes;
+    const int64_t block = zero_block(split ? dense : dense + experts, data_ranks) * vb;
     out.add("data", "reduce_scatter", Collective::ReduceScatter, data_ranks, block);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the norm's squares
     out.add("data", "allgather", Collective::AllGather, data_ranks, block);
-  } else {
-    out.add("data", "allreduce", Collective::AllReduce, data_ranks, numel * value_bytes);
+    if (split) {
+      const int64_t expert_block = zero_block(experts, expert_ranks) * vb;
+      out.add("expert_data", "reduce_scatter", Collective::ReduceScatter, expert_ranks, expert_block);
+      out.add("expert_data", "allgather", Collective::AllGather, expert_ranks, expert_block);
+    }
+    return;
   }
+  if (bucketed) {
+    if (experts > 0) out.add(split ? "expert_data" : "data", "allreduce", Collective::AllReduce, split ? expert_ranks : data_ranks, experts * vb);
+  } else if (split) {
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, dense * vb);
+    out.add("expert_data", "allreduce", Collective::AllReduce, expert_ranks, experts * vb);
+  } else {
+    out.add("data", "allreduce", Collective::AllReduce, data_ranks, (dense + experts) * vb);
+  }
+  if (split) out.add("expert", "allreduce_scalar", Collective::AllReduce, e, sizeof(double));  // the norm's expert squares
 }
 
 }  // namespace strata

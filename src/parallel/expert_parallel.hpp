@@ -14,6 +14,7 @@ struct ExpertParallel {
   int data_rank = 0, data_size = 1;  // the data replica (its place in the global micro-batch)
   Comm* experts = nullptr;    // the expert group (null when size = 1)
   Comm* tokens = nullptr;     // the replicas (null: this rank's tokens are the whole micro-batch)
+  int token_ranks = 1;        // their number (the planner's dry models have sizes but no communicators)
   bool active() const { return size > 1; }
 };
 
@@ -25,6 +26,7 @@ inline ExpertParallel expert_parallel_of(const Grid& grid) {
   ep.data_size = grid.data_size();
   if (ep.size > 1) ep.experts = &grid.experts();
   if (grid.replicas().size() > 1) ep.tokens = &grid.replicas();
+  ep.token_ranks = grid.replicas().size();
   return ep;
 }
 

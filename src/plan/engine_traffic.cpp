@@ -17,8 +17,9 @@ Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double
     });
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
     buckets.flush();
+    gradient_sum_traffic(out, model.params(), data_ranks, zero, true);  // the experts', after the buckets
   } else {
-    gradient_sum_traffic(out, data_ranks, model.params().numel(), e, zero);
+    gradient_sum_traffic(out, model.params(), data_ranks, zero);
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
   return out;
@@ -64,7 +65,7 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
   } else {
     if (s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0)
       out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
-    gradient_sum_traffic(out, data_ranks, params, e, zero);
+    gradient_sum_traffic(out, model.params(), data_ranks, zero);
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
   }

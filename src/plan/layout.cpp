@@ -24,6 +24,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.micro_batches = micro_batches;
   p.recompute = recompute;
   p.zero = zero;
+  p.expert = expert;
   return d;
 }
 
@@ -38,7 +39,7 @@ std::vector<std::string> Layout::overrides() const {
           "parallel.schedule=" + to_string(p.schedule),
           "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
           "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute),
-          "parallel.zero=" + std::to_string(p.zero)};
+          "parallel.zero=" + std::to_string(p.zero), "parallel.expert=" + std::to_string(p.expert)};
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
@@ -64,15 +65,21 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       tensor_splits.push_back(l);
     }
   std::vector<Layout> out;
-  const auto admit = [&](const Layout& l) {
-    const Deck d = l.applied_to(deck);
-    if (d.data.batch_size % l.data != 0) return;
-    try {
-      check_model_fits_grid(d, "plan");
-    } catch (const UserError&) {
-      return;
+  const int64_t experts = deck.model.kind == ModelKind::GPT ? deck.model.moe_experts : 0;
+  const auto admit = [&](Layout l) {
+    if (experts > 0 && (l.tensor != TensorMode::Serial || (l.pipeline > 1 && l.schedule == Schedule::XPipe))) return;
+    for (int e = 1; e <= l.data; ++e) {
+      if (l.data % e != 0 || (e > 1 && (experts == 0 || experts % e != 0))) continue;
+      l.expert = e;
+      const Deck d = l.applied_to(deck);
+      if (d.data.batch_size % l.data != 0) return;
+      try {
+        check_model_fits_grid(d, "plan");
+      } catch (const UserError&) {
+        continue;
+      }
+      out.push_back(l);
     }
-    out.push_back(l);
   };
   std::vector<Layout> bases;  // the tensor splits, each with every context split that fits
   for (const Layout& split : tensor_splits)

@@ -24,6 +24,7 @@ struct Layout {
   int micro_batches = 1;  // with pipeline = 1: gradient accumulation
   Recompute recompute = Recompute::None;
   int zero = 0;  // ZeRO stage (0 or 1)
+  int expert = 1;  // mixtures of experts: data ranks the experts are split over
   int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
   int ranks() const { return data * pipeline * context * tensor_size(); }
   int replicas() const { return data * context; }  // the ranks holding the same parameters
@@ -42,7 +43,9 @@ struct Layout {
 // (gpipe, 1f1b, interleaved with v = 2 .. kMaxVirtualStages chunks per stage where the layers allow,
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
 // to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
-// 1D splits) as the deck asks (not the schedules that refuse them).
+// 1D splits) as the deck asks (not the schedules that refuse them). With mixtures of
+// experts, every expert split e dividing data and the experts, and no tensor split or
+// XPipe (which the deck refuses with them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);

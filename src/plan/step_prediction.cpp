@@ -26,7 +26,11 @@ std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   ContextParallel cp;  // context rank 0: the zigzag split gives every rank the same work
   cp.size = l.context;
   cp.all_to_all = l.context_mode == ContextMode::AllToAll;
-  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp));
+  ExpertParallel ep;  // expert rank 0 of data rank 0: every expert rank holds as many
+  ep.size = l.expert;
+  ep.data_size = l.data;
+  ep.token_ranks = l.replicas();
+  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp, ep));
 }
 
 // Attention's products, fused: at the machine's attention rate on the kernel's own count
@@ -67,7 +71,8 @@ class Links {
     else if (group == "grid_col") span = l_.q * (l_.q - 1) + 1;
     else if (group == "context") span = ts * (x - 1) + 1;
     else if (group == "pipeline" || group == "tied_emb") span = ts * x * (p - 1) + 1;
-    else if (group == "data") span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
+    else if (group == "data" || group == "expert_data") span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
+    else if (group == "expert") span = ts * x * p * (l_.expert - 1) + 1;  // consecutive data ranks
     const bool crosses = span > m_.ranks_per_node;
     return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
   }
@@ -113,9 +118,17 @@ std::pair<int64_t, int64_t> stage_memory(StageModel<float>& model, const PipeSch
                                          bool xpipe, int zero_shards, bool rounded_copy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
-  const int64_t numel = model.params().numel();
-  const int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
-  const int64_t state = (store_values(numel, zero_shards) + (xpipe ? numel : 0)) * int64_t(sizeof(float)) +
+  const auto& store = model.params();
+  const int64_t numel = store.numel(), dense = store.expert_begin(), experts = numel - dense;
+  int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
+  int64_t values = store_values(numel, zero_shards);
+  if (const int e = store.expert_split(); zero_shards > 1 && e > 1 && experts > 0) {
+    // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
+    const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
+    padded = block * zero_shards + expert_block * (zero_shards / e);
+    values = 2 * padded + 2 * (block + expert_block);
+  }
+  const int64_t state = (values + (xpipe ? numel : 0)) * int64_t(sizeof(float)) +
                         (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
   if (!program) return {state, model.cache_bytes_for(micro)};
   // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
@@ -253,9 +266,13 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     out.wire_bytes = std::max(out.wire_bytes, wire);
     out.stage_traffic.push_back(round);
     out.stage_params.push_back(store.numel());
-    const double grads = double(store.numel()) * sizeof(float);
-    // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring)
-    const double data_sum = links.of("data").seconds(Collective::AllReduce, replicas, grads);
+    // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring);
+    // with expert parallelism the experts' gradients go over the expert replicas
+    const int e = store.expert_split();
+    const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
+    const double grads = (double(store.numel()) - expert_values) * sizeof(float);
+    const double data_sum = links.of("data").seconds(Collective::AllReduce, replicas, grads) +
+                            links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
       // after it; with MPI they all run after it (Comm::start_allreduce_sum)
@@ -273,6 +290,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       c.optimizer += data_sum;
     }
     const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), keeps_rounded_copy(deck));
+    out.stage_state.push_back(state);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
       out.activation_bytes = activations;

@@ -39,6 +39,7 @@ struct StepPrediction {
   double model_flops = 0;        // per step, all ranks: 6N + 12 L T C per token (GPT::flops_per_token)
   std::vector<Traffic> stage_traffic;  // one rank of each stage: one step, or XPipe's stream of 2p+2
   std::vector<int64_t> stage_params;   // parameters one rank of each stage holds
+  std::vector<int64_t> stage_state;   // each stage's parameters, gradients and moments (bytes, one rank)
   double memory_bound = 0;  // rank_layouts: the memory of the layout this one varies to fit (0: none)
   Layout varied;            // ... and that layout
 };
