@@ -414,6 +414,19 @@ void RunLoop::print_summary(const TrainResult& r) {
                        ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
                        : "",
                    double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
+  if (store.numel() > store.expert_begin()) {  // mixtures of experts: this rank's experts in those figures
+    int64_t experts = 0, moments = 0;
+    for (const auto& p : store.infos())
+      if (p.expert) {
+        experts += p.numel;
+        const auto part = store.moments_of(p);
+        moments += 2 * (part.end - part.begin);
+      }
+    log_.info(strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "
+                     "gradients %.2f MiB, AdamW moments %.2f MiB", int(deck_.model.moe_experts / deck_.parallel.expert),
+                     (long long)deck_.model.moe_experts, double(experts) * sizeof(float) / mib,
+                     double(experts) * sizeof(float) / mib, double(moments) * sizeof(float) / mib));
+  }
   if (job_.grid().world_size() == 1) return;
   const auto [comm_s, comm_wire] = comm_totals();
   log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",
