@@ -24,9 +24,9 @@ void router_forward(V2<T> probs, V1<T> lse, V2<const T> x, V2<const T> w) {
         T m = probs(t, 0);
         for (int64_t i = 1; i < e; ++i) m = probs(t, i) > m ? probs(t, i) : m;
         T s = 0;
-        for (int64_t i = 0; i < e; ++i) s += std::exp(probs(t, i) - m);
-        for (int64_t i = 0; i < e; ++i) probs(t, i) = std::exp(probs(t, i) - m) / s;
-        lse(t) = m + std::log(s);
+        for (int64_t i = 0; i < e; ++i) s += kmath::exp(probs(t, i) - m);
+        for (int64_t i = 0; i < e; ++i) probs(t, i) = kmath::exp(probs(t, i) - m) / s;
+        lse(t) = m + kmath::log(s);
       });
 }
 

@@ -208,10 +208,14 @@ void Comm::alltoallv(V1<const T> send, const std::vector<int64_t>& send_counts, 
   if (s_at > int64_t(send.extent(0)) || r_at > int64_t(recv.extent(0)))
     throw std::logic_error("Comm::alltoallv: the counts exceed the buffers");
   Kokkos::fence();
-  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
-  auto hr = Kokkos::create_mirror_view(recv);
-  MPI_Alltoallv(hs.data(), sc.data(), sd.data(), mpi_type<T>(), hr.data(), rc.data(), rd.data(), mpi_type<T>(), comm_);
-  Kokkos::deep_copy(recv, hr);
+  if (nccl_) {  // device to device
+    nccl_->alltoallv(send.data(), send_counts.data(), recv.data(), recv_counts.data(), sizeof(T) == sizeof(double));
+  } else {
+    auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
+    auto hr = Kokkos::create_mirror_view(recv);
+    MPI_Alltoallv(hs.data(), sc.data(), sd.data(), mpi_type<T>(), hr.data(), rc.data(), rd.data(), mpi_type<T>(), comm_);
+    Kokkos::deep_copy(recv, hr);
+  }
   const int64_t bytes = s_at * int64_t(sizeof(T));
   count("alltoallv", bytes, bytes > 0 ? double(to_others) / double(s_at) : 0.0, MPI_Wtime() - t0);
 }

@@ -74,7 +74,8 @@ class Comm {
   // send: size() blocks of n values, block j for rank j; recv: the blocks the ranks sent
   // this rank, in rank order (device memory; n = send.extent(0) / size()).
   template <class T> void alltoall(V1<const T> send, V1<T> recv);
-  // Blocks of any size (MPI_Alltoallv; device memory staged through the host): send holds
+  // Blocks of any size (MPI_Alltoallv, device memory staged through the host; with NCCL
+  // grouped sends and receives between device buffers): send holds
   // size() blocks back to back, send_counts[j] values for rank j; recv gets the blocks the
   // ranks sent this rank in rank order, recv_counts[j] from rank j (which the caller
   // learnt first, by alltoall_counts). Counted as "alltoallv": the bytes sent, of which

@@ -42,7 +42,8 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   replicas_ = split((g.pipeline * R + g.row) * C + g.col, dx, backend);
   const int E = int(cfg.expert), de = g.data / E;
   coords_.expert = g.data % E;
-  experts_ = split((((de * P + g.pipeline) * X + g.context) * R + g.row) * C + g.col, g.data % E);
+  experts_ = split((((de * P + g.pipeline) * X + g.context) * R + g.row) * C + g.col, g.data % E,
+                   E > 1 ? backend : CommBackend::Mpi);  // the rows go device to device with NCCL
   expert_replicas_ = split(((g.data % E * P + g.pipeline) * R + g.row) * C + g.col, de * X + g.context, backend);
   context_ = split(((g.data * P + g.pipeline) * R + g.row) * C + g.col, g.context);
   pipeline_ = split((dx * R + g.row) * C + g.col, g.pipeline);

@@ -67,6 +67,31 @@ void NcclComm::allgather(void* device_buf, int64_t n, bool is_double) {
   synchronize();
 }
 
+void NcclComm::alltoallv(const void* device_send, const int64_t* send_counts, void* device_recv,
+                         const int64_t* recv_counts, bool is_double) {
+  const size_t value = is_double ? sizeof(double) : sizeof(float);
+  const ncclDataType_t type = is_double ? ncclDouble : ncclFloat;
+  int size = 1;
+  check(ncclCommCount(impl_->comm, &size), "ncclCommCount");
+  cudaStream_t stream = Kokkos::Cuda().cuda_stream();
+  size_t s_at = 0, r_at = 0;
+  check(ncclGroupStart(), "ncclGroupStart");
+  for (int peer = 0; peer < size; ++peer) {
+    if (send_counts[peer] > 0)
+      check(ncclSend(static_cast<const char*>(device_send) + s_at * value, size_t(send_counts[peer]), type, peer,
+                     impl_->comm, stream),
+            "ncclSend");
+    if (recv_counts[peer] > 0)
+      check(ncclRecv(static_cast<char*>(device_recv) + r_at * value, size_t(recv_counts[peer]), type, peer, impl_->comm,
+                     stream),
+            "ncclRecv");
+    s_at += size_t(send_counts[peer]);
+    r_at += size_t(recv_counts[peer]);
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd");
+  synchronize();
+}
+
 void NcclComm::synchronize() {
   if (cudaStreamSynchronize(Kokkos::Cuda().cuda_stream()) != cudaSuccess)
     throw std::runtime_error("cudaStreamSynchronize after ncclAllReduce");
@@ -84,6 +109,7 @@ NcclComm::~NcclComm() = default;
 void NcclComm::allreduce_sum(void*, int64_t, bool, bool) {}
 void NcclComm::reduce_scatter_sum(void*, int64_t, bool) {}
 void NcclComm::allgather(void*, int64_t, bool) {}
+void NcclComm::alltoallv(const void*, const int64_t*, void*, const int64_t*, bool) {}
 void NcclComm::synchronize() {}
 bool nccl_available() { return false; }
 

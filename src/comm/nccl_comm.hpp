@@ -1,6 +1,7 @@
 #pragma once
 // NCCL communicator over the ranks of an MPI communicator (built when CUDA is on). Used
-// by Comm for sums of device buffers; the NCCL unique id travels by MPI_Bcast.
+// by Comm for sums of device buffers and the experts' all-to-alls; the NCCL unique id
+// travels by MPI_Bcast.
 #include <mpi.h>
 
 #include <cstdint>
@@ -21,6 +22,10 @@ class NcclComm {
   // allgather_blocks); they return when the result is in place.
   void reduce_scatter_sum(void* device_buf, int64_t n, bool is_double);
   void allgather(void* device_buf, int64_t n, bool is_double);
+  // Blocks of any size to and from every rank (Comm::alltoallv), by grouped sends and
+  // receives; counts in values, blocks back to back; returns when the blocks are in place.
+  void alltoallv(const void* device_send, const int64_t* send_counts, void* device_recv, const int64_t* recv_counts,
+                 bool is_double);
   void synchronize();  // waits for every queued sum
 
  private:
