@@ -48,6 +48,12 @@ for precision in fp32 bf16; do
   cp "$out/cpu-reference/device-check/metrics.csv" "$out/cpu-reference/metrics-$precision.csv"
   rm -rf "$out/cpu-reference/device-check"
 done
+# ... and a mixture-of-experts GPT (the deck's keys in device-check.sh's `moe` list)
+OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 build/release/bin/strata train inputs/device-check.toml \
+  --set run.out_dir="$out/cpu-reference" --set "data.files=[\"$out/text/*\"]" \
+  --set model.moe_experts=4 --set model.moe_every=2 > "$out/cpu-reference/log-moe.txt"
+cp "$out/cpu-reference/device-check/metrics.csv" "$out/cpu-reference/metrics-moe.csv"
+rm -rf "$out/cpu-reference/device-check"
 
 mkdir -p .device
 tar -C "$out" -cJf .device/strata-device.tar.xz bin lib cpu-reference text

@@ -80,6 +80,12 @@ check "train, context 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs
 check "train, 1D 2 sequence parallel" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set parallel.tensor_cols=2 --set parallel.sequence_parallel=true --set run.out_dir="$runs/sp-2"
 
+# a mixture of experts with its experts over 2 ranks sharing the GPU (MPI backend: NCCL
+# refuses two ranks of one communicator on one GPU, so its grouped sends need 2 GPUs)
+moe=(--set model.moe_experts=4 --set model.moe_every=2)
+check "train, mixture of experts, expert 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
+  "${text[@]}" "${moe[@]}" --set parallel.data=2 --set parallel.expert=2 --set run.out_dir="$runs/moe-2"
+
 step "GPT training on the GPU in bf16: 1 rank, and 2D 2x2"
 check "train, bf16, 1 rank" timeout 300 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set model.precision=bf16 --set run.out_dir="$runs/bf16-1"
@@ -101,6 +107,8 @@ for r in nccl-1 mpi-2 tp2d-4 pipe-2 context-2 sp-2; do
   check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics-fp32.csv" \
     "$runs/$r/device-check/metrics.csv" 1e-4 2e-3
 done
+check "losses moe-2 vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics-moe.csv" \
+  "$runs/moe-2/device-check/metrics.csv" 1e-4 2e-3
 for r in bf16-1 bf16-tp2d-4; do
   check "losses $r vs CPU bf16" scripts/compare-losses.sh "$work/cpu-reference/metrics-bf16.csv" \
     "$runs/$r/device-check/metrics.csv" 2e-3 2e-2
