@@ -4,7 +4,12 @@
 // holds exact against the engine), with none of the options, each alone, and all
 // together. Prints a markdown table (docs/planner.md has one).
 //
-//   build/release/bench/memory_limits MACHINE.toml RANKS[:DATA] [RANKS[:DATA] ...]
+//   build/release/bench/memory_limits MACHINE.toml [--moe E] RANKS[:DATA] [RANKS[:DATA] ...]
+//
+// --moe E: the mixture-of-experts family of the same shapes: every other block's MLP a
+// mixture of E experts of the dense MLP's width, top 2 (GShard's layout), the experts
+// split over any divisor of the data ranks that divides E (parallel.expert); mixtures run
+// without a tensor split, so the layouts are data x pipeline x context x expert.
 //
 // RANKS:DATA keeps the layouts of DATA data-parallel replicas only (a replica of
 // RANKS / DATA ranks): where the replicas are wanted for throughput, ZeRO-1's share shows.
@@ -41,9 +46,10 @@ const std::vector<Shape> kFamily = {
     {"Megatron 76B", 60, 10240, 80}, {"GPT-3 175B", 96, 12288, 96},  {"Megatron 310B", 96, 16384, 128},
     {"Megatron 530B", 105, 20480, 128}, {"Megatron 1T", 128, 25600, 160}};
 
-Deck deck_of(const Shape& s) {
+Deck deck_of(const Shape& s, int64_t experts) {
+  const std::string moe = experts > 0 ? "\nmoe_experts = " + std::to_string(experts) + "\nmoe_top_k = 2\nmoe_every = 2" : "";
   const std::string text = "[model]\nn_layer = " + std::to_string(s.layers) + "\nn_embd = " + std::to_string(s.width) +
-                           "\nn_head = " + std::to_string(s.heads) +
+                           "\nn_head = " + std::to_string(s.heads) + moe +
                            "\nvocab_size = 51200\nseq_len = 2048\n[data]\nkind = \"random\"\nbatch_size = 512\n";
   return parse_deck(text, s.name, {});
 }
@@ -107,17 +113,24 @@ int main(int argc, char** argv) {
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     try {
-      if (argc < 3) throw UserError("usage: memory_limits MACHINE.toml RANKS[:DATA] [RANKS[:DATA] ...]");
+      if (argc < 3) throw UserError("usage: memory_limits MACHINE.toml [--moe E] RANKS[:DATA] [RANKS[:DATA] ...]");
       const MachineFile machine = read_machine_file(argv[1]);
+      int first = 2;
+      int64_t experts = 0;
+      if (std::string(argv[2]) == "--moe" && argc > 4) {
+        experts = std::atoll(argv[3]);
+        first = 4;
+      }
       const std::vector<Option> options = {
           {"none", false, Recompute::None, 0},          {"gradient accumulation", true, Recompute::None, 0},
           {"selective recomputation", false, Recompute::Selective, 0},
           {"full recomputation", false, Recompute::Full, 0}, {"ZeRO-1", false, Recompute::None, 1},
           {"all (accumulation, full, ZeRO-1)", true, Recompute::Full, 1}};
-      std::printf("machine %s: %.1f GiB per rank; GPT shapes of GPT-3 and Megatron-LM, vocabulary 51200, T = 2048, "
+      std::printf("machine %s: %.1f GiB per rank; GPT shapes of GPT-3 and Megatron-LM%s, vocabulary 51200, T = 2048, "
                   "512 sequences per step\n\n",
-                  machine.name.c_str(), machine.memory_capacity / double(1 << 30));
-      for (int a = 2; a < argc; ++a) {
+                  machine.name.c_str(), machine.memory_capacity / double(1 << 30),
+                  experts > 0 ? strfmt(" with every other MLP a mixture of %lld experts (top 2)", (long long)experts).c_str() : "");
+      for (int a = first; a < argc; ++a) {
         const std::string arg = argv[a];
         const int ranks = std::atoi(arg.c_str());
         const int data = arg.find(':') == std::string::npos ? 0 : std::atoi(arg.c_str() + arg.find(':') + 1);
@@ -127,7 +140,7 @@ int main(int argc, char** argv) {
         for (const Option& o : options) {
           std::string fits = "none of the family", layout = "-", per_rank = "-", params = "-";
           for (const Shape& s : kFamily) {
-            const Deck deck = deck_of(s);
+            const Deck deck = deck_of(s, experts);
             const auto [l, bytes] = least_memory(deck, ranks, data, o);
             if (bytes < 0 || bytes > machine.memory_capacity) break;
             fits = s.name;
