@@ -40,10 +40,16 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   };
   everyone_ = std::make_unique<Comm>(world_);
   replicas_ = split((g.pipeline * R + g.row) * C + g.col, dx, backend);
+  // with a 1D tensor split the tensor ranks are expert ranks too (each routes its share of
+  // the rows): the expert group is then (d % e, c) at the same (d / e, p, x)
   const int E = int(cfg.expert), de = g.data / E;
-  coords_.expert = g.data % E;
-  experts_ = split((((de * P + g.pipeline) * X + g.context) * R + g.row) * C + g.col, g.data % E,
-                   E > 1 ? backend : CommBackend::Mpi);  // the rows go device to device with NCCL
+  const bool tensor_experts = cfg.tensor_mode == TensorMode::OneD && C > 1;
+  const int T = tensor_experts ? C : 1;
+  coords_.expert = g.data % E * T + (tensor_experts ? g.col : 0);
+  experts_ = split(tensor_experts ? (de * P + g.pipeline) * X + g.context
+                                  : (((de * P + g.pipeline) * X + g.context) * R + g.row) * C + g.col,
+                   coords_.expert, E * T > 1 ? backend : CommBackend::Mpi);  // the rows go device to device with NCCL
+  expert_data_ = split((((de * P + g.pipeline) * X + g.context) * R + g.row) * C + g.col, g.data % E);
   expert_replicas_ = split(((g.data % E * P + g.pipeline) * R + g.row) * C + g.col, de * X + g.context, backend);
   context_ = split(((g.data * P + g.pipeline) * R + g.row) * C + g.col, g.context);
   pipeline_ = split((dx * R + g.row) * C + g.col, g.pipeline);
@@ -68,7 +74,7 @@ std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
   std::vector<std::pair<std::string, const Comm*>> out = {{"data", replicas_.get()}};
   if (shape_.pipeline > 1) out.emplace_back("pipeline", pipeline_.get());
   if (embedding_) out.emplace_back("tied_emb", embedding_.get());
-  if (shape_.expert > 1) {
+  if (experts_->size() > 1) {
     out.emplace_back("expert", experts_.get());
     out.emplace_back("expert_data", expert_replicas_.get());
   }
@@ -86,7 +92,7 @@ Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (auto* c : {&everyone_, &replicas_, &experts_, &expert_replicas_, &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
+  for (auto* c : {&everyone_, &replicas_, &experts_, &expert_data_, &expert_replicas_, &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
     c->reset();
   for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
   MPI_Comm_free(&control_);

@@ -22,7 +22,7 @@ namespace strata {
 
 struct GridCoords {
   int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
-  int expert = 0;  // data % parallel.expert
+  int expert = 0;  // the expert rank: data % parallel.expert (times tensor_cols, plus col, under a 1D split)
 };
 
 class Grid {
@@ -47,12 +47,17 @@ class Grid {
   // Same (p, r, c): the ranks that hold the same parameters, data x context of them (in
   // the order (d, x)), over which gradients are summed and ZeRO-1 shards the moments.
   Comm& replicas() const { return *replicas_; }
-  // Expert parallelism (parallel.expert = e): data rank d holds the experts of expert rank
-  // d % e. experts(): same (d / e, p, x, r, c), the e ranks a mixture layer's tokens are
-  // exchanged among, in expert-rank order; expert_replicas(): same (d % e, p, r, c), the
-  // ranks that hold the same experts (in the order (d / e, x)), over which their gradients
-  // are summed. With e = 1 these are one rank and replicas().
+  // Expert parallelism (parallel.expert = e): data rank d is expert rank d % e.
+  // experts(): same (d / e, p, x, r, c), the e ranks a mixture layer's tokens are exchanged
+  // among, in expert-rank order; with a 1D tensor split of t ranks the tensor ranks are
+  // expert ranks too (each routes its share of the rows): same (d / e, p, x), e t ranks,
+  // expert rank (d % e) t + c. expert_replicas(): same (d % e, p, r, c), the ranks that
+  // hold the same experts (in the order (d / e, x)), over which their gradients are
+  // summed. With e t = 1 these are one rank and replicas().
   Comm& experts() const { return *experts_; }
+  // The e ranks of experts() at this tensor rank (the data group's part of the expert
+  // split; experts() itself without a tensor split): the gradient norm's expert squares.
+  Comm& expert_data_ranks() const { return *expert_data_; }
   Comm& expert_replicas() const { return *expert_replicas_; }
   Comm& context() const { return *context_; }    // same (d, p, r, c): a sequence's ring, in order
   Comm& pipeline() const { return *pipeline_; }  // same (d, x, r, c): the stages (or layer blocks), in order
@@ -78,7 +83,7 @@ class Grid {
 
   // The groups the run's layout communicates over, whose traffic a run reports, by the
   // names the summary gives them: "data" (the replicas), and where the layout has them
-  // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col".
+  // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col", "expert", "expert_data".
   std::vector<std::pair<std::string, const Comm*>> reported_comms() const;
 
  private:
@@ -86,7 +91,7 @@ class Grid {
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
-  std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
+  std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
   int world_rank_ = 0, world_size_ = 1, pipeline_prev_ = -1, pipeline_next_ = -1;
 };
 

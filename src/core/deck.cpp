@@ -87,6 +87,13 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     need(p.data, "parallel.data", p.expert, "parallel.expert (the expert ranks are taken from the data group)");
     need(m.moe_experts, "model.moe_experts", p.expert, "parallel.expert (each expert rank holds as many experts)");
   }
+  if (m.moe_experts > 0 && p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
+    need(m.moe_experts, "model.moe_experts", p.expert * p.tensor_cols,
+         "parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too)");
+    need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
+         "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
+         "parallel.context)", p.tensor_cols, "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
+  }
   if (m.layers() < p.pipeline)
     throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
                     std::to_string(p.pipeline) + "): every stage holds at least one layer");
@@ -229,10 +236,10 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.sequence_parallel does not run with schedule = \"" + to_string(p.schedule) +
                     "\": a block's weight half reads the output gradients its input half gathered over the tensor "
                     "group, which the zero-bubble schedules would have to gather again");
-  if (d.model.moe_experts > 0 && (p.tensor_cols > 1 || p.tensor_mode == TensorMode::TwoD))
-    throw UserError(origin + ": model.moe_experts does not run with a tensor split yet (the mixture layers are not "
-                    "written for tensor-parallel ranks): use parallel.data with parallel.expert, parallel.pipeline or "
-                    "parallel.context");
+  if (d.model.moe_experts > 0 && p.tensor_mode == TensorMode::TwoD)
+    throw UserError(origin + ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
+                    "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
+                    "\"1d\", whose tensor ranks route a share of the tokens each)");
   if (d.model.moe_experts > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
     throw UserError(origin + ": model.moe_experts does not run with schedule = \"xpipe\" yet: the mixture layers' "
                     "expert gradients are summed over another group than the stage's other gradients, which XPipe's "

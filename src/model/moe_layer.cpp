@@ -13,20 +13,20 @@ namespace strata {
 namespace {
 
 template <class V, class... N>
-void ensure_rows(V& v, const char* label, int64_t rows, N... cols) {
+void ensure_row_capacity(V& v, const char* label, int64_t rows, N... cols) {
   if (int64_t(v.extent(0)) < rows || v.data() == nullptr)
     v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), size_t(std::max<int64_t>(rows, 1)),
           size_t(cols)...);
 }
 template <class T>
-V2<T> first_rows(const Tensor2<T>& t, int64_t rows) {
+V2<T> leading_rows(const Tensor2<T>& t, int64_t rows) {
   return as_matrix(t.data(), rows, int64_t(t.extent(1)));
 }
 template <class T>
-V1<T> flat(V2<T> t) {
+V1<T> values_of(V2<T> t) {
   return V1<T>(t.data(), t.extent(0) * t.extent(1));
 }
-std::vector<int64_t> times(std::vector<int64_t> v, int64_t c) {
+std::vector<int64_t> scaled_counts(std::vector<int64_t> v, int64_t c) {
   for (auto& x : v) x *= c;
   return v;
 }
@@ -40,12 +40,15 @@ int64_t MoeCache<T>::bytes() const {
 }
 
 template <class T>
-MoeLayer<T>::MoeLayer(ParamStore<T>& store, const ExpertParallel& ep, const TokenPlace& place, const ModelConfig& cfg,
-                      Precision precision, const std::string& prefix, double std, double proj_std, bool held)
-    : store_(store), ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()),
+MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
+                      const ModelConfig& cfg, Precision precision, const std::string& prefix, double std,
+                      double proj_std, bool held)
+    : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD ? tp.t : 1), part_(tp.mode == TensorMode::OneD ? tp.rank : 0),
+      ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()),
       experts_(cfg.moe_experts), local_experts_(cfg.moe_experts / ep.size), top_k_(cfg.moe_top_k),
       capacity_factor_(cfg.moe_capacity_factor), aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss) {
   if (experts_ % ep.size != 0) throw std::logic_error("MoeLayer: the experts do not divide over the expert ranks");
+  if (tp.mode == TensorMode::TwoD) throw std::logic_error("MoeLayer: the 2D tensor split");
   const auto expert_shard = [&](std::vector<int64_t> shape) {
     Shard s = held ? Shard{} : not_held(shape);
     if (held) {
@@ -57,7 +60,7 @@ MoeLayer<T>::MoeLayer(ParamStore<T>& store, const ExpertParallel& ep, const Toke
     s.expert = true;
     return s;
   };
-  const Shard router = held ? Shard{} : not_held({c_, experts_});
+  const Shard router = held ? tensor_shard(tp, {c_, experts_}, -1, -1, -1) : not_held({c_, experts_});  // replicated
   router_ = store.add(prefix + "moe.router.weight", {c_, experts_}, Init::Normal, std, true, router);
   fc_w_ = store.add(prefix + "moe.fc.weight", {experts_, c_, f_}, Init::Normal, std, true, expert_shard({experts_, c_, f_}));
   fc_b_ = store.add(prefix + "moe.fc.bias", {experts_, f_}, Init::Zeros, 0, false, expert_shard({experts_, f_}));
@@ -102,6 +105,7 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
   }
   // f_i over the global micro-batch: the assignments summed over the ranks that hold it
   std::vector<int64_t> global = assigned;
+  if (parts_ > 1) tp_.group->allreduce_sum(global);  // the tensor ranks' shares of the rows
   if (ep_.tokens) ep_.tokens->allreduce_sum(global);
   const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
   r.aux.assign(size_t(E), 0.0);
@@ -116,14 +120,18 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
     const int64_t cap = int64_t(std::ceil(capacity_factor_ * double(tokens) * double(k) / double(E)));
     const int64_t X = place_.context_size, chunks = X == 1 ? 1 : 2 * X, half = ctx.seq_len / 2;
     const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
+    // a tensor rank's rows are [part N/t, (part+1) N/t) of the replica's: (chunk, part)
+    // orders them as (chunk, position) does
+    const int64_t row0 = part_ * (ctx.rows() / parts_);
     const auto key = [&](int64_t t, int64_t j) {
-      const int64_t b = t / ctx.seq_len, p = t % ctx.seq_len;
+      const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
       const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
-      return ((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * E;
+      return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * parts_ + part_) * E;
     };
-    std::vector<int64_t> table(size_t(k * sequences * chunks * E), 0);
+    std::vector<int64_t> table(size_t(k * sequences * chunks * parts_ * E), 0);
     for (int64_t j = 0; j < k; ++j)
       for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
+    if (parts_ > 1) tp_.group->allreduce_sum(table);
     if (ep_.tokens) ep_.tokens->allreduce_sum(table);
     std::vector<int64_t> running(size_t(E), 0);  // exclusive prefix sums per expert
     for (size_t at = 0; at < table.size(); at += size_t(E))
@@ -204,41 +212,53 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
 
 template <class T>
 void MoeLayer<T>::to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const {
-  ensure_rows(recv_, "moe.recv", r.received, c_);
-  const V2<T> recv = first_rows(recv_, r.received);
-  ep_.experts->alltoallv<T>(V1<const T>(rows.data(), rows.size()), times(r.send_rows, c_), flat(recv),
-                            times(r.recv_rows, c_));
+  ensure_row_capacity(recv_, "moe.recv", r.received, c_);
+  const V2<T> recv = leading_rows(recv_, r.received);
+  ep_.experts->alltoallv<T>(V1<const T>(rows.data(), rows.size()), scaled_counts(r.send_rows, c_), values_of(recv),
+                            scaled_counts(r.recv_rows, c_));
   kernels::scatter_rows<T>(expert_rows, recv, r.recv_place);
 }
 
 template <class T>
 void MoeLayer<T>::from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const {
-  ensure_rows(recv_, "moe.recv", r.received, c_);
-  const V2<T> back = first_rows(recv_, r.received);
+  ensure_row_capacity(recv_, "moe.recv", r.received, c_);
+  const V2<T> back = leading_rows(recv_, r.received);
   kernels::gather_rows<T>(back, expert_rows, r.recv_place);
-  ep_.experts->alltoallv<T>(V1<const T>(back.data(), back.size()), times(r.recv_rows, c_), flat(rows),
-                            times(r.send_rows, c_));
+  ep_.experts->alltoallv<T>(V1<const T>(back.data(), back.size()), scaled_counts(r.recv_rows, c_), values_of(rows),
+                            scaled_counts(r.send_rows, c_));
 }
 
 template <class T>
 double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
+  if (!slices()) return forward_rows(ctx, x, out, k, count_load);
+  // this tensor rank's share of the rows, then every rank's outputs
+  const int64_t rows = int64_t(x.extent(0)) / parts_, C = c_;
+  ensure_row_capacity(slice_, "moe.slice", rows, C);
+  const V2<T> mine = leading_rows(slice_, rows);
+  const double aux = forward_rows(ctx, as_matrix(x.data() + part_ * rows * C, rows, C), mine, k, count_load);
+  tp_.group->allgather<T>(V1<const T>(mine.data(), mine.size()), values_of(out));
+  return aux;
+}
+
+template <class T>
+double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
   auto& r = k.routing;
   route(ctx, x, r, count_load);
   const int64_t S = r.dispatched, R = r.received, C = c_, F = f_;
-  ensure_rows(k.xe, "moe.xe", R, C);
-  ensure_rows(k.h, "moe.h", R, F);
-  ensure_rows(k.hg, "moe.hg", R, F);
-  ensure_rows(k.yk, "moe.yk", S, C);
-  const V2<T> xe = first_rows(k.xe, R), yk = first_rows(k.yk, S);
+  ensure_row_capacity(k.xe, "moe.xe", R, C);
+  ensure_row_capacity(k.h, "moe.h", R, F);
+  ensure_row_capacity(k.hg, "moe.hg", R, F);
+  ensure_row_capacity(k.yk, "moe.yk", S, C);
+  const V2<T> xe = leading_rows(k.xe, R), yk = leading_rows(k.yk, S);
   if (ep_.active()) {
-    ensure_rows(send_, "moe.send", S, C);
-    ensure_rows(work_, "moe.work", R, C);
-    kernels::gather_rows<T>(first_rows(send_, S), x, r.send_token);
-    to_experts(first_rows(send_, S), xe, r);
+    ensure_row_capacity(send_, "moe.send", S, C);
+    ensure_row_capacity(work_, "moe.work", R, C);
+    kernels::gather_rows<T>(leading_rows(send_, S), x, r.send_token);
+    to_experts(leading_rows(send_, S), xe, r);
   } else {
     kernels::gather_rows<T>(xe, x, r.send_token);
   }
-  const V2<T> ye = ep_.active() ? first_rows(work_, R) : yk;
+  const V2<T> ye = ep_.active() ? leading_rows(work_, R) : yk;
   int64_t o = 0;
   for (int64_t l = 0; l < local_experts_; ++l) {
     const int64_t rows = r.expert_rows[size_t(l)];
@@ -247,7 +267,7 @@ double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, M
       const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), yl = as_matrix(ye.data() + o * C, rows, C);
       kernels::matmul_forward<T>(hl, xl, as_matrix(store_.param(fc_w_).data() + l * C * F, C, F),
                                  V1<const T>(store_.param(fc_b_).data() + l * F, F), precision_);
-      kernels::gelu_forward<T>(flat(gl), flat(V2<const T>(hl)));
+      kernels::gelu_forward<T>(values_of(gl), values_of(V2<const T>(hl)));
       kernels::matmul_forward<T>(yl, gl, as_matrix(store_.param(proj_w_).data() + l * F * C, F, C),
                                  V1<const T>(store_.param(proj_b_).data() + l * C, C), precision_);
     }
@@ -269,19 +289,29 @@ double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, M
 
 template <class T>
 void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& k) const {
+  if (!slices()) return backward_rows(x, dout, dx, dloss_scale, k);
+  const int64_t rows = int64_t(x.extent(0)) / parts_, C = c_, at = part_ * rows * C;
+  ensure_row_capacity(slice_, "moe.slice", rows, C);
+  const V2<T> mine = leading_rows(slice_, rows);
+  backward_rows(as_matrix(x.data() + at, rows, C), as_matrix(dout.data() + at, rows, C), mine, dloss_scale, k);
+  tp_.group->allgather<T>(V1<const T>(mine.data(), mine.size()), values_of(dx));
+}
+
+template <class T>
+void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& k) const {
   auto& r = k.routing;
   const int64_t n = x.extent(0), S = r.dispatched, R = r.received, C = c_, F = f_;
-  ensure_rows(send_, "moe.send", S, C);
-  const V2<T> dyk = first_rows(send_, S);
+  ensure_row_capacity(send_, "moe.send", S, C);
+  const V2<T> dyk = leading_rows(send_, S);
   Tensor2<T> dgate(Kokkos::view_alloc(Kokkos::WithoutInitializing, "moe.dgate"), n, top_k_);
-  kernels::combine_backward<T>(dgate, dyk, dout, first_rows(k.yk, S), r.row, r.gate);
+  kernels::combine_backward<T>(dgate, dyk, dout, leading_rows(k.yk, S), r.row, r.gate);
   V2<T> dye = dyk;
   if (ep_.active()) {
-    ensure_rows(work_, "moe.work", R, C);
-    dye = first_rows(work_, R);
+    ensure_row_capacity(work_, "moe.work", R, C);
+    dye = leading_rows(work_, R);
     to_experts(dyk, dye, r);
   }
-  const V2<T> xe = first_rows(k.xe, R);
+  const V2<T> xe = leading_rows(k.xe, R);
   int64_t o = 0;
   for (int64_t l = 0; l < local_experts_; ++l) {
     const int64_t rows = r.expert_rows[size_t(l)];
@@ -293,7 +323,7 @@ void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_sc
       kernels::matmul_backward_weight<T>(as_matrix(store_.grad(proj_w_).data() + l * F * C, F, C),
                                          V1<T>(store_.grad(proj_b_).data() + l * C, C), dyl, gl, precision_);
       kernels::matmul_backward_input<T>(gl, dyl, w2, precision_);         // hg := dL/d(hg)
-      kernels::gelu_backward<T>(flat(gl), flat(V2<const T>(hl)), flat(V2<const T>(gl)));  // hg := dL/dh
+      kernels::gelu_backward<T>(values_of(gl), values_of(V2<const T>(hl)), values_of(V2<const T>(gl)));  // hg := dL/dh
       kernels::matmul_backward_weight<T>(as_matrix(store_.grad(fc_w_).data() + l * C * F, C, F),
                                          V1<T>(store_.grad(fc_b_).data() + l * F, F), gl, xl, precision_);
       kernels::matmul_backward_input<T>(xl, gl, w1, precision_);          // xe := dL/d(xe)
@@ -314,20 +344,40 @@ void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_sc
   Tensor2<T> dlogits(Kokkos::view_alloc(Kokkos::WithoutInitializing, "moe.dlogits"), n, experts_);
   kernels::router_backward<T>(dlogits, r.probs, r.lse, r.expert, r.gate, dgate, aux,
                               T(2.0 * z_beta_ * double(dloss_scale)), top_k_ > 1);
-  kernels::matmul_backward_weight<T>(store_.grad2(router_), V1<T>(), dlogits, x, Precision::FP32);
   kernels::product<T>(Precision::FP32, "N", "T", dlogits, store_.param2(router_), T(1), dx);
+  if (parts_ > 1) {  // this micro-batch's router gradient from every tensor rank's rows
+    if (router_grad_.extent(0) != size_t(c_)) router_grad_ = Tensor2<T>("moe.router_grad", c_, experts_);
+    Kokkos::deep_copy(router_grad_, T(0));
+    kernels::matmul_backward_weight<T>(router_grad_, V1<T>(), dlogits, x, Precision::FP32);
+    tp_.group->allreduce_sum(V1<T>(router_grad_.data(), router_grad_.size()));
+    const auto g = store_.grad(router_);
+    const auto sum = router_grad_;
+    Kokkos::parallel_for(
+        "moe_router_grad", Range(0, int64_t(sum.size())), KOKKOS_LAMBDA(const int64_t i) { g(i) += sum.data()[i]; });
+  } else {
+    kernels::matmul_backward_weight<T>(store_.grad2(router_), V1<T>(), dlogits, x, Precision::FP32);
+  }
 }
 
 template <class T>
 void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) const {
-  const int64_t n = ctx.rows(), e = ep_.size;
+  const int64_t e = ep_.size, n = ctx.rows() / parts_;  // the rows this rank routes
+  if (parts_ > 1) {  // the tensor group: the routing statistics, the outputs (or input gradients), the router's gradient
+    const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
+    if (forward) out.add("tensor", "allreduce", Collective::AllReduce, parts_, experts_ * int64_t(sizeof(int64_t)));
+    if (forward && capacity_factor_ > 0)
+      out.add("tensor", "allreduce", Collective::AllReduce, parts_,
+              top_k_ * place_.data_size * ctx.batch * chunks * parts_ * experts_ * int64_t(sizeof(int64_t)));
+    if (slices()) out.add("tensor", "allgather", Collective::AllGather, parts_, n * c_ * int64_t(sizeof(T)));
+    if (!forward) out.add("tensor", "allreduce", Collective::AllReduce, parts_, c_ * experts_ * int64_t(sizeof(T)));
+  }
   if (forward && ep_.token_ranks > 1) {
     const int ranks = ep_.token_ranks;
     out.add("data", "allreduce", Collective::AllReduce, ranks, experts_ * int64_t(sizeof(int64_t)));
     if (capacity_factor_ > 0) {
       const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
       out.add("data", "allreduce", Collective::AllReduce, ranks,
-              top_k_ * place_.data_size * ctx.batch * chunks * experts_ * int64_t(sizeof(int64_t)));
+              top_k_ * place_.data_size * ctx.batch * chunks * parts_ * experts_ * int64_t(sizeof(int64_t)));
     }
   }
   if (e == 1) return;
@@ -340,7 +390,7 @@ template <class T>
 int64_t MoeLayer<T>::cache_bytes_for(const BlockContext& ctx) const {
   // the assignments a rank's experts take: N k at a balanced routing, with a capacity
   // factor f > 1 up to f N k (the margin the capacity allows an expert above its share)
-  const int64_t n = ctx.rows(), es = int64_t(sizeof(T)), E = experts_, k = top_k_;
+  const int64_t n = ctx.rows() / parts_, es = int64_t(sizeof(T)), E = experts_, k = top_k_;  // the rows this rank routes
   const int64_t a = int64_t(std::ceil(double(n * k) * std::max(1.0, capacity_factor_)));
   // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk
   return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es;

@@ -22,7 +22,11 @@
 // reported loss is the language model's.
 // Experts are split over the expert group (parallel.expert): a rank holds experts
 // [rank E/e, (rank+1) E/e); the tokens' rows go to their experts' ranks and back by
-// all-to-alls of counted sizes (counts first). Weights: router [C, E], fc [E, C, F],
+// all-to-alls of counted sizes (counts first). Under a 1D tensor split of t ranks the
+// tensor ranks are expert ranks too: tensor rank r routes rows [r N/t, (r+1) N/t) of the
+// replicated input (under sequence parallelism, the rows it holds), the outputs and input
+// gradients are all-gathered over the tensor group, and the router's gradient (its
+// weights replicated there) is summed over it. Weights: router [C, E], fc [E, C, F],
 // fc bias [E, F], proj [E, F, C], proj bias [E, C]; the experts' are global tensors with
 // the expert as the leading dimension (Shard::expert).
 #include <string>
@@ -33,6 +37,7 @@
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
 #include "parallel/expert_parallel.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 
@@ -80,13 +85,18 @@ template <class T>
 class MoeLayer {
  public:
   // prefix: the block's parameter names ("blocks.L."). held: this rank runs the block.
-  MoeLayer(ParamStore<T>& store, const ExpertParallel& ep, const TokenPlace& place, const ModelConfig& cfg,
-           Precision precision, const std::string& prefix, double std, double proj_std, bool held);
+  // tp: the tensor split (1D or none), which must outlive the layer.
+  MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
+           const ModelConfig& cfg, Precision precision, const std::string& prefix, double std, double proj_std,
+           bool held);
   // x (N, C) -> out (N, C), written. Returns this rank's tokens' share of the auxiliary
   // losses, per unit of the loss scale (sum over its tokens of alpha E sum_i f_i p_ti +
   // beta lse_t^2): the loss they add is that times dloss_scale, summed over the ranks.
   // count_load: add the routing to load() (not when full recomputation runs it again).
   double forward(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& cache, bool count_load = true) const;
+  // The routing and experts of this rank's rows (forward's, on x's rows of this tensor
+  // rank): out (the rows' outputs), the auxiliary losses.
+  double forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& cache, bool count_load) const;
   // dout (N, C) -> dx (N, C), written; accumulates the router's and the local experts'
   // gradients. dloss_scale: dL/d(one token's loss), as the language loss's.
   void backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
@@ -103,11 +113,17 @@ class MoeLayer {
 
  private:
   void route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
+  void backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
+  // Whether this layer routes a share of the rows it is given (a 1D tensor split without
+  // sequence parallelism), and how many parts the rows have and which is this rank's.
+  bool slices() const { return parts_ > 1 && !tp_.sequence; }
   // The rows of dispatch order (S, C) to the local experts' order (R, C), and back.
   void to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const;
   void from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const;
 
   ParamStore<T>& store_;
+  const TensorParallel& tp_;
+  int parts_ = 1, part_ = 0;  // the tensor ranks routing the rows, and this one
   ExpertParallel ep_;
   TokenPlace place_;
   Precision precision_;
@@ -116,6 +132,8 @@ class MoeLayer {
   int router_, fc_w_, fc_b_, proj_w_, proj_b_;
   mutable MoeLoad load_;
   mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
+  mutable Tensor2<T> slice_;                // a tensor rank's rows' outputs or input gradients
+  mutable Tensor2<T> router_grad_;          // (C, E): one micro-batch's, summed over the tensor group
 };
 
 }  // namespace strata

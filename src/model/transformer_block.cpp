@@ -92,8 +92,8 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
   ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
   if (mixture) {
-    if (tp.mode != TensorMode::Serial) throw std::logic_error("TransformerBlock: a mixture of experts under a tensor split");
-    moe_ = std::make_unique<MoeLayer<T>>(store, mixture->ep, mixture->place, mixture->cfg, precision, p, std, proj_std, held);
+    moe_ = std::make_unique<MoeLayer<T>>(store, tp, mixture->ep, mixture->place, mixture->cfg, precision, p, std, proj_std,
+                                         held);
   } else {
     fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
     fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0);
@@ -103,7 +103,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   const auto& info = store.infos();
   w_.c = info[ln1_w_].count[0];
   w_.a = info[qkv_b_].count[1];
-  w_.f = moe_ ? 4 * c : info[fc_b_].count[0];  // a mixture block: the dense width the shared scratch is sized by
+  w_.f = moe_ ? 4 * c / tp.size() : info[fc_b_].count[0];  // a mixture block: the dense width the shared scratch is sized by
   w_.moe = bool(moe_);
   w_.heads = n_head * w_.a / c;  // 0 where not held
   w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
@@ -198,22 +198,22 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   const auto& s = store_;
   const auto& tp = tp_;
   const auto& fch_gelu = selective_ ? recomputed.fch_gelu : k.fch_gelu;
-  if (moe_) {  // the mixture's gradients were made in the input half
-    tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
-    k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
-    return;
-  }
+  // (a mixture's gradients were made in the input half)
   if (w_.row_split > 1) {  // every row: the out-linears' gathered gradients, the layer norms' outputs gathered again
-    fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), g.dy_mlp, h); });
-    tp_gather_rows<T>(tp, g.rows, k.ln2.values);
-    tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, g.rows);
+    if (!moe_) {
+      fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), g.dy_mlp, h); });
+      tp_gather_rows<T>(tp, g.rows, k.ln2.values);
+      tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, g.rows);
+    }
     tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), g.dy_attn, k.atty);
     tp_gather_rows<T>(tp, g.rows, k.ln1.values);
     tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, g.rows);
     return;
   }
-  fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h); });
-  k.ln2.read([&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
+  if (!moe_) {
+    fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h); });
+    k.ln2.read([&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
+  }
   tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
   k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
 }
@@ -238,8 +238,9 @@ void TransformerBlock<T>::traffic(const BlockContext& ctx, Traffic& out) const {
     ring_attention_backward_traffic(out, cp_, n, a, e);
   tp_linear_in_backward_traffic(out, tp, n, c, 3 * a, e);
   tp_layernorm_backward_traffic(out, tp, n, c, e);
-  // backward_weight: the layer norms' outputs gathered again (sequence parallelism)
-  tp_gather_rows_traffic(out, tp, n, c, e);
+  // backward_weight: the layer norms' outputs gathered again (sequence parallelism; a
+  // mixture's ln2 is not: its gradients were made in the input half)
+  if (!moe_) tp_gather_rows_traffic(out, tp, n, c, e);
   tp_gather_rows_traffic(out, tp, n, c, e);
 }
 

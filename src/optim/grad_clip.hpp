@@ -41,7 +41,7 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store, bool experts = fals
 // exceeds max_norm (> 0). tensor_group: the ranks that share the model's shards (nullptr
 // without tensor parallelism); zero_group: with ZeRO-1, the data ranks whose blocks make
 // up the gradient (nullptr without); expert_group: with expert parallelism, the ranks
-// that hold the other experts (Grid::experts(); nullptr without).
+// that hold the other experts of this tensor rank (Grid::expert_data_ranks(); nullptr without).
 template <class T>
 double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm, Comm* zero_group = nullptr,
                       Comm* expert_group = nullptr) {

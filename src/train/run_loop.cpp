@@ -193,6 +193,14 @@ TrainResult RunLoop::run() {
   return result;
 }
 
+// The ranks over which the gradient norm sums the experts' squares: the data group's part
+// of the expert split (null without one); the expert group itself when no tensor rank is
+// an expert rank (the same ranks, the communicator the planner counts).
+static Comm* expert_norm_group(const Grid& grid) {
+  if (grid.shape().expert == 1) return nullptr;
+  return grid.experts().size() == grid.expert_data_ranks().size() ? &grid.experts() : &grid.expert_data_ranks();
+}
+
 TrainResult RunLoop::train() {
   const auto& rc = deck_.run;
   const TestFaults faults = TestFaults::from_environment();
@@ -200,7 +208,7 @@ TrainResult RunLoop::train() {
 
   OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model(),
                               job_.params().moments_sharded() ? &job_.grid().replicas() : nullptr,
-                              job_.grid().shape().expert > 1 ? &job_.grid().experts() : nullptr,
+                              expert_norm_group(job_.grid()),
                               &job_.grid().expert_replicas());
   update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;

@@ -2,7 +2,8 @@
 // ranks of the data group (parallel.expert) give the serial run's losses, validation
 // losses and final parameters: with data parallelism alone, with a capacity that drops
 // assignments, with gradient accumulation, full recomputation, a 1F1B pipeline, context
-// parallelism, ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
+// parallelism, a 1D tensor split (its ranks routing a share of the tokens each; with
+// sequence parallelism too), ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
 // the expert replicas), and in bf16 against the serial bf16 run. A checkpoint
 // written on (data 4, expert 2) restarts on (data 2, expert 1), (data 4, expert 4) and one
 // rank to the same losses; the same checkpoint with two experts' slots exchanged does not
@@ -46,19 +47,24 @@ std::vector<std::vector<std::string>> expert_layouts_for(int n) {
                     {"parallel.data=2", e2, "model.moe_capacity_factor=1.0"},
                     {"parallel.data=2", e2, "parallel.micro_batches=2"},
                     {"parallel.data=2", e2, "parallel.recompute=full"},
-                    {"parallel.data=2", e2, "parallel.zero=1"}};
+                    {"parallel.data=2", e2, "parallel.zero=1"},
+                    {"parallel.tensor_cols=2"},
+                    {"parallel.tensor_cols=2", "parallel.sequence_parallel=true", "model.moe_capacity_factor=1.0"}};
     case 4: return {{"parallel.data=4", e2},
                     {"parallel.data=4", "parallel.expert=4"},
                     {"parallel.data=4", "parallel.expert=4", "model.moe_capacity_factor=1.0"},
                     {"parallel.data=2", e2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"},
                     {"parallel.data=2", e2, "parallel.context=2"},
                     {"parallel.data=4", "parallel.zero=1"},
-                    {"parallel.data=4", e2, "parallel.zero=1"}};
+                    {"parallel.data=4", e2, "parallel.zero=1"},
+                    {"parallel.data=2", e2, "parallel.tensor_cols=2"},
+                    {"parallel.data=2", e2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true", "parallel.zero=1"},
+                    {"parallel.tensor_cols=2", "parallel.pipeline=2", "parallel.micro_batches=4", "model.moe_capacity_factor=1.0"}};
     default: return {};
   }
 }
 
-void check_equal(const TrainResult& r, const std::vector<double>& params, const TrainResult& ser,
+void check_moe_equal(const TrainResult& r, const std::vector<double>& params, const TrainResult& ser,
                  const std::vector<double>& ser_params, const std::string& what) {
   INFO(what);
   REQUIRE(r.losses.size() == ser.losses.size());
@@ -72,23 +78,23 @@ void check_equal(const TrainResult& r, const std::vector<double>& params, const 
   CHECK(pdiff < 5e-5);
 }
 
-}  // namespace
-
 // The serial run a layout is compared with: the same model keys and micro-batches (the
 // load-balancing loss and the capacity are per global micro-batch, so
 // parallel.micro_batches is part of the model's definition, as in Megatron; the layout is not).
-std::vector<std::string> serial_keys_of(const std::vector<std::string>& layout) {
+std::vector<std::string> moe_serial_keys_of(const std::vector<std::string>& layout) {
   std::vector<std::string> keys;
   for (const auto& k : layout)
     if (k.rfind("model.", 0) == 0 || k.rfind("parallel.micro_batches=", 0) == 0) keys.push_back(k);
   return keys;
 }
 
-double rms_diff(const std::vector<double>& a, const std::vector<double>& b) {
+double moe_rms_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
   return std::sqrt(s / double(std::max<size_t>(a.size(), 1)));
 }
+
+}  // namespace
 
 TEST_CASE("expert parallelism on 2 and 4 ranks equals the serial run", "[mpi][expert]") {
   const int n = world_size(), rank = world_rank();
@@ -96,13 +102,13 @@ TEST_CASE("expert parallelism on 2 and 4 ranks equals the serial run", "[mpi][ex
   if (layouts.empty()) return;
   std::map<std::vector<std::string>, std::pair<TrainResult, std::vector<double>>> serial;
   for (const auto& layout : layouts) {
-    const auto keys = serial_keys_of(layout);
+    const auto keys = moe_serial_keys_of(layout);
     if (!serial.count(keys)) serial[keys] = serial_run<Training>(moe_deck(keys));
     Training par(moe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = global_params_of(par);
     if (rank == 0)
-      check_equal(r, params, serial[keys].first, serial[keys].second, describe(layout) + " on " + std::to_string(n) + " ranks");
+      check_moe_equal(r, params, serial[keys].first, serial[keys].second, describe(layout) + " on " + std::to_string(n) + " ranks");
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -120,7 +126,7 @@ TEST_CASE("expert parallelism in bf16 equals the serial bf16 run", "[mpi][expert
     // weights, forward only) to 5e-6; later fp32 sums in another order move values across
     // bf16 rounding boundaries, and the runs drift apart by less than bf16 is from fp32
     const double worst = max_rel_diff(r.losses, ser.losses), bound = max_rel_diff(ser.losses, fp32.losses);
-    const double rms = rms_diff(params, ser_params), rms_bound = rms_diff(ser_params, fp32_params);
+    const double rms = moe_rms_diff(params, ser_params), rms_bound = moe_rms_diff(ser_params, fp32_params);
     std::printf("expert equivalence, bf16 data 2 x expert 2: first loss %.2e, worst %.2e (bf16 vs fp32 %.2e), params rms "
                 "%.2e (bf16 vs fp32 %.2e)\n", std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0], worst, bound, rms,
                 rms_bound);

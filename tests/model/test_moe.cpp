@@ -130,7 +130,9 @@ TEST_CASE("the mixture layer's forward and auxiliary losses equal the formulas w
     INFO("top_k " << top_k << ", capacity factor " << capacity);
     const ModelConfig cfg = moe_config(4, top_k, capacity);
     ParamStore<double> store;
-    const MoeLayer<double> layer(store, ExpertParallel{}, TokenPlace{}, cfg, Precision::FP32, "blocks.0.", 0.5, 0.5, true);
+    const TensorParallel serial;
+    const MoeLayer<double> layer(store, serial, ExpertParallel{}, TokenPlace{}, cfg, Precision::FP32, "blocks.0.", 0.5, 0.5,
+                                 true);
     store.allocate(11);
     const int64_t batch = 3, n = batch * cfg.seq_len, C = cfg.n_embd;
     std::vector<double> x(static_cast<size_t>(n * C));

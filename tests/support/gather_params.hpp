@@ -15,10 +15,11 @@
 namespace strata::test {
 
 // experts: the expert group (the experts' parameters are summed over it as well), or
-// MPI_COMM_NULL without expert parallelism.
+// MPI_COMM_NULL without expert parallelism; where it spans the tensor group too (a 1D
+// split), add_experts on one tensor rank only.
 template <class T>
 std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& buffer, MPI_Comm tensor_group,
-                                  MPI_Comm experts = MPI_COMM_NULL) {
+                                  MPI_Comm experts = MPI_COMM_NULL, bool add_experts = true) {
   const auto local = to_host<T>(buffer);
   std::vector<double> global(size_t(store.global_numel()), 0.0), expert(global.size(), 0.0);
   int64_t base = 0;
@@ -31,7 +32,8 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
     base += p.global_numel;
   }
   if (experts != MPI_COMM_NULL) MPI_Allreduce(MPI_IN_PLACE, expert.data(), int(expert.size()), MPI_DOUBLE, MPI_SUM, experts);
-  for (size_t i = 0; i < global.size(); ++i) global[i] += expert[i];
+  if (add_experts)
+    for (size_t i = 0; i < global.size(); ++i) global[i] += expert[i];
   MPI_Allreduce(MPI_IN_PLACE, global.data(), int(global.size()), MPI_DOUBLE, MPI_SUM, tensor_group);
   return global;
 }
@@ -39,8 +41,9 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
 // A job's (test::Training) whole parameters, gathered over its model group.
 template <class Job>
 std::vector<double> global_params_of(Job& job) {
+  const auto& c = job.grid().coords();
   return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw(),
-                       job.grid().experts().raw());
+                       job.grid().experts().raw(), c.row == 0 && c.col == 0);
 }
 
 // The reference of an equivalence test: a job (test::Training) of `deck` run on
