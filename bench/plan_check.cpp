@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
         const double pred_state = double(*std::max_element(p.stage_state.begin(), p.stage_state.end()));
         const bool memory_differs = routing ? meas_state != pred_state : meas_memory != double(p.memory_bytes());
         routed = max_over_ranks(routed);
-        if (routing && l.expert > 1 && rank == 0)
+        if (routing && routed > 0 && rank == 0)
           std::printf("  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
                       "predicted at balance; state %s\n", l.name().c_str(), routed, meas_act,
                       double(p.activation_bytes) / double(1 << 20), memory_differs ? "DIFFERS" : "exact");

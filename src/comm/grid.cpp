@@ -76,6 +76,7 @@ std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
   if (embedding_) out.emplace_back("tied_emb", embedding_.get());
   if (experts_->size() > 1) {
     out.emplace_back("expert", experts_.get());
+    if (expert_data_->size() != experts_->size()) out.emplace_back("expert_peers", expert_data_.get());
     out.emplace_back("expert_data", expert_replicas_.get());
   }
   if (shape_.context > 1) out.emplace_back("context", context_.get());

@@ -8,6 +8,8 @@
 // ring all-gather send exactly what a ring all-reduce sends (2(d-1)/d of the buffer per
 // rank), so ZeRO-1 trades no bandwidth for its memory: the moments shrink from 2N to 2N/d
 // values per rank.
+#include <algorithm>
+
 #include "comm/comm.hpp"
 #include "comm/traffic.hpp"
 #include "model/param_store.hpp"
@@ -58,12 +60,15 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
 // What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a
 // data group of data_ranks (comm/traffic.hpp), for the store's values; with expert
 // parallelism the experts' part over the expert replicas ("expert_data") and, without
-// ZeRO-1, the norm's expert squares over the expert group. bucketed: the other parameters'
-// sum is the data-parallel driver's buckets (counted by the caller); the experts' follows.
+// ZeRO-1, the norm's expert squares over the data group's part of the expert split
+// ("expert", or "expert_peers" where a 1D split of tensor_split ranks is part of it too).
+// bucketed: the other parameters' sum is the data-parallel driver's buckets (counted by
+// the caller); the experts' follows.
 template <class T>
-void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false) {
+void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false,
+                          int tensor_split = 1) {
   const int64_t vb = sizeof(T), dense = store.expert_begin(), experts = store.numel() - dense;
-  const int e = store.expert_split(), expert_ranks = data_ranks / e;
+  const int e = std::max(1, store.expert_split() / tensor_split), expert_ranks = data_ranks / e;  // e: parallel.expert
   const bool split = e > 1 && experts > 0;
   if (zero && data_ranks > 1) {
     const int64_t block = zero_block(split ? dense : dense + experts, data_ranks) * vb;
@@ -85,7 +90,8 @@ void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ran
   } else {
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, (dense + experts) * vb);
   }
-  if (split) out.add("expert", "allreduce_scalar", Collective::AllReduce, e, sizeof(double));  // the norm's expert squares
+  if (split)  // the norm's expert squares
+    out.add(tensor_split > 1 ? "expert_peers" : "expert", "allreduce_scalar", Collective::AllReduce, e, sizeof(double));
 }
 
 }  // namespace strata

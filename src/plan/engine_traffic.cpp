@@ -4,6 +4,14 @@
 #include "optim/zero_sharding.hpp"
 
 namespace strata {
+namespace {
+// The 1D tensor ranks that are expert ranks too (1: none).
+template <class T>
+int tensor_split_of(const StageModel<T>& model) {
+  const auto& tp = model.tensor_parallel();
+  return tp.mode == TensorMode::OneD ? tp.t : 1;
+}
+}  // namespace
 
 template <class T>
 Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
@@ -17,9 +25,9 @@ Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double
     });
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
     buckets.flush();
-    gradient_sum_traffic(out, model.params(), data_ranks, zero, true);  // the experts', after the buckets
+    gradient_sum_traffic(out, model.params(), data_ranks, zero, true, tensor_split_of(model));  // the experts', after the buckets
   } else {
-    gradient_sum_traffic(out, model.params(), data_ranks, zero);
+    gradient_sum_traffic(out, model.params(), data_ranks, zero, false, tensor_split_of(model));
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
   return out;
@@ -65,7 +73,7 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
   } else {
     if (s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0)
       out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
-    gradient_sum_traffic(out, model.params(), data_ranks, zero);
+    gradient_sum_traffic(out, model.params(), data_ranks, zero, false, tensor_split_of(model));
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
   }

@@ -44,8 +44,8 @@ struct Layout {
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
 // to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
 // 1D splits) as the deck asks (not the schedules that refuse them). With mixtures of
-// experts, every expert split e dividing data and the experts, and no tensor split or
-// XPipe (which the deck refuses with them).
+// experts, every expert split e dividing data (with a 1D split of t ranks, e t dividing the
+// experts), and no 2D split or XPipe (which the deck refuses with them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);

@@ -27,7 +27,7 @@ std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   cp.size = l.context;
   cp.all_to_all = l.context_mode == ContextMode::AllToAll;
   ExpertParallel ep;  // expert rank 0 of data rank 0: every expert rank holds as many
-  ep.size = l.expert;
+  ep.size = l.expert * (l.tensor == TensorMode::OneD ? l.t : 1);  // the 1D split's ranks are expert ranks too
   ep.data_size = l.data;
   ep.token_ranks = l.replicas();
   return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp, ep));
@@ -72,7 +72,7 @@ class Links {
     else if (group == "context") span = ts * (x - 1) + 1;
     else if (group == "pipeline" || group == "tied_emb") span = ts * x * (p - 1) + 1;
     else if (group == "data" || group == "expert_data") span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
-    else if (group == "expert") span = ts * x * p * (l_.expert - 1) + 1;  // consecutive data ranks
+    else if (group == "expert") span = ts * x * p * (l_.expert - 1) + ts;  // consecutive data ranks (and their tensor ranks)
     const bool crosses = span > m_.ranks_per_node;
     return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
   }
@@ -122,7 +122,8 @@ std::pair<int64_t, int64_t> stage_memory(StageModel<float>& model, const PipeSch
   const int64_t numel = store.numel(), dense = store.expert_begin(), experts = numel - dense;
   int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
   int64_t values = store_values(numel, zero_shards);
-  if (const int e = store.expert_split(); zero_shards > 1 && e > 1 && experts > 0) {
+  const auto& tp = model.tensor_parallel();
+  if (const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::OneD ? tp.t : 1)); zero_shards > 1 && e > 1 && experts > 0) {
     // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
     const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
     padded = block * zero_shards + expert_block * (zero_shards / e);
@@ -268,7 +269,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     out.stage_params.push_back(store.numel());
     // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring);
     // with expert parallelism the experts' gradients go over the expert replicas
-    const int e = store.expert_split();
+    const int e = std::max(1, store.expert_split() / l.tensor_size());  // parallel.expert (the 1D split's ranks are expert ranks too)
     const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
     const double grads = (double(store.numel()) - expert_values) * sizeof(float);
     const double data_sum = links.of("data").seconds(Collective::AllReduce, replicas, grads) +

@@ -119,7 +119,7 @@ expect 2 'parallel.data (2) must be divisible by parallel.expert (the expert ran
 expect 2 'model.moe_experts (6) must be divisible by parallel.expert (each expert rank holds as many experts) (4)' -- train good.toml --set model.moe_experts=6 --set parallel.expert=4 --set parallel.data=4
 expect 2 'model.moe_top_k (2) must be at most model.moe_experts (1)' -- train good.toml --set model.moe_experts=1
 expect 2 'model.moe_experts does not run with tensor_mode = "2d"' -- train good.toml --set model.moe_experts=4 --set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2 --set parallel.data=1
-expect 2 'model.moe_experts (4) must be divisible by parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too) (8)' -- train good.toml --set model.moe_experts=4 --set parallel.expert=2 --set parallel.tensor_cols=4 --set parallel.data=2
+expect 2 'model.moe_experts (2) must be divisible by parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too) (4)' -- train good.toml --set model.moe_experts=2 --set parallel.expert=2 --set parallel.tensor_cols=2 --set parallel.data=2
 expect 2 'model.moe_experts does not run with schedule = "xpipe" yet' -- train good.toml --set model.moe_experts=4 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set model.n_layer=2 --set parallel.micro_batches=2
 expect 2 'model.moe_top_k must be in [1, 2]' -- train good.toml --set model.moe_experts=4 --set model.moe_top_k=3
 expect 2 "model.seq_len (8) must be divisible by 2 x parallel.context (6): each context rank holds two of the 2 x context chunks of every sequence" -- train good.toml --set parallel.context=3 --set parallel.data=1
