@@ -240,10 +240,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
                     "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
                     "\"1d\", whose tensor ranks route a share of the tokens each)");
-  if (d.model.moe_experts > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
-    throw UserError(origin + ": model.moe_experts does not run with schedule = \"xpipe\" yet: the mixture layers' "
-                    "expert gradients are summed over another group than the stage's other gradients, which XPipe's "
-                    "per-stage updates inside a stream do not do; use 1f1b, gpipe, interleaved, zb-h1 or zb-h2");
   if (resnet && p.context > 1)
     throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the residual network's "
                     "samples are not sequences: use parallel.data");

@@ -55,7 +55,7 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
       case PipeOp::RecvGrad: out.add("pipeline", "recv", Collective::Send, s.stages, 0); break;
       case PipeOp::OptimizerStep:
         if (!stream) break;
-        out.add("data", "allreduce", Collective::AllReduce, data_ranks, params * e);
+        gradient_sum_traffic(out, model.params(), data_ranks, false, false, tensor_split_of(model));
         if (tp.mode != TensorMode::Serial)  // the stage's gradient norm
           out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
         break;

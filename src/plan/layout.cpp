@@ -67,7 +67,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
   std::vector<Layout> out;
   const int64_t experts = deck.model.kind == ModelKind::GPT ? deck.model.moe_experts : 0;
   const auto admit = [&](Layout l) {
-    if (experts > 0 && (l.tensor == TensorMode::TwoD || (l.pipeline > 1 && l.schedule == Schedule::XPipe))) return;
+    if (experts > 0 && l.tensor == TensorMode::TwoD) return;
     for (int e = 1; e <= l.data; ++e) {
       if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
       l.expert = e;

@@ -45,7 +45,7 @@ struct Layout {
 // to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
 // 1D splits) as the deck asks (not the schedules that refuse them). With mixtures of
 // experts, every expert split e dividing data (with a 1D split of t ranks, e t dividing the
-// experts), and no 2D split or XPipe (which the deck refuses with them).
+// experts), and no 2D split (which the deck refuses with them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);

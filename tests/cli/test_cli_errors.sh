@@ -120,7 +120,6 @@ expect 2 'model.moe_experts (6) must be divisible by parallel.expert (each exper
 expect 2 'model.moe_top_k (2) must be at most model.moe_experts (1)' -- train good.toml --set model.moe_experts=1
 expect 2 'model.moe_experts does not run with tensor_mode = "2d"' -- train good.toml --set model.moe_experts=4 --set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2 --set parallel.data=1
 expect 2 'model.moe_experts (2) must be divisible by parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too) (4)' -- train good.toml --set model.moe_experts=2 --set parallel.expert=2 --set parallel.tensor_cols=2 --set parallel.data=2
-expect 2 'model.moe_experts does not run with schedule = "xpipe" yet' -- train good.toml --set model.moe_experts=4 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set model.n_layer=2 --set parallel.micro_batches=2
 expect 2 'model.moe_top_k must be in [1, 2]' -- train good.toml --set model.moe_experts=4 --set model.moe_top_k=3
 expect 2 "model.seq_len (8) must be divisible by 2 x parallel.context (6): each context rank holds two of the 2 x context chunks of every sequence" -- train good.toml --set parallel.context=3 --set parallel.data=1
 expect 4 "= 2 ranks, but the job has 4" -- train good.toml --set parallel.data=2
@@ -223,3 +222,4 @@ else
   fi
 fi
 exit $((failures > 0))
+

@@ -1,5 +1,7 @@
 #include "engine/pipeline/xpipe_engine.hpp"
 
+#include "optim/zero_sharding.hpp"
+
 #include <cmath>
 
 #include <stdexcept>
@@ -83,7 +85,7 @@ class XPipeEngine<T>::Stream : public ListHooks {
       case PipeOp::OptimizerStep: {  // this stage's update for mini-batch in.mb
         restore_true_weights();
         timers_.start("optimizer");
-        e_.data_.allreduce_sum(store.grads());
+        sum_gradients(e_.data_, e_.expert_data_, store);  // the experts' over their replicas
         // a non-finite gradient is never applied (the run loop stops or skips the step)
         const double norm = update_.step->apply_stage(store, first_step_ + in.mb, e_.model_.tensor_parallel().group,
                                                       tied_copy_ ? wte_ : -1).grad_norm;
@@ -182,7 +184,7 @@ class XPipeEngine<T>::Stream : public ListHooks {
 template <class T>
 XPipeEngine<T>::XPipeEngine(StageModel<T>& model, const Grid& grid, int micro_batches, bool predict,
                             StalenessMeter<T>* meter)
-    : TrainEngine<T>(model), data_(grid.replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
+    : TrainEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
       stop_comm_(grid.control()), micro_batches_(micro_batches), stages_(int(grid.shape().pipeline)),
       predict_(predict), meter_(meter), executor_(model, grid.pipeline()) {
   if (stages_ > 1 && model_.tied_index() < 0)

@@ -90,6 +90,7 @@ class XPipeEngine : public TrainEngine<T> {
 
   using TrainEngine<T>::model_;
   Comm& data_;
+  Comm& expert_data_;   // the ranks that hold the same experts (Grid::expert_replicas())
   Comm& pipe_;          // the stages of this replica, ranked by stage
   Comm* embedding_;     // first and last stage (tied embedding), if p > 1
   MPI_Comm stop_comm_;  // every rank of the job, for the in-stream stop agreement (Grid::control)
