@@ -7,6 +7,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/moe.hpp"
+#include "kernels/residual.hpp"
 #include "model/tensor_shard.hpp"
 
 namespace strata {
@@ -350,10 +351,7 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
     Kokkos::deep_copy(router_grad_, T(0));
     kernels::matmul_backward_weight<T>(router_grad_, V1<T>(), dlogits, x, Precision::FP32);
     tp_.group->allreduce_sum(V1<T>(router_grad_.data(), router_grad_.size()));
-    const auto g = store_.grad(router_);
-    const auto sum = router_grad_;
-    Kokkos::parallel_for(
-        "moe_router_grad", Range(0, int64_t(sum.size())), KOKKOS_LAMBDA(const int64_t i) { g(i) += sum.data()[i]; });
+    kernels::residual_accumulate<T>(store_.grad(router_), V1<const T>(router_grad_.data(), router_grad_.size()));
   } else {
     kernels::matmul_backward_weight<T>(store_.grad2(router_), V1<T>(), dlogits, x, Precision::FP32);
   }
