@@ -39,7 +39,9 @@ namespace {
 // rows of mixture-of-experts layers (the "expert" group's alltoallv) go where the router
 // sends them, so for those the calls must agree and the bytes are what the routing made:
 // `routed` gets counted / predicted (the prediction is the balanced routing's).
-std::string compare(const Traffic& predicted, const TrainingJob& trainer, double& routed) {
+// routed_bytes: the rows' bytes predicted and counted on this rank.
+std::string compare(const Traffic& predicted, const TrainingJob& trainer, double& routed,
+                    std::pair<double, double>& routed_bytes) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> counted;  // calls, bytes
   for (const auto& [group, comm] : trainer.grid().reported_comms())
     for (const auto& [kind, st] : comm->stats())
@@ -49,7 +51,10 @@ std::string compare(const Traffic& predicted, const TrainingJob& trainer, double
     const auto it = counted.find(key);
     const std::pair<int64_t, int64_t> got = it == counted.end() ? std::make_pair(int64_t(0), int64_t(0)) : it->second;
     const bool by_routing = key == std::make_pair(std::string("expert"), std::string("alltoallv"));
-    if (by_routing && e.payload_bytes > 0) routed = double(got.second) / double(e.payload_bytes);
+    if (by_routing && e.payload_bytes > 0) {
+      routed = double(got.second) / double(e.payload_bytes);
+      routed_bytes = {double(e.payload_bytes), double(got.second)};
+    }
     if (got.first != e.calls || (got.second != e.payload_bytes && !by_routing))
       out += strfmt(" %s/%s: predicted %lld calls %lld B, counted %lld calls %lld B;", key.first.c_str(),
                     key.second.c_str(), (long long)e.calls, (long long)e.payload_bytes, (long long)got.first,
@@ -124,7 +129,15 @@ int main(int argc, char** argv) {
           predicted.add(stage_traffic(d, l, stage, 1), steps);
         }
         double routed = 0;  // mixtures of experts: the rows' bytes counted over the balanced routing's
-        const std::string mismatch = compare(predicted, trainer, routed);
+        std::pair<double, double> routed_bytes{0, 0};
+        std::string mismatch = compare(predicted, trainer, routed, routed_bytes);
+        // dropless, every assignment's row goes to its expert and back, forward and
+        // backward: summed over the ranks the bytes are the formula's (4 N k C values a
+        // layer and micro-batch per rank), whatever the routing
+        MPI_Allreduce(MPI_IN_PLACE, &routed_bytes.first, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (d.model.moe_experts > 0 && d.model.moe_capacity_factor == 0 && routed_bytes.first != routed_bytes.second)
+          mismatch += strfmt(" expert/alltoallv summed over the ranks: formula %.0f B, counted %.0f B;", routed_bytes.first,
+                             routed_bytes.second);
         if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
         double counted_wire = 0;
         for (const auto& [group, comm] : trainer.grid().reported_comms())
