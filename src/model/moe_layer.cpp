@@ -114,7 +114,7 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
     r.aux[size_t(i)] = aux_alpha_ * double(E) * double(global[size_t(i)]) / (double(tokens) * double(k));
   // capacity: each assignment's rank among its expert's, in the order (slot, sequence of
   // the global micro-batch, chunk of the sequence, position), from a table of counts per
-  // (slot, sequence, chunk, expert) summed over the ranks
+  // (slot, sequence, chunk, tensor part, expert) summed over the ranks
   std::vector<char> kept(size_t(n * k), 1);
   int64_t dropped_global = 0;
   if (capacity_factor_ > 0) {
