@@ -72,7 +72,7 @@ MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const Expe
 }
 
 template <class T>
-void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const {
+double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const {
   const int64_t n = x.extent(0), E = experts_, k = top_k_, El = local_experts_;
   if (int64_t(r.probs.extent(0)) != n) {
     r.probs = Tensor2<T>("moe.probs", n, E);
@@ -84,6 +84,7 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
   kernels::router_forward<T>(r.probs, r.lse, x, store_.param2(router_));
   Kokkos::fence();
   const auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.probs);
+  const auto hlse = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.lse);
   auto he = Kokkos::create_mirror_view(r.expert);
   auto hg = Kokkos::create_mirror_view(r.gate);
   auto hrow = Kokkos::create_mirror_view(r.row);
@@ -112,6 +113,12 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
   r.aux.assign(size_t(E), 0.0);
   for (int64_t i = 0; i < E; ++i)
     r.aux[size_t(i)] = aux_alpha_ * double(E) * double(global[size_t(i)]) / (double(tokens) * double(k));
+  // these rows' auxiliary losses, per unit of the loss scale
+  double aux = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < E; ++i) aux += r.aux[size_t(i)] * double(hp(t, i));
+    aux += z_beta_ * double(hlse(t)) * double(hlse(t));
+  }
   // capacity: each assignment's rank among its expert's, in the order (slot, sequence of
   // the global micro-batch, chunk of the sequence, position), from a table of counts per
   // (slot, sequence, chunk, tensor part, expert) summed over the ranks
@@ -209,6 +216,7 @@ void MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r
   Kokkos::deep_copy(r.gate, hg);
   Kokkos::deep_copy(r.row, hrow);
   Kokkos::deep_copy(r.send_token, hs);
+  return aux;
 }
 
 template <class T>
@@ -244,7 +252,7 @@ double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, M
 template <class T>
 double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
   auto& r = k.routing;
-  route(ctx, x, r, count_load);
+  const double aux = route(ctx, x, r, count_load);
   const int64_t S = r.dispatched, R = r.received, C = c_, F = f_;
   ensure_row_capacity(k.xe, "moe.xe", R, C);
   ensure_row_capacity(k.h, "moe.h", R, F);
@@ -276,15 +284,6 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
   }
   if (ep_.active()) from_experts(ye, yk, r);
   kernels::combine_rows<T>(out, yk, r.row, r.gate);
-  // this rank's tokens' auxiliary losses, per unit of the loss scale
-  Kokkos::fence();
-  const auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.probs);
-  const auto hl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.lse);
-  double aux = 0;
-  for (int64_t t = 0; t < int64_t(x.extent(0)); ++t) {
-    for (int64_t i = 0; i < experts_; ++i) aux += r.aux[size_t(i)] * double(hp(t, i));
-    aux += z_beta_ * double(hl(t)) * double(hl(t));
-  }
   return aux;
 }
 

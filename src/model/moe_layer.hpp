@@ -112,7 +112,8 @@ class MoeLayer {
   void reset_load() const { load_ = MoeLoad{}; load_.assigned.assign(size_t(experts_), 0); }
 
  private:
-  void route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
+  // The routing of x's rows into r; returns their auxiliary losses (forward's value).
+  double route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
   void backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
   // Whether this layer routes a share of the rows it is given (a 1D tensor split without
   // sequence parallelism), and how many parts the rows have and which is this rank's.

@@ -9,7 +9,8 @@
 #   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
 #   lost or dangling, a model mismatch, two runs on one directory, a fresh start over
 #   checkpoints; a rank-local error under ZB-H1, inside ring attention (context 2) and inside
-#   a mixture layer's all-to-all (expert 2), and a
+#   a mixture layer's all-to-all (expert 2), a failed write with the experts split over
+#   the ranks (a restart from the surviving checkpoint reproduces the losses), and a
 #   failed write under interleaved 1F1B and under context 2 with ZeRO-1;
 #   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
@@ -114,6 +115,21 @@ RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_F
   timeout 60 "$strata" inspect $out/context-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
   ok "context-write: ckpt_00000004.h5 is LATEST and verifies" ||
   fail "context-write: LATEST $(cat $out/context-write/checkpoints/LATEST)"
+# ... and with the experts split over the two ranks (expert 2, ZeRO-1: each rank writes its
+# own experts' tensors and its block of the others' moments): the step-4 checkpoint stays
+# LATEST, verifies, and the restart from it reproduces the uninterrupted run's losses
+moe_ckpt=(--set model.moe_experts=4 --set model.moe_every=1 --set parallel.expert=2 --set parallel.zero=1)
+run expert-full "${moe_ckpt[@]}" >expert-full.log 2>&1 || { fail "the uninterrupted expert-parallel run"; tail -3 expert-full.log; }
+RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
+  fault expert-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 "${moe_ckpt[@]}"
+if [ "$(cat $out/expert-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
+   timeout 60 "$strata" inspect $out/expert-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
+   run expert-write --restart latest "${moe_ckpt[@]}" >expert-write-restart.log 2>&1 &&
+   diff <(cut -d, -f1,2 $out/expert-full/metrics.csv) <(cut -d, -f1,2 $out/expert-write/metrics.csv) >/dev/null; then
+  ok "expert-write: ckpt_00000004.h5 is LATEST, verifies, and the restart reproduces the expert-parallel run's losses"
+else
+  fail "expert-write: LATEST $(cat $out/expert-write/checkpoints/LATEST), restart:"; tail -3 expert-write-restart.log
+fi
 
 # --- the zero-bubble and interleaved pipelines (the backward's halves, several chunks per
 # stage): a rank-local error on stage 1 ends both ranks; a failed checkpoint write on rank
