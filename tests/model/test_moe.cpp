@@ -165,14 +165,7 @@ TEST_CASE("GPT with mixture blocks: backward matches finite differences for ever
     GPT<double> model(cfg, 7);
     const BlockContext ctx{2, cfg.seq_len};
     const int64_t n = ctx.rows();
-    Tensor1<int32_t> tok("tok", n), tgt("tgt", n);
-    auto ht = Kokkos::create_mirror_view(tok), hg = Kokkos::create_mirror_view(tgt);
-    for (int64_t i = 0; i < n; ++i) {
-      ht(i) = int32_t(counter_hash(1, 2, i) % cfg.vocab_size);
-      hg(i) = int32_t(counter_hash(1, 3, i) % cfg.vocab_size);
-    }
-    Kokkos::deep_copy(tok, ht);
-    Kokkos::deep_copy(tgt, hg);
+    const auto tok = to_device(hashed_tokens(n, cfg.vocab_size, 2)), tgt = to_device(hashed_tokens(n, cfg.vocab_size, 3));
     auto& store = model.params();
     store.zero_grads();
     model.forward(ctx, tok, tgt);

@@ -17,6 +17,13 @@ std::vector<T> random_vector(size_t n, uint64_t stream, double scale = 1.0) {
   return v;
 }
 
+// n token ids below vocab, a pure function of (stream, index).
+inline std::vector<int32_t> hashed_tokens(int64_t n, int64_t vocab, uint64_t stream) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = int32_t(counter_hash(1, stream, uint64_t(i)) % uint64_t(vocab));
+  return v;
+}
+
 template <class T>
 Tensor1<T> to_device(const std::vector<T>& h) {
   Tensor1<T> d("test", h.size());
