@@ -6,6 +6,7 @@
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S] [--tokenizer M]
 //   strata tokenize DECK [--set section.key=value ...]
+//   strata export CKPT.h5 --format hf|llmc OUT [--dtype fp32|bf16]
 //
 // Exit codes (core/error.hpp, README "When things go wrong"): 0 success, also after a
 // signal or run.max_walltime made training write a checkpoint and stop early; 1 internal
@@ -39,6 +40,7 @@
 #include "plan/calibrate.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/plan_report.hpp"
+#include "cli/export_model.hpp"
 #include "cli/generate.hpp"
 #include "checkpoint/inspect_checkpoint.hpp"
 #include "comm/nccl_comm.hpp"
@@ -171,6 +173,12 @@ int run_inspect(int rank, const std::string& path) {
 int run_generate(int rank, const std::string& path, const strata::GenerateOptions& opts) {
   if (rank != 0) return strata::kExitOk;
   std::cout << strata::generate_text(path, opts) << std::endl;
+  return strata::kExitOk;
+}
+
+int run_export(int rank, const std::string& path, const strata::ExportOptions& opts) {
+  if (rank != 0) return strata::kExitOk;
+  std::printf("%s\n", strata::export_model(path, opts).c_str());
   return strata::kExitOk;
 }
 
@@ -331,6 +339,16 @@ int main(int argc, char** argv) {
     generate->add_option("--tokenizer", gen.tokenizer,
                          "SentencePiece model to encode the prompt and decode with (default: the one the checkpoint's "
                          "deck names)");
+    strata::ExportOptions export_opts;
+    auto* export_cmd = app.add_subcommand(
+        "export", "write a GPT checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors) or an llm.c "
+                  "model file (docs/interop.md)");
+    export_cmd->add_option("checkpoint", checkpoint, "checkpoint file (.h5)")->required();
+    export_cmd->add_option("out", export_opts.out, "the folder (hf) or file (llmc) to write; must not exist, or be "
+                                                   "an empty folder")->required();
+    export_cmd->add_option("--format", export_opts.format, "hf (Hugging Face GPT2LMHeadModel) or llmc (llm.c's "
+                                                           "gpt2_*.bin)")->required();
+    export_cmd->add_option("--dtype", export_opts.dtype, "fp32 (default) or bf16 (rounded to nearest even)");
     auto* tokenize = app.add_subcommand(
         "tokenize", "train a SentencePiece tokenizer on a deck's data.files (or use data.tokenizer) and write the "
                     "corpus as token shards into data.token_dir, for data.kind = \"tokens\"; any number of ranks");
@@ -354,6 +372,7 @@ int main(int argc, char** argv) {
       if (*inspect) code = run_inspect(rank, checkpoint);
       if (*generate) code = run_generate(rank, checkpoint, gen);
       if (*tokenize) code = run_tokenize(deck_path, overrides);
+      if (*export_cmd) code = run_export(rank, checkpoint, export_opts);
     } catch (const strata::StrataError& e) {
       // Agreed errors (and every error of the sub-commands that are not training runs,
       // which all ranks see alike) are printed once; an error only this rank saw after

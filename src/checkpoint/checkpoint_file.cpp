@@ -387,6 +387,8 @@ std::vector<std::string> CheckpointReader::tensor_names(const std::string& group
   return names;
 }
 
+bool CheckpointReader::has_attribute(const std::string& name) const { return H5Aexists(file_, name.c_str()) > 0; }
+
 std::string CheckpointReader::string_attribute(const std::string& name) const {
   hid_t attr = H5Aopen(file_, name.c_str(), H5P_DEFAULT);
   if (attr < 0) throw UserError("checkpoint '" + path_ + "' has no attribute '" + name + "'");

@@ -105,6 +105,7 @@ class CheckpointReader {
   // Names of the datasets under a group (e.g. "/params"), in creation order.
   std::vector<std::string> tensor_names(const std::string& group) const;
 
+  bool has_attribute(const std::string& name) const;
   std::string string_attribute(const std::string& name) const;
   int64_t int_attribute(const std::string& name) const;
   double double_attribute(const std::string& name) const;

@@ -18,6 +18,7 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
   out << "val loss     " << (std::isnan(val) ? std::string("-") : std::to_string(val)) << "\n";
   out << "written by   " << r.int_attribute("ranks") << " ranks, layout " << r.string_attribute("layout") << "\n";
   out << "sampler      " << r.string_attribute("sampler") << "\n";
+  if (r.has_attribute("init_from")) out << "init_from    " << r.string_attribute("init_from") << "\n";
   out << "deck:\n";
   const std::string deck = r.string_attribute("deck");
   for (size_t start = 0; start < deck.size();) {

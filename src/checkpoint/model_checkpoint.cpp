@@ -95,6 +95,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
   w.write_attribute("val_loss", state.val_loss);
   w.write_attribute("deck", deck.resolved_toml);
   w.write_attribute("layout", layout);
+  if (!state.init_from.empty()) w.write_attribute("init_from", state.init_from);
   w.write_attribute("ranks", int64_t(size));
   w.write_attribute("sampler", std::string("counter-based: sequence i of step s is a function of (seed, s, i); "
                                            "training resumes at step = the 'step' attribute"));
@@ -129,8 +130,11 @@ std::string read_checkpoint_tokenizer(const std::string& path) {
   return r.has_tensor("/tokenizer/model") ? r.read_bytes("/tokenizer/model") : std::string();
 }
 
-TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
-  CheckpointReader r(path);
+namespace {
+
+// The format attribute, then every tensor of `groups` in store's shapes, before anything is read.
+void check_readable(const CheckpointReader& r, const ParamStore<float>& store, int groups) {
+  const std::string& path = r.path();
   std::string format;
   try {
     format = r.string_attribute("format");
@@ -139,10 +143,9 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
   }
   if (format != kCheckpointFormat)
     throw UserError("'" + path + "' has checkpoint format '" + format + "', this strata reads '" + kCheckpointFormat + "'");
-  // Check every shape before reading anything.
   for (const auto& p : store.infos())
-    for (const char* g : kGroups) {
-      const std::string name = g + p.name;
+    for (int g = 0; g < groups; ++g) {
+      const std::string name = kGroups[g] + p.name;
       if (!r.has_tensor(name))
         throw UserError("checkpoint '" + path + "' has no tensor " + name + ": it was written for another model");
       const auto shape = r.shape(name);
@@ -150,6 +153,27 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
         throw UserError("checkpoint '" + path + "': tensor " + name + " has shape " + shape_string(shape) +
                         " but the deck's model needs " + shape_string(p.shape));
     }
+}
+
+}  // namespace
+
+std::string read_checkpoint_params(const std::string& path, ParamStore<float>& store, int64_t n_head) {
+  CheckpointReader r(path);
+  check_readable(r, store, 1);
+  const Deck written = parse_deck(r.string_attribute("deck"), path + " (its deck)");
+  if (written.model.kind == ModelKind::GPT && written.model.n_head != n_head)
+    throw UserError("checkpoint '" + path + "' was written with model.n_head = " + std::to_string(written.model.n_head) +
+                    ", the deck has " + std::to_string(n_head));
+  auto host = Kokkos::create_mirror_view(store.params());
+  for (const auto& p : store.infos())
+    if (p.numel > 0) r.read_tensor(kGroups[0] + p.name, p.start, p.count, host.data() + p.offset);
+  Kokkos::deep_copy(store.params(), host);
+  return "step " + std::to_string(r.int_attribute("step")) + " of a run of layout " + r.string_attribute("layout");
+}
+
+TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
+  CheckpointReader r(path);
+  check_readable(r, store, 3);
   // Read into host buffers (checksums verified), then copy to the device in one go.
   Tensor1<float>* buffers[3] = {&store.params(), &store.adam_m(), &store.adam_v()};
   std::vector<typename Tensor1<float>::HostMirror> host;
@@ -166,6 +190,7 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
   s.tokens_seen = r.int_attribute("tokens_seen");
   s.val_loss = r.double_attribute("val_loss");
   s.deck = r.string_attribute("deck");
+  if (r.has_attribute("init_from")) s.init_from = r.string_attribute("init_from");
   for (int g = 0; g < 3; ++g) Kokkos::deep_copy(*buffers[g], host[g]);
   return s;
 }

@@ -6,7 +6,8 @@
 //   /optim/adam_m/<global name>    AdamW first moment, same shape
 //   /optim/adam_v/<global name>    AdamW second moment, same shape
 //   attributes on /: format, step, optim_steps, tokens_seen, seed, val_loss, deck (the
-//   resolved TOML), layout (e.g. "data=2"), ranks, sampler
+//   resolved TOML), layout (e.g. "data=2"), ranks, sampler, init_from (what model.init_from
+//   read at step 0, carried through restarts; absent when the run started from its seed)
 // Every dataset is chunked with a Fletcher32 checksum per chunk.
 #include <mpi.h>
 
@@ -25,6 +26,7 @@ struct TrainingState {
   double val_loss = 0;      // validation loss at this step (NaN if not computed)
   std::string deck;         // read_model_checkpoint: the resolved deck the checkpoint was written with
   std::string tokenizer;    // the data's SentencePiece model, as /tokenizer/model ("": none)
+  std::string init_from;    // where the run's first weights came from (model.init_from; "": its seed)
 };
 
 // The SentencePiece model a checkpoint carries ("" when it has none: byte-level or random
@@ -60,6 +62,11 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
 // UserError naming the file and tensor for a missing tensor, a shape that does not match
 // the deck's model, or a failed checksum; nothing is modified before all checks passed.
 TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store);
+
+// model.init_from of a strata checkpoint: reads this rank's shards of its /params only
+// (its moments, step and sampler are not wanted), after checking every shape against
+// store's and its deck's model.n_head against n_head. Returns "step N of a run of layout L".
+std::string read_checkpoint_params(const std::string& path, ParamStore<float>& store, int64_t n_head);
 
 // Checks, without reading tensor data, that path is a complete checkpoint of this
 // format with every tensor store declares, in its global shape, and (step >= 0) of that

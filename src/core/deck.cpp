@@ -50,14 +50,14 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     const int64_t t = p.tensor_cols;
     need(m.n_head, "model.n_head", t, "parallel.tensor_cols");
     need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
-    need(m.vocab_size, "model.vocab_size", t, "parallel.tensor_cols");
+    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", t, "parallel.tensor_cols");
   }
   need(d.data.batch_size / p.data, "data.batch_size / parallel.data", p.micro_batches, "parallel.micro_batches");
   if (p.tensor_mode == TensorMode::TwoD && p.tensor_rows > 1) {
     const int64_t q = p.tensor_rows;
     need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
     need(m.n_embd, "model.n_embd", q * q, "q^2");
-    need(m.vocab_size, "model.vocab_size", q, "q = parallel.tensor_rows");
+    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", q, "q = parallel.tensor_rows");
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
@@ -163,6 +163,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   check(resnet || m.n_embd % m.n_head == 0, "model.n_embd",
         "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
             ")");
+  check(m.padded_vocab_size == 0 || m.padded_vocab_size >= m.vocab_size, "model.padded_vocab_size",
+        "(" + std::to_string(m.padded_vocab_size) + ") must be 0 or at least model.vocab_size (" +
+            std::to_string(m.vocab_size) + ")");
   const auto& data = d.data;
   check((data.kind == DataKind::Images) == resnet, "data.kind",
         "\"images\" goes with model.kind = \"resnet\" and the token kinds with \"gpt\"");

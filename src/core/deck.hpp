@@ -37,6 +37,7 @@ struct ModelConfig {
   int64_t n_head = 4;
   int64_t vocab_size = 256;
   int64_t seq_len = 128;
+  int64_t padded_vocab_size = 0;  // the embedding's rows, when more than vocab_size (llm.c's padding)
   // the residual network
   int64_t steps = 4;
   int64_t width = 256;
@@ -45,6 +46,7 @@ struct ModelConfig {
   double step_init_std = 0.01;
   // both
   double init_std = 0.02;
+  std::string init_from;  // a fresh run's starting weights (checkpoint/initial_weights.hpp)
   Precision precision = Precision::FP32;
   bool bf16_round_once = true;  // bf16: operands many products read rounded once, not in every product
   // the GPT's mixture of experts (model/moe_layer.hpp): E experts (0: every MLP dense), each
@@ -59,6 +61,8 @@ struct ModelConfig {
   // whether block l (0-based) has a mixture of experts for its MLP: the moe_every-th, 2 moe_every-th, ...
   bool moe_block(int64_t l) const { return moe_experts > 0 && (l + 1) % moe_every == 0; }
   int64_t expert_hidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }
+  // the token embedding's rows: vocab_size, or padded_vocab_size when that is larger
+  int64_t vocab_rows() const { return padded_vocab_size > vocab_size ? padded_vocab_size : vocab_size; }
   // what the layer axis (parallel.pipeline) divides: the GPT's blocks or the network's steps
   int64_t layers() const { return kind == ModelKind::ResNet ? steps : n_layer; }
   const char* layers_key() const { return kind == ModelKind::ResNet ? "model.steps" : "model.n_layer"; }

@@ -303,6 +303,10 @@ std::vector<DeckKey> declare_keys() {
                    "gpt: vocabulary size V (at least 256 for byte-level text)")),
       gpt_only(key(model, &D::model, "seq_len", &ModelConfig::seq_len, at_least<int64_t>(1),
                    "gpt: context length T (also the position table's size)")),
+      gpt_only(key(model, &D::model, "padded_vocab_size", &ModelConfig::padded_vocab_size, at_least<int64_t>(0),
+                   "gpt: rows of the token embedding (and logits) when more than vocab_size, as llm.c pads GPT-2's "
+                   "50257 to 50304: the padded rows start at zero, their logits are left out of the softmax and never "
+                   "sampled, and they make the vocabulary divisible by a tensor split (0: vocab_size, no padding)")),
       resnet_only(key(model, &D::model, "steps", &ModelConfig::steps, at_least<int64_t>(1),
                       "resnet: residual steps N (at least parallel.pipeline)")),
       resnet_only(key(model, &D::model, "width", &ModelConfig::width, at_least<int64_t>(1),
@@ -314,6 +318,10 @@ std::vector<DeckKey> declare_keys() {
       resnet_only(key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
                       "resnet: std of the residual steps' initial weights")),
       key(model, &D::model, "init_std", &ModelConfig::init_std, above(0.0), "std of the initial weights"),
+      key(model, &D::model, "init_from", &ModelConfig::init_from, any<std::string>(),
+          "start a fresh run from these weights instead of random ones: a Hugging Face GPT-2 model.safetensors (or "
+          "its folder), an llm.c model .bin, or a strata checkpoint (its parameters only); the optimizer starts "
+          "fresh, every tensor's shape is checked against this section, and a restart ignores it (docs/interop.md)"),
       enum_choice(model, &D::model, "precision", &ModelConfig::precision, precision_names(),
                   "the matrix products (linear layers, attention, LM head; the residual network's steps): fp32, or "
                   "bf16 operands with fp32 accumulation (CPUs with AVX512-BF16 or AMX, GPUs of compute capability 8.0 "

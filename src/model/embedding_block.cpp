@@ -8,15 +8,17 @@ namespace strata {
 
 template <class T>
 EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
-                                  const StagePlacement& placement, int64_t vocab, int64_t seq_len, int64_t c, double std)
+                                  const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len, int64_t c,
+                                  double std)
     : store_(store), tp_(tp), cp_(cp) {
-  Shard wte = tensor_shard(tp, {vocab, c}, 0, 0, 1);
+  Shard wte = tensor_shard(tp, {rows, c}, 0, 0, 1);
   if (placement.stages > 1) {  // two pipeline copies: the first stage's owns it
     wte.replica = wte.replica * 2 + (placement.first() ? 0 : 1);
     wte.replicas *= 2;
   }
-  if (!placement.first() && !placement.last()) wte = not_held({vocab, c});
-  wte_ = store.add("wte", {vocab, c}, Init::Normal, std, true, wte);
+  if (!placement.first() && !placement.last()) wte = not_held({rows, c});
+  wte_ = store.add("wte", {rows, c}, Init::Normal, std, true, wte);
+  store.draw_rows_below(wte_, vocab);  // a padding starts at zero, as llm.c's
   wpe_ = store.add("wpe", {seq_len, c}, Init::Normal, std, true,
                    placement.first() ? tensor_shard(tp, {seq_len, c}, -1, -1, 1) : not_held({seq_len, c}));
 }

@@ -34,9 +34,11 @@ template <class T>
 class EmbeddingBlock {
  public:
   // The first pipeline stage holds wte and wpe and runs the block; the last holds a copy
-  // of wte for the tied LM head.
+  // of wte for the tied LM head. wte has `rows` rows: the vocabulary and its padding
+  // (model.padded_vocab_size), which starts at zero.
   EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
-                 const StagePlacement& placement, int64_t vocab, int64_t seq_len, int64_t c, double std);
+                 const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len, int64_t c,
+                 double std);
   // tokens: all B*T tokens of the replica (a context split's local rows of them: T/X per
   // sequence); local: the rows this rank computes (2D: its batch block) -> cache.out
   // (local.rows(), C').

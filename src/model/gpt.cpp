@@ -16,13 +16,15 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
                              std::to_string(placement_.stages) + " holds no layer in its chunk " + std::to_string(k) +
                              " (n_layer " + std::to_string(cfg.n_layer) + ")");
   const int64_t c = cfg.n_embd;
-  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cp_, placement_, cfg.vocab_size, cfg.seq_len, c, cfg.init_std);
+  embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cp_, placement_, cfg.vocab_size, cfg.vocab_rows(),
+                                                  cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
   const MixtureSetup mixture{cfg, ep, TokenPlace{ep.data_rank, ep.data_size, cp_.rank, cp_.size}};
   for (int l = 0; l < cfg.n_layer; ++l)
     blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head,
                          cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr);
-  head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, placement_.last());
+  head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, cfg.vocab_size,
+                                      placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.

@@ -10,8 +10,8 @@ namespace strata {
 
 template <class T>
 LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c,
-                  bool held)
-    : store_(store), tp_(tp), precision_(precision), wte_(wte_index), c_(c) {
+                  int64_t vocab, bool held)
+    : store_(store), tp_(tp), precision_(precision), wte_(wte_index), c_(c), vocab_(vocab) {
   const Shard shard = held ? tensor_shard(tp, {c}, -1, -1, 0) : not_held({c});
   lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, shard);
   lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros, 0, false, shard);
@@ -34,6 +34,7 @@ double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32
     tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
   }
   tp_head_logits<T>(tp_, precision_, k.logits, k.lnf, wte);  // (BT, C')(C', V') -> (BT, V')
+  if (store_.infos()[wte_].shape[0] > vocab_) tp_mask_padded_logits<T>(tp_, k.logits, vocab_);
   return tp_cross_entropy_forward<T>(tp_, k.losses, k.lse, k.logits, targets);
 }
 

@@ -49,7 +49,10 @@ template <class T>
 class LMHead {
  public:
   // held: this rank is on the last pipeline stage (else it only declares lnf).
-  LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c, bool held = true);
+  // vocab: the real vocabulary; wte's rows past it (model.padded_vocab_size) get logits of
+  // -inf, so the softmax, the loss and sampling leave them out and they get no gradient.
+  LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c, int64_t vocab,
+         bool held = true);
   // x (BT, C'; under sequence parallelism this rank's BT/t rows), targets (BT) of this
   // rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
@@ -73,7 +76,7 @@ class LMHead {
   const TensorParallel& tp_;
   Precision precision_;  // of the products (model.precision)
   int wte_, lnf_w_, lnf_b_;
-  int64_t c_;
+  int64_t c_, vocab_;
 };
 
 }  // namespace strata

@@ -64,9 +64,11 @@ void ParamStore<T>::allocate(uint64_t seed) {
       const double sd = p.std;
       // Local element i -> its global index, so every layout draws the same global values.
       const ShardIndex index(p);
+      const int64_t drawn = p.drawn_rows < 0 ? p.global_numel : p.drawn_rows * (p.global_numel / p.shape[0]);
       Kokkos::parallel_for(
           "param_init", Range(0, p.numel), KOKKOS_LAMBDA(const int64_t i) {
-            dst(i) = T(sd * counter_normal(seed, stream, uint64_t(index.global(i))));
+            const int64_t g = index.global(i);
+            dst(i) = g < drawn ? T(sd * counter_normal(seed, stream, uint64_t(g))) : T(0);
           });
     }
   }

@@ -43,6 +43,7 @@ struct ParamInfo {
   int64_t global_numel = 0;
   Init init = Init::Zeros;
   double std = 0;     // for Init::Normal
+  int64_t drawn_rows = -1;  // Init::Normal: rows (of dimension 0) below this are drawn, the rest zero (-1: all)
   bool decay = false; // receives weight decay (2D weights do; biases and norms do not)
 };
 
@@ -83,6 +84,9 @@ class ParamStore {
   // index. All declarations come before allocate().
   int add(const std::string& name, std::vector<int64_t> shape, Init init, double std = 0, bool decay = false,
           Shard shard = {});
+  // Only the first `rows` rows (dimension 0) of tensor i are drawn, the rest start at zero
+  // (a vocabulary's padding); before allocate().
+  void draw_rows_below(int i, int64_t rows) { infos_[size_t(i)].drawn_rows = rows; }
   // Allocates the flat buffers and fills parameters from the counter-based RNG.
   void allocate(uint64_t seed);
   // ZeRO stage 1, after allocate(): the flat buffers are padded with zeros to `shards`

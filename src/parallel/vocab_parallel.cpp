@@ -1,5 +1,8 @@
 #include "parallel/vocab_parallel.hpp"
 
+#include <algorithm>
+#include <limits>
+
 #include "core/kmath.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/embedding.hpp"
@@ -154,6 +157,18 @@ double tp_cross_entropy_forward(const TensorParallel& tp, V1<T> losses, V1<T> ls
 }
 
 template <class T>
+void tp_mask_padded_logits(const TensorParallel& tp, V2<T> logits, int64_t vocab) {
+  const int64_t cols = logits.extent(1), first = std::max<int64_t>(vocab - logits_vocab_begin(tp, cols), 0);
+  if (first >= cols) return;
+  const int64_t width = cols - first;
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  Kokkos::parallel_for(
+      "mask_padded_logits", Range(0, int64_t(logits.extent(0)) * width), KOKKOS_LAMBDA(const int64_t i) {
+        logits(i / width, first + i % width) = minus_inf;
+      });
+}
+
+template <class T>
 void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const T> lse, V1<const int32_t> targets,
                                T scale) {
   kernels::cross_entropy_backward<T>(logits, logits, lse, targets, scale, logits_vocab_begin(tp, logits.extent(1)));
@@ -170,7 +185,8 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
   template void tp_head_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);              \
   template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>,                  \
                                               V1<const int32_t>);                                                \
-  template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);
+  template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);  \
+  template void tp_mask_padded_logits<T>(const TensorParallel&, V2<T>, int64_t);
 STRATA_VOCAB_PARALLEL_INSTANTIATE(float)
 STRATA_VOCAB_PARALLEL_INSTANTIATE(double)
 #undef STRATA_VOCAB_PARALLEL_INSTANTIATE

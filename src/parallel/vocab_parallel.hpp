@@ -51,6 +51,10 @@ void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T
 template <class T>
 double tp_cross_entropy_forward(const TensorParallel& tp, V1<T> losses, V1<T> lse, V2<const T> logits,
                                 V1<const int32_t> targets);
+// The logits of vocabulary columns >= vocab (a padded embedding's extra rows) := -inf, so
+// the softmax, the loss and sampling leave them out and their gradients are zero.
+template <class T>
+void tp_mask_padded_logits(const TensorParallel& tp, V2<T> logits, int64_t vocab);
 // In place: logits := scale * (softmax - onehot(target)) for this rank's columns.
 template <class T>
 void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const T> lse, V1<const int32_t> targets,

@@ -51,7 +51,7 @@ std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
     return {{rows, 784, m.width}, {rows, m.width, m.width}, {rows, m.width, 10}};
   }
   const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
-  return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_size}};
+  return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_rows()}};
 }
 
 double triad_bandwidth() {
@@ -112,7 +112,7 @@ double activation_rate(const Deck& deck, GPT<float>& model, const MachineFile& r
   const BlockContext ctx{std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
                          deck.model.seq_len};
   Tensor1<int32_t> tokens("calibrate.tokens", ctx.rows());
-  const int64_t vocab = deck.model.vocab_size;
+  const int64_t vocab = deck.model.vocab_rows();
   Kokkos::parallel_for(
       "calibrate_tokens", Range(0, ctx.rows()),
       KOKKOS_LAMBDA(const int64_t i) { tokens(i) = int32_t((i * 7919) % vocab); });

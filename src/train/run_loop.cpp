@@ -13,6 +13,7 @@
 #include "core/memory.hpp"
 #include "io/trace_file.hpp"
 #include "checkpoint/checkpoint_dir.hpp"
+#include "checkpoint/initial_weights.hpp"
 #include "checkpoint/restart_point.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
@@ -58,7 +59,8 @@ std::string check_deck_against_checkpoint(const std::string& path, const std::st
                                           const std::string& now) {
   std::string changed;
   for (const auto& c : deck_changes(written_with, now)) {
-    if ((c.key.rfind("model.", 0) == 0 && c.key != "model.precision") || c.key == "run.seed")
+    if ((c.key.rfind("model.", 0) == 0 && c.key != "model.precision" && c.key != "model.init_from") ||
+        c.key == "run.seed")
       throw UserError("checkpoint '" + path + "' was written with " + c.key + " = " + c.before + ", the deck has " +
                       c.after + " (the model and run.seed must match to restart)");
     changed += (changed.empty() ? "" : ", ") + c.key + " " + c.before + " -> " + c.after;
@@ -99,6 +101,14 @@ void RunLoop::set_up() {
                      from.path.c_str(), (long long)start_.step, mib, dt, mib * 1.048576 / std::max(dt, 1e-9)));
     if (!changed.empty()) log_.info("strata: restart: changed since the checkpoint: " + changed);
   });
+  // a fresh run from weights made elsewhere (model.init_from; a restart has its own)
+  agreed(world, [&] {
+    if (!from.path.empty() || deck_.model.init_from.empty()) return;
+    const double t0 = Timers::now();
+    start_.init_from = load_initial_weights(deck_.model.init_from, deck_.model, job_.params());
+    log_.info(strfmt("strata: init_from: read %s in %.3f s; the optimizer starts fresh", start_.init_from.c_str(),
+                     Timers::now() - t0));
+  });
   // 3. the outputs (rank 0): deck.toml, metrics.csv, the checkpoints folder
   agreed(world, [&] {
     if (run_dir_.empty()) return;
@@ -137,6 +147,7 @@ TrainingState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps,
   s.tokens_seen = steps_done * job_.facts().samples_per_step;
   s.val_loss = val;
   s.tokenizer = job_.facts().tokenizer_model;
+  s.init_from = start_.init_from;
   return s;
 }
 

@@ -54,8 +54,9 @@ void TrainingJob::describe(const JobOptions& options) {
                                                       m.moe_experts > 0 ? dynamic_cast<GPT<float>*>(model_.get()) : nullptr);
     const bool bf16 = m.precision == Precision::BF16;
     facts_.description.push_back(
-        strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld: %.2fM parameters; %s data%s",
+        strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld%s, T=%lld: %.2fM parameters; %s data%s",
                (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
+               m.vocab_rows() > m.vocab_size ? strfmt(" (padded to %lld)", (long long)m.vocab_rows()).c_str() : "",
                (long long)m.seq_len, params_m, to_string(deck_.data.kind).c_str(),
                bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
     if (m.moe_experts > 0) {
