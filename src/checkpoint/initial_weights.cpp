@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -35,6 +36,9 @@ Format sniff(const TensorFileReader& f) {
   int32_t magic = 0;
   if (n >= 4) std::memcpy(&magic, head, 4);
   if (magic == kLlmcModelMagic) return Format::Llmc;
+  if (magic == 20240520)
+    throw UserError(f.path() + ": model.init_from names an llm.c token shard (magic 20240520), not a model file "
+                               "(magic 20240326)");
   if (n >= 9 && head[8] == '{') return Format::HF;
   throw UserError(f.path() + ": model.init_from names a file that is neither safetensors, an llm.c model file nor "
                              "a strata checkpoint (by its first bytes)");
@@ -200,6 +204,9 @@ std::vector<Stored> llmc_layout(const std::string& path, const LlmcModelHeader& 
 
 std::string load_initial_weights(const std::string& given, const ModelConfig& m, ParamStore<float>& store) {
   std::string path = given, note;
+  struct stat given_st {};
+  if (::stat(given.c_str(), &given_st) != 0)
+    throw UserError("model.init_from = '" + given + "': " + std::strerror(errno));
   if (is_directory(given)) {
     path = given + "/model.safetensors";
     struct stat st {};

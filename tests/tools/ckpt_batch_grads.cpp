@@ -1,5 +1,6 @@
 // Writes strata's loss and parameter gradients of validation batch 0 for the model in a
-// checkpoint, to an HDF5 file (/grads/<global name>, attribute "loss"), for
+// checkpoint, to an HDF5 file (/grads/<global name>, the batch as /batch/tokens and
+// /batch/targets, attribute "loss"), for
 // tools/ckpt_to_torch.py --grads; products in fp32 or bf16 (tools/ckpt_to_torch.py --bf16).
 // Usage: ckpt_batch_grads CKPT.h5 OUT.h5 [fp32|bf16]
 #include <mpi.h>
@@ -7,6 +8,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "io/token_batches.hpp"
 #include "checkpoint/checkpoint_file.hpp"
@@ -47,6 +50,13 @@ int main(int argc, char** argv) {
       CheckpointWriter w(argv[2], MPI_COMM_SELF);
       for (const auto& p : store.infos())
         w.write_tensor("/grads/" + p.name, p.shape, p.start, p.count, grads.data() + p.offset);
+      // the batch itself, for checks that compute the loss their own way (ids as floats: exact below 2^24)
+      for (const auto& [name, ids] : {std::pair{"/batch/tokens", batch.tokens}, std::pair{"/batch/targets", batch.targets}}) {
+        const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ids);
+        std::vector<float> values(h.size());
+        for (size_t i = 0; i < values.size(); ++i) values[i] = float(h(i));
+        w.write_tensor(name, {ctx.batch, ctx.seq_len}, {0, 0}, {ctx.batch, ctx.seq_len}, values.data());
+      }
       w.write_attribute("loss", loss);
       w.close();
     }
