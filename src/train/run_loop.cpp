@@ -106,8 +106,8 @@ void RunLoop::set_up() {
     if (!from.path.empty() || deck_.model.init_from.empty()) return;
     const double t0 = Timers::now();
     start_.init_from = load_initial_weights(deck_.model.init_from, deck_.model, job_.params());
-    log_.info(strfmt("strata: init_from: read %s in %.3f s; the optimizer starts fresh", start_.init_from.c_str(),
-                     Timers::now() - t0));
+    const double dt = Timers::now() - t0;
+    log_.info(strfmt("strata: init_from: %.3f s to read %s; the optimizer starts fresh", dt, start_.init_from.c_str()));
   });
   // 3. the outputs (rank 0): deck.toml, metrics.csv, the checkpoints folder
   agreed(world, [&] {
