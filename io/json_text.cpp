@@ -48,7 +48,7 @@ class Parser {
   }
 
   JsonValue value(int depth) {
-    if (depth > kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth));
+    if (depth >= kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth));
     space();
     if (i_ >= s_.size()) fail("unexpected end");
     JsonValue v;
