@@ -18,7 +18,7 @@ for layout in tensor_cols pipeline; do
       --set 'model.init_from="gpt2"' --set 'data.shards=["gpt2/synth_train.bin"]' \
       --set 'data.val_shards=["gpt2/synth_val.bin"]' --set data.batch_size=1 --set parallel.data=1 \
       --set parallel.$layout=2 > $layout.log 2>&1; then
-    ok "$layout=2: loaded and trained 2 steps in $(($(date +%s) - start)) s: $(grep 'init_from: read' $layout.log)"
+    ok "$layout=2: loaded and trained 2 steps in $(($(date +%s) - start)) s: $(grep 'strata: init_from:' $layout.log)"
   else
     fail "$layout=2"; tail -20 $layout.log
   fi
