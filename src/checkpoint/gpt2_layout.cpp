@@ -51,9 +51,12 @@ std::optional<ForeignTensor> lookup(const std::string& strata_name, bool hf) {
 std::optional<ForeignTensor> hf_tensor(const std::string& strata_name) { return lookup(strata_name, true); }
 std::optional<ForeignTensor> llmc_tensor(const std::string& strata_name) { return lookup(strata_name, false); }
 
+bool is_matrix(const std::string& strata_name, const std::vector<int64_t>& shape) {
+  return shape.size() >= 2 && strata_name.find(".bias") == std::string::npos;
+}
+
 int64_t matrix_rows(const std::string& strata_name, const std::vector<int64_t>& shape) {
-  const bool vector = shape.size() < 2 || strata_name.find(".bias") != std::string::npos;
-  return vector ? 1 : shape[0];
+  return is_matrix(strata_name, shape) ? shape[0] : 1;
 }
 
 std::string gpt2_export_refusal(const ModelConfig& m) {

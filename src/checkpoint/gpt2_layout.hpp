@@ -27,6 +27,7 @@ std::optional<ForeignTensor> llmc_tensor(const std::string& strata_name);
 // strata's GPT tensors seen as matrices: a weight of shape [in, ...] is `shape[0]` rows of
 // the rest; a vector (a bias, a layer norm's, and the [3, C] qkv bias) is one row. This is
 // the view both formats store (transposed or not) and what a shard's box is read through.
+bool is_matrix(const std::string& strata_name, const std::vector<int64_t>& shape);
 int64_t matrix_rows(const std::string& strata_name, const std::vector<int64_t>& shape);
 
 // Why a checkpoint's model cannot be written as GPT-2 ("" when it can): another kind, or

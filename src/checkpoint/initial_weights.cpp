@@ -84,8 +84,7 @@ struct Stored {
 // real_rows are zeros (a vocabulary's padding).
 void read_box(const TensorFileReader& f, const ParamInfo& p, const Stored& s, int64_t real_rows, float* out) {
   const size_t nd = p.shape.size();
-  const int64_t R = matrix_rows(p.name, p.shape), K = p.global_numel / R;
-  const bool matrix = R > 1 || (nd >= 2 && p.name.find(".bias") == std::string::npos);
+  const bool matrix = is_matrix(p.name, p.shape);
   // the box's runs along its last dimension, as (column of the view, length): the same for
   // every row of the view (a vector's box lies in its one row)
   std::vector<int64_t> strides(nd, 1);
@@ -100,7 +99,7 @@ void read_box(const TensorFileReader& f, const ParamInfo& p, const Stored& s, in
   };
   walk(matrix ? 1 : 0, 0);
   const int64_t r0 = matrix ? p.start[0] : 0, r1 = matrix ? p.start[0] + p.count[0] : 1;
-  int64_t k0 = K, k1 = 0;
+  int64_t k0 = p.global_numel, k1 = 0;
   for (const auto& [c, n] : runs) k0 = std::min(k0, c), k1 = std::max(k1, c + n);
   const int64_t real1 = std::min(r1, real_rows), width = k1 - k0;
   std::vector<float> block(size_t(std::max<int64_t>(real1 - r0, 0) * width));

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include "checkpoint/checkpoint_file.hpp"
 #include "checkpoint/gpt2_layout.hpp"
@@ -138,7 +139,8 @@ std::string export_hf(const std::string& checkpoint, const CheckpointTensors& ck
 }
 
 std::string export_llmc(const std::string& checkpoint, const CheckpointTensors& ck, const Deck& deck,
-                        const ExportOptions& opts, StoredDtype dtype, int64_t step) {
+                        const std::vector<std::string>& names, const ExportOptions& opts, StoredDtype dtype,
+                        int64_t step) {
   const auto& m = deck.model;
   struct stat st {};
   if (::lstat(opts.out.c_str(), &st) == 0) throw UserError(opts.out + " exists: strata export will not overwrite it");
@@ -156,38 +158,26 @@ std::string export_llmc(const std::string& checkpoint, const CheckpointTensors& 
     const std::string header = llmc_model_header_bytes(h);
     f.write(header.data(), int64_t(header.size()));
     for (const auto& t : llmc_model_tensors(h)) {
-      if (t.name == std::string("wte")) {  // the real vocabulary, then the padding's zeros
-        auto v = ck.read("wte");
-        v.resize(size_t(h.padded_vocab * m.n_embd), 0.0f);
-        std::fill(v.begin() + m.vocab_size * m.n_embd, v.end(), 0.0f);
-        f.write_values(v.data(), int64_t(v.size()), dtype);
-        continue;
-      }
-      // the strata tensor(s) stored here: one, or one per layer for a stacked tensor
-      std::string strata_name;
-      for (const char* n : {"wpe", "lnf.weight", "lnf.bias"})
-        if (llmc_tensor(n)->name == t.name) strata_name = n;
-      const int64_t layers = strata_name.empty() ? m.n_layer : 1;
-      for (int64_t l = 0; l < layers; ++l) {
-        std::string name = strata_name;
-        bool transpose = false;
-        if (name.empty())
-          for (const char* rest : {"ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-                                   "attn.proj.bias", "ln2.weight", "ln2.bias", "mlp.fc.weight", "mlp.fc.bias",
-                                   "mlp.proj.weight", "mlp.proj.bias"}) {
-            const std::string candidate = "blocks." + std::to_string(l) + "." + rest;
-            const auto ft = llmc_tensor(candidate);
-            if (ft->name == t.name) name = candidate, transpose = ft->transposed;
-          }
+      // the strata tensors stored here, in the model's order: one, or one per layer, stacked
+      for (const auto& name : names) {
+        const auto ft = llmc_tensor(name);
+        if (ft->name != t.name) continue;
         std::vector<int64_t> shape;
         auto v = ck.read(name, &shape);
-        if (transpose) {
+        if (name == "wte") {  // the real vocabulary, then the padding's zeros
+          v.resize(size_t(h.padded_vocab * m.n_embd));
+          std::fill(v.begin() + m.vocab_size * m.n_embd, v.end(), 0.0f);
+        } else if (ft->transposed) {
           const int64_t rows = matrix_rows(name, shape);
           v = transposed(v, rows, int64_t(v.size()) / rows);
         }
         f.write_values(v.data(), int64_t(v.size()), dtype);
       }
     }
+    const StoredTensor last = llmc_model_tensors(h).back();
+    if (f.written() != last.offset + last.bytes())
+      throw std::logic_error("export_llmc: wrote " + std::to_string(f.written()) + " bytes, the header says " +
+                             std::to_string(last.offset + last.bytes()));
     f.close();
     if (std::rename(tmp.c_str(), opts.out.c_str()) != 0)
       throw IoError(opts.out + ": cannot rename " + tmp + " to it: " + std::strerror(errno));
@@ -233,7 +223,7 @@ std::string export_model(const std::string& checkpoint, const ExportOptions& opt
   }
   const int64_t step = ck.reader().int_attribute("step");
   return opts.format == "hf" ? export_hf(checkpoint, ck, deck, names, opts, dtype, step)
-                             : export_llmc(checkpoint, ck, deck, opts, dtype, step);
+                             : export_llmc(checkpoint, ck, deck, names, opts, dtype, step);
 }
 
 }  // namespace strata
