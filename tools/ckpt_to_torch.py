@@ -59,7 +59,8 @@ def load(path):
                                         hidden=m["moe_ffn_hidden"] or 4 * m["n_embd"],
                                         capacity=m["moe_capacity_factor"], alpha=o.get("moe_aux_loss", 0.0),
                                         beta=o.get("moe_z_loss", 0.0)))
-        model = GPT(m["n_layer"], m["n_embd"], m["n_head"], m["vocab_size"], m["seq_len"], moe).double()
+        model = GPT(m["n_layer"], m["n_embd"], m["n_head"], m["vocab_size"], m["seq_len"], moe,
+                    m.get("padded_vocab_size", 0)).double()
         names = strata_name_map(model)
         with torch.no_grad():
             for name, (tensor, transpose) in names.items():

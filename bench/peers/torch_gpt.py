@@ -107,9 +107,12 @@ class GPT(nn.Module):
     """moe: None, or (every, dict of MoE's arguments): block l (from 0) is a mixture when
     (l + 1) % every == 0. After a forward, aux_loss() sums the mixtures' auxiliary losses."""
 
-    def __init__(self, n_layer, n_embd, n_head, vocab_size, seq_len, moe=None):
+    def __init__(self, n_layer, n_embd, n_head, vocab_size, seq_len, moe=None, padded_vocab_size=0):
         super().__init__()
-        self.wte = nn.Embedding(vocab_size, n_embd)
+        # a padded vocabulary (model.padded_vocab_size): more embedding rows, whose logits
+        # the loss leaves out (as strata and llm.c do)
+        self.vocab_size = vocab_size
+        self.wte = nn.Embedding(max(vocab_size, padded_vocab_size), n_embd)
         self.wpe = nn.Embedding(seq_len, n_embd)
         self.blocks = nn.ModuleList(
             Block(n_embd, n_head, moe[1] if moe and (l + 1) % moe[0] == 0 else None) for l in range(n_layer))
@@ -124,7 +127,7 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
-        logits = self.lnf(x) @ self.wte.weight.t()  # LM head tied to the embedding
+        logits = (self.lnf(x) @ self.wte.weight.t())[..., :self.vocab_size]  # LM head tied to the embedding
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
     def aux_loss(self):

@@ -106,6 +106,9 @@ ex "$strata" export $pad pad.bin --format llmc
 ex "$strata" export $pad pad-hf --format hf
 timeout 120 "${check[@]}" llmc pad.bin $pad && ok "padded llm.c export: Vp 384, padding zero" || fail "padded llm.c export"
 timeout 120 "${check[@]}" hf pad-hf $pad && ok "padded hf export: the 256 real rows" || fail "padded hf export"
+timeout 120 "$grads_tool" $pad grads-pad.h5 && timeout 300 /usr/bin/python3 "$tests/../tools/ckpt_to_torch.py" $pad \
+  --grads grads-pad.h5 --check > pad-torch.log 2>&1 && ok "the padded checkpoint in PyTorch: $(grep 'batch loss' pad-torch.log)" ||
+  { fail "the padded checkpoint in PyTorch"; cat pad-torch.log; }
 for src in pad.bin pad-hf; do
   timeout 120 "$strata" train deck.toml --set run.name=pad-$src --set run.steps=2 --set parallel.data=1 \
     --set model.padded_vocab_size=384 --set "model.init_from=\"$src\"" > pad-$src.log 2>&1 || fail "init_from $src (padded)"
