@@ -71,11 +71,11 @@ void check_hf_config(const std::string& path, const ModelConfig& m) {
     throw UserError(path + ": tie_word_embeddings is false, and strata's LM head is the token embedding");
 }
 
-// Where strata's tensor p lies in the file: the stored matrix (2 dims: rows x cols of
-// the file's layout) and whether it is strata's view transposed.
+// Where strata's tensor p lies in the file: the stored matrix (`cols` values a row, in the
+// file's layout) and whether it is strata's view transposed.
 struct Stored {
   StoredTensor t;
-  int64_t rows = 0, cols = 0;
+  int64_t cols = 0;
   bool transposed = false;
 };
 
@@ -146,7 +146,7 @@ std::vector<Stored> hf_layout(const std::string& path, const SafetensorsFile& fi
     std::vector<int64_t> needs = R == 1 ? std::vector<int64_t>{K} : std::vector<int64_t>{R, K};
     if (p.name == "wte") needs[0] = m.vocab_size;  // the file holds the real vocabulary
     if (t->shape != needs) mismatch(path, name, t->shape, needs);
-    out.push_back({*t, R == 1 ? 1 : needs[0], K, false});
+    out.push_back({*t, K, false});
     ++used;
   }
   if (int64_t(file.tensors.size()) > used) {
@@ -192,8 +192,7 @@ std::vector<Stored> llmc_layout(const std::string& path, const LlmcModelHeader& 
       s.t.shape.erase(s.t.shape.begin());
       s.t.offset += ft->layer * s.t.bytes();
     }
-    s.rows = s.t.shape.size() == 2 ? s.t.shape[0] : 1;
-    s.cols = s.t.numel() / s.rows;
+    s.cols = s.t.shape.back();
     out.push_back(std::move(s));
   }
   return out;
