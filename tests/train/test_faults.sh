@@ -3,7 +3,8 @@
 # scenario asserts the exit code, the one-line message, a bound on the time from the fault
 # to the job's end, and what survives: the newest good checkpoint is LATEST, verifies
 # (strata inspect) and restarts to the uninterrupted run's losses.
-#   I/O errors (LD_PRELOAD shim: write, fsync, rename failing on one rank or all), a full
+#   I/O errors (LD_PRELOAD shim: write, fsync, rename failing on one rank or all; in
+#   `strata export` too), a full
 #   file system (a small tmpfs, when this runs as root), divergence (stop and skip), a
 #   rank-local error after set-up, kill -9 of one rank inside a checkpoint write, SIGTERM
 #   to a job stuck in a collective (watchdog, second signal), XPipe's stop latency, LATEST
@@ -356,4 +357,22 @@ if timeout 60 "$mpiexec" -n 2 "$strata" tokenize spm.toml >tokenize2.out 2>&1 &&
 else
   fail "tokenize after the failure"; cat tokenize2.out
 fi
+# --- strata export: a write or fsync that fails (disk full, I/O error) exits 4 with one
+# line, and leaves nothing at the output nor a temporary beside it; then a healthy export
+ck=$out/zero-write/checkpoints/ckpt_00000004.h5
+export_fault() {  # NAME FORMAT OP ERRNO PATH MESSAGE
+  timeout 60 env LD_PRELOAD=$shim STRATA_FAULT_OP=$3 STRATA_FAULT_ERRNO=$4 STRATA_FAULT_PATH=$5 \
+    "$strata" export $ck $1 --format $2 >$1.out 2>$1.err
+  local rc=$?
+  if [ $rc -eq 4 ] && [ "$(wc -l <$1.err)" -eq 1 ] && grep -q "$6" $1.err && [ ! -e $1 ] &&
+     [ -z "$(ls -d $1.partial-* 2>/dev/null)" ]; then
+    ok "export $2 with a failing $3: exit 4, $(cat $1.err), nothing left"
+  else
+    fail "export $2 with a failing $3: exit $rc"; cat $1.err; ls -d $1* 2>/dev/null
+  fi
+}
+export_fault export-hf hf write ENOSPC model.safetensors "model.safetensors: cannot write: No space left on device"
+export_fault export-llmc llmc fsync EIO export-llmc.partial "export-llmc.partial-[0-9]*: cannot flush: Input/output error"
+timeout 60 "$strata" export $ck export-hf --format hf >/dev/null 2>&1 && [ -f export-hf/model.safetensors ] &&
+  ok "a healthy export after the failures" || fail "export after the failures"
 finish
