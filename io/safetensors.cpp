@@ -47,7 +47,9 @@ SafetensorsFile read_safetensors_header(const TensorFileReader& reader) {
   const int64_t data_start = int64_t(8 + n), data_bytes = reader.size() - data_start;
   SafetensorsFile out;
   std::vector<std::pair<int64_t, int64_t>> spans;  // relative [begin, end) and tensor index
-  for (const auto& [name, v] : root.members) {
+  for (const auto& member : root.members) {
+    const std::string& name = member.first;
+    const JsonValue& v = member.second;
     if (name == "__metadata__") {
       if (v.kind != JsonValue::Kind::Object) fail("__metadata__ is not an object");
       for (const auto& [k, m] : v.members) {
