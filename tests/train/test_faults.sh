@@ -83,6 +83,25 @@ fault() {
   fi
 }
 
+# A failed checkpoint write on rank 1 at step 8 (EIO) of a run with ARGS: exit 4, the
+# step-4 checkpoint LATEST and verified, and the restart from it reproduces the losses of
+# the uninterrupted run (NAME-full). Usage: write_fault_restarts NAME WHAT ARGS...
+write_fault_restarts() {
+  local name=$1 what=$2
+  shift 2
+  run $name-full "$@" >$name-full.log 2>&1 || { fail "the uninterrupted $what run"; tail -3 $name-full.log; }
+  RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
+    fault $name-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 "$@"
+  if [ "$(cat $out/$name-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
+     timeout 60 "$strata" inspect $out/$name-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
+     run $name-write --restart latest "$@" >$name-write-restart.log 2>&1 &&
+     diff <(cut -d, -f1,2 $out/$name-full/metrics.csv) <(cut -d, -f1,2 $out/$name-write/metrics.csv) >/dev/null; then
+    ok "$name-write: ckpt_00000004.h5 is LATEST, verifies, and the restart reproduces the $what run's losses"
+  else
+    fail "$name-write: LATEST $(cat $out/$name-write/checkpoints/LATEST), restart:"; tail -3 $name-write-restart.log
+  fi
+}
+
 # --- the reference: uninterrupted
 run full >full.log 2>&1 || { fail "the uninterrupted run"; cat full.log; }
 
@@ -119,18 +138,8 @@ RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_F
 # ... and with the experts split over the two ranks (expert 2, ZeRO-1: each rank writes its
 # own experts' tensors and its block of the others' moments): the step-4 checkpoint stays
 # LATEST, verifies, and the restart from it reproduces the uninterrupted run's losses
-moe_ckpt=(--set model.moe_experts=4 --set model.moe_every=1 --set parallel.expert=2 --set parallel.zero=1)
-run expert-full "${moe_ckpt[@]}" >expert-full.log 2>&1 || { fail "the uninterrupted expert-parallel run"; tail -3 expert-full.log; }
-RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
-  fault expert-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 "${moe_ckpt[@]}"
-if [ "$(cat $out/expert-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
-   timeout 60 "$strata" inspect $out/expert-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
-   run expert-write --restart latest "${moe_ckpt[@]}" >expert-write-restart.log 2>&1 &&
-   diff <(cut -d, -f1,2 $out/expert-full/metrics.csv) <(cut -d, -f1,2 $out/expert-write/metrics.csv) >/dev/null; then
-  ok "expert-write: ckpt_00000004.h5 is LATEST, verifies, and the restart reproduces the expert-parallel run's losses"
-else
-  fail "expert-write: LATEST $(cat $out/expert-write/checkpoints/LATEST), restart:"; tail -3 expert-write-restart.log
-fi
+write_fault_restarts expert "expert-parallel" --set model.moe_experts=4 --set model.moe_every=1 \
+  --set parallel.expert=2 --set parallel.zero=1
 
 # --- the zero-bubble and interleaved pipelines (the backward's halves, several chunks per
 # stage): a rank-local error on stage 1 ends both ranks; a failed checkpoint write on rank
@@ -148,17 +157,7 @@ moe=(--set parallel.data=2 --set parallel.expert=2 --set model.moe_experts=4 --s
 RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault expert-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${moe[@]}"
 inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
        --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
-run inter-full "${inter[@]}" >inter-full.log 2>&1 || { fail "the uninterrupted interleaved run"; tail -3 inter-full.log; }
-RANK_ENV="LD_PRELOAD=$shim STRATA_FAULT_OP=write STRATA_FAULT_ERRNO=EIO STRATA_FAULT_RANK=1 STRATA_FAULT_PATH=ckpt_00000008" \
-  fault inter-write 4 "checkpoint ckpt_00000008.h5 not published: rank 1: MPI-IO on" 20 "${inter[@]}"
-if [ "$(cat $out/inter-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
-   timeout 60 "$strata" inspect $out/inter-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
-   run inter-write --restart latest "${inter[@]}" >inter-write-restart.log 2>&1 &&
-   diff <(cut -d, -f1,2 $out/inter-full/metrics.csv) <(cut -d, -f1,2 $out/inter-write/metrics.csv) >/dev/null; then
-  ok "inter-write: ckpt_00000004.h5 is LATEST, verifies, and the restart reproduces the interleaved run's losses"
-else
-  fail "inter-write: LATEST $(cat $out/inter-write/checkpoints/LATEST), restart:"; tail -3 inter-write-restart.log
-fi
+write_fault_restarts inter "interleaved" "${inter[@]}"
 
 # --- metrics.csv stops taking rows mid-run (the header and 6 rows pass): the run stops
 # with a checkpoint at the next step and exit 4
