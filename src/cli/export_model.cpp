@@ -98,6 +98,7 @@ std::string export_hf(const std::string& checkpoint, const CheckpointTensors& ck
     if (!fs::is_empty(opts.out)) throw UserError(opts.out + " exists and is not empty: strata export will not write into it");
   }
   const std::string tmp = opts.out + ".partial-" + std::to_string(::getpid());
+  const std::string tok = read_checkpoint_tokenizer(checkpoint);
   std::error_code ec;
   if (!fs::create_directory(tmp, ec)) throw IoError(tmp + ": cannot create: " + ec.message());
   try {
@@ -121,7 +122,6 @@ std::string export_hf(const std::string& checkpoint, const CheckpointTensors& ck
     }
     f.close();
     write_text(tmp + "/config.json", hf_config_json(m, dtype == StoredDtype::BF16 ? "bfloat16" : "float32"));
-    const std::string tok = read_checkpoint_tokenizer(checkpoint);
     if (!tok.empty()) write_text(tmp + "/tokenizer.model", tok);
     write_text(tmp + "/README.md", export_readme(checkpoint, step, deck, !tok.empty()));
     fsync_path(tmp);
@@ -134,7 +134,7 @@ std::string export_hf(const std::string& checkpoint, const CheckpointTensors& ck
   }
   return strfmt("strata export: %s (config.json, model.safetensors: %zu tensors in %s%s) from step %lld of %s",
                 opts.out.c_str(), names.size(), dtype_name(dtype),
-                read_checkpoint_tokenizer(checkpoint).empty() ? "" : ", tokenizer.model", (long long)step,
+                tok.empty() ? "" : ", tokenizer.model", (long long)step,
                 checkpoint.c_str());
 }
 

@@ -112,7 +112,7 @@ double activation_rate(const Deck& deck, GPT<float>& model, const MachineFile& r
   const BlockContext ctx{std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
                          deck.model.seq_len};
   Tensor1<int32_t> tokens("calibrate.tokens", ctx.rows());
-  const int64_t vocab = deck.model.vocab_rows();
+  const int64_t vocab = deck.model.vocab_size;  // token ids: the real vocabulary, not its padding
   Kokkos::parallel_for(
       "calibrate_tokens", Range(0, ctx.rows()),
       KOKKOS_LAMBDA(const int64_t i) { tokens(i) = int32_t((i * 7919) % vocab); });
