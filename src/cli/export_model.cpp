@@ -193,7 +193,10 @@ std::string export_llmc(const std::string& checkpoint, const CheckpointTensors& 
 
 }  // namespace
 
-std::string export_model(const std::string& checkpoint, const ExportOptions& opts) {
+std::string export_model(const std::string& checkpoint, const ExportOptions& given) {
+  ExportOptions opts = given;  // "folder/" names the folder: its temporary goes beside it, not inside
+  while (opts.out.size() > 1 && opts.out.back() == '/') opts.out.pop_back();
+  if (opts.out.empty()) throw UserError("strata export: the output path is empty");
   if (opts.format != "hf" && opts.format != "llmc")
     throw UserError("strata export: --format must be \"hf\" or \"llmc\", not \"" + opts.format + "\"");
   if (opts.dtype != "fp32" && opts.dtype != "bf16")

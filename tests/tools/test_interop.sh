@@ -45,7 +45,7 @@ ckpt=runs/ref/checkpoints/ckpt_00000010.h5
 
 # --- exports, checked by the formats' own definitions
 ex() { timeout 120 "$@" > export.log 2>&1 || { fail "export: $*"; cat export.log; }; cat export.log; }
-ex "$strata" export $ckpt hf --format hf
+ex "$strata" export $ckpt hf/ --format hf   # a trailing slash names the same folder
 ex "$mpiexec" -n 2 "$strata" export $ckpt hf-bf16 --format hf --dtype bf16
 ex "$strata" export $ckpt m.bin --format llmc
 ex "$mpiexec" -n 2 "$strata" export $ckpt mb.bin --format llmc --dtype bf16
