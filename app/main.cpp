@@ -45,6 +45,7 @@
 #include "checkpoint/inspect_checkpoint.hpp"
 #include "comm/nccl_comm.hpp"
 #include "core/blas_kernels.hpp"
+#include "kernels/matmul_bf16.hpp"
 #include "strata_version.hpp"
 #include "cli/plan_schedule.hpp"
 #include "train/stop_signals.hpp"
@@ -109,10 +110,23 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// The shipped machine files: beside an installed strata (PREFIX/share/strata/machines, found
+// from the executable's own path), else in the source tree it was built from.
+std::string machines_dir() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string exe(self, size_t(n));
+    const std::string installed = exe.substr(0, exe.rfind('/')) + "/../share/strata/machines";
+    if (::access(installed.c_str(), R_OK) == 0) return installed;
+  }
+  return STRATA_MACHINES_DIR;
+}
+
 struct PlanRequest {
   bool schedule = false;
   int ranks = 0, top = 20;
-  std::string machine = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
+  std::string machine = machines_dir() + "/debian-2core-vm.toml";
 };
 
 int run_plan(int rank, const std::string& deck_path, const std::vector<std::string>& overrides, const PlanRequest& req) {
@@ -214,17 +228,40 @@ int run_deck(int rank, const std::string& path, const std::vector<std::string>& 
   return strata::kExitOk;
 }
 
-// `strata --version`: the version, the git commit it was built from, and the build.
+// Kokkos' execution spaces compiled into this build, the default first.
+std::string kokkos_backends() {
+  std::string all = Kokkos::DefaultExecutionSpace::name();
+  const auto add = [&](const char* name) {
+    if (all.find(name) == std::string::npos) all += std::string("+") + name;
+  };
+#ifdef KOKKOS_ENABLE_CUDA
+  add("Cuda");
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  add("OpenMP");
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  add("Threads");
+#endif
+#ifdef KOKKOS_ENABLE_SERIAL
+  add("Serial");
+#endif
+  return all;
+}
+
+// `strata --version`: the version, the git commit it was built from, the build type, and
+// what runs its kernels (Kokkos' backends, BLAS, the bf16 products' library).
 std::string version_text() {
   const bool cuda = strata::nccl_available();
-  std::string build = std::string(cuda ? "CUDA build (cuBLAS, NCCL)" : "CPU build") + ", Kokkos " +
-                      std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
-                      std::to_string(KOKKOS_VERSION % 100) + " " + Kokkos::DefaultExecutionSpace::name();
+  std::string build = std::string(cuda ? "CUDA build (cuBLAS, NCCL)" : "CPU build") + " " + STRATA_BUILD_TYPE +
+                      ", Kokkos " + std::to_string(KOKKOS_VERSION / 10000) + "." +
+                      std::to_string(KOKKOS_VERSION / 100 % 100) + "." + std::to_string(KOKKOS_VERSION % 100) + " " +
+                      kokkos_backends();
   if (!cuda) {
     const std::string core = strata::blas_core_name();
-    build += ", BLAS " + std::string(core.empty() ? "(not OpenBLAS)" : "OpenBLAS " + core + " kernels") +
-             ", bf16 products: oneDNN";
+    build += ", BLAS " + std::string(core.empty() ? "(not OpenBLAS)" : "OpenBLAS " + core + " kernels");
   }
+  build += ", bf16 products: " + strata::kernels::bf16_products_library();
   return std::string("strata ") + STRATA_VERSION + " (git " + STRATA_GIT_COMMIT + "; " + build + ")";
 }
 

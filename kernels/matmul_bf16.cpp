@@ -62,6 +62,17 @@ std::string bf16_products_unavailable() {
 #endif
 }
 
+std::string bf16_products_library() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  return "cuBLAS";
+#elif defined(STRATA_HAVE_DNNL)
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+#else
+  return "none";
+#endif
+}
+
 #ifdef STRATA_HAVE_DNNL
 namespace {
 

@@ -18,6 +18,9 @@ namespace strata::kernels {
 // AVX512-BF16 (or AMX), or a CUDA build on a GPU of compute capability 8.0 or later.
 // "" when they do, else why not (one line).
 std::string bf16_products_unavailable();
+// The library that runs bf16 products in this build, with its version: "oneDNN 2.6.3",
+// "cuBLAS", or "none" (strata --version).
+std::string bf16_products_library();
 
 // trans_a: a is stored (k, m); trans_b: b is stored (n, k). beta: 0 (overwrite) or any
 // other value (accumulate, fp32).

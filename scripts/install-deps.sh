@@ -6,7 +6,9 @@ set -euo pipefail
 # Each one is needed on a bare Debian 12 (scripts/check-bare-debian.sh proves the list):
 # the build (compilers, CMake, git for the version's commit), the libraries, the Python
 # modules of the reference checks, the data, the Slurm cluster of the job-script test, and
-# the tools the test scripts call (procps: pgrep/pkill; bc: fault timings).
+# the tools the test scripts call (procps: pgrep/pkill; bc: fault timings), ccache (every
+# clone's objects compiled once per machine: scripts/compiler-launcher.sh) and
+# environment-modules (the installed tree's module file, tested by `module load`).
 packages=(
   build-essential cmake pkg-config git
   mpich libmpich-dev zlib1g-dev
@@ -18,6 +20,7 @@ packages=(
   fortunes dataset-fashion-mnist
   slurm-wlm munge
   procps bc
+  ccache environment-modules
 )
 
 missing=()

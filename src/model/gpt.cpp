@@ -280,6 +280,14 @@ MoeLoad GPT<T>::mixture_load() const {
 }
 
 template <class T>
+int64_t GPT<T>::mixture_dropped_here() const {
+  int64_t n = 0;
+  for (int l = 0; l < int(blocks_.size()); ++l)
+    if (const auto* m = blocks_[l].mixture(); m && placement_.holds_layer(l)) n += m->dropped_here();
+  return n;
+}
+
+template <class T>
 void GPT<T>::reset_mixture_load() {
   for (auto& b : blocks_)
     if (b.mixture()) b.mixture()->reset_load();

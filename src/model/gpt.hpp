@@ -113,6 +113,8 @@ class GPT : public StageModel<T> {
   }
   MoeLoad mixture_load() const;
   void reset_mixture_load();
+  // the assignments this rank's mixtures dropped since the model was built (MoeLayer::dropped_here)
+  int64_t mixture_dropped_here() const;
   // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
   void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const override;

@@ -159,6 +159,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
   if (count_load) {
     for (int64_t i = 0; i < E; ++i) load_.assigned[size_t(i)] += global[size_t(i)];
     load_.dropped += dropped_global;
+    for (char k : kept) dropped_here_ += k ? 0 : 1;
   }
   // dispatch order: expert-major, then token, then slot
   std::vector<int64_t> per_expert(size_t(E), 0);

@@ -109,6 +109,10 @@ class MoeLayer {
   // f > 1 at f times it (the planner's figure; a dropless routing can exceed it).
   int64_t cache_bytes_for(const BlockContext& ctx) const;
   const MoeLoad& load() const { return load_; }
+  // Assignments of this rank's rows that the capacity dropped, counted from the routing
+  // itself over the layer's life (never reset): summed over the ranks, the tokens every
+  // layout must drop alike (load().dropped is the count the formula gives).
+  int64_t dropped_here() const { return dropped_here_; }
   void reset_load() const { load_ = MoeLoad{}; load_.assigned.assign(size_t(experts_), 0); }
 
  private:
@@ -132,6 +136,7 @@ class MoeLayer {
   double capacity_factor_, aux_alpha_, z_beta_;
   int router_, fc_w_, fc_b_, proj_w_, proj_b_;
   mutable MoeLoad load_;
+  mutable int64_t dropped_here_ = 0;
   mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
   mutable Tensor2<T> slice_;                // a tensor rank's rows' outputs or input gradients
   mutable Tensor2<T> router_grad_;          // (C, E): one micro-batch's, summed over the tensor group

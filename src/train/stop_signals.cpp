@@ -48,7 +48,12 @@ void install_stop_signal_handlers(int rank) {
   g_rank = rank;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
+  // Every catchable signal waits while the handler runs: the second request's line and its
+  // _exit(128 + sig) are one step. Once a rank has exited, MPICH's launcher ends the others;
+  // with an empty mask a signal it sent (seen: SIGHUP, 1 run in 26 with the machine busy)
+  // could kill a rank between its line and its _exit, and the job then ended with that
+  // signal's status (exit 1) instead of 143.
+  sigfillset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaction(sig, &sa, nullptr);
 }

@@ -15,17 +15,14 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 strata=$1
 mpiexec=$2
-work=$(mktemp -d)
+source "$here/../support/test_lib.sh"
 cd "$work"
 marker="strata-ckpt-test-$$"  # in every job's command line, so only this test's processes are touched
-trap 'pkill -9 -f "$marker" 2>/dev/null; rm -rf "$work"' EXIT
-failures=0
+on_exit "pkill -9 -f '$marker' 2>/dev/null"
 # the newest strata rank of this test whose command line holds $1
 rank_pid() {
   for p in $(pgrep -x strata); do tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q -- "$1" && echo $p; done | tail -1
 }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
 wait_for() {  # file pattern seconds
   for _ in $(seq 1 $(($3 * 5))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.2; done
   return 1
@@ -55,7 +52,7 @@ if wait_for crash.log "pausing inside the checkpoint write" 60; then
   fi
   run --set run.name=crash --restart latest >resume.log 2>&1 || { fail "restart after the crash"; cat resume.log; }
   grep -q "restart: read runs-$marker/crash/checkpoints/ckpt_00000004.h5 (step 4" resume.log || fail "restart did not use the step-4 checkpoint"
-  if diff <(cut -d, -f1,2 runs-$marker/full/metrics.csv) <(cut -d, -f1,2 runs-$marker/crash/metrics.csv) >/dev/null; then
+  if same_rows runs-$marker/full/metrics.csv runs-$marker/crash/metrics.csv; then
     ok "restart from the surviving checkpoint reproduces every loss of the uninterrupted run"
   else
     fail "losses after restart differ:"; diff <(cut -d, -f1,2 runs-$marker/full/metrics.csv) <(cut -d, -f1,2 runs-$marker/crash/metrics.csv)
@@ -69,8 +66,7 @@ cp "$here/../support/resnet-ckpt-deck.toml" resnet.toml
 rrun() { timeout 120 "$mpiexec" -n 2 "$strata" train resnet.toml --set run.out_dir=runs-$marker "$@"; }
 if rrun --set run.name=mgrit-full >mgrit-full.log 2>&1 &&
    rrun --set run.name=mgrit-resumed --restart runs-$marker/mgrit-full/checkpoints/ckpt_00000003.h5 >mgrit-resumed.log 2>&1; then
-  if diff <(sed -n '5,$p' runs-$marker/mgrit-full/metrics.csv | cut -d, -f1,2,5) \
-          <(sed -n '2,$p' runs-$marker/mgrit-resumed/metrics.csv | cut -d, -f1,2,5) >/dev/null; then
+  if same_rows runs-$marker/mgrit-full/metrics.csv runs-$marker/mgrit-resumed/metrics.csv 1,2,5 5 2; then
     ok "MGRIT: a restart from the step-3 checkpoint repeats steps 4-6 (losses, test accuracy) exactly"
   else
     fail "MGRIT restart differs:"; diff <(cut -d, -f1,2,5 runs-$marker/mgrit-full/metrics.csv) <(cut -d, -f1,2,5 runs-$marker/mgrit-resumed/metrics.csv)

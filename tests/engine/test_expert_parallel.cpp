@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,6 +21,8 @@
 
 #include "checkpoint/model_checkpoint.hpp"
 #include "kernels/matmul_bf16.hpp"
+#include "model/gpt.hpp"
+#include "support/bf16_gate.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -95,28 +98,67 @@ double moe_rms_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return std::sqrt(s / double(std::max<size_t>(a.size(), 1)));
 }
 
+// The assignments a run's mixtures dropped, summed over the ranks of `comm` (each routes
+// its own rows: its sequences, chunks, tensor part, stage's layers), from the routing itself.
+int64_t dropped_by(Training& t, MPI_Comm comm) {
+  const auto* gpt = dynamic_cast<const GPT<float>*>(&t.model());
+  REQUIRE(gpt != nullptr);
+  int64_t mine = gpt->mixture_dropped_here(), all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, comm);
+  return all;
+}
+
+struct SerialMoe {
+  TrainResult result;
+  std::vector<double> params;
+  int64_t dropped = 0;
+};
+
+SerialMoe moe_serial_run(const Deck& deck) {
+  SerialMoe out;
+  if (world_rank() == 0) {
+    Training serial(deck, MPI_COMM_SELF, quiet());
+    out.result = serial.run();
+    out.params = global_params_of(serial);
+    out.dropped = dropped_by(serial, MPI_COMM_SELF);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("expert parallelism on 2 and 4 ranks equals the serial run", "[mpi][expert]") {
   const int n = world_size(), rank = world_rank();
   const auto layouts = expert_layouts_for(n);
   if (layouts.empty()) return;
-  std::map<std::vector<std::string>, std::pair<TrainResult, std::vector<double>>> serial;
+  std::map<std::vector<std::string>, SerialMoe> serial;
   for (const auto& layout : layouts) {
     const auto keys = moe_serial_keys_of(layout);
-    if (!serial.count(keys)) serial[keys] = serial_run<Training>(moe_deck(keys));
+    if (!serial.count(keys)) serial[keys] = moe_serial_run(moe_deck(keys));
     Training par(moe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = global_params_of(par);
-    if (rank == 0)
-      check_moe_equal(r, params, serial[keys].first, serial[keys].second, describe(layout) + " on " + std::to_string(n) + " ranks");
+    const int64_t dropped = dropped_by(par, MPI_COMM_WORLD);
+    if (rank == 0) {
+      const std::string what = describe(layout) + " on " + std::to_string(n) + " ranks";
+      const SerialMoe& ser = serial[keys];
+      check_moe_equal(r, params, ser.result, ser.params, what);
+      // the same assignments dropped as the serial run: some with a capacity, none without
+      INFO(what << ": dropped " << dropped << " assignments, the serial run " << ser.dropped);
+      const bool capacity = std::any_of(layout.begin(), layout.end(),
+                                        [](const std::string& k) { return k.rfind("model.moe_capacity_factor=", 0) == 0; });
+      CHECK(dropped == ser.dropped);
+      if (capacity) CHECK(ser.dropped > 0);
+      else CHECK(ser.dropped == 0);
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("expert parallelism in bf16 equals the serial bf16 run", "[mpi][expert][bf16]") {
   const int n = world_size(), rank = world_rank();
-  if (n != 2 || !kernels::bf16_products_unavailable().empty()) return;
+  REQUIRE_BF16_PRODUCTS();
+  if (n != 2) return;
   const auto [fp32, fp32_params] = serial_run<Training>(moe_deck({}));
   const auto [ser, ser_params] = serial_run<Training>(moe_deck({"model.precision=bf16"}));
   Training par(moe_deck({"model.precision=bf16", "parallel.data=2", "parallel.expert=2"}), MPI_COMM_WORLD, quiet());

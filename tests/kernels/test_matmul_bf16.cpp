@@ -12,12 +12,13 @@
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul_bf16.hpp"
+#include "support/bf16_gate.hpp"
 #include "support/host_views.hpp"
 
 using namespace strata;
 using namespace strata::test;
 
-TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and NaN, flushes subnormals", "[kernels][bf16]") {
+TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and NaN, flushes subnormals", "[kernels][rounding]") {
   CHECK(kernels::round_to_bf16(1.0f) == 1.0f);
   CHECK(kernels::round_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 1.0f);  // a tie: to the even 1.0
   CHECK(kernels::round_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 1.0f + std::ldexp(1.0f, -6));  // a tie: to even
@@ -31,10 +32,7 @@ TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and N
 
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
 TEST_CASE("to_bf16 and round_rows_to_bf16 round every float as the products' own rounding does, bit for bit", "[kernels][bf16]") {
-  if (!kernels::bf16_products_unavailable().empty()) {
-    WARN("skipped: " << kernels::bf16_products_unavailable());
-    return;
-  }
+  REQUIRE_BF16_PRODUCTS();
   // ties both ways, carries into the exponent and into infinity, subnormals, zeros,
   // infinities, quiet and signalling NaNs of both signs, then random bit patterns
   std::vector<uint32_t> bits = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x3fffffffu, 0x7f7fffffu, 0x7f7f8000u,
@@ -74,10 +72,7 @@ TEST_CASE("to_bf16 and round_rows_to_bf16 round every float as the products' own
 
 TEST_CASE("activations written as bf16 by their kernels give the products the bits they would round to",
           "[kernels][bf16]") {
-  if (!kernels::bf16_products_unavailable().empty()) {
-    WARN("skipped: " << kernels::bf16_products_unavailable());
-    return;
-  }
+  REQUIRE_BF16_PRODUCTS();
   // the layer norm's and GELU's bf16 outputs are their fp32 outputs rounded by to_bf16
   const int n = 37, c = 53;
   const auto x = random_vector<float>(n * c, 41), w = random_vector<float>(c, 42), bias = random_vector<float>(c, 43);
@@ -123,6 +118,7 @@ TEST_CASE("activations written as bf16 by their kernels give the products the bi
 
 #if defined(STRATA_HAVE_DNNL) || defined(KOKKOS_ENABLE_CUDA)
 TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded operands", "[kernels][bf16]") {
+  REQUIRE_BF16_PRODUCTS();
   const int m = 37, n = 29, k = 53;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
@@ -155,6 +151,7 @@ TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded opera
 
 TEST_CASE("matmul_bf16_strided_batched multiplies submatrices a stride apart and writes nothing else",
           "[kernels][bf16]") {
+  REQUIRE_BF16_PRODUCTS();
   // 3 matrices each, inside wider arrays (as attention's heads are column blocks of qkv)
   const int batch = 3, m = 9, n = 7, k = 11, lda = 15, ldb = 13, ldc = 10, sa = 200, sb = 190, sc = 95;
   for (int ta = 0; ta < 2; ++ta)
@@ -187,6 +184,7 @@ TEST_CASE("matmul_bf16_strided_batched multiplies submatrices a stride apart and
 }
 
 TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forward and backward", "[kernels][bf16]") {
+  REQUIRE_BF16_PRODUCTS();
   const int b = 2, t = 300, h = 2, hs = 8, c = h * hs;  // two key blocks, five query blocks
   const auto qkv = random_vector<float>(b * t * 3 * c, 31), r = random_vector<float>(b * t * c, 32);
   const auto run = [&](Precision precision) {

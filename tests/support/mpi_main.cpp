@@ -6,11 +6,20 @@
 #include <Kokkos_Core.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/bf16_gate.hpp"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int result = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    // every rank sees the same machine, so all skip or none
+    if (const int skipped = strata::test::bf16_gate(rank == 0); skipped != 0) {
+      MPI_Finalize();
+      return skipped;
+    }
     result = Catch::Session().run(argc, argv);
   }
   // A rank whose assertions failed must take the job down, not leave the others waiting.

@@ -11,6 +11,7 @@
   bad DIR HF_DIR LLMC_FILE  malformed files made from good ones (one fault each)
   synth-124m DIR            a GPT-2 124M-shaped Hugging Face folder of random weights and
                             llm.c token shards of random GPT-2 ids
+  loss-124m DIR SHARD       the float64 GPT-2 loss of the shard's first sequence from DIR
 """
 import json
 import math
@@ -272,7 +273,10 @@ def synth_124m(out):
     json.dump({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": L, "n_head": 12, "n_embd": C,
                "n_positions": T, "n_ctx": T, "vocab_size": V, "activation_function": "gelu_new",
                "layer_norm_epsilon": 1e-5}, open(os.path.join(out, "config.json"), "w"))
-    for split, n in (("train", 40000), ("val", 8192)):
+    # "one": a train split of exactly T + 1 tokens, whose only sequence starts at 0: a
+    # run's first loss is then that of tokens [0, T) against [1, T], which loss_124m
+    # computes independently
+    for split, n in (("train", 40000), ("val", 8192), ("one", T + 1)):
         header = np.zeros(256, np.int32)
         header[:3] = (20240520, 1, n)
         ids = rng.integers(0, V, n, dtype=np.uint16)
@@ -280,6 +284,20 @@ def synth_124m(out):
             f.write(header.tobytes() + ids.tobytes())
     print(f"GPT-2 124M-shaped model.safetensors ({sum(v.size for v in w.values()) / 1e6:.1f}M parameters) and token "
           f"shards written to {out}")
+
+
+def loss_124m(folder, shard):
+    """The float64 GPT-2 loss of the shard's first sequence (tokens [0, T), targets [1, T])
+    from the folder's model.safetensors (names with or without "transformer.")."""
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    w, _, _ = read_safetensors(os.path.join(folder, "model.safetensors"))
+    w = {k if k.startswith("transformer.") else "transformer." + k: v for k, v in w.items()}
+    T = cfg["n_positions"]
+    ids = np.fromfile(shard, np.uint16, offset=256 * 4).astype(np.int64)
+    assert ids.size >= T + 1, (shard, ids.size)
+    tokens = torch.from_numpy(ids[:T]).view(1, T)
+    targets = torch.from_numpy(ids[1:T + 1]).view(1, T)
+    print(f"{gpt2_loss(w, cfg, tokens, targets):.10f}")
 
 
 if __name__ == "__main__":
@@ -292,5 +310,7 @@ if __name__ == "__main__":
         make_bad(sys.argv[2], sys.argv[3], sys.argv[4])
     elif mode == "synth-124m":
         synth_124m(sys.argv[2])
+    elif mode == "loss-124m":
+        loss_124m(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)

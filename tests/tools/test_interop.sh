@@ -87,8 +87,7 @@ for layout in "1" "2 --set parallel.tensor_cols=2" "2 --set parallel.pipeline=2"
     fi
   done
 done
-distinct=$(echo $losses | tr ' ' '\n' | sort -u | wc -l)
-[ "$distinct" = 1 ] && ok "init_from of hf, llm.c and the checkpoint on 1 rank, t=2 and 2 stages: first loss $losses" ||
+all_equal 9 $losses && ok "init_from of hf, llm.c and the checkpoint on 1 rank, t=2 and 2 stages: first loss $losses" ||
   fail "first losses differ: $losses"
 name=ft-1  # hf on one rank
 # a restart continues from the run's own checkpoint, whatever init_from names now

@@ -46,7 +46,7 @@ wait_for() {  # file pattern seconds
   for _ in $(seq 1 $(($3 * 10))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
   return 1
 }
-same_losses() { diff <(cut -d, -f1,2 $out/full/metrics.csv) <(cut -d, -f1,2 $out/$1/metrics.csv) >/dev/null; }
+same_losses() { same_rows $out/full/metrics.csv $out/$1/metrics.csv; }
 
 # survives NAME LATEST [killed]: LATEST names that file, no temporary file is left (unless
 # the job was killed inside the write), it verifies, and a restart from it reproduces
@@ -95,7 +95,7 @@ write_fault_restarts() {
   if [ "$(cat $out/$name-write/checkpoints/LATEST)" = ckpt_00000004.h5 ] &&
      timeout 60 "$strata" inspect $out/$name-write/checkpoints/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" &&
      run $name-write --restart latest "$@" >$name-write-restart.log 2>&1 &&
-     diff <(cut -d, -f1,2 $out/$name-full/metrics.csv) <(cut -d, -f1,2 $out/$name-write/metrics.csv) >/dev/null; then
+     same_rows $out/$name-full/metrics.csv $out/$name-write/metrics.csv; then
     ok "$name-write: ckpt_00000004.h5 is LATEST, verifies, and the restart reproduces the $what run's losses"
   else
     fail "$name-write: LATEST $(cat $out/$name-write/checkpoints/LATEST), restart:"; tail -3 $name-write-restart.log
