@@ -9,7 +9,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-ctest --test-dir build/release --output-on-failure -j "$(nproc)" "$@"
+ctest_log=build/ctest.log
+start=$(date +%s)
+set +e
+ctest --test-dir build/release --output-on-failure -j "$(nproc)" "$@" 2>&1 | tee "$ctest_log"
+rc=${PIPESTATUS[0]}
+set -e
+# the total and the five slowest tests, from CTest's own lines ("... Passed   12.34 sec")
+echo "test.sh: CTest took $(( $(date +%s) - start )) s; the slowest tests:"
+sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$ctest_log" | sort -rn | head -5 |
+  awk '{ printf "  %8.1f s  %s\n", $1, $2 }'
+[ "$rc" -eq 0 ] || exit "$rc"
 
 if [ "${STRATA_SKIP_CUDA:-0}" = 1 ]; then
   echo "test.sh: GPU build skipped (STRATA_SKIP_CUDA=1)"

@@ -35,7 +35,7 @@ extern "C" void on_stop_signal(int sig) {
                                 "strata: error: rank %d: second %s: exiting at once, without a checkpoint\n",
                                 int(g_rank), signal_name(sig));
     if (n > 0) (void)!::write(2, line, size_t(n));
-    ::_exit(128 + sig);
+    exit_now(sig);
   }
   if (g_stop_signal == 0) {
     g_first_at = now;
@@ -44,15 +44,26 @@ extern "C" void on_stop_signal(int sig) {
 }
 }  // namespace
 
+void exit_now(int sig) {
+  // Once one rank has exited, MPICH's launcher ends the others, and when ranks exit within
+  // the same moment one of them could die by a signal it sent (seen: SIGHUP) before its
+  // own _exit: the job then ended with that signal's status (exit 1) instead of 128 + sig,
+  // 1 run in 26 with the machine busy. A handler's mask blocks signals in its own thread
+  // only; ignoring them is process-wide, whichever thread the signal would reach (the
+  // watchdog exits from its own thread). SIGKILL cannot be ignored: the launcher records
+  // a rank it kills so as exit 0, which leaves the job's code to the rank that ended it.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int s : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2}) sigaction(s, &ignore, nullptr);
+  ::_exit(128 + sig);
+}
+
 void install_stop_signal_handlers(int rank) {
   g_rank = rank;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
-  // Every catchable signal waits while the handler runs: the second request's line and its
-  // _exit(128 + sig) are one step. Once a rank has exited, MPICH's launcher ends the others;
-  // with an empty mask a signal it sent (seen: SIGHUP, 1 run in 26 with the machine busy)
-  // could kill a rank between its line and its _exit, and the job then ended with that
-  // signal's status (exit 1) instead of 143.
+  // every catchable signal waits while the handler runs in this thread (exit_now says why)
   sigfillset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaction(sig, &sa, nullptr);

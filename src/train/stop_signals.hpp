@@ -15,6 +15,11 @@ void install_stop_signal_handlers(int rank = 0);
 int stop_signal_received();
 // "SIGTERM", "SIGUSR1", "SIGINT" or "signal N".
 const char* signal_name(int sig);
+// Ends the rank at once with exit code 128 + sig, without a checkpoint (after the caller's
+// one line): the terminating signals a launcher may send meanwhile are ignored first,
+// process-wide, so that the rank's status is this code and not another signal's.
+// Async-signal-safe.
+[[noreturn]] void exit_now(int sig);
 
 // run.max_walltime: stop while there is time for two more steps and two checkpoint
 // writes, plus 5 s, after `steps` steps in `elapsed` seconds (0: no limit).

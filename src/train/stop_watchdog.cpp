@@ -40,7 +40,7 @@ void StopWatchdog::watch() {
                    "(run.stop_timeout = %g)\n",
                    rank_, signal_name(sig), waited, timeout_);
       std::fflush(stderr);
-      ::_exit(128 + sig);
+      exit_now(sig);
     }
   }
 }

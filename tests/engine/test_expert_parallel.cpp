@@ -147,6 +147,7 @@ TEST_CASE("expert parallelism on 2 and 4 ranks equals the serial run", "[mpi][ex
       INFO(what << ": dropped " << dropped << " assignments, the serial run " << ser.dropped);
       const bool capacity = std::any_of(layout.begin(), layout.end(),
                                         [](const std::string& k) { return k.rfind("model.moe_capacity_factor=", 0) == 0; });
+      std::printf("  dropped %lld assignments (the serial run %lld)\n", (long long)dropped, (long long)ser.dropped);
       CHECK(dropped == ser.dropped);
       if (capacity) CHECK(ser.dropped > 0);
       else CHECK(ser.dropped == 0);

@@ -242,10 +242,13 @@ stuck() {  # NAME SIGNALS... : signals go to both ranks, 2.5 s apart
   RANK_ENV="STRATA_TEST_FAULT=hang:6:1" run $name --set run.stop_timeout=$stop_timeout >$name.out 2>$name.err &
   local job=$! t0
   wait_for $name.err "rank 1 hangs before step 6" 60 || { fail "$name: never hung"; kill -9 $job; return; }
-  sleep 0.5
+  # (rank 0 is stuck from here whether it has entered step 6's collective yet or not: the
+  # stop agreement it would reach first is a collective too)
   t0=$(now)
   for s in "$@"; do
     kill -$s "$(pid_of_rank $name 0)" "$(pid_of_rank $name 1)"
+    # not a wait for an event: a repeat within 2 s is taken for the launcher delivering the
+    # first request twice (stop_signals.cpp), so a second request must come later
     sleep 2.5
   done
   wait $job

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Outside CTest: the faults test's second-signal case N times, each job's exit code and
+# the ranks' statuses as MPICH's mpiexec records them (-print-all-exitcodes). A 2-rank job
+# whose rank 1 hangs before step 6 (STRATA_TEST_FAULT) gets SIGTERM twice, 2.5 s apart, on
+# both ranks; every run must end 143. Run it with the machine busy (a build beside it).
+# Usage: tests/train/repeat-second-signal.sh BUILD_DIR [N]    (docs/tests.md)
+set -u
+build=$(realpath "$1")
+n=${2:-20}
+strata=$build/bin/strata
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../support/test_lib.sh"
+cd "$work"
+cp "$here/../support/ckpt-deck.toml" deck.toml
+export LD_PRELOAD=$build/tests/mpi_yield_shim.so OPENBLAS_NUM_THREADS=1
+marker="strata-repeat-signal-$$"
+on_exit "pkill -9 -f '$marker' 2>/dev/null"
+pid_of_rank() {  # NAME RANK
+  for p in $(pgrep -x strata); do
+    { tr '\0' '\n' </proc/$p/environ; } 2>/dev/null | grep -qx "PMI_RANK=$2" &&
+      { tr '\0' ' ' </proc/$p/cmdline; } 2>/dev/null | grep -q -- "run.name=$1 " && echo $p
+  done | head -1
+}
+wait_for() { for _ in $(seq 1 $(($3 * 10))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+for i in $(seq 1 "$n"); do
+  name=second$i
+  timeout 120 mpiexec -print-all-exitcodes -n 2 env STRATA_TEST_FAULT=hang:6:1 "$strata" train deck.toml \
+    --set run.out_dir=runs-$marker --set run.name=$name --set run.stop_timeout=600 >$name.out 2>$name.err &
+  job=$!
+  wait_for $name.err "rank 1 hangs before step 6" 60 || { fail "run $i never hung"; kill -9 $job; continue; }
+  for _ in 1 2; do
+    kill -TERM "$(pid_of_rank $name 0)" "$(pid_of_rank $name 1)"
+    sleep 2.5  # the gap at which strata counts a second request
+  done
+  wait $job
+  rc=$?
+  codes=$(grep -o 'Exit codes: .*' $name.out)
+  [ $rc -eq 143 ] && ok "run $i: exit 143 ($codes)" || { fail "run $i: exit $rc ($codes)"; cat $name.err; }
+done
+finish
