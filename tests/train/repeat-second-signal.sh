@@ -18,7 +18,7 @@ on_exit "pkill -9 -f '$marker' 2>/dev/null"
 pid_of_rank() {  # NAME RANK
   for p in $(pgrep -x strata); do
     { tr '\0' '\n' </proc/$p/environ; } 2>/dev/null | grep -qx "PMI_RANK=$2" &&
-      { tr '\0' ' ' </proc/$p/cmdline; } 2>/dev/null | grep -q -- "run.name=$1 " && echo $p
+      { tr '\0' ' ' </proc/$p/cmdline; } 2>/dev/null | grep -q -- "run.out_dir=runs-$marker --set run.name=$1 " && echo $p
   done | head -1
 }
 wait_for() { for _ in $(seq 1 $(($3 * 10))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }

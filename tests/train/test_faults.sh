@@ -36,10 +36,10 @@ run() {
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc; }
 within() { [ "$(echo "$1 <= $2" | bc)" = 1 ]; }  # seconds bound
-pid_of_rank() {  # NAME RANK: the pid of that rank of the job running run.name=NAME
-  for p in $(pgrep -x strata); do
+pid_of_rank() {  # NAME RANK: the pid of that rank of this test's job running run.name=NAME
+  for p in $(pgrep -x strata); do   # (its out_dir names this test: another suite's may run beside it)
     { tr '\0' '\n' </proc/$p/environ; } 2>/dev/null | grep -qx "PMI_RANK=$2" &&
-      { tr '\0' ' ' </proc/$p/cmdline; } 2>/dev/null | grep -q -- "run.name=$1" && echo $p
+      { tr '\0' ' ' </proc/$p/cmdline; } 2>/dev/null | grep -q -- "run.out_dir=$out --set run.name=$1 " && echo $p
   done | head -1
 }
 wait_for() {  # file pattern seconds
