@@ -7,9 +7,9 @@
 // which makes the launcher (mpiexec, srun) end the other ranks. Rank 0 goes first, the
 // others kGraceAfterRank0 seconds later, so the launcher sees one rank's exit code: when
 // every rank exited within the same poll, MPICH's mpiexec sometimes returned 1 instead of
-// 143 (about 1 run in 6 of the faults test: a rank killed by the launcher's SIGHUP before
-// its own exit, which exit_now in stop_signals.hpp now prevents by ignoring it). A thread polls the flag every 100 ms; it
-// never calls MPI.
+// 143 (about 1 run in 6 of the faults test; the same exit 1 of the second signal was a
+// rank killed by a SIGHUP before its own exit, which exit_now in stop_signals.hpp now
+// prevents for both). A thread polls the flag every 100 ms; it never calls MPI.
 #include <atomic>
 #include <thread>
 

@@ -8,18 +8,13 @@
 # Usage: check_no_leaks.sh MARKER   (the value of STRATA_TEST_SUITE)
 set -u
 marker="STRATA_TEST_SUITE=$1"
-survivors() {
-  local p
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
-    [ "$p" = $$ ] && continue
-    { tr '\0' '\n' < /proc/$p/environ; } 2>/dev/null | grep -qxF -- "$marker" && echo $p
-  done
+survivors() {  # one grep over every process's environment (NUL-separated entries)
+  grep -lsxzF -- "$marker" /proc/[0-9]*/environ 2>/dev/null | sed -E 's|/proc/([0-9]+)/environ|\1|' | grep -vx "$$"
 }
 left=$(survivors)
-for _ in $(seq 1 200); do
-  [ -z "$left" ] && break
-  sleep 0.1
+deadline=$(( $(date +%s) + 20 ))
+while [ -n "$left" ] && [ "$(date +%s)" -lt $deadline ]; do
+  sleep 0.2
   left=$(survivors)
 done
 if [ -z "$left" ]; then
