@@ -276,7 +276,7 @@ def synth_124m(out):
     # "one": a train split of exactly T + 1 tokens, whose only sequence starts at 0: a
     # run's first loss is then that of tokens [0, T) against [1, T], which loss_124m
     # computes independently
-    for split, n in (("train", 40000), ("val", 8192), ("one", T + 1)):
+    for split, n in (("val", 8192), ("one", T + 1)):
         header = np.zeros(256, np.int32)
         header[:3] = (20240520, 1, n)
         ids = rng.integers(0, V, n, dtype=np.uint16)
