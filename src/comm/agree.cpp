@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/process_exit.hpp"
 
 namespace strata {
 
@@ -61,6 +62,7 @@ void abort_job(MPI_Comm comm, int exit_code) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   ::usleep(rank == 0 ? 300 * 1000 : 1300 * 1000);
+  ignore_terminating_signals();  // the job's code is this one, not a launcher signal's (core/process_exit.hpp)
   MPI_Abort(comm, exit_code);
   ::_exit(exit_code);  // MPI_Abort does not return; should it, the rank still ends
 }

@@ -22,7 +22,8 @@ void agreed(MPI_Comm comm, const std::function<void()>& phase);
 // forwards it (seen here: MPICH's mpiexec dropped an aborting rank's last line about one
 // time in three without the wait), then MPI_Abort(comm, exit_code). Ranks other than 0
 // wait a second longer, so that ranks failing together do not abort at the same moment
-// (mpiexec then reported exit 1 instead of their code).
+// (mpiexec then reported exit 1 instead of their code), and the launcher's terminating
+// signals are ignored before the abort (core/process_exit.hpp).
 [[noreturn]] void abort_job(MPI_Comm comm, int exit_code);
 
 }  // namespace strata

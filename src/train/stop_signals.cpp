@@ -8,6 +8,8 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "core/process_exit.hpp"
+
 namespace strata {
 namespace {
 // Signal handlers can only talk through flags of this type: process-wide by nature.
@@ -45,17 +47,7 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 void exit_now(int sig) {
-  // Once one rank has exited, MPICH's launcher ends the others, and when ranks exit within
-  // the same moment one of them could die by a signal it sent (seen: SIGHUP) before its
-  // own _exit: the job then ended with that signal's status (exit 1) instead of 128 + sig,
-  // 1 run in 26 with the machine busy. A handler's mask blocks signals in its own thread
-  // only; ignoring them is process-wide, whichever thread the signal would reach (the
-  // watchdog exits from its own thread). SIGKILL cannot be ignored: the launcher records
-  // a rank it kills so as exit 0, which leaves the job's code to the rank that ended it.
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  for (int s : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2}) sigaction(s, &ignore, nullptr);
+  ignore_terminating_signals();  // the launcher's, meanwhile (core/process_exit.hpp says why)
   ::_exit(128 + sig);
 }
 

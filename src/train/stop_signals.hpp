@@ -16,8 +16,7 @@ int stop_signal_received();
 // "SIGTERM", "SIGUSR1", "SIGINT" or "signal N".
 const char* signal_name(int sig);
 // Ends the rank at once with exit code 128 + sig, without a checkpoint (after the caller's
-// one line): the terminating signals a launcher may send meanwhile are ignored first,
-// process-wide, so that the rank's status is this code and not another signal's.
+// one line), the launcher's signals ignored first (core/process_exit.hpp).
 // Async-signal-safe.
 [[noreturn]] void exit_now(int sig);
 
