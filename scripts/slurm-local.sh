@@ -34,7 +34,7 @@ log() { echo "slurm-local: $*" >&2; }
 live_pid() {
   local f=$D/run/$1.pid pid cmd
   [[ -s $f ]] || return 1
-  pid=$(<"$f"); [[ $pid =~ ^[0-9]+$ ]] || return 1
+  pid=$(cat "$f" 2>/dev/null); [[ $pid =~ ^[0-9]+$ ]] || return 1   # (a daemon may remove it as it exits)
   cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
   [[ $cmd == *"$1"*"$D/"* ]] || return 1   # zombies have an empty cmdline
   echo "$pid"
@@ -137,6 +137,46 @@ down() {
     done
   fi
   local n; for n in slurmd slurmctld munged; do stop "$n"; done
+  reap_leftovers
+}
+
+# Processes of this cluster that no pid file names (a job's slurmstepd or tasks, a daemon's
+# child) carry its SLURM_CONF in their environment: once the daemons are down, any left is
+# killed, and waited for (bounded). This script's own ancestors (the caller ran `eval
+# "$(slurm-local.sh env)"`) and its own children carry it too, and are spared.
+related() {  # PID: is it this script, one of its ancestors, or one of its descendants?
+  local p=$1 q=$$
+  while [[ $q =~ ^[0-9]+$ ]] && ((q > 1)); do   # ancestors of this script (and itself)
+    [[ $q == "$p" ]] && return 0
+    q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null) || break
+  done
+  q=$p
+  while [[ $q =~ ^[0-9]+$ ]] && ((q > 1)); do   # descendants: $$ above them
+    [[ $q == "$$" ]] && return 0
+    q=$(awk '{ print $4 }' "/proc/$q/stat" 2>/dev/null) || break
+  done
+  return 1
+}
+alive() {  # PID: running, not a zombie
+  local state
+  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) && [[ $state != Z ]]
+}
+reap_leftovers() {
+  local i p left still
+  for ((i = 0; i < 5 * T; i++)); do
+    left=""
+    for p in $(grep -lsxzF "SLURM_CONF=$SLURM_CONF" /proc/[0-9]*/environ 2>/dev/null | sed -E 's|/proc/([0-9]+)/environ|\1|' || true); do
+      related "$p" || ! alive "$p" || left+="$p "   # (this script's own short-lived subshells are gone by now)
+    done
+    [[ -z $left ]] && return 0
+    log "killing what the cluster left running: $left"
+    kill -9 $left 2>/dev/null || true
+    sleep 0.2
+    still=""
+    for p in $left; do alive "$p" && still+="$p "; done
+    [[ -z $still ]] && return 0
+  done
+  log "still running after SIGKILL: $still"
 }
 
 status() {
