@@ -137,7 +137,6 @@ down() {
     done
   fi
   local n; for n in slurmd slurmctld munged; do stop "$n"; done
-  reap_leftovers
 }
 
 # Processes of this cluster that no pid file names (a job's slurmstepd or tasks, a daemon's
@@ -191,7 +190,7 @@ status() {
 [[ $(id -u) == 0 || ${1:-} == env ]] || { log "run as root (e.g. sudo -E $0 $*)"; exit 1; }
 case ${1:-} in
   up) up ;;
-  down) down ;;
+  down) trap reap_leftovers EXIT; down ;;   # (the reaping also when a step of down fails)
   status) status ;;
   env) echo "export SLURM_CONF=$SLURM_CONF" ;;
   *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
