@@ -18,6 +18,7 @@
 #include <string>
 
 #include "comm/comm.hpp"
+#include "comm/control.hpp"
 #include "core/timers.hpp"
 #include "engine/layerpar/layer_parallel.hpp"
 #include "engine/layerpar/mgrit_cost.hpp"
@@ -67,22 +68,31 @@ StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
   if (size >= 2 && rank < 2) {  // ping-pong of one state between ranks 0 and 1
     std::vector<double> buf(size_t(batch * width), 1.0);
     const int reps = 200;
-    MPI_Barrier(MPI_COMM_WORLD);
+    Comm pair(world);
+    const auto send = [&](int peer) {
+      auto r = pair.start_send(buf.data(), int64_t(buf.size()), peer, 0);
+      pair.wait(r, "send");
+    };
+    const auto recv = [&](int peer) {
+      auto r = pair.start_recv(buf.data(), int64_t(buf.size()), peer, 0);
+      pair.wait(r, "recv");
+    };
+    barrier(world);
     const double t0 = MPI_Wtime();
     for (int i = 0; i < reps; ++i) {
       if (rank == 0) {
-        MPI_Send(buf.data(), int(buf.size()), MPI_DOUBLE, 1, 0, world);
-        MPI_Recv(buf.data(), int(buf.size()), MPI_DOUBLE, 1, 0, world, MPI_STATUS_IGNORE);
+        send(1);
+        recv(1);
       } else {
-        MPI_Recv(buf.data(), int(buf.size()), MPI_DOUBLE, 0, 0, world, MPI_STATUS_IGNORE);
-        MPI_Send(buf.data(), int(buf.size()), MPI_DOUBLE, 0, 0, world);
+        recv(0);
+        send(0);
       }
     }
     t.message = (MPI_Wtime() - t0) / (2.0 * reps);
   } else if (size >= 2) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier(world);
   }
-  MPI_Bcast(&t.message, 1, MPI_DOUBLE, 0, world);
+  t.message = broadcast_value(world, t.message, 0);
   return t;
 }
 
@@ -144,8 +154,7 @@ int main(int argc, char** argv) {
         int64_t unit = 1;
         for (int l = 1; l < run.forward.levels; ++l) unit *= run.forward.cfactor;
         if (n % unit != 0 || n < p) continue;
-        MPI_Comm sub;
-        MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);  // the first p ranks' job
+        MPI_Comm sub = first_ranks(MPI_COMM_WORLD, p);  // the first p ranks' job
         double measured = 0;
         if (sub != MPI_COMM_NULL) {
           ParallelConfig layers;
@@ -155,13 +164,13 @@ int main(int argc, char** argv) {
           LayerParallel<double> engine(net, grid, batch, run);
           engine.forward_backward(x, labels, batch);
           const int reps = 10;
-          MPI_Barrier(sub);
+          barrier(sub);
           const double t0 = Timers::now();
           for (int i = 0; i < reps; ++i) engine.forward_backward(x, labels, batch);
           measured = (Timers::now() - t0) / reps;
-          MPI_Comm_free(&sub);
+          free_ranks(sub);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        barrier(MPI_COMM_WORLD);
         if (rank == 0)
           std::printf("| %d | %s | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
                       1e3 * parallel_time(n, p, run, t), 1e3 * measured);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/control.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "plan/layout.hpp"
@@ -67,11 +68,7 @@ std::string compare(const Traffic& predicted, const TrainingJob& trainer, double
   return out;
 }
 
-double max_over_ranks(double x) {
-  double out = x;
-  MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return out;
-}
+double max_over_ranks(double x) { return max_over(MPI_COMM_WORLD, x); }
 
 }  // namespace
 
@@ -134,7 +131,9 @@ int main(int argc, char** argv) {
         // dropless, every assignment's row goes to its expert and back, forward and
         // backward: summed over the ranks the bytes are the formula's (4 N k C values a
         // layer and micro-batch per rank), whatever the routing
-        MPI_Allreduce(MPI_IN_PLACE, &routed_bytes.first, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        std::vector<double> routed_sum = {routed_bytes.first, routed_bytes.second};
+        sum_over(MPI_COMM_WORLD, routed_sum);
+        routed_bytes = {routed_sum[0], routed_sum[1]};
         if (d.model.moe_experts > 0 && d.model.moe_capacity_factor == 0 && routed_bytes.first != routed_bytes.second)
           mismatch += strfmt(" expert/alltoallv summed over the ranks: formula %.0f B, counted %.0f B;", routed_bytes.first,
                              routed_bytes.second);
@@ -150,13 +149,13 @@ int main(int argc, char** argv) {
         const double meas_ms = 1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
         // the activations of the fullest rank (state + activations; of equals the lowest),
         // as the planner reports the fullest stage's
-        struct {
-          double total;
-          int rank;
-        } fullest{double(result.state_bytes + result.activation_bytes), rank};
-        MPI_Allreduce(MPI_IN_PLACE, &fullest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
-        double fullest_act = double(result.activation_bytes);
-        MPI_Bcast(&fullest_act, 1, MPI_DOUBLE, fullest.rank, MPI_COMM_WORLD);
+        std::vector<double> totals(size_t(ranks), 0.0), acts(size_t(ranks), 0.0);
+        totals[size_t(rank)] = double(result.state_bytes + result.activation_bytes);
+        acts[size_t(rank)] = double(result.activation_bytes);
+        sum_over(MPI_COMM_WORLD, totals);
+        sum_over(MPI_COMM_WORLD, acts);
+        const size_t fullest = size_t(std::max_element(totals.begin(), totals.end()) - totals.begin());  // the lowest rank of a tie
+        const double fullest_act = acts[fullest];
         const double meas_act = fullest_act / double(1 << 20);
         // mixtures of experts: their caches hold the rows the router sent (the prediction is
         // the balanced routing's), so the activations and the memory are reported, not required equal

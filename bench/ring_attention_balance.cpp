@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.hpp"
+#include "comm/control.hpp"
+#include "comm/grid.hpp"
 #include "core/rng.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "parallel/ring_attention.hpp"
@@ -50,7 +51,7 @@ std::pair<double, double> run(Comm& ring, bool zigzag, int64_t t_full, int64_t h
     ring_attention_backward<float>(cp, dqkv, qkv, out, lse, dout, 1, t, h, precision);
   };
   call();  // warm
-  MPI_Barrier(ring.raw());
+  barrier(ring.raw());
   const double w0 = waited(ring), t0 = MPI_Wtime();
   for (int r = 0; r < reps; ++r) call();
   return {MPI_Wtime() - t0, waited(ring) - w0};
@@ -77,17 +78,20 @@ int main(int argc, char** argv) {
       if (rank == 0) std::fprintf(stderr, "run on 2 or more ranks, with T a multiple of 2 x ranks\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    MPI_Comm dup;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     {
-      Comm ring(dup);
+      ParallelConfig layout;
+      layout.context = size;
+      const Grid grid(layout, MPI_COMM_WORLD);
+      Comm& ring = grid.context();
       if (rank == 0)
         std::printf("ring attention, T = %lld over %d ranks, %lld heads of %lld, %s, forward + backward, ms per call:\n",
                     (long long)t_full, size, (long long)h, (long long)hs, precision == Precision::BF16 ? "bf16" : "fp32");
       for (const bool zigzag : {true, false}) {
         const auto [seconds, wait] = run(ring, zigzag, t_full, h, hs, precision, reps);
-        std::vector<double> mine = {1e3 * seconds / reps, 1e3 * (seconds - wait) / reps}, all(2 * size_t(size));
-        MPI_Gather(mine.data(), 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        std::vector<double> all(2 * size_t(size), 0.0);  // (time, computing) of every rank
+        all[2 * size_t(rank)] = 1e3 * seconds / reps;
+        all[2 * size_t(rank) + 1] = 1e3 * (seconds - wait) / reps;
+        sum_over(MPI_COMM_WORLD, all);
         if (rank == 0) {
           double lo = 1e300, hi = 0;
           for (int r = 0; r < size; ++r) {
@@ -100,7 +104,6 @@ int main(int argc, char** argv) {
         }
       }
     }
-    MPI_Comm_free(&dup);
   }
   MPI_Finalize();
   return 0;

@@ -4,7 +4,6 @@
 #include <fstream>
 #include <vector>
 
-#include "comm/control.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -21,10 +20,7 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
-void write_chrome_trace(const std::string& path, MPI_Comm comm, const TraceRecorder& trace,
-                        const std::string& row_name) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+std::string trace_row(int rank, const TraceRecorder& trace, const std::string& row_name) {
   std::string mine = "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + std::to_string(rank) +
                      ",\"args\":{\"name\":" + json_string(row_name) + "}}";
   char buf[128];
@@ -33,8 +29,10 @@ void write_chrome_trace(const std::string& path, MPI_Comm comm, const TraceRecor
                   e.start * 1e6, (e.end - e.start) * 1e6);
     mine += ",\n{\"name\":" + json_string(e.name) + ",\"cat\":" + json_string(e.category) + buf;
   }
-  const std::vector<std::string> all = gather_strings(comm, mine);
-  if (rank != 0) return;
+  return mine;
+}
+
+void write_chrome_trace(const std::string& path, const std::vector<std::string>& all) {
   std::ofstream out(path);
   if (!out) throw UserError("cannot write the trace file '" + path + "'");
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";

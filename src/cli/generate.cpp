@@ -11,7 +11,7 @@
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "checkpoint/model_checkpoint.hpp"
-#include "train/deck_data.hpp"
+#include "data/deck_data.hpp"
 
 namespace strata {
 
@@ -20,7 +20,7 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
   const Deck deck = parse_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
   const auto& m = deck.model;
-  if (m.kind != ModelKind::GPT) throw UserError("strata generate: " + checkpoint + " holds a residual network, not a GPT");
+  if (m.kind != ModelKind::GPT) throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + to_string(m.kind) + "\", not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
   whole.parallel = ParallelConfig{};
   const auto made = as_gpt(make_model(whole));

@@ -17,7 +17,7 @@
 #include "io/text_dataset.hpp"
 #include "io/token_shard.hpp"
 #include "io/tokenizer.hpp"
-#include "train/deck_data.hpp"
+#include "data/deck_data.hpp"
 
 namespace strata {
 namespace {

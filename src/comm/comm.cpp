@@ -66,7 +66,7 @@ void Comm::allreduce_max(V1<float> buf) { allreduce_impl(buf, MPI_MAX, "allreduc
 void Comm::allreduce_max(V1<double> buf) { allreduce_impl(buf, MPI_MAX, "allreduce_max"); }
 
 template <class T>
-void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
+void Comm::start_allreduce_impl(V1<T> buf) {
   const int64_t n = buf.extent(0);
   if (size_ == 1 || n == 0) return;
   const double t0 = MPI_Wtime();
@@ -81,8 +81,8 @@ void Comm::start_allreduce_impl(V1<T> buf, MPI_Datatype type) {
   count("allreduce_overlapped", n * int64_t(sizeof(T)), wire_factor(Collective::AllReduce, size_), dt);
 }
 
-void Comm::start_allreduce_sum(V1<float> buf) { start_allreduce_impl(buf, MPI_FLOAT); }
-void Comm::start_allreduce_sum(V1<double> buf) { start_allreduce_impl(buf, MPI_DOUBLE); }
+void Comm::start_allreduce_sum(V1<float> buf) { start_allreduce_impl(buf); }
+void Comm::start_allreduce_sum(V1<double> buf) { start_allreduce_impl(buf); }
 
 void Comm::finish_allreduces() {
   const double t0 = MPI_Wtime();

@@ -110,7 +110,7 @@ class Comm {
   // it); pieces keep every call on the fast path and cost a few latencies.
   static constexpr int64_t kAllreduceChunkBytes = int64_t(4) << 20;
   template <class T> void chunked_allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op);
-  template <class T> void start_allreduce_impl(V1<T> buf, MPI_Datatype type);
+  template <class T> void start_allreduce_impl(V1<T> buf);
   double allreduce_scalar(double x, MPI_Op op, const char* kind);
   // payload bytes; the wire bytes are payload * wire_per_byte (wire_model.hpp)
   void count(const char* kind, int64_t bytes, double wire_per_byte, double seconds);

@@ -45,6 +45,15 @@ void sum_over(MPI_Comm comm, std::vector<int64_t>& xs) {
   MPI_Allreduce(MPI_IN_PLACE, xs.data(), int(xs.size()), MPI_INT64_T, MPI_SUM, comm);
 }
 
+void sum_over(MPI_Comm comm, std::vector<double>& xs) {
+  MPI_Allreduce(MPI_IN_PLACE, xs.data(), int(xs.size()), MPI_DOUBLE, MPI_SUM, comm);
+}
+
+double broadcast_value(MPI_Comm comm, double x, int root) {
+  MPI_Bcast(&x, 1, MPI_DOUBLE, root, comm);
+  return x;
+}
+
 void broadcast_string(MPI_Comm comm, std::string& s, int root) {
   uint64_t n = s.size();
   MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);
@@ -80,6 +89,18 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
 }
 
 void barrier(MPI_Comm comm) { MPI_Barrier(comm); }
+
+MPI_Comm first_ranks(MPI_Comm comm, int n) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_Comm_split(comm, rank < n ? 0 : MPI_UNDEFINED, rank, &out);
+  return out;
+}
+
+void free_ranks(MPI_Comm& comm) {
+  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+}
 
 NodeShare node_share(MPI_Comm comm) {
   MPI_Comm node;

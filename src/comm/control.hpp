@@ -3,7 +3,7 @@
 // of training's communication (so not counted by Comm): agreeing on a value, a string
 // from one rank, every rank's string, timers' maxima, the ranks sharing a node, and the
 // stop votes XPipe posts in flight. With comm.hpp and grid.hpp, the only code that calls
-// MPI's communication functions (the layer rule of docs/design.md; tests/scripts/check_layers.sh).
+// MPI's communication functions (the layer rule of docs/design.md; tests/scripts/check_layers.py).
 #include <mpi.h>
 
 #include <cstdint>
@@ -18,6 +18,9 @@ int min_over(MPI_Comm comm, int x);
 // element-wise, in place
 void max_over(MPI_Comm comm, std::vector<double>& xs);
 void sum_over(MPI_Comm comm, std::vector<int64_t>& xs);
+void sum_over(MPI_Comm comm, std::vector<double>& xs);
+// root's x on every rank
+double broadcast_value(MPI_Comm comm, double x, int root = 0);
 
 // root's s on every rank
 void broadcast_string(MPI_Comm comm, std::string& s, int root = 0);
@@ -26,6 +29,12 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
 
 void barrier(MPI_Comm comm);
+
+// A new communicator of comm's ranks 0 .. n-1 (MPI_COMM_NULL on the others), for the
+// benchmarks that time a job on a growing share of the ranks; free it with free_ranks.
+// Collective over comm. (A run's communicators are Grid's.)
+MPI_Comm first_ranks(MPI_Comm comm, int n);
+void free_ranks(MPI_Comm& comm);
 
 // This rank's index among the ranks of comm on its node, and their number.
 struct NodeShare {

@@ -160,15 +160,16 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
         "run.name", "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + run.name + "\")");
   const auto& m = d.model;
   const bool resnet = m.kind == ModelKind::ResNet;
-  check(resnet || m.n_embd % m.n_head == 0, "model.n_embd",
+  const bool classifier = m.kind != ModelKind::GPT;  // the image classifiers: resnet, softmax
+  check(classifier || m.n_embd % m.n_head == 0, "model.n_embd",
         "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
             ")");
   check(m.padded_vocab_size == 0 || m.padded_vocab_size >= m.vocab_size, "model.padded_vocab_size",
         "(" + std::to_string(m.padded_vocab_size) + ") must be 0 or at least model.vocab_size (" +
             std::to_string(m.vocab_size) + ")");
   const auto& data = d.data;
-  check((data.kind == DataKind::Images) == resnet, "data.kind",
-        "\"images\" goes with model.kind = \"resnet\" and the token kinds with \"gpt\"");
+  check((data.kind == DataKind::Images) == classifier, "data.kind",
+        "\"images\" goes with model.kind = \"resnet\" or \"softmax\" and the token kinds with \"gpt\"");
   check(data.kind != DataKind::Text || !data.files.empty(), "data.files",
         "must list at least one file or glob for kind = \"text\"");
   check(data.kind != DataKind::Text || m.vocab_size >= 256, "data.kind",
@@ -194,10 +195,10 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto& lp = d.layerpar;
   const bool mgrit = p.mgrit();
   check(!mgrit || resnet, "parallel.schedule", "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
-  check(!resnet || p.schedule != Schedule::XPipe, "parallel.schedule",
+  check(!classifier || p.schedule != Schedule::XPipe, "parallel.schedule",
         "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b, zb-h1, "
         "zb-h2 or mgrit");
-  check(!resnet || p.schedule != Schedule::Interleaved, "parallel.schedule",
+  check(!classifier || p.schedule != Schedule::Interleaved, "parallel.schedule",
         "\"interleaved\" runs the GPT (a stage holds several chunks of layers); the residual network runs gpipe, 1f1b, "
         "zb-h1, zb-h2 or mgrit");
   if (mgrit) {
@@ -243,15 +244,17 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
                     "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
                     "\"1d\", whose tensor ranks route a share of the tokens each)");
-  if (resnet && p.context > 1)
-    throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the residual network's "
-                    "samples are not sequences: use parallel.data");
+  if (classifier && p.context > 1)
+    throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the " +
+                    std::string(resnet ? "residual network" : "softmax regression") +
+                    "'s samples are not sequences: use parallel.data");
   if (mgrit && p.recompute != Recompute::None)
     throw UserError(origin + ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
                     "states at its own points)");
-  if (resnet && (p.tensor_rows > 1 || p.tensor_cols > 1))
-    throw UserError(origin + ": model.kind = \"resnet\" has no tensor split: it runs data x pipeline (gpipe, 1f1b, zb-h1, zb-h2) or "
-                    "data x layer-parallel (mgrit)");
+  if (classifier && (p.tensor_rows > 1 || p.tensor_cols > 1))
+    throw UserError(origin + ": model.kind = \"" + to_string(m.kind) + "\" has no tensor split: it runs " +
+                    (resnet ? "data x pipeline (gpipe, 1f1b, zb-h1, zb-h2) or data x layer-parallel (mgrit)"
+                            : "data parallelism"));
   if (data.batch_size % p.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(p.data) + ")");

@@ -63,9 +63,12 @@ struct ModelConfig {
   int64_t expert_hidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }
   // the token embedding's rows: vocab_size, or padded_vocab_size when that is larger
   int64_t vocab_rows() const { return padded_vocab_size > vocab_size ? padded_vocab_size : vocab_size; }
-  // what the layer axis (parallel.pipeline) divides: the GPT's blocks or the network's steps
-  int64_t layers() const { return kind == ModelKind::ResNet ? steps : n_layer; }
-  const char* layers_key() const { return kind == ModelKind::ResNet ? "model.steps" : "model.n_layer"; }
+  // what the layer axis (parallel.pipeline) divides: the GPT's blocks, the network's steps,
+  // the softmax regression's one layer
+  int64_t layers() const { return kind == ModelKind::ResNet ? steps : kind == ModelKind::GPT ? n_layer : 1; }
+  const char* layers_key() const {
+    return kind == ModelKind::ResNet ? "model.steps" : kind == ModelKind::GPT ? "model.n_layer" : "the softmax regression's layers";
+  }
 };
 
 struct DataConfig {

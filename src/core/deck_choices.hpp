@@ -8,8 +8,8 @@
 namespace strata {
 
 // What model.kind builds (model/make_model.hpp): the decoder-only transformer, or the
-// residual network for images (its layers are ODE steps).
-enum class ModelKind { GPT, ResNet };
+// residual network for images (its layers are ODE steps), or softmax regression over images.
+enum class ModelKind { GPT, ResNet, Softmax };
 // What data.kind reads: bytes of text files, token shards, uniform random tokens (the GPT);
 // IDX image files (the residual network).
 enum class DataKind { Text, Tokens, Random, Images };
@@ -83,8 +83,8 @@ inline const std::vector<std::pair<Recompute, std::string>>& recompute_names() {
 }
 
 inline const std::vector<std::pair<ModelKind, std::string>>& model_kind_names() {
-  static const std::vector<std::pair<ModelKind, std::string>> names = {{ModelKind::GPT, "gpt"},
-                                                                         {ModelKind::ResNet, "resnet"}};
+  static const std::vector<std::pair<ModelKind, std::string>> names = {
+      {ModelKind::GPT, "gpt"}, {ModelKind::ResNet, "resnet"}, {ModelKind::Softmax, "softmax"}};
   return names;
 }
 inline const std::vector<std::pair<DataKind, std::string>>& data_kind_names() {

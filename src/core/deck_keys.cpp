@@ -223,7 +223,11 @@ DeckKey for_kind(DeckKey k, ModelKind kind, const std::string& counterpart) {
                                                      "'s: for kind = \"" +
                                                      to_string(kind == ModelKind::GPT ? ModelKind::ResNet : ModelKind::GPT) +
                                                      "\" use model." + counterpart;
-  k.misplaced = [kind, hint](const Deck& d) { return d.model.kind == kind ? std::string() : hint; };
+  const std::string only = "applies to kind = \"" + to_string(kind) + "\" only";
+  k.misplaced = [kind, hint, only](const Deck& d) {
+    if (d.model.kind == kind) return std::string();
+    return d.model.kind == ModelKind::GPT || d.model.kind == ModelKind::ResNet ? hint : only;  // the counterpart's kind, or another
+  };
   return k;
 }
 DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") { return for_kind(std::move(k), ModelKind::GPT, resnet_key); }
@@ -290,8 +294,9 @@ std::vector<DeckKey> declare_keys() {
           "checkpoint (0: wait for ever; at least 10x the slowest step)"),
       // [model]
       enum_choice(model, &D::model, "kind", &ModelConfig::kind, model_kind_names(),
-                  "\"gpt\" (decoder-only transformer: n_layer, n_embd, n_head, vocab_size, seq_len) or \"resnet\" "
-                  "(residual network for images: steps, width, channels, t_final, step_init_std)"),
+                  "\"gpt\" (decoder-only transformer: n_layer, n_embd, n_head, vocab_size, seq_len), \"resnet\" "
+                  "(residual network for images: steps, width, channels, t_final, step_init_std) or \"softmax\" "
+                  "(softmax regression over images' pixels: no keys of its own)"),
       gpt_only(key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
                    "gpt: transformer blocks (at least parallel.pipeline)"),
                "steps"),

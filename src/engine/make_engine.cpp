@@ -10,7 +10,7 @@ namespace strata {
 namespace {
 
 std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& grid, StageModel<float>& model) {
-  auto* ode = dynamic_cast<OdeNetwork<float>*>(&model);
+  auto* ode = model.ode_network();
   if (!ode) throw UserError("parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\")");
   const auto& lp = deck.layerpar;
   LayerParallelOptions o;

@@ -5,6 +5,7 @@
 // pipeline schedules, MGRIT) are StepEngines; XPipe streams several steps and applies the
 // updates per stage inside the stream (XPipeEngine). make_engine chooses.
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/timers.hpp"
@@ -39,6 +40,20 @@ class TrainEngine {
   // Bytes of weights kept beside the parameter store (XPipe: the true weights while a
   // prediction is in place).
   virtual int64_t weight_copy_bytes() const { return 0; }
+
+  // The run could restart at this step (a checkpoint was written before it): the engine
+  // forgets what a restart would not have (MGRIT's warm start), so that the run is the
+  // same bit for bit whether or not it restarted here.
+  virtual void at_restart_point() {}
+  // What the engine adds to the run's description and figures: the layout's detail beyond
+  // parallel.* (MGRIT's levels, coarsening, relaxation, iterations); metrics.csv columns
+  // after the model's; the progress line's fields after the model's, with their row values.
+  virtual std::string layout_detail() const { return ""; }
+  virtual std::vector<std::string> metric_columns() const { return {}; }
+  virtual std::string progress(std::vector<double>& row) const {
+    (void)row;
+    return "";
+  }
 
  protected:
   StageModel<T>& model_;

@@ -5,6 +5,7 @@
 
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
+#include "model/run_description.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/expert_parallel.hpp"
@@ -31,6 +32,12 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorParallel& tp = {}, int stage = 0,
                                               const DataShape& data = {}, bool allocate = true,
                                               const ContextParallel& cp = {}, const ExpertParallel& ep = {});
+
+// What the deck's model tells a run about itself (run_description.hpp): its lines, samples
+// per step, its metrics; model is what make_model built for the deck. With
+// run.probe_gemm the GEMM rate at the model's shapes is measured here (a language model's
+// utilisation column).
+RunDescription describe_model(const Deck& deck, StageModel<float>& model, const RunSetting& run);
 
 template <class T>
 class GPT;

@@ -34,6 +34,7 @@ struct StepScratch {
 template <class T>
 class OdeNetwork : public StageModel<T> {
  public:
+  OdeNetwork<T>* ode_network() override { return this; }
   virtual int64_t steps() const = 0;      // N
   virtual T h() const = 0;                // the fine step, t_final / N
   virtual int64_t state_size() const = 0; // values per sample of a state

@@ -73,6 +73,9 @@ int64_t count_correct(V2<const T> logits, V1<const int32_t> labels) {
 }
 
 template <class T>
+class OdeNetwork;
+
+template <class T>
 class StageModel {
  public:
   // Called during the backward with a range [offset, offset + count) of the flat gradient
@@ -89,6 +92,9 @@ class StageModel {
   virtual const TensorParallel& tensor_parallel() const = 0;
   // Loss terms per sample.
   virtual int64_t targets_per_sample() const = 0;
+  // The stage as ODE steps (ode_network.hpp), which layer-parallel training solves across
+  // ranks; nullptr for a model whose layers are not.
+  virtual OdeNetwork<T>* ode_network() { return nullptr; }
   BlockContext context(int64_t samples) const { return {samples, targets_per_sample()}; }
 
   // A cache for one micro-batch on the stage's chunk `chunk` (interleaved schedules: the

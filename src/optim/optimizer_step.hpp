@@ -9,6 +9,7 @@
 #include "core/deck.hpp"
 #include "model/param_store.hpp"
 #include "optim/adamw.hpp"
+#include "optim/optimizer_groups.hpp"
 
 namespace strata {
 
@@ -22,18 +23,11 @@ struct StepOutcome {
 template <class T>
 class OptimizerStep {
  public:
-  // model_group: the ranks over which one model replica's gradient norm is summed
-  // (pipeline x tensor; nullptr for a model on one rank). total_steps: the run's, for the
-  // learning-rate schedule. zero_group: with ZeRO-1 (a store whose moments are sharded),
-  // the data group that holds the other blocks (optim/zero_sharding.hpp); else nullptr.
-  // expert_group: with expert parallelism, the ranks that hold the other experts
-  // (their gradients' squares are summed over it; with ZeRO-1 the replicas' sum covers
-  // them) and expert_replicas, those that hold the same experts (ZeRO-1 gathers the
-  // experts' region over it); else nullptr.
-  OptimizerStep(const OptimConfig& cfg, int64_t total_steps, Comm* model_group, Comm* zero_group = nullptr,
-                Comm* expert_group = nullptr, Comm* expert_replicas = nullptr)
-      : cfg_(cfg), total_steps_(total_steps), model_group_(model_group), zero_group_(zero_group),
-        expert_group_(expert_group), expert_replicas_(expert_replicas), adamw_(cfg) {}
+  // total_steps: the run's, for the learning-rate schedule; groups: the ranks the update
+  // talks to (optimizer_groups.hpp; all null for a model on one rank).
+  OptimizerStep(const OptimConfig& cfg, int64_t total_steps, const OptimizerGroups& groups)
+      : cfg_(cfg), total_steps_(total_steps), model_group_(groups.model), zero_group_(groups.zero),
+        expert_group_(groups.experts), expert_replicas_(groups.expert_replicas), adamw_(cfg) {}
 
   const OptimConfig& config() const { return cfg_; }
   AdamW<T>& adamw() { return adamw_; }

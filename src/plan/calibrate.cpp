@@ -46,10 +46,9 @@ namespace {
 // (m, k, n) of the deck's model's matrix products, rows as the trainer probes them
 std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
   const auto& m = d.model;
-  if (m.kind == ModelKind::ResNet) {
-    const int64_t rows = d.data.batch_size / d.parallel.data;
-    return {{rows, 784, m.width}, {rows, m.width, m.width}, {rows, m.width, 10}};
-  }
+  const int64_t rows_per_replica = d.data.batch_size / d.parallel.data;
+  if (m.kind == ModelKind::ResNet) return {{rows_per_replica, 784, m.width}, {rows_per_replica, m.width, m.width}, {rows_per_replica, m.width, 10}};
+  if (m.kind == ModelKind::Softmax) return {{rows_per_replica, 784, 10}};
   const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
   return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_rows()}};
 }

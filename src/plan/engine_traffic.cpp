@@ -38,7 +38,7 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
                          bool zero) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
-  const int64_t e = sizeof(T), params = model.params().numel();
+  const int64_t e = sizeof(T);
   const int64_t tied = model.tied_index() >= 0 ? model.params().infos()[model.tied_index()].numel : 0;
   const auto [rows, cols] = model.boundary_shape(ctx);
   const TensorParallel& tp = model.tensor_parallel();

@@ -195,21 +195,15 @@ TrainResult RunLoop::run() {
   if (trace) {
     timers_.set_trace(nullptr);
     const auto& g = grid.coords();
-    write_chrome_trace(opts_.trace, grid.world(), *trace,
-                       strfmt("rank %d (data %d, stage %d, tensor %d,%d)", grid.world_rank(), g.data, g.pipeline,
-                              g.row, g.col));
+    const std::string row = trace_row(grid.world_rank(), *trace,
+                                      strfmt("rank %d (data %d, stage %d, tensor %d,%d)", grid.world_rank(), g.data,
+                                             g.pipeline, g.row, g.col));
+    const std::vector<std::string> rows = gather_strings(grid.world(), row);
+    if (grid.world_rank() == 0) write_chrome_trace(opts_.trace, rows);
     log_.info("strata: wrote the timeline of every rank to " + opts_.trace + " (tools/plot_trace.py draws it)");
   }
   job_.report_end(log_, result);
   return result;
-}
-
-// The ranks over which the gradient norm sums the experts' squares: the data group's part
-// of the expert split (null without one); the expert group itself when no tensor rank is
-// an expert rank (the same ranks, the communicator the planner counts).
-static Comm* expert_norm_group(const Grid& grid) {
-  if (grid.shape().expert == 1) return nullptr;
-  return grid.experts().size() == grid.expert_data_ranks().size() ? &grid.experts() : &grid.expert_data_ranks();
 }
 
 TrainResult RunLoop::train() {
@@ -217,10 +211,7 @@ TrainResult RunLoop::train() {
   const TestFaults faults = TestFaults::from_environment();
   StopWatchdog watchdog(rc.stop_timeout, rank_);
 
-  OptimizerStep<float> update(deck_.optim, rc.steps, &job_.grid().model(),
-                              job_.params().moments_sharded() ? &job_.grid().replicas() : nullptr,
-                              expert_norm_group(job_.grid()),
-                              &job_.grid().expert_replicas());
+  OptimizerStep<float> update(deck_.optim, rc.steps, job_.optimizer_groups());
   update.adamw().set_steps_taken(start_.optim_steps);
   TrainResult result;
   result.first_step = start_.step;
@@ -343,15 +334,10 @@ void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double l
   const auto& rc = deck_.run;
   if (!((step + 1) % rc.log_every == 0 || step + 1 == rc.steps || step == 0)) return;
   const double now = Timers::now();
-  ProgressWindow p;
-  p.step = step + 1;
-  p.steps = rc.steps;
+  ProgressFigures p;
   p.window_steps = w.steps;
   p.seconds = now - w.start;
-  const auto comm_now = comm_totals();
-  p.comm_seconds = comm_now.first - w.comm.first;
-  p.comm_bytes = comm_now.second - w.comm.second;
-  p.last = last_outcome;
+  p.grad_norm = last_outcome.grad_norm;
   p.lr = lr;
   p.val = val;
   p.correct = w.correct;
@@ -359,9 +345,11 @@ void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double l
   std::string line = strfmt("step %5lld/%lld | loss %.4f", (long long)step + 1, (long long)rc.steps, last_outcome.loss);
   line += job_.metrics().progress(p, row);
   // this rank's communication: share of the step time (validation excluded), volume per step
+  const auto comm_now = comm_totals();
+  const double comm_seconds = comm_now.first - w.comm.first, comm_bytes = comm_now.second - w.comm.second;
   if (job_.grid().world_size() > 1)
-    line += strfmt(" | comm %.0f%% %.2f MiB/step", 100.0 * std::min(p.comm_seconds / p.seconds, 1.0),
-                   p.comm_bytes / double(p.window_steps) / double(1 << 20));
+    line += strfmt(" | comm %.0f%% %.2f MiB/step", 100.0 * std::min(comm_seconds / p.seconds, 1.0),
+                   comm_bytes / double(p.window_steps) / double(1 << 20));
   if (w.skipped > 0) line += strfmt(" | skipped %lld", (long long)w.skipped);
   line += strfmt(" | mem %.0f MiB | ETA %s", double(peak_rss_bytes()) / (1 << 20),
                  hms(p.seconds / double(w.steps) * double(rc.steps - step - 1)).c_str());
@@ -407,13 +395,22 @@ void RunLoop::checkpoint(int64_t step, int64_t optim_steps, Evaluation& val, boo
   w.exclude(timers_.stop("checkpoint"), comm_before, comm_totals());
 }
 
+static RunTotals run_totals(const TrainResult& r, double seconds) {
+  RunTotals t;
+  t.steps = int64_t(r.losses.size());
+  t.seconds = seconds;
+  if (!r.losses.empty()) t.final_loss = r.losses.back();
+  if (!r.accuracy.empty()) t.final_accuracy = r.accuracy.back().second;
+  return t;
+}
+
 void RunLoop::print_summary(const TrainResult& r) {
   // Every rank takes part in the reductions; rank 0 prints.
   const MPI_Comm world = job_.grid().world();
   const double loop = max_over(world, r.seconds);
   const int64_t steps_run = int64_t(r.losses.size());
   log_.info(strfmt("strata: done: %lld steps in %.2f s", (long long)steps_run, loop) +
-            job_.metrics().done_line(r, loop) +
+            job_.metrics().done_line(run_totals(r, loop)) +
             (r.skipped_steps > 0 ? strfmt(", %lld skipped", (long long)r.skipped_steps) : ""));
   log_.info("timer            total_s   calls   ms/call   % of loop   (max over ranks)");
   for (const auto& [name, e] : max_over_ranks(timers_, world))

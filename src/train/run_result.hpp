@@ -1,34 +1,15 @@
 #pragma once
-// What a training run records: a validation's figures, a window of steps for a progress
-// line, and the run's result (what tests and callers read back).
+// What a training run records: the run's result (what tests and callers read back).
 #include <cstdint>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "engine/pipeline/staleness_meter.hpp"
+#include "model/run_description.hpp"
 #include "optim/optimizer_step.hpp"
 
 namespace strata {
-
-struct Evaluation {
-  double loss = std::numeric_limits<double>::quiet_NaN();
-  double accuracy = std::numeric_limits<double>::quiet_NaN();  // classifiers only
-  // language models whose tokens stand for known text: the loss in bits per byte of it
-  double bits_per_byte = std::numeric_limits<double>::quiet_NaN();
-};
-
-// The steps since the last progress line.
-struct ProgressWindow {
-  int64_t step = 0, steps = 0;  // the step just done (1-based) and the run's total
-  int64_t window_steps = 0;     // steps in the window
-  double seconds = 0;           // their time, validation and checkpoints excluded
-  int64_t correct = 0;          // classifiers: training samples predicted right in the window
-  double comm_seconds = 0, comm_bytes = 0;  // this rank's communication in the window
-  StepOutcome last;             // the window's last step
-  double lr = 0;
-  Evaluation val;               // at this step, if the loop evaluated (else NaN)
-};
 
 struct TrainResult {
   int64_t first_step = 0;                         // steps before this run (restart point)

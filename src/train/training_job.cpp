@@ -4,13 +4,9 @@
 #include <cmath>
 
 #include "comm/agree.hpp"
-#include "core/blas_kernels.hpp"
 #include "engine/make_engine.hpp"
-#include "kernels/gemm_probe.hpp"
-#include "model/gpt.hpp"
 #include "model/make_model.hpp"
-#include "model/resnet.hpp"
-#include "train/deck_data.hpp"
+#include "data/deck_data.hpp"
 
 namespace strata {
 
@@ -29,86 +25,60 @@ TrainingJob::TrainingJob(const Deck& deck, MPI_Comm world, const JobOptions& opt
   agreed(world, [&] {
     if (par.measure_staleness) staleness_ = std::make_unique<StalenessMeter<float>>();
     engine_ = make_engine(deck_, *grid_, *model_, staleness_.get());
+    groups_ = strata::optimizer_groups(*grid_, model_->params());
   });
   describe(options);
 }
 
 TrainingJob::~TrainingJob() = default;
 
+namespace {
+
+// A model's metrics with its engine's columns and fields after them (MGRIT's residuals).
+class ModelAndEngineMetrics : public RunMetrics {
+ public:
+  ModelAndEngineMetrics(std::unique_ptr<RunMetrics> model, const TrainEngine<float>& engine)
+      : model_(std::move(model)), engine_(engine) {}
+  std::vector<std::string> columns() const override {
+    std::vector<std::string> c = model_->columns();
+    for (auto& e : engine_.metric_columns()) c.push_back(e);
+    return c;
+  }
+  std::string progress(const ProgressFigures& w, std::vector<double>& row) const override {
+    const std::string line = model_->progress(w, row);
+    return line + engine_.progress(row);
+  }
+  std::string done_line(const RunTotals& r) const override { return model_->done_line(r); }
+
+ private:
+  std::unique_ptr<RunMetrics> model_;
+  const TrainEngine<float>& engine_;
+};
+
+}  // namespace
+
 void TrainingJob::describe(const JobOptions& options) {
-  const auto& m = deck_.model;
-  const int64_t gb = deck_.data.batch_size;
-  const double params_m = double(model_->params().global_numel()) / 1e6;
-  facts_.layout = layout_name(deck_.parallel);
+  facts_.layout = layout_name(deck_.parallel) + engine_->layout_detail();
   facts_.max_round_steps = engine_->max_steps_per_call();
-  const std::string data_line = data_->describe();
-  if (const auto* gpt = dynamic_cast<const GPT<float>*>(model_.get())) {
-    facts_.samples_per_step = gb * m.seq_len;
-    const double gemm =
-        options.probe_gemm
-            ? measure_gemm_gflops(std::min<int64_t>(gb / grid_->data_size() * m.seq_len, 2048), m.n_embd, 4 * m.n_embd,
-                                  0.3, m.precision)
-            : 0.0;
-    metrics_ = std::make_unique<LanguageModelMetrics>(facts_.samples_per_step, gpt->flops_per_token(), gemm,
-                                                      grid_->world_size(),
-                                                      m.moe_experts > 0 ? dynamic_cast<GPT<float>*>(model_.get()) : nullptr);
-    const bool bf16 = m.precision == Precision::BF16;
-    facts_.description.push_back(
-        strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld%s, T=%lld: %.2fM parameters; %s data%s",
-               (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
-               m.vocab_rows() > m.vocab_size ? strfmt(" (padded to %lld)", (long long)m.vocab_rows()).c_str() : "",
-               (long long)m.seq_len, params_m, to_string(deck_.data.kind).c_str(),
-               bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
-    if (m.moe_experts > 0) {
-      int64_t experts = 0, layers = 0;  // the experts' parameters, the mixture layers
-      for (const auto& p : model_->params().infos()) experts += p.expert ? p.global_numel : 0;
-      for (int64_t l = 0; l < m.n_layer; ++l) layers += m.moe_block(l) ? 1 : 0;
-      facts_.description.push_back(strfmt(
-          "strata: mixture of experts in %lld of %lld blocks: %lld experts of hidden width %lld, top %lld, %s; "
-          "%.2fM expert parameters (%.2fM active per token); experts over %lld ranks",
-          (long long)layers, (long long)m.n_layer, (long long)m.moe_experts, (long long)m.expert_hidden(),
-          (long long)m.moe_top_k,
-          m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
-          double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
-          (long long)deck_.parallel.expert));
-    }
-    if (!data_line.empty()) facts_.description.push_back("strata: data: " + data_line);
-    const std::string blas = blas_core_name();
-    facts_.description.push_back(strfmt(
-        "strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe "
-        "%.1f GFLOP/s per rank%s%s",
-        grid_->world_size(), facts_.layout.c_str(), to_string(deck_.parallel.comm_backend).c_str(), (long long)gb,
-        (long long)m.seq_len, (long long)deck_.run.steps, gemm, bf16 ? " in bf16" : "",
-        blas.empty() ? "" : (" (OpenBLAS " + blas + " kernels)").c_str()));
-    return;
-  }
-  const auto& resnet = dynamic_cast<const ResNet<float>&>(*model_);
-  const auto& cfg = resnet.config();
-  const auto* mgrit = dynamic_cast<const LayerParallel<float>*>(engine_.get());
-  if (mgrit) {
-    const auto& lp = deck_.layerpar;
-    facts_.layout += strfmt(" L=%lld c=%lld %s %lld/%lld", (long long)lp.levels, (long long)lp.cfactor,
-                            to_string(lp.relaxation).c_str(), (long long)lp.fwd_iterations, (long long)lp.bwd_iterations);
-  }
-  facts_.samples_per_step = gb;
-  facts_.validates_at_end = true;
-  metrics_ = std::make_unique<ClassifierMetrics>(gb, mgrit);
-  facts_.description.push_back(strfmt(
-      "strata: ResNet %lld %s steps (T = %g), %lld -> %lld classes: %.3fM parameters; %s", (long long)cfg.steps,
-      cfg.channels > 0 ? strfmt("3x3-convolution %lld-channel", (long long)cfg.channels).c_str()
-                       : strfmt("dense width-%lld", (long long)cfg.width).c_str(),
-      cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes, params_m, data_line.c_str()));
-  facts_.description.push_back(strfmt("strata: %d ranks (%s), global batch %lld, %lld steps", grid_->world_size(),
-                                      facts_.layout.c_str(), (long long)gb, (long long)deck_.run.steps));
+  RunSetting run;
+  run.ranks = grid_->world_size();
+  run.data_ranks = grid_->data_size();
+  run.layout = facts_.layout;
+  run.data_line = data_->describe();
+  run.probe_gemm = options.probe_gemm;
+  RunDescription d = describe_model(deck_, *model_, run);
+  facts_.description = std::move(d.lines);
+  facts_.samples_per_step = d.samples_per_step;
+  facts_.validates_at_end = d.validates_at_end;
+  metrics_ = std::make_unique<ModelAndEngineMetrics>(std::move(d.metrics), *engine_);
 }
 
 std::vector<StepOutcome> TrainingJob::train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update,
                                                   Timers& timers, const std::function<bool()>& stop_requested) {
-  // MGRIT's warm start is not in a checkpoint: after a restart the first solves start
-  // from zero, so the uninterrupted run's start from zero after every checkpoint_every-th step
+  // a restart could begin at every checkpoint_every-th step: the uninterrupted run's
+  // engine forgets there what a restart would not have
   const int64_t every = deck_.run.checkpoint_every;
-  if (auto* mgrit = dynamic_cast<LayerParallel<float>*>(engine_.get()))
-    if (every > 0 && first_step > 0 && first_step % every == 0) mgrit->cold_start();
+  if (every > 0 && first_step > 0 && first_step % every == 0) engine_->at_restart_point();
   timers.start("data");
   std::vector<SampleBatch<float>> batches;
   for (int64_t k = 0; k < count; ++k) batches.push_back(data_->load(Split::Train, first_step + k, int(k)));

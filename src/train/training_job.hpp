@@ -16,10 +16,12 @@
 #include "core/log.hpp"
 #include "core/timers.hpp"
 #include "engine/train_engine.hpp"
-#include "io/batch_source.hpp"
+#include "data/batch_source.hpp"
 #include "model/param_store.hpp"
+#include "model/run_description.hpp"
+#include "optim/optimizer_groups.hpp"
 #include "optim/optimizer_step.hpp"
-#include "train/run_metrics.hpp"
+#include "train/run_result.hpp"
 
 namespace strata {
 
@@ -41,6 +43,8 @@ class TrainingSteps {
   virtual ParamStore<float>& params() = 0;
   virtual const JobFacts& facts() const = 0;
   virtual const RunMetrics& metrics() const = 0;
+  // The ranks the update talks to (OptimizerStep).
+  virtual const OptimizerGroups& optimizer_groups() const = 0;
   // Steps first_step .. first_step + count - 1 (0-based): forward, backward and the
   // update (never applied when the loss or gradient norm is not finite). A job that
   // streams may end the round early, after fewer steps, when stop_requested() is true on
@@ -80,6 +84,7 @@ class TrainingJob : public TrainingSteps {
   ParamStore<float>& params() override { return model_->params(); }
   const JobFacts& facts() const override { return facts_; }
   const RunMetrics& metrics() const override { return *metrics_; }
+  const OptimizerGroups& optimizer_groups() const override { return groups_; }
   std::vector<StepOutcome> train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update, Timers& timers,
                                        const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
@@ -97,7 +102,8 @@ class TrainingJob : public TrainingSteps {
   std::unique_ptr<StageModel<float>> model_;
   std::unique_ptr<StalenessMeter<float>> staleness_;  // XPipe with parallel.measure_staleness
   std::unique_ptr<TrainEngine<float>> engine_;
-  std::unique_ptr<RunMetrics> metrics_;
+  std::unique_ptr<RunMetrics> metrics_;  // the model's, with the engine's figures after them
+  OptimizerGroups groups_;
   JobFacts facts_;
   double val_text_bytes_ = 0;  // bytes of text the validation targets stand for (0: not counted yet; NaN: unknown)
 };

@@ -63,7 +63,7 @@ void write_hand_built_llmc(const std::string& path, const ModelConfig& m) {
 // What strata's tensors hold after reading that file: the definition's [out, in] layout
 // and stacking, written out for each tensor, in the serial store's global order.
 std::vector<double> hand_expected(const ParamStore<float>& serial, const ModelConfig& m) {
-  const int64_t L = m.n_layer, C = m.n_embd;
+  const int64_t C = m.n_embd;
   std::vector<double> out;
   for (const auto& p : serial.infos()) {
     const std::string& n = p.name;

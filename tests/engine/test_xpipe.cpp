@@ -209,7 +209,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
   for (const int t : {1, 2, 3}) {
     GPT<double> model(cfg, 7, {}, StagePlacement::balanced(int(cfg.n_layer), n, rank));
     XPipeEngine<double> engine(model, grid, t);
-    OptimizerStep<double> step(test_optim(), kRunSteps, nullptr);
+    OptimizerStep<double> step(test_optim(), kRunSteps, OptimizerGroups{});
     StreamUpdate<double> update;
     update.step = &step;
     Timers timers;

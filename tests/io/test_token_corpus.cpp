@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "io/token_batches.hpp"
+#include "data/token_batches.hpp"
 #include "io/text_dataset.hpp"
 #include "io/token_corpus.hpp"
 #include "io/token_shard.hpp"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/deck.hpp"
-#include "io/token_batches.hpp"
+#include "data/token_batches.hpp"
 #include "io/random_tokens.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"

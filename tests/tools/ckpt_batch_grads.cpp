@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "io/token_batches.hpp"
+#include "data/token_batches.hpp"
 #include "checkpoint/checkpoint_file.hpp"
-#include "train/deck_data.hpp"
+#include "data/deck_data.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "checkpoint/model_checkpoint.hpp"

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "support/mpi_test_helpers.hpp"
+#include "model/run_metrics.hpp"
 #include "train/run_loop.hpp"
 
 using namespace strata;
@@ -35,6 +36,7 @@ class ScriptedJob : public TrainingSteps {
   ParamStore<float>& params() override { return store_; }
   const JobFacts& facts() const override { return facts_; }
   const RunMetrics& metrics() const override { return metrics_; }
+  const OptimizerGroups& optimizer_groups() const override { return groups_; }
   std::vector<StepOutcome> train_round(int64_t first, int64_t count, OptimizerStep<float>& update, Timers&,
                                        const std::function<bool()>&) override {
     rounds.emplace_back(first, count);
@@ -65,7 +67,8 @@ class ScriptedJob : public TrainingSteps {
   std::function<double(int64_t)> loss_at_;
   bool classifier_;
   JobFacts facts_;
-  ClassifierMetrics metrics_{4, nullptr};
+  ClassifierMetrics metrics_{4};
+  OptimizerGroups groups_ = strata::optimizer_groups(grid_, store_);
 };
 
 Deck loop_deck(const std::vector<std::string>& overrides) {

@@ -1,6 +1,10 @@
 #include "engine/layerpar/layer_parallel.hpp"
 
+#include <limits>
 #include <stdexcept>
+
+#include "core/deck_choices.hpp"
+#include "core/log.hpp"
 
 #include "optim/zero_sharding.hpp"
 
@@ -107,6 +111,27 @@ BatchResult LayerParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t glob
 template <class T>
 int64_t LayerParallel<T>::activation_bytes() const {
   return forward_.bytes() + adjoint_->bytes() + view_bytes(logits_, lse_, losses_);
+}
+
+template <class T>
+std::string LayerParallel<T>::layout_detail() const {
+  return strfmt(" L=%d c=%d %s %d/%d", opt_.forward.levels, opt_.forward.cfactor,
+                to_string(opt_.forward.fcf ? Relaxation::FCF : Relaxation::F).c_str(), opt_.forward.max_iterations,
+                opt_.backward.max_iterations);
+}
+
+template <class T>
+std::vector<std::string> LayerParallel<T>::metric_columns() const {
+  return {"fwd_residual", "fwd_factor"};
+}
+
+template <class T>
+std::string LayerParallel<T>::progress(std::vector<double>& row) const {
+  const MgritStats& fwd = last_.forward;
+  const double res = fwd.residuals.empty() ? std::numeric_limits<double>::quiet_NaN() : fwd.residuals.back();
+  row.insert(row.end(), {res, fwd.convergence_factor()});
+  if (fwd.residuals.empty()) return "";
+  return strfmt(" | mgrit fwd res %.1e (factor %.2f) bwd %d it", res, fwd.convergence_factor(), last_.backward.iterations);
 }
 
 template class LayerParallel<float>;

@@ -49,9 +49,12 @@ class LayerParallel : public StepEngine<T> {
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
   int64_t activation_bytes() const override;  // the solvers' states on every level, logits
   const LayerParallelResult& last() const { return last_; }
-  // The next solves start from zero instead of the last solution (the trainer does this
-  // at every checkpoint step, so a restart from a checkpoint repeats the run bit for bit).
-  void cold_start() { forward_warm_ = adjoint_warm_ = false; }
+  // The next solves start from zero instead of the last solution (the job does this at
+  // every checkpoint step, so a restart from a checkpoint repeats the run bit for bit).
+  void at_restart_point() override { forward_warm_ = adjoint_warm_ = false; }
+  std::string layout_detail() const override;                 // " L=2 c=4 FCF 2/2"
+  std::vector<std::string> metric_columns() const override;  // the last step's forward residual and factor
+  std::string progress(std::vector<double>& row) const override;
 
  private:
   MgritStats solve_forward(V2<const T> x);

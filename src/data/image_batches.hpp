@@ -6,7 +6,7 @@
 
 #include "core/log.hpp"
 #include "core/tensor.hpp"
-#include "io/batch_source.hpp"
+#include "data/batch_source.hpp"
 #include "io/image_dataset.hpp"
 
 namespace strata {

@@ -1,10 +1,10 @@
-#include "train/deck_data.hpp"
+#include "data/deck_data.hpp"
 
 #include <sys/stat.h>
 
 #include "core/error.hpp"
-#include "io/image_batches.hpp"
-#include "io/token_batches.hpp"
+#include "data/image_batches.hpp"
+#include "data/token_batches.hpp"
 #include "io/random_tokens.hpp"
 #include "io/text_dataset.hpp"
 #include "io/token_corpus.hpp"

@@ -10,7 +10,7 @@
 
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
-#include "io/batch_source.hpp"
+#include "data/batch_source.hpp"
 #include "io/token_source.hpp"
 #include "io/tokenizer.hpp"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
-#include "io/batch_source.hpp"
+#include "data/batch_source.hpp"
 
 namespace strata {
 

@@ -1,4 +1,4 @@
-#include "train/run_metrics.hpp"
+#include "model/run_metrics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@ std::vector<std::string> LanguageModelMetrics::columns() const {
   return c;
 }
 
-std::string LanguageModelMetrics::progress(const ProgressWindow& w, std::vector<double>& row) const {
+std::string LanguageModelMetrics::progress(const ProgressFigures& w, std::vector<double>& row) const {
   const double dt = w.seconds / double(w.window_steps);
   const double tok_s = double(tokens_) / dt;
   const double gflops = flops_per_token_ * double(tokens_) / dt / 1e9;
@@ -23,10 +23,10 @@ std::string LanguageModelMetrics::progress(const ProgressWindow& w, std::vector<
   std::string line;
   if (!std::isnan(w.val.loss)) line += strfmt(" | val %.4f", w.val.loss);
   if (!std::isnan(w.val.bits_per_byte)) line += strfmt(" (%.4f bits/byte)", w.val.bits_per_byte);
-  line += strfmt(" | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | %.1f GFLOP/s", w.lr, w.last.grad_norm, tok_s,
+  line += strfmt(" | lr %.2e | norm %.3f | %.0f tok/s | %.1f ms/step | %.1f GFLOP/s", w.lr, w.grad_norm, tok_s,
                  dt * 1e3, gflops);
   if (gemm_gflops_ > 0) line += strfmt(" (%.0f%% of gemm)", 100.0 * gflops / (gemm_gflops_ * double(ranks_)));
-  row.insert(row.end(), {w.val.loss, w.val.bits_per_byte, w.lr, w.last.grad_norm, dt * 1e3, tok_s, gflops, mem_mib});
+  row.insert(row.end(), {w.val.loss, w.val.bits_per_byte, w.lr, w.grad_norm, dt * 1e3, tok_s, gflops, mem_mib});
   if (mixture_) {  // the experts' shares of the assignments since the last line
     const MoeLoad load = mixture_->mixture_load();
     mixture_->reset_mixture_load();
@@ -46,37 +46,28 @@ std::string LanguageModelMetrics::progress(const ProgressWindow& w, std::vector<
   return line;
 }
 
-std::string LanguageModelMetrics::done_line(const TrainResult& r, double seconds) const {
-  return strfmt(", %.0f tokens/s, final loss %.4f", double(tokens_) * double(r.losses.size()) / std::max(seconds, 1e-9),
-                r.losses.empty() ? 0.0 : r.losses.back());
+std::string LanguageModelMetrics::done_line(const RunTotals& r) const {
+  return strfmt(", %.0f tokens/s, final loss %.4f", double(tokens_) * double(r.steps) / std::max(r.seconds, 1e-9),
+                r.steps == 0 ? 0.0 : r.final_loss);
 }
 
 std::vector<std::string> ClassifierMetrics::columns() const {
-  return {"train_acc", "val_loss", "val_acc", "lr", "grad_norm", "ms_per_step", "samples_per_s", "fwd_residual",
-          "fwd_factor"};
+  return {"train_acc", "val_loss", "val_acc", "lr", "grad_norm", "ms_per_step", "samples_per_s"};
 }
 
-std::string ClassifierMetrics::progress(const ProgressWindow& w, std::vector<double>& row) const {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
+std::string ClassifierMetrics::progress(const ProgressFigures& w, std::vector<double>& row) const {
   const double dt = w.seconds / double(w.window_steps);
-  const MgritStats none;
-  const MgritStats& fwd = mgrit_ ? mgrit_->last().forward : none;
-  const double fwd_res = fwd.residuals.empty() ? nan : fwd.residuals.back();
-  const double factor = fwd.convergence_factor();
   const double train_acc = double(w.correct) / double(w.window_steps * samples_);
   std::string line = strfmt(" | train acc %.3f", train_acc);
   if (!std::isnan(w.val.loss)) line += strfmt(" | test loss %.4f acc %.4f", w.val.loss, w.val.accuracy);
-  line += strfmt(" | lr %.2e | norm %.3f | %.0f samples/s | %.1f ms/step", w.lr, w.last.grad_norm,
+  line += strfmt(" | lr %.2e | norm %.3f | %.0f samples/s | %.1f ms/step", w.lr, w.grad_norm,
                  double(samples_) / dt, dt * 1e3);
-  if (!fwd.residuals.empty())
-    line += strfmt(" | mgrit fwd res %.1e (factor %.2f) bwd %d it", fwd_res, factor, mgrit_->last().backward.iterations);
-  row.insert(row.end(), {train_acc, w.val.loss, w.val.accuracy, w.lr, w.last.grad_norm, dt * 1e3,
-                         double(samples_) / dt, fwd_res, factor});
+  row.insert(row.end(), {train_acc, w.val.loss, w.val.accuracy, w.lr, w.grad_norm, dt * 1e3, double(samples_) / dt});
   return line;
 }
 
-std::string ClassifierMetrics::done_line(const TrainResult& r, double) const {
-  return r.accuracy.empty() ? "" : strfmt(", test accuracy %.4f", r.accuracy.back().second);
+std::string ClassifierMetrics::done_line(const RunTotals& r) const {
+  return std::isnan(r.final_accuracy) ? "" : strfmt(", test accuracy %.4f", r.final_accuracy);
 }
 
 }  // namespace strata

@@ -1,0 +1,77 @@
+// strata train DECK [--set ...] [--restart PATH|latest | --fresh] [--trace FILE]
+#include <unistd.h>
+
+#include <Kokkos_Core.hpp>
+
+#include "cli/command.hpp"
+#include "comm/agree.hpp"
+#include "comm/control.hpp"
+#include "core/error.hpp"
+#include "plan/memory_fit.hpp"
+#include "train/run_loop.hpp"
+#include "train/stop_signals.hpp"
+#include "train/training_job.hpp"
+
+namespace strata {
+namespace {
+
+// The memory one rank's share may use and how many ranks share it: one GPU (CUDA builds)
+// or the node's physical memory.
+std::pair<int64_t, int> memory_capacity() {
+  const int on_node = node_share(MPI_COMM_WORLD).local_size;
+#if defined(KOKKOS_ENABLE_CUDA)
+  size_t free = 0, total = 0;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaMemGetInfo(&free, &total) != cudaSuccess)
+    return {0, 1};
+  return {int64_t(total), (on_node + devices - 1) / devices};
+#else
+  return {int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE)), on_node};
+#endif
+}
+
+class TrainCommand : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    auto* sub = app.add_subcommand("train", "train the model a deck describes");
+    deck_.add_to(*sub);
+    sub->add_option("--restart", opts_.restart,
+                    "resume from a checkpoint file, or 'latest' (what the run directory's LATEST names, or its "
+                    "newest checkpoint that checks out; starts fresh if there is none)");
+    sub->add_flag("--fresh", opts_.fresh,
+                  "start from step 0 although the run directory has checkpoints (they are moved aside, "
+                  "not deleted)");
+    sub->add_option("--trace", opts_.trace,
+                    "write a Chrome/Perfetto timeline (JSON) of every rank's compute and communication; "
+                    "for short runs");
+    return sub;
+  }
+
+  // Every rank reads and validates the deck, and checks that the model fits in memory,
+  // before anything is allocated; the outcome is agreed, so a deck one node cannot read
+  // ends every rank with one message.
+  int run(int rank) override {
+    const auto [capacity, sharers] = memory_capacity();
+    Deck deck;
+    agreed(MPI_COMM_WORLD, [&] {
+      deck = load_deck(deck_.path, deck_.overrides);
+      check_fits_in_memory(deck, capacity, sharers);
+    });
+    install_stop_signal_handlers(rank);
+    TrainingJob job(deck, MPI_COMM_WORLD, opts_.job);
+    RunLoop(deck, opts_, job).run();
+    return kExitOk;
+  }
+
+  bool rank_local_errors() const override { return true; }
+
+ private:
+  DeckArgs deck_;
+  TrainOptions opts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> train_command() { return std::make_unique<TrainCommand>(); }
+
+}  // namespace strata

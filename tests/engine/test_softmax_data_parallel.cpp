@@ -1,0 +1,76 @@
+// The softmax regression (model.kind = "softmax", the third model kind) under the one job
+// and the data-parallel engine: data parallelism, micro-batches and ZeRO-1 give the serial
+// run's losses, test losses and accuracies and final parameters (the residual network's
+// tolerances: float sums in another order).
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "support/gather_params.hpp"
+#include "support/mpi_test_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+Deck softmax_deck(const std::vector<std::string>& overrides) {
+  const std::string text = R"(
+[run]
+steps = 6
+val_every = 3
+val_batches = 1
+seed = 9
+[model]
+kind = "softmax"
+init_std = 0.05
+[data]
+kind = "images"
+batch_size = 16
+[optim]
+lr = 1e-2
+warmup_steps = 2
+grad_clip = 1.0
+)";
+  return parse_deck(text, "softmax test deck", overrides);
+}
+
+}  // namespace
+
+TEST_CASE("the softmax regression's data-parallel runs equal its serial run", "[mpi][softmax]") {
+  const int n = world_size(), rank = world_rank();
+  TrainResult ser;
+  std::vector<double> ser_params;
+  if (rank == 0) {
+    Training serial(softmax_deck({}), MPI_COMM_SELF, quiet());
+    ser = serial.run();
+    ser_params = global_params_of(serial);
+  }
+  const std::string d = "parallel.data=" + std::to_string(n);
+  for (const auto& layout : std::vector<std::vector<std::string>>{
+           {d}, {d, "parallel.micro_batches=2"}, {d, "parallel.zero=1"}}) {
+    Training par(softmax_deck(layout), MPI_COMM_WORLD, quiet());
+    const TrainResult r = par.run();
+    const auto params = global_params_of(par);
+    if (rank != 0) continue;
+    INFO(describe(layout) << " on " << n << " ranks");
+    REQUIRE(r.losses.size() == ser.losses.size());
+    double worst = 0;
+    for (size_t s = 0; s < r.losses.size(); ++s)
+      worst = std::max(worst, std::abs(r.losses[s] - ser.losses[s]) / ser.losses[s]);
+    REQUIRE(r.val.size() == ser.val.size());
+    for (size_t s = 0; s < r.val.size(); ++s) CHECK(r.val[s].second == Approx(ser.val[s].second).epsilon(3e-7));
+    REQUIRE(r.accuracy.size() == ser.accuracy.size());
+    for (size_t s = 0; s < r.accuracy.size(); ++s) CHECK(r.accuracy[s].second == ser.accuracy[s].second);
+    std::printf("softmax equivalence, %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
+                describe(layout).c_str(), n, worst, max_abs_diff(params, ser_params));
+    CHECK(worst < 3e-7);
+    CHECK(max_abs_diff(params, ser_params) < 5e-5);
+    CHECK(ser.losses.back() < ser.losses.front());  // it learns
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
