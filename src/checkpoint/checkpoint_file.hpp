@@ -6,12 +6,12 @@
 //
 // This level knows files and tensors, not models: src/train maps parameters to names.
 #include <hdf5.h>
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "comm/mpi_handle.hpp"
 
 namespace strata {
 

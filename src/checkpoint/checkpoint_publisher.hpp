@@ -12,11 +12,10 @@
 // A failure at 1-3 on any rank removes the temporary file, leaves LATEST and every
 // existing checkpoint alone, and throws the same IoError (exit 4) or DivergedError
 // (exit 5) on every rank, naming the rank and the cause.
-#include <mpi.h>
-
 #include <string>
 #include <vector>
 
+#include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "checkpoint/checkpoint_dir.hpp"
 #include "model/param_store.hpp"

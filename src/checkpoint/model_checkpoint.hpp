@@ -9,11 +9,10 @@
 //   resolved TOML), layout (e.g. "data=2"), ranks, sampler, init_from (what model.init_from
 //   read at step 0, carried through restarts; absent when the run started from its seed)
 // Every dataset is chunked with a Fletcher32 checksum per chunk.
-#include <mpi.h>
-
 #include <functional>
 #include <string>
 
+#include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "model/param_store.hpp"
 

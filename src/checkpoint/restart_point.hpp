@@ -9,10 +9,9 @@
 //                      refused (UserError) unless `fresh`, which moves the old
 //                      checkpoints aside (checkpoints.replaced-<time>) rather than
 //                      deleting them.
-#include <mpi.h>
-
 #include <string>
 
+#include "comm/mpi_handle.hpp"
 #include "model/param_store.hpp"
 
 namespace strata {

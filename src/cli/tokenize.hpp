@@ -7,10 +7,9 @@
 // r + P, ... . Each shard is checked to decode back to its text, then written into
 // token_dir.partial, which becomes data.token_dir (shard_NNNNNN.tok and tokenizer.model)
 // only when every rank's shards are written: an existing token_dir is never touched.
-#include <mpi.h>
-
 #include <cstdint>
 
+#include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "core/log.hpp"
 

@@ -116,53 +116,60 @@ void Comm::broadcast(void* data, int64_t bytes, int root) {
 }
 
 template <class T>
-MPI_Request Comm::start_broadcast(T* host_data, int64_t n, int root) {
+Comm::Request Comm::start_broadcast(T* host_data, int64_t n, int root) {
   const double t0 = MPI_Wtime();
-  MPI_Request r = MPI_REQUEST_NULL;
-  if (size_ > 1) MPI_Ibcast(host_data, int(n), mpi_type<T>(), root, comm_, &r);
+  Request r;
+  if (size_ > 1) MPI_Ibcast(host_data, int(n), mpi_type<T>(), root, comm_, &r.r_);
   count("broadcast", n * int64_t(sizeof(T)), wire_factor(Collective::Broadcast, size_), MPI_Wtime() - t0);
   return r;
 }
 
 template <class T>
-MPI_Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root) {
+Comm::Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root) {
   const double t0 = MPI_Wtime();
-  MPI_Request r = MPI_REQUEST_NULL;
-  if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r);
+  Request r;
+  if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.r_);
   else std::copy(host_send, host_send + n, host_recv);
   count("reduce", n * int64_t(sizeof(T)), wire_factor(Collective::Reduce, size_), MPI_Wtime() - t0);
   return r;
 }
 
 template <class T>
-MPI_Request Comm::start_send(const T* host_data, int64_t n, int peer, int tag) {
+Comm::Request Comm::start_send(const T* host_data, int64_t n, int peer, int tag) {
   const double t0 = MPI_Wtime();
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Isend(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
+  Request r;
+  MPI_Isend(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r.r_);
   count("send", n * int64_t(sizeof(T)), wire_factor(Collective::Send, size_), MPI_Wtime() - t0);
   return r;
 }
 
 template <class T>
-MPI_Request Comm::start_recv(T* host_data, int64_t n, int peer, int tag) {
+Comm::Request Comm::start_recv(T* host_data, int64_t n, int peer, int tag) {
   const double t0 = MPI_Wtime();
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Irecv(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
+  Request r;
+  MPI_Irecv(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r.r_);
   count("recv", 0, 0.0, MPI_Wtime() - t0);  // bytes are counted once, by the sender
   return r;
 }
 
-void Comm::progress(MPI_Request* requests, int count) {
+void Comm::progress(Request* requests, int count) {
   for (int i = 0; i < count; ++i) {
     int done = 0;
-    if (requests[i] != MPI_REQUEST_NULL) MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+    if (requests[i].pending()) MPI_Test(&requests[i].r_, &done, MPI_STATUS_IGNORE);
   }
 }
 
-void Comm::wait(MPI_Request& request, const char* kind) {
+void Comm::wait(Request& request, const char* kind) {
+  if (!request.pending()) return;
   const double t0 = MPI_Wtime();
-  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  MPI_Wait(&request.r_, MPI_STATUS_IGNORE);
   stats_[kind].seconds += MPI_Wtime() - t0;
+}
+
+void Comm::cancel(Request& request) {
+  if (!request.pending()) return;
+  MPI_Cancel(&request.r_);
+  MPI_Wait(&request.r_, MPI_STATUS_IGNORE);
 }
 
 template <class T>
@@ -285,14 +292,14 @@ void Comm::allgather_blocks(V1<T> buf) {
 }
 
 #define STRATA_COMM_INSTANTIATE(T)                                                          \
-  template MPI_Request Comm::start_broadcast<T>(T*, int64_t, int);                         \
-  template MPI_Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int);              \
+  template Comm::Request Comm::start_broadcast<T>(T*, int64_t, int);                         \
+  template Comm::Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int);              \
   template void Comm::allgather<T>(V1<const T>, V1<T>);                                    \
   template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                          \
   template void Comm::reduce_scatter_blocks<T>(V1<T>);                                     \
   template void Comm::allgather_blocks<T>(V1<T>);                                          \
-  template MPI_Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
-  template MPI_Request Comm::start_recv<T>(T*, int64_t, int, int);                         \
+  template Comm::Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
+  template Comm::Request Comm::start_recv<T>(T*, int64_t, int, int);                         \
   template void Comm::alltoall<T>(V1<const T>, V1<T>);                                                       \
   template void Comm::alltoallv<T>(V1<const T>, const std::vector<int64_t>&, V1<T>, const std::vector<int64_t>&);
 STRATA_COMM_INSTANTIATE(float)

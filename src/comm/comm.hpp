@@ -31,6 +31,18 @@ struct CommStats {
 
 class Comm {
  public:
+  // A posted non-blocking transfer (start_send, start_recv, start_broadcast,
+  // start_reduce_sum), completed by wait(), moved along by progress(), or, a receive that
+  // will not be matched, cancelled by cancel(). A default Request has nothing in flight.
+  class Request {
+   public:
+    bool pending() const { return r_ != MPI_REQUEST_NULL; }
+
+   private:
+    friend class Comm;
+    MPI_Request r_ = MPI_REQUEST_NULL;
+  };
+
   // Does not take ownership of comm. The NCCL backend is set up collectively here.
   explicit Comm(MPI_Comm comm, CommBackend backend = CommBackend::Mpi);
   ~Comm();
@@ -60,17 +72,20 @@ class Comm {
   void broadcast(void* data, int64_t bytes, int root);
   // Non-blocking, host memory (T = float or double): root's n values to everyone; the sum
   // of everyone's send (n values) into root's recv. Complete with wait().
-  template <class T> MPI_Request start_broadcast(T* host_data, int64_t n, int root);
-  template <class T> MPI_Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
-  void wait(MPI_Request& request, const char* kind);
+  template <class T> Request start_broadcast(T* host_data, int64_t n, int root);
+  template <class T> Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
+  // Waits for request (nothing when none is pending), counting the wait as kind's seconds.
+  void wait(Request& request, const char* kind);
   // Lets MPI move pending non-blocking transfers along (MPI_Test on each request; done
   // ones become MPI_REQUEST_NULL): called between pieces of computation, since MPI
   // progresses large messages only inside its calls.
-  void progress(MPI_Request* requests, int count);
+  void progress(Request* requests, int count);
+  // A posted receive that will not be matched: cancelled and completed.
+  static void cancel(Request& request);
   // Non-blocking point-to-point, host memory: n values to / from rank peer of this
   // communicator, matched by tag. Complete with wait(request, "send" / "recv").
-  template <class T> MPI_Request start_send(const T* host_data, int64_t n, int peer, int tag);
-  template <class T> MPI_Request start_recv(T* host_data, int64_t n, int peer, int tag);
+  template <class T> Request start_send(const T* host_data, int64_t n, int peer, int tag);
+  template <class T> Request start_recv(T* host_data, int64_t n, int peer, int tag);
   // send: size() blocks of n values, block j for rank j; recv: the blocks the ranks sent
   // this rank, in rank order (device memory; n = send.extent(0) / size()).
   template <class T> void alltoall(V1<const T> send, V1<T> recv);

@@ -131,9 +131,4 @@ void StopVotes::finish() {
   if (!requests_.empty()) MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
 }
 
-void cancel_receive(MPI_Request& request) {
-  MPI_Cancel(&request);
-  MPI_Wait(&request, MPI_STATUS_IGNORE);
-}
-
 }  // namespace strata

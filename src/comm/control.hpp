@@ -64,7 +64,4 @@ class StopVotes {
   std::vector<MPI_Request> requests_;
 };
 
-// A posted point-to-point receive that will not be matched: cancelled and completed.
-void cancel_receive(MPI_Request& request);
-
 }  // namespace strata

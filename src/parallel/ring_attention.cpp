@@ -1,7 +1,5 @@
 #include "parallel/ring_attention.hpp"
 
-#include <mpi.h>
-
 #include <functional>
 #include <memory>
 #include <utility>
@@ -24,11 +22,11 @@ struct RingBlock {
       : values(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), rows, cols),
         host(Kokkos::create_mirror_view(values)) {}
   int64_t size() const { return int64_t(values.size()); }
-  MPI_Request send(Comm& ring, int peer, int tag) const {
+  Comm::Request send(Comm& ring, int peer, int tag) const {
     Kokkos::deep_copy(host, values);
     return ring.start_send<T>(host.data(), size(), peer, tag);
   }
-  MPI_Request recv(Comm& ring, int peer, int tag) { return ring.start_recv<T>(host.data(), size(), peer, tag); }
+  Comm::Request recv(Comm& ring, int peer, int tag) { return ring.start_recv<T>(host.data(), size(), peer, tag); }
   void received() { Kokkos::deep_copy(values, host); }
   kernels::HeadMatrices<T> keys(int64_t t, int64_t hs) { return kernels::head_columns<T>(values.data(), t, values.extent(1), 0, hs); }
   kernels::HeadMatrices<T> vals(int64_t t, int64_t hs) {
@@ -103,7 +101,7 @@ void ring_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<
   copy_key_values<T>(blocks[0]->values, qkv);
   for (int s = 0; s < x; ++s) {
     RingBlock<T>& here = *blocks[s % 2];
-    MPI_Request transfers[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};  // the next step's block, while this one is computed
+    Comm::Request transfers[2];  // the next step's block, while this one is computed
     if (s + 1 < x) {
       transfers[0] = here.send(ring, next, kBlockTag);
       transfers[1] = blocks[(s + 1) % 2]->recv(ring, prev, kBlockTag);
@@ -149,19 +147,19 @@ void ring_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> 
   RingBlock<T>* work = &pooled_block<T>(2, b * t, 2 * a);
   RingBlock<T>* sending = &pooled_block<T>(3, b * t, 2 * a);
   RingBlock<T>& in = pooled_block<T>(4, b * t, 2 * a);
-  MPI_Request sum_sent = MPI_REQUEST_NULL, sum_got = MPI_REQUEST_NULL;
+  Comm::Request sum_sent, sum_got;
   copy_key_values<T>(blocks[0]->values, qkv);
   for (int s = 0; s < x; ++s) {
     RingBlock<T>& here = *blocks[s % 2];
     // the next step's block, and the dK|dV sums on their way (posted in the last step)
-    MPI_Request transfers[4] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, sum_sent, sum_got};
+    Comm::Request transfers[4] = {{}, {}, sum_sent, sum_got};
     if (s + 1 < x) {
       transfers[0] = here.send(ring, next, kBlockTag);
       transfers[1] = blocks[(s + 1) % 2]->recv(ring, prev, kBlockTag);
     }
     const std::function<void()> progress = [&] { ring.progress(transfers, 4); };
-    MPI_Request& sent = transfers[0];
-    MPI_Request& got = transfers[1];
+    Comm::Request& sent = transfers[0];
+    Comm::Request& got = transfers[1];
     if (s == 0) {  // dQ written, the rank's own dK, dV from zero, under the local causal mask
       zero_key_value_columns<T>(dqkv);
       attention_backward_span<T>(dpart(0), dpart(1), dpart(2), part(0), part(1), part(2), dy, lse.data(),

@@ -35,7 +35,7 @@ void summa_matmul_ab(const TensorGrid2D& g, Precision precision, V2<T> c, V2<con
     return;
   }
   std::array<Staged<T>, 2> abuf{Staged<T>(m, k), Staged<T>(m, k)}, bbuf{Staged<T>(k, n), Staged<T>(k, n)};
-  std::array<MPI_Request, 2> ra{}, rb{};
+  std::array<Comm::Request, 2> ra{}, rb{};
   const auto post = [&](int t) {
     auto &sa = abuf[t % 2], &sb = bbuf[t % 2];
     if (g.j == t) copy_block(sa, a);  // A_it lives on (i, t): broadcast along row i
@@ -67,7 +67,7 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
   const int64_t m = c.extent(0), n = c.extent(1);
   std::array<Staged<T>, 2> bbuf{Staged<T>(br, bc), Staged<T>(br, bc)}, partial{Staged<T>(m, n), Staged<T>(m, n)};
   Staged<T> result(m, n);
-  std::array<MPI_Request, 2> rb{}, rr{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  std::array<Comm::Request, 2> rb{}, rr{};
   const auto post = [&](int t) {
     if (my_position_in_bcast == t) copy_block(bbuf[t % 2], local_bcast_block);
     rb[t % 2] = bcast.start_broadcast(bbuf[t % 2].host.data(), br * bc, t);
@@ -77,14 +77,14 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
     if (t + 1 < q) post(t + 1);
     bcast.wait(rb[t % 2], "broadcast");
     bbuf[t % 2].to_device();
-    if (rr[t % 2] != MPI_REQUEST_NULL) reduce.wait(rr[t % 2], "reduce");  // partial buffer free again
+    if (rr[t % 2].pending()) reduce.wait(rr[t % 2], "reduce");  // partial buffer free again
     multiply(V2<const T>(bbuf[t % 2].dev), V2<T>(partial[t % 2].dev));
     partial[t % 2].to_host();
     // the sum of step t's partials belongs to position t of the reducing group
     rr[t % 2] = reduce.start_reduce_sum(partial[t % 2].host.data(), result.host.data(), m * n, t);
   }
   for (auto& r : rr)
-    if (r != MPI_REQUEST_NULL) reduce.wait(r, "reduce");
+    if (r.pending()) reduce.wait(r, "reduce");
   result.to_device();
   Kokkos::deep_copy(c, result.dev);
 }

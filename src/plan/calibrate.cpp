@@ -214,14 +214,14 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
       const int iters = int(std::clamp<int64_t>((int64_t(8) << 20) / (bytes + 4096), 4, 2000));
       const double pingpong = per_call(comm, iters, [&] {
         if (rank == 0) {
-          MPI_Request s = comm.start_send(host.data(), n, 1, 7);
+          Comm::Request s = comm.start_send(host.data(), n, 1, 7);
           comm.wait(s, "send");
-          MPI_Request r = comm.start_recv(host.data(), n, 1, 8);
+          Comm::Request r = comm.start_recv(host.data(), n, 1, 8);
           comm.wait(r, "recv");
         } else if (rank == 1) {
-          MPI_Request r = comm.start_recv(host.data(), n, 0, 7);
+          Comm::Request r = comm.start_recv(host.data(), n, 0, 7);
           comm.wait(r, "recv");
-          MPI_Request s = comm.start_send(host.data(), n, 0, 8);
+          Comm::Request s = comm.start_send(host.data(), n, 0, 8);
           comm.wait(s, "send");
         }
       });

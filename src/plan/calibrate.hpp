@@ -19,11 +19,10 @@
 //    ping-pong of ranks 0 and 1.
 // With one rank there is nothing to time: the link costs are left at zero and the file
 // says so in its source line.
-#include <mpi.h>
-
 #include <string>
 #include <vector>
 
+#include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "plan/machine_file.hpp"
 

@@ -17,12 +17,11 @@
 //  - with --trace, every rank's timeline.
 // main builds the job, then RunLoop(deck, options, job).run(): the loop owns the job's
 // run; constructing either writes nothing.
-#include <mpi.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"

@@ -4,14 +4,13 @@
 // The run loop (run_loop.hpp) drives it through TrainingSteps, all it needs of a job, and
 // owns the lifecycle (run directory, restart, stop requests, checkpoints, reporting).
 // Building a job allocates and communicates but writes no file and takes no lock.
-#include <mpi.h>
-
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/grid.hpp"
+#include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"

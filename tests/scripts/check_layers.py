@@ -11,6 +11,10 @@
     app/main.cpp and the benchmarks' mains start and end MPI, and the checkpoint file
     sets MPI-IO's error handler.
 
+ 4. <mpi.h> is included in src/comm, app and bench only (the others reach MPI's handles
+    through comm/mpi_handle.hpp, and its calls through Comm, Grid and comm/control.hpp),
+    and MPI_Request, which Comm::Request wraps, appears in src/comm only.
+
 Prints every violation as file:line: what; exits 1 if there is any.
 Usage: check_layers.py REPO_DIR
 """
@@ -82,6 +86,13 @@ def main(repo):
                                f"from level {folder}, which is below it")
                 elif level != i:
                     includes[i].add(level)
+            for m in re.finditer(r"^[ \t]*#[ \t]*include[ \t]*<mpi\.h>", text, re.M):
+                if folder not in ("src/comm", "app"):
+                    bad.append(f"{path}:{line_of(text, m.start())}: includes <mpi.h> outside src/comm and app "
+                               "(comm/mpi_handle.hpp has the handles)")
+            if folder != "src/comm":
+                for m in re.finditer(r"\bMPI_Request\b", strip_comments(text)):
+                    bad.append(f"{path}:{line_of(text, m.start())}: MPI_Request outside src/comm (use Comm::Request)")
 
     # the link graph: every target_link_libraries of a strata target, over however many lines
     links = [set() for _ in LEVELS]
@@ -122,7 +133,7 @@ def main(repo):
         print(b)
     if not bad:
         print(f"check_layers: {len(LEVELS)} levels, includes only downward, CMake's links equal to the includes, "
-              "MPI communication in src/comm only")
+              "MPI communication in src/comm only, <mpi.h> in comm and app only")
     return 1 if bad else 0
 
 

@@ -74,9 +74,9 @@ void Mgrit<T>::advance_interval(int l, int64_t j) {
 }
 
 template <class T>
-MPI_Request Mgrit<T>::start_send(int l, Tensor1<T>& buf, int64_t j, int tag) {
+Comm::Request Mgrit<T>::start_send(int l, Tensor1<T>& buf, int64_t j, int tag) {
   const int to = layout_.next(l, rank_);
-  if (to < 0) return MPI_REQUEST_NULL;
+  if (to < 0) return Comm::Request{};
   Kokkos::fence();
   app_.pack(state(buf, j), send_buf_.data());
   if (stats_) ++stats_->messages;
@@ -84,15 +84,15 @@ MPI_Request Mgrit<T>::start_send(int l, Tensor1<T>& buf, int64_t j, int tag) {
 }
 
 template <class T>
-MPI_Request Mgrit<T>::start_receive(int l, int tag) {
+Comm::Request Mgrit<T>::start_receive(int l, int tag) {
   const int from = layout_.prev(l, rank_);
-  if (from < 0 || count(l) == 0) return MPI_REQUEST_NULL;
+  if (from < 0 || count(l) == 0) return Comm::Request{};
   return comm_.start_recv(recv_buf_.data(), size_, from, tag + l);
 }
 
 template <class T>
-void Mgrit<T>::finish_receive(MPI_Request& req, Tensor1<T>& buf) {
-  if (req == MPI_REQUEST_NULL) return;
+void Mgrit<T>::finish_receive(Comm::Request& req, Tensor1<T>& buf) {
+  if (!req.pending()) return;
   comm_.wait(req, "recv");
   app_.unpack(recv_buf_.data(), state(buf, 0));
 }
@@ -101,10 +101,10 @@ template <class T>
 void Mgrit<T>::exchange_ghost(int l) {
   if (!layout_.active(l, rank_)) return;
   Level& lv = levels_[size_t(l)];
-  MPI_Request recv = start_receive(l, kGhostTag);
-  MPI_Request send = start_send(l, lv.u, count(l), kGhostTag);
+  Comm::Request recv = start_receive(l, kGhostTag);
+  Comm::Request send = start_send(l, lv.u, count(l), kGhostTag);
   finish_receive(recv, lv.u);
-  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
+  if (send.pending()) comm_.wait(send, "send");
 }
 
 template <class T>
@@ -112,7 +112,7 @@ void Mgrit<T>::f_relax(int l) {
   if (!layout_.active(l, rank_)) return;
   Level& lv = levels_[size_t(l)];
   const int64_t c = opt_.cfactor, n = count(l), first = first_c(l);
-  MPI_Request recv = start_receive(l, kGhostTag), send = MPI_REQUEST_NULL;
+  Comm::Request recv = start_receive(l, kGhostTag), send;
   // the last point goes first: a C-point as it is, an F-point once its interval is relaxed
   const int64_t last_c = layout_.last_c(l, rank_);
   const bool last_is_c = last_c == n;
@@ -126,7 +126,7 @@ void Mgrit<T>::f_relax(int l) {
   finish_receive(recv, lv.u);
   if (first > 1) advance_interval(l, 0);
   if (!last_is_c && first > n) send = start_send(l, lv.u, n, kGhostTag);
-  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
+  if (send.pending()) comm_.wait(send, "send");
 }
 
 template <class T>
@@ -152,7 +152,7 @@ double Mgrit<T>::restrict_to(int l) {
   for (int64_t k = 1; k <= coarse_n; ++k) app_.sum(T(1), state(fine.u, first + (k - 1) * c), T(0), state(coarse.v, k));
   const bool aligned = lo(l) % c == 0;
   if (aligned) app_.sum(T(1), state(fine.u, 0), T(0), state(coarse.v, 0));
-  MPI_Request recv = aligned ? MPI_REQUEST_NULL : start_receive(l + 1, kRestrictTag), send = MPI_REQUEST_NULL;
+  Comm::Request recv = aligned ? Comm::Request{} : start_receive(l + 1, kRestrictTag), send;
   const int to = layout_.next(l + 1, rank_);
   if (layout_.active(l + 1, rank_) && to >= 0 && layout_.lo(l, to) % c != 0)
     send = start_send(l + 1, coarse.v, coarse_n, kRestrictTag);
@@ -171,7 +171,7 @@ double Mgrit<T>::restrict_to(int l) {
     app_.sum(T(1), state(coarse.v, k), T(1), g);
     app_.sum(T(-1), tmp_, T(1), g);
   }
-  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
+  if (send.pending()) comm_.wait(send, "send");
   Kokkos::deep_copy(coarse.u, coarse.v);  // the coarse level starts from the restriction
   return norm2;
 }
@@ -191,11 +191,11 @@ template <class T>
 void Mgrit<T>::sequential_solve(int l) {
   if (!layout_.active(l, rank_)) return;
   Level& lv = levels_[size_t(l)];
-  MPI_Request recv = start_receive(l, kSolveTag);  // the previous block's last point
+  Comm::Request recv = start_receive(l, kSolveTag);  // the previous block's last point
   finish_receive(recv, lv.u);
   for (int64_t j = 1; j <= count(l); ++j) advance(l, j);
-  MPI_Request send = start_send(l, lv.u, count(l), kSolveTag);
-  if (send != MPI_REQUEST_NULL) comm_.wait(send, "send");
+  Comm::Request send = start_send(l, lv.u, count(l), kSolveTag);
+  if (send.pending()) comm_.wait(send, "send");
 }
 
 template <class T>

@@ -92,10 +92,10 @@ class Mgrit {
   // the F-points after local C-point (or ghost) j, up to the next C-point or the block end
   void advance_interval(int l, int64_t j);
   // starts sending buf's local point j of level l to the next rank of the chain
-  MPI_Request start_send(int l, Tensor1<T>& buf, int64_t j, int tag);
+  Comm::Request start_send(int l, Tensor1<T>& buf, int64_t j, int tag);
   // from the previous rank of the chain into buf's ghost: start, then finish
-  MPI_Request start_receive(int l, int tag);
-  void finish_receive(MPI_Request& req, Tensor1<T>& buf);
+  Comm::Request start_receive(int l, int tag);
+  void finish_receive(Comm::Request& req, Tensor1<T>& buf);
   // every active rank's ghost of level l gets its left neighbour's last point
   void exchange_ghost(int l);
   void f_relax(int l);

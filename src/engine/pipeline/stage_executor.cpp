@@ -148,7 +148,7 @@ void StageExecutor<T>::switch_program(Run& st, const StageProgram& shorter, size
         if ((*list)[j]->mb < end_mb)
           ++*kept;
         else
-          cancel_receive((*ring)[size_t((*list)[j]->mb % ch.ring)].request);
+          Comm::cancel((*ring)[size_t((*list)[j]->mb % ch.ring)].request);
       }
     ch.act_posted = kept_act;
     ch.grad_posted = kept_grad;
@@ -186,7 +186,7 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
     case PipeOp::Forward: {
       // the slot's previous micro-batch has finished its backward; its sends must be done
       for (auto* out : {&cb.act_out[slot], &cb.grad_out[slot]})
-        if (out->request != MPI_REQUEST_NULL) pipe_.wait(out->request, "send");
+        if (out->request.pending()) pipe_.wait(out->request, "send");
       const int m = st.m;
       const SampleBatch<T> micro =
           (*st.batches)[size_t(in.mb / m)].slice(in.mb % m * st.bm, (in.mb % m + 1) * st.bm, st.per_sample);
@@ -202,7 +202,7 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
     case PipeOp::BackwardInput: {
       // the backward reuses the cache's output for gradients: its send must have left
       Buffer& sent = cb.act_out[slot];
-      if (sent.request != MPI_REQUEST_NULL) pipe_.wait(sent.request, "send");
+      if (sent.request.pending()) pipe_.wait(sent.request, "send");
       const V2<const T> dout = ch.model_last ? V2<const T>() : V2<const T>(cb.grad_in[ring].dev);
       timers.start("backward");
       if (in.op == PipeOp::Backward)
@@ -281,7 +281,7 @@ ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBa
   for (auto& cb : chunks_)
     for (auto* list : {&cb.act_out, &cb.grad_out})
       for (auto& b : *list)
-        if (b.request != MPI_REQUEST_NULL) pipe_.wait(b.request, "send");
+        if (b.request.pending()) pipe_.wait(b.request, "send");
   timers.stop("pipeline_drain");
   return std::move(st.sums);
 }

@@ -78,7 +78,7 @@ class StageExecutor {
   struct Buffer {  // one message: device view and its host mirror
     Tensor2<T> dev;
     typename Tensor2<T>::HostMirror host;
-    MPI_Request request = MPI_REQUEST_NULL;
+    Comm::Request request;
   };
   // Per chunk of the stage (one unless interleaved): caches, receive rings, send staging.
   struct ChunkBuffers {

@@ -76,7 +76,7 @@ class XPipeEngine : public TrainEngine<T> {
   struct TiedMessage {
     Tensor1<T> dev;
     typename Tensor1<T>::HostMirror host;
-    std::vector<MPI_Request> requests;  // one per part, in flight
+    std::vector<Comm::Request> requests;  // one per part, in flight
     void resize(int64_t n);
     auto part(size_t i, int64_t n) const {
       return Kokkos::subview(dev, std::make_pair(int64_t(i) * n, int64_t(i + 1) * n));
