@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "engine/layerpar/ode_steps.hpp"
+#include "engine/layer_parallel/ode_steps.hpp"
 #include "model/resnet.hpp"
 #include "io/image_dataset.hpp"
 #include "checkpoint/model_checkpoint.hpp"

@@ -1,4 +1,4 @@
-// The layer-parallel cost model (src/engine/layerpar/mgrit_cost.hpp: the solver's
+// The layer-parallel cost model (src/engine/layer_parallel/mgrit_cost.hpp: the solver's
 // schedule replayed on every rank, whose step and message counts the tests check against
 // the solver's own, rank by rank) turned into time with this machine's cost of one
 // residual step forward, adjoint, and adjoint with gradients (batch 100, width 64,
@@ -20,8 +20,8 @@
 #include "comm/comm.hpp"
 #include "comm/control.hpp"
 #include "core/timers.hpp"
-#include "engine/layerpar/layer_parallel.hpp"
-#include "engine/layerpar/mgrit_cost.hpp"
+#include "engine/layer_parallel/layer_parallel.hpp"
+#include "engine/layer_parallel/mgrit_cost.hpp"
 #include "model/resnet.hpp"
 
 using namespace strata;

@@ -1,5 +1,5 @@
 // The planner against the engine, for every layout of this job's rank count: each layout
-// trains the deck for a few steps through the real TrainingJob and RunLoop, and its communication
+// trains the deck for a few steps through the real TrainJob and RunLoop, and its communication
 // counters, step time, activation memory and parameters are printed beside what
 // `strata plan` predicts for it. Bytes and calls must agree exactly on every rank, group
 // and kind of collective, and parameters, activation bytes and the whole memory
@@ -30,7 +30,7 @@
 #include "plan/machine_file.hpp"
 #include "plan/step_prediction.hpp"
 #include "train/run_loop.hpp"
-#include "train/training_job.hpp"
+#include "train/train_job.hpp"
 
 using namespace strata;
 
@@ -41,7 +41,7 @@ namespace {
 // sends them, so for those the calls must agree and the bytes are what the routing made:
 // `routed` gets counted / predicted (the prediction is the balanced routing's).
 // routed_bytes: the rows' bytes predicted and counted on this rank.
-std::string compare(const Traffic& predicted, const TrainingJob& trainer, double& routed,
+std::string compare(const Traffic& predicted, const TrainJob& trainer, double& routed,
                     std::pair<double, double>& routed_bytes) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> counted;  // calls, bytes
   for (const auto& [group, comm] : trainer.grid().reported_comms())
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
         opts.write_outputs = false;
         opts.job.print = false;
         opts.job.probe_gemm = false;
-        TrainingJob trainer(d, MPI_COMM_WORLD, opts.job);
+        TrainJob trainer(d, MPI_COMM_WORLD, opts.job);
         const TrainResult result = RunLoop(d, opts, trainer).run();
         // what this rank's stage should have sent over the run: one round per step, or for
         // XPipe the trainer's two streams (the first step alone, then the rest)

@@ -34,7 +34,6 @@ TokenCorpus::TokenCorpus(const std::vector<std::string>& shards, const std::vect
       if (s.vocab_size() > model_vocab)
         throw UserError(path + ": its tokens come from a vocabulary of " + std::to_string(s.vocab_size()) +
                         ", larger than model.vocab_size = " + std::to_string(model_vocab));
-      shard_vocab_ = std::max(shard_vocab_, s.vocab_size());
     }
     return std::make_pair(first, shards_.size());
   };

@@ -43,8 +43,6 @@ class TokenCorpus : public TokenSource {
   double text_bytes(const int32_t* tokens, int64_t n) const override;
 
   int64_t tokens(Split split) const { return part(split).tokens; }
-  // The vocabulary the shards record (the largest; 0 when none does).
-  int64_t shard_vocab() const { return shard_vocab_; }
   const std::vector<std::unique_ptr<TokenShard>>& shards() const { return shards_; }
 
  private:
@@ -63,7 +61,7 @@ class TokenCorpus : public TokenSource {
   std::vector<std::unique_ptr<TokenShard>> shards_;
   Part train_, val_;
   uint64_t seed_;
-  int64_t model_vocab_, shard_vocab_ = 0;
+  int64_t model_vocab_;
   bool separate_val_ = false;
   std::string tokenizer_;
   std::vector<uint8_t> text_bytes_;

@@ -95,15 +95,4 @@ void gemm_strided_batched(char trans_a, char trans_b, int64_t m, int64_t n, int6
 #endif
 }
 
-// Batched product over the leading dimension: C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i].
-// A is (batch, ., .) etc.; each slice is contiguous row-major.
-template <class T>
-void gemm_batched(const char* trans_a, const char* trans_b, T alpha, V3<const T> a, V3<const T> b, T beta,
-                  V3<T> c) {
-  const int64_t m = c.extent(1), n = c.extent(2), k = trans_a[0] == 'T' ? a.extent(1) : a.extent(2);
-  gemm_strided_batched<T>(trans_a[0], trans_b[0], m, n, k, alpha, a.data(), a.extent(2), a.extent(1) * a.extent(2),
-                          b.data(), b.extent(2), b.extent(1) * b.extent(2), beta, c.data(), n, m * n,
-                          int64_t(c.extent(0)));
-}
-
 }  // namespace strata::kernels

@@ -18,7 +18,7 @@ CheckpointPublisher::CheckpointPublisher(const std::string& dir, MPI_Comm world,
   MPI_Comm_rank(world, &rank_);
 }
 
-CheckpointPublisher::Written CheckpointPublisher::publish(const TrainingState& state, ParamStore<float>& params,
+CheckpointPublisher::Written CheckpointPublisher::publish(const TrainState& state, ParamStore<float>& params,
                                                           const Deck& deck, const std::string& layout,
                                                           const ReplicaPlace& place, bool pause_midway) {
   const int64_t step = state.step;

@@ -37,7 +37,7 @@ class CheckpointPublisher {
   };
   // Collective. place: this rank among the ranks that hold the same values (they share the writing).
   // pause_midway: the test hook of write_model_checkpoint.
-  Written publish(const TrainingState& state, ParamStore<float>& params, const Deck& deck, const std::string& layout,
+  Written publish(const TrainState& state, ParamStore<float>& params, const Deck& deck, const std::string& layout,
                   const ReplicaPlace& place, bool pause_midway = false);
 
  private:

@@ -44,7 +44,7 @@ MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
 }  // namespace
 
 int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const ReplicaPlace& place,
-                               ParamStore<float>& store, const TrainingState& state, const Deck& deck,
+                               ParamStore<float>& store, const TrainState& state, const Deck& deck,
                                const std::string& layout, bool pause_midway,
                                const std::function<void(const std::string&)>& on_write_failure) {
   int rank = 0, size = 1;
@@ -171,7 +171,7 @@ std::string read_checkpoint_params(const std::string& path, ParamStore<float>& s
   return "step " + std::to_string(r.int_attribute("step")) + " of a run of layout " + r.string_attribute("layout");
 }
 
-TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
+TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
   CheckpointReader r(path);
   check_readable(r, store, 3);
   // Read into host buffers (checksums verified), then copy to the device in one go.
@@ -184,7 +184,7 @@ TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& 
     const MomentPart part = moment_part(store, p);  // with ZeRO-1, of this rank's block
     for (int g = 1; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, part.boxes, host[g].data() + part.at);
   }
-  TrainingState s;
+  TrainState s;
   s.step = r.int_attribute("step");
   s.optim_steps = r.int_attribute("optim_steps");
   s.tokens_seen = r.int_attribute("tokens_seen");

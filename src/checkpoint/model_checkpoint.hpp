@@ -18,7 +18,7 @@
 
 namespace strata {
 
-struct TrainingState {
+struct TrainState {
   int64_t step = 0;         // optimizer steps completed
   int64_t optim_steps = 0;  // AdamW's update count (bias correction)
   int64_t tokens_seen = 0;
@@ -52,7 +52,7 @@ struct ReplicaPlace {
 // made (the caller agrees on the outcome and discards the file); a failed tensor or
 // attribute write calls on_write_failure (CheckpointWriter says why it cannot be agreed).
 int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const ReplicaPlace& place,
-                               ParamStore<float>& store, const TrainingState& state, const Deck& deck,
+                               ParamStore<float>& store, const TrainState& state, const Deck& deck,
                                const std::string& layout, bool pause_midway = false,
                                const std::function<void(const std::string&)>& on_write_failure = nullptr);
 
@@ -60,7 +60,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
 // with ZeRO-1 each rank reads the moments of its block). Throws
 // UserError naming the file and tensor for a missing tensor, a shape that does not match
 // the deck's model, or a failed checksum; nothing is modified before all checks passed.
-TrainingState read_model_checkpoint(const std::string& path, ParamStore<float>& store);
+TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& store);
 
 // model.init_from of a strata checkpoint: reads this rank's shards of its /params only
 // (its moments, step and sampler are not wanted), after checking every shape against

@@ -5,7 +5,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "comm/nccl_comm.hpp"
-#include "core/blas_kernels.hpp"
+#include "core/blas_library.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "strata_version.hpp"
 

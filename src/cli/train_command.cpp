@@ -10,7 +10,7 @@
 #include "plan/memory_fit.hpp"
 #include "train/run_loop.hpp"
 #include "train/stop_signals.hpp"
-#include "train/training_job.hpp"
+#include "train/train_job.hpp"
 
 namespace strata {
 namespace {
@@ -58,7 +58,7 @@ class TrainCommand : public Command {
       check_fits_in_memory(deck, capacity, sharers);
     });
     install_stop_signal_handlers(rank);
-    TrainingJob job(deck, MPI_COMM_WORLD, opts_.job);
+    TrainJob job(deck, MPI_COMM_WORLD, opts_.job);
     RunLoop(deck, opts_, job).run();
     return kExitOk;
   }

@@ -61,8 +61,6 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   model_ = split(dx, (g.pipeline * R + g.row) * C + g.col);
   const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
   embedding_ = split(end_stage ? (dx * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
-  if (g.pipeline > 0) pipeline_prev_ = rank_of({g.data, g.pipeline - 1, g.row, g.col, g.context});
-  if (g.pipeline + 1 < P) pipeline_next_ = rank_of({g.data, g.pipeline + 1, g.row, g.col, g.context});
 }
 
 int Grid::rank_of(const GridCoords& g) const {

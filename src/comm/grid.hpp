@@ -74,8 +74,6 @@ class Grid {
   // stop flags): its messages cannot match anyone else's.
   MPI_Comm control() const { return control_; }
   // Neighbouring stages' world ranks, or -1 at the ends of the pipeline.
-  int pipeline_prev() const { return pipeline_prev_; }
-  int pipeline_next() const { return pipeline_next_; }
 
   // The data replica: which share of the global batch this rank's sequences are.
   int data_rank() const { return coords_.data; }
@@ -92,7 +90,7 @@ class Grid {
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
   std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
-  int world_rank_ = 0, world_size_ = 1, pipeline_prev_ = -1, pipeline_next_ = -1;
+  int world_rank_ = 0, world_size_ = 1;
 };
 
 }  // namespace strata

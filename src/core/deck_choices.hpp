@@ -25,7 +25,7 @@ enum class TokenizerType { BPE, Unigram };
 
 // How the ranks along the layer axis (parallel.pipeline) work through the model: as a
 // pipeline, by a schedule's instruction lists, or by MGRIT, which solves the residual
-// network's layers like time steps (engine/layerpar/). The deck names both in one key,
+// network's layers like time steps (engine/layer_parallel/). The deck names both in one key,
 // parallel.schedule ("mgrit" or a schedule's name).
 enum class LayerMethod { Pipeline, MGRIT };
 // The pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists):

@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "engine/data_parallel.hpp"
-#include "engine/layerpar/layer_parallel.hpp"
+#include "engine/layer_parallel/layer_parallel.hpp"
 #include "engine/pipeline/pipeline_engine.hpp"
 #include "engine/pipeline/xpipe_engine.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/blas_kernels.hpp"
+#include "core/blas_library.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "kernels/gemm_probe.hpp"

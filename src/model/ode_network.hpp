@@ -2,7 +2,7 @@
 // OdeNetwork: a network whose layers are the steps of an ODE,
 //   u_{n+1} = u_n + dt F(u_n, theta_n),
 // between an opening layer (input to the state u_0) and a closing layer (the last state
-// to logits and the loss): what layer-parallel MGRIT (engine/layerpar/) solves like time
+// to logits and the loss): what layer-parallel MGRIT (engine/layer_parallel/) solves like time
 // steps. Beyond the stage interface it offers the steps one at a time, of any size dt
 // (a coarse level takes one step of c h with one fine layer's weights), their adjoints
 // (transposed Jacobians) and their weight gradients. The residual network implements it.

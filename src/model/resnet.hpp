@@ -7,7 +7,7 @@
 // variant (channels > 0) keeps each image as a side x side x channels state (NHWC) and
 // makes the opening layer and every step a 3x3 convolution (zero padding), computed as
 // im2col and a gemm (kernels/im2col.hpp); the closing layer reads the whole state. The steps are the "time
-// steps" a layer-parallel solver (engine/layerpar/) distributes; this class offers them
+// steps" a layer-parallel solver (engine/layer_parallel/) distributes; this class offers them
 // one at a time, forward, adjoint (transposed Jacobian) and parameter gradient, with any
 // step size, so a coarse multigrid level can take one step of c h with step n's weights.
 // Under layer parallelism a rank holds a contiguous range of steps (StagePlacement), the

@@ -70,7 +70,7 @@ std::string check_deck_against_checkpoint(const std::string& path, const std::st
 
 }  // namespace
 
-RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainingSteps& job)
+RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job)
     : deck_(deck), opts_(opts), job_(job), log_(opts.job.print ? job.grid().world_rank() : -1) {
   rank_ = job_.grid().world_rank();
   if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
@@ -140,8 +140,8 @@ int64_t RunLoop::round_end(int64_t step) const {
   return end;
 }
 
-TrainingState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const {
-  TrainingState s;
+TrainState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const {
+  TrainState s;
   s.step = steps_done;
   s.optim_steps = optim_steps;
   s.tokens_seen = steps_done * job_.facts().samples_per_step;

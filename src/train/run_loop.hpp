@@ -1,6 +1,6 @@
 #pragma once
 // The run loop: the lifecycle of every training run, whatever the model and engine
-// (training_job.hpp says what differs):
+// (train_job.hpp says what differs):
 //  - set-up, agreed by all ranks before any training (comm/agree.hpp): the run directory
 //    and its lock (io/run_lock.hpp), where to restart (restart_point.hpp), the checkpoint
 //    read and checked against the deck (model section and seed must match; other
@@ -30,7 +30,7 @@
 #include "checkpoint/checkpoint_publisher.hpp"
 #include "checkpoint/model_checkpoint.hpp"
 #include "train/run_result.hpp"
-#include "train/training_job.hpp"
+#include "train/train_job.hpp"
 
 namespace strata {
 
@@ -44,7 +44,7 @@ struct TrainOptions {
 
 class RunLoop {
  public:
-  RunLoop(const Deck& deck, const TrainOptions& opts, TrainingSteps& job);
+  RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job);
   ~RunLoop();
   // Collective: the set-up (every failure agreed: the same error on every rank, before
   // any training; the restart checkpoint is read into job.params()), then the steps from
@@ -60,7 +60,7 @@ class RunLoop {
   // streams, the first step from there on after which the loop must look (log,
   // validation, checkpoint, the last step), within the job's max_round_steps().
   int64_t round_end(int64_t step) const;
-  TrainingState checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const;
+  TrainState checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const;
   void print_summary(const TrainResult& r);
 
   // The parts of run(), on its state.
@@ -80,14 +80,14 @@ class RunLoop {
 
   const Deck& deck_;
   TrainOptions opts_;
-  TrainingSteps& job_;
+  TrainSteps& job_;
   Log log_;
   int rank_ = 0;
   std::string run_dir_;
   std::unique_ptr<RunLock> lock_;                 // rank 0, while the run lives
   std::unique_ptr<MetricsCsv> metrics_;           // rank 0
   std::unique_ptr<CheckpointPublisher> publisher_;
-  TrainingState start_;
+  TrainState start_;
   Timers timers_;
   double last_checkpoint_seconds_ = 0;
 };

@@ -119,7 +119,7 @@ TEST_CASE("exports read back by init_from give the checkpoint's parameters on ev
             host(p.offset + i) += float(0.05 * std::sin(0.37 * double(p.offset + i) + 1.0));
       Kokkos::deep_copy(store.params(), host);
     }
-    write_model_checkpoint(kDir + "/ref.h5", MPI_COMM_SELF, {}, store, TrainingState{}, serial_deck, "serial");
+    write_model_checkpoint(kDir + "/ref.h5", MPI_COMM_SELF, {}, store, TrainState{}, serial_deck, "serial");
     for (const auto& [format, dtype, out] : {std::tuple{"hf", "fp32", "/hf"}, std::tuple{"hf", "bf16", "/hf-bf16"},
                                              std::tuple{"llmc", "fp32", "/m.bin"}, std::tuple{"llmc", "bf16", "/mb.bin"}})
       export_model(kDir + "/ref.h5", ExportOptions{format, kDir + out, dtype});

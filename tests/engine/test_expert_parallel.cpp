@@ -216,7 +216,7 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
     // reads an expert from the wrong place would train on); the check above must see it
     Training serial(moe_deck({}, "swapped", 10), MPI_COMM_SELF, quiet());
     auto& store = serial.params();
-    TrainingState state = read_model_checkpoint(ckpt, store);
+    TrainState state = read_model_checkpoint(ckpt, store);
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), store.params());
     for (const auto& p : store.infos()) {
       if (!p.expert) continue;

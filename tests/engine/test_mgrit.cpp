@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "comm/grid.hpp"
-#include "engine/layerpar/layer_parallel.hpp"
-#include "engine/layerpar/mgrit_cost.hpp"
+#include "engine/layer_parallel/layer_parallel.hpp"
+#include "engine/layer_parallel/mgrit_cost.hpp"
 #include "model/resnet.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"

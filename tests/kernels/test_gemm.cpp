@@ -33,13 +33,13 @@ TEST_CASE("gemm matches a triple loop for every transpose", "[kernels][gemm]") {
     }
 }
 
-TEST_CASE("gemm_batched applies gemm per slice and honours beta", "[kernels][gemm]") {
+TEST_CASE("gemm_strided_batched applies gemm per slice and honours beta", "[kernels][gemm]") {
   const int batch = 3, m = 4, n = 6, k = 5;
   auto a = random_vector<double>(batch * m * k, 3), b = random_vector<double>(batch * n * k, 4);
   auto c0 = random_vector<double>(batch * m * n, 5);
   auto da = to_device(a), db = to_device(b), dc = to_device(c0);
-  kernels::gemm_batched<double>("N", "T", 2.0, cube(da, batch, m, k), cube(db, batch, n, k), 0.5,
-                                cube(dc, batch, m, n));
+  kernels::gemm_strided_batched<double>('N', 'T', m, n, k, 2.0, da.data(), k, m * k, db.data(), k, n * k, 0.5,
+                                        dc.data(), n, m * n, batch);
   auto c = to_host<double>(dc);
   for (int s = 0; s < batch; ++s) {
     std::vector<double> as(a.begin() + s * m * k, a.begin() + (s + 1) * m * k);

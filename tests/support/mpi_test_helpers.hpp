@@ -15,7 +15,7 @@
 #include "model/gpt.hpp"
 #include "model/resnet.hpp"
 #include "train/run_loop.hpp"
-#include "train/training_job.hpp"
+#include "train/train_job.hpp"
 
 namespace strata {
 
@@ -25,7 +25,7 @@ class Training {
   Training(const Deck& deck, MPI_Comm world, TrainOptions opts = {})
       : deck_(deck), opts_(std::move(opts)), job_(deck_, world, opts_.job) {}
   TrainResult run() { return RunLoop(deck_, opts_, job_).run(); }
-  TrainingJob& job() { return job_; }
+  TrainJob& job() { return job_; }
   StageModel<float>& model() { return job_.model(); }
   const Grid& grid() const { return job_.grid(); }
   ParamStore<float>& params() { return job_.params(); }
@@ -33,7 +33,7 @@ class Training {
  private:
   Deck deck_;
   TrainOptions opts_;
-  TrainingJob job_;
+  TrainJob job_;
 };
 
 namespace test {

@@ -1,4 +1,4 @@
-// The run loop's lifecycle on its own, driven by a scripted job (TrainingSteps) instead of
+// The run loop's lifecycle on its own, driven by a scripted job (TrainSteps) instead of
 // a model: which rounds it asks for, when it validates and what it records, non-finite
 // steps stopped or skipped on every rank alike, checkpoints and a restart from them.
 #include <catch2/catch.hpp>
@@ -20,7 +20,7 @@ namespace {
 
 // A job whose step losses come from a script (loss_at), with a tiny parameter store that
 // the real OptimizerStep updates, and that records the rounds the loop asks for.
-class ScriptedJob : public TrainingSteps {
+class ScriptedJob : public TrainSteps {
  public:
   ScriptedJob(const Deck& deck, int64_t round_steps, std::function<double(int64_t)> loss_at, bool classifier = false)
       : grid_(deck.parallel, MPI_COMM_WORLD), loss_at_(std::move(loss_at)), classifier_(classifier) {

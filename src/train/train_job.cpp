@@ -1,4 +1,4 @@
-#include "train/training_job.hpp"
+#include "train/train_job.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 namespace strata {
 
-TrainingJob::TrainingJob(const Deck& deck, MPI_Comm world, const JobOptions& options) : deck_(deck) {
+TrainJob::TrainJob(const Deck& deck, MPI_Comm world, const JobOptions& options) : deck_(deck) {
   const auto& par = deck_.parallel;
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(par, world);
@@ -30,7 +30,7 @@ TrainingJob::TrainingJob(const Deck& deck, MPI_Comm world, const JobOptions& opt
   describe(options);
 }
 
-TrainingJob::~TrainingJob() = default;
+TrainJob::~TrainJob() = default;
 
 namespace {
 
@@ -57,7 +57,7 @@ class ModelAndEngineMetrics : public RunMetrics {
 
 }  // namespace
 
-void TrainingJob::describe(const JobOptions& options) {
+void TrainJob::describe(const JobOptions& options) {
   facts_.layout = layout_name(deck_.parallel) + engine_->layout_detail();
   facts_.max_round_steps = engine_->max_steps_per_call();
   RunSetting run;
@@ -73,7 +73,7 @@ void TrainingJob::describe(const JobOptions& options) {
   metrics_ = std::make_unique<ModelAndEngineMetrics>(std::move(d.metrics), *engine_);
 }
 
-std::vector<StepOutcome> TrainingJob::train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update,
+std::vector<StepOutcome> TrainJob::train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update,
                                                   Timers& timers, const std::function<bool()>& stop_requested) {
   // a restart could begin at every checkpoint_every-th step: the uninterrupted run's
   // engine forgets there what a restart would not have
@@ -86,7 +86,7 @@ std::vector<StepOutcome> TrainingJob::train_round(int64_t first_step, int64_t co
   return engine_->train_steps(first_step, batches, deck_.data.batch_size, update, timers, stop_requested);
 }
 
-Evaluation TrainingJob::evaluate() {
+Evaluation TrainJob::evaluate() {
   const int64_t gb = deck_.data.batch_size, batches = deck_.run.val_batches;
   double loss = 0, correct = 0;
   for (int64_t j = 0; j < batches; ++j) {
@@ -105,7 +105,7 @@ Evaluation TrainingJob::evaluate() {
   return e;
 }
 
-void TrainingJob::report_end(const Log& log, TrainResult& result) {
+void TrainJob::report_end(const Log& log, TrainResult& result) {
   if (!staleness_) return;
   // one rank per stage reports (data replica 0, tensor coordinates 0,0); the others add zeros
   const auto& g = grid_->coords();

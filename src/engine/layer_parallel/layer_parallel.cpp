@@ -1,4 +1,4 @@
-#include "engine/layerpar/layer_parallel.hpp"
+#include "engine/layer_parallel/layer_parallel.hpp"
 
 #include <limits>
 #include <stdexcept>

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "comm/comm.hpp"
-#include "engine/layerpar/mgrit_layout.hpp"
-#include "engine/layerpar/time_stepper.hpp"
+#include "engine/layer_parallel/mgrit_layout.hpp"
+#include "engine/layer_parallel/time_stepper.hpp"
 
 namespace strata {
 

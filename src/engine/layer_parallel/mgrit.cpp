@@ -1,4 +1,4 @@
-#include "engine/layerpar/mgrit.hpp"
+#include "engine/layer_parallel/mgrit.hpp"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "core/blas_kernels.hpp"
+#include "core/blas_library.hpp"
 
 #include <dlfcn.h>
 

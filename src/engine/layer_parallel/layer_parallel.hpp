@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "comm/grid.hpp"
-#include "engine/layerpar/ode_steps.hpp"
+#include "engine/layer_parallel/ode_steps.hpp"
 #include "engine/train_engine.hpp"
 
 namespace strata {

@@ -1,4 +1,4 @@
-#include "engine/layerpar/mgrit_cost.hpp"
+#include "engine/layer_parallel/mgrit_cost.hpp"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 // layer n = N - (i+1) c^l at the forward solution u_n, with size c^l h: again the layer
 // that starts at the (forward) point the step produces, so the producing rank holds both
 // the layer and u_n (as a point of its block or its ghost).
-#include "engine/layerpar/mgrit.hpp"
+#include "engine/layer_parallel/mgrit.hpp"
 #include "model/ode_network.hpp"
 
 namespace strata {

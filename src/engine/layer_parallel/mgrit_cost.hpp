@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/layerpar/mgrit.hpp"
+#include "engine/layer_parallel/mgrit.hpp"
 
 namespace strata {
 

@@ -1,7 +1,7 @@
 #pragma once
 // A training job: the model, its engine and its data on a rank grid, built from a deck,
 // for every kind of model (make_model, make_engine, make_batch_source choose the parts).
-// The run loop (run_loop.hpp) drives it through TrainingSteps, all it needs of a job, and
+// The run loop (run_loop.hpp) drives it through TrainSteps, all it needs of a job, and
 // owns the lifecycle (run directory, restart, stop requests, checkpoints, reporting).
 // Building a job allocates and communicates but writes no file and takes no lock.
 #include <functional>
@@ -35,9 +35,9 @@ struct JobFacts {
 };
 
 // What the run loop needs of a job. Collective calls are marked.
-class TrainingSteps {
+class TrainSteps {
  public:
-  virtual ~TrainingSteps() = default;
+  virtual ~TrainSteps() = default;
   virtual const Grid& grid() const = 0;
   virtual ParamStore<float>& params() = 0;
   virtual const JobFacts& facts() const = 0;
@@ -69,13 +69,13 @@ struct JobOptions {
   bool probe_gemm = true;  // measure the GEMM rate for the utilisation column
 };
 
-class TrainingJob : public TrainingSteps {
+class TrainJob : public TrainSteps {
  public:
   // Set-up in phases (the grid, the data, the model, the engine), each agreed by every
   // rank before the next one's collectives, so a failure on some ranks only (a file
   // missing on one node) ends every rank alike.
-  TrainingJob(const Deck& deck, MPI_Comm world, const JobOptions& options = {});
-  ~TrainingJob() override;
+  TrainJob(const Deck& deck, MPI_Comm world, const JobOptions& options = {});
+  ~TrainJob() override;
   StageModel<float>& model() { return *model_; }
   TrainEngine<float>& engine() { return *engine_; }
 
