@@ -46,9 +46,10 @@ std::pair<double, double> run(Comm& ring, bool zigzag, int64_t t_full, int64_t h
   for (int64_t i = 0; i < t * c; ++i) hd.data()[i] = float(counter_normal(8, uint64_t(cp.rank), uint64_t(i)));
   Kokkos::deep_copy(qkv, hq);
   Kokkos::deep_copy(dout, hd);
+  ContextWorkspace<float> ws;
   const auto call = [&] {
-    ring_attention_forward<float>(cp, out, lse, qkv, 1, t, h, precision);
-    ring_attention_backward<float>(cp, dqkv, qkv, out, lse, dout, 1, t, h, precision);
+    ring_attention_forward<float>(cp, ws, out, lse, qkv, 1, t, h, precision);
+    ring_attention_backward<float>(cp, ws, dqkv, qkv, out, lse, dout, 1, t, h, precision);
   };
   call();  // warm
   barrier(ring.raw());

@@ -22,7 +22,8 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   const MixtureSetup mixture{cfg, ep, TokenPlace{ep.data_rank, ep.data_size, cp_.rank, cp_.size}};
   for (int l = 0; l < cfg.n_layer; ++l)
     blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head,
-                         cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr);
+                         cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,
+                         &context_workspace_);
   head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, cfg.vocab_size,
                                       placement_.last());
   if (allocate) store_.allocate(seed);
@@ -221,6 +222,14 @@ std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
     for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_ranges_[l]);
   if (placement_.first()) order.push_back(embedding_range_);
   return order;
+}
+
+template <class T>
+int64_t GPT<T>::workspace_bytes_for(const BlockContext& ctx) const {
+  const int first = placement_.chunk(0).first;
+  if (!cp_.active() || placement_.held_layers() == 0) return 0;
+  const BlockContext local = local_context(ctx);
+  return ContextWorkspace<T>::bytes_for(cp_.all_to_all, local.batch * local.seq_len, blocks_[first].widths().a);
 }
 
 template <class T>

@@ -124,6 +124,8 @@ class GPT : public StageModel<T> {
   // Its weight half then runs with its input half (the next forward overwrites the logits).
   void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }
   int64_t shared_cache_bytes() const override { return share_head_ ? shared_head_.bytes() : 0; }
+  int64_t workspace_bytes() const override { return context_workspace_.bytes(); }
+  int64_t workspace_bytes_for(const BlockContext& ctx) const override;
   int64_t shared_cache_bytes_for(const BlockContext& ctx) const override;
   // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
   // flops_per_token() (the LM head's product where the head runs), over the tensor group.
@@ -166,6 +168,9 @@ class GPT : public StageModel<T> {
   StagePlacement placement_;
   ParamStore<T> store_;
   std::unique_ptr<EmbeddingBlock<T>> embedding_;
+  // the context split's buffers, kept between calls and shared by the blocks (declared
+  // before them: they hold its address)
+  ContextWorkspace<T> context_workspace_;
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<LMHead<T>> head_;
   GPTActivations<T> act_;

@@ -149,6 +149,11 @@ class StageModel {
   // before the next forward (one_forward_at_a_time): a model may then keep what its loss
   // layer needs (the GPT's logits) once for all caches rather than in each. Its bytes,
   // as allocated and for ctx, are not in the caches'.
+  // Buffers the stage keeps from one call to the next, shared by its micro-batches and its
+  // layers (the context split's exchange buffers): as allocated so far, and what a
+  // training step on ctx allocates. Counted with the activations by the run and the planner.
+  virtual int64_t workspace_bytes() const { return 0; }
+  virtual int64_t workspace_bytes_for(const BlockContext&) const { return 0; }
   virtual void share_loss_layer_cache(bool) {}
   virtual int64_t shared_cache_bytes() const { return 0; }
   virtual int64_t shared_cache_bytes_for(const BlockContext&) const { return 0; }

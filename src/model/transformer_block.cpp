@@ -71,8 +71,10 @@ int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w)
 template <class T>
 TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
                                       Precision precision, bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
-                                      double std, bool held, const MixtureSetup* mixture)
-    : store_(store), tp_(tp), cp_(cp), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
+                                      double std, bool held, const MixtureSetup* mixture,
+                                      ContextWorkspace<T>* context_workspace)
+    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
+  if (cp.active() && !context_workspace) throw std::logic_error("TransformerBlock: a context split needs a workspace");
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
   // not grow with depth.
@@ -128,9 +130,9 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   k.ln1.write([&](auto ln1) { tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_)); });
   k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows); });  // (BT, 3A)
   if (cp_.active() && cp_.all_to_all)
-    all_to_all_attention_forward<T>(cp_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   else if (cp_.active())
-    ring_attention_forward<T>(cp_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
+    ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows);  // (BT', C')
@@ -181,9 +183,9 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // attention branch
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
   if (cp_.active() && cp_.all_to_all)
-    all_to_all_attention_backward<T>(cp_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   else if (cp_.active())
-    ring_attention_backward<T>(cp_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    ring_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);

@@ -19,6 +19,7 @@
 #include "model/param_store.hpp"
 #include "model/product_operand.hpp"
 #include "parallel/context_parallel.hpp"
+#include "parallel/context_workspace.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -148,14 +149,15 @@ class TransformerBlock {
  public:
   // held: this rank runs the block (else another pipeline stage does, and the block only
   // declares its parameters). cp: the context split (the rows are local ones, attention
-  // goes round the ring); tp and cp must outlive the block.
+  // goes round the ring; its buffers are the model's context_workspace, which cp.active()
+  // needs); tp, cp and the workspace must outlive the block.
   // precision: of the products (model.precision); round_once: model.bf16_round_once
   // (keeps_bf16_operands); recompute: parallel.recompute.
   TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp, Precision precision,
                    bool round_once,
                    Recompute recompute, int layer,
                    int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true,
-                   const MixtureSetup* mixture = nullptr);
+                   const MixtureSetup* mixture = nullptr, ContextWorkspace<T>* context_workspace = nullptr);
   // x (BT', C') -> cache.out (BT', C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
   // recomputed: where the GELU output goes under selective recomputation
@@ -191,6 +193,7 @@ class TransformerBlock {
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   const ContextParallel& cp_;
+  ContextWorkspace<T>* context_ws_;
   Precision precision_;
   bool selective_;              // parallel.recompute = "selective": fch_gelu goes to `recomputed`
   int64_t c_;                    // the model's hidden size C

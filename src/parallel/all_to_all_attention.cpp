@@ -10,27 +10,13 @@
 namespace strata {
 namespace {
 
-// Buffers kept from one call to the next (every layer's call wants the same sizes; fresh
-// ones would be page-faulted in on every call, as the ring's were). Freed when Kokkos
-// finalizes.
-template <class T>
-V1<T> pooled(int slot, int64_t n) {
-  static std::vector<Tensor1<T>> pool;
-  static const bool hooked = (Kokkos::push_finalize_hook([] { pool.clear(); }), true);
-  (void)hooked;
-  if (int(pool.size()) <= slot) pool.resize(size_t(slot) + 1);
-  auto& b = pool[size_t(slot)];
-  if (int64_t(b.extent(0)) != n) b = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2a.buffer"), n);
-  return V1<T>(b.data(), n);
-}
-
 // local (B*t rows, parts of A columns each: q | k | v, or one) -> full (B*T rows in
 // position order, parts of A/X columns: this rank's heads of each part).
 template <class T>
-void to_heads(const ContextParallel& cp, V2<const T> local, V2<T> full, int64_t b, int64_t t, int parts) {
+void to_heads(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<const T> local, V2<T> full, int64_t b, int64_t t, int parts) {
   const int64_t x = cp.size, w = local.extent(1) / parts, a = w / x, rows = b * t, block = rows * parts * a;
   const bool zigzag = cp.zigzag;
-  V1<T> send = pooled<T>(0, x * block), recv = pooled<T>(1, x * block);
+  V1<T> send = ws.buffer(0, x * block), recv = ws.buffer(1, x * block);
   const T* const src = local.data();
   T* const s = send.data();
   Kokkos::parallel_for(
@@ -53,10 +39,10 @@ void to_heads(const ContextParallel& cp, V2<const T> local, V2<T> full, int64_t 
 
 // The way back: full (B*T rows, parts of A/X) -> local (B*t rows, parts of A).
 template <class T>
-void to_rows(const ContextParallel& cp, V2<const T> full, V2<T> local, int64_t b, int64_t t, int parts) {
+void to_rows(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<const T> full, V2<T> local, int64_t b, int64_t t, int parts) {
   const int64_t x = cp.size, w = local.extent(1) / parts, a = w / x, rows = b * t, block = rows * parts * a;
   const bool zigzag = cp.zigzag;
-  V1<T> send = pooled<T>(0, x * block), recv = pooled<T>(1, x * block);
+  V1<T> send = ws.buffer(0, x * block), recv = ws.buffer(1, x * block);
   const T* const src = full.data();
   T* const s = send.data();
   const int64_t width = parts * a, big_t = t * x;
@@ -78,36 +64,36 @@ void to_rows(const ContextParallel& cp, V2<const T> full, V2<T> local, int64_t b
 }
 
 template <class T>
-V2<T> pooled2(int slot, int64_t rows, int64_t cols) {
-  return V2<T>(pooled<T>(slot, rows * cols).data(), rows, cols);
+V2<T> matrix(ContextWorkspace<T>& ws, int slot, int64_t rows, int64_t cols) {
+  return V2<T>(ws.buffer(slot, rows * cols).data(), rows, cols);
 }
 
 }  // namespace
 
 template <class T>
-void all_to_all_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b,
+void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b,
                                   int64_t t, int64_t h, Precision precision) {
   const int64_t x = cp.size, a = out.extent(1) / x, big_t = t * x, heads = h / x;
   if (h % x != 0) throw std::logic_error("all-to-all attention: " + std::to_string(h) + " heads over " + std::to_string(x) + " ranks");
-  const V2<T> f = pooled2<T>(2, b * big_t, 3 * a), o = pooled2<T>(3, b * big_t, a);
-  to_heads<T>(cp, qkv, f, b, t, 3);
+  const V2<T> f = matrix(ws, 2, b * big_t, 3 * a), o = matrix(ws, 3, b * big_t, a);
+  to_heads<T>(cp, ws, qkv, f, b, t, 3);
   kernels::attention_forward<T>(o, V2<T>(lse.data(), b * heads, big_t), f, b, big_t, heads, precision);
-  to_rows<T>(cp, o, out, b, t, 1);
+  to_rows<T>(cp, ws, o, out, b, t, 1);
 }
 
 template <class T>
-void all_to_all_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
+void all_to_all_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
                                    V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
                                    Precision precision) {
   const int64_t x = cp.size, a = dout.extent(1) / x, big_t = t * x, heads = h / x;
   if (h % x != 0) throw std::logic_error("all-to-all attention: " + std::to_string(h) + " heads over " + std::to_string(x) + " ranks");
-  const V2<T> f = pooled2<T>(2, b * big_t, 3 * a), o = pooled2<T>(3, b * big_t, a), d_o = pooled2<T>(4, b * big_t, a),
-              df = pooled2<T>(5, b * big_t, 3 * a);
-  to_heads<T>(cp, qkv, f, b, t, 3);
-  to_heads<T>(cp, out, o, b, t, 1);
-  to_heads<T>(cp, dout, d_o, b, t, 1);
+  const V2<T> f = matrix(ws, 2, b * big_t, 3 * a), o = matrix(ws, 3, b * big_t, a), d_o = matrix(ws, 4, b * big_t, a),
+              df = matrix(ws, 5, b * big_t, 3 * a);
+  to_heads<T>(cp, ws, qkv, f, b, t, 3);
+  to_heads<T>(cp, ws, out, o, b, t, 1);
+  to_heads<T>(cp, ws, dout, d_o, b, t, 1);
   kernels::attention_backward<T>(df, f, o, V2<const T>(lse.data(), b * heads, big_t), d_o, b, big_t, heads, precision);
-  to_rows<T>(cp, df, dqkv, b, t, 3);
+  to_rows<T>(cp, ws, df, dqkv, b, t, 3);
 }
 
 void all_to_all_attention_forward_traffic(Traffic& out, const ContextParallel& cp, int64_t rows, int64_t a, int64_t e) {
@@ -124,9 +110,9 @@ void all_to_all_attention_backward_traffic(Traffic& out, const ContextParallel& 
 }
 
 #define STRATA_A2A_ATTENTION_INSTANTIATE(T)                                                                        \
-  template void all_to_all_attention_forward<T>(const ContextParallel&, V2<T>, V2<T>, V2<const T>, int64_t,         \
+  template void all_to_all_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>, V2<const T>, int64_t,         \
                                                 int64_t, int64_t, Precision);                                       \
-  template void all_to_all_attention_backward<T>(const ContextParallel&, V2<T>, V2<const T>, V2<const T>,          \
+  template void all_to_all_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>, V2<const T>,          \
                                                  V2<const T>, V2<const T>, int64_t, int64_t, int64_t, Precision);
 STRATA_A2A_ATTENTION_INSTANTIATE(float)
 STRATA_A2A_ATTENTION_INSTANTIATE(double)

@@ -15,16 +15,18 @@
 #include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
 #include "parallel/context_parallel.hpp"
+#include "parallel/context_workspace.hpp"
 
 namespace strata {
 
 // out (B*t, A) and lse (B*H', t) of qkv (B*t, 3A) with h local heads (h divisible by X);
 // lse's buffer holds the whole sequences' logsumexps of this rank's heads, (B*H'/X, T).
+// The exchange buffers and the gathered heads are ws's slots 0-5.
 template <class T>
-void all_to_all_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b,
+void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b,
                                   int64_t t, int64_t h, Precision precision);
 template <class T>
-void all_to_all_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
+void all_to_all_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
                                    V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
                                    Precision precision);
 

@@ -11,43 +11,31 @@ namespace {
 constexpr int kBlockTag = 0x5241;     // K|V blocks on their way round
 constexpr int kGradientTag = 0x5247;  // dK|dV sums on their way to the block's owner
 
-// A (B*t, 2A) block: keys | values, or their gradients, with its host mirror for MPI
-// (the same memory in CPU builds; GPU builds stage through it: MPICH here is not
-// CUDA-aware).
+// A (B*t, 2A) block: keys | values, or their gradients, in a slot of the model's
+// workspace, with its host copy for MPI (the same memory in CPU builds; GPU builds stage
+// through it: MPICH here is not CUDA-aware).
 template <class T>
 struct RingBlock {
-  Tensor2<T> values;
-  typename Tensor2<T>::HostMirror host;
-  RingBlock(const char* name, int64_t rows, int64_t cols)
-      : values(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), rows, cols),
-        host(Kokkos::create_mirror_view(values)) {}
+  V2<T> values;
+  typename ContextWorkspace<T>::Staged staged;
+  RingBlock(ContextWorkspace<T>& ws, int slot, int64_t rows, int64_t cols)
+      : staged(ws.staged(slot, rows * cols)) {
+    values = V2<T>(staged.device.data(), rows, cols);
+  }
   int64_t size() const { return int64_t(values.size()); }
   Comm::Request send(Comm& ring, int peer, int tag) const {
-    Kokkos::deep_copy(host, values);
-    return ring.start_send<T>(host.data(), size(), peer, tag);
+    Kokkos::deep_copy(staged.host, staged.device);
+    return ring.start_send<T>(staged.host.data(), size(), peer, tag);
   }
-  Comm::Request recv(Comm& ring, int peer, int tag) { return ring.start_recv<T>(host.data(), size(), peer, tag); }
-  void received() { Kokkos::deep_copy(values, host); }
+  Comm::Request recv(Comm& ring, int peer, int tag) {
+    return ring.start_recv<T>(staged.host.data(), size(), peer, tag);
+  }
+  void received() { Kokkos::deep_copy(staged.device, staged.host); }
   kernels::HeadMatrices<T> keys(int64_t t, int64_t hs) { return kernels::head_columns<T>(values.data(), t, values.extent(1), 0, hs); }
   kernels::HeadMatrices<T> vals(int64_t t, int64_t hs) {
     return kernels::head_columns<T>(values.data(), t, values.extent(1), values.extent(1) / 2, hs);
   }
 };
-
-// The ring's blocks, kept from one call to the next (every layer's call wants the same
-// sizes): allocated afresh they were page-faulted in on every call, 13% of a bf16 step
-// of "small" at T = 8192 (perf). Freed when Kokkos finalizes.
-template <class T>
-RingBlock<T>& pooled_block(int slot, int64_t rows, int64_t cols) {
-  static std::vector<std::unique_ptr<RingBlock<T>>> pool;
-  static const bool hooked = (Kokkos::push_finalize_hook([] { pool.clear(); }), true);
-  (void)hooked;
-  if (int(pool.size()) <= slot) pool.resize(size_t(slot) + 1);
-  auto& b = pool[size_t(slot)];
-  if (!b || int64_t(b->values.extent(0)) != rows || int64_t(b->values.extent(1)) != cols)
-    b = std::make_unique<RingBlock<T>>("ring.block", rows, cols);
-  return *b;
-}
 
 // The K|V columns [A, 3A) of qkv (B*t, 3A) into block (B*t, 2A); or block added to them.
 template <class T>
@@ -87,7 +75,7 @@ kernels::AttentionSpan visiting_span(const ContextParallel& cp, int from, int64_
 }  // namespace
 
 template <class T>
-void ring_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t,
+void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t,
                             int64_t h, Precision precision, kernels::AttentionTiling tiling) {
   using namespace kernels;
   const int64_t a = out.extent(1), hs = a / h;
@@ -97,7 +85,8 @@ void ring_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<
   const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
   const auto q = head_columns<const T>(qkv.data(), t, 3 * a, 0, hs);
   const auto o = head_columns<T>(out.data(), t, a, 0, hs);
-  RingBlock<T>* blocks[2] = {&pooled_block<T>(0, b * t, 2 * a), &pooled_block<T>(1, b * t, 2 * a)};
+  RingBlock<T> pair[2] = {{ws, 0, b * t, 2 * a}, {ws, 1, b * t, 2 * a}};
+  RingBlock<T>* blocks[2] = {&pair[0], &pair[1]};
   copy_key_values<T>(blocks[0]->values, qkv);
   for (int s = 0; s < x; ++s) {
     RingBlock<T>& here = *blocks[s % 2];
@@ -127,7 +116,7 @@ void ring_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<
 }
 
 template <class T>
-void ring_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
+void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
                              V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h, Precision precision,
                              kernels::AttentionTiling tiling) {
   using namespace kernels;
@@ -142,11 +131,13 @@ void ring_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> 
   const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * a, i * a, hs); };
   const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * a, i * a, hs); };
   const auto dy = head_columns<const T>(dout.data(), t, a, 0, hs);
-  RingBlock<T>* blocks[2] = {&pooled_block<T>(0, b * t, 2 * a), &pooled_block<T>(1, b * t, 2 * a)};
+  RingBlock<T> pair[2] = {{ws, 0, b * t, 2 * a}, {ws, 1, b * t, 2 * a}};
+  RingBlock<T>* blocks[2] = {&pair[0], &pair[1]};
   // dK|dV sums: the one computed now, the one on its way out, the one received
-  RingBlock<T>* work = &pooled_block<T>(2, b * t, 2 * a);
-  RingBlock<T>* sending = &pooled_block<T>(3, b * t, 2 * a);
-  RingBlock<T>& in = pooled_block<T>(4, b * t, 2 * a);
+  RingBlock<T> sums[2] = {{ws, 2, b * t, 2 * a}, {ws, 3, b * t, 2 * a}};
+  RingBlock<T>* work = &sums[0];
+  RingBlock<T>* sending = &sums[1];
+  RingBlock<T> in(ws, 4, b * t, 2 * a);
   Comm::Request sum_sent, sum_got;
   copy_key_values<T>(blocks[0]->values, qkv);
   for (int s = 0; s < x; ++s) {
@@ -214,9 +205,9 @@ void ring_attention_backward_traffic(Traffic& out, const ContextParallel& cp, in
 }
 
 #define STRATA_RING_ATTENTION_INSTANTIATE(T)                                                                   \
-  template void ring_attention_forward<T>(const ContextParallel&, V2<T>, V2<T>, V2<const T>, int64_t, int64_t,  \
+  template void ring_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>, V2<const T>, int64_t, int64_t,  \
                                           int64_t, Precision, kernels::AttentionTiling);                       \
-  template void ring_attention_backward<T>(const ContextParallel&, V2<T>, V2<const T>, V2<const T>,             \
+  template void ring_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>, V2<const T>,             \
                                            V2<const T>, V2<const T>, int64_t, int64_t, int64_t, Precision,      \
                                            kernels::AttentionTiling);
 STRATA_RING_ATTENTION_INSTANTIATE(float)

@@ -26,17 +26,19 @@
 #include "core/tensor.hpp"
 #include "kernels/attention.hpp"
 #include "parallel/context_parallel.hpp"
+#include "parallel/context_workspace.hpp"
 
 namespace strata {
 
-// out (B*t, A) and lse (B*H', t) of qkv (B*t, 3A) with h local heads, over the ring.
+// out (B*t, A) and lse (B*H', t) of qkv (B*t, 3A) with h local heads, over the ring; the
+// blocks in ws's slots 0-4.
 // tiling: the fused kernel's blocks (default: kernels::attention_tiling's).
 template <class T>
-void ring_attention_forward(const ContextParallel& cp, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t,
+void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t,
                             int64_t h, Precision precision, kernels::AttentionTiling tiling = {0, 0, 0});
 // dout (B*t, A) -> dqkv (B*t, 3A), from the forward's qkv, out and lse.
 template <class T>
-void ring_attention_backward(const ContextParallel& cp, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
+void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
                              V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h, Precision precision,
                              kernels::AttentionTiling tiling = {0, 0, 0});
 

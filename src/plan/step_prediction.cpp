@@ -131,10 +131,10 @@ std::pair<int64_t, int64_t> stage_memory(StageModel<float>& model, const PipeSch
   }
   const int64_t state = (values + (xpipe ? numel : 0)) * int64_t(sizeof(float)) +
                         (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
-  if (!program) return {state, model.cache_bytes_for(micro)};
+  if (!program) return {state, model.cache_bytes_for(micro) + model.workspace_bytes_for(micro)};
   // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
   const auto [rows, cols] = model.boundary_shape(micro);
-  int64_t activations = model.shared_cache_bytes_for(micro);
+  int64_t activations = model.shared_cache_bytes_for(micro) + model.workspace_bytes_for(micro);
   for (int c = 0; c < schedule->virtual_stages; ++c) {
     const int64_t slots = std::max(1, peak_in_flight(*program, c));
     activations += slots * model.cache_bytes_for(micro, c) + (4 * slots + 2) * rows * cols * int64_t(sizeof(float));

@@ -52,7 +52,8 @@ class TrainSteps {
                                                Timers& timers, const std::function<bool()>& stop_requested) = 0;
   // The validation figures over run.val_batches batches. Collective.
   virtual Evaluation evaluate() = 0;
-  // This rank's memory beside the parameter store: (activation caches and messages,
+  // This rank's memory beside the parameter store: (activation caches, messages and the
+  // model's workspace,
   // weights it keeps a copy of: XPipe's true weights under a prediction, the parameters
   // rounded to bf16).
   virtual std::pair<int64_t, int64_t> memory() const = 0;
@@ -88,7 +89,8 @@ class TrainJob : public TrainSteps {
                                        const std::function<bool()>& stop_requested) override;
   Evaluation evaluate() override;
   std::pair<int64_t, int64_t> memory() const override {
-    return {engine_->activation_bytes(), engine_->weight_copy_bytes() + model_->params().rounded_copy_bytes()};
+    return {engine_->activation_bytes() + model_->workspace_bytes(),
+            engine_->weight_copy_bytes() + model_->params().rounded_copy_bytes()};
   }
   void report_end(const Log& log, TrainResult& result) override;
 

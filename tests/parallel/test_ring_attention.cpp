@@ -65,19 +65,22 @@ double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int6
   };
   const auto qkv = local_of(d_qkv, b, 3 * c), dout = local_of(d_dout, b, c);
   Tensor1<T> r_out("r_out", b * t * c), r_lse("r_lse", b * h * t), r_dqkv("r_dqkv", b * t * 3 * c);
+  ContextWorkspace<T> ws;
   if (all_to_all) {  // the default tiling: its fused kernel runs on whole sequences
-    all_to_all_attention_forward<T>(cp, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c),
+    all_to_all_attention_forward<T>(cp, ws, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c),
                                     b, t, h, Precision::FP32);
-    all_to_all_attention_backward<T>(cp, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
+    all_to_all_attention_backward<T>(cp, ws, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
                                      mat<const T>(r_out, b * t, c), mat<const T>(r_lse, b * h, t),
                                      mat<const T>(dout, b * t, c), b, t, h, Precision::FP32);
   } else {
-    ring_attention_forward<T>(cp, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c), b, t,
+    ring_attention_forward<T>(cp, ws, mat(r_out, b * t, c), mat(r_lse, b * h, t), mat<const T>(qkv, b * t, 3 * c), b, t,
                               h, Precision::FP32, tiling);
-    ring_attention_backward<T>(cp, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
+    ring_attention_backward<T>(cp, ws, mat(r_dqkv, b * t, 3 * c), mat<const T>(qkv, b * t, 3 * c),
                                mat<const T>(r_out, b * t, c), mat<const T>(r_lse, b * h, t),
                                mat<const T>(dout, b * t, c), b, t, h, Precision::FP32, tiling);
   }
+  // the workspace holds what the planner counts for it (one forward and backward)
+  CHECK(ws.bytes() == ContextWorkspace<T>::bytes_for(all_to_all, b * t, c));
   double worst = 0;
   const auto compare = [&](const Tensor1<T>& got, const Tensor1<T>& want) {
     const auto g = to_host<T>(got), w = to_host<T>(want);
