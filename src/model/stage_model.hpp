@@ -1,7 +1,9 @@
 #pragma once
 // StageModel: what an engine asks of the part of a model this rank holds (a pipeline
-// stage, or the whole model), whatever the model. Engines (data parallel, the pipeline
-// executor) are written against it alone; the GPT and the residual network implement it.
+// stage, or the whole model), whatever the model; StageFootprint, its part that the
+// planner reads (declarations, no forward or backward). Engines (data parallel, the
+// pipeline executor, MGRIT) are written against StageModel alone, the planner against
+// StageFootprint; the GPT, the residual network and the softmax regression implement it.
 //
 // A stage knows its parameters (declared in a ParamStore, this rank's shards), runs one
 // micro-batch forward and backward with activation caches the engine owns (as many as the
@@ -75,27 +77,61 @@ int64_t count_correct(V2<const T> logits, V1<const int32_t> labels) {
 template <class T>
 class OdeNetwork;
 
+// What a stage declares about itself without running: its parameters and place, the
+// shapes it passes on, and what one micro-batch costs it in messages and memory. The
+// planner reads a stage only through this (its dry models allocate nothing); the engines
+// read it too, through StageModel.
 template <class T>
-class StageModel {
+class StageFootprint {
  public:
-  // Called during the backward with a range [offset, offset + count) of the flat gradient
-  // buffer as soon as it is final, so a driver can start reducing it while the backward
-  // goes on. Ranges arrive from the end of the buffer towards its start, each adjacent to
-  // the one before (grad_ready_order lists them).
-  using GradReadyFn = std::function<void(int64_t offset, int64_t count)>;
-
-  virtual ~StageModel() = default;
-  virtual ParamStore<T>& params() = 0;
+  virtual ~StageFootprint() = default;
   virtual const ParamStore<T>& params() const = 0;
   virtual const StagePlacement& placement() const = 0;
   // The tensor split inside the stage (Serial for a model without one).
   virtual const TensorParallel& tensor_parallel() const = 0;
   // Loss terms per sample.
   virtual int64_t targets_per_sample() const = 0;
+  BlockContext context(int64_t samples) const { return {samples, targets_per_sample()}; }
+  // (rows, columns) of what a forward on ctx passes to the next stage (and of its gradient) on this rank.
+  virtual std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const = 0;
+  // The flat-gradient ranges the backward hands to on_ready, in its order.
+  virtual std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const = 0;
+  // A parameter the first and the last stage both hold (the GPT's tied embedding), whose
+  // two copies' gradients are summed before an update; -1 when there is none.
+  virtual int tied_index() const { return -1; }
+  // What one micro-batch's forward and backward on this stage (its chunk) sends
+  // (comm/traffic.hpp), call for call.
+  virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const = 0;
+  // Bytes of one cache after a forward and backward of ctx on this stage (its chunk).
+  virtual int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const = 0;
+  // Bytes a cache holds on top of cache_bytes_for() once backward_input has run (what
+  // backward_weight reads that backward() never keeps).
+  virtual int64_t weight_pass_bytes_for(const BlockContext&) const { return 0; }
+  // The engine's promise that this stage runs each micro-batch's backward (or input half)
+  // before the next forward (one_forward_at_a_time): a model may then keep what its loss
+  // layer needs (the GPT's logits) once for all caches rather than in each (which changes
+  // cache_bytes_for). Its bytes for ctx, not in the caches':
+  virtual void share_loss_layer_cache(bool) {}
+  virtual int64_t shared_cache_bytes_for(const BlockContext&) const { return 0; }
+  // The stage's workspace (StageModel::workspace_bytes) after a training step on ctx.
+  virtual int64_t workspace_bytes_for(const BlockContext&) const { return 0; }
+};
+
+// What an engine runs: the stage's forward and backward of one micro-batch at a time.
+template <class T>
+class StageModel : public StageFootprint<T> {
+ public:
+  // Called during the backward with a range [offset, offset + count) of the flat gradient
+  // buffer as soon as it is final, so a driver can start reducing it while the backward
+  // goes on. Ranges arrive from the end of the buffer towards its start, each adjacent to
+  // the one before (grad_ready_order lists them).
+  using GradReadyFn = std::function<void(int64_t offset, int64_t count)>;
+  using StageFootprint<T>::params;
+
+  virtual ParamStore<T>& params() = 0;
   // The stage as ODE steps (ode_network.hpp), which layer-parallel training solves across
   // ranks; nullptr for a model whose layers are not.
   virtual OdeNetwork<T>* ode_network() { return nullptr; }
-  BlockContext context(int64_t samples) const { return {samples, targets_per_sample()}; }
 
   // A cache for one micro-batch on the stage's chunk `chunk` (interleaved schedules: the
   // stage holds several parts of the model; the cache says which one its passes run).
@@ -106,10 +142,8 @@ class StageModel {
   // (the same on every rank of the tensor group), 0 elsewhere.
   virtual double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input,
                          StageCache& cache) = 0;
-  // What the forward that filled cache passes to the next stage.
+  // What the forward that filled cache passes to the next stage (boundary_shape).
   virtual V2<const T> output(const StageCache& cache) const = 0;
-  // (rows, columns) of that activation (and of its gradient) for ctx on this rank.
-  virtual std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const = 0;
 
   // dloss_scale: dL/d(one loss term). dout: the gradient of output() (empty on the last
   // stage). Leaves the gradient of the stage's input for input_grad() (not on the first
@@ -121,42 +155,23 @@ class StageModel {
   }
   // The same in two halves, for schedules that run them apart (zero-bubble pipelines):
   // backward_input leaves the input's gradient (input_grad()) and keeps in the cache what
-  // backward_weight needs; backward_weight then accumulates the parameters' gradients
-  // (some cheap ones may come with the input half) and hands on their ranges. Their sum
-  // is the same, bit for bit, as backward()'s.
+  // backward_weight needs (weight_pass_bytes_for); backward_weight then accumulates the
+  // parameters' gradients (some cheap ones may come with the input half) and hands on
+  // their ranges. Their sum is the same, bit for bit, as backward()'s.
   virtual void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) = 0;
   virtual void backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) = 0;
-  // Bytes a cache holds on top of cache_bytes_for() once backward_input has run (what
-  // backward_weight reads that backward() never keeps).
-  virtual int64_t weight_pass_bytes_for(const BlockContext&) const { return 0; }
   virtual V2<const T> input_grad(const StageCache& cache) const = 0;
 
-  // The flat-gradient ranges the backward hands to on_ready, in its order.
-  virtual std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const = 0;
   // Classifiers: the samples of a micro-batch the forward that filled cache (on the last
   // stage) predicted right; engines sum them like the loss when counts_correct().
   virtual bool counts_correct() const { return false; }
   virtual int64_t correct(const StageCache&) const { return 0; }
-  // A parameter the first and the last stage both hold (the GPT's tied embedding), whose
-  // two copies' gradients are summed before an update; -1 when there is none.
-  virtual int tied_index() const { return -1; }
-  // What one micro-batch's forward and backward on this stage (its chunk) sends
-  // (comm/traffic.hpp), call for call.
-  virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const = 0;
-  // Bytes of one cache after a forward and backward of ctx on this stage (its chunk).
-  virtual int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const = 0;
-  // The engine's promise that this stage runs each micro-batch's backward (or input half)
-  // before the next forward (one_forward_at_a_time): a model may then keep what its loss
-  // layer needs (the GPT's logits) once for all caches rather than in each. Its bytes,
-  // as allocated and for ctx, are not in the caches'.
-  // Buffers the stage keeps from one call to the next, shared by its micro-batches and its
-  // layers (the context split's exchange buffers): as allocated so far, and what a
-  // training step on ctx allocates. Counted with the activations by the run and the planner.
-  virtual int64_t workspace_bytes() const { return 0; }
-  virtual int64_t workspace_bytes_for(const BlockContext&) const { return 0; }
-  virtual void share_loss_layer_cache(bool) {}
+  // The loss layer's cache kept once for all micro-batches (share_loss_layer_cache), as allocated.
   virtual int64_t shared_cache_bytes() const { return 0; }
-  virtual int64_t shared_cache_bytes_for(const BlockContext&) const { return 0; }
+  // Buffers the stage keeps from one call to the next, shared by its micro-batches and its
+  // layers (the context split's exchange buffers), as allocated so far (for ctx:
+  // workspace_bytes_for). Counted with the activations by the run and the planner.
+  virtual int64_t workspace_bytes() const { return 0; }
 
  protected:
   // backward(): both halves; models interleave them layer by layer (so that a driver's

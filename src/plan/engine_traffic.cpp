@@ -7,14 +7,14 @@ namespace strata {
 namespace {
 // The 1D tensor ranks that are expert ranks too (1: none).
 template <class T>
-int tensor_split_of(const StageModel<T>& model) {
+int tensor_split_of(const StageFootprint<T>& model) {
   const auto& tp = model.tensor_parallel();
   return tp.mode == TensorMode::OneD ? tp.t : 1;
 }
 }  // namespace
 
 template <class T>
-Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
+Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
                               int micro_batches, bool zero) {
   Traffic out;
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
@@ -34,7 +34,7 @@ Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double
 }
 
 template <class T>
-Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
+Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
                          bool zero) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
@@ -80,9 +80,9 @@ Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int 
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const StageModel<float>&, int, double, int64_t, int, bool);
-template Traffic data_parallel_traffic<double>(const StageModel<double>&, int, double, int64_t, int, bool);
-template Traffic pipeline_traffic<float>(const StageModel<float>&, const PipeSchedule&, int, int64_t, bool);
-template Traffic pipeline_traffic<double>(const StageModel<double>&, const PipeSchedule&, int, int64_t, bool);
+template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, bool);
+template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, bool);
+template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, bool);
+template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, bool);
 
 }  // namespace strata

@@ -13,7 +13,7 @@ namespace strata {
 // for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
 // gradient buckets; zero: ZeRO-1's reduce-scatter, norm and all-gather instead.
 template <class T>
-Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
+Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
                               int micro_batches = 1, bool zero = false);
 
 // What the stage the model is placed on sends in one run of s (StageExecutor), call for
@@ -21,7 +21,7 @@ Traffic data_parallel_traffic(const StageModel<T>& model, int data_ranks, double
 // stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
 // zero: ZeRO-1's sums (flushing schedules only).
 template <class T>
-Traffic pipeline_traffic(const StageModel<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
+Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
                          bool zero = false);
 
 }  // namespace strata

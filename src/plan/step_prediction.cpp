@@ -114,7 +114,7 @@ struct StageCosts {
 // kept); the activation caches of the
 // micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
-std::pair<int64_t, int64_t> stage_memory(StageModel<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
+std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
                                          bool xpipe, int zero_shards, bool rounded_copy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
