@@ -5,6 +5,8 @@
 // lock when the holder dies however it dies, so a stale file never blocks anyone.
 #include <string>
 
+#include "io/file_descriptor.hpp"
+
 namespace strata {
 
 class RunLock {
@@ -12,12 +14,9 @@ class RunLock {
   // Throws UserError naming the holder when another process holds the lock, or naming
   // the path when the lock file cannot be created.
   explicit RunLock(const std::string& dir);
-  ~RunLock();
-  RunLock(const RunLock&) = delete;
-  RunLock& operator=(const RunLock&) = delete;
 
  private:
-  int fd_ = -1;
+  FileDescriptor fd_;  // closing it releases the flock
 };
 
 }  // namespace strata

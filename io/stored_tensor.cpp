@@ -74,20 +74,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY);
-  if (fd_ < 0) throw UserError(path + ": cannot open: " + std::strerror(errno));
+TensorFileReader::TensorFileReader(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY)) {
+  if (!fd_.is_open()) throw UserError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    fd_ = -1;
-    throw UserError(path + ": not a regular file");
-  }
+  if (::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw UserError(path + ": not a regular file");
   size_ = int64_t(st.st_size);
-}
-
-TensorFileReader::~TensorFileReader() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 void TensorFileReader::read_bytes(int64_t offset, int64_t n, void* out) const {
@@ -96,7 +87,7 @@ void TensorFileReader::read_bytes(int64_t offset, int64_t n, void* out) const {
                     std::to_string(offset) + "-" + std::to_string(offset + n) + " (truncated?)");
   auto* p = static_cast<char*>(out);
   while (n > 0) {
-    const ssize_t got = ::pread(fd_, p, size_t(n), off_t(offset));
+    const ssize_t got = ::pread(fd_.get(), p, size_t(n), off_t(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) throw UserError(path_ + ": read failed at byte " + std::to_string(offset) + ": " +
                                   (got < 0 ? std::strerror(errno) : "unexpected end of file"));
@@ -136,19 +127,15 @@ void TensorFileReader::read_block(const StoredTensor& t, int64_t cols, int64_t r
   }
 }
 
-SequentialFile::SequentialFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd_ < 0) throw IoError(path + ": cannot create: " + std::strerror(errno));
-}
-
-SequentialFile::~SequentialFile() {
-  if (fd_ >= 0) ::close(fd_);
+SequentialFile::SequentialFile(const std::string& path)
+    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644)) {
+  if (!fd_.is_open()) throw IoError(path + ": cannot create: " + std::strerror(errno));
 }
 
 void SequentialFile::write(const void* data, int64_t bytes) {
   const auto* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    const ssize_t n = ::write(fd_, p, size_t(bytes));
+    const ssize_t n = ::write(fd_.get(), p, size_t(bytes));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw IoError(path_ + ": cannot write: " + std::strerror(n < 0 ? errno : EIO));
     p += n;
@@ -166,15 +153,13 @@ void SequentialFile::write_values(const float* values, int64_t n, StoredDtype dt
 }
 
 void SequentialFile::close() {
-  if (fd_ < 0) return;
-  const int fd = fd_;
-  fd_ = -1;
-  if (::fsync(fd) != 0) {
+  if (!fd_.is_open()) return;
+  if (::fsync(fd_.get()) != 0) {
     const int err = errno;
-    ::close(fd);
+    fd_.close();
     throw IoError(path_ + ": cannot flush: " + std::strerror(err));
   }
-  if (::close(fd) != 0) throw IoError(path_ + ": cannot close: " + std::strerror(errno));
+  if (const int err = fd_.close(); err != 0) throw IoError(path_ + ": cannot close: " + std::strerror(err));
 }
 
 }  // namespace strata

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "io/file_descriptor.hpp"
+
 namespace strata {
 
 enum class StoredDtype { F32, BF16, F16, F64 };
@@ -38,9 +40,6 @@ class TensorFileReader {
  public:
   // Throws UserError naming the file when it cannot be opened.
   explicit TensorFileReader(const std::string& path);
-  ~TensorFileReader();
-  TensorFileReader(const TensorFileReader&) = delete;
-  TensorFileReader& operator=(const TensorFileReader&) = delete;
 
   int64_t size() const { return size_; }
   const std::string& path() const { return path_; }
@@ -53,7 +52,7 @@ class TensorFileReader {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  FileDescriptor fd_;
   int64_t size_ = 0;
 };
 
@@ -62,9 +61,6 @@ class TensorFileReader {
 class SequentialFile {
  public:
   explicit SequentialFile(const std::string& path);
-  ~SequentialFile();
-  SequentialFile(const SequentialFile&) = delete;
-  SequentialFile& operator=(const SequentialFile&) = delete;
 
   void write(const void* data, int64_t bytes);
   // n floats as dtype (F32 or BF16).
@@ -74,7 +70,7 @@ class SequentialFile {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  FileDescriptor fd_;
   int64_t written_ = 0;
   std::vector<uint16_t> half_;
 };

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_descriptor.hpp"
 
 namespace strata {
 namespace {
@@ -33,23 +34,17 @@ void shard_write_le(unsigned char* p, U v) {
 }  // namespace
 
 TokenShard::TokenShard(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw UserError(path + ": cannot open token shard: " + std::strerror(errno));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY));
+  if (!fd.is_open()) throw UserError(path + ": cannot open token shard: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw UserError(path + ": cannot stat token shard: " + std::strerror(errno));
-  }
+  if (::fstat(fd.get(), &st) != 0) throw UserError(path + ": cannot stat token shard: " + std::strerror(errno));
   bytes_ = size_t(st.st_size);
   if (bytes_ > 0) {
-    void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      ::close(fd);
-      throw UserError(path + ": cannot map token shard: " + std::strerror(errno));
-    }
+    void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (map == MAP_FAILED) throw UserError(path + ": cannot map token shard: " + std::strerror(errno));
     data_ = static_cast<const unsigned char*>(map);
   }
-  ::close(fd);
+  fd.close();  // the mapping stays
   const auto fail = [&](const std::string& why) {
     if (data_) ::munmap(const_cast<unsigned char*>(data_), bytes_);
     data_ = nullptr;

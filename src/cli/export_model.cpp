@@ -16,6 +16,7 @@
 #include "core/deck.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "io/file_descriptor.hpp"
 #include "io/llmc_model_file.hpp"
 #include "io/safetensors.hpp"
 #include "model/make_model.hpp"
@@ -45,13 +46,8 @@ class CheckpointTensors {
 };
 
 void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    throw IoError(path + ": cannot flush: " + std::strerror(err));
-  }
-  ::close(fd);
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY));
+  if (!fd.is_open() || ::fsync(fd.get()) != 0) throw IoError(path + ": cannot flush: " + std::strerror(errno));
 }
 
 void write_text(const std::string& path, const std::string& text) {

@@ -82,22 +82,29 @@ RunDescription describe_gpt(const Deck& deck, GPT<float>& gpt, const RunSetting&
   return d;
 }
 
-RunDescription describe_resnet(const Deck& deck, const ResNet<float>& resnet, const RunSetting& run) {
-  const auto& cfg = resnet.config();
+// An image classifier's description: its model line, then the ranks' line; samples per
+// step are images, validated at the end.
+RunDescription describe_classifier(const Deck& deck, const RunSetting& run, const std::string& model_line) {
   const int64_t gb = deck.data.batch_size;
   RunDescription d;
   d.samples_per_step = gb;
   d.validates_at_end = true;
   d.metrics = std::make_unique<ClassifierMetrics>(gb);
-  d.lines.push_back(strfmt(
-      "strata: ResNet %lld %s steps (T = %g), %lld -> %lld classes: %.3fM parameters; %s", (long long)cfg.steps,
-      cfg.channels > 0 ? strfmt("3x3-convolution %lld-channel", (long long)cfg.channels).c_str()
-                       : strfmt("dense width-%lld", (long long)cfg.width).c_str(),
-      cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes, double(resnet.params().global_numel()) / 1e6,
-      run.data_line.c_str()));
+  d.lines.push_back(model_line);
   d.lines.push_back(strfmt("strata: %d ranks (%s), global batch %lld, %lld steps", run.ranks, run.layout.c_str(),
                            (long long)gb, (long long)deck.run.steps));
   return d;
+}
+
+RunDescription describe_resnet(const Deck& deck, const ResNet<float>& resnet, const RunSetting& run) {
+  const auto& cfg = resnet.config();
+  return describe_classifier(
+      deck, run,
+      strfmt("strata: ResNet %lld %s steps (T = %g), %lld -> %lld classes: %.3fM parameters; %s", (long long)cfg.steps,
+             cfg.channels > 0 ? strfmt("3x3-convolution %lld-channel", (long long)cfg.channels).c_str()
+                              : strfmt("dense width-%lld", (long long)cfg.width).c_str(),
+             cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes, double(resnet.params().global_numel()) / 1e6,
+             run.data_line.c_str()));
 }
 
 std::unique_ptr<StageModel<float>> make_softmax(const Deck& deck, const DataShape& data) {
@@ -111,16 +118,10 @@ std::unique_ptr<StageModel<float>> make_softmax(const Deck& deck, const DataShap
 
 RunDescription describe_softmax(const Deck& deck, const SoftmaxRegression<float>& model, const RunSetting& run) {
   const auto& cfg = model.config();
-  const int64_t gb = deck.data.batch_size;
-  RunDescription d;
-  d.samples_per_step = gb;
-  d.validates_at_end = true;
-  d.metrics = std::make_unique<ClassifierMetrics>(gb);
-  d.lines.push_back(strfmt("strata: softmax regression, %lld -> %lld classes: %lld parameters; %s", (long long)cfg.inputs,
-                           (long long)cfg.classes, (long long)model.params().global_numel(), run.data_line.c_str()));
-  d.lines.push_back(strfmt("strata: %d ranks (%s), global batch %lld, %lld steps", run.ranks, run.layout.c_str(),
-                           (long long)gb, (long long)deck.run.steps));
-  return d;
+  return describe_classifier(deck, run,
+                             strfmt("strata: softmax regression, %lld -> %lld classes: %lld parameters; %s",
+                                    (long long)cfg.inputs, (long long)cfg.classes,
+                                    (long long)model.params().global_numel(), run.data_line.c_str()));
 }
 
 }  // namespace

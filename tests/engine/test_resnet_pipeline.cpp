@@ -58,15 +58,7 @@ TEST_CASE("the residual network's pipeline and data-parallel runs equal its seri
       const auto params = global_params_of(par);
       if (rank == 0) {
         INFO(describe(layout) << " on " << n << " ranks");
-        REQUIRE(r.losses.size() == ser.losses.size());
-        double worst = 0;
-        for (size_t s = 0; s < r.losses.size(); ++s)
-          worst = std::max(worst, std::abs(r.losses[s] - ser.losses[s]) / ser.losses[s]);
-        REQUIRE(r.val.size() == ser.val.size());
-        for (size_t s = 0; s < r.val.size(); ++s)
-          CHECK(r.val[s].second == Approx(ser.val[s].second).epsilon(3e-7));
-        REQUIRE(r.accuracy.size() == ser.accuracy.size());
-        for (size_t s = 0; s < r.accuracy.size(); ++s) CHECK(r.accuracy[s].second == ser.accuracy[s].second);
+        const double worst = compare_runs(r, ser);
         std::printf("resnet equivalence (%s), %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
                     conv ? "convolutional" : "dense", describe(layout).c_str(), n, worst,
                     max_abs_diff(params, ser_params));

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the MPI equivalence tests: ranks, quiet trainer options, layout
 // descriptions, deterministic token batches and differences of gathered parameters.
+#include <catch2/catch.hpp>
 #include <mpi.h>
 
 #include <algorithm>
@@ -127,6 +128,21 @@ inline double max_abs_diff(const std::vector<double>& a, const std::vector<doubl
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
   return m;
 }
+// A parallel run against the serial one (Catch2 checks): the same number of steps and
+// validations, the validation losses equal to relative val_eps and the accuracies
+// exactly; returns the largest relative difference of their training losses.
+inline double compare_runs(const TrainResult& r, const TrainResult& ser, double val_eps = 3e-7) {
+  REQUIRE(r.losses.size() == ser.losses.size());
+  double worst = 0;
+  for (size_t s = 0; s < r.losses.size(); ++s)
+    worst = std::max(worst, std::abs(r.losses[s] - ser.losses[s]) / ser.losses[s]);
+  REQUIRE(r.val.size() == ser.val.size());
+  for (size_t s = 0; s < r.val.size(); ++s) CHECK(r.val[s].second == Approx(ser.val[s].second).epsilon(val_eps));
+  REQUIRE(r.accuracy.size() == ser.accuracy.size());
+  for (size_t s = 0; s < r.accuracy.size(); ++s) CHECK(r.accuracy[s].second == ser.accuracy[s].second);
+  return worst;
+}
+
 inline double max_abs(const std::vector<double>& a) {
   double m = 0;
   for (double x : a) m = std::max(m, std::abs(x));
