@@ -62,6 +62,25 @@ void layernorm_forward(V2<bf16> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1
   layernorm_forward_as<T, bf16>(out, mean, rstd, inp, weight, bias);
 }
 
+// The weight and bias gradients' sums over the rows of dout (N, C), one thread per column
+// (adjacent threads read adjacent memory; no atomics, a fixed order): written into
+// dweight and dbias (C), or added to them (accumulate).
+template <class T>
+void layernorm_param_sums(V1<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp, V1<const T> mean,
+                          V1<const T> rstd, bool accumulate) {
+  const int64_t n = inp.extent(0), c = inp.extent(1);
+  Kokkos::parallel_for(
+      "layernorm_param_sums", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+        T dw = 0, db = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          dw += (inp(i, j) - mean(i)) * rstd(i) * dout(i, j);
+          db += dout(i, j);
+        }
+        dweight(j) = accumulate ? dweight(j) + dw : dw;
+        dbias(j) = accumulate ? dbias(j) + db : db;
+      });
+}
+
 // dout (N, C). Writes dinp (N, C) when accumulate_dinp is false, adds to it otherwise
 // (the residual stream's gradient arrives there first). Accumulates dweight, dbias (C).
 template <class T>
@@ -99,19 +118,9 @@ void layernorm_backward(V2<T> dinp, V1<T> dweight, V1<T> dbias, V2<const T> dout
           dbias(j) += sums(c + j);
         });
   } else {
-    // GPU: rows in parallel for dinp, then one thread per column for the weight
-    // gradients (adjacent threads read adjacent memory; no atomics, fixed order).
+    // GPU: rows in parallel for dinp, then one thread per column for the weight gradients
     Kokkos::parallel_for("layernorm_backward_dinp", Range(0, n), dinp_row);
-    Kokkos::parallel_for(
-        "layernorm_backward_params", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
-          T dw = 0, db = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            dw += (inp(i, j) - mean(i)) * rstd(i) * dout(i, j);
-            db += dout(i, j);
-          }
-          dweight(j) += dw;
-          dbias(j) += db;
-        });
+    layernorm_param_sums<T>(dweight, dbias, dout, inp, mean, rstd, true);
   }
 }
 

@@ -275,17 +275,24 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
     if (rows > 0) {
       const V2<T> xl = as_matrix(xe.data() + o * C, rows, C), hl = as_matrix(k.h.data() + o * F, rows, F);
       const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), yl = as_matrix(ye.data() + o * C, rows, C);
-      kernels::matmul_forward<T>(hl, xl, as_matrix(store_.param(fc_w_).data() + l * C * F, C, F),
-                                 V1<const T>(store_.param(fc_b_).data() + l * F, F), precision_);
+      const ExpertWeights w = expert_params(l);
+      kernels::matmul_forward<T>(hl, xl, w.fc_w, w.fc_b, precision_);
       kernels::gelu_forward<T>(values_of(gl), values_of(V2<const T>(hl)));
-      kernels::matmul_forward<T>(yl, gl, as_matrix(store_.param(proj_w_).data() + l * F * C, F, C),
-                                 V1<const T>(store_.param(proj_b_).data() + l * C, C), precision_);
+      kernels::matmul_forward<T>(yl, gl, w.proj_w, w.proj_b, precision_);
     }
     o += rows;
   }
   if (ep_.active()) from_experts(ye, yk, r);
   kernels::combine_rows<T>(out, yk, r.row, r.gate);
   return aux;
+}
+
+template <class T>
+typename MoeLayer<T>::ExpertWeights MoeLayer<T>::expert_slices(int64_t l, bool grads) const {
+  const int64_t C = c_, F = f_;
+  const auto flat = [&](int i) { return grads ? store_.grad(i) : store_.param(i); };
+  return {as_matrix(flat(fc_w_).data() + l * C * F, C, F), as_matrix(flat(proj_w_).data() + l * F * C, F, C),
+          V1<T>(flat(fc_b_).data() + l * F, F), V1<T>(flat(proj_b_).data() + l * C, C)};
 }
 
 template <class T>
@@ -319,15 +326,12 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
     if (rows > 0) {
       const V2<T> xl = as_matrix(xe.data() + o * C, rows, C), hl = as_matrix(k.h.data() + o * F, rows, F);
       const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), dyl = as_matrix(dye.data() + o * C, rows, C);
-      const V2<T> w1 = as_matrix(store_.param(fc_w_).data() + l * C * F, C, F);
-      const V2<T> w2 = as_matrix(store_.param(proj_w_).data() + l * F * C, F, C);
-      kernels::matmul_backward_weight<T>(as_matrix(store_.grad(proj_w_).data() + l * F * C, F, C),
-                                         V1<T>(store_.grad(proj_b_).data() + l * C, C), dyl, gl, precision_);
-      kernels::matmul_backward_input<T>(gl, dyl, w2, precision_);         // hg := dL/d(hg)
+      const ExpertWeights w = expert_params(l), dw = expert_grads(l);
+      kernels::matmul_backward_weight<T>(dw.proj_w, dw.proj_b, dyl, gl, precision_);
+      kernels::matmul_backward_input<T>(gl, dyl, w.proj_w, precision_);  // hg := dL/d(hg)
       kernels::gelu_backward<T>(values_of(gl), values_of(V2<const T>(hl)), values_of(V2<const T>(gl)));  // hg := dL/dh
-      kernels::matmul_backward_weight<T>(as_matrix(store_.grad(fc_w_).data() + l * C * F, C, F),
-                                         V1<T>(store_.grad(fc_b_).data() + l * F, F), gl, xl, precision_);
-      kernels::matmul_backward_input<T>(xl, gl, w1, precision_);          // xe := dL/d(xe)
+      kernels::matmul_backward_weight<T>(dw.fc_w, dw.fc_b, gl, xl, precision_);
+      kernels::matmul_backward_input<T>(xl, gl, w.fc_w, precision_);     // xe := dL/d(xe)
     }
     o += rows;
   }

@@ -125,6 +125,14 @@ class MoeLayer {
   // The rows of dispatch order (S, C) to the local experts' order (R, C), and back.
   void to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const;
   void from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const;
+  // Local expert l's two linears, as slices of the store's parameters or gradients.
+  struct ExpertWeights {
+    V2<T> fc_w, proj_w;
+    V1<T> fc_b, proj_b;
+  };
+  ExpertWeights expert_params(int64_t l) const { return expert_slices(l, false); }
+  ExpertWeights expert_grads(int64_t l) const { return expert_slices(l, true); }
+  ExpertWeights expert_slices(int64_t l, bool grads) const;
 
   ParamStore<T>& store_;
   const TensorParallel& tp_;

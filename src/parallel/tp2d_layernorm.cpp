@@ -80,16 +80,7 @@ void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T
       });
   // weight and bias gradients: this grid row's tokens, then the column's other rows
   Tensor1<T> wb("ln2d.dwb", 2 * c);
-  Kokkos::parallel_for(
-      "ln2d_backward_params", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
-        T dw = 0, db = 0;
-        for (int64_t i = 0; i < r; ++i) {
-          dw += (x(i, j) - mean(i)) * rstd(i) * dy(i, j);
-          db += dy(i, j);
-        }
-        wb(j) = dw;
-        wb(c + j) = db;
-      });
+  kernels::layernorm_param_sums<T>(V1<T>(wb.data(), c), V1<T>(wb.data() + c, c), dy, x, mean, rstd, false);
   g.col.allreduce_sum(V1<T>(wb));
   kernels::residual_accumulate<T>(dweight, V1<const T>(wb.data(), c));
   kernels::residual_accumulate<T>(dbias, V1<const T>(wb.data() + c, c));
