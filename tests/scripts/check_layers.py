@@ -6,7 +6,7 @@
  2. CMake's link graph is the include graph: each level's libraries link (directly) the
     libraries of exactly the levels its files include (directly), no more and no fewer.
  3. MPI's communication (collectives, point to point, waits, communicator splits) is
-    called in src/comm only, in src, io, kernels, app and bench alike, also where a call
+    called in src/comm only, in src, app and bench alike, also where a call
     is split over lines; elsewhere a rank may ask for its rank and size and the time,
     app/main.cpp and the benchmarks' mains start and end MPI, and the checkpoint file
     sets MPI-IO's error handler.
@@ -25,8 +25,8 @@ import sys
 # bottom to top: (folder, the include prefix that names it, its CMake targets)
 LEVELS = [
     ("src/core", "core", ["strata_core"]),
-    ("io", "io", ["strata_io"]),
-    ("kernels", "kernels", ["strata_kernels", "strata_gemm_probe", "strata_bf16"]),
+    ("src/io", "io", ["strata_io"]),
+    ("src/kernels", "kernels", ["strata_kernels", "strata_gemm_probe", "strata_bf16"]),
     ("src/comm", "comm", ["strata_comm"]),
     ("src/parallel", "parallel", ["strata_parallel"]),
     ("src/model", "model", ["strata_model"]),
@@ -39,7 +39,7 @@ LEVELS = [
     ("src/cli", "cli", ["strata_cli"]),
     ("app", None, ["strata"]),
 ]
-CMAKE_FILES = ["src/CMakeLists.txt", "io/CMakeLists.txt", "kernels/CMakeLists.txt", "app/CMakeLists.txt"]
+CMAKE_FILES = ["src/CMakeLists.txt", "src/io/CMakeLists.txt", "src/kernels/CMakeLists.txt", "app/CMakeLists.txt"]
 SOURCES = (".hpp", ".cpp", ".h", ".c")
 MPI_EVERYWHERE = {"MPI_Comm_rank", "MPI_Comm_size", "MPI_Wtime"}
 MPI_MAINS = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort"}
@@ -113,7 +113,7 @@ def main(repo):
             bad.append(f"{folder}: its files include {name(includes[i] - links[i])}, which its libraries do not link")
 
     # MPI calls, on the text without comments, a call's name and parenthesis on any lines
-    for top in ("src", "io", "kernels", "app", "bench"):
+    for top in ("src", "app", "bench"):
         for path in files_under(top):
             if path.startswith("src/comm/"):
                 continue
