@@ -83,8 +83,10 @@ int main(int argc, char** argv) {
         // are printed once
         code = e.exit_code();
         rank_alone = !e.agreed() && commands[i]->rank_local_errors();
-        if (rank_alone) std::fprintf(stderr, "strata: error: rank %d: %s\n", rank, one_line(e.what()).c_str());
-        else if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", one_line(e.what()).c_str());
+        if (rank_alone)
+          std::fprintf(stderr, "strata: error: rank %d: %s\n", rank, one_line(e.what()).c_str());
+        else if (rank == 0)
+          std::fprintf(stderr, "strata: error: %s\n", one_line(e.what()).c_str());
       } catch (const std::exception& e) {
         // past set-up an exception may be one rank's alone: report it and take the job down
         std::fprintf(stderr, "strata: error: rank %d: internal error: %s\n", rank, one_line(e.what()).c_str());

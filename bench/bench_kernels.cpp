@@ -20,7 +20,10 @@ using namespace strata;
 namespace {
 constexpr int64_t kB = 8, kT = 256, kC = 384, kH = 6, kRows = kB * kT;
 
-template <class View> void fill(const View& v, float x) { Kokkos::deep_copy(v, x); }
+template <class View>
+void fill(const View& v, float x) {
+  Kokkos::deep_copy(v, x);
+}
 
 void set_flops(benchmark::State& state, double flops_per_iter) {
   state.counters["FLOP/s"] =
@@ -133,7 +136,8 @@ void BM_block_forward_backward(benchmark::State& state) {
   ParamStore<float> store;
   const TensorParallel serial;
   const ContextParallel whole_sequence;
-  TransformerBlock<float> block(store, serial, whole_sequence, Precision::FP32, false, Recompute::None, 0, 6, kC, kH, 0.02);
+  TransformerBlock<float> block(store, serial, whole_sequence, Precision::FP32, false, Recompute::None, 0, 6, kC, kH,
+                                0.02);
   store.allocate(1);
   TransformerCache<float> cache;
   TransformerGradScratch<float> scratch;

@@ -41,13 +41,14 @@ struct Shape {
 // GPT-3 (Brown et al. 2020, Table 2.1) and Megatron-LM (Narayanan et al. 2021, Table 1);
 // vocabulary 51,200, context 2048, 512 sequences a step for all.
 const std::vector<Shape> kFamily = {
-    {"GPT-3 XL", 24, 2048, 16},      {"GPT-3 2.7B", 32, 2560, 32}, {"GPT-3 6.7B", 32, 4096, 32},
-    {"GPT-3 13B", 40, 5120, 40},     {"Megatron 18B", 40, 6144, 48}, {"Megatron 39B", 48, 8192, 64},
-    {"Megatron 76B", 60, 10240, 80}, {"GPT-3 175B", 96, 12288, 96},  {"Megatron 310B", 96, 16384, 128},
+    {"GPT-3 XL", 24, 2048, 16},         {"GPT-3 2.7B", 32, 2560, 32},    {"GPT-3 6.7B", 32, 4096, 32},
+    {"GPT-3 13B", 40, 5120, 40},        {"Megatron 18B", 40, 6144, 48},  {"Megatron 39B", 48, 8192, 64},
+    {"Megatron 76B", 60, 10240, 80},    {"GPT-3 175B", 96, 12288, 96},   {"Megatron 310B", 96, 16384, 128},
     {"Megatron 530B", 105, 20480, 128}, {"Megatron 1T", 128, 25600, 160}};
 
 Deck deck_of(const Shape& s, int64_t experts) {
-  const std::string moe = experts > 0 ? "\nmoe_experts = " + std::to_string(experts) + "\nmoe_top_k = 2\nmoe_every = 2" : "";
+  const std::string moe =
+      experts > 0 ? "\nmoe_experts = " + std::to_string(experts) + "\nmoe_top_k = 2\nmoe_every = 2" : "";
   const std::string text = "[model]\nn_layer = " + std::to_string(s.layers) + "\nn_embd = " + std::to_string(s.width) +
                            "\nn_head = " + std::to_string(s.heads) + moe +
                            "\nvocab_size = 51200\nseq_len = 2048\n[data]\nkind = \"random\"\nbatch_size = 512\n";
@@ -76,8 +77,10 @@ std::vector<Layout> layouts_with(const Deck& base, int ranks, int data, const Op
     const bool same_grid = !out.empty() && out.back().pipeline > 1 && out.back().data == l.data &&
                            out.back().pipeline == l.pipeline && out.back().tensor_size() == l.tensor_size() &&
                            out.back().tensor == l.tensor;
-    if (same_grid && out.back().micro_batches < l.micro_batches) out.back() = l;
-    else out.push_back(l);
+    if (same_grid && out.back().micro_batches < l.micro_batches)
+      out.back() = l;
+    else
+      out.push_back(l);
   }
   if (!o.accumulate) return out;
   const size_t n = out.size();
@@ -121,22 +124,26 @@ int main(int argc, char** argv) {
         experts = std::atoll(argv[3]);
         first = 4;
       }
-      const std::vector<Option> options = {
-          {"none", false, Recompute::None, 0},          {"gradient accumulation", true, Recompute::None, 0},
-          {"selective recomputation", false, Recompute::Selective, 0},
-          {"full recomputation", false, Recompute::Full, 0}, {"ZeRO-1", false, Recompute::None, 1},
-          {"all (accumulation, full, ZeRO-1)", true, Recompute::Full, 1}};
-      std::printf("machine %s: %.1f GiB per rank; GPT shapes of GPT-3 and Megatron-LM%s, vocabulary 51200, T = 2048, "
-                  "512 sequences per step\n\n",
-                  machine.name.c_str(), machine.memory_capacity / double(1 << 30),
-                  experts > 0 ? strfmt(" with every other MLP a mixture of %lld experts (top 2)", (long long)experts).c_str() : "");
+      const std::vector<Option> options = {{"none", false, Recompute::None, 0},
+                                           {"gradient accumulation", true, Recompute::None, 0},
+                                           {"selective recomputation", false, Recompute::Selective, 0},
+                                           {"full recomputation", false, Recompute::Full, 0},
+                                           {"ZeRO-1", false, Recompute::None, 1},
+                                           {"all (accumulation, full, ZeRO-1)", true, Recompute::Full, 1}};
+      std::printf(
+          "machine %s: %.1f GiB per rank; GPT shapes of GPT-3 and Megatron-LM%s, vocabulary 51200, T = 2048, "
+          "512 sequences per step\n\n",
+          machine.name.c_str(), machine.memory_capacity / double(1 << 30),
+          experts > 0 ? strfmt(" with every other MLP a mixture of %lld experts (top 2)", (long long)experts).c_str()
+                      : "");
       for (int a = first; a < argc; ++a) {
         const std::string arg = argv[a];
         const int ranks = std::atoi(arg.c_str());
         const int data = arg.find(':') == std::string::npos ? 0 : std::atoi(arg.c_str() + arg.find(':') + 1);
-        std::printf("%d ranks%s\n\n| option | largest model that fits | parameters | layout of least memory | per rank |\n"
-                    "|---|---|---|---|---|\n",
-                    ranks, data > 0 ? strfmt(", %d data-parallel replicas", data).c_str() : "");
+        std::printf(
+            "%d ranks%s\n\n| option | largest model that fits | parameters | layout of least memory | per rank |\n"
+            "|---|---|---|---|---|\n",
+            ranks, data > 0 ? strfmt(", %d data-parallel replicas", data).c_str() : "");
         for (const Option& o : options) {
           std::string fits = "none of the family", layout = "-", per_rank = "-", params = "-";
           for (const Shape& s : kFamily) {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_checkpoint.hpp"
 #include "comm/comm.hpp"
 #include "engine/layer_parallel/ode_steps.hpp"
-#include "model/resnet.hpp"
 #include "io/image_dataset.hpp"
-#include "checkpoint/model_checkpoint.hpp"
+#include "model/resnet.hpp"
 
 using namespace strata;
 
@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
       } else if (a == "--channels" && i + 1 < argc) {
         channels = std::atoll(argv[++i]);
       } else {
-        std::fprintf(stderr, "usage: mgrit_convergence [--steps N...] [--checkpoint FILE] [--step-std S] [--t-final T] [--channels C]\n");
+        std::fprintf(stderr,
+                     "usage: mgrit_convergence [--steps N...] [--checkpoint FILE] [--step-std S] [--t-final T] "
+                     "[--channels C]\n");
         return 2;
       }
     }
@@ -73,7 +75,9 @@ int main(int argc, char** argv) {
                 channels > 0 ? ("3x3 convolutions, " + std::to_string(channels) + " channels").c_str()
                              : ("width " + std::to_string(width)).c_str(),
                 t_final);
-    std::printf("| N | c | relaxation | levels | iterations to 1e-10 | convergence factor | residual after 1, 2 iterations |\n");
+    std::printf(
+        "| N | c | relaxation | levels | iterations to 1e-10 | convergence factor | residual after 1, 2 iterations "
+        "|\n");
     std::printf("|---|---|---|---|---|---|---|\n");
     for (const int64_t n : steps_list) {
       ResNetConfig cfg;
@@ -109,8 +113,8 @@ int main(int argc, char** argv) {
             mgrit.zero_guess();
             const MgritStats st = mgrit.solve();
             const auto r = st.residuals;
-            std::printf("| %lld | %d | %s | %d | %s | %.3g | %.2e, %.2e |\n", (long long)n, c, fcf ? "FCF" : "F", levels,
-                        st.converged ? std::to_string(st.iterations).c_str() : "> 12", st.convergence_factor(),
+            std::printf("| %lld | %d | %s | %d | %s | %.3g | %.2e, %.2e |\n", (long long)n, c, fcf ? "FCF" : "F",
+                        levels, st.converged ? std::to_string(st.iterations).c_str() : "> 12", st.convergence_factor(),
                         r.size() > 1 ? r[1] : 0.0, r.size() > 2 ? r[2] : 0.0);
           }
     }

@@ -58,10 +58,12 @@ StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
   t.gradient = seconds_per_call([&] { net.step_adjoint(0, 0.1, u, v, u, s, true); }, 400);
   t.open = seconds_per_call([&] { net.open_forward(x, u); }, 100) +
            seconds_per_call([&] { net.open_backward(x, u, s); }, 100);
-  t.close = seconds_per_call([&] {
-    net.close_forward(u, labels, logits, lse, losses);
-    net.close_backward(u, labels, 0.01, logits, lse, v);
-  }, 100);
+  t.close = seconds_per_call(
+      [&] {
+        net.close_forward(u, labels, logits, lse, losses);
+        net.close_backward(u, labels, 0.01, logits, lse, v);
+      },
+      100);
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
@@ -132,10 +134,11 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const StepTimes t = measure(batch, width, MPI_COMM_WORLD);
     if (rank == 0)
-      std::printf("measured (batch %lld, width %lld, double): step forward %.1f us, adjoint %.1f us, adjoint + "
-                  "gradient %.1f us, opening %.1f us, closing %.1f us, one state message %.1f us%s\n",
-                  (long long)batch, (long long)width, t.forward * 1e6, t.adjoint * 1e6, t.gradient * 1e6, t.open * 1e6,
-                  t.close * 1e6, t.message * 1e6, size < 2 ? " (1 rank: not measured)" : "");
+      std::printf(
+          "measured (batch %lld, width %lld, double): step forward %.1f us, adjoint %.1f us, adjoint + "
+          "gradient %.1f us, opening %.1f us, closing %.1f us, one state message %.1f us%s\n",
+          (long long)batch, (long long)width, t.forward * 1e6, t.adjoint * 1e6, t.gradient * 1e6, t.open * 1e6,
+          t.close * 1e6, t.message * 1e6, size < 2 ? " (1 rank: not measured)" : "");
 
     // the model against LayerParallel on this machine: the serial network and MGRIT on 1..size ranks
     ResNetConfig cfg;
@@ -144,8 +147,9 @@ int main(int argc, char** argv) {
     Tensor2<double> x("x", batch, cfg.inputs);
     Tensor1<int32_t> labels("labels", batch);
     Kokkos::deep_copy(x, 0.3);
-    if (rank == 0) std::printf("\nN = %lld, c = %d, %d levels, %d forward / %d backward iterations:\n", (long long)n,
-                               o.forward.cfactor, o.forward.levels, o.forward.max_iterations, o.backward.max_iterations);
+    if (rank == 0)
+      std::printf("\nN = %lld, c = %d, %d levels, %d forward / %d backward iterations:\n", (long long)n,
+                  o.forward.cfactor, o.forward.levels, o.forward.max_iterations, o.backward.max_iterations);
     if (rank == 0) std::printf("| ranks | solver | predicted ms/batch | measured ms/batch |\n|---|---|---|---|\n");
     for (int p = 1; p <= size; p *= 2) {
       for (const bool mgrit : {false, true}) {
@@ -180,9 +184,11 @@ int main(int argc, char** argv) {
     // the prediction beyond this machine: N = 1024
     if (rank == 0) {
       const int64_t big = 1024;
-      std::printf("\npredicted, N = %d, c = %d, %d forward / %d backward iterations, this machine's step and message "
-                  "times:\n| ranks P | steps per rank | best levels | ms per batch | speedup over serial |\n|---|---|---|---|---|\n",
-                  int(big), o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
+      std::printf(
+          "\npredicted, N = %d, c = %d, %d forward / %d backward iterations, this machine's step and message "
+          "times:\n| ranks P | steps per rank | best levels | ms per batch | speedup over serial "
+          "|\n|---|---|---|---|---|\n",
+          int(big), o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
       const double serial = serial_time(big, t);
       std::printf("| 1 (serial network) | %d | - | %.1f | 1.00 |\n", int(big), 1e3 * serial);
       for (int p = 16; p <= 1024; p *= 2) {

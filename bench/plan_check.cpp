@@ -82,15 +82,21 @@ int main(int argc, char** argv) {
     std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
     int steps = 4;
     bool sequence_parallel = false;
-    std::vector<std::string> overrides = {"parallel.data=1", "parallel.pipeline=1", "parallel.context=1", "parallel.tensor_rows=1",
-                                          "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
+    std::vector<std::string> overrides = {
+        "parallel.data=1",        "parallel.pipeline=1",      "parallel.context=1", "parallel.tensor_rows=1",
+        "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--machine" && i + 1 < argc) machine_path = argv[++i];
-      else if (a == "--steps" && i + 1 < argc) steps = std::max(2, std::atoi(argv[++i]));
-      else if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
-      else if (a == "--sequence-parallel") sequence_parallel = true;
-      else deck_path = a;
+      if (a == "--machine" && i + 1 < argc)
+        machine_path = argv[++i];
+      else if (a == "--steps" && i + 1 < argc)
+        steps = std::max(2, std::atoi(argv[++i]));
+      else if (a == "--set" && i + 1 < argc)
+        overrides.push_back(argv[++i]);
+      else if (a == "--sequence-parallel")
+        sequence_parallel = true;
+      else
+        deck_path = a;
     }
     overrides.push_back("run.steps=" + std::to_string(steps));
     overrides.push_back("run.log_every=" + std::to_string(steps));
@@ -135,9 +141,10 @@ int main(int argc, char** argv) {
         sum_over(MPI_COMM_WORLD, routed_sum);
         routed_bytes = {routed_sum[0], routed_sum[1]};
         if (d.model.moe_experts > 0 && d.model.moe_capacity_factor == 0 && routed_bytes.first != routed_bytes.second)
-          mismatch += strfmt(" expert/alltoallv summed over the ranks: formula %.0f B, counted %.0f B;", routed_bytes.first,
-                             routed_bytes.second);
-        if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
+          mismatch += strfmt(" expert/alltoallv summed over the ranks: formula %.0f B, counted %.0f B;",
+                             routed_bytes.first, routed_bytes.second);
+        if (!mismatch.empty())
+          std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
         double counted_wire = 0;
         for (const auto& [group, comm] : trainer.grid().reported_comms())
           for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;
@@ -146,7 +153,8 @@ int main(int argc, char** argv) {
         const double pred_wire = max_over_ranks(predicted.wire_bytes()) / steps / double(1 << 20);
         const double meas_wire = max_over_ranks(counted_wire) / steps / double(1 << 20);
         const StepPrediction p = predict_step(d, l, machine, xpipe ? steps - 1 : 0);
-        const double meas_ms = 1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
+        const double meas_ms =
+            1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
         // the activations of the fullest rank (state + activations; of equals the lowest),
         // as the planner reports the fullest stage's
         std::vector<double> totals(size_t(ranks), 0.0), acts(size_t(ranks), 0.0);
@@ -154,7 +162,8 @@ int main(int argc, char** argv) {
         acts[size_t(rank)] = double(result.activation_bytes);
         sum_over(MPI_COMM_WORLD, totals);
         sum_over(MPI_COMM_WORLD, acts);
-        const size_t fullest = size_t(std::max_element(totals.begin(), totals.end()) - totals.begin());  // the lowest rank of a tie
+        const size_t fullest =
+            size_t(std::max_element(totals.begin(), totals.end()) - totals.begin());  // the lowest rank of a tie
         const double fullest_act = acts[fullest];
         const double meas_act = fullest_act / double(1 << 20);
         // mixtures of experts: their caches hold the rows the router sent (the prediction is
@@ -171,24 +180,26 @@ int main(int argc, char** argv) {
         const bool memory_differs = routing ? meas_state != pred_state : meas_memory != double(p.memory_bytes());
         routed = max_over_ranks(routed);
         if (routing && routed > 0 && rank == 0)
-          std::printf("  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
-                      "predicted at balance; state %s\n", l.name().c_str(), routed, meas_act,
-                      double(p.activation_bytes) / double(1 << 20), memory_differs ? "DIFFERS" : "exact");
+          std::printf(
+              "  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
+              "predicted at balance; state %s\n",
+              l.name().c_str(), routed, meas_act, double(p.activation_bytes) / double(1 << 20),
+              memory_differs ? "DIFFERS" : "exact");
         if (memory_differs && rank == 0)
           std::fprintf(stderr, "plan_check: %s: %s per rank predicted %.0f B, measured %.0f B\n", l.name().c_str(),
                        routing ? "state" : "memory", routing ? pred_state : double(p.memory_bytes()),
                        routing ? meas_state : meas_memory);
         if (rank == 0)
-          std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(), pred_wire,
-                      meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),
-                      double(p.activation_bytes) / double(1 << 20), meas_act, act_differ ? "!" : "",
-                      params_differ ? "DIFFER" : "exact");
+          std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(),
+                      pred_wire, meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms,
+                      meas_ms / (1e3 * p.step_s), double(p.activation_bytes) / double(1 << 20), meas_act,
+                      act_differ ? "!" : "", params_differ ? "DIFFER" : "exact");
         if (params_differ || act_differ || memory_differs) ++failures;
       }
       if (rank == 0)
         std::printf("plan_check: %s\n", failures == 0 ? "bytes and calls agree exactly on every rank, group and kind; "
-                                                         "parameters, activations and memory too"
-                                                       : "MISMATCHES (see above)");
+                                                        "parameters, activations and memory too"
+                                                      : "MISMATCHES (see above)");
     } catch (const UserError& e) {
       if (rank == 0) std::fprintf(stderr, "plan_check: %s\n", e.what());
       failures = 1;

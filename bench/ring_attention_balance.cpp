@@ -85,8 +85,9 @@ int main(int argc, char** argv) {
       const Grid grid(layout, MPI_COMM_WORLD);
       Comm& ring = grid.context();
       if (rank == 0)
-        std::printf("ring attention, T = %lld over %d ranks, %lld heads of %lld, %s, forward + backward, ms per call:\n",
-                    (long long)t_full, size, (long long)h, (long long)hs, precision == Precision::BF16 ? "bf16" : "fp32");
+        std::printf(
+            "ring attention, T = %lld over %d ranks, %lld heads of %lld, %s, forward + backward, ms per call:\n",
+            (long long)t_full, size, (long long)h, (long long)hs, precision == Precision::BF16 ? "bf16" : "fp32");
       for (const bool zigzag : {true, false}) {
         const auto [seconds, wait] = run(ring, zigzag, t_full, h, hs, precision, reps);
         std::vector<double> all(2 * size_t(size), 0.0);  // (time, computing) of every rank

@@ -56,7 +56,6 @@ extern "C" void on_mpi_io_error(MPI_File*, int* code, ...) {
   if (g_open_writer) g_open_writer->mpi_io_failed(why);
 }
 
-
 // {start, count}, or none when a count is 0
 std::vector<Hyperslab> one_box(const std::vector<int64_t>& start, const std::vector<int64_t>& count) {
   for (auto c : count)
@@ -162,9 +161,7 @@ CheckpointWriter::CheckpointWriter(const std::string& path, MPI_Comm comm,
 
 CheckpointWriter::~CheckpointWriter() { close(); }
 
-void CheckpointWriter::mpi_io_failed(const std::string& why) {
-  write_failed("MPI-IO on " + path_ + " failed: " + why);
-}
+void CheckpointWriter::mpi_io_failed(const std::string& why) { write_failed("MPI-IO on " + path_ + " failed: " + why); }
 
 void CheckpointWriter::fail(const std::string& what) {
   if (!error_.empty()) return;
@@ -192,8 +189,9 @@ hid_t CheckpointWriter::group_for(const std::string& name) {
   if (parent == "/") return H5Gopen2(file_, "/", H5P_DEFAULT);
   hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
   H5Pset_create_intermediate_group(lcpl, 1);
-  hid_t g = H5Lexists(file_, parent.c_str(), H5P_DEFAULT) > 0 ? H5Gopen2(file_, parent.c_str(), H5P_DEFAULT)
-                                                               : H5Gcreate2(file_, parent.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t g = H5Lexists(file_, parent.c_str(), H5P_DEFAULT) > 0
+                ? H5Gopen2(file_, parent.c_str(), H5P_DEFAULT)
+                : H5Gcreate2(file_, parent.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT);
   H5Pclose(lcpl);
   return g;
 }

@@ -1,8 +1,9 @@
 #pragma once
 // One checkpoint = one HDF5 file, written collectively by all ranks with parallel HDF5
 // (MPI-IO, collective transfers). Each tensor is one *global* dataset (full logical
-// shape, float32, chunked, Fletcher32 checksum); every rank writes a hyperslab of it. Readers may use any number of ranks: they read what they need of the global
-// datasets. Attributes on the root group carry scalars and strings (step, deck, layout).
+// shape, float32, chunked, Fletcher32 checksum); every rank writes a hyperslab of it. Readers may use any number of
+// ranks: they read what they need of the global datasets. Attributes on the root group carry scalars and strings (step,
+// deck, layout).
 //
 // This level knows files and tensors, not models: src/train maps parameters to names.
 #include <hdf5.h>

@@ -67,14 +67,15 @@ CheckpointPublisher::Written CheckpointPublisher::publish(const TrainState& stat
     if (ending) return;
     ending = true;
     dir_.discard(step);
-    std::fprintf(stderr, "strata: error: checkpoint %s not published: rank %d: %s; a failed collective write "
-                         "cannot be undone, so the job ends%s\n", name.c_str(), rank_, why.c_str(), still().c_str());
+    std::fprintf(stderr,
+                 "strata: error: checkpoint %s not published: rank %d: %s; a failed collective write "
+                 "cannot be undone, so the job ends%s\n",
+                 name.c_str(), rank_, why.c_str(), still().c_str());
     abort_job(world_, kExitIoError);
   };
   const double t1 = Timers::now();
   phase([&] {
-    write_model_checkpoint(dir_.temp_path(step), world_, place, params, state, deck, layout,
-                           pause_midway, end_job);
+    write_model_checkpoint(dir_.temp_path(step), world_, place, params, state, deck, layout, pause_midway, end_job);
   });
   const double t2 = Timers::now();
   double read_back = 0;

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_dir.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
-#include "checkpoint/checkpoint_dir.hpp"
 #include "model/param_store.hpp"
-#include "checkpoint/model_checkpoint.hpp"
 
 namespace strata {
 
@@ -45,8 +45,8 @@ class CheckpointPublisher {
   MPI_Comm world_;
   int rank_ = 0;
   int64_t keep_;
-  std::string protect_;            // path, or ""
-  std::vector<int64_t> written_;   // steps this run published, in order
+  std::string protect_;           // path, or ""
+  std::vector<int64_t> written_;  // steps this run published, in order
 };
 
 }  // namespace strata

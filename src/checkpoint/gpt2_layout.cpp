@@ -12,13 +12,18 @@ struct BlockName {
   const char* llmc;
   bool transposed;
 };
-constexpr BlockName kBlock[] = {
-    {"ln1.weight", "ln_1.weight", "ln1w", false},          {"ln1.bias", "ln_1.bias", "ln1b", false},
-    {"attn.qkv.weight", "attn.c_attn.weight", "qkvw", true}, {"attn.qkv.bias", "attn.c_attn.bias", "qkvb", false},
-    {"attn.proj.weight", "attn.c_proj.weight", "attprojw", true}, {"attn.proj.bias", "attn.c_proj.bias", "attprojb", false},
-    {"ln2.weight", "ln_2.weight", "ln2w", false},          {"ln2.bias", "ln_2.bias", "ln2b", false},
-    {"mlp.fc.weight", "mlp.c_fc.weight", "fcw", true},     {"mlp.fc.bias", "mlp.c_fc.bias", "fcb", false},
-    {"mlp.proj.weight", "mlp.c_proj.weight", "fcprojw", true}, {"mlp.proj.bias", "mlp.c_proj.bias", "fcprojb", false}};
+constexpr BlockName kBlock[] = {{"ln1.weight", "ln_1.weight", "ln1w", false},
+                                {"ln1.bias", "ln_1.bias", "ln1b", false},
+                                {"attn.qkv.weight", "attn.c_attn.weight", "qkvw", true},
+                                {"attn.qkv.bias", "attn.c_attn.bias", "qkvb", false},
+                                {"attn.proj.weight", "attn.c_proj.weight", "attprojw", true},
+                                {"attn.proj.bias", "attn.c_proj.bias", "attprojb", false},
+                                {"ln2.weight", "ln_2.weight", "ln2w", false},
+                                {"ln2.bias", "ln_2.bias", "ln2b", false},
+                                {"mlp.fc.weight", "mlp.c_fc.weight", "fcw", true},
+                                {"mlp.fc.bias", "mlp.c_fc.bias", "fcb", false},
+                                {"mlp.proj.weight", "mlp.c_proj.weight", "fcprojw", true},
+                                {"mlp.proj.bias", "mlp.c_proj.bias", "fcprojb", false}};
 constexpr std::pair<const char*, std::pair<const char*, const char*>> kOuter[] = {
     {"wte", {"transformer.wte.weight", "wte"}},
     {"wpe", {"transformer.wpe.weight", "wpe"}},
@@ -60,7 +65,8 @@ int64_t matrix_rows(const std::string& strata_name, const std::vector<int64_t>& 
 }
 
 std::string gpt2_export_refusal(const ModelConfig& m) {
-  if (m.kind != ModelKind::GPT) return "it holds a model of kind \"" + to_string(m.kind) + "\", and GPT-2's formats hold GPTs";
+  if (m.kind != ModelKind::GPT)
+    return "it holds a model of kind \"" + to_string(m.kind) + "\", and GPT-2's formats hold GPTs";
   if (m.moe_experts > 0)
     return "its model has mixture-of-experts layers (model.moe_experts = " + std::to_string(m.moe_experts) +
            "), which GPT-2's formats have no place for";
@@ -73,8 +79,8 @@ std::string hf_config_json(const ModelConfig& m, const std::string& torch_dtype)
   const auto n = [](int64_t v) { return std::to_string(v); };
   return std::string("{\n") + "  \"architectures\": [\"GPT2LMHeadModel\"],\n" + "  \"model_type\": \"gpt2\",\n" +
          "  \"vocab_size\": " + n(m.vocab_size) + ",\n" + "  \"n_positions\": " + n(m.seq_len) + ",\n" +
-         "  \"n_ctx\": " + n(m.seq_len) + ",\n" + "  \"n_embd\": " + n(m.n_embd) + ",\n" + "  \"n_layer\": " +
-         n(m.n_layer) + ",\n" + "  \"n_head\": " + n(m.n_head) + ",\n" + "  \"n_inner\": null,\n" +
+         "  \"n_ctx\": " + n(m.seq_len) + ",\n" + "  \"n_embd\": " + n(m.n_embd) + ",\n" +
+         "  \"n_layer\": " + n(m.n_layer) + ",\n" + "  \"n_head\": " + n(m.n_head) + ",\n" + "  \"n_inner\": null,\n" +
          "  \"activation_function\": \"gelu_new\",\n" + "  \"layer_norm_epsilon\": 1e-05,\n" +
          "  \"initializer_range\": " + eps + ",\n" + "  \"resid_pdrop\": 0.0,\n" + "  \"embd_pdrop\": 0.0,\n" +
          "  \"attn_pdrop\": 0.0,\n" + "  \"scale_attn_weights\": true,\n" + "  \"tie_word_embeddings\": true,\n" +

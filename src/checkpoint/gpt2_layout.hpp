@@ -14,9 +14,9 @@ namespace strata {
 
 // One of strata's tensors as another format stores it.
 struct ForeignTensor {
-  std::string name;        // "transformer.h.3.attn.c_attn.weight", or llm.c's "qkvw"
-  int64_t layer = -1;      // llm.c: the block's slice of a tensor stacked over layers (-1: not stacked)
-  bool transposed = false; // stored [out, in] where strata has [in, out] (llm.c's weights)
+  std::string name;         // "transformer.h.3.attn.c_attn.weight", or llm.c's "qkvw"
+  int64_t layer = -1;       // llm.c: the block's slice of a tensor stacked over layers (-1: not stacked)
+  bool transposed = false;  // stored [out, in] where strata has [in, out] (llm.c's weights)
 };
 
 // strata's global name -> Hugging Face's (with the "transformer." prefix) or llm.c's;

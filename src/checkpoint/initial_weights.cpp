@@ -37,11 +37,13 @@ Format sniff(const TensorFileReader& f) {
   if (n >= 4) std::memcpy(&magic, head, 4);
   if (magic == kLlmcModelMagic) return Format::Llmc;
   if (magic == 20240520)
-    throw UserError(f.path() + ": model.init_from names an llm.c token shard (magic 20240520), not a model file "
-                               "(magic 20240326)");
+    throw UserError(f.path() +
+                    ": model.init_from names an llm.c token shard (magic 20240520), not a model file "
+                    "(magic 20240326)");
   if (n >= 9 && head[8] == '{') return Format::HF;
-  throw UserError(f.path() + ": model.init_from names a file that is neither safetensors, an llm.c model file nor "
-                             "a strata checkpoint (by its first bytes)");
+  throw UserError(f.path() +
+                  ": model.init_from names a file that is neither safetensors, an llm.c model file nor "
+                  "a strata checkpoint (by its first bytes)");
 }
 
 // A Hugging Face folder's config.json against the deck's model (when the folder has one).
@@ -54,7 +56,8 @@ void check_hf_config(const std::string& path, const ModelConfig& m) {
   const auto need = [&](const char* key, int64_t deck_value, const char* deck_key) {
     const JsonValue* v = cfg.find(key);
     if (v && v->is_integer() && v->integer() != deck_value)
-      throw UserError(path + ": " + key + " = " + v->text + ", the deck's " + deck_key + " = " + std::to_string(deck_value));
+      throw UserError(path + ": " + key + " = " + v->text + ", the deck's " + deck_key + " = " +
+                      std::to_string(deck_value));
   };
   need("n_layer", m.n_layer, "model.n_layer");
   need("n_embd", m.n_embd, "model.n_embd");
@@ -63,7 +66,8 @@ void check_hf_config(const std::string& path, const ModelConfig& m) {
   need("vocab_size", m.vocab_size, "model.vocab_size");
   if (const JsonValue* t = cfg.find("model_type"); t && t->text != "gpt2")
     throw UserError(path + ": model_type \"" + t->text + "\" is not \"gpt2\"");
-  if (const JsonValue* a = cfg.find("activation_function"); a && a->text != "gelu_new" && a->text != "gelu_pytorch_tanh")
+  if (const JsonValue* a = cfg.find("activation_function");
+      a && a->text != "gelu_new" && a->text != "gelu_pytorch_tanh")
     throw UserError(path + ": activation_function \"" + a->text + "\": strata's GPT has GELU's tanh form (gelu_new)");
   if (const JsonValue* e = cfg.find("layer_norm_epsilon"); e && e->kind == JsonValue::Kind::Number && e->number != 1e-5)
     throw UserError(path + ": layer_norm_epsilon = " + e->text + ", strata's layer norms use 1e-05");
@@ -117,8 +121,10 @@ void read_box(const TensorFileReader& f, const ParamInfo& p, const Stored& s, in
   float* o = out;
   for (int64_t r = r0; r < r1; ++r)
     for (const auto& [c, n] : runs) {
-      if (r < real1) std::memcpy(o, block.data() + (r - r0) * width + (c - k0), size_t(n) * sizeof(float));
-      else std::fill(o, o + n, 0.0f);
+      if (r < real1)
+        std::memcpy(o, block.data() + (r - r0) * width + (c - k0), size_t(n) * sizeof(float));
+      else
+        std::fill(o, o + n, 0.0f);
       o += n;
     }
 }
@@ -156,8 +162,8 @@ std::vector<Stored> hf_layout(const std::string& path, const SafetensorsFile& fi
       for (const auto& s : out) mine = mine || s.t.name == t.name;
       if (!mine && first.empty()) first = t.name;
     }
-    note = "; " + std::to_string(int64_t(file.tensors.size()) - used) + " tensors the model does not use (e.g. " + first +
-           ") left aside";
+    note = "; " + std::to_string(int64_t(file.tensors.size()) - used) + " tensors the model does not use (e.g. " +
+           first + ") left aside";
   }
   return out;
 }
@@ -167,9 +173,11 @@ std::vector<Stored> llmc_layout(const std::string& path, const LlmcModelHeader& 
                                 const ParamStore<float>& store) {
   if (h.vocab != m.vocab_size)
     throw UserError(path + ": tensor wte holds a vocabulary of V = " + std::to_string(h.vocab) + " (padded to " +
-                    std::to_string(h.padded_vocab) + "), the deck's model.vocab_size is " + std::to_string(m.vocab_size));
+                    std::to_string(h.padded_vocab) + "), the deck's model.vocab_size is " +
+                    std::to_string(m.vocab_size));
   if (h.heads != m.n_head)
-    throw UserError(path + ": the file's NH = " + std::to_string(h.heads) + ", the deck's model.n_head = " + std::to_string(m.n_head));
+    throw UserError(path + ": the file's NH = " + std::to_string(h.heads) +
+                    ", the deck's model.n_head = " + std::to_string(m.n_head));
   // the deck's model as an llm.c header: its tensors' shapes are what the file's must be
   LlmcModelHeader want = h;
   want.max_t = m.seq_len;

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "core/error.hpp"
 
 namespace strata {
 
@@ -53,9 +53,10 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
       }
       values += n;
       out << "  " << full << "  " << shape_text << "  " << status << "\n";
-      const bool expert_weight = group == std::string("/params") && shape.size() == 3 &&
-                                 (name.size() > 14 && (name.compare(name.size() - 14, 14, ".moe.fc.weight") == 0 ||
-                                                       (name.size() > 16 && name.compare(name.size() - 16, 16, ".moe.proj.weight") == 0)));
+      const bool expert_weight =
+          group == std::string("/params") && shape.size() == 3 &&
+          (name.size() > 14 && (name.compare(name.size() - 14, 14, ".moe.fc.weight") == 0 ||
+                                (name.size() > 16 && name.compare(name.size() - 16, 16, ".moe.proj.weight") == 0)));
       if (expert_weight) {
         std::vector<double> norms(size_t(shape[0]), 0.0);
         const int64_t slot = n / shape[0];

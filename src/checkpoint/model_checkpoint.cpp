@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "checkpoint/checkpoint_file.hpp"
 #include "comm/control.hpp"
 #include "core/error.hpp"
-#include "checkpoint/checkpoint_file.hpp"
 
 namespace strata {
 namespace {
@@ -57,18 +57,21 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
 
   CheckpointWriter w(path, comm, on_write_failure);
   // a rank that could not create the file would skip the collective calls the others make
-  if (!min_over(comm, w.error().empty() ? 1 : 0)) throw IoError(w.error().empty() ? "another rank could not create " + path : w.error());
+  if (!min_over(comm, w.error().empty() ? 1 : 0))
+    throw IoError(w.error().empty() ? "another rank could not create " + path : w.error());
   int64_t bytes = 0;
   const auto& infos = store.infos();
   for (size_t i = 0; i < infos.size(); ++i) {
     if (pause_midway && i == infos.size() / 2) {
-      if (rank == 0) std::fprintf(stderr, "strata: test hook: pausing inside the checkpoint write of %s\n", path.c_str());
+      if (rank == 0)
+        std::fprintf(stderr, "strata: test hook: pausing inside the checkpoint write of %s\n", path.c_str());
       std::fflush(stderr);
       ::sleep(600);
     }
     const auto& p = infos[i];
     // The holders of this shard split its rows of dimension 0: holder h writes block h.
-    const int64_t data_size = p.expert ? place.expert_size : place.size, data_rank = p.expert ? place.expert_rank : place.rank;
+    const int64_t data_size = p.expert ? place.expert_size : place.size,
+                  data_rank = p.expert ? place.expert_rank : place.rank;
     const int64_t holders = data_size * p.replicas, me = data_rank * p.replicas + p.replica;
     const int64_t rows = p.count[0], row_size = rows > 0 ? p.numel / rows : 0;  // 0 rows: held elsewhere
     const int64_t begin = rows * me / holders, end = rows * (me + 1) / holders;
@@ -113,12 +116,14 @@ int64_t checkpoint_bytes(const ParamStore<float>& store) {
 std::string check_checkpoint_file(const std::string& path, const ParamStore<float>& store, int64_t step) {
   try {
     CheckpointReader r(path);
-    if (r.string_attribute("format") != kCheckpointFormat) return "it is not of format " + std::string(kCheckpointFormat);
+    if (r.string_attribute("format") != kCheckpointFormat)
+      return "it is not of format " + std::string(kCheckpointFormat);
     if (step >= 0 && r.int_attribute("step") != step)
       return "its step attribute is " + std::to_string(r.int_attribute("step")) + ", not " + std::to_string(step);
     for (const auto& p : store.infos())
       for (const char* g : kGroups)
-        if (!r.has_tensor(g + p.name) || r.shape(g + p.name) != p.shape) return "tensor " + std::string(g) + p.name + " is missing or misshapen";
+        if (!r.has_tensor(g + p.name) || r.shape(g + p.name) != p.shape)
+          return "tensor " + std::string(g) + p.name + " is missing or misshapen";
   } catch (const StrataError& e) {
     return e.what();
   }
@@ -142,7 +147,8 @@ void check_readable(const CheckpointReader& r, const ParamStore<float>& store, i
     throw UserError("'" + path + "' is not a strata checkpoint (no format attribute)");
   }
   if (format != kCheckpointFormat)
-    throw UserError("'" + path + "' has checkpoint format '" + format + "', this strata reads '" + kCheckpointFormat + "'");
+    throw UserError("'" + path + "' has checkpoint format '" + format + "', this strata reads '" + kCheckpointFormat +
+                    "'");
   for (const auto& p : store.infos())
     for (int g = 0; g < groups; ++g) {
       const std::string name = kGroups[g] + p.name;
@@ -162,8 +168,8 @@ std::string read_checkpoint_params(const std::string& path, ParamStore<float>& s
   check_readable(r, store, 1);
   const Deck written = parse_deck(r.string_attribute("deck"), path + " (its deck)");
   if (written.model.kind == ModelKind::GPT && written.model.n_head != n_head)
-    throw UserError("checkpoint '" + path + "' was written with model.n_head = " + std::to_string(written.model.n_head) +
-                    ", the deck has " + std::to_string(n_head));
+    throw UserError("checkpoint '" + path + "' was written with model.n_head = " +
+                    std::to_string(written.model.n_head) + ", the deck has " + std::to_string(n_head));
   auto host = Kokkos::create_mirror_view(store.params());
   for (const auto& p : store.infos())
     if (p.numel > 0) r.read_tensor(kGroups[0] + p.name, p.start, p.count, host.data() + p.offset);

@@ -22,10 +22,10 @@ struct TrainState {
   int64_t step = 0;         // optimizer steps completed
   int64_t optim_steps = 0;  // AdamW's update count (bias correction)
   int64_t tokens_seen = 0;
-  double val_loss = 0;      // validation loss at this step (NaN if not computed)
-  std::string deck;         // read_model_checkpoint: the resolved deck the checkpoint was written with
-  std::string tokenizer;    // the data's SentencePiece model, as /tokenizer/model ("": none)
-  std::string init_from;    // where the run's first weights came from (model.init_from; "": its seed)
+  double val_loss = 0;    // validation loss at this step (NaN if not computed)
+  std::string deck;       // read_model_checkpoint: the resolved deck the checkpoint was written with
+  std::string tokenizer;  // the data's SentencePiece model, as /tokenizer/model ("": none)
+  std::string init_from;  // where the run's first weights came from (model.init_from; "": its seed)
 };
 
 // The SentencePiece model a checkpoint carries ("" when it has none: byte-level or random
@@ -45,12 +45,12 @@ struct ReplicaPlace {
 
 // Collective over comm (every rank of the run). Each rank holds shards (ParamInfo::start,
 // count); the ranks that hold the same shard (its tensor-group replicas times the data
-// replicas, or for an expert's parameter its expert replicas: `place`) split its rows between them, so every value is written
-// once; with ZeRO-1 each data rank writes the moments it keeps (ParamStore::shard_moments). If pause_midway, sleeps for a long time after half the tensors (a test hook: a
-// test kills the job inside the write). Returns bytes of (global) tensor data. A failed
-// flush or close throws IoError on the ranks that saw it, after every collective call was
-// made (the caller agrees on the outcome and discards the file); a failed tensor or
-// attribute write calls on_write_failure (CheckpointWriter says why it cannot be agreed).
+// replicas, or for an expert's parameter its expert replicas: `place`) split its rows between them, so every value is
+// written once; with ZeRO-1 each data rank writes the moments it keeps (ParamStore::shard_moments). If pause_midway,
+// sleeps for a long time after half the tensors (a test hook: a test kills the job inside the write). Returns bytes of
+// (global) tensor data. A failed flush or close throws IoError on the ranks that saw it, after every collective call
+// was made (the caller agrees on the outcome and discards the file); a failed tensor or attribute write calls
+// on_write_failure (CheckpointWriter says why it cannot be agreed).
 int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const ReplicaPlace& place,
                                ParamStore<float>& store, const TrainState& state, const Deck& deck,
                                const std::string& layout, bool pause_midway = false,

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <ctime>
 
+#include "checkpoint/checkpoint_dir.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/error.hpp"
-#include "checkpoint/checkpoint_dir.hpp"
-#include "checkpoint/model_checkpoint.hpp"
 
 namespace strata {
 namespace {
@@ -20,8 +20,10 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-RestartPoint decide(const std::string& restart, bool fresh, const std::string& run_dir, const ParamStore<float>& params) {
-  if (fresh && !restart.empty()) throw UserError("--fresh starts over; it cannot be combined with --restart " + restart);
+RestartPoint decide(const std::string& restart, bool fresh, const std::string& run_dir,
+                    const ParamStore<float>& params) {
+  if (fresh && !restart.empty())
+    throw UserError("--fresh starts over; it cannot be combined with --restart " + restart);
   if (restart.empty() || restart == "latest") {
     if (run_dir.empty()) {
       if (restart == "latest") throw UserError("--restart latest needs the run directory (outputs are off)");
@@ -55,7 +57,8 @@ RestartPoint decide(const std::string& restart, bool fresh, const std::string& r
     const std::string path = dir.final_path(*it);
     const std::string problem = check_checkpoint_file(path, params, *it);
     if (problem.empty())
-      return {path, why + ": restarting from the newest checkpoint that checks out, " + CheckpointDirectory::file_name(*it) +
+      return {path, why + ": restarting from the newest checkpoint that checks out, " +
+                        CheckpointDirectory::file_name(*it) +
                         (rejected.empty() ? "" : " (passed over:" + rejected + ")")};
     rejected += " " + CheckpointDirectory::file_name(*it) + ": " + problem + ";";
   }

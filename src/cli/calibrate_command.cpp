@@ -14,8 +14,9 @@ class CalibrateCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
     auto* sub = app.add_subcommand(
-        "calibrate", "measure this machine's GEMM rate at a deck's shapes, memory bandwidth and MPI costs (alpha, "
-                     "beta) and write a machine file for the planner; run with the ranks of one node");
+        "calibrate",
+        "measure this machine's GEMM rate at a deck's shapes, memory bandwidth and MPI costs (alpha, "
+        "beta) and write a machine file for the planner; run with the ranks of one node");
     deck_.add_to(*sub, "deck file (TOML): the model whose shapes to measure");
     sub->add_option("--out", out_, "machine file to write (default: print it)");
     sub->add_option("--name", name_, "the machine's name in the file");

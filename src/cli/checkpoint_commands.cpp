@@ -17,7 +17,8 @@ namespace {
 class InspectCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    auto* sub = app.add_subcommand("inspect", "print a checkpoint's step, layout, deck and tensors, verifying checksums");
+    auto* sub =
+        app.add_subcommand("inspect", "print a checkpoint's step, layout, deck and tensors, verifying checksums");
     sub->add_option("checkpoint", path_, "checkpoint file (.h5)")->required();
     return sub;
   }
@@ -58,8 +59,9 @@ class ExportCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
     auto* sub = app.add_subcommand(
-        "export", "write a GPT checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors) or an llm.c "
-                  "model file (docs/interop.md)");
+        "export",
+        "write a GPT checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors) or an llm.c "
+        "model file (docs/interop.md)");
     sub->add_option("checkpoint", path_, "checkpoint file (.h5)")->required();
     sub->add_option("out", opts_.out, "the folder (hf) or file (llmc) to write; must not exist, or be an empty folder")
         ->required();

@@ -67,16 +67,19 @@ std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t
 std::string export_readme(const std::string& checkpoint, int64_t step, const Deck& deck, bool tokenizer) {
   std::string ids;
   if (tokenizer)
-    ids = "Token ids are those of `tokenizer.model`, the SentencePiece model the run's data was tokenized with "
-          "(load it with `sentencepiece.SentencePieceProcessor(model_file=\"tokenizer.model\")`). It is not a "
-          "Hugging Face tokenizer: encode text with SentencePiece and pass the ids to the model.\n";
+    ids =
+        "Token ids are those of `tokenizer.model`, the SentencePiece model the run's data was tokenized with "
+        "(load it with `sentencepiece.SentencePieceProcessor(model_file=\"tokenizer.model\")`). It is not a "
+        "Hugging Face tokenizer: encode text with SentencePiece and pass the ids to the model.\n";
   else if (deck.data.kind == DataKind::Text)
-    ids = "The model is byte-level: token id b (0-255) is the byte b of UTF-8 text, and ids from 256 up (if any) "
-          "never occur in its data. Encode text as `list(text.encode(\"utf-8\"))`; decode with "
-          "`bytes(ids).decode(\"utf-8\", errors=\"replace\")`.\n";
+    ids =
+        "The model is byte-level: token id b (0-255) is the byte b of UTF-8 text, and ids from 256 up (if any) "
+        "never occur in its data. Encode text as `list(text.encode(\"utf-8\"))`; decode with "
+        "`bytes(ids).decode(\"utf-8\", errors=\"replace\")`.\n";
   else
-    ids = "The checkpoint carries no tokenizer: token ids are those of the token shards it was trained on (for "
-          "llm.c's GPT-2 shards, GPT-2's BPE: tiktoken's \"gpt2\" encoding, or Hugging Face's \"gpt2\" tokenizer).\n";
+    ids =
+        "The checkpoint carries no tokenizer: token ids are those of the token shards it was trained on (for "
+        "llm.c's GPT-2 shards, GPT-2's BPE: tiktoken's \"gpt2\" encoding, or Hugging Face's \"gpt2\" tokenizer).\n";
   return "# A strata model as a Hugging Face GPT-2\n\nExported by `strata export` from `" + checkpoint + "` (step " +
          std::to_string(step) + ").\n\n" +
          "Load it with `transformers.GPT2LMHeadModel.from_pretrained(\"<this folder>\")`.\n\n" + ids +
@@ -90,8 +93,10 @@ std::string export_hf(const std::string& checkpoint, const CheckpointTensors& ck
   const auto& m = deck.model;
   struct stat st {};
   if (::stat(opts.out.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) throw UserError(opts.out + " exists and is not a folder: strata export --format hf writes a folder");
-    if (!fs::is_empty(opts.out)) throw UserError(opts.out + " exists and is not empty: strata export will not write into it");
+    if (!S_ISDIR(st.st_mode))
+      throw UserError(opts.out + " exists and is not a folder: strata export --format hf writes a folder");
+    if (!fs::is_empty(opts.out))
+      throw UserError(opts.out + " exists and is not empty: strata export will not write into it");
   }
   const std::string tmp = opts.out + ".partial-" + std::to_string(::getpid());
   const std::string tok = read_checkpoint_tokenizer(checkpoint);
@@ -129,9 +134,8 @@ std::string export_hf(const std::string& checkpoint, const CheckpointTensors& ck
     throw;
   }
   return strfmt("strata export: %s (config.json, model.safetensors: %zu tensors in %s%s) from step %lld of %s",
-                opts.out.c_str(), names.size(), dtype_name(dtype),
-                tok.empty() ? "" : ", tokenizer.model", (long long)step,
-                checkpoint.c_str());
+                opts.out.c_str(), names.size(), dtype_name(dtype), tok.empty() ? "" : ", tokenizer.model",
+                (long long)step, checkpoint.c_str());
 }
 
 std::string export_llmc(const std::string& checkpoint, const CheckpointTensors& ck, const Deck& deck,
@@ -206,7 +210,8 @@ std::string export_model(const std::string& checkpoint, const ExportOptions& giv
     throw UserError("'" + checkpoint + "' is not a strata checkpoint (no format attribute)");
   }
   if (format != kCheckpointFormat)
-    throw UserError("'" + checkpoint + "' has checkpoint format '" + format + "', this strata reads '" + kCheckpointFormat + "'");
+    throw UserError("'" + checkpoint + "' has checkpoint format '" + format + "', this strata reads '" +
+                    kCheckpointFormat + "'");
   const Deck deck = parse_deck(ck.reader().string_attribute("deck"), checkpoint + " (its deck)");
   if (const std::string why = gpt2_export_refusal(deck.model); !why.empty())
     throw UserError("strata export: " + checkpoint + " cannot be written as GPT-2: " + why);

@@ -9,9 +9,9 @@
 namespace strata {
 
 struct ExportOptions {
-  std::string format;           // "hf" or "llmc"
-  std::string out;              // a folder (hf) or a file (llmc)
-  std::string dtype = "fp32";   // "fp32" or "bf16" (rounded to nearest even)
+  std::string format;          // "hf" or "llmc"
+  std::string out;             // a folder (hf) or a file (llmc)
+  std::string dtype = "fp32";  // "fp32" or "bf16" (rounded to nearest even)
 };
 
 // Written whole or not at all: into a temporary folder or file beside `out`, fsynced, then

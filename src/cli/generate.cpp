@@ -4,14 +4,14 @@
 #include <cmath>
 #include <optional>
 
+#include "checkpoint/checkpoint_file.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "core/deck.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "checkpoint/checkpoint_file.hpp"
+#include "data/deck_data.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
-#include "checkpoint/model_checkpoint.hpp"
-#include "data/deck_data.hpp"
 
 namespace strata {
 
@@ -20,7 +20,9 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
   const Deck deck = parse_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
   const auto& m = deck.model;
-  if (m.kind != ModelKind::GPT) throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + to_string(m.kind) + "\", not a GPT");
+  if (m.kind != ModelKind::GPT)
+    throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + to_string(m.kind) +
+                    "\", not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
   whole.parallel = ParallelConfig{};
   const auto made = as_gpt(make_model(whole));
@@ -49,7 +51,8 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
     }
   } else {
     for (unsigned char ch : opts.prompt) {
-      if (int64_t(ch) >= m.vocab_size) throw UserError("the prompt has byte " + std::to_string(ch) + " outside the vocabulary");
+      if (int64_t(ch) >= m.vocab_size)
+        throw UserError("the prompt has byte " + std::to_string(ch) + " outside the vocabulary");
       context.push_back(ch);
     }
     if (context.empty()) context.push_back(m.vocab_size > '\n' ? '\n' : 0);

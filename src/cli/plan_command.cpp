@@ -29,8 +29,9 @@ class PlanCommand : public Command {
 
   int run(int rank) override {
     if (schedule_ == (ranks_ > 0))
-      throw UserError("strata plan: say what to plan: --schedule (the deck's pipeline schedule) or --ranks N "
-                      "(the best layout for N ranks)");
+      throw UserError(
+          "strata plan: say what to plan: --schedule (the deck's pipeline schedule) or --ranks N "
+          "(the best layout for N ranks)");
     if (schedule_) {
       const Deck deck = load_deck(deck_.path, deck_.overrides);
       if (rank == 0) print_schedule_plan(deck, std::cout);
@@ -41,7 +42,8 @@ class PlanCommand : public Command {
                                        "parallel.tensor_cols=1", "parallel.micro_batches=1", "parallel.expert=1"};
     serial.insert(serial.end(), deck_.overrides.begin(), deck_.overrides.end());
     const Deck deck = load_deck(deck_.path, serial);
-    if (deck.model.kind != ModelKind::GPT) throw UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
+    if (deck.model.kind != ModelKind::GPT)
+      throw UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
     const MachineFile machine = read_machine_file(machine_);
     if (rank == 0) print_layout_plan(deck, ranks_, machine, std::cout, top_);
     return kExitOk;

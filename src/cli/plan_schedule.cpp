@@ -28,7 +28,8 @@ void print_schedule_plan(const Deck& deck, std::ostream& out) {
     out << strfmt(" (formula (p-1)/(m+p-1) = %.4f)", p1 / (m + p1));
   if (p.schedule == Schedule::Interleaved && m > stages)
     out << strfmt(" (formula (p-1)/(v m+p-1) = %.4f)", p1 / (double(p.virtual_stages) * m + p1));
-  const bool zb_formula = (p.schedule == Schedule::ZBH1 && m >= stages) || (p.schedule == Schedule::ZBH2 && m >= 2 * stages - 1);
+  const bool zb_formula =
+      (p.schedule == Schedule::ZBH1 && m >= stages) || (p.schedule == Schedule::ZBH2 && m >= 2 * stages - 1);
   if (zb_formula) out << strfmt(" (formula (p-1)(F+I-W)/(m(F+I+W)+(p-1)(F+I-W)) = %.4f)", p1 / (3.0 * m + p1));
   out << "\nmicro-batches in flight per stage:";
   for (int v : sim.peak_in_flight) out << " " << v;

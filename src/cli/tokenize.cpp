@@ -14,10 +14,10 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
+#include "data/deck_data.hpp"
 #include "io/text_dataset.hpp"
 #include "io/token_shard.hpp"
 #include "io/tokenizer.hpp"
-#include "data/deck_data.hpp"
 
 namespace strata {
 namespace {
@@ -102,7 +102,8 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
   std::vector<std::string> files;
   std::string model;  // the tokenizer's bytes
   agreed(comm, [&] {
-    if (deck.model.kind != ModelKind::GPT) throw UserError("strata tokenize: model.kind = \"gpt\" only (the residual network reads images)");
+    if (deck.model.kind != ModelKind::GPT)
+      throw UserError("strata tokenize: model.kind = \"gpt\" only (the residual network reads images)");
     if (out.empty()) throw UserError("data.token_dir: strata tokenize needs the folder to write the token shards to");
     if (d.files.empty()) throw UserError("data.files: strata tokenize needs the text files to encode");
     std::error_code ec;
@@ -113,9 +114,10 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
     files = TextDataset::expand(d.files);
     if (!d.tokenizer.empty()) model = deck_tokenizer(deck)->serialized();  // checked against model.vocab_size
   });
-  log.info(d.tokenizer.empty() ? strfmt("strata tokenize: training a %s tokenizer of %lld pieces on %zu files",
-                                        to_string(d.tokenizer_type).c_str(), (long long)deck.model.vocab_size, files.size())
-                               : "strata tokenize: encoding with " + d.tokenizer);
+  log.info(d.tokenizer.empty()
+               ? strfmt("strata tokenize: training a %s tokenizer of %lld pieces on %zu files",
+                        to_string(d.tokenizer_type).c_str(), (long long)deck.model.vocab_size, files.size())
+               : "strata tokenize: encoding with " + d.tokenizer);
   // the tokenizer: one rank trains it, every rank gets its bytes
   const double t0 = Timers::now();
   agreed(comm, [&] {

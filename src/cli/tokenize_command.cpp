@@ -13,8 +13,9 @@ class TokenizeCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
     auto* sub = app.add_subcommand(
-        "tokenize", "train a SentencePiece tokenizer on a deck's data.files (or use data.tokenizer) and write the "
-                    "corpus as token shards into data.token_dir, for data.kind = \"tokens\"; any number of ranks");
+        "tokenize",
+        "train a SentencePiece tokenizer on a deck's data.files (or use data.tokenizer) and write the "
+        "corpus as token shards into data.token_dir, for data.kind = \"tokens\"; any number of ranks");
     deck_.add_to(*sub);
     return sub;
   }
@@ -27,16 +28,17 @@ class TokenizeCommand : public Command {
     const Log log(rank);
     const auto r = tokenize_corpus(deck, MPI_COMM_WORLD, log);
     if (r.shards_not_reproduced > 0)
-      log.warn(strfmt("%lld of %lld shards do not decode back to their text exactly: the tokenizer normalizes "
-                      "text (bits per byte count the decoded text)",
-                      (long long)r.shards_not_reproduced, (long long)r.shards));
-    log.info(strfmt("strata tokenize: %lld files, %lld bytes of text -> %lld tokens (%.3f bytes/token) in %lld "
-                    "shard%s; vocabulary %lld%s; encoded in %.1f s on %d rank%s; wrote %s",
-                    (long long)r.files, (long long)r.text_bytes, (long long)r.tokens,
-                    double(r.text_bytes) / double(std::max<int64_t>(r.tokens, 1)), (long long)r.shards,
-                    r.shards == 1 ? "" : "s", (long long)r.vocab,
-                    deck.data.tokenizer.empty() ? strfmt(" (trained in %.1f s)", r.train_seconds).c_str() : "",
-                    r.encode_seconds, ranks, ranks == 1 ? "" : "s", deck.data.token_dir.c_str()));
+      log.warn(
+          strfmt("%lld of %lld shards do not decode back to their text exactly: the tokenizer normalizes "
+                 "text (bits per byte count the decoded text)",
+                 (long long)r.shards_not_reproduced, (long long)r.shards));
+    log.info(strfmt(
+        "strata tokenize: %lld files, %lld bytes of text -> %lld tokens (%.3f bytes/token) in %lld "
+        "shard%s; vocabulary %lld%s; encoded in %.1f s on %d rank%s; wrote %s",
+        (long long)r.files, (long long)r.text_bytes, (long long)r.tokens,
+        double(r.text_bytes) / double(std::max<int64_t>(r.tokens, 1)), (long long)r.shards, r.shards == 1 ? "" : "s",
+        (long long)r.vocab, deck.data.tokenizer.empty() ? strfmt(" (trained in %.1f s)", r.train_seconds).c_str() : "",
+        r.encode_seconds, ranks, ranks == 1 ? "" : "s", deck.data.token_dir.c_str()));
     return kExitOk;
   }
 

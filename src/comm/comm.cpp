@@ -10,9 +10,16 @@
 
 namespace strata {
 namespace {
-template <class T> MPI_Datatype mpi_type();
-template <> MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
-template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
 }  // namespace
 
 Comm::Comm(MPI_Comm comm, CommBackend backend) : comm_(comm) {
@@ -74,8 +81,10 @@ void Comm::start_allreduce_impl(V1<T> buf) {
   if (nccl_) {
     nccl_->allreduce_sum(buf.data(), n, sizeof(T) == sizeof(double), /*wait=*/false);
   } else {
-    if constexpr (sizeof(T) == sizeof(double)) deferred_double_.push_back(buf);
-    else deferred_float_.push_back(buf);
+    if constexpr (sizeof(T) == sizeof(double))
+      deferred_double_.push_back(buf);
+    else
+      deferred_float_.push_back(buf);
   }
   const double dt = MPI_Wtime() - t0;
   count("allreduce_overlapped", n * int64_t(sizeof(T)), wire_factor(Collective::AllReduce, size_), dt);
@@ -128,8 +137,10 @@ template <class T>
 Comm::Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root) {
   const double t0 = MPI_Wtime();
   Request r;
-  if (size_ > 1) MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.r_);
-  else std::copy(host_send, host_send + n, host_recv);
+  if (size_ > 1)
+    MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.r_);
+  else
+    std::copy(host_send, host_send + n, host_recv);
   count("reduce", n * int64_t(sizeof(T)), wire_factor(Collective::Reduce, size_), MPI_Wtime() - t0);
   return r;
 }
@@ -220,7 +231,8 @@ void Comm::alltoallv(V1<const T> send, const std::vector<int64_t>& send_counts, 
   } else {
     auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), send);
     auto hr = Kokkos::create_mirror_view(recv);
-    MPI_Alltoallv(hs.data(), sc.data(), sd.data(), mpi_type<T>(), hr.data(), rc.data(), rd.data(), mpi_type<T>(), comm_);
+    MPI_Alltoallv(hs.data(), sc.data(), sd.data(), mpi_type<T>(), hr.data(), rc.data(), rd.data(), mpi_type<T>(),
+                  comm_);
     Kokkos::deep_copy(recv, hr);
   }
   const int64_t bytes = s_at * int64_t(sizeof(T));
@@ -240,7 +252,8 @@ void Comm::allreduce_sum(std::vector<int64_t>& values) {
   const double t0 = MPI_Wtime();
   if (size_ > 1 && !values.empty())
     MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_INT64_T, MPI_SUM, comm_);
-  count("allreduce", int64_t(values.size() * sizeof(int64_t)), wire_factor(Collective::AllReduce, size_), MPI_Wtime() - t0);
+  count("allreduce", int64_t(values.size() * sizeof(int64_t)), wire_factor(Collective::AllReduce, size_),
+        MPI_Wtime() - t0);
 }
 
 template <class T>
@@ -291,16 +304,16 @@ void Comm::allgather_blocks(V1<T> buf) {
   count("allgather", n * int64_t(sizeof(T)), wire_factor(Collective::AllGather, size_), MPI_Wtime() - t0);
 }
 
-#define STRATA_COMM_INSTANTIATE(T)                                                          \
-  template Comm::Request Comm::start_broadcast<T>(T*, int64_t, int);                         \
-  template Comm::Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int);              \
-  template void Comm::allgather<T>(V1<const T>, V1<T>);                                    \
-  template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                          \
-  template void Comm::reduce_scatter_blocks<T>(V1<T>);                                     \
-  template void Comm::allgather_blocks<T>(V1<T>);                                          \
-  template Comm::Request Comm::start_send<T>(const T*, int64_t, int, int);                   \
-  template Comm::Request Comm::start_recv<T>(T*, int64_t, int, int);                         \
-  template void Comm::alltoall<T>(V1<const T>, V1<T>);                                                       \
+#define STRATA_COMM_INSTANTIATE(T)                                              \
+  template Comm::Request Comm::start_broadcast<T>(T*, int64_t, int);            \
+  template Comm::Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int); \
+  template void Comm::allgather<T>(V1<const T>, V1<T>);                         \
+  template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                \
+  template void Comm::reduce_scatter_blocks<T>(V1<T>);                          \
+  template void Comm::allgather_blocks<T>(V1<T>);                               \
+  template Comm::Request Comm::start_send<T>(const T*, int64_t, int, int);      \
+  template Comm::Request Comm::start_recv<T>(T*, int64_t, int, int);            \
+  template void Comm::alltoall<T>(V1<const T>, V1<T>);                          \
   template void Comm::alltoallv<T>(V1<const T>, const std::vector<int64_t>&, V1<T>, const std::vector<int64_t>&);
 STRATA_COMM_INSTANTIATE(float)
 STRATA_COMM_INSTANTIATE(double)

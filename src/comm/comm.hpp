@@ -72,8 +72,10 @@ class Comm {
   void broadcast(void* data, int64_t bytes, int root);
   // Non-blocking, host memory (T = float or double): root's n values to everyone; the sum
   // of everyone's send (n values) into root's recv. Complete with wait().
-  template <class T> Request start_broadcast(T* host_data, int64_t n, int root);
-  template <class T> Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
+  template <class T>
+  Request start_broadcast(T* host_data, int64_t n, int root);
+  template <class T>
+  Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
   // Waits for request (nothing when none is pending), counting the wait as kind's seconds.
   void wait(Request& request, const char* kind);
   // Lets MPI move pending non-blocking transfers along (MPI_Test on each request; done
@@ -84,11 +86,14 @@ class Comm {
   static void cancel(Request& request);
   // Non-blocking point-to-point, host memory: n values to / from rank peer of this
   // communicator, matched by tag. Complete with wait(request, "send" / "recv").
-  template <class T> Request start_send(const T* host_data, int64_t n, int peer, int tag);
-  template <class T> Request start_recv(T* host_data, int64_t n, int peer, int tag);
+  template <class T>
+  Request start_send(const T* host_data, int64_t n, int peer, int tag);
+  template <class T>
+  Request start_recv(T* host_data, int64_t n, int peer, int tag);
   // send: size() blocks of n values, block j for rank j; recv: the blocks the ranks sent
   // this rank, in rank order (device memory; n = send.extent(0) / size()).
-  template <class T> void alltoall(V1<const T> send, V1<T> recv);
+  template <class T>
+  void alltoall(V1<const T> send, V1<T> recv);
   // Blocks of any size (MPI_Alltoallv, device memory staged through the host; with NCCL
   // grouped sends and receives between device buffers): send holds
   // size() blocks back to back, send_counts[j] values for rank j; recv gets the blocks the
@@ -104,28 +109,35 @@ class Comm {
   // Host integers summed over the ranks, in place (routing statistics). Counted as "allreduce".
   void allreduce_sum(std::vector<int64_t>& values);
   // Everyone's n values (device memory) side by side in rank order: recv holds size() * n.
-  template <class T> void allgather(V1<const T> send, V1<T> recv);
+  template <class T>
+  void allgather(V1<const T> send, V1<T> recv);
   // The sum over ranks of send (size() * n values, device memory); this rank keeps block
   // rank() of it in recv (n values).
-  template <class T> void reduce_scatter_sum(V1<const T> send, V1<T> recv);
+  template <class T>
+  void reduce_scatter_sum(V1<const T> send, V1<T> recv);
   // In place on a device buffer of size() equal blocks (ZeRO-1's gradients and
   // parameters): reduce_scatter_blocks leaves in block rank() the sum over the ranks of
   // their blocks rank() (the other blocks are left undefined); allgather_blocks gives every
   // rank every rank's block. Counted per block, as reduce_scatter and allgather.
-  template <class T> void reduce_scatter_blocks(V1<T> buf);
-  template <class T> void allgather_blocks(V1<T> buf);
+  template <class T>
+  void reduce_scatter_blocks(V1<T> buf);
+  template <class T>
+  void allgather_blocks(V1<T> buf);
   void barrier();
 
   const std::map<std::string, CommStats>& stats() const { return stats_; }
 
  private:
-  template <class T> void allreduce_impl(V1<T> buf, MPI_Op op, const char* kind);
+  template <class T>
+  void allreduce_impl(V1<T> buf, MPI_Op op, const char* kind);
   // Blocking MPI all-reduces of at most kAllreduceChunkBytes each: MPICH's shared-memory
   // all-reduce here slows from 5 ms for 16 MB to 115 ms for 32 MB (bench/plan_check found
   // it); pieces keep every call on the fast path and cost a few latencies.
   static constexpr int64_t kAllreduceChunkBytes = int64_t(4) << 20;
-  template <class T> void chunked_allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op);
-  template <class T> void start_allreduce_impl(V1<T> buf);
+  template <class T>
+  void chunked_allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op);
+  template <class T>
+  void start_allreduce_impl(V1<T> buf);
   double allreduce_scalar(double x, MPI_Op op, const char* kind);
   // payload bytes; the wire bytes are payload * wire_per_byte (wire_model.hpp)
   void count(const char* kind, int64_t bytes, double wire_per_byte, double seconds);

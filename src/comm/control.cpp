@@ -3,9 +3,16 @@
 namespace strata {
 namespace {
 
-template <class T> MPI_Datatype control_type();
-template <> MPI_Datatype control_type<int>() { return MPI_INT; }
-template <> MPI_Datatype control_type<double>() { return MPI_DOUBLE; }
+template <class T>
+MPI_Datatype control_type();
+template <>
+MPI_Datatype control_type<int>() {
+  return MPI_INT;
+}
+template <>
+MPI_Datatype control_type<double>() {
+  return MPI_DOUBLE;
+}
 
 template <class T>
 T reduce_one(MPI_Comm comm, T x, MPI_Op op) {

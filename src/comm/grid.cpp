@@ -65,7 +65,9 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
 
 int Grid::rank_of(const GridCoords& g) const {
   return (((g.data * int(shape_.pipeline) + g.pipeline) * int(shape_.context) + g.context) * int(shape_.tensor_rows) +
-          g.row) * int(shape_.tensor_cols) + g.col;
+          g.row) *
+             int(shape_.tensor_cols) +
+         g.col;
 }
 
 std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
@@ -91,7 +93,8 @@ Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (auto* c : {&everyone_, &replicas_, &experts_, &expert_data_, &expert_replicas_, &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
+  for (auto* c : {&everyone_, &replicas_, &experts_, &expert_data_, &expert_replicas_, &context_, &pipeline_,
+                  &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
     c->reset();
   for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
   MPI_Comm_free(&control_);

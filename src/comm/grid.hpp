@@ -42,7 +42,7 @@ class Grid {
   // The world rank of the grid point (d, p, x, r, c).
   int rank_of(const GridCoords& g) const;
 
-  MPI_Comm world() const { return world_; }     // a duplicate of the parent
+  MPI_Comm world() const { return world_; }      // a duplicate of the parent
   Comm& everyone() const { return *everyone_; }  // over world(): run-wide sums
   // Same (p, r, c): the ranks that hold the same parameters, data x context of them (in
   // the order (d, x)), over which gradients are summed and ZeRO-1 shards the moments.
@@ -63,10 +63,10 @@ class Grid {
   Comm& pipeline() const { return *pipeline_; }  // same (d, x, r, c): the stages (or layer blocks), in order
   // The same ranks in reverse order: the time of the layer-parallel adjoint solve.
   Comm& pipeline_reversed() const { return *pipeline_reversed_; }
-  Comm& tensor() const { return *tensor_; }      // same (d, p, x): the whole tensor grid
-  Comm& tensor_row() const { return *row_; }     // same (d, p, x, r): along a grid row
-  Comm& tensor_col() const { return *col_; }     // same (d, p, x, c): along a grid column
-  Comm& model() const { return *model_; }        // same (d, x): one model replica (pipeline x tensor)
+  Comm& tensor() const { return *tensor_; }   // same (d, p, x): the whole tensor grid
+  Comm& tensor_row() const { return *row_; }  // same (d, p, x, r): along a grid row
+  Comm& tensor_col() const { return *col_; }  // same (d, p, x, c): along a grid column
+  Comm& model() const { return *model_; }     // same (d, x): one model replica (pipeline x tensor)
   // The first and the last pipeline stage of the same (d, x, r, c), which hold the two copies
   // of the tied embedding; null on the other stages and without a pipeline.
   Comm* embedding() const { return embedding_.get(); }
@@ -89,7 +89,8 @@ class Grid {
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
-  std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
+  std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_,
+      pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
   int world_rank_ = 0, world_size_ = 1;
 };
 

@@ -6,9 +6,9 @@
 #include "core/error.hpp"
 
 #if defined(STRATA_HAVE_NCCL)
-#include <Kokkos_Core.hpp>
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <Kokkos_Core.hpp>
 #endif
 
 namespace strata {

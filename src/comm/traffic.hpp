@@ -15,7 +15,7 @@ namespace strata {
 
 struct TrafficEntry {
   Collective collective = Collective::Send;
-  int ranks = 1;              // the group's size
+  int ranks = 1;  // the group's size
   int64_t calls = 0;
   int64_t payload_bytes = 0;  // summed over calls; 0 in a group of one rank, as Comm counts it
   double wire_bytes() const { return double(payload_bytes) * wire_factor(collective, ranks); }

@@ -15,11 +15,14 @@ inline double wire_factor(Collective k, int p) {
   if (k == Collective::Send) return 1.0;
   if (p <= 1) return 0.0;
   switch (k) {
-    case Collective::AllReduce: return 2.0 * (p - 1) / p;
+    case Collective::AllReduce:
+      return 2.0 * (p - 1) / p;
     case Collective::Broadcast:
     case Collective::Reduce:
-    case Collective::AllToAll: return double(p - 1) / p;  // all-to-all: of the whole send buffer
-    default: return double(p - 1);  // all-gather, reduce-scatter: per block of the payload
+    case Collective::AllToAll:
+      return double(p - 1) / p;  // all-to-all: of the whole send buffer
+    default:
+      return double(p - 1);  // all-gather, reduce-scatter: per block of the payload
   }
 }
 

@@ -7,8 +7,8 @@
 #include <toml.hpp>
 
 #include "core/deck_keys.hpp"
-#include "core/toml_text.hpp"
 #include "core/error.hpp"
+#include "core/toml_text.hpp"
 
 namespace strata {
 namespace {
@@ -50,14 +50,16 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
     const int64_t t = p.tensor_cols;
     need(m.n_head, "model.n_head", t, "parallel.tensor_cols");
     need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
-    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", t, "parallel.tensor_cols");
+    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", t,
+         "parallel.tensor_cols");
   }
   need(d.data.batch_size / p.data, "data.batch_size / parallel.data", p.micro_batches, "parallel.micro_batches");
   if (p.tensor_mode == TensorMode::TwoD && p.tensor_rows > 1) {
     const int64_t q = p.tensor_rows;
     need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
     need(m.n_embd, "model.n_embd", q * q, "q^2");
-    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", q, "q = parallel.tensor_rows");
+    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", q,
+         "q = parallel.tensor_rows");
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
@@ -67,19 +69,22 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
       throw UserError(origin + ": the heads a tensor rank holds (model.n_head / " +
                       (p.tensor_mode == TensorMode::TwoD ? std::string("q") : std::string("tensor_cols")) + " = " +
                       std::to_string(m.n_head / split) + ") must be divisible by parallel.context (" +
-                      std::to_string(p.context) + ") for context_mode = \"all-to-all\": each rank takes 1/context of them "
+                      std::to_string(p.context) +
+                      ") for context_mode = \"all-to-all\": each rank takes 1/context of them "
                       "over whole sequences");
   }
   if (p.context > 1 && m.seq_len % (2 * p.context) != 0)
-    throw UserError(origin + ": model.seq_len (" + std::to_string(m.seq_len) + ") must be divisible by 2 x parallel.context (" +
-                    std::to_string(2 * p.context) + "): each context rank holds two of the 2 x context chunks of every sequence");
+    throw UserError(origin + ": model.seq_len (" + std::to_string(m.seq_len) +
+                    ") must be divisible by 2 x parallel.context (" + std::to_string(2 * p.context) +
+                    "): each context rank holds two of the 2 x context chunks of every sequence");
   if (p.sequence_parallel)
     need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
          "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
-         "parallel.context)", p.tensor_cols, "parallel.tensor_cols for sequence_parallel");
+         "parallel.context)",
+         p.tensor_cols, "parallel.tensor_cols for sequence_parallel");
   if (m.moe_experts > 0 && m.moe_top_k > m.moe_experts)
-    throw UserError(origin + ": model.moe_top_k (" + std::to_string(m.moe_top_k) + ") must be at most model.moe_experts (" +
-                    std::to_string(m.moe_experts) + ")");
+    throw UserError(origin + ": model.moe_top_k (" + std::to_string(m.moe_top_k) +
+                    ") must be at most model.moe_experts (" + std::to_string(m.moe_experts) + ")");
   if (p.expert > 1) {
     if (m.moe_experts == 0)
       throw UserError(origin + ": parallel.expert = " + std::to_string(p.expert) +
@@ -92,16 +97,19 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
          "parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too)");
     need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
          "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
-         "parallel.context)", p.tensor_cols, "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
+         "parallel.context)",
+         p.tensor_cols, "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
   }
   if (m.layers() < p.pipeline)
-    throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) + ") must be at least parallel.pipeline (" +
-                    std::to_string(p.pipeline) + "): every stage holds at least one layer");
+    throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) +
+                    ") must be at least parallel.pipeline (" + std::to_string(p.pipeline) +
+                    "): every stage holds at least one layer");
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1) {
     if (m.n_layer < p.pipeline * p.virtual_stages)
-      throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline x "
-                      "parallel.virtual_stages (" + std::to_string(p.pipeline * p.virtual_stages) +
-                      "): every chunk holds at least one layer");
+      throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) +
+                      ") must be at least parallel.pipeline x "
+                      "parallel.virtual_stages (" +
+                      std::to_string(p.pipeline * p.virtual_stages) + "): every chunk holds at least one layer");
     need(p.micro_batches, "parallel.micro_batches", p.pipeline, "parallel.pipeline for schedule = \"interleaved\"");
   }
 }
@@ -156,8 +164,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     if (!ok) throw UserError(origin + ": " + key + " " + why);
   };
   const auto& run = d.run;
-  check(!run.name.empty() && run.name.find('/') == std::string::npos && run.name != "." && run.name != "..",
-        "run.name", "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + run.name + "\")");
+  check(!run.name.empty() && run.name.find('/') == std::string::npos && run.name != "." && run.name != "..", "run.name",
+        "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + run.name + "\")");
   const auto& m = d.model;
   const bool resnet = m.kind == ModelKind::ResNet;
   const bool classifier = m.kind != ModelKind::GPT;  // the image classifiers: resnet, softmax
@@ -176,7 +184,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
         "\"text\" is byte-level and needs model.vocab_size >= 256");
   check(data.kind != DataKind::Tokens || !data.token_dir.empty() || !data.shards.empty(), "data.token_dir",
         "or data.shards must name the token shards for kind = \"tokens\"");
-  check(data.val_shards.empty() || data.kind == DataKind::Tokens, "data.val_shards", "applies to kind = \"tokens\" only");
+  check(data.val_shards.empty() || data.kind == DataKind::Tokens, "data.val_shards",
+        "applies to kind = \"tokens\" only");
   const auto& p = d.parallel;
   const bool xpipe = p.schedule == Schedule::XPipe;
   check(p.weight_prediction || xpipe, "parallel.weight_prediction", "applies to schedule = \"xpipe\" only");
@@ -194,7 +203,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");
   const auto& lp = d.layerpar;
   const bool mgrit = p.mgrit();
-  check(!mgrit || resnet, "parallel.schedule", "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
+  check(!mgrit || resnet, "parallel.schedule",
+        "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
   check(!classifier || p.schedule != Schedule::XPipe, "parallel.schedule",
         "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b, zb-h1, "
         "zb-h2 or mgrit");
@@ -215,20 +225,25 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
           "and layerpar.cfactor do not fit: model.steps (" + std::to_string(m.steps) +
               ") must be a multiple of cfactor^(levels-1) (" +
               (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
-    check(p.micro_batches == 1, "parallel.micro_batches", "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
+    check(p.micro_batches == 1, "parallel.micro_batches",
+          "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
   }
   if (p.recompute == Recompute::Full && p.pipeline > 1 && p.schedule == Schedule::XPipe)
-    throw UserError(origin + ": parallel.recompute = \"full\" does not run with schedule = \"xpipe\": its backward sees "
+    throw UserError(origin +
+                    ": parallel.recompute = \"full\" does not run with schedule = \"xpipe\": its backward sees "
                     "other weights than its forward, so a forward run again would not be the one it differentiates");
   if (p.zero > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
-    throw UserError(origin + ": parallel.zero = 1 does not run with schedule = \"xpipe\": its weight prediction and "
+    throw UserError(origin +
+                    ": parallel.zero = 1 does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
   if (splits_backward(p.schedule) && p.pipeline > 1 && p.recompute != Recompute::None)
-    throw UserError(origin + ": parallel.recompute = \"" + to_string(p.recompute) + "\" does not run with schedule = \"" +
-                    to_string(p.schedule) + "\": its weight halves run after other micro-batches' passes and need "
+    throw UserError(origin + ": parallel.recompute = \"" + to_string(p.recompute) +
+                    "\" does not run with schedule = \"" + to_string(p.schedule) +
+                    "\": its weight halves run after other micro-batches' passes and need "
                     "each block's own activations, which recomputation does not keep");
   if (resnet && p.recompute == Recompute::Selective)
-    throw UserError(origin + ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
+    throw UserError(origin +
+                    ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
                     "states already (each step's activation is remade in its backward); \"full\" keeps every k-th");
   if (p.sequence_parallel && (p.tensor_mode != TensorMode::OneD || p.tensor_cols == 1))
     throw UserError(origin + ": parallel.sequence_parallel applies to tensor_mode = \"1d\" with tensor_cols > 1" +
@@ -241,7 +256,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     "\": a block's weight half reads the output gradients its input half gathered over the tensor "
                     "group, which the zero-bubble schedules would have to gather again");
   if (d.model.moe_experts > 0 && p.tensor_mode == TensorMode::TwoD)
-    throw UserError(origin + ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
+    throw UserError(origin +
+                    ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
                     "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
                     "\"1d\", whose tensor ranks route a share of the tokens each)");
   if (classifier && p.context > 1)
@@ -249,12 +265,13 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     std::string(resnet ? "residual network" : "softmax regression") +
                     "'s samples are not sequences: use parallel.data");
   if (mgrit && p.recompute != Recompute::None)
-    throw UserError(origin + ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
+    throw UserError(origin +
+                    ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
                     "states at its own points)");
   if (classifier && (p.tensor_rows > 1 || p.tensor_cols > 1))
-    throw UserError(origin + ": model.kind = \"" + to_string(m.kind) + "\" has no tensor split: it runs " +
-                    (resnet ? "data x pipeline (gpipe, 1f1b, zb-h1, zb-h2) or data x layer-parallel (mgrit)"
-                            : "data parallelism"));
+    throw UserError(
+        origin + ": model.kind = \"" + to_string(m.kind) + "\" has no tensor split: it runs " +
+        (resnet ? "data x pipeline (gpipe, 1f1b, zb-h1, zb-h2) or data x layer-parallel (mgrit)" : "data parallelism"));
   if (data.batch_size % p.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(p.data) + ")");
@@ -283,7 +300,8 @@ std::string layout_name(const ParallelConfig& p) {
   } else if (p.micro_batches > 1) {
     s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation
   }
-  if (p.context > 1) s += " context=" + std::to_string(p.context) + (p.context_mode == ContextMode::AllToAll ? ":a2a" : "");
+  if (p.context > 1)
+    s += " context=" + std::to_string(p.context) + (p.context_mode == ContextMode::AllToAll ? ":a2a" : "");
   if (p.tensor_mode == TensorMode::TwoD)
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
   else if (p.tensor_cols > 1)

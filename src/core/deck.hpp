@@ -55,9 +55,9 @@ struct ModelConfig {
   int64_t moe_top_k = 2;
   int64_t moe_every = 2;
   double moe_capacity_factor = 0.0;
-  int64_t moe_ffn_hidden = 0;   // an expert's hidden width (0: 4C, the dense MLP's)
-  double moe_aux_loss = 0.01;   // optim.moe_aux_loss: the load-balancing loss's coefficient
-  double moe_z_loss = 0.0;      // optim.moe_z_loss: the router z-loss's coefficient
+  int64_t moe_ffn_hidden = 0;  // an expert's hidden width (0: 4C, the dense MLP's)
+  double moe_aux_loss = 0.01;  // optim.moe_aux_loss: the load-balancing loss's coefficient
+  double moe_z_loss = 0.0;     // optim.moe_z_loss: the router z-loss's coefficient
   // whether block l (0-based) has a mixture of experts for its MLP: the moe_every-th, 2 moe_every-th, ...
   bool moe_block(int64_t l) const { return moe_experts > 0 && (l + 1) % moe_every == 0; }
   int64_t expert_hidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }
@@ -67,7 +67,9 @@ struct ModelConfig {
   // the softmax regression's one layer
   int64_t layers() const { return kind == ModelKind::ResNet ? steps : kind == ModelKind::GPT ? n_layer : 1; }
   const char* layers_key() const {
-    return kind == ModelKind::ResNet ? "model.steps" : kind == ModelKind::GPT ? "model.n_layer" : "the softmax regression's layers";
+    return kind == ModelKind::ResNet ? "model.steps"
+           : kind == ModelKind::GPT  ? "model.n_layer"
+                                     : "the softmax regression's layers";
   }
 };
 
@@ -94,7 +96,7 @@ struct ParallelConfig {
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
-  int64_t expert = 1;  // ranks of the data group the experts are split over (expert parallelism)
+  int64_t expert = 1;              // ranks of the data group the experts are split over (expert parallelism)
   int64_t ranks() const { return data * pipeline * context * tensor_rows * tensor_cols; }
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;

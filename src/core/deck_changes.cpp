@@ -6,8 +6,8 @@
 #include <toml.hpp>
 
 #include "core/deck_keys.hpp"
-#include "core/toml_text.hpp"
 #include "core/error.hpp"
+#include "core/toml_text.hpp"
 
 namespace strata {
 namespace {

@@ -57,8 +57,8 @@ enum class Recompute { None, Selective, Full };
 // Each value with the name the deck and the logs use.
 inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
   static const std::vector<std::pair<Schedule, std::string>> names = {
-      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"},  {Schedule::Interleaved, "interleaved"},
-      {Schedule::ZBH1, "zb-h1"},  {Schedule::ZBH2, "zb-h2"},     {Schedule::XPipe, "xpipe"}};
+      {Schedule::GPipe, "gpipe"}, {Schedule::OneFOneB, "1f1b"}, {Schedule::Interleaved, "interleaved"},
+      {Schedule::ZBH1, "zb-h1"},  {Schedule::ZBH2, "zb-h2"},    {Schedule::XPipe, "xpipe"}};
   return names;
 }
 // The schedules that run the backward as two halves (input, then weight gradients).
@@ -71,14 +71,13 @@ inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names(
 
 inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
   static const std::vector<std::pair<Precision, std::string>> names = {{Precision::FP32, "fp32"},
-                                                                         {Precision::BF16, "bf16"}};
+                                                                       {Precision::BF16, "bf16"}};
   return names;
 }
 
 inline const std::vector<std::pair<Recompute, std::string>>& recompute_names() {
-  static const std::vector<std::pair<Recompute, std::string>> names = {{Recompute::None, "none"},
-                                                                         {Recompute::Selective, "selective"},
-                                                                         {Recompute::Full, "full"}};
+  static const std::vector<std::pair<Recompute, std::string>> names = {
+      {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
   return names;
 }
 
@@ -88,18 +87,20 @@ inline const std::vector<std::pair<ModelKind, std::string>>& model_kind_names() 
   return names;
 }
 inline const std::vector<std::pair<DataKind, std::string>>& data_kind_names() {
-  static const std::vector<std::pair<DataKind, std::string>> names = {
-      {DataKind::Text, "text"}, {DataKind::Tokens, "tokens"}, {DataKind::Random, "random"}, {DataKind::Images, "images"}};
+  static const std::vector<std::pair<DataKind, std::string>> names = {{DataKind::Text, "text"},
+                                                                      {DataKind::Tokens, "tokens"},
+                                                                      {DataKind::Random, "random"},
+                                                                      {DataKind::Images, "images"}};
   return names;
 }
 inline const std::vector<std::pair<CommBackend, std::string>>& comm_backend_names() {
   static const std::vector<std::pair<CommBackend, std::string>> names = {{CommBackend::Mpi, "mpi"},
-                                                                           {CommBackend::Nccl, "nccl"}};
+                                                                         {CommBackend::Nccl, "nccl"}};
   return names;
 }
 inline const std::vector<std::pair<OnNonfinite, std::string>>& on_nonfinite_names() {
   static const std::vector<std::pair<OnNonfinite, std::string>> names = {{OnNonfinite::Stop, "stop"},
-                                                                           {OnNonfinite::Skip, "skip"}};
+                                                                         {OnNonfinite::Skip, "skip"}};
   return names;
 }
 inline const std::vector<std::pair<Relaxation, std::string>>& relaxation_names() {
@@ -108,7 +109,7 @@ inline const std::vector<std::pair<Relaxation, std::string>>& relaxation_names()
 }
 inline const std::vector<std::pair<TokenizerType, std::string>>& tokenizer_type_names() {
   static const std::vector<std::pair<TokenizerType, std::string>> names = {{TokenizerType::BPE, "bpe"},
-                                                                             {TokenizerType::Unigram, "unigram"}};
+                                                                           {TokenizerType::Unigram, "unigram"}};
   return names;
 }
 

@@ -1,8 +1,8 @@
 #include "core/deck_keys.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -43,8 +43,10 @@ bool fits_int64(const std::string& literal) {
   for (; i < literal.size(); ++i) {
     const char c = literal[i];
     if (c == '_') continue;
-    const unsigned d = c >= '0' && c <= '9' ? unsigned(c - '0') : c >= 'a' && c <= 'f' ? unsigned(c - 'a' + 10)
-                       : c >= 'A' && c <= 'F' ? unsigned(c - 'A' + 10) : base;
+    const unsigned d = c >= '0' && c <= '9'   ? unsigned(c - '0')
+                       : c >= 'a' && c <= 'f' ? unsigned(c - 'a' + 10)
+                       : c >= 'A' && c <= 'F' ? unsigned(c - 'A' + 10)
+                                              : base;
     if (d >= base) return true;  // not an integer literal after all: the parser judged it
     x = x * base + d;
     if (x > limit) return false;
@@ -72,9 +74,12 @@ void from_toml(const toml::value& v, uint64_t& out) {
   out = uint64_t(x);
 }
 void from_toml(const toml::value& v, double& out) {
-  if (v.is_floating()) out = v.as_floating();
-  else if (v.is_integer()) out = double(v.as_integer());
-  else throw KeyProblem{"must be a number, got " + type_of(v)};
+  if (v.is_floating())
+    out = v.as_floating();
+  else if (v.is_integer())
+    out = double(v.as_integer());
+  else
+    throw KeyProblem{"must be a number, got " + type_of(v)};
   if (!std::isfinite(out)) throw KeyProblem{"must be a finite number (got " + toml::format(v) + ")"};
 }
 void from_toml(const toml::value& v, bool& out) {
@@ -109,13 +114,32 @@ toml::value to_toml(const std::vector<std::string>& x) {
   return toml::value(a);
 }
 
-template <class T> const char* type_name();
-template <> const char* type_name<int64_t>() { return "integer"; }
-template <> const char* type_name<uint64_t>() { return "integer"; }
-template <> const char* type_name<double>() { return "number"; }
-template <> const char* type_name<bool>() { return "boolean"; }
-template <> const char* type_name<std::string>() { return "string"; }
-template <> const char* type_name<std::vector<std::string>>() { return "strings"; }
+template <class T>
+const char* type_name();
+template <>
+const char* type_name<int64_t>() {
+  return "integer";
+}
+template <>
+const char* type_name<uint64_t>() {
+  return "integer";
+}
+template <>
+const char* type_name<double>() {
+  return "number";
+}
+template <>
+const char* type_name<bool>() {
+  return "boolean";
+}
+template <>
+const char* type_name<std::string>() {
+  return "string";
+}
+template <>
+const char* type_name<std::vector<std::string>>() {
+  return "strings";
+}
 
 // The shortest text that reads back to x; integers without an exponent.
 std::string number_text(double x) {
@@ -136,8 +160,8 @@ std::string number_text(int64_t x) { return std::to_string(x); }
 
 template <class T>
 struct Rule {
-  std::string text;                     // as the reference shows it
-  std::function<bool(const T&)> ok;     // null: any value
+  std::string text;                  // as the reference shows it
+  std::function<bool(const T&)> ok;  // null: any value
 };
 
 template <class T>
@@ -191,7 +215,7 @@ DeckKey key(const char* section, Sec Deck::*sec, const char* name, T Sec::*field
 // An enum key, read from the names the deck uses for its values (only those listed).
 template <class Sec, class E>
 DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec::*field,
-               std::vector<std::pair<E, std::string>> names, const char* doc) {
+                    std::vector<std::pair<E, std::string>> names, const char* doc) {
   std::vector<std::string> words;
   for (const auto& n : names) words.push_back(n.second);
   DeckKey k;
@@ -218,19 +242,23 @@ DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec
 // A [model] key of one model kind; the other kind refuses it, naming its own key for the
 // same thing where it has one.
 DeckKey for_kind(DeckKey k, ModelKind kind, const std::string& counterpart) {
-  const std::string hint = counterpart.empty() ? "applies to kind = \"" + to_string(kind) + "\" only"
-                                               : "is the " + std::string(kind == ModelKind::GPT ? "GPT" : "residual network") +
-                                                     "'s: for kind = \"" +
-                                                     to_string(kind == ModelKind::GPT ? ModelKind::ResNet : ModelKind::GPT) +
-                                                     "\" use model." + counterpart;
+  const std::string hint =
+      counterpart.empty()
+          ? "applies to kind = \"" + to_string(kind) + "\" only"
+          : "is the " + std::string(kind == ModelKind::GPT ? "GPT" : "residual network") + "'s: for kind = \"" +
+                to_string(kind == ModelKind::GPT ? ModelKind::ResNet : ModelKind::GPT) + "\" use model." + counterpart;
   const std::string only = "applies to kind = \"" + to_string(kind) + "\" only";
   k.misplaced = [kind, hint, only](const Deck& d) {
     if (d.model.kind == kind) return std::string();
-    return d.model.kind == ModelKind::GPT || d.model.kind == ModelKind::ResNet ? hint : only;  // the counterpart's kind, or another
+    return d.model.kind == ModelKind::GPT || d.model.kind == ModelKind::ResNet
+               ? hint
+               : only;  // the counterpart's kind, or another
   };
   return k;
 }
-DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") { return for_kind(std::move(k), ModelKind::GPT, resnet_key); }
+DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") {
+  return for_kind(std::move(k), ModelKind::GPT, resnet_key);
+}
 DeckKey resnet_only(DeckKey k) { return for_kind(std::move(k), ModelKind::ResNet, ""); }
 
 // parallel.schedule: a pipeline schedule's name (ParallelConfig::schedule), or "mgrit"
@@ -286,7 +314,7 @@ std::vector<DeckKey> declare_keys() {
       key(run, &D::run, "max_walltime", &RunConfig::max_walltime, at_least(0.0),
           "seconds: checkpoint and stop before this much has passed (0: no limit)"),
       enum_choice(run, &D::run, "on_nonfinite", &RunConfig::on_nonfinite, on_nonfinite_names(),
-             "a step with a non-finite loss or gradient norm: stop (exit 5) or skip its update"),
+                  "a step with a non-finite loss or gradient norm: stop (exit 5) or skip its update"),
       key(run, &D::run, "max_skipped_steps", &RunConfig::max_skipped_steps, at_least<int64_t>(1),
           "on_nonfinite = \"skip\": stop (exit 5) after this many skipped steps in a row"),
       key(run, &D::run, "stop_timeout", &RunConfig::stop_timeout, at_least(0.0),
@@ -356,8 +384,8 @@ std::vector<DeckKey> declare_keys() {
                    "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
       // [data]
       enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
-             "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
-             "(uniform tokens) for gpt; \"images\" (IDX files, MNIST layout) for resnet"),
+                  "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
+                  "(uniform tokens) for gpt; \"images\" (IDX files, MNIST layout) for resnet"),
       key(data, &D::data, "files", &DataConfig::files, any<std::vector<std::string>>(),
           "paths or globs of the text files: what kind = \"text\" trains on and strata tokenize encodes"),
       key(data, &D::data, "token_dir", &DataConfig::token_dir, any<std::string>(),
@@ -371,7 +399,7 @@ std::vector<DeckKey> declare_keys() {
           "a SentencePiece .model: strata tokenize encodes with it instead of training one; kind = \"tokens\" "
           "counts bytes and strata generate decodes with it (\"\": token_dir/tokenizer.model)"),
       enum_choice(data, &D::data, "tokenizer_type", &DataConfig::tokenizer_type, tokenizer_type_names(),
-             "the model strata tokenize trains, of model.vocab_size pieces"),
+                  "the model strata tokenize trains, of model.vocab_size pieces"),
       key(data, &D::data, "shard_mb", &DataConfig::shard_mb, above(0.0),
           "strata tokenize: MB of text per token shard (each is encoded by one rank)"),
       key(data, &D::data, "dir", &DataConfig::dir, any<std::string>(), "kind = \"images\": the IDX files' directory"),
@@ -396,9 +424,10 @@ std::vector<DeckKey> declare_keys() {
           "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
       key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),
           "tensor-parallel grid columns: t of the 1D split, or q of the 2D q x q grid"),
-      enum_choice(par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
-             {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}},
-             "\"1d\" (Megatron: heads, MLP and vocabulary split t ways) or \"2d\" (Optimus: SUMMA on a square grid)"),
+      enum_choice(
+          par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
+          {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}},
+          "\"1d\" (Megatron: heads, MLP and vocabulary split t ways) or \"2d\" (Optimus: SUMMA on a square grid)"),
       key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
           "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "
@@ -409,20 +438,22 @@ std::vector<DeckKey> declare_keys() {
           "each holds moe_experts / expert of them, tokens go to their experts and back by all-to-alls); "
           "dividing parallel.data"),
       enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
-             "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
+                  "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
           "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
       key(par, &D::parallel, "micro_batches", &ParallelConfig::micro_batches, at_least<int64_t>(1),
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
           "kept)"),
-      schedule_key(par,
-             "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, interleaved 1F1B (gpt: "
-             "virtual_stages chunks per stage, (p-1)/(v m) of bubble, v times the messages), the zero-bubble ZB-H1 (1F1B's "
-             "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
-             "each backward as an input half and a weight half that fills the bubbles (recompute = \"none\"), "
-             "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
-             "[layerpar])"),
+      schedule_key(
+          par,
+          "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, interleaved 1F1B (gpt: "
+          "virtual_stages chunks per stage, (p-1)/(v m) of bubble, v times the messages), the zero-bubble ZB-H1 "
+          "(1F1B's "
+          "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
+          "each backward as an input half and a weight half that fills the bubbles (recompute = \"none\"), "
+          "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
+          "[layerpar])"),
       enum_choice(par, &D::parallel, "recompute", &ParallelConfig::recompute, recompute_names(),
                   "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the GELU output "
                   "of every block, 4C per token: one copy per micro-batch instead of one per block; the fused "
@@ -470,7 +501,7 @@ std::vector<DeckKey> declare_keys() {
       key(lp, &D::layerpar, "tolerance", &LayerParConfig::tolerance, at_least(0.0),
           "stop the cycles earlier when the residual norm falls below this (0: never)"),
       enum_choice(lp, &D::layerpar, "relaxation", &LayerParConfig::relaxation, relaxation_names(),
-             "finest level's relaxation (coarser levels use FCF)"),
+                  "finest level's relaxation (coarser levels use FCF)"),
       key(lp, &D::layerpar, "warm_start", &LayerParConfig::warm_start, any<bool>(),
           "start each solve from the previous batch's solution"),
   };
@@ -485,7 +516,9 @@ const std::vector<DeckSection>& deck_sections() {
       {"data", "What it trains on, and the global batch"},
       {"parallel", "The rank grid data x pipeline x tensor_rows x tensor_cols, and how each axis runs"},
       {"optim", "AdamW with warm-up, cosine decay and gradient clipping"},
-      {"layerpar", "Layer-parallel training of the residual network by MGRIT (model.kind = \"resnet\", parallel.schedule = \"mgrit\")"},
+      {"layerpar",
+       "Layer-parallel training of the residual network by MGRIT (model.kind = \"resnet\", parallel.schedule = "
+       "\"mgrit\")"},
   };
   return sections;
 }

@@ -53,10 +53,14 @@ class DivergedError : public StrataError {
 // with the code otherwise) carrying `what`.
 [[noreturn]] inline void throw_error(int exit_code, const std::string& what, bool agreed) {
   switch (exit_code) {
-    case kExitUserError: throw UserError(what, agreed);
-    case kExitIoError: throw IoError(what, agreed);
-    case kExitDiverged: throw DivergedError(what, agreed);
-    default: throw StrataError(what, exit_code, agreed);
+    case kExitUserError:
+      throw UserError(what, agreed);
+    case kExitIoError:
+      throw IoError(what, agreed);
+    case kExitDiverged:
+      throw DivergedError(what, agreed);
+    default:
+      throw StrataError(what, exit_code, agreed);
   }
 }
 

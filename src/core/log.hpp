@@ -10,10 +10,16 @@ class Log {
  public:
   explicit Log(int rank) : rank_(rank) {}
   void info(const std::string& line) const {
-    if (rank_ == 0) { std::fprintf(stdout, "%s\n", line.c_str()); std::fflush(stdout); }
+    if (rank_ == 0) {
+      std::fprintf(stdout, "%s\n", line.c_str());
+      std::fflush(stdout);
+    }
   }
   void warn(const std::string& line) const {
-    if (rank_ == 0) { std::fprintf(stderr, "strata: warning: %s\n", line.c_str()); std::fflush(stderr); }
+    if (rank_ == 0) {
+      std::fprintf(stderr, "strata: warning: %s\n", line.c_str());
+      std::fflush(stderr);
+    }
   }
 
  private:

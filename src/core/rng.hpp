@@ -5,9 +5,9 @@
 // layout draw identical global batches.
 #include <Kokkos_Core.hpp>
 
-#include "core/kmath.hpp"
 #include <cstdint>
 #include <string>
+#include "core/kmath.hpp"
 
 namespace strata {
 
@@ -38,7 +38,10 @@ KOKKOS_INLINE_FUNCTION double counter_normal(uint64_t seed, uint64_t stream, uin
 // Stable 64-bit FNV-1a of a name (host side): the stream id of a named tensor.
 inline uint64_t name_stream(const std::string& name) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : name) { h ^= ch; h *= 0x100000001b3ull; }
+  for (unsigned char ch : name) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
   return h;
 }
 

@@ -16,18 +16,27 @@ using ExecSpace = Kokkos::DefaultExecutionSpace;
 using MemSpace = ExecSpace::memory_space;
 using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
 
-template <class T> using Tensor1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
-template <class T> using Tensor2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
-template <class T> using Tensor3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using Tensor1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using Tensor2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace>;
+template <class T>
+using Tensor3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
 
-template <class T> using V1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace, Unmanaged>;
-template <class T> using V2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Unmanaged>;
-template <class T> using V3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace, Unmanaged>;
+template <class T>
+using V1 = Kokkos::View<T*, Kokkos::LayoutRight, MemSpace, Unmanaged>;
+template <class T>
+using V2 = Kokkos::View<T**, Kokkos::LayoutRight, MemSpace, Unmanaged>;
+template <class T>
+using V3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace, Unmanaged>;
 
 using Range = Kokkos::RangePolicy<ExecSpace>;
 
 // A (rows, cols) unmanaged view onto contiguous memory starting at ptr.
-template <class T> V2<T> as_matrix(T* ptr, int64_t rows, int64_t cols) { return V2<T>(ptr, rows, cols); }
+template <class T>
+V2<T> as_matrix(T* ptr, int64_t rows, int64_t cols) {
+  return V2<T>(ptr, rows, cols);
+}
 
 // Bytes held by some views (memory accounting: activation caches, buffers).
 template <class... Views>

@@ -11,7 +11,7 @@
 namespace strata {
 
 constexpr int64_t kMaxTomlBytes = int64_t(1) << 20;  // a deck or machine file is a few kB
-constexpr int kMaxTomlNesting = 64;                   // both nest 2 levels (section.key)
+constexpr int kMaxTomlNesting = 64;                  // both nest 2 levels (section.key)
 
 // The text of the file at `path`, `what` it is ("deck", "machine file") naming it in
 // errors: refused (UserError) when it does not exist, is not a regular file (directory,

@@ -9,8 +9,8 @@
 namespace strata {
 
 struct TraceEvent {
-  std::string name;      // shown on the bar, e.g. "F3"
-  std::string category;  // what kind of work: "forward", "backward", "comm", "optimizer", ...
+  std::string name;           // shown on the bar, e.g. "F3"
+  std::string category;       // what kind of work: "forward", "backward", "comm", "optimizer", ...
   double start = 0, end = 0;  // seconds since the recorder's origin
 };
 

@@ -37,8 +37,8 @@ std::unique_ptr<TokenSource> make_token_source(const Deck& deck) {
   const auto& m = deck.model;
   if (d.kind == DataKind::Text) return std::make_unique<TextDataset>(d.files, d.val_fraction, m.seq_len, deck.run.seed);
   if (d.kind != DataKind::Tokens) return std::make_unique<RandomTokens>(m.vocab_size, deck.run.seed);
-  auto corpus = std::make_unique<TokenCorpus>(shard_patterns(d), d.val_shards, d.val_fraction, m.seq_len,
-                                              deck.run.seed, m.vocab_size);
+  auto corpus = std::make_unique<TokenCorpus>(shard_patterns(d), d.val_shards, d.val_fraction, m.seq_len, deck.run.seed,
+                                              m.vocab_size);
   if (auto tok = deck_tokenizer(deck)) {
     for (const auto& s : corpus->shards())
       if (s->vocab_size() != 0 && s->vocab_size() != tok->vocab_size())

@@ -33,12 +33,8 @@ class DataParallel : public StepEngine<T> {
   // expert_data: the ranks that hold the same experts (Grid::expert_replicas(); the
   // data group without expert parallelism).
   DataParallel(StageModel<T>& model, Comm& data_comm, Comm& expert_data, double bucket_bytes = 0, int micro_batches = 1)
-      : StepEngine<T>(model),
-        comm_(data_comm),
-        expert_comm_(expert_data),
-        bucket_bytes_(bucket_bytes),
-        micro_batches_(micro_batches),
-        cache_(model.make_cache()) {}
+      : StepEngine<T>(model), comm_(data_comm), expert_comm_(expert_data), bucket_bytes_(bucket_bytes),
+        micro_batches_(micro_batches), cache_(model.make_cache()) {}
 
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
   BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;

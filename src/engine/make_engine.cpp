@@ -11,7 +11,8 @@ namespace {
 
 std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& grid, StageModel<float>& model) {
   auto* ode = model.ode_network();
-  if (!ode) throw UserError("parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\")");
+  if (!ode)
+    throw UserError("parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\")");
   const auto& lp = deck.layerpar;
   LayerParallelOptions o;
   o.forward.levels = o.backward.levels = int(lp.levels);
@@ -32,8 +33,10 @@ std::unique_ptr<TrainEngine<float>> make_engine(const Deck& deck, const Grid& gr
   if (par.mgrit()) return make_mgrit(deck, grid, model);
   if (par.schedule == Schedule::XPipe && par.pipeline > 1)
     return std::make_unique<XPipeEngine<float>>(model, grid, int(par.micro_batches), par.weight_prediction, staleness);
-  if (par.pipeline > 1) return std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));
-  return std::make_unique<DataParallel<float>>(model, grid.replicas(), grid.expert_replicas(), par.grad_bucket_mb * 1e6, int(par.micro_batches));
+  if (par.pipeline > 1)
+    return std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));
+  return std::make_unique<DataParallel<float>>(model, grid.replicas(), grid.expert_replicas(), par.grad_bucket_mb * 1e6,
+                                               int(par.micro_batches));
 }
 
 }  // namespace strata

@@ -46,8 +46,8 @@ IdxArray read_idx(const std::string& path, int rank) {
     count *= dim;
   }
   if (int64_t(bytes.size() - header) != count)
-    throw fail("holds " + std::to_string(bytes.size() - header) + " data bytes, its header says " + std::to_string(count) +
-               (int64_t(bytes.size() - header) < count ? " (truncated)" : " (trailing bytes)"));
+    throw fail("holds " + std::to_string(bytes.size() - header) + " data bytes, its header says " +
+               std::to_string(count) + (int64_t(bytes.size() - header) < count ? " (truncated)" : " (trailing bytes)"));
   a.data.assign(bytes.begin() + std::ptrdiff_t(header), bytes.end());
   return a;
 }

@@ -10,8 +10,8 @@
 namespace strata {
 
 struct IdxArray {
-  std::vector<int64_t> dims;   // e.g. {60000, 28, 28} for images, {60000} for labels
-  std::vector<uint8_t> data;   // row-major, product(dims) bytes
+  std::vector<int64_t> dims;  // e.g. {60000, 28, 28} for images, {60000} for labels
+  std::vector<uint8_t> data;  // row-major, product(dims) bytes
 };
 
 // Reads path (gzip or plain, told apart by its first bytes). Throws UserError naming the

@@ -29,13 +29,13 @@ ImageDataset::ImageDataset(const std::string& dir, uint64_t seed, int classes) :
                       label_path + "' " + std::to_string(lb.dims[0]) + " labels");
     const int64_t px = im.dims[1] * im.dims[2];
     if (pixels_ != 0 && px != pixels_)
-      throw UserError("image dataset: '" + image_path + "' has images of " + std::to_string(px) + " pixels, the other split " +
-                      std::to_string(pixels_));
+      throw UserError("image dataset: '" + image_path + "' has images of " + std::to_string(px) +
+                      " pixels, the other split " + std::to_string(pixels_));
     pixels_ = px;
     for (size_t i = 0; i < lb.data.size(); ++i)
       if (lb.data[i] >= classes_)
-        throw UserError("image dataset: '" + label_path + "': label " + std::to_string(int(lb.data[i])) + " of sample " +
-                        std::to_string(i) + " is not in [0, " + std::to_string(classes_) + ")");
+        throw UserError("image dataset: '" + label_path + "': label " + std::to_string(int(lb.data[i])) +
+                        " of sample " + std::to_string(i) + " is not in [0, " + std::to_string(classes_) + ")");
     images = std::move(im.data);
     labels = std::move(lb.data);
   };

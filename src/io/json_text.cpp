@@ -124,14 +124,30 @@ class Parser {
       if (i_ >= s_.size()) fail("unterminated escape");
       const char e = s_[i_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {  // a surrogate pair
@@ -145,7 +161,8 @@ class Parser {
           utf8(cp, out);
           break;
         }
-        default: fail(std::string("unknown escape \\") + e);
+        default:
+          fail(std::string("unknown escape \\") + e);
       }
     }
   }
@@ -155,10 +172,14 @@ class Parser {
     for (int k = 0; k < 4; ++k) {
       const char h = s_[i_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= uint32_t(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= uint32_t(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= uint32_t(h - 'A' + 10);
-      else fail("a bad \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= uint32_t(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= uint32_t(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= uint32_t(h - 'A' + 10);
+      else
+        fail("a bad \\u escape");
     }
     return v;
   }
@@ -210,10 +231,14 @@ std::string json_quote(const std::string& s) {
   std::string out = "\"";
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20) {
       static const char* hex = "0123456789abcdef";
       out += "\\u00";

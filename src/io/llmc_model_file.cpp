@@ -8,11 +8,22 @@ namespace strata {
 
 std::vector<StoredTensor> llmc_model_tensors(const LlmcModelHeader& h) {
   const int64_t L = h.layers, C = h.channels;
-  const std::vector<std::pair<const char*, std::vector<int64_t>>> shapes = {
-      {"wte", {h.padded_vocab, C}}, {"wpe", {h.max_t, C}},     {"ln1w", {L, C}},        {"ln1b", {L, C}},
-      {"qkvw", {L, 3 * C, C}},      {"qkvb", {L, 3 * C}},      {"attprojw", {L, C, C}}, {"attprojb", {L, C}},
-      {"ln2w", {L, C}},             {"ln2b", {L, C}},          {"fcw", {L, 4 * C, C}},  {"fcb", {L, 4 * C}},
-      {"fcprojw", {L, C, 4 * C}},   {"fcprojb", {L, C}},       {"lnfw", {C}},           {"lnfb", {C}}};
+  const std::vector<std::pair<const char*, std::vector<int64_t>>> shapes = {{"wte", {h.padded_vocab, C}},
+                                                                            {"wpe", {h.max_t, C}},
+                                                                            {"ln1w", {L, C}},
+                                                                            {"ln1b", {L, C}},
+                                                                            {"qkvw", {L, 3 * C, C}},
+                                                                            {"qkvb", {L, 3 * C}},
+                                                                            {"attprojw", {L, C, C}},
+                                                                            {"attprojb", {L, C}},
+                                                                            {"ln2w", {L, C}},
+                                                                            {"ln2b", {L, C}},
+                                                                            {"fcw", {L, 4 * C, C}},
+                                                                            {"fcb", {L, 4 * C}},
+                                                                            {"fcprojw", {L, C, 4 * C}},
+                                                                            {"fcprojb", {L, C}},
+                                                                            {"lnfw", {C}},
+                                                                            {"lnfb", {C}}};
   std::vector<StoredTensor> out;
   int64_t at = kLlmcHeaderBytes;
   for (const auto& [name, shape] : shapes) {
@@ -45,13 +56,15 @@ LlmcModelHeader read_llmc_model_header(const TensorFileReader& reader) {
   h.padded_vocab = w[7];
   if (h.max_t <= 0 || h.vocab <= 0 || h.layers <= 0 || h.heads <= 0 || h.channels <= 0)
     fail("maxT, V, L, NH and C must be positive");
-  if (h.padded_vocab < h.vocab) fail("padded vocabulary " + std::to_string(h.padded_vocab) + " < V = " + std::to_string(h.vocab));
-  if (h.channels % h.heads != 0) fail("C = " + std::to_string(h.channels) + " is not divisible by NH = " + std::to_string(h.heads));
+  if (h.padded_vocab < h.vocab)
+    fail("padded vocabulary " + std::to_string(h.padded_vocab) + " < V = " + std::to_string(h.vocab));
+  if (h.channels % h.heads != 0)
+    fail("C = " + std::to_string(h.channels) + " is not divisible by NH = " + std::to_string(h.heads));
   int64_t bytes = kLlmcHeaderBytes;
   for (const auto& t : llmc_model_tensors(h)) bytes += t.bytes();
   if (bytes != reader.size())
-    fail("its header's tensors need " + std::to_string(bytes) + " bytes, the file has " + std::to_string(reader.size()) +
-         (reader.size() < bytes ? " (truncated?)" : ""));
+    fail("its header's tensors need " + std::to_string(bytes) + " bytes, the file has " +
+         std::to_string(reader.size()) + (reader.size() < bytes ? " (truncated?)" : ""));
   return h;
 }
 

@@ -38,8 +38,8 @@ SafetensorsFile read_safetensors_header(const TensorFileReader& reader) {
   for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
   if (n > uint64_t(kMaxHeader)) fail("its header length " + std::to_string(n) + " is over 100 MB");
   if (int64_t(8 + n) > reader.size())
-    fail("its header of " + std::to_string(n) + " bytes runs past the end of the file (" + std::to_string(reader.size()) +
-         " bytes: truncated?)");
+    fail("its header of " + std::to_string(n) + " bytes runs past the end of the file (" +
+         std::to_string(reader.size()) + " bytes: truncated?)");
   std::string text(size_t(n), '\0');
   reader.read_bytes(8, int64_t(n), text.data());
   const JsonValue root = parse_json(text, path + " (its safetensors header)");
@@ -65,11 +65,11 @@ SafetensorsFile read_safetensors_header(const TensorFileReader& reader) {
     const JsonValue* offsets = v.find("data_offsets");
     if (!dtype || dtype->kind != JsonValue::Kind::String) bad("no dtype");
     if (!shape || shape->kind != JsonValue::Kind::Array) bad("no shape");
-    if (!offsets || offsets->kind != JsonValue::Kind::Array || offsets->items.size() != 2) bad("no data_offsets [begin, end]");
+    if (!offsets || offsets->kind != JsonValue::Kind::Array || offsets->items.size() != 2)
+      bad("no data_offsets [begin, end]");
     StoredTensor t;
     t.name = name;
-    if (!dtype_of(dtype->text, t.dtype))
-      bad("dtype " + dtype->text + " is not one strata reads (F32, BF16, F16, F64)");
+    if (!dtype_of(dtype->text, t.dtype)) bad("dtype " + dtype->text + " is not one strata reads (F32, BF16, F16, F64)");
     for (const auto& d : shape->items) {
       if (!d.is_integer() || d.integer() < 0 || d.integer() > (int64_t(1) << 40)) bad("a bad dimension in its shape");
       t.shape.push_back(d.integer());
@@ -111,8 +111,8 @@ std::string safetensors_header(std::vector<StoredTensor>& tensors,
     std::string shape = "[";
     for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
     json += (json.size() > 1 ? "," : "") + json_quote(t.name) + ":{\"dtype\":\"" + dtype_name(t.dtype) +
-            "\",\"shape\":" + shape + "],\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + t.bytes()) +
-            "]}";
+            "\",\"shape\":" + shape + "],\"data_offsets\":[" + std::to_string(at) + "," +
+            std::to_string(at + t.bytes()) + "]}";
     t.offset = at;
     at += t.bytes();
   }

@@ -15,20 +15,27 @@ namespace strata {
 
 int64_t dtype_bytes(StoredDtype d) {
   switch (d) {
-    case StoredDtype::F32: return 4;
+    case StoredDtype::F32:
+      return 4;
     case StoredDtype::BF16:
-    case StoredDtype::F16: return 2;
-    case StoredDtype::F64: return 8;
+    case StoredDtype::F16:
+      return 2;
+    case StoredDtype::F64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(StoredDtype d) {
   switch (d) {
-    case StoredDtype::F32: return "F32";
-    case StoredDtype::BF16: return "BF16";
-    case StoredDtype::F16: return "F16";
-    case StoredDtype::F64: return "F64";
+    case StoredDtype::F32:
+      return "F32";
+    case StoredDtype::BF16:
+      return "BF16";
+    case StoredDtype::F16:
+      return "F16";
+    case StoredDtype::F64:
+      return "F64";
   }
   return "?";
 }
@@ -51,9 +58,12 @@ float bf16_to_float(uint16_t h) {
 float f16_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
   float mag = 0;
-  if (exp == 0) mag = std::ldexp(float(man), -24);
-  else if (exp == 31) mag = man ? NAN : INFINITY;
-  else mag = std::ldexp(float(man | 0x400), int(exp) - 25);
+  if (exp == 0)
+    mag = std::ldexp(float(man), -24);
+  else if (exp == 31)
+    mag = man ? NAN : INFINITY;
+  else
+    mag = std::ldexp(float(man | 0x400), int(exp) - 25);
   uint32_t u = 0;
   std::memcpy(&u, &mag, 4);
   u |= sign;
@@ -89,8 +99,9 @@ void TensorFileReader::read_bytes(int64_t offset, int64_t n, void* out) const {
   while (n > 0) {
     const ssize_t got = ::pread(fd_.get(), p, size_t(n), off_t(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) throw UserError(path_ + ": read failed at byte " + std::to_string(offset) + ": " +
-                                  (got < 0 ? std::strerror(errno) : "unexpected end of file"));
+    if (got <= 0)
+      throw UserError(path_ + ": read failed at byte " + std::to_string(offset) + ": " +
+                      (got < 0 ? std::strerror(errno) : "unexpected end of file"));
     p += got;
     offset += got;
     n -= got;
@@ -107,7 +118,9 @@ void TensorFileReader::read_block(const StoredTensor& t, int64_t cols, int64_t r
     float* o = out + (r - r0) * width;
     const unsigned char* b = row.data();
     switch (t.dtype) {
-      case StoredDtype::F32: std::memcpy(o, b, size_t(width) * 4); break;
+      case StoredDtype::F32:
+        std::memcpy(o, b, size_t(width) * 4);
+        break;
       case StoredDtype::F64:
         for (int64_t k = 0; k < width; ++k) {
           double d = 0;

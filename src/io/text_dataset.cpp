@@ -25,8 +25,7 @@ std::vector<std::string> TextDataset::expand(const std::vector<std::string>& pat
   return expand_globs(patterns, "data.files", "text file", text_dataset_skips);
 }
 
-TextDataset::TextDataset(const std::vector<std::string>& patterns, double val_fraction, int64_t seq_len,
-                         uint64_t seed)
+TextDataset::TextDataset(const std::vector<std::string>& patterns, double val_fraction, int64_t seq_len, uint64_t seed)
     : files_(expand(patterns)), seed_(seed) {
   std::vector<unsigned char> all;
   for (const auto& f : files_) {
@@ -44,8 +43,8 @@ TextDataset::TextDataset(const std::vector<std::string>& patterns, double val_fr
   if (train_.size() < need || val_.size() < need)
     throw UserError("data.files: " + std::to_string(all.size()) + " bytes in " + std::to_string(files_.size()) +
                     " files give a train/validation split of " + std::to_string(train_.size()) + "/" +
-                    std::to_string(val_.size()) + " bytes; each needs at least model.seq_len + 1 = " +
-                    std::to_string(need));
+                    std::to_string(val_.size()) +
+                    " bytes; each needs at least model.seq_len + 1 = " + std::to_string(need));
 }
 
 void TextDataset::sequence(Split split, int64_t step, int64_t global_index, int64_t seq_len, int32_t* tokens,

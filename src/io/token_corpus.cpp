@@ -66,7 +66,8 @@ void TokenCorpus::sequence(Split split, int64_t step, int64_t global_index, int6
   const uint64_t span = uint64_t(p.tokens - seq_len);  // valid starts: [0, span)
   const uint64_t start = counter_hash(seed_ ^ uint64_t(split), uint64_t(step), uint64_t(global_index)) % span;
   auto it = std::upper_bound(p.pieces.begin(), p.pieces.end(), start,
-                             [](uint64_t pos, const Piece& piece) { return pos < piece.start; }) - 1;
+                             [](uint64_t pos, const Piece& piece) { return pos < piece.start; }) -
+            1;
   for (int64_t t = 0; t <= seq_len; ++t) {
     const uint64_t pos = start + uint64_t(t);
     const uint64_t end = (it + 1 == p.pieces.end()) ? uint64_t(p.tokens) : (it + 1)->start;

@@ -72,8 +72,9 @@ TokenShard::TokenShard(const std::string& path) : path_(path) {
   }
   const uint64_t expected = uint64_t(header_) + count * uint64_t(width_);
   if (count > (uint64_t(1) << 56) || expected != bytes_)
-    fail("the header says " + std::to_string(count) + " tokens (" + std::to_string(expected) + " bytes) but the file has " +
-         std::to_string(bytes_) + " bytes (" + (bytes_ < expected ? "truncated" : "trailing bytes") + ")");
+    fail("the header says " + std::to_string(count) + " tokens (" + std::to_string(expected) +
+         " bytes) but the file has " + std::to_string(bytes_) + " bytes (" +
+         (bytes_ < expected ? "truncated" : "trailing bytes") + ")");
   count_ = int64_t(count);
 }
 

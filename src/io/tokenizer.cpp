@@ -34,8 +34,8 @@ class FileLines : public sentencepiece::SentenceIterator {
     while (true) {
       if (in_.is_open() && std::getline(in_, line_)) return;
       if (in_.is_open() && in_.bad()) {
-        status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal,
-                                              "cannot read " + files_[next_ - 1]);
+        status_ =
+            sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, "cannot read " + files_[next_ - 1]);
         done_ = true;
         return;
       }
@@ -47,8 +47,8 @@ class FileLines : public sentencepiece::SentenceIterator {
       }
       in_.open(files_[next_++], std::ios::binary);
       if (!in_) {
-        status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kNotFound,
-                                              "cannot read " + files_[next_ - 1]);
+        status_ =
+            sentencepiece::util::Status(sentencepiece::util::StatusCode::kNotFound, "cannot read " + files_[next_ - 1]);
         done_ = true;
         return;
       }
@@ -164,6 +164,8 @@ std::string Tokenizer::decode(const std::vector<uint32_t>& ids) const {
   return text;
 }
 
-void Tokenizer::save(const std::string& path) const { write_file_atomically(path, serialized_.data(), serialized_.size()); }
+void Tokenizer::save(const std::string& path) const {
+  write_file_atomically(path, serialized_.data(), serialized_.size());
+}
 
 }  // namespace strata

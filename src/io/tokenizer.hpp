@@ -13,9 +13,9 @@
 namespace strata {
 
 struct TokenizerTraining {
-  std::string type = "bpe";          // "bpe" or "unigram"
-  int64_t vocab_size = 4096;         // pieces, including <unk>, "\n" and the 256 byte pieces
-  int64_t max_sentences = 2000000;   // lines sampled from the corpus for training (0: all)
+  std::string type = "bpe";         // "bpe" or "unigram"
+  int64_t vocab_size = 4096;        // pieces, including <unk>, "\n" and the 256 byte pieces
+  int64_t max_sentences = 2000000;  // lines sampled from the corpus for training (0: all)
 };
 
 class Tokenizer {

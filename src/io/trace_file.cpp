@@ -25,8 +25,8 @@ std::string trace_row(int rank, const TraceRecorder& trace, const std::string& r
                      ",\"args\":{\"name\":" + json_string(row_name) + "}}";
   char buf[128];
   for (const auto& e : trace.events()) {
-    std::snprintf(buf, sizeof(buf), ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", rank,
-                  e.start * 1e6, (e.end - e.start) * 1e6);
+    std::snprintf(buf, sizeof(buf), ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", rank, e.start * 1e6,
+                  (e.end - e.start) * 1e6);
     mine += ",\n{\"name\":" + json_string(e.name) + ",\"cat\":" + json_string(e.category) + buf;
   }
   return mine;

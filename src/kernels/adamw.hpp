@@ -41,9 +41,8 @@ void adam_predict(V1<T> param, V1<const T> m, V1<const T> v, int steps, const Ad
   const T c1 = T(1) / T(1 - std::pow(h.beta1, double(h.step)));
   const T c2 = T(1) / T(1 - std::pow(h.beta2, double(h.step)));
   for_each_element(
-      "adam_predict", param.extent(0), KOKKOS_LAMBDA(const int64_t i) {
-        param(i) -= scale * (m(i) * c1) / (kmath::sqrt(v(i) * c2) + eps);
-      });
+      "adam_predict", param.extent(0),
+      KOKKOS_LAMBDA(const int64_t i) { param(i) -= scale * (m(i) * c1) / (kmath::sqrt(v(i) * c2) + eps); });
 }
 
 }  // namespace strata::kernels

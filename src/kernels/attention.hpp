@@ -98,8 +98,10 @@ struct AttentionSpan {
 template <class T>
 void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatrices<const T> q, HeadMatrices<const T> k,
                             HeadMatrices<const T> v, int64_t b, int64_t h, int64_t hs, const AttentionSpan& span,
-                            Precision precision, AttentionTiling tiling, const std::function<void()>& between_blocks = {}) {
-  if (span.causal && span.k0 > span.q0) throw std::logic_error("attention: a causal span whose first key follows its first query");
+                            Precision precision, AttentionTiling tiling,
+                            const std::function<void()>& between_blocks = {}) {
+  if (span.causal && span.k0 > span.q0)
+    throw std::logic_error("attention: a causal span whose first key follows its first query");
   const int64_t c = o.ld, rows = tiling.rows, keys = tiling.keys;
   const int64_t g_max = std::min(tiling.heads, h);
   const T scale = T(1) / kmath::sqrt(T(hs));
@@ -190,11 +192,10 @@ void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
   const int64_t c = out.extent(1), hs = c / h;
   const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
-  attention_forward_span<T>(head_columns<T>(out.data(), t, c, 0, hs), lse.data(), t,
-                            head_columns<const T>(qkv.data(), t, 3 * c, 0, hs),
-                            head_columns<const T>(qkv.data(), t, 3 * c, c, hs),
-                            head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs), b, h, hs, {0, t, 0, t, true, false},
-                            precision, tiling);
+  attention_forward_span<T>(
+      head_columns<T>(out.data(), t, c, 0, hs), lse.data(), t, head_columns<const T>(qkv.data(), t, 3 * c, 0, hs),
+      head_columns<const T>(qkv.data(), t, 3 * c, c, hs), head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs), b, h,
+      hs, {0, t, 0, t, true, false}, precision, tiling);
 }
 
 // D = rowsum(dO * O) per head and row, (B*H, T) as lse: the backward's per-row constant.
@@ -222,7 +223,8 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
                              const T* lse_ptr, const T* d_ptr, int64_t t, int64_t b, int64_t h, int64_t hs,
                              const AttentionSpan& span, Precision precision, AttentionTiling tiling,
                              const std::function<void()>& between_blocks = {}) {
-  if (span.causal && span.k0 > span.q0) throw std::logic_error("attention: a causal span whose first key follows its first query");
+  if (span.causal && span.k0 > span.q0)
+    throw std::logic_error("attention: a causal span whose first key follows its first query");
   const int64_t rows = tiling.rows, keys = tiling.keys;
   const int64_t g_max = std::min(tiling.heads, h);
   const T scale = T(1) / kmath::sqrt(T(hs));
@@ -251,7 +253,7 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
           // causal: keys past the block's last row are masked
           const int64_t nk = causal ? std::min({keys, k_end - c0, r0 + nr - c0}) : std::min(keys, k_end - c0);
           const bool first_keys = !span.resume && c0 == span.k0;  // the key block every query row meets first
-          const int64_t row_base = (bb * h + h0) * t + r0;  // lse and D of (head h0, row r0)
+          const int64_t row_base = (bb * h + h0) * t + r0;        // lse and D of (head h0, row r0)
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, col), q.ld, q.head_stride,
                                      k.at(bb, c0, col), k.ld, k.head_stride, T(0), p_ptr, keys, rows * keys, g);
           Kokkos::parallel_for(
@@ -266,9 +268,9 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
               });
           if (as_bf16) round_score_blocks<T>(p_ptr, p16_ptr, g, rows, keys, nr, nk);
           with_block(p_ptr, p16_ptr, [&](auto p) {
-            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p, keys, rows * keys, dy.at(bb, r0, col),
-                                       dy.ld, dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld,
-                                       dv.head_stride, g);  // dV_j += P^T dO_i
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, p, keys, rows * keys, dy.at(bb, r0, col), dy.ld,
+                                       dy.head_stride, T(1), dv.at(bb, c0, col), dv.ld, dv.head_stride,
+                                       g);  // dV_j += P^T dO_i
           });
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, dy.at(bb, r0, col), dy.ld, dy.head_stride,
                                      v.at(bb, c0, col), v.ld, v.head_stride, T(0), ds_ptr, keys, rows * keys,
@@ -283,11 +285,11 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
               });
           if (as_bf16) round_score_blocks<T>(ds_ptr, ds16_ptr, g, rows, keys, nr, nk);
           with_block(ds_ptr, ds16_ptr, [&](auto ds) {
-            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds, keys, rows * keys, q.at(bb, r0, col),
-                                       q.ld, q.head_stride, T(1), dk.at(bb, c0, col), dk.ld,
-                                       dk.head_stride, g);  // dK_j += dS^T Q_i
-            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds, keys, rows * keys, k.at(bb, c0, col),
-                                       k.ld, k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
+            product_strided_batched<T>(precision, 'T', 'N', nk, hs, nr, ds, keys, rows * keys, q.at(bb, r0, col), q.ld,
+                                       q.head_stride, T(1), dk.at(bb, c0, col), dk.ld, dk.head_stride,
+                                       g);  // dK_j += dS^T Q_i
+            product_strided_batched<T>(precision, 'N', 'N', nr, hs, nk, ds, keys, rows * keys, k.at(bb, c0, col), k.ld,
+                                       k.head_stride, first_keys ? T(0) : T(1), dq.at(bb, r0, col), dq.ld,
                                        dq.head_stride, g);  // dQ_i += dS K_j
           });
           if (between_blocks) between_blocks();

@@ -25,7 +25,7 @@ KOKKOS_INLINE_FUNCTION bf16 to_bf16(float x) {
   const uint32_t magnitude = u & 0x7fffffffu;
   const uint32_t nearest = u + 0x7fffu + ((u >> 16) & 1u);  // ties to even; infinity stays, a carry may make one
   const uint32_t quiet_nan = u | 0x00400000u;
-  const uint32_t signed_zero = u & 0x80000000u;               // for zeros and subnormals
+  const uint32_t signed_zero = u & 0x80000000u;  // for zeros and subnormals
   const uint32_t r = magnitude > 0x7f800000u ? quiet_nan : (magnitude < 0x00800000u ? signed_zero : nearest);
   return bf16{uint16_t(r >> 16)};
 }

@@ -28,8 +28,9 @@ bool cpu_converts_bf16() {
 }
 
 // VCVTNEPS2BF16, 16 values an instruction: the conversion oneDNN's reorder uses.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_rows_native(
-    const float* src, int64_t ld_src, bf16* dst, int64_t ld_dst, int64_t rows, int64_t cols) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_rows_native(const float* src, int64_t ld_src,
+                                                                                       bf16* dst, int64_t ld_dst,
+                                                                                       int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* s = src + r * ld_src;
     auto* d = reinterpret_cast<uint16_t*>(dst + r * ld_dst);

@@ -31,8 +31,8 @@ KOKKOS_INLINE_FUNCTION float fast_exp<float>(float x0) {
   // exp(x) = 2^n * exp(r), n = round(x / ln2) (by the 1.5 * 2^23 trick: exact for
   // |x / ln2| < 2^22), r = x - n ln2 in [-ln2/2, ln2/2]
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;     // ln2 split in a short high part ...
-  r = r - n * -2.12194440e-4f;        // ... and the rest (Cody-Waite)
+  float r = x - n * 0.693359375f;  // ln2 split in a short high part ...
+  r = r - n * -2.12194440e-4f;     // ... and the rest (Cody-Waite)
   // exp(r) by its degree-6 Taylor polynomial (|r| <= 0.347: truncation < 2e-8)
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;

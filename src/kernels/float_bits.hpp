@@ -8,9 +8,16 @@
 
 namespace strata::kernels {
 
-template <class T> struct FloatBits;
-template <> struct FloatBits<float> { using Int = int32_t; };
-template <> struct FloatBits<double> { using Int = int64_t; };
+template <class T>
+struct FloatBits;
+template <>
+struct FloatBits<float> {
+  using Int = int32_t;
+};
+template <>
+struct FloatBits<double> {
+  using Int = int64_t;
+};
 
 template <class T>
 KOKKOS_INLINE_FUNCTION typename FloatBits<T>::Int bits_of(T x) {

@@ -30,12 +30,13 @@ inline cublasHandle_t cublas_handle() {
   return handle;
 }
 inline void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + " failed: status " + std::to_string(int(s)));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + " failed: status " + std::to_string(int(s)));
 }
 // A row-major (r x c) matrix is a column-major (c x r) one: C = op(A) op(B) in row-major
 // is C^T = op(B)^T op(A)^T in column-major, i.e. the same call with A and B swapped.
-inline void gemm_colmajor(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                          const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+inline void gemm_colmajor(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const float* a,
+                          int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   check(cublasSgemm(cublas_handle(), ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc), "cublasSgemm");
 }
 inline void gemm_colmajor(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, double alpha,
@@ -79,9 +80,9 @@ void gemm(const char* trans_a, const char* trans_b, T alpha, V2<const T> a, V2<c
 // C_i (m x n, row stride ldc) at c + i * stride_c, and so on; op(A_i) is (m x k).
 // Submatrices of larger ones (a block of rows and columns) are such operands.
 template <class T>
-void gemm_strided_batched(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                          int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c,
-                          int64_t ldc, int64_t stride_c, int64_t batch) {
+void gemm_strided_batched(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                          int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c, int64_t ldc,
+                          int64_t stride_c, int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
 #if defined(KOKKOS_ENABLE_CUDA)
   // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands

@@ -18,8 +18,7 @@ KOKKOS_INLINE_FUNCTION void row_moments(const T* x, int64_t c, T& m, T& s) {
 // inp, out are (N, C); weight, bias (C); mean, rstd (N) are saved for the backward. Out: T,
 // or bf16 where the output only feeds bf16 products (written rounded, as they would round it).
 template <class T, class Out>
-void layernorm_forward_as(V2<Out> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight,
-                          V1<const T> bias) {
+void layernorm_forward_as(V2<Out> out, V1<T> mean, V1<T> rstd, V2<const T> inp, V1<const T> weight, V1<const T> bias) {
   const int64_t n = inp.extent(0), c = inp.extent(1);
   if constexpr (std::is_same_v<Out, bf16> && std::is_same_v<T, float> &&
                 Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
@@ -84,8 +83,8 @@ void layernorm_param_sums(V1<T> dweight, V1<T> dbias, V2<const T> dout, V2<const
 // dout (N, C). Writes dinp (N, C) when accumulate_dinp is false, adds to it otherwise
 // (the residual stream's gradient arrives there first). Accumulates dweight, dbias (C).
 template <class T>
-void layernorm_backward(V2<T> dinp, V1<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
-                        V1<const T> weight, V1<const T> mean, V1<const T> rstd, bool accumulate_dinp) {
+void layernorm_backward(V2<T> dinp, V1<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp, V1<const T> weight,
+                        V1<const T> mean, V1<const T> rstd, bool accumulate_dinp) {
   const int64_t n = inp.extent(0), c = inp.extent(1);
   // dinp, row by row
   auto dinp_row = KOKKOS_LAMBDA(const int64_t i) {

@@ -12,7 +12,7 @@ namespace strata::kernels {
 // made it wrote rounded for bf16 products: kernels/bf16.hpp).
 template <class T, class X>
 void matmul_forward_as(V2<T> out, V2<const X> inp, V2<const T> weight, V1<const T> bias,
-                    Precision precision = Precision::FP32) {
+                       Precision precision = Precision::FP32) {
   const int64_t n = out.extent(0), oc = out.extent(1);
   T beta = 0;
   if (bias.extent(0) > 0) {
@@ -70,8 +70,8 @@ void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<con
 // dout is (N, OUT). Accumulates dweight (IN, OUT) and dbias (OUT); writes dinp (N, IN)
 // unless it is empty (the first layer needs no input gradient).
 template <class T>
-void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
-                     V2<const T> weight, Precision precision = Precision::FP32) {
+void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp, V2<const T> weight,
+                     Precision precision = Precision::FP32) {
   if (dinp.extent(0) > 0) matmul_backward_input<T>(dinp, dout, weight, precision);
   matmul_backward_weight<T>(dweight, dbias, dout, inp, precision);
 }

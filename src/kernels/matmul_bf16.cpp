@@ -1,7 +1,7 @@
 #include "kernels/matmul_bf16.hpp"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -123,8 +123,7 @@ class Bf16Products {
     const Bf16Shape& s = shape;
     const uint16_t* a_copy =
         a_bits ? a_bits : RoundedCopy::lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
-    const uint16_t* b_copy =
-        RoundedCopy::lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
+    const uint16_t* b_copy = RoundedCopy::lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
     shape.a_rounded = a_copy != nullptr;
     shape.b_rounded = b_copy != nullptr;
     auto it = cache_.find(shape);
@@ -134,7 +133,8 @@ class Bf16Products {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     dnnl::memory c_user(p.c_f32, engine_, c);
     dnnl::memory a_bf16(p.a_bf16, engine_, a_copy ? const_cast<uint16_t*>(a_copy) : (void*)scratch_.data());
-    dnnl::memory b_bf16(p.b_bf16, engine_, b_copy ? const_cast<uint16_t*>(b_copy) : (void*)(scratch_.data() + b_offset));
+    dnnl::memory b_bf16(p.b_bf16, engine_,
+                        b_copy ? const_cast<uint16_t*>(b_copy) : (void*)(scratch_.data() + b_offset));
     if (!a_copy) {
       dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a));
       p.round_a.execute(stream_, a_user, a_bf16);
@@ -169,8 +169,8 @@ class Bf16Products {
 
   // The logical (batch, rows, cols) matrices of row-major ones with leading dimension ld
   // and batch stride s, transposed or not.
-  static dnnl::memory::desc logical(int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t s,
-                                    bool transposed, dnnl_dt type = dnnl_dt::f32) {
+  static dnnl::memory::desc logical(int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t s, bool transposed,
+                                    dnnl_dt type = dnnl_dt::f32) {
     return dnnl::memory::desc({batch, rows, cols}, type,
                               transposed ? dnnl::memory::dims{s, 1, ld} : dnnl::memory::dims{s, ld, 1});
   }
@@ -295,15 +295,15 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
   // cores and accumulated in fp32 (compute type 32F_FAST_16BF); row-major C = op(A) op(B)
   // is column-major C^T = op(B)^T op(A)^T, as in gemm.hpp.
   const float one = 1.0f;
-  detail::check(cublasGemmStridedBatchedEx(detail::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &one, b,
-                                           CUDA_R_32F, int(ldb), stride_b, a, CUDA_R_32F, int(lda), stride_a, &beta, c,
-                                           CUDA_R_32F, int(ldc), stride_c, int(batch), CUBLAS_COMPUTE_32F_FAST_16BF,
-                                           CUBLAS_GEMM_DEFAULT),
-                "cublasGemmStridedBatchedEx (bf16)");
+  detail::check(
+      cublasGemmStridedBatchedEx(detail::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &one, b, CUDA_R_32F,
+                                 int(ldb), stride_b, a, CUDA_R_32F, int(lda), stride_a, &beta, c, CUDA_R_32F, int(ldc),
+                                 stride_c, int(batch), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx (bf16)");
 #elif defined(STRATA_HAVE_DNNL)
-  Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c},
-                               a, nullptr, b, c);
+  Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c}, a,
+                               nullptr, b, c);
 #else
   (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
   (void)beta, (void)c, (void)ldc, (void)stride_c;
@@ -329,8 +329,8 @@ Bf16Operands operands_of(bool trans_a, bool trans_b, const A& a, V2<const float>
 
 void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
   const auto o = operands_of(trans_a, trans_b, a, b, c);
-  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
-                              b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
+  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)), b.data(),
+                              o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
 }
 
 void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
@@ -344,15 +344,16 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
 #else
   (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
   (void)beta, (void)c, (void)ldc, (void)stride_c;
-  throw std::logic_error("matmul_bf16: an operand stored as bf16 is only read where products round in a pass of "
-                         "their own (oneDNN on CPUs)");
+  throw std::logic_error(
+      "matmul_bf16: an operand stored as bf16 is only read where products round in a pass of "
+      "their own (oneDNN on CPUs)");
 #endif
 }
 
 void matmul_bf16(bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b, float beta, V2<float> c) {
   const auto o = operands_of(trans_a, trans_b, a, b, c);
-  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
-                              b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
+  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)), b.data(),
+                              o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
 }
 
 }  // namespace strata::kernels

@@ -69,8 +69,7 @@ void combine_rows(V2<T> out, V2<const T> y, V2<const int32_t> row, V2<const T> g
 // The combination's backward: dgate(t, j) = dout(t) . y(row(t, j)) (0 where dropped) and
 // dy(row(t, j)) = gate(t, j) dout(t).
 template <class T>
-void combine_backward(V2<T> dgate, V2<T> dy, V2<const T> dout, V2<const T> y, V2<const int32_t> row,
-                      V2<const T> gate) {
+void combine_backward(V2<T> dgate, V2<T> dy, V2<const T> dout, V2<const T> y, V2<const int32_t> row, V2<const T> gate) {
   const int64_t c = dout.extent(1), k = row.extent(1);
   Kokkos::parallel_for(
       "moe_combine_backward", Range(0, dout.extent(0)), KOKKOS_LAMBDA(const int64_t t) {
@@ -111,8 +110,8 @@ void sum_expert_rows(V2<T> dx, V2<const T> dxk, V2<const int32_t> row) {
 //  - the z-loss: dL/dlogit(t, i) += z lse(t) p(t, i) (2 beta times the loss scale);
 // through the softmax: dlogit = p (dp - sum_i dp p).
 template <class T>
-void router_backward(V2<T> dlogits, V2<const T> probs, V1<const T> lse, V2<const int32_t> expert,
-                     V2<const T> gate, V2<const T> dgate, V1<const T> aux, T z, bool renormalise) {
+void router_backward(V2<T> dlogits, V2<const T> probs, V1<const T> lse, V2<const int32_t> expert, V2<const T> gate,
+                     V2<const T> dgate, V1<const T> aux, T z, bool renormalise) {
   const int64_t e = probs.extent(1), k = expert.extent(1);
   Kokkos::parallel_for(
       "moe_router_backward", Range(0, probs.extent(0)), KOKKOS_LAMBDA(const int64_t t) {
@@ -129,8 +128,7 @@ void router_backward(V2<T> dlogits, V2<const T> probs, V1<const T> lse, V2<const
         }
         T dot = 0;
         for (int64_t i = 0; i < e; ++i) dot += dlogits(t, i) * probs(t, i);
-        for (int64_t i = 0; i < e; ++i)
-          dlogits(t, i) = probs(t, i) * (dlogits(t, i) - dot) + z * lse(t) * probs(t, i);
+        for (int64_t i = 0; i < e; ++i) dlogits(t, i) = probs(t, i) * (dlogits(t, i) - dot) + z * lse(t) * probs(t, i);
       });
 }
 

@@ -18,7 +18,8 @@ template <class T>
 KOKKOS_INLINE_FUNCTION T fast_tanh(T x) {
   const T a = x < T(0) ? -x : x;
   const T x2 = x * x;
-  const T poly = x * (T(1) + x2 * (T(-1.0 / 3.0) + x2 * (T(2.0 / 15.0) + x2 * (T(-17.0 / 315.0) + x2 * T(62.0 / 2835.0)))));
+  const T poly =
+      x * (T(1) + x2 * (T(-1.0 / 3.0) + x2 * (T(2.0 / 15.0) + x2 * (T(-17.0 / 315.0) + x2 * T(62.0 / 2835.0)))));
   const T e = fast_exp<T>(T(-2) * a);
   const T t = (T(1) - e) / (T(1) + e);
   return a < T(0.125) ? poly : (x < T(0) ? -t : t);

@@ -23,8 +23,8 @@ double sum_of_squares(V1<const T> x) {
         s);
   } else {
     Kokkos::parallel_reduce(
-        "sum_of_squares", Range(0, n), KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += double(x(i)) * double(x(i)); },
-        s);
+        "sum_of_squares", Range(0, n),
+        KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += double(x(i)) * double(x(i)); }, s);
   }
   return s;
 }

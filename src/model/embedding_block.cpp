@@ -8,8 +8,8 @@ namespace strata {
 
 template <class T>
 EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
-                                  const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len, int64_t c,
-                                  double std)
+                                  const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len,
+                                  int64_t c, double std)
     : store_(store), tp_(tp), cp_(cp) {
   Shard wte = tensor_shard(tp, {rows, c}, 0, 0, 1);
   if (placement.stages > 1) {  // two pipeline copies: the first stage's owns it
@@ -32,8 +32,8 @@ void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tok
   if (cp_.active()) {  // the local rows' positions
     if (int64_t(cache.positions.extent(0)) != local.seq_len)
       cache.positions = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "emb.positions"), local.seq_len, c);
-    gather_local_rows<T>(cp_, V1<T>(cache.positions.data(), cache.positions.size()), V1<const T>(wpe.data(), wpe.size()),
-                         1, local.seq_len * cp_.size, c);
+    gather_local_rows<T>(cp_, V1<T>(cache.positions.data(), cache.positions.size()),
+                         V1<const T>(wpe.data(), wpe.size()), 1, local.seq_len * cp_.size, c);
     wpe = cache.positions;
   }
   tp_embedding_forward<T>(tp_, cache.out, tokens, store_.param2(wte_), wpe, local.seq_len, cache.scratch);

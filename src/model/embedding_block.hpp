@@ -15,8 +15,8 @@ namespace strata {
 
 template <class T>
 struct EmbeddingCache {
-  Tensor2<T> out;  // (BT, C') this rank's rows and hidden block
-  Tensor2<T> scratch;  // 2D: (all B*T of the replica, C/q)
+  Tensor2<T> out;        // (BT, C') this rank's rows and hidden block
+  Tensor2<T> scratch;    // 2D: (all B*T of the replica, C/q)
   Tensor2<T> positions;  // context split: (T/X, C') the local rows' wpe, then their gradient
   V1<const int32_t> tokens;
   void ensure(int64_t rows, int64_t c) {
@@ -37,8 +37,7 @@ class EmbeddingBlock {
   // of wte for the tied LM head. wte has `rows` rows: the vocabulary and its padding
   // (model.padded_vocab_size), which starts at zero.
   EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
-                 const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len, int64_t c,
-                 double std);
+                 const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len, int64_t c, double std);
   // tokens: all B*T tokens of the replica (a context split's local rows of them: T/X per
   // sequence); local: the rows this rank computes (2D: its batch block) -> cache.out
   // (local.rows(), C').

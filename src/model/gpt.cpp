@@ -9,7 +9,8 @@ namespace strata {
 template <class T>
 GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement,
             Recompute recompute, bool allocate, const ContextParallel& cp, const ExpertParallel& ep)
-    : cfg_(cfg), tp_(tp), cp_(cp), recompute_(recompute), placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
+    : cfg_(cfg), tp_(tp), cp_(cp), recompute_(recompute),
+      placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
   for (int k = 0; k < placement_.chunk_count(); ++k)
     if (placement_.chunk(k).second <= placement_.chunk(k).first)
       throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
@@ -17,12 +18,12 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
                              " (n_layer " + std::to_string(cfg.n_layer) + ")");
   const int64_t c = cfg.n_embd;
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cp_, placement_, cfg.vocab_size, cfg.vocab_rows(),
-                                                  cfg.seq_len, c, cfg.init_std);
+                                                   cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
   const MixtureSetup mixture{cfg, ep, TokenPlace{ep.data_rank, ep.data_size, cp_.rank, cp_.size}};
   for (int l = 0; l < cfg.n_layer; ++l)
-    blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c, cfg.n_head,
-                         cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,
+    blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c,
+                         cfg.n_head, cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,
                          &context_workspace_);
   head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, cfg.vocab_size,
                                       placement_.last());
@@ -33,8 +34,9 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   const int64_t first_block = offset_of("blocks.0.ln1.weight"), lnf = offset_of("lnf.weight");
   embedding_range_ = {0, first_block};
   for (int l = 0; l < cfg.n_layer; ++l)
-    block_ranges_.emplace_back(offset_of("blocks." + std::to_string(l) + ".ln1.weight"),
-                               l + 1 < cfg.n_layer ? offset_of("blocks." + std::to_string(l + 1) + ".ln1.weight") : lnf);
+    block_ranges_.emplace_back(
+        offset_of("blocks." + std::to_string(l) + ".ln1.weight"),
+        l + 1 < cfg.n_layer ? offset_of("blocks." + std::to_string(l + 1) + ".ln1.weight") : lnf);
   lnf_range_ = {lnf, store_.expert_begin()};
 }
 
@@ -75,7 +77,8 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   if (cp_.active()) {  // this rank's chunks of the replica's sequences
     const auto local_rows_of = [&](Tensor1<int32_t>& mine, V1<const int32_t>& all) {
       const int64_t n = ctx.batch * local.seq_len;
-      if (int64_t(mine.extent(0)) != n) mine = Tensor1<int32_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "context_rows"), n);
+      if (int64_t(mine.extent(0)) != n)
+        mine = Tensor1<int32_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "context_rows"), n);
       gather_local_rows<int32_t>(cp_, mine, all, ctx.batch, ctx.seq_len);
       all = mine;
     };
@@ -122,7 +125,7 @@ template <class T>
 V2<const T> GPT<T>::output(const StageCache& cache) const {
   const auto& act = as_acts(cache);
   return recompute_ == Recompute::Full ? V2<const T>(act.out)
-                                          : V2<const T>(act.blocks[placement_.chunk(act.chunk).second - 1].out);
+                                       : V2<const T>(act.blocks[placement_.chunk(act.chunk).second - 1].out);
 }
 
 template <class T>
@@ -140,7 +143,8 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
-    if (full) blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, act.scratch, true);  // the same values again
+    if (full)
+      blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, act.scratch, true);  // the same values again
     blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed, dloss_scale);
     blocks_[l].backward_weight(k, act.recomputed, act.scratch);
     ready(block_ranges_[l]);
@@ -211,7 +215,8 @@ void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chun
   }
   if (!placement_.model_last(chunk)) return;
   head_->traffic(local, out);
-  if (tp_.mode == TensorMode::TwoD) out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
+  if (tp_.mode == TensorMode::TwoD)
+    out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
 }
 
 template <class T>
@@ -239,28 +244,34 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const int64_t stream = boundary_shape(ctx).first;  // the residual stream's rows (sequence parallelism: rows / t)
   const auto [begin, end] = placement_.chunk(chunk);
   int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[begin].widths()) +
-              stream * c * int64_t(sizeof(T));  // scratch and dres
+              stream * c * int64_t(sizeof(T));              // scratch and dres
   const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
   const int64_t scratch_rows = tp_.mode == TensorMode::TwoD ? sequence_rows : tp_.row_split() > 1 ? rows : 0;
   if (placement_.model_first(chunk))
     b += EmbeddingCache<T>::bytes_for(stream, c, scratch_rows, cp_.active() ? local.seq_len : 0);
   if (cp_.active())  // the local rows' token ids and targets
-    b += sequence_rows * int64_t(sizeof(int32_t)) * ((placement_.model_first(chunk) ? 1 : 0) + (placement_.model_last(chunk) ? 1 : 0));
+    b += sequence_rows * int64_t(sizeof(int32_t)) *
+         ((placement_.model_first(chunk) ? 1 : 0) + (placement_.model_last(chunk) ? 1 : 0));
   const int layers = end - begin;
-  const auto mixture_bytes = [&](int l) { return blocks_[l].mixture() ? blocks_[l].mixture()->cache_bytes_for(local) : 0; };
+  const auto mixture_bytes = [&](int l) {
+    return blocks_[l].mixture() ? blocks_[l].mixture()->cache_bytes_for(local) : 0;
+  };
   switch (recompute_) {
     case Recompute::None:
-      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths()) + mixture_bytes(l);
+      for (int l = begin; l < end; ++l)
+        b += TransformerCache<T>::bytes_for(local, blocks_[l].widths()) + mixture_bytes(l);
       break;
     case Recompute::Selective:
       if (layers > 0) b += TransformerRecomputed<T>::bytes_for(local, blocks_[begin].widths());
-      for (int l = begin; l < end; ++l) b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false) + mixture_bytes(l);
+      for (int l = begin; l < end; ++l)
+        b += TransformerCache<T>::bytes_for(local, blocks_[l].widths(), false) + mixture_bytes(l);
       break;
     case Recompute::Full:  // one block's cache, every block's input and the stage output
       if (layers > 0) {
         int64_t mixture = 0;  // the shared cache holds a mixture's routing and rows once one has run in it
         for (int l = begin; l < end; ++l) mixture = std::max(mixture, mixture_bytes(l));
-        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + mixture + (layers + 1) * stream * c * int64_t(sizeof(T));
+        b += TransformerCache<T>::bytes_for(local, blocks_[begin].widths()) + mixture +
+             (layers + 1) * stream * c * int64_t(sizeof(T));
       }
       break;
   }
@@ -311,8 +322,8 @@ template <class T>
 double GPT<T>::stage_flops(const BlockContext& ctx) const {
   double n = 0;
   for (const auto& p : store_.infos()) {
-    if (p.numel == 0 || p.name == "wpe") continue;                  // another stage's, or a lookup
-    if (p.name == "wte" && !placement_.last()) continue;            // a lookup here; the head's product is counted there
+    if (p.numel == 0 || p.name == "wpe") continue;        // another stage's, or a lookup
+    if (p.name == "wte" && !placement_.last()) continue;  // a lookup here; the head's product is counted there
     n += double(p.global_numel) * active_share(p, cfg_);
   }
   const double layers = placement_.held_layers();

@@ -26,7 +26,7 @@ namespace strata {
 
 template <class T>
 struct GPTActivations : StageCache {
-  int chunk = 0;  // the stage's chunk it runs (interleaved)
+  int chunk = 0;                     // the stage's chunk it runs (interleaved)
   Tensor1<int32_t> tokens, targets;  // context split: the local rows' token ids and targets
   EmbeddingCache<T> emb;
   std::vector<TransformerCache<T>> blocks;
@@ -39,7 +39,8 @@ struct GPTActivations : StageCache {
   std::vector<Tensor2<T>> block_inputs;
   Tensor2<T> out;
   int64_t bytes() const override {
-    int64_t b = emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres, out, tokens, targets);
+    int64_t b =
+        emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres, out, tokens, targets);
     for (const auto& c : blocks) b += c.bytes();
     for (const auto& x : block_inputs) b += view_bytes(x);
     return b;
@@ -80,7 +81,8 @@ class GPT : public StageModel<T> {
   double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
   V2<const T> output(const StageCache& cache) const override;
   std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
-    return {local_context(ctx).rows() / tp_.row_split(), tp_.mode == TensorMode::TwoD ? cfg_.n_embd / tp_.q : cfg_.n_embd};
+    return {local_context(ctx).rows() / tp_.row_split(),
+            tp_.mode == TensorMode::TwoD ? cfg_.n_embd / tp_.q : cfg_.n_embd};
   }
   // The halves run the blocks' halves (transformer_block.hpp): the input half the head's,
   // every block's, last first; the weight half the head's tied-embedding product, every
@@ -174,7 +176,7 @@ class GPT : public StageModel<T> {
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<LMHead<T>> head_;
   GPTActivations<T> act_;
-  bool share_head_ = false;      // share_loss_layer_cache
+  bool share_head_ = false;  // share_loss_layer_cache
   LMHeadCache<T> shared_head_;
   double aux_loss_ = 0;  // take_aux_loss
   // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm

@@ -18,8 +18,7 @@ LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision prec
 }
 
 template <class T>
-double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets,
-                          LMHeadCache<T>& k) const {
+double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& k) const {
   const auto& s = store_;
   const auto wte = s.param2(wte_);  // (V', C')
   // the logits block has as many vocabulary columns as the wte shard has rows

@@ -15,12 +15,12 @@ namespace strata {
 // parallelism's t, else 1), so the layer norm runs on rows / split of them.
 template <class T>
 struct LMHeadCache {
-  V2<const T> x_in;              // (BT / split, C'), owned by the caller
-  Tensor2<T> lnf;                // (BT, C'), every row (gathered under sequence parallelism)
-  Tensor2<T> lnf_local;          // (BT / split, C') under sequence parallelism: this rank's rows of it
-  Tensor1<T> lnf_mean, lnf_rstd; // (BT / split)
-  Tensor2<T> logits;             // (BT, V'), this rank's vocabulary columns; overwritten by dlogits in the backward
-  Tensor1<T> lse, losses;        // (BT)
+  V2<const T> x_in;               // (BT / split, C'), owned by the caller
+  Tensor2<T> lnf;                 // (BT, C'), every row (gathered under sequence parallelism)
+  Tensor2<T> lnf_local;           // (BT / split, C') under sequence parallelism: this rank's rows of it
+  Tensor1<T> lnf_mean, lnf_rstd;  // (BT / split)
+  Tensor2<T> logits;              // (BT, V'), this rank's vocabulary columns; overwritten by dlogits in the backward
+  Tensor1<T> lse, losses;         // (BT)
   V1<const int32_t> targets;
   void ensure(int64_t rows, int64_t split, int64_t c, int64_t v) {
     if (int64_t(lnf.extent(0)) != rows || int64_t(lnf_mean.extent(0)) != rows / split)

@@ -19,9 +19,9 @@ namespace {
 std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const TensorParallel& tp, const ContextParallel& cp,
                                             const ExpertParallel& ep, int stage, bool allocate) {
   const auto& par = deck.parallel;
-  const auto placement = StagePlacement::interleaved(
-      int(deck.model.n_layer), int(par.pipeline), par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1,
-      stage);
+  const auto placement =
+      StagePlacement::interleaved(int(deck.model.n_layer), int(par.pipeline),
+                                  par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, stage);
   return std::make_unique<GPT<float>>(deck.model, deck.run.seed, tp, placement, par.recompute, allocate, cp, ep);
 }
 
@@ -52,24 +52,24 @@ RunDescription describe_gpt(const Deck& deck, GPT<float>& gpt, const RunSetting&
   d.metrics = std::make_unique<LanguageModelMetrics>(d.samples_per_step, gpt.flops_per_token(), gemm, run.ranks,
                                                      m.moe_experts > 0 ? &gpt : nullptr);
   const bool bf16 = m.precision == Precision::BF16;
-  d.lines.push_back(strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld%s, T=%lld: %.2fM parameters; %s data%s",
-                           (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
-                           m.vocab_rows() > m.vocab_size ? strfmt(" (padded to %lld)", (long long)m.vocab_rows()).c_str() : "",
-                           (long long)m.seq_len, double(gpt.params().global_numel()) / 1e6,
-                           to_string(deck.data.kind).c_str(),
-                           bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
+  d.lines.push_back(
+      strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld%s, T=%lld: %.2fM parameters; %s data%s",
+             (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
+             m.vocab_rows() > m.vocab_size ? strfmt(" (padded to %lld)", (long long)m.vocab_rows()).c_str() : "",
+             (long long)m.seq_len, double(gpt.params().global_numel()) / 1e6, to_string(deck.data.kind).c_str(),
+             bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
   if (m.moe_experts > 0) {
     int64_t experts = 0, layers = 0;  // the experts' parameters, the mixture layers
     for (const auto& p : gpt.params().infos()) experts += p.expert ? p.global_numel : 0;
     for (int64_t l = 0; l < m.n_layer; ++l) layers += m.moe_block(l) ? 1 : 0;
-    d.lines.push_back(strfmt(
-        "strata: mixture of experts in %lld of %lld blocks: %lld experts of hidden width %lld, top %lld, %s; "
-        "%.2fM expert parameters (%.2fM active per token); experts over %lld ranks",
-        (long long)layers, (long long)m.n_layer, (long long)m.moe_experts, (long long)m.expert_hidden(),
-        (long long)m.moe_top_k,
-        m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
-        double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
-        (long long)deck.parallel.expert));
+    d.lines.push_back(
+        strfmt("strata: mixture of experts in %lld of %lld blocks: %lld experts of hidden width %lld, top %lld, %s; "
+               "%.2fM expert parameters (%.2fM active per token); experts over %lld ranks",
+               (long long)layers, (long long)m.n_layer, (long long)m.moe_experts, (long long)m.expert_hidden(),
+               (long long)m.moe_top_k,
+               m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
+               double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
+               (long long)deck.parallel.expert));
   }
   if (!run.data_line.empty()) d.lines.push_back("strata: data: " + run.data_line);
   const std::string blas = blas_core_name();
@@ -118,10 +118,10 @@ std::unique_ptr<StageModel<float>> make_softmax(const Deck& deck, const DataShap
 
 RunDescription describe_softmax(const Deck& deck, const SoftmaxRegression<float>& model, const RunSetting& run) {
   const auto& cfg = model.config();
-  return describe_classifier(deck, run,
-                             strfmt("strata: softmax regression, %lld -> %lld classes: %lld parameters; %s",
-                                    (long long)cfg.inputs, (long long)cfg.classes,
-                                    (long long)model.params().global_numel(), run.data_line.c_str()));
+  return describe_classifier(
+      deck, run,
+      strfmt("strata: softmax regression, %lld -> %lld classes: %lld parameters; %s", (long long)cfg.inputs,
+             (long long)cfg.classes, (long long)model.params().global_numel(), run.data_line.c_str()));
 }
 
 }  // namespace
@@ -129,9 +129,12 @@ RunDescription describe_softmax(const Deck& deck, const SoftmaxRegression<float>
 RunDescription describe_model(const Deck& deck, StageModel<float>& model, const RunSetting& run) {
   // the kind make_model built for this deck
   switch (deck.model.kind) {
-    case ModelKind::ResNet: return describe_resnet(deck, static_cast<const ResNet<float>&>(model), run);
-    case ModelKind::Softmax: return describe_softmax(deck, static_cast<const SoftmaxRegression<float>&>(model), run);
-    case ModelKind::GPT: break;
+    case ModelKind::ResNet:
+      return describe_resnet(deck, static_cast<const ResNet<float>&>(model), run);
+    case ModelKind::Softmax:
+      return describe_softmax(deck, static_cast<const SoftmaxRegression<float>&>(model), run);
+    case ModelKind::GPT:
+      break;
   }
   return describe_gpt(deck, static_cast<GPT<float>&>(model), run);
 }
@@ -163,7 +166,8 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorPara
 }
 
 bool keeps_rounded_copy(const Deck& deck) {
-  return deck.model.precision == Precision::BF16 && deck.model.bf16_round_once && ParamStore<float>::rounded_copy_pays();
+  return deck.model.precision == Precision::BF16 && deck.model.bf16_round_once &&
+         ParamStore<float>::rounded_copy_pays();
 }
 
 std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
@@ -175,16 +179,16 @@ std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
 
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
-  std::unique_ptr<StageModel<float>> model =
-      make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data, true, context_parallel_of(grid),
-                 expert_parallel_of(grid));
+  std::unique_ptr<StageModel<float>> model = make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data,
+                                                        true, context_parallel_of(grid), expert_parallel_of(grid));
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // replica's block only (optim/zero_sharding.hpp), before any step or checkpoint read
   // (with expert parallelism the experts' moments over the expert replicas)
   if (deck.parallel.zero > 0 && grid.replicas().size() > 1) {
     const bool experts = grid.shape().expert > 1;
     model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(),
-                                  experts ? grid.expert_replicas().size() : 0, experts ? grid.expert_replicas().rank() : 0);
+                                  experts ? grid.expert_replicas().size() : 0,
+                                  experts ? grid.expert_replicas().rank() : 0);
   }
   return model;
 }

@@ -44,10 +44,11 @@ template <class T>
 MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
                       const ModelConfig& cfg, Precision precision, const std::string& prefix, double std,
                       double proj_std, bool held)
-    : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD ? tp.t : 1), part_(tp.mode == TensorMode::OneD ? tp.rank : 0),
-      ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()),
-      experts_(cfg.moe_experts), local_experts_(cfg.moe_experts / ep.size), top_k_(cfg.moe_top_k),
-      capacity_factor_(cfg.moe_capacity_factor), aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss) {
+    : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD ? tp.t : 1),
+      part_(tp.mode == TensorMode::OneD ? tp.rank : 0), ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd),
+      f_(cfg.expert_hidden()), experts_(cfg.moe_experts), local_experts_(cfg.moe_experts / ep.size),
+      top_k_(cfg.moe_top_k), capacity_factor_(cfg.moe_capacity_factor), aux_alpha_(cfg.moe_aux_loss),
+      z_beta_(cfg.moe_z_loss) {
   if (experts_ % ep.size != 0) throw std::logic_error("MoeLayer: the experts do not divide over the expert ranks");
   if (tp.mode == TensorMode::TwoD) throw std::logic_error("MoeLayer: the 2D tensor split");
   const auto expert_shard = [&](std::vector<int64_t> shape) {
@@ -63,7 +64,8 @@ MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const Expe
   };
   const Shard router = held ? tensor_shard(tp, {c_, experts_}, -1, -1, -1) : not_held({c_, experts_});  // replicated
   router_ = store.add(prefix + "moe.router.weight", {c_, experts_}, Init::Normal, std, true, router);
-  fc_w_ = store.add(prefix + "moe.fc.weight", {experts_, c_, f_}, Init::Normal, std, true, expert_shard({experts_, c_, f_}));
+  fc_w_ = store.add(prefix + "moe.fc.weight", {experts_, c_, f_}, Init::Normal, std, true,
+                    expert_shard({experts_, c_, f_}));
   fc_b_ = store.add(prefix + "moe.fc.bias", {experts_, f_}, Init::Zeros, 0, false, expert_shard({experts_, f_}));
   proj_w_ = store.add(prefix + "moe.proj.weight", {experts_, f_, c_}, Init::Normal, proj_std, true,
                       expert_shard({experts_, f_, c_}));
@@ -251,7 +253,8 @@ double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, M
 }
 
 template <class T>
-double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
+double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k,
+                                 bool count_load) const {
   auto& r = k.routing;
   const double aux = route(ctx, x, r, count_load);
   const int64_t S = r.dispatched, R = r.received, C = c_, F = f_;
@@ -331,7 +334,7 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
       kernels::matmul_backward_input<T>(gl, dyl, w.proj_w, precision_);  // hg := dL/d(hg)
       kernels::gelu_backward<T>(values_of(gl), values_of(V2<const T>(hl)), values_of(V2<const T>(gl)));  // hg := dL/dh
       kernels::matmul_backward_weight<T>(dw.fc_w, dw.fc_b, gl, xl, precision_);
-      kernels::matmul_backward_input<T>(xl, gl, w.fc_w, precision_);     // xe := dL/d(xe)
+      kernels::matmul_backward_input<T>(xl, gl, w.fc_w, precision_);  // xe := dL/d(xe)
     }
     o += rows;
   }
@@ -364,7 +367,8 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
 template <class T>
 void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) const {
   const int64_t e = ep_.size, n = ctx.rows() / parts_;  // the rows this rank routes
-  if (parts_ > 1) {  // the tensor group: the routing statistics, the outputs (or input gradients), the router's gradient
+  if (parts_ >
+      1) {  // the tensor group: the routing statistics, the outputs (or input gradients), the router's gradient
     const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
     if (forward) out.add("tensor", "allreduce", Collective::AllReduce, parts_, experts_ * int64_t(sizeof(int64_t)));
     if (forward && capacity_factor_ > 0)
@@ -392,7 +396,8 @@ template <class T>
 int64_t MoeLayer<T>::cache_bytes_for(const BlockContext& ctx) const {
   // the assignments a rank's experts take: N k at a balanced routing, with a capacity
   // factor f > 1 up to f N k (the margin the capacity allows an expert above its share)
-  const int64_t n = ctx.rows() / parts_, es = int64_t(sizeof(T)), E = experts_, k = top_k_;  // the rows this rank routes
+  const int64_t n = ctx.rows() / parts_, es = int64_t(sizeof(T)), E = experts_,
+                k = top_k_;  // the rows this rank routes
   const int64_t a = int64_t(std::ceil(double(n * k) * std::max(1.0, capacity_factor_)));
   // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk
   return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es;

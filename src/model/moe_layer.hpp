@@ -51,13 +51,13 @@ struct TokenPlace {
 // One forward's routing, kept for its backward (host bookkeeping and device indices).
 template <class T>
 struct MoeRouting {
-  Tensor2<T> probs;               // (N, E) router probabilities
-  Tensor1<T> lse;                 // (N) router logsumexp
-  Tensor2<int32_t> expert;        // (N, k) chosen experts
-  Tensor2<T> gate;                // (N, k) their weights
-  Tensor2<int32_t> row;           // (N, k) the assignment's row in the dispatch order, -1: dropped
-  Tensor1<int32_t> send_token;    // (S) the token of each dispatched row (expert-major, this rank's)
-  Tensor1<int32_t> recv_place;    // (R) each received row's place in the local experts' order
+  Tensor2<T> probs;                           // (N, E) router probabilities
+  Tensor1<T> lse;                             // (N) router logsumexp
+  Tensor2<int32_t> expert;                    // (N, k) chosen experts
+  Tensor2<T> gate;                            // (N, k) their weights
+  Tensor2<int32_t> row;                       // (N, k) the assignment's row in the dispatch order, -1: dropped
+  Tensor1<int32_t> send_token;                // (S) the token of each dispatched row (expert-major, this rank's)
+  Tensor1<int32_t> recv_place;                // (R) each received row's place in the local experts' order
   std::vector<int64_t> send_rows, recv_rows;  // rows to / from each expert rank
   std::vector<int64_t> expert_rows;           // (E / e) rows of each local expert
   std::vector<double> aux;                    // (E) dL/dp for each expert, per unit of the loss scale
@@ -113,7 +113,10 @@ class MoeLayer {
   // itself over the layer's life (never reset): summed over the ranks, the tokens every
   // layout must drop alike (load().dropped is the count the formula gives).
   int64_t dropped_here() const { return dropped_here_; }
-  void reset_load() const { load_ = MoeLoad{}; load_.assigned.assign(size_t(experts_), 0); }
+  void reset_load() const {
+    load_ = MoeLoad{};
+    load_.assigned.assign(size_t(experts_), 0);
+  }
 
  private:
   // The routing of x's rows into r; returns their auxiliary losses (forward's value).
@@ -146,8 +149,8 @@ class MoeLayer {
   mutable MoeLoad load_;
   mutable int64_t dropped_here_ = 0;
   mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
-  mutable Tensor2<T> slice_;                // a tensor rank's rows' outputs or input gradients
-  mutable Tensor2<T> router_grad_;          // (C, E): one micro-batch's, summed over the tensor group
+  mutable Tensor2<T> slice_;               // a tensor rank's rows' outputs or input gradients
+  mutable Tensor2<T> router_grad_;         // (C, E): one micro-batch's, summed over the tensor group
 };
 
 }  // namespace strata

@@ -35,9 +35,9 @@ template <class T>
 class OdeNetwork : public StageModel<T> {
  public:
   OdeNetwork<T>* ode_network() override { return this; }
-  virtual int64_t steps() const = 0;      // N
-  virtual T h() const = 0;                // the fine step, t_final / N
-  virtual int64_t state_size() const = 0; // values per sample of a state
+  virtual int64_t steps() const = 0;       // N
+  virtual T h() const = 0;                 // the fine step, t_final / N
+  virtual int64_t state_size() const = 0;  // values per sample of a state
   virtual int64_t classes() const = 0;
 
   // x (B, inputs) -> u0 (B, state). The first layer block's rank only.
@@ -48,8 +48,8 @@ class OdeNetwork : public StageModel<T> {
   virtual void step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const = 0;
   // lambda_in = lambda_out + dt J_n(u)^T lambda_out, the adjoint of step_forward at u; with
   // grads, also accumulates step n's weight gradients. lambda_in may not alias.
-  virtual void step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in,
-                            StepScratch<T>& s, bool grads) = 0;
+  virtual void step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in, StepScratch<T>& s,
+                            bool grads) = 0;
   // The last block's rank: logits (B, classes) from u_N, lse and losses (B); returns the
   // sum of the losses.
   virtual double close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse,

@@ -94,10 +94,11 @@ void ParamStore<T>::shard_moments(int shards, int index, int expert_shards, int 
   const int64_t expert_block = two ? zero_block(experts, expert_shards) : 0;
   const int64_t length = two ? block * shards + expert_block * expert_shards : block * shards;
   const int64_t shift = two ? block * shards - dense : 0;  // where the experts move
-  m_ = v_ = grads_ = Tensor1<T>();  // freed first: never more than the unsharded store at once
-  Tensor1<T> params("params", length);  // zero padding
+  m_ = v_ = grads_ = Tensor1<T>();                         // freed first: never more than the unsharded store at once
+  Tensor1<T> params("params", length);                     // zero padding
   const auto copy = [&](int64_t from, int64_t n, int64_t to) {
-    Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(to, to + n)), Kokkos::subview(params_, std::make_pair(from, from + n)));
+    Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(to, to + n)),
+                      Kokkos::subview(params_, std::make_pair(from, from + n)));
   };
   if (two) {
     copy(0, dense, 0);

@@ -33,18 +33,18 @@ struct Shard {
 
 struct ParamInfo {
   std::string name;
-  std::vector<int64_t> shape;  // global shape
+  std::vector<int64_t> shape;         // global shape
   std::vector<int64_t> start, count;  // this rank's hyperslab of it
   int replica = 0, replicas = 1;      // see Shard
   bool expert = false;                // see Shard
   // count is all 0 (numel 0) where another pipeline stage holds the parameter
-  int64_t offset = 0;          // into the flat buffers
-  int64_t numel = 0;           // of the local hyperslab
+  int64_t offset = 0;  // into the flat buffers
+  int64_t numel = 0;   // of the local hyperslab
   int64_t global_numel = 0;
   Init init = Init::Zeros;
-  double std = 0;     // for Init::Normal
+  double std = 0;           // for Init::Normal
   int64_t drawn_rows = -1;  // Init::Normal: rows (of dimension 0) below this are drawn, the rest zero (-1: all)
-  bool decay = false; // receives weight decay (2D weights do; biases and norms do not)
+  bool decay = false;       // receives weight decay (2D weights do; biases and norms do not)
 };
 
 // Local element i of a shard (row-major over count) -> its global row-major index, on the
@@ -112,7 +112,7 @@ class ParamStore {
       if (p.expert && p.count[0] > 0) return int(p.shape[0] / p.count[0]);
     return 1;
   }
-  int64_t global_numel() const;              // elements of the whole model
+  int64_t global_numel() const;  // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
   V1<T> grad(int i) const { return V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel); }
@@ -152,7 +152,8 @@ class ParamStore {
   // whole padded buffer, or with two regions the first) or, experts = true, over the
   // expert replicas (with two regions the second; else empty).
   std::pair<int64_t, int64_t> block_region(bool experts) const {
-    if (expert_shards_ == 0) return experts ? std::pair<int64_t, int64_t>{0, 0} : std::pair<int64_t, int64_t>{0, int64_t(grads_.extent(0))};
+    if (expert_shards_ == 0)
+      return experts ? std::pair<int64_t, int64_t>{0, 0} : std::pair<int64_t, int64_t>{0, int64_t(grads_.extent(0))};
     return experts ? std::pair<int64_t, int64_t>{expert_begin_, int64_t(grads_.extent(0))}
                    : std::pair<int64_t, int64_t>{0, expert_begin_};
   }

@@ -49,7 +49,8 @@ ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placeme
     const bool held = placement_.holds_layer(int(n));
     step_w_.push_back(store_.add("steps." + std::to_string(n) + ".weight", {step_in, w}, Init::Normal,
                                  cfg.step_init_std, true, held_if(held, {step_in, w})));
-    step_b_.push_back(store_.add("steps." + std::to_string(n) + ".bias", {w}, Init::Zeros, 0, false, held_if(held, {w})));
+    step_b_.push_back(
+        store_.add("steps." + std::to_string(n) + ".bias", {w}, Init::Zeros, 0, false, held_if(held, {w})));
   }
   close_w_ = store_.add("close.weight", {state_size(), cfg.classes}, Init::Normal, cfg.init_std, true,
                         held_if(placement_.last(), {state_size(), cfg.classes}));
@@ -85,8 +86,8 @@ void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepSc
 }
 
 template <class T>
-void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in,
-                             StepScratch<T>& s, bool grads) {
+void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in, StepScratch<T>& s,
+                             bool grads) {
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   const auto w = store_.param2(step_w_[n]);
@@ -118,8 +119,8 @@ template <class T>
 void ResNet<T>::close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse,
                                V2<T> du_n) {
   kernels::cross_entropy_backward<T>(logits, logits, lse, labels, scale, 0);
-  kernels::matmul_backward<T>(du_n, store_.grad2(close_w_), store_.grad(close_b_), logits, u_n,
-                              store_.param2(close_w_), cfg_.precision);
+  kernels::matmul_backward<T>(du_n, store_.grad2(close_w_), store_.grad(close_b_), logits, u_n, store_.param2(close_w_),
+                              cfg_.precision);
 }
 
 template <class T>
@@ -355,10 +356,10 @@ int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx, int) const {
   const int64_t c = convolutional() ? cfg_.channels : cfg_.width, rows = convolutional() ? b * side_ * side_ : b;
   const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);
   int64_t bytes = (kept_states(steps, cfg_.recompute_states) + every - 1 + 2) * b * w * e;  // states, lambda, next
-  bytes += 2 * rows * c * e;                                        // scratch z, dz
+  bytes += 2 * rows * c * e;                                                                // scratch z, dz
   // im2col rows and their gradient, last sized by the opening layer's backward on the first stage
   if (convolutional()) bytes += 2 * rows * 9 * (placement_.first() ? 1 : cfg_.channels) * e;
-  if (placement_.last()) bytes += (b * cfg_.classes + 2 * b) * e;   // logits, lse, losses
+  if (placement_.last()) bytes += (b * cfg_.classes + 2 * b) * e;  // logits, lse, losses
   return bytes;
 }
 

@@ -21,21 +21,21 @@
 #include <vector>
 
 #include "core/deck_choices.hpp"
-#include "model/param_store.hpp"
 #include "model/ode_network.hpp"
+#include "model/param_store.hpp"
 #include "model/stage_placement.hpp"
 
 namespace strata {
 
 struct ResNetConfig {
-  int64_t inputs = 784;     // pixels per image
-  int64_t width = 64;       // state width (dense)
-  int64_t channels = 0;     // > 0: convolutional, with this many channels (images side x side, side^2 = inputs)
-  int64_t steps = 64;       // N residual steps
+  int64_t inputs = 784;  // pixels per image
+  int64_t width = 64;    // state width (dense)
+  int64_t channels = 0;  // > 0: convolutional, with this many channels (images side x side, side^2 = inputs)
+  int64_t steps = 64;    // N residual steps
   int64_t classes = 10;
-  double t_final = 1.0;     // T = N h
-  double init_std = 0.1;    // opening and closing weights
-  double step_init_std = 0.01;  // residual weights: small, so the steps start smooth across layers
+  double t_final = 1.0;                   // T = N h
+  double init_std = 0.1;                  // opening and closing weights
+  double step_init_std = 0.01;            // residual weights: small, so the steps start smooth across layers
   Precision precision = Precision::FP32;  // of the products (model.precision)
   // parallel.recompute = "full": a stage keeps every k-th state (k near sqrt(its steps))
   // and runs each segment's steps again in the backward (Chen et al.'s sqrt(N) checkpoints)
@@ -54,13 +54,13 @@ struct ResNetActivations : StageCache {
   // the stage's states: u[0] its input (or the opened image), then one per step; with
   // recompute_states every k-th and the last only, and one segment's states in `segment`
   std::vector<Tensor2<T>> u, segment;
-  Tensor2<T> lambda, next;        // adjoint states (dL/du), lambda ending as the input's gradient
-  std::vector<Tensor2<T>> dz;     // backward_input run apart: each step's dt dz, for backward_weight
-  Tensor2<T> logits;              // last stage
+  Tensor2<T> lambda, next;     // adjoint states (dL/du), lambda ending as the input's gradient
+  std::vector<Tensor2<T>> dz;  // backward_input run apart: each step's dt dz, for backward_weight
+  Tensor2<T> logits;           // last stage
   Tensor1<T> lse, losses;
-  int64_t correct = 0;            // last stage: samples the forward classified right
-  V2<const T> features;           // first stage: the images the states were opened from
-  V1<const int32_t> labels;       // last stage
+  int64_t correct = 0;       // last stage: samples the forward classified right
+  V2<const T> features;      // first stage: the images the states were opened from
+  V1<const int32_t> labels;  // last stage
   StepScratch<T> scratch;
   int64_t bytes() const override;
 };
@@ -102,7 +102,8 @@ class ResNet : public OdeNetwork<T> {
   double close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse, V1<T> losses) const override;
   // From close_forward's logits and lse: duN = dL/duN for L = scale * sum of losses, and
   // the closing layer's gradients. Overwrites logits with dlogits.
-  void close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse, V2<T> du_n) override;
+  void close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse,
+                      V2<T> du_n) override;
 
   // Serial reference: every step on this rank, states u (N + 1 of them, (B, width) each).
   // forward returns the summed loss; backward accumulates every gradient.

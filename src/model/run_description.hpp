@@ -22,11 +22,11 @@ struct Evaluation {
 
 // The steps since the last progress line, as the loop counted them.
 struct ProgressFigures {
-  int64_t window_steps = 0;  // steps in the window
-  double seconds = 0;        // their time, validation and checkpoints excluded
-  int64_t correct = 0;       // classifiers: training samples predicted right in the window
+  int64_t window_steps = 0;      // steps in the window
+  double seconds = 0;            // their time, validation and checkpoints excluded
+  int64_t correct = 0;           // classifiers: training samples predicted right in the window
   double lr = 0, grad_norm = 0;  // the window's last step
-  Evaluation val;            // at this step, if the loop evaluated (else NaN)
+  Evaluation val;                // at this step, if the loop evaluated (else NaN)
 };
 
 // The run as its "done" line reports it.

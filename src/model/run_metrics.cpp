@@ -9,8 +9,8 @@
 namespace strata {
 
 std::vector<std::string> LanguageModelMetrics::columns() const {
-  std::vector<std::string> c = {"val_loss", "val_bpb", "lr", "grad_norm", "ms_per_step", "tokens_per_s", "gflops_per_s",
-                                 "peak_rss_mib"};
+  std::vector<std::string> c = {"val_loss",    "val_bpb",      "lr",           "grad_norm",
+                                "ms_per_step", "tokens_per_s", "gflops_per_s", "peak_rss_mib"};
   if (mixture_) c.insert(c.end(), {"expert_load_min", "expert_load_max", "dropped"});
   return c;
 }
@@ -60,8 +60,8 @@ std::string ClassifierMetrics::progress(const ProgressFigures& w, std::vector<do
   const double train_acc = double(w.correct) / double(w.window_steps * samples_);
   std::string line = strfmt(" | train acc %.3f", train_acc);
   if (!std::isnan(w.val.loss)) line += strfmt(" | test loss %.4f acc %.4f", w.val.loss, w.val.accuracy);
-  line += strfmt(" | lr %.2e | norm %.3f | %.0f samples/s | %.1f ms/step", w.lr, w.grad_norm,
-                 double(samples_) / dt, dt * 1e3);
+  line += strfmt(" | lr %.2e | norm %.3f | %.0f samples/s | %.1f ms/step", w.lr, w.grad_norm, double(samples_) / dt,
+                 dt * 1e3);
   row.insert(row.end(), {train_acc, w.val.loss, w.val.accuracy, w.lr, w.grad_norm, dt * 1e3, double(samples_) / dt});
   return line;
 }

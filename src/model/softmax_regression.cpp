@@ -21,7 +21,8 @@ double SoftmaxRegression<T>::forward(const BlockContext& ctx, const SampleBatch<
   a.features = batch.features;
   a.labels = batch.targets;
   if (int64_t(a.logits.extent(0)) != b) {
-    a.logits = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("softmax.logits")), b, cfg_.classes);
+    a.logits =
+        Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("softmax.logits")), b, cfg_.classes);
     a.lse = Tensor1<T>("softmax.lse", b);
     a.losses = Tensor1<T>("softmax.losses", b);
   }

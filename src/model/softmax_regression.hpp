@@ -11,7 +11,7 @@
 namespace strata {
 
 struct SoftmaxRegressionConfig {
-  int64_t inputs = 0;   // pixels per sample
+  int64_t inputs = 0;  // pixels per sample
   int64_t classes = 0;
   double init_std = 0.02;
   Precision precision = Precision::FP32;
@@ -19,10 +19,10 @@ struct SoftmaxRegressionConfig {
 
 template <class T>
 struct SoftmaxActivations : StageCache {
-  V2<const T> features;       // the batch's, read again by the backward
+  V2<const T> features;  // the batch's, read again by the backward
   V1<const int32_t> labels;
-  Tensor2<T> logits;          // (B, classes); the backward overwrites them with dlogits
-  Tensor1<T> lse, losses;     // (B)
+  Tensor2<T> logits;       // (B, classes); the backward overwrites them with dlogits
+  Tensor1<T> lse, losses;  // (B)
   int64_t correct = 0;
   int64_t bytes() const override { return view_bytes(logits, lse, losses); }
 };
@@ -44,7 +44,9 @@ class SoftmaxRegression : public StageModel<T> {
   std::unique_ptr<StageCache> make_cache(int = 0) const override { return std::make_unique<SoftmaxActivations<T>>(); }
   double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
   V2<const T> output(const StageCache& cache) const override;
-  std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override { return {ctx.batch, cfg_.classes}; }
+  std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
+    return {ctx.batch, cfg_.classes};
+  }
   // The input half turns the logits into their gradient (the model's input needs none);
   // the weight half forms W's and b's gradients from it.
   void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) override;

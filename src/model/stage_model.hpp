@@ -44,8 +44,8 @@ template <class T>
 struct SampleBatch {
   int64_t samples = 0;
   V1<const int32_t> tokens;   // samples x targets_per_sample token ids, or empty
-  V2<const T> features;        // (samples, features), or empty
-  V1<const int32_t> targets;   // samples x targets_per_sample
+  V2<const T> features;       // (samples, features), or empty
+  V1<const int32_t> targets;  // samples x targets_per_sample
   // samples [begin, end): rows of features, per_sample entries of tokens and targets each
   SampleBatch slice(int64_t begin, int64_t end, int64_t per_sample) const {
     SampleBatch s;

@@ -14,14 +14,16 @@ namespace strata {
 
 struct StagePlacement {
   int stage = 0, stages = 1;
-  int layer_begin = 0, layer_end = 0;  // this stage's layers [begin, end) (interleaved: its first chunk's)
+  int layer_begin = 0, layer_end = 0;       // this stage's layers [begin, end) (interleaved: its first chunk's)
   std::vector<std::pair<int, int>> chunks;  // interleaved: every chunk's layers [begin, end)
 
-  bool first() const { return stage == 0; }             // holds the embedding
-  bool last() const { return stage == stages - 1; }     // holds the LM head
+  bool first() const { return stage == 0; }          // holds the embedding
+  bool last() const { return stage == stages - 1; }  // holds the LM head
   int chunk_count() const { return chunks.empty() ? 1 : int(chunks.size()); }
-  std::pair<int, int> chunk(int c) const { return chunks.empty() ? std::make_pair(layer_begin, layer_end) : chunks[size_t(c)]; }
-  bool model_first(int chunk) const { return first() && chunk == 0; }  // the chunk reads the data
+  std::pair<int, int> chunk(int c) const {
+    return chunks.empty() ? std::make_pair(layer_begin, layer_end) : chunks[size_t(c)];
+  }
+  bool model_first(int chunk) const { return first() && chunk == 0; }                // the chunk reads the data
   bool model_last(int chunk) const { return last() && chunk == chunk_count() - 1; }  // the chunk has the loss
   bool holds_layer(int l) const {
     for (int c = 0; c < chunk_count(); ++c)

@@ -26,13 +26,19 @@ inline Shard tensor_shard(const TensorParallel& tp, const std::vector<int64_t>& 
     s.replicas *= parts;
   };
   if (tp.mode == TensorMode::OneD) {
-    if (dim_1d >= 0) cut(dim_1d, tp.t, tp.rank);
-    else replicate(tp.t, tp.rank);
+    if (dim_1d >= 0)
+      cut(dim_1d, tp.t, tp.rank);
+    else
+      replicate(tp.t, tp.rank);
   } else {
-    if (row_dim >= 0) cut(row_dim, tp.q, tp.i);
-    else replicate(tp.q, tp.i);
-    if (col_dim >= 0) cut(col_dim, tp.q, tp.j);
-    else replicate(tp.q, tp.j);
+    if (row_dim >= 0)
+      cut(row_dim, tp.q, tp.i);
+    else
+      replicate(tp.q, tp.i);
+    if (col_dim >= 0)
+      cut(col_dim, tp.q, tp.j);
+    else
+      replicate(tp.q, tp.j);
   }
   return s;
 }

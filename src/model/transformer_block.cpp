@@ -17,8 +17,14 @@
 
 namespace strata {
 namespace {
-template <class T> V1<T> flat(const Tensor2<T>& t) { return V1<T>(t.data(), t.size()); }
-template <class T> V1<T> flat(const V2<T>& t) { return V1<T>(t.data(), t.size()); }
+template <class T>
+V1<T> flat(const Tensor2<T>& t) {
+  return V1<T>(t.data(), t.size());
+}
+template <class T>
+V1<T> flat(const V2<T>& t) {
+  return V1<T>(t.data(), t.size());
+}
 }  // namespace
 
 bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp) {
@@ -29,8 +35,7 @@ bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParal
 template <class T>
 void TransformerCache<T>::ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable) {
   if (int64_t(qkv.extent(0)) == ctx.rows() && int64_t(out.extent(0)) == ctx.rows() / w.row_split &&
-      (fch_gelu.rows() == ctx.rows()) == keep_recomputable &&
-      (ln1.rounded.extent(0) > 0) == w.bf16_operands)
+      (fch_gelu.rows() == ctx.rows()) == keep_recomputable && (ln1.rounded.extent(0) > 0) == w.bf16_operands)
     return;
   buffers(ctx, w, keep_recomputable, AllocateEach{});
 }
@@ -70,10 +75,11 @@ int64_t TransformerGradScratch<T>::bytes_for(int64_t rows, const BlockWidths& w)
 
 template <class T>
 TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp,
-                                      Precision precision, bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
-                                      double std, bool held, const MixtureSetup* mixture,
-                                      ContextWorkspace<T>* context_workspace)
-    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace), precision_(precision), selective_(recompute == Recompute::Selective), c_(c) {
+                                      Precision precision, bool round_once, Recompute recompute, int layer,
+                                      int64_t n_layer, int64_t c, int64_t n_head, double std, bool held,
+                                      const MixtureSetup* mixture, ContextWorkspace<T>* context_workspace)
+    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace), precision_(precision),
+      selective_(recompute == Recompute::Selective), c_(c) {
   if (cp.active() && !context_workspace) throw std::logic_error("TransformerBlock: a context split needs a workspace");
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
@@ -94,8 +100,8 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
   ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
   if (mixture) {
-    moe_ = std::make_unique<MoeLayer<T>>(store, tp, mixture->ep, mixture->place, mixture->cfg, precision, p, std, proj_std,
-                                         held);
+    moe_ = std::make_unique<MoeLayer<T>>(store, tp, mixture->ep, mixture->place, mixture->cfg, precision, p, std,
+                                         proj_std, held);
   } else {
     fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
     fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0);
@@ -105,7 +111,8 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   const auto& info = store.infos();
   w_.c = info[ln1_w_].count[0];
   w_.a = info[qkv_b_].count[1];
-  w_.f = moe_ ? 4 * c / tp.size() : info[fc_b_].count[0];  // a mixture block: the dense width the shared scratch is sized by
+  w_.f = moe_ ? 4 * c / tp.size()
+              : info[fc_b_].count[0];  // a mixture block: the dense width the shared scratch is sized by
   w_.moe = bool(moe_);
   w_.heads = n_head * w_.a / c;  // 0 where not held
   w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
@@ -114,7 +121,8 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
 
 template <class T>
 double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
-                                    TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g, bool again) const {
+                                    TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g,
+                                    bool again) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
@@ -127,27 +135,39 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   k.x_in = x;
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
   // bf16 written rounded (ProductOperand).
-  k.ln1.write([&](auto ln1) { tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_)); });
-  k.ln1.read([&](auto ln1) { tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows); });  // (BT, 3A)
+  k.ln1.write([&](auto ln1) {
+    tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
+  });
+  k.ln1.read([&](auto ln1) {
+    tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows);
+  });  // (BT, 3A)
   if (cp_.active() && cp_.all_to_all)
-    all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
+                                    precision_);
   else if (cp_.active())
-    ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);  // (BT, A)
+    ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
+                              precision_);  // (BT, A)
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows);  // (BT', C')
-  residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));               // x_mid = x + proj
+  residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
   // MLP branch
-  k.ln2.write([&](auto ln2) { tp_layernorm_forward<T>(tp, c_, ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_)); });
+  k.ln2.write([&](auto ln2) {
+    tp_layernorm_forward<T>(tp, c_, ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
+  });
   if (moe_) {
     const double aux = moe_->forward(ctx, k.ln2.values, k.out, k.moe, !again);
     residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + moe
     return aux;
   }
-  k.ln2.read([&](auto ln2) { tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows); });  // (BT, F)
+  k.ln2.read([&](auto ln2) {
+    tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows);
+  });  // (BT, F)
   fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
-  fch_gelu.read([&](auto h) { tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows); });  // (BT', C')
-  residual_accumulate<T>(flat(k.out), flat(k.x_mid));                                    // out = x_mid + mlp
+  fch_gelu.read([&](auto h) {
+    tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows);
+  });                                                  // (BT', C')
+  residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + mlp
   return 0.0;
 }
 
@@ -177,21 +197,23 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
     tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows);
   }
-  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_),
-                                      k.ln2_mean, k.ln2_rstd, true);  // dres is now dL/d(x_mid)
+  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
+                           k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
   if (cp_.active() && cp_.all_to_all)
-    all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
+                                     w_.heads, precision_);
   else if (cp_.active())
-    ring_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    ring_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads,
+                               precision_);
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
   tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows);
-  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_),
-                                      k.ln1_mean, k.ln1_rstd, true);  // dres is now dL/d(x)
+  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
+                           k.ln1_rstd, true);  // dres is now dL/d(x)
 }
 
 template <class T>
@@ -203,7 +225,8 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   // (a mixture's gradients were made in the input half)
   if (w_.row_split > 1) {  // every row: the out-linears' gathered gradients, the layer norms' outputs gathered again
     if (!moe_) {
-      fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), g.dy_mlp, h); });
+      fch_gelu.read(
+          [&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), g.dy_mlp, h); });
       tp_gather_rows<T>(tp, g.rows, k.ln2.values);
       tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, g.rows);
     }
@@ -213,11 +236,14 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
     return;
   }
   if (!moe_) {
-    fch_gelu.read([&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h); });
-    k.ln2.read([&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
+    fch_gelu.read(
+        [&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h); });
+    k.ln2.read(
+        [&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
   }
   tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
-  k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
+  k.ln1.read(
+      [&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
 }
 
 template <class T>

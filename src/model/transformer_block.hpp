@@ -7,14 +7,14 @@
 // shards (model/tensor_shard.hpp) and runs the layers of parallel/tp_layers.hpp; attention
 // needs no tensor communication, as each rank holds whole heads (1D: H/t heads; 2D: H/q
 // heads of its batch block); under a context split it is ring attention over the context
-// group (parallel/ring_attention.hpp), every other layer working on the local rows. The qkv weight's middle dimension keeps a rank's q, k and v columns
-// of the same heads together in one hyperslab.
+// group (parallel/ring_attention.hpp), every other layer working on the local rows. The qkv weight's middle dimension
+// keeps a rank's q, k and v columns of the same heads together in one hyperslab.
 #include <memory>
 #include <string>
 
+#include "comm/traffic.hpp"
 #include "kernels/attention.hpp"
 #include "model/block_context.hpp"
-#include "comm/traffic.hpp"
 #include "model/moe_layer.hpp"
 #include "model/param_store.hpp"
 #include "model/product_operand.hpp"
@@ -40,7 +40,7 @@ struct BlockWidths {
 
 // What a block with a mixture of experts for its MLP needs besides its sizes.
 struct MixtureSetup {
-  ModelConfig cfg;    // moe_* keys, n_embd
+  ModelConfig cfg;  // moe_* keys, n_embd
   ExpertParallel ep;
   TokenPlace place;
 };
@@ -56,21 +56,21 @@ bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParal
 // Activations one forward keeps for its backward; one per micro-batch in flight.
 template <class T>
 struct TransformerCache {
-  V2<const T> x_in;                // (BT', C) the block's input, owned by the caller
+  V2<const T> x_in;  // (BT', C) the block's input, owned by the caller
   // Local sizes: BT rows (2D: this batch block's), BT' those of the residual stream and
   // the layer norms (BT / t under sequence parallelism, else BT), C' the local hidden
   // block (C, or C/q in 2D), A the local heads' width (C, C/t, C/q), F the local MLP width
   // (4C, 4C/t, 4C/q).
-  ProductOperand<T> ln1, ln2;      // (BT', C'), T or bf16 (BlockWidths::bf16_operands)
+  ProductOperand<T> ln1, ln2;                         // (BT', C'), T or bf16 (BlockWidths::bf16_operands)
   Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT')
-  Tensor2<T> qkv;                  // (BT, 3A)
-  Tensor2<T> lse;                  // (B*H', T) attention's row logsumexps (kernels/attention.hpp)
-  Tensor2<T> atty;                 // (BT, A) attention output before proj
-  Tensor2<T> x_mid;                // (BT', C') residual after attention
-  Tensor2<T> fch;                  // (BT, F)
-  ProductOperand<T> fch_gelu;      // (BT, F), T or bf16
-  Tensor2<T> out;                  // (BT', C') block output
-  MoeCache<T> moe;                 // a mixture-of-experts block's MLP (fch, fch_gelu empty)
+  Tensor2<T> qkv;                                     // (BT, 3A)
+  Tensor2<T> lse;                                     // (B*H', T) attention's row logsumexps (kernels/attention.hpp)
+  Tensor2<T> atty;                                    // (BT, A) attention output before proj
+  Tensor2<T> x_mid;                                   // (BT', C') residual after attention
+  Tensor2<T> fch;                                     // (BT, F)
+  ProductOperand<T> fch_gelu;                         // (BT, F), T or bf16
+  Tensor2<T> out;                                     // (BT', C') block output
+  MoeCache<T> moe;                                    // a mixture-of-experts block's MLP (fch, fch_gelu empty)
   // keep_recomputable = false (parallel.recompute = "selective"): fch_gelu is left
   // empty; the block uses the model's TransformerRecomputed instead.
   void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
@@ -124,9 +124,9 @@ struct TransformerRecomputed {
 // two out-linears' output gradients gathered by a block's input half for its weight half.
 template <class T>
 struct TransformerGradScratch {
-  Tensor2<T> dqkv;       // (BT, 3A)
-  Tensor2<T> dc, da;     // (BT', C'), (BT, A)
-  Tensor2<T> dfch;       // (BT, F)
+  Tensor2<T> dqkv;                   // (BT, 3A)
+  Tensor2<T> dc, da;                 // (BT', C'), (BT, A)
+  Tensor2<T> dfch;                   // (BT, F)
   Tensor2<T> rows, dy_mlp, dy_attn;  // (BT, C) under sequence parallelism, else empty
   void ensure(int64_t rows, const BlockWidths& w);
   static int64_t bytes_for(int64_t rows, const BlockWidths& w);  // bytes() after ensure(rows, w)
@@ -154,10 +154,9 @@ class TransformerBlock {
   // precision: of the products (model.precision); round_once: model.bf16_round_once
   // (keeps_bf16_operands); recompute: parallel.recompute.
   TransformerBlock(ParamStore<T>& store, const TensorParallel& tp, const ContextParallel& cp, Precision precision,
-                   bool round_once,
-                   Recompute recompute, int layer,
-                   int64_t n_layer, int64_t c, int64_t n_head, double std, bool held = true,
-                   const MixtureSetup* mixture = nullptr, ContextWorkspace<T>* context_workspace = nullptr);
+                   bool round_once, Recompute recompute, int layer, int64_t n_layer, int64_t c, int64_t n_head,
+                   double std, bool held = true, const MixtureSetup* mixture = nullptr,
+                   ContextWorkspace<T>* context_workspace = nullptr);
   // x (BT', C') -> cache.out (BT', C'). x must outlive the backward. ctx.batch is this
   // rank's sequences (2D: its batch block).
   // recomputed: where the GELU output goes under selective recomputation
@@ -165,8 +164,8 @@ class TransformerBlock {
   // parallelism (unused otherwise). Returns the mixture of experts' auxiliary losses
   // (MoeLayer::forward; 0 for a dense block); again: full recomputation's second forward
   // (the routing is not counted in the load twice).
-  double forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
-                 TransformerGradScratch<T>& scratch, bool again = false) const;
+  double forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
+                 TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& scratch, bool again = false) const;
   // The backward in two halves (zero-bubble schedules run them apart).
   // backward_input works in place on the residual-stream gradient: dres holds dL/d(out) on
   // entry and dL/d(x) on return. It accumulates the layer norms' gradients and leaves
@@ -195,10 +194,11 @@ class TransformerBlock {
   const ContextParallel& cp_;
   ContextWorkspace<T>* context_ws_;
   Precision precision_;
-  bool selective_;              // parallel.recompute = "selective": fch_gelu goes to `recomputed`
-  int64_t c_;                    // the model's hidden size C
+  bool selective_;  // parallel.recompute = "selective": fch_gelu goes to `recomputed`
+  int64_t c_;       // the model's hidden size C
   BlockWidths w_;
-  int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_ = -1, fc_b_ = -1, fcp_w_ = -1, fcp_b_ = -1;
+  int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_ = -1, fc_b_ = -1, fcp_w_ = -1,
+                                                                        fcp_b_ = -1;
   std::unique_ptr<MoeLayer<T>> moe_;  // the MLP when it is a mixture of experts
 };
 

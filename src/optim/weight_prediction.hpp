@@ -25,7 +25,8 @@ class WeightPredictor {
   // updates of learning rate lr. `except`: parameters (by index) whose version differs
   // from the rest of the store (XPipe's copy of the tied embedding), with their own
   // lookahead.
-  void predict(ParamStore<T>& store, double lr, Lookahead all, const std::vector<std::pair<int, Lookahead>>& except = {}) {
+  void predict(ParamStore<T>& store, double lr, Lookahead all,
+               const std::vector<std::pair<int, Lookahead>>& except = {}) {
     if (active_) throw std::logic_error("WeightPredictor::predict twice without restore");
     reserve(store);
     Kokkos::deep_copy(saved_, store.params());

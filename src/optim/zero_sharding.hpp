@@ -39,7 +39,8 @@ template <class T>
 void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
   if (store.moments_sharded()) {  // each region over its group (the experts' are empty without a second region)
     data.reduce_scatter_blocks(region(store.grads(), store.block_region(false)));
-    if (const auto r = store.block_region(true); r.second > r.first) expert_data.reduce_scatter_blocks(region(store.grads(), r));
+    if (const auto r = store.block_region(true); r.second > r.first)
+      expert_data.reduce_scatter_blocks(region(store.grads(), r));
   } else if (expert_data.size() == data.size()) {
     data.allreduce_sum(V1<T>(store.grads()));
   } else {
@@ -83,7 +84,9 @@ void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ran
     return;
   }
   if (bucketed) {
-    if (experts > 0) out.add(split ? "expert_data" : "data", "allreduce", Collective::AllReduce, split ? expert_ranks : data_ranks, experts * vb);
+    if (experts > 0)
+      out.add(split ? "expert_data" : "data", "allreduce", Collective::AllReduce, split ? expert_ranks : data_ranks,
+              experts * vb);
   } else if (split) {
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, dense * vb);
     out.add("expert_data", "allreduce", Collective::AllReduce, expert_ranks, experts * vb);

@@ -23,15 +23,14 @@ namespace strata {
 // lse's buffer holds the whole sequences' logsumexps of this rank's heads, (B*H'/X, T).
 // The exchange buffers and the gathered heads are ws's slots 0-5.
 template <class T>
-void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b,
-                                  int64_t t, int64_t h, Precision precision);
+void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse,
+                                  V2<const T> qkv, int64_t b, int64_t t, int64_t h, Precision precision);
 template <class T>
-void all_to_all_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
-                                   V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
+void all_to_all_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv,
+                                   V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
                                    Precision precision);
 
 void all_to_all_attention_forward_traffic(Traffic& out, const ContextParallel& cp, int64_t rows, int64_t a, int64_t e);
-void all_to_all_attention_backward_traffic(Traffic& out, const ContextParallel& cp, int64_t rows, int64_t a,
-                                           int64_t e);
+void all_to_all_attention_backward_traffic(Traffic& out, const ContextParallel& cp, int64_t rows, int64_t a, int64_t e);
 
 }  // namespace strata

@@ -19,7 +19,7 @@ namespace strata {
 struct ContextParallel {
   Comm* ring = nullptr;  // the context group, in context-rank order (Grid::context())
   int size = 1, rank = 0;
-  bool zigzag = true;  // false: the contiguous split (benchmarks only)
+  bool zigzag = true;       // false: the contiguous split (benchmarks only)
   bool all_to_all = false;  // attention by all-to-all (parallel.context_mode), else the ring
 
   bool active() const { return size > 1; }

@@ -18,8 +18,7 @@ template <class T>
 struct RingBlock {
   V2<T> values;
   typename ContextWorkspace<T>::Staged staged;
-  RingBlock(ContextWorkspace<T>& ws, int slot, int64_t rows, int64_t cols)
-      : staged(ws.staged(slot, rows * cols)) {
+  RingBlock(ContextWorkspace<T>& ws, int slot, int64_t rows, int64_t cols) : staged(ws.staged(slot, rows * cols)) {
     values = V2<T>(staged.device.data(), rows, cols);
   }
   int64_t size() const { return int64_t(values.size()); }
@@ -31,7 +30,9 @@ struct RingBlock {
     return ring.start_recv<T>(staged.host.data(), size(), peer, tag);
   }
   void received() { Kokkos::deep_copy(staged.device, staged.host); }
-  kernels::HeadMatrices<T> keys(int64_t t, int64_t hs) { return kernels::head_columns<T>(values.data(), t, values.extent(1), 0, hs); }
+  kernels::HeadMatrices<T> keys(int64_t t, int64_t hs) {
+    return kernels::head_columns<T>(values.data(), t, values.extent(1), 0, hs);
+  }
   kernels::HeadMatrices<T> vals(int64_t t, int64_t hs) {
     return kernels::head_columns<T>(values.data(), t, values.extent(1), values.extent(1) / 2, hs);
   }
@@ -64,10 +65,14 @@ void add_key_values(V2<T> dqkv, V2<const T> block) {
 kernels::AttentionSpan visiting_span(const ContextParallel& cp, int from, int64_t t) {
   const int64_t n = t / 2;
   switch (cp.sees(from)) {
-    case ContextParallel::Sees::FirstChunkByAll: return {0, t, 0, n, false, true};
-    case ContextParallel::Sees::AllBySecondChunk: return {n, n, 0, t, false, true};
-    case ContextParallel::Sees::All: return {0, t, 0, t, false, true};
-    case ContextParallel::Sees::None: break;
+    case ContextParallel::Sees::FirstChunkByAll:
+      return {0, t, 0, n, false, true};
+    case ContextParallel::Sees::AllBySecondChunk:
+      return {n, n, 0, t, false, true};
+    case ContextParallel::Sees::All:
+      return {0, t, 0, t, false, true};
+    case ContextParallel::Sees::None:
+      break;
   }
   return {0, t, 0, 0, false, true};
 }
@@ -75,8 +80,8 @@ kernels::AttentionSpan visiting_span(const ContextParallel& cp, int from, int64_
 }  // namespace
 
 template <class T>
-void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t,
-                            int64_t h, Precision precision, kernels::AttentionTiling tiling) {
+void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv,
+                            int64_t b, int64_t t, int64_t h, Precision precision, kernels::AttentionTiling tiling) {
   using namespace kernels;
   const int64_t a = out.extent(1), hs = a / h;
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
@@ -98,14 +103,14 @@ void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, 
     const std::function<void()> progress = [&] { ring.progress(transfers, 2); };
     if (s == 0) {  // the rank's own keys: the local causal mask
       attention_forward_span<T>(o, lse.data(), t, q, head_columns<const T>(qkv.data(), t, 3 * a, a, hs),
-                                head_columns<const T>(qkv.data(), t, 3 * a, 2 * a, hs), b, h, hs, {0, t, 0, t, true, false},
-                                precision, tiling, progress);
+                                head_columns<const T>(qkv.data(), t, 3 * a, 2 * a, hs), b, h, hs,
+                                {0, t, 0, t, true, false}, precision, tiling, progress);
     } else {
       const auto rounded_block = round_for_pass(precision, here.values.data(), here.size());
       const auto span = visiting_span(cp, (cp.rank - s + x) % x, t);
       if (span.nk > 0)
-        attention_forward_span<T>(o, lse.data(), t, q, as_const(here.keys(t, hs)), as_const(here.vals(t, hs)), b, h,
-                                  hs, span, precision, tiling, progress);
+        attention_forward_span<T>(o, lse.data(), t, q, as_const(here.keys(t, hs)), as_const(here.vals(t, hs)), b, h, hs,
+                                  span, precision, tiling, progress);
     }
     if (s + 1 < x) {
       ring.wait(transfers[1], "recv");
@@ -116,9 +121,9 @@ void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, 
 }
 
 template <class T>
-void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv, V2<const T> out,
-                             V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h, Precision precision,
-                             kernels::AttentionTiling tiling) {
+void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv,
+                             V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
+                             Precision precision, kernels::AttentionTiling tiling) {
   using namespace kernels;
   const int64_t a = dout.extent(1), hs = a / h;
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
@@ -153,17 +158,17 @@ void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws,
     Comm::Request& got = transfers[1];
     if (s == 0) {  // dQ written, the rank's own dK, dV from zero, under the local causal mask
       zero_key_value_columns<T>(dqkv);
-      attention_backward_span<T>(dpart(0), dpart(1), dpart(2), part(0), part(1), part(2), dy, lse.data(),
-                                 d_rows.data(), t, b, h, hs, {0, t, 0, t, true, false}, precision, tiling, progress);
+      attention_backward_span<T>(dpart(0), dpart(1), dpart(2), part(0), part(1), part(2), dy, lse.data(), d_rows.data(),
+                                 t, b, h, hs, {0, t, 0, t, true, false}, precision, tiling, progress);
     } else {
       Kokkos::deep_copy(work->values, T(0));
       {
         const auto rounded_block = round_for_pass(precision, here.values.data(), here.size());
         const auto span = visiting_span(cp, (cp.rank - s + x) % x, t);
         if (span.nk > 0)
-          attention_backward_span<T>(dpart(0), work->keys(t, hs), work->vals(t, hs), part(0), as_const(here.keys(t, hs)),
-                                     as_const(here.vals(t, hs)), dy, lse.data(), d_rows.data(), t, b, h, hs, span,
-                                     precision, tiling, progress);
+          attention_backward_span<T>(dpart(0), work->keys(t, hs), work->vals(t, hs), part(0),
+                                     as_const(here.keys(t, hs)), as_const(here.vals(t, hs)), dy, lse.data(),
+                                     d_rows.data(), t, b, h, hs, span, precision, tiling, progress);
       }
       sum_sent = transfers[2];  // as far as progress took them
       sum_got = transfers[3];
@@ -204,12 +209,12 @@ void ring_attention_backward_traffic(Traffic& out, const ContextParallel& cp, in
   out.add("context", "recv", Collective::Send, cp.size, 0, 2 * (cp.size - 1));
 }
 
-#define STRATA_RING_ATTENTION_INSTANTIATE(T)                                                                   \
-  template void ring_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>, V2<const T>, int64_t, int64_t,  \
-                                          int64_t, Precision, kernels::AttentionTiling);                       \
-  template void ring_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>, V2<const T>,             \
-                                           V2<const T>, V2<const T>, int64_t, int64_t, int64_t, Precision,      \
-                                           kernels::AttentionTiling);
+#define STRATA_RING_ATTENTION_INSTANTIATE(T)                                                                       \
+  template void ring_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>, V2<const T>, \
+                                          int64_t, int64_t, int64_t, Precision, kernels::AttentionTiling);         \
+  template void ring_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>,       \
+                                           V2<const T>, V2<const T>, V2<const T>, int64_t, int64_t, int64_t,       \
+                                           Precision, kernels::AttentionTiling);
 STRATA_RING_ATTENTION_INSTANTIATE(float)
 STRATA_RING_ATTENTION_INSTANTIATE(double)
 #undef STRATA_RING_ATTENTION_INSTANTIATE

@@ -14,7 +14,8 @@ struct Staged {
   Tensor2<T> dev;
   typename Tensor2<T>::HostMirror host;
   Staged(int64_t r, int64_t c)
-      : dev(Kokkos::view_alloc(Kokkos::WithoutInitializing, "summa.buf"), r, c), host(Kokkos::create_mirror_view(dev)) {}
+      : dev(Kokkos::view_alloc(Kokkos::WithoutInitializing, "summa.buf"), r, c), host(Kokkos::create_mirror_view(dev)) {
+  }
   void to_host() { Kokkos::deep_copy(host, dev); }  // no-op when host == dev
   void to_device() { Kokkos::deep_copy(dev, host); }
 };
@@ -61,8 +62,8 @@ namespace {
 // and sum the partials over `reduce` into the rank at position t, whose C block it is.
 // `multiply(bcast_block, partial)` computes the partial product.
 template <class T, class Multiply>
-void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& reduce,
-                           V2<const T> local_bcast_block, V2<T> c, Multiply multiply) {
+void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& reduce, V2<const T> local_bcast_block,
+                           V2<T> c, Multiply multiply) {
   const int64_t br = local_bcast_block.extent(0), bc = local_bcast_block.extent(1);
   const int64_t m = c.extent(0), n = c.extent(1);
   std::array<Staged<T>, 2> bbuf{Staged<T>(br, bc), Staged<T>(br, bc)}, partial{Staged<T>(m, n), Staged<T>(m, n)};
@@ -98,9 +99,8 @@ void summa_matmul_abt(const TensorGrid2D& g, Precision precision, V2<T> c, V2<co
     return;
   }
   // step t: B_tj down column j; P = A_ij B_tj^T; sum P over row i into (i, t) = C_it
-  summa_reduce_products(g.q, g.i, g.col, g.row, b, c, [&](V2<const T> bt, V2<T> p) {
-    kernels::product<T>(precision, "N", "T", a, bt, T(0), p);
-  });
+  summa_reduce_products(g.q, g.i, g.col, g.row, b, c,
+                        [&](V2<const T> bt, V2<T> p) { kernels::product<T>(precision, "N", "T", a, bt, T(0), p); });
 }
 
 template <class T>
@@ -110,12 +110,11 @@ void summa_matmul_atb(const TensorGrid2D& g, Precision precision, V2<T> c, V2<co
     return;
   }
   // step t: A_it along row i; P = A_it^T B_ij; sum P over column j into (t, j) = C_tj
-  summa_reduce_products(g.q, g.j, g.row, g.col, a, c, [&](V2<const T> at, V2<T> p) {
-    kernels::product<T>(precision, "T", "N", at, b, T(0), p);
-  });
+  summa_reduce_products(g.q, g.j, g.row, g.col, a, c,
+                        [&](V2<const T> at, V2<T> p) { kernels::product<T>(precision, "T", "N", at, b, T(0), p); });
 }
 
-#define STRATA_SUMMA_INSTANTIATE(T)                                                          \
+#define STRATA_SUMMA_INSTANTIATE(T)                                                                   \
   template void summa_matmul_ab<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>);  \
   template void summa_matmul_abt<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>); \
   template void summa_matmul_atb<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>);

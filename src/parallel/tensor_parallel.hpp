@@ -19,12 +19,12 @@ namespace strata {
 
 struct TensorParallel {
   TensorMode mode = TensorMode::Serial;
-  Comm* group = nullptr;  // every rank of the tensor group (1D: the t ranks; 2D: q*q)
-  Comm* row = nullptr;    // 2D: the ranks (i, 0..q-1)
-  Comm* col = nullptr;    // 2D: the ranks (0..q-1, j)
-  int t = 1, rank = 0;    // 1D: group size and this rank's place in it
-  bool sequence = false;  // 1D: sequence parallelism (parallel.sequence_parallel)
-  int q = 1, i = 0, j = 0;// 2D: grid side and this rank's (row, column)
+  Comm* group = nullptr;    // every rank of the tensor group (1D: the t ranks; 2D: q*q)
+  Comm* row = nullptr;      // 2D: the ranks (i, 0..q-1)
+  Comm* col = nullptr;      // 2D: the ranks (0..q-1, j)
+  int t = 1, rank = 0;      // 1D: group size and this rank's place in it
+  bool sequence = false;    // 1D: sequence parallelism (parallel.sequence_parallel)
+  int q = 1, i = 0, j = 0;  // 2D: grid side and this rank's (row, column)
 
   int size() const { return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : 1; }
   // How many ways the replicated regions' rows are split: t under sequence parallelism.

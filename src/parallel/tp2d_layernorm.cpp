@@ -47,9 +47,8 @@ void layernorm2d_forward(const TensorGrid2D& g, int64_t c_total, V2<T> y, V1<T> 
 }
 
 template <class T>
-void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T> dweight, V1<T> dbias,
-                          V2<const T> dy, V2<const T> x, V1<const T> weight, V1<const T> mean, V1<const T> rstd,
-                          bool accumulate) {
+void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T> dweight, V1<T> dbias, V2<const T> dy,
+                          V2<const T> x, V1<const T> weight, V1<const T> mean, V1<const T> rstd, bool accumulate) {
   if (g.q == 1) {
     kernels::layernorm_backward<T>(dx, dweight, dbias, dy, x, weight, mean, rstd, accumulate);
     return;
@@ -86,8 +85,8 @@ void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T
   kernels::residual_accumulate<T>(dbias, V1<const T>(wb.data() + c, c));
 }
 
-template void layernorm2d_forward<float>(const TensorGrid2D&, int64_t, V2<float>, V1<float>, V1<float>,
-                                         V2<const float>, V1<const float>, V1<const float>);
+template void layernorm2d_forward<float>(const TensorGrid2D&, int64_t, V2<float>, V1<float>, V1<float>, V2<const float>,
+                                         V1<const float>, V1<const float>);
 template void layernorm2d_forward<double>(const TensorGrid2D&, int64_t, V2<double>, V1<double>, V1<double>,
                                           V2<const double>, V1<const double>, V1<const double>);
 template void layernorm2d_backward<float>(const TensorGrid2D&, int64_t, V2<float>, V1<float>, V1<float>,

@@ -17,8 +17,8 @@ void layernorm2d_forward(const TensorGrid2D& g, int64_t c_total, V2<T> y, V1<T> 
 // Writes dx (r, C/q), or adds to it if accumulate (a residual stream's gradient);
 // accumulates dweight, dbias (C/q).
 template <class T>
-void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T> dweight, V1<T> dbias,
-                          V2<const T> dy, V2<const T> x, V1<const T> weight, V1<const T> mean, V1<const T> rstd,
+void layernorm2d_backward(const TensorGrid2D& g, int64_t c_total, V2<T> dx, V1<T> dweight, V1<T> dbias, V2<const T> dy,
+                          V2<const T> x, V1<const T> weight, V1<const T> mean, V1<const T> rstd,
                           bool accumulate = false);
 
 }  // namespace strata

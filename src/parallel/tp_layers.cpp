@@ -81,7 +81,8 @@ void linear_out_forward_any(const TensorParallel& tp, Precision precision, V2<T>
 template <class T, class X>
 void linear_backward_weight_any(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
                                 V2<const X> x) {
-  if (tp.mode != TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
+  if (tp.mode !=
+      TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
     kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
   else if constexpr (std::is_same_v<X, T>)
     linear2d_backward_weight<T>(tp.grid(), precision, dw, db, dy, x);
@@ -167,8 +168,8 @@ void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> 
 }
 
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
-                                  V2<T> dy_rows) {
+void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy,
+                                  V2<const T> w, V2<T> dy_rows) {
   if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
   } else if (tp.row_split() > 1) {  // every rank's rows of dy, then this rank's columns of dx
@@ -180,7 +181,8 @@ void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision,
 }
 
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x) {
+void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
+                               V2<const T> x) {
   linear_backward_weight_any<T, T>(tp, precision, dw, db, dy, x);
 }
 template <class T>
@@ -189,16 +191,20 @@ void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2
   linear_backward_weight_any<T, kernels::bf16>(tp, precision, dw, db, dy, x);
 }
 
-#define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                           \
-  template void tp_layernorm_forward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,         \
-                                        V1<const T>, V1<const T>);                                                \
-  template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,        \
-                                         V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);               \
-  template void tp_gather_rows<T>(const TensorParallel&, V2<T>, V2<const T>);                                      \
-  template void tp_linear_in_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>, V2<T>); \
-  template void tp_linear_in_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>);  \
-  template void tp_linear_out_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V1<const T>, V2<T>); \
-  template void tp_linear_out_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>); \
+#define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                                \
+  template void tp_layernorm_forward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>, V1<const T>, \
+                                        V1<const T>);                                                                  \
+  template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,             \
+                                         V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);                    \
+  template void tp_gather_rows<T>(const TensorParallel&, V2<T>, V2<const T>);                                          \
+  template void tp_linear_in_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,             \
+                                        V1<const T>, V2<T>);                                                           \
+  template void tp_linear_in_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,      \
+                                               V2<T>);                                                                 \
+  template void tp_linear_out_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,            \
+                                         V1<const T>, V2<T>);                                                          \
+  template void tp_linear_out_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,     \
+                                                V2<T>);                                                                \
   template void tp_linear_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V1<T>, V2<const T>, V2<const T>);
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)
@@ -206,11 +212,11 @@ STRATA_TP_LAYERS_INSTANTIATE(double)
 using kernels::bf16;
 template void tp_layernorm_forward<float>(const TensorParallel&, int64_t, V2<bf16>, V1<float>, V1<float>,
                                           V2<const float>, V1<const float>, V1<const float>);
-template void tp_linear_in_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>,
-                                          V2<const float>, V1<const float>, V2<float>);
-template void tp_linear_out_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>,
-                                           V2<const float>, V1<const float>, V2<float>);
-template void tp_linear_backward_weight<float>(const TensorParallel&, Precision, V2<float>, V1<float>,
-                                               V2<const float>, V2<const bf16>);
+template void tp_linear_in_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>, V2<const float>,
+                                          V1<const float>, V2<float>);
+template void tp_linear_out_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>, V2<const float>,
+                                           V1<const float>, V2<float>);
+template void tp_linear_backward_weight<float>(const TensorParallel&, Precision, V2<float>, V1<float>, V2<const float>,
+                                               V2<const bf16>);
 
 }  // namespace strata

@@ -57,11 +57,12 @@ void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> 
 // Sequence parallelism: dy holds this rank's rows; they are gathered into dy_rows (B*T, C),
 // which the weight gradient reads next.
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
-                                  V2<T> dy_rows = {});
+void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy,
+                                  V2<const T> w, V2<T> dy_rows = {});
 // dw += x^T dy, db += the column sums of dy (in 2D, SUMMA's ATB and the column's sums).
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy, V2<const T> x);
+void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
+                               V2<const T> x);
 
 // The same layers with an activation that only feeds bf16 products kept as bf16
 // (kernels/bf16.hpp, model/product_operand.hpp): the layer norm writes it rounded, the

@@ -44,7 +44,8 @@ void tp_gather_rows_traffic(Traffic& out, const TensorParallel& tp, int64_t rows
 }
 
 void tp_layernorm_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t c_local, int64_t e) {
-  if (tp.row_split() > 1) out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, 2 * c_local * e);  // dweight, dbias
+  if (tp.row_split() > 1)
+    out.add(kTensor, "allreduce", Collective::AllReduce, tp.t, 2 * c_local * e);  // dweight, dbias
   if (tp.mode != TensorMode::TwoD || tp.q == 1) return;
   out.add(kRow, "allreduce", Collective::AllReduce, tp.q, 2 * rows * e);     // two sums per token
   out.add(kCol, "allreduce", Collective::AllReduce, tp.q, 2 * c_local * e);  // dweight, dbias
@@ -114,8 +115,8 @@ void tp_cross_entropy_forward_traffic(Traffic& out, const TensorParallel& tp, in
   if (tp.mode == TensorMode::Serial) return;
   const char* group = tp.mode == TensorMode::OneD ? kTensor : kRow;
   const int ranks = tp.mode == TensorMode::OneD ? tp.t : tp.q;
-  out.add(group, "allreduce_max", Collective::AllReduce, ranks, rows * e);      // row maxima
-  out.add(group, "allreduce", Collective::AllReduce, ranks, 2 * rows * e);      // sum of exp, target logit
+  out.add(group, "allreduce_max", Collective::AllReduce, ranks, rows * e);  // row maxima
+  out.add(group, "allreduce", Collective::AllReduce, ranks, 2 * rows * e);  // sum of exp, target logit
 }
 
 }  // namespace strata

@@ -63,8 +63,8 @@ void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t>
 }
 
 template <class T>
-void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<const T> dout,
-                           V1<const int32_t> tokens, int64_t t_len, Tensor2<T>& scratch) {
+void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<const T> dout, V1<const int32_t> tokens,
+                           int64_t t_len, Tensor2<T>& scratch) {
   const int64_t vb = wte_vocab_begin(tp, dwte.extent(0));
   switch (tp.mode) {
     case TensorMode::Serial:
@@ -98,8 +98,8 @@ void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits,
 }
 
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte,
-                            V2<T> rows) {
+void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits,
+                            V2<const T> wte, V2<T> rows) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial product below
     summa_matmul_ab<T>(tp.grid(), precision, dx, dlogits, wte);
     return;
@@ -114,7 +114,8 @@ void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T>
 }
 
 template <class T>
-void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits, V2<const T> x) {
+void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits,
+                             V2<const T> x) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {
     Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
     summa_matmul_atb<T>(tp.grid(), precision, step, dlogits, x);
@@ -125,8 +126,8 @@ void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T
 }
 
 template <class T>
-void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
-                      V2<const T> wte) {
+void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits,
+                      V2<const T> x, V2<const T> wte) {
   tp_head_backward_weight<T>(tp, precision, dwte, dlogits, x);  // first: dx may alias x
   tp_head_backward_input<T>(tp, precision, dx, dlogits, wte, {});
 }
@@ -163,9 +164,8 @@ void tp_mask_padded_logits(const TensorParallel& tp, V2<T> logits, int64_t vocab
   const int64_t width = cols - first;
   const T minus_inf = -std::numeric_limits<T>::infinity();
   Kokkos::parallel_for(
-      "mask_padded_logits", Range(0, int64_t(logits.extent(0)) * width), KOKKOS_LAMBDA(const int64_t i) {
-        logits(i / width, first + i % width) = minus_inf;
-      });
+      "mask_padded_logits", Range(0, int64_t(logits.extent(0)) * width),
+      KOKKOS_LAMBDA(const int64_t i) { logits(i / width, first + i % width) = minus_inf; });
 }
 
 template <class T>
@@ -174,18 +174,18 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
   kernels::cross_entropy_backward<T>(logits, logits, lse, targets, scale, logits_vocab_begin(tp, logits.extent(1)));
 }
 
-#define STRATA_VOCAB_PARALLEL_INSTANTIATE(T)                                                                     \
-  template void tp_embedding_forward<T>(const TensorParallel&, V2<T>, V1<const int32_t>, V2<const T>,            \
-                                        V2<const T>, int64_t, Tensor2<T>&);                                      \
-  template void tp_embedding_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V1<const int32_t>,    \
-                                         int64_t, Tensor2<T>&);                                                  \
-  template void tp_head_logits<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);                       \
-  template void tp_head_backward<T>(const TensorParallel&, Precision, V2<T>, V2<T>, V2<const T>, V2<const T>, V2<const T>); \
-  template void tp_head_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>);        \
-  template void tp_head_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);              \
-  template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>,                  \
-                                              V1<const int32_t>);                                                \
-  template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);  \
+#define STRATA_VOCAB_PARALLEL_INSTANTIATE(T)                                                                           \
+  template void tp_embedding_forward<T>(const TensorParallel&, V2<T>, V1<const int32_t>, V2<const T>, V2<const T>,     \
+                                        int64_t, Tensor2<T>&);                                                         \
+  template void tp_embedding_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V1<const int32_t>, int64_t, \
+                                         Tensor2<T>&);                                                                 \
+  template void tp_head_logits<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);                  \
+  template void tp_head_backward<T>(const TensorParallel&, Precision, V2<T>, V2<T>, V2<const T>, V2<const T>,          \
+                                    V2<const T>);                                                                      \
+  template void tp_head_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>);   \
+  template void tp_head_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);         \
+  template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>, V1<const int32_t>);    \
+  template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);         \
   template void tp_mask_padded_logits<T>(const TensorParallel&, V2<T>, int64_t);
 STRATA_VOCAB_PARALLEL_INSTANTIATE(float)
 STRATA_VOCAB_PARALLEL_INSTANTIATE(double)

@@ -26,24 +26,25 @@ void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t>
                           V2<const T> wpe, int64_t t_len, Tensor2<T>& scratch);
 // dout: gradient of out. Accumulates dwte, dwpe.
 template <class T>
-void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<const T> dout,
-                           V1<const int32_t> tokens, int64_t t_len, Tensor2<T>& scratch);
+void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<const T> dout, V1<const int32_t> tokens,
+                           int64_t t_len, Tensor2<T>& scratch);
 
 // logits (rows, V local) = x wte^T.
 template <class T>
 void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits, V2<const T> x, V2<const T> wte);
 // Writes dx (complete); accumulates dwte. dx may alias x (x is read first).
 template <class T>
-void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits, V2<const T> x,
-                      V2<const T> wte);
+void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits,
+                      V2<const T> x, V2<const T> wte);
 // Its halves, in the order zero-bubble schedules run them: dx = dlogits wte (complete),
 // then dwte += dlogits^T x (x must be intact: dx may not alias it). Under sequence
 // parallelism dx is this rank's rows, reduce-scattered through rows (B*T, C).
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits, V2<const T> wte,
-                            V2<T> rows = {});
+void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits,
+                            V2<const T> wte, V2<T> rows = {});
 template <class T>
-void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits, V2<const T> x);
+void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits,
+                             V2<const T> x);
 
 // Softmax cross-entropy over the whole vocabulary of logits split by vocabulary columns.
 // targets: this rank's rows. Writes losses and lse (rows); returns the sum of this rank's

@@ -12,11 +12,11 @@
 #include "core/log.hpp"
 #include "core/timers.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/gemm_probe.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "optim/weight_prediction.hpp"
-#include "kernels/gemm_probe.hpp"
 #include "plan/step_prediction.hpp"
 
 namespace strata {
@@ -47,7 +47,8 @@ namespace {
 std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
   const auto& m = d.model;
   const int64_t rows_per_replica = d.data.batch_size / d.parallel.data;
-  if (m.kind == ModelKind::ResNet) return {{rows_per_replica, 784, m.width}, {rows_per_replica, m.width, m.width}, {rows_per_replica, m.width, 10}};
+  if (m.kind == ModelKind::ResNet)
+    return {{rows_per_replica, 784, m.width}, {rows_per_replica, m.width, m.width}, {rows_per_replica, m.width, 10}};
   if (m.kind == ModelKind::Softmax) return {{rows_per_replica, 784, 10}};
   const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
   return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_rows()}};
@@ -181,7 +182,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
     cal.gemm.emplace_back(strfmt("%lld x %lld x %lld", (long long)r, (long long)k, (long long)n), gf);
   }
   m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
-  if (kernels::bf16_products_unavailable().empty()) {  // the same shapes with bf16 operands
+  if (kernels::bf16_products_unavailable().empty()) {      // the same shapes with bf16 operands
     double bf16_seconds = 0;
     for (const auto& [r, k, n] : model_shapes(deck)) {
       const double gf = measure_gemm_gflops(r, k, n, 0.2, Precision::BF16);

@@ -29,10 +29,10 @@
 namespace strata {
 
 struct CommSample {
-  std::string kind;       // "send", "allreduce", "broadcast"
-  double bytes = 0;       // payload
-  double seconds = 0;     // measured
-  double fitted = 0;      // the fit's prediction
+  std::string kind;    // "send", "allreduce", "broadcast"
+  double bytes = 0;    // payload
+  double seconds = 0;  // measured
+  double fitted = 0;   // the fit's prediction
 };
 
 struct Calibration {

@@ -25,7 +25,8 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
     });
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
     buckets.flush();
-    gradient_sum_traffic(out, model.params(), data_ranks, zero, true, tensor_split_of(model));  // the experts', after the buckets
+    gradient_sum_traffic(out, model.params(), data_ranks, zero, true,
+                         tensor_split_of(model));  // the experts', after the buckets
   } else {
     gradient_sum_traffic(out, model.params(), data_ranks, zero, false, tensor_split_of(model));
   }
@@ -48,22 +49,37 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   Traffic out;
   for (const auto& in : s.programs[place.stage]) {
     switch (in.op) {
-      case PipeOp::Forward: out.add(micro[size_t(in.chunk)]); break;  // with its backward
+      case PipeOp::Forward:
+        out.add(micro[size_t(in.chunk)]);
+        break;  // with its backward
       case PipeOp::SendAct:
-      case PipeOp::SendGrad: out.add("pipeline", "send", Collective::Send, s.stages, rows * cols * e); break;
+      case PipeOp::SendGrad:
+        out.add("pipeline", "send", Collective::Send, s.stages, rows * cols * e);
+        break;
       case PipeOp::RecvAct:
-      case PipeOp::RecvGrad: out.add("pipeline", "recv", Collective::Send, s.stages, 0); break;
+      case PipeOp::RecvGrad:
+        out.add("pipeline", "recv", Collective::Send, s.stages, 0);
+        break;
       case PipeOp::OptimizerStep:
         if (!stream) break;
         gradient_sum_traffic(out, model.params(), data_ranks, false, false, tensor_split_of(model));
         if (tp.mode != TensorMode::Serial)  // the stage's gradient norm
           out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
         break;
-      case PipeOp::SendTiedGrad: out.add("tied_emb", "send", Collective::Send, 2, tied * e); break;
-      case PipeOp::SendTiedWeights: out.add("tied_emb", "send", Collective::Send, 2, tied * e, 3); break;  // and moments
-      case PipeOp::RecvTiedGrad: out.add("tied_emb", "recv", Collective::Send, 2, 0); break;
-      case PipeOp::RecvTiedWeights: out.add("tied_emb", "recv", Collective::Send, 2, 0, 3); break;
-      default: break;
+      case PipeOp::SendTiedGrad:
+        out.add("tied_emb", "send", Collective::Send, 2, tied * e);
+        break;
+      case PipeOp::SendTiedWeights:
+        out.add("tied_emb", "send", Collective::Send, 2, tied * e, 3);
+        break;  // and moments
+      case PipeOp::RecvTiedGrad:
+        out.add("tied_emb", "recv", Collective::Send, 2, 0);
+        break;
+      case PipeOp::RecvTiedWeights:
+        out.add("tied_emb", "recv", Collective::Send, 2, 0, 3);
+        break;
+      default:
+        break;
     }
   }
   const int64_t k = s.mini_batches, d = sizeof(double);

@@ -31,15 +31,20 @@ Deck Layout::applied_to(const Deck& deck) const {
 std::vector<std::string> Layout::overrides() const {
   const Deck d = applied_to(Deck{});
   const auto& p = d.parallel;
-  return {"parallel.data=" + std::to_string(p.data), "parallel.pipeline=" + std::to_string(p.pipeline),
-          "parallel.context=" + std::to_string(p.context), "parallel.context_mode=" + to_string(p.context_mode),
-          "parallel.tensor_mode=" + to_string(p.tensor_mode), "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
+  return {"parallel.data=" + std::to_string(p.data),
+          "parallel.pipeline=" + std::to_string(p.pipeline),
+          "parallel.context=" + std::to_string(p.context),
+          "parallel.context_mode=" + to_string(p.context_mode),
+          "parallel.tensor_mode=" + to_string(p.tensor_mode),
+          "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols),
           std::string("parallel.sequence_parallel=") + (p.sequence_parallel ? "true" : "false"),
           "parallel.schedule=" + to_string(p.schedule),
           "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
-          "parallel.micro_batches=" + std::to_string(p.micro_batches), "parallel.recompute=" + to_string(p.recompute),
-          "parallel.zero=" + std::to_string(p.zero), "parallel.expert=" + std::to_string(p.expert)};
+          "parallel.micro_batches=" + std::to_string(p.micro_batches),
+          "parallel.recompute=" + to_string(p.recompute),
+          "parallel.zero=" + std::to_string(p.zero),
+          "parallel.expert=" + std::to_string(p.expert)};
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {

@@ -16,14 +16,14 @@ struct Layout {
   int context = 1;  // ranks each sequence is split over
   ContextMode context_mode = ContextMode::Ring;
   TensorMode tensor = TensorMode::Serial;
-  int t = 1;  // 1D group size
-  bool sequence = false;  // 1D: sequence parallelism
-  int q = 1;  // 2D grid side
+  int t = 1;                               // 1D group size
+  bool sequence = false;                   // 1D: sequence parallelism
+  int q = 1;                               // 2D grid side
   Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
-  int virtual_stages = 1;  // interleaved: chunks per stage
-  int micro_batches = 1;  // with pipeline = 1: gradient accumulation
+  int virtual_stages = 1;                  // interleaved: chunks per stage
+  int micro_batches = 1;                   // with pipeline = 1: gradient accumulation
   Recompute recompute = Recompute::None;
-  int zero = 0;  // ZeRO stage (0 or 1)
+  int zero = 0;    // ZeRO stage (0 or 1)
   int expert = 1;  // mixtures of experts: data ranks the experts are split over
   int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
   int ranks() const { return data * pipeline * context * tensor_size(); }

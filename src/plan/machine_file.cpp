@@ -14,10 +14,13 @@ namespace strata {
 
 double LinkCosts::seconds(Collective kind, int ranks, double payload_bytes) const {
   switch (kind) {
-    case Collective::Send: return collective_seconds(kind, ranks, payload_bytes, send_alpha, send_beta);
+    case Collective::Send:
+      return collective_seconds(kind, ranks, payload_bytes, send_alpha, send_beta);
     case Collective::Broadcast:
-    case Collective::Reduce: return collective_seconds(kind, ranks, payload_bytes, broadcast_alpha, broadcast_beta);
-    default: return collective_seconds(kind, ranks, payload_bytes, allreduce_alpha, allreduce_beta);
+    case Collective::Reduce:
+      return collective_seconds(kind, ranks, payload_bytes, broadcast_alpha, broadcast_beta);
+    default:
+      return collective_seconds(kind, ranks, payload_bytes, allreduce_alpha, allreduce_beta);
   }
 }
 
@@ -38,9 +41,12 @@ class Reader {
     if (!t.count(key)) throw UserError("machine file '" + path_ + "': missing " + sec + "." + key);
     const auto& v = t.at(key);
     double x = 0;
-    if (v.is_floating()) x = v.as_floating();
-    else if (v.is_integer()) x = double(v.as_integer());
-    else throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be a number");
+    if (v.is_floating())
+      x = v.as_floating();
+    else if (v.is_integer())
+      x = double(v.as_integer());
+    else
+      throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be a number");
     if (positive ? !(x > 0) : !(x >= 0))
       throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be " + (positive ? "> 0" : ">= 0"));
     return x;
@@ -51,7 +57,7 @@ class Reader {
     return t.at(key).as_string();
   }
   LinkCosts link(const std::string& name) {
-    const std::set<std::string> keys = {"send_alpha",     "send_beta",      "allreduce_alpha",
+    const std::set<std::string> keys = {"send_alpha",     "send_beta",       "allreduce_alpha",
                                         "allreduce_beta", "broadcast_alpha", "broadcast_beta"};
     const auto& t = section(name, keys);
     LinkCosts c;
@@ -81,7 +87,8 @@ std::string num(double x) {
 std::string gbps(double beta) { return beta > 0 ? "   # " + num(1e-9 / beta) + " GB/s" : ""; }
 
 void write_link(std::ostringstream& o, const char* name, const LinkCosts& c) {
-  o << "\n[" << name << "]   # t = steps(p) alpha + wire(p) bytes beta (src/comm/wire_model.hpp); alpha in s, beta in s/byte\n"
+  o << "\n[" << name
+    << "]   # t = steps(p) alpha + wire(p) bytes beta (src/comm/wire_model.hpp); alpha in s, beta in s/byte\n"
     << "send_alpha = " << num(c.send_alpha) << "\nsend_beta = " << num(c.send_beta) << gbps(c.send_beta) << "\n"
     << "allreduce_alpha = " << num(c.allreduce_alpha) << "\nallreduce_beta = " << num(c.allreduce_beta)
     << gbps(c.allreduce_beta) << "\n"
@@ -111,8 +118,9 @@ MachineFile read_machine_file(const std::string& path) {
   m.description = r.text(mt, "machine", "description");
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
-  const auto& ct = r.section("compute", {"gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops",
-                                          "bf16_rounding", "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
+  const auto& ct =
+      r.section("compute", {"gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops", "bf16_rounding",
+                            "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
   if (ct.count("bf16_gemm_flops")) m.bf16_gemm_flops = r.number(ct, "compute", "bf16_gemm_flops");
   if (ct.count("attention_flops")) m.attention_flops = r.number(ct, "compute", "attention_flops");
@@ -137,7 +145,8 @@ MachineFile read_machine_file(const std::string& path) {
 double MachineFile::gemm_rate(Precision precision) const {
   if (precision == Precision::FP32) return gemm_flops;
   if (!(bf16_gemm_flops > 0))
-    throw UserError("machine '" + name + "' has no compute.bf16_gemm_flops: it cannot plan model.precision = \"bf16\" "
+    throw UserError("machine '" + name +
+                    "' has no compute.bf16_gemm_flops: it cannot plan model.precision = \"bf16\" "
                     "(strata calibrate measures it where bf16 products run)");
   return bf16_gemm_flops;
 }
@@ -165,12 +174,13 @@ std::string to_toml(const MachineFile& m) {
       << "    # FLOP/s per rank, fused attention forward + backward (unmasked work) at the model's shapes\n";
   if (m.bf16_attention_flops > 0)
     o << "bf16_attention_flops = " << num(m.bf16_attention_flops) << "    # the same with bf16 products\n";
-  o
-    << "memory_bandwidth = " << num(m.memory_bandwidth) << "   # bytes/s per rank, streaming\n"
-    << "memory_capacity = " << num(m.memory_capacity) << "    # bytes a rank may use (its share of the node's, or its GPU's)\n"
+  o << "memory_bandwidth = " << num(m.memory_bandwidth) << "   # bytes/s per rank, streaming\n"
+    << "memory_capacity = " << num(m.memory_capacity)
+    << "    # bytes a rank may use (its share of the node's, or its GPU's)\n"
     << "activation_rate = " << num(m.activation_rate)
     << "    # bytes of kept activations per second through the non-GEMM work (forward + backward)\n"
-    << "adam_rate = " << num(m.adam_rate) << "    # parameters per second through an Adam-style pass (the update; XPipe's prediction)\n";
+    << "adam_rate = " << num(m.adam_rate)
+    << "    # parameters per second through an Adam-style pass (the update; XPipe's prediction)\n";
   write_link(o, "intra_node", m.intra_node);
   if (m.has_inter_node) write_link(o, "inter_node", m.inter_node);
   return o.str();

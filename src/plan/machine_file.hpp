@@ -49,7 +49,7 @@ struct MachineFile {
   std::string name, description, source;
   int ranks_per_node = 1;
   double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, adam_rate = 0;
-  double bf16_gemm_flops = 0;  // 0: not known
+  double bf16_gemm_flops = 0;                            // 0: not known
   double attention_flops = 0, bf16_attention_flops = 0;  // 0: not known
   bool bf16_rounds_in_product = false;                   // compute.bf16_rounding = "in_product"
   LinkCosts intra_node, inter_node;

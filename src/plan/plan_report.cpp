@@ -14,9 +14,7 @@ std::string bytes_text(double b) {
   return strfmt("%.1f KiB", b / 1024.0);
 }
 
-std::string seconds_text(double s) {
-  return s >= 1 ? strfmt("%.3f s", s) : strfmt("%.2f ms", s * 1e3);
-}
+std::string seconds_text(double s) { return s >= 1 ? strfmt("%.3f s", s) : strfmt("%.2f ms", s * 1e3); }
 
 bool fits(const StepPrediction& p, const MachineFile& machine) {
   return double(p.memory_bytes()) <= machine.memory_capacity;
@@ -124,25 +122,31 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   const auto& m = deck.model;
   const std::vector<StepPrediction> ranked = rank_layouts(deck, ranks, machine);
   const double tokens = double(deck.data.batch_size) * double(m.seq_len);
-  out << strfmt("strata plan: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld; global batch %lld x %lld tokens; %d ranks\n",
-                (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
-                (long long)m.seq_len, (long long)deck.data.batch_size, (long long)m.seq_len, ranks);
+  out << strfmt(
+      "strata plan: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld; global batch %lld x %lld tokens; %d "
+      "ranks\n",
+      (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size, (long long)m.seq_len,
+      (long long)deck.data.batch_size, (long long)m.seq_len, ranks);
   const double gemm_rate = machine.gemm_rate(m.precision);
   out << strfmt("machine: %s, %d ranks per node: GEMM %.3g TFLOP/s%s, memory %.3g GB/s and %s per rank\n",
                 machine.name.c_str(), machine.ranks_per_node, gemm_rate / 1e12,
                 m.precision == Precision::BF16 ? " (bf16)" : "", machine.memory_bandwidth / 1e9,
                 bytes_text(machine.memory_capacity).c_str());
   if (ranks > machine.ranks_per_node && !machine.has_inter_node)
-    out << strfmt("note: %d ranks span %d nodes of %d ranks, and the machine file has no [inter_node] costs: the "
-                  "intra-node ones are used across nodes\n",
-                  ranks, (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node, machine.ranks_per_node);
-  if (ranked.empty()) throw UserError("strata plan: no layout of " + std::to_string(ranks) + " ranks fits the deck's model and batch");
+    out << strfmt(
+        "note: %d ranks span %d nodes of %d ranks, and the machine file has no [inter_node] costs: the "
+        "intra-node ones are used across nodes\n",
+        ranks, (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node, machine.ranks_per_node);
+  if (ranked.empty())
+    throw UserError("strata plan: no layout of " + std::to_string(ranks) + " ranks fits the deck's model and batch");
   int best = -1;
   for (size_t i = 0; i < ranked.size() && best < 0; ++i)
     if (double(ranked[i].memory_bytes()) <= machine.memory_capacity) best = int(i);
   const size_t shown = top > 0 ? std::min(ranked.size(), size_t(top)) : ranked.size();
-  out << strfmt("%zu layouts fit the model and batch; the %zu fastest predicted, per step (memory and traffic: the busiest rank):\n",
-                ranked.size(), shown);
+  out << strfmt(
+      "%zu layouts fit the model and batch; the %zu fastest predicted, per step (memory and traffic: the busiest "
+      "rank):\n",
+      ranked.size(), shown);
   out << strfmt("%4s  %-40s %11s %11s %10s %9s %9s %9s %8s %11s\n", "rank", "layout", "memory", "comm/step", "step",
                 "compute", "comm", "bubble", "of GEMM", "tokens/s");
   for (size_t i = 0; i < shown; ++i) {
@@ -151,8 +155,8 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
     out << strfmt("%4zu%s %-40s %11s %11s %10s %9s %9s %8.1f%% %6.0f%% %11.0f\n", i + 1, fits ? " " : "!",
                   p.layout.name().c_str(), bytes_text(double(p.memory_bytes())).c_str(),
                   bytes_text(p.wire_bytes).c_str(), seconds_text(p.step_s).c_str(), seconds_text(p.compute_s).c_str(),
-                  seconds_text(p.comm_s).c_str(), 100.0 * p.bubble, 100.0 * p.model_flops / (p.step_s * ranks * gemm_rate),
-                  tokens / p.step_s);
+                  seconds_text(p.comm_s).c_str(), 100.0 * p.bubble,
+                  100.0 * p.model_flops / (p.step_s * ranks * gemm_rate), tokens / p.step_s);
   }
   if (best < 0) {
     out << "recommended: none: every layout needs more than " << bytes_text(machine.memory_capacity)
@@ -161,15 +165,17 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   }
   const auto& r = ranked[size_t(best)];
   out << "recommended: " << r.layout.name()
-      << strfmt(" (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "
-                "messages %s)",
-                best + 1, seconds_text(r.step_s).c_str(), bytes_text(double(r.memory_bytes())).c_str(),
-                bytes_text(double(r.state_bytes)).c_str(), bytes_text(double(r.activation_bytes)).c_str());
+      << strfmt(
+             " (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "
+             "messages %s)",
+             best + 1, seconds_text(r.step_s).c_str(), bytes_text(double(r.memory_bytes())).c_str(),
+             bytes_text(double(r.state_bytes)).c_str(), bytes_text(double(r.activation_bytes)).c_str());
   out << "\n  run it with:";
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
   if (r.memory_bound > 0)
-    out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs " << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
+    out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs "
+        << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
         << " a rank has\n";
   if (shown < ranked.size()) out << "(" << ranked.size() - shown << " slower layouts not shown; --top 0 shows all)\n";
   out << "(! = needs more memory than a rank has; of GEMM: the model's FLOPs per second over all ranks' GEMM rate)\n";

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <memory>
 
+#include "engine/pipeline/simulate.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
-#include "engine/pipeline/simulate.hpp"
 #include "plan/engine_traffic.hpp"
 
 namespace strata {
@@ -44,8 +44,7 @@ double attention_seconds(const GPT<float>& model, const BlockContext& micro, con
 
 }  // namespace
 
-double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m,
-                       Precision precision) {
+double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m, Precision precision) {
   return (model.stage_flops(micro) - model.attention_model_flops(micro)) / m.gemm_rate(precision) +
          attention_seconds(model, micro, m, precision);
 }
@@ -66,13 +65,20 @@ class Links {
   const LinkCosts& of(const std::string& group) const {
     const int64_t ts = l_.tensor_size(), x = l_.context, p = l_.pipeline, d = l_.data;
     int64_t span = 1;
-    if (group == "tensor") span = ts;
-    else if (group == "grid_row") span = l_.q;
-    else if (group == "grid_col") span = l_.q * (l_.q - 1) + 1;
-    else if (group == "context") span = ts * (x - 1) + 1;
-    else if (group == "pipeline" || group == "tied_emb") span = ts * x * (p - 1) + 1;
-    else if (group == "data" || group == "expert_data") span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
-    else if (group == "expert") span = ts * x * p * (l_.expert - 1) + ts;  // consecutive data ranks (and their tensor ranks)
+    if (group == "tensor")
+      span = ts;
+    else if (group == "grid_row")
+      span = l_.q;
+    else if (group == "grid_col")
+      span = l_.q * (l_.q - 1) + 1;
+    else if (group == "context")
+      span = ts * (x - 1) + 1;
+    else if (group == "pipeline" || group == "tied_emb")
+      span = ts * x * (p - 1) + 1;
+    else if (group == "data" || group == "expert_data")
+      span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
+    else if (group == "expert")
+      span = ts * x * p * (l_.expert - 1) + ts;  // consecutive data ranks (and their tensor ranks)
     const bool crosses = span > m_.ranks_per_node;
     return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
   }
@@ -96,15 +102,15 @@ class Links {
 int zero_shards(const Layout& l) { return l.zero > 0 ? l.replicas() : 1; }
 
 struct StageCosts {
-  double compute = 0;  // per micro-batch, forward and backward: GEMMs and the non-GEMM work
-  double gemm = 0;     // per micro-batch, of which GEMMs
-  double tensor = 0;   // per micro-batch, tensor-parallel communication not hidden
-  double sums = 0;       // per step: the gradient sums' time not hidden by the backward
-  double optimizer = 0;  // per step: AdamW and the norm (XPipe: with the sums, in the stream)
-  double predict = 0;    // XPipe: one weight prediction of the stage's parameters
+  double compute = 0;      // per micro-batch, forward and backward: GEMMs and the non-GEMM work
+  double gemm = 0;         // per micro-batch, of which GEMMs
+  double tensor = 0;       // per micro-batch, tensor-parallel communication not hidden
+  double sums = 0;         // per step: the gradient sums' time not hidden by the backward
+  double optimizer = 0;    // per step: AdamW and the norm (XPipe: with the sums, in the stream)
+  double predict = 0;      // XPipe: one weight prediction of the stage's parameters
   double weight_half = 0;  // per micro-batch: the backward's weight half (zero-bubble schedules)
   double after() const { return sums + optimizer; }
-  double forward() const { return compute / 3 + tensor / 3; }   // the backward does twice the work
+  double forward() const { return compute / 3 + tensor / 3; }  // the backward does twice the work
   double backward() const { return 2 * compute / 3 + 2 * tensor / 3; }
 };
 
@@ -114,8 +120,8 @@ struct StageCosts {
 // kept); the activation caches of the
 // micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
-std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule, const BlockContext& micro,
-                                         bool xpipe, int zero_shards, bool rounded_copy) {
+std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
+                                         const BlockContext& micro, bool xpipe, int zero_shards, bool rounded_copy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
   const auto& store = model.params();
@@ -123,14 +129,15 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
   int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
   int64_t values = store_values(numel, zero_shards);
   const auto& tp = model.tensor_parallel();
-  if (const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::OneD ? tp.t : 1)); zero_shards > 1 && e > 1 && experts > 0) {
+  if (const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::OneD ? tp.t : 1));
+      zero_shards > 1 && e > 1 && experts > 0) {
     // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
     const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
     padded = block * zero_shards + expert_block * (zero_shards / e);
     values = 2 * padded + 2 * (block + expert_block);
   }
-  const int64_t state = (values + (xpipe ? numel : 0)) * int64_t(sizeof(float)) +
-                        (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
+  const int64_t state =
+      (values + (xpipe ? numel : 0)) * int64_t(sizeof(float)) + (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
   if (!program) return {state, model.cache_bytes_for(micro) + model.workspace_bytes_for(micro)};
   // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
   const auto [rows, cols] = model.boundary_shape(micro);
@@ -152,8 +159,8 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   const PipeSchedule list = p > 1 ? schedule_of(l, xpipe ? p + 1 : 1) : PipeSchedule{};
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
-    const auto [state, activations] =
-        stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), keeps_rounded_copy(deck));
+    const auto [state, activations] = stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe,
+                                                   zero_shards(l), keeps_rounded_copy(deck));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -166,8 +173,8 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const auto model = dry_model(deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
-    return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch,
-                                 l.micro_batches, l.zero > 0);
+    return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
+                                 l.zero > 0);
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
                           local_batch, l.zero > 0);
 }
@@ -242,11 +249,16 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     // SUMMA's broadcasts and reduces run under its GEMMs (double buffering), the ring's
     // blocks under attention's products (each posted before the step's computation); the
     // rest blocks
-    const auto summa = [](const std::string&, const std::string& kind) { return kind == "broadcast" || kind == "reduce"; };
-    const auto ring = [](const std::string& group, const std::string& kind) { return group == "context" && kind == "send"; };
-    c.tensor = links.seconds(tensor, [&](const std::string& g, const std::string& k) { return !summa(g, k) && !ring(g, k); }) +
-               std::max(0.0, links.seconds(tensor, summa) - c.gemm) +
-               std::max(0.0, links.seconds(tensor, ring) - attention_seconds(*model, micro, machine, deck.model.precision));
+    const auto summa = [](const std::string&, const std::string& kind) {
+      return kind == "broadcast" || kind == "reduce";
+    };
+    const auto ring = [](const std::string& group, const std::string& kind) {
+      return group == "context" && kind == "send";
+    };
+    c.tensor =
+        links.seconds(tensor, [&](const std::string& g, const std::string& k) { return !summa(g, k) && !ring(g, k); }) +
+        std::max(0.0, links.seconds(tensor, summa) - c.gemm) +
+        std::max(0.0, links.seconds(tensor, ring) - attention_seconds(*model, micro, machine, deck.model.precision));
     // AdamW's update (with ZeRO-1, of the rank's block) and XPipe's prediction are the same
     // arithmetic over the weights and moments
     c.predict = double(store.numel()) / machine.adam_rate;
@@ -269,18 +281,21 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     out.stage_params.push_back(store.numel());
     // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring);
     // with expert parallelism the experts' gradients go over the expert replicas
-    const int e = std::max(1, store.expert_split() / l.tensor_size());  // parallel.expert (the 1D split's ranks are expert ranks too)
+    const int e = std::max(
+        1, store.expert_split() / l.tensor_size());  // parallel.expert (the 1D split's ranks are expert ranks too)
     const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
     const double grads = (double(store.numel()) - expert_values) * sizeof(float);
-    const double data_sum = links.of("data").seconds(Collective::AllReduce, replicas, grads) +
-                            links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
+    const double data_sum =
+        links.of("data").seconds(Collective::AllReduce, replicas, grads) +
+        links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
       // after it; with MPI they all run after it (Comm::start_allreduce_sum)
       int64_t buckets = 0;
       for (const auto& [key, e] : round.entries())
         if (key.second == "allreduce_overlapped") buckets = e.calls;
-      const bool overlaps = buckets > 0 && deck.parallel.comm_backend == CommBackend::Nccl;  // with the last micro-batch's
+      const bool overlaps =
+          buckets > 0 && deck.parallel.comm_backend == CommBackend::Nccl;  // with the last micro-batch's
       c.sums = overlaps ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
     } else if (!xpipe) {
       const double wte = double(store.infos()[model->tied_index()].numel) * sizeof(float);
@@ -290,7 +305,8 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), keeps_rounded_copy(deck));
+    const auto [state, activations] =
+        stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), keeps_rounded_copy(deck));
     out.stage_state.push_back(state);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;

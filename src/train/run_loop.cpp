@@ -6,15 +6,15 @@
 #include <limits>
 #include <map>
 
+#include "checkpoint/checkpoint_dir.hpp"
+#include "checkpoint/initial_weights.hpp"
+#include "checkpoint/restart_point.hpp"
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/deck_changes.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "io/trace_file.hpp"
-#include "checkpoint/checkpoint_dir.hpp"
-#include "checkpoint/initial_weights.hpp"
-#include "checkpoint/restart_point.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
 #include "train/test_faults.hpp"
@@ -112,8 +112,8 @@ void RunLoop::set_up() {
   // 3. the outputs (rank 0): deck.toml, metrics.csv, the checkpoints folder
   agreed(world, [&] {
     if (run_dir_.empty()) return;
-    publisher_ = std::make_unique<CheckpointPublisher>(run_dir_ + "/checkpoints", world, deck_.run.keep_checkpoints,
-                                                       from.path);
+    publisher_ =
+        std::make_unique<CheckpointPublisher>(run_dir_ + "/checkpoints", world, deck_.run.keep_checkpoints, from.path);
     if (rank_ != 0) return;
     make_directories(run_dir_ + "/checkpoints");
     std::ofstream out(run_dir_ + "/deck.toml");
@@ -152,8 +152,8 @@ TrainState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, do
 }
 
 struct RunLoop::Window {
-  double t_start = 0;       // the loop's
-  double start = 0;         // the window's, moved past validation and checkpoints
+  double t_start = 0;  // the loop's
+  double start = 0;    // the window's, moved past validation and checkpoints
   int64_t steps = 0, skipped = 0, skipped_in_a_row = 0;
   int64_t correct = 0;             // classifiers: training samples predicted right
   std::pair<double, double> comm;  // the job's (seconds, wire bytes) at the window's start
@@ -195,9 +195,9 @@ TrainResult RunLoop::run() {
   if (trace) {
     timers_.set_trace(nullptr);
     const auto& g = grid.coords();
-    const std::string row = trace_row(grid.world_rank(), *trace,
-                                      strfmt("rank %d (data %d, stage %d, tensor %d,%d)", grid.world_rank(), g.data,
-                                             g.pipeline, g.row, g.col));
+    const std::string row = trace_row(
+        grid.world_rank(), *trace,
+        strfmt("rank %d (data %d, stage %d, tensor %d,%d)", grid.world_rank(), g.data, g.pipeline, g.row, g.col));
     const std::vector<std::string> rows = gather_strings(grid.world(), row);
     if (grid.world_rank() == 0) write_chrome_trace(opts_.trace, rows);
     log_.info("strata: wrote the timeline of every rank to " + opts_.trace + " (tools/plot_trace.py draws it)");
@@ -216,7 +216,8 @@ TrainResult RunLoop::train() {
   TrainResult result;
   result.first_step = start_.step;
   if (start_.step >= rc.steps)
-    log_.info(strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
+    log_.info(
+        strfmt("strata: already at step %lld of %lld: nothing to do", (long long)start_.step, (long long)rc.steps));
   Window w;
   w.t_start = w.start = Timers::now();
   w.comm = comm_totals();
@@ -227,9 +228,8 @@ TrainResult RunLoop::train() {
   int64_t steps_before_round = 0;
   double slowest_step = 0;
   const std::function<bool()> stop_requested = [&] {
-    return stop_signal_received() != 0 ||
-           (rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - w.t_start, steps_before_round,
-                                          last_checkpoint_seconds_));
+    return stop_signal_received() != 0 || (rank_ == 0 && out_of_walltime(rc.max_walltime, Timers::now() - w.t_start,
+                                                                         steps_before_round, last_checkpoint_seconds_));
   };
   for (int64_t next = start_.step; next < rc.steps;) {
     const int64_t first = next;
@@ -270,12 +270,15 @@ TrainResult RunLoop::train() {
                        publisher_ ? "; resume with --restart latest" : ""));
       break;
     }
-    if (warm_start < 0) warm_start = Timers::now();
-    else result.warm_steps += int64_t(done.size());
+    if (warm_start < 0)
+      warm_start = Timers::now();
+    else
+      result.warm_steps += int64_t(done.size());
   }
   result.seconds = Timers::now() - w.t_start;
   result.warm_seconds = result.warm_steps > 0 ? Timers::now() - warm_start : 0.0;
-  result.tokens_per_second = double(job_.facts().samples_per_step) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
+  result.tokens_per_second =
+      double(job_.facts().samples_per_step) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   const auto [activations, weight_copies] = job_.memory();
   result.activation_bytes = activations;
   result.state_bytes = job_.params().state_bytes() + weight_copies;
@@ -299,8 +302,8 @@ void RunLoop::account(const std::vector<StepOutcome>& done, int64_t first, Train
     ++result.skipped_steps;
     ++w.skipped;
     ++w.skipped_in_a_row;
-    const std::string what = strfmt("step %lld: the loss is %g and the gradient norm %g", (long long)(first + k + 1),
-                                    o.loss, o.grad_norm);
+    const std::string what =
+        strfmt("step %lld: the loss is %g and the gradient norm %g", (long long)(first + k + 1), o.loss, o.grad_norm);
     const std::string last_good = publisher_ && publisher_->directory().latest_name()
                                       ? "; the last good checkpoint is " + *publisher_->directory().latest_name()
                                       : "";
@@ -308,8 +311,11 @@ void RunLoop::account(const std::vector<StepOutcome>& done, int64_t first, Train
       throw DivergedError(what + ": stopping (run.on_nonfinite = \"stop\"; \"skip\" skips such steps)" + last_good,
                           true);
     if (w.skipped_in_a_row >= rc.max_skipped_steps)
-      throw DivergedError(what + strfmt(": %lld steps in a row skipped (run.max_skipped_steps): stopping",
-                                        (long long)w.skipped_in_a_row) + last_good, true);
+      throw DivergedError(
+          what +
+              strfmt(": %lld steps in a row skipped (run.max_skipped_steps): stopping", (long long)w.skipped_in_a_row) +
+              last_good,
+          true);
     log_.warn(what + ": skipped (run.on_nonfinite = \"skip\")");
   }
 }
@@ -318,7 +324,8 @@ Evaluation RunLoop::validate_if_due(int64_t step, TrainResult& result, Window& w
   const auto& rc = deck_.run;
   const bool last = step + 1 == rc.steps;
   Evaluation val;
-  if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) || (last && (rc.val_every > 0 || job_.facts().validates_at_end))) {
+  if ((rc.val_every > 0 && (step + 1) % rc.val_every == 0) ||
+      (last && (rc.val_every > 0 || job_.facts().validates_at_end))) {
     timers_.start("validation");
     const auto comm_before = comm_totals();
     val = job_.evaluate();
@@ -371,8 +378,8 @@ void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double l
 // that failed) are decided together: one small all-reduce per round, so every rank stops
 // after the same step.
 int RunLoop::agree_on_stop(int64_t step, const Window& w, bool& out_of_time) {
-  out_of_time = rank_ == 0 && out_of_walltime(deck_.run.max_walltime, Timers::now() - w.t_start,
-                                              step + 1 - start_.step, last_checkpoint_seconds_);
+  out_of_time = rank_ == 0 && out_of_walltime(deck_.run.max_walltime, Timers::now() - w.t_start, step + 1 - start_.step,
+                                              last_checkpoint_seconds_);
   const double request = !w.output_failure.empty() ? 2.0 : stop_signal_received() != 0 || out_of_time ? 1.0 : 0.0;
   return int(max_over(job_.grid().world(), request));
 }
@@ -420,16 +427,15 @@ void RunLoop::print_summary(const TrainResult& r) {
   auto& store = job_.params();
   const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };
   const int data = job_.grid().replicas().size();
-  log_.info(strfmt("memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
-                   "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
-                   buffer_mib(store.params()), buffer_mib(store.grads()),
-                   buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
-                   store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str() : "",
-                   double(r.activation_bytes) / mib,
-                   r.state_bytes > store.state_bytes()
-                       ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
-                       : "",
-                   double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
+  log_.info(strfmt(
+      "memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
+      "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
+      buffer_mib(store.params()), buffer_mib(store.grads()), buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
+      store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str() : "", double(r.activation_bytes) / mib,
+      r.state_bytes > store.state_bytes()
+          ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
+          : "",
+      double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
   if (store.numel() > store.expert_begin()) {  // mixtures of experts: this rank's experts in those figures
     int64_t experts = 0, moments = 0;
     for (const auto& p : store.infos())
@@ -438,10 +444,12 @@ void RunLoop::print_summary(const TrainResult& r) {
         const auto part = store.moments_of(p);
         moments += 2 * (part.end - part.begin);
       }
-    log_.info(strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "
-                     "gradients %.2f MiB, AdamW moments %.2f MiB", int(deck_.model.moe_experts / deck_.parallel.expert),
-                     (long long)deck_.model.moe_experts, double(experts) * sizeof(float) / mib,
-                     double(experts) * sizeof(float) / mib, double(moments) * sizeof(float) / mib));
+    log_.info(
+        strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "
+               "gradients %.2f MiB, AdamW moments %.2f MiB",
+               int(deck_.model.moe_experts / deck_.parallel.expert), (long long)deck_.model.moe_experts,
+               double(experts) * sizeof(float) / mib, double(experts) * sizeof(float) / mib,
+               double(moments) * sizeof(float) / mib));
   }
   if (job_.grid().world_size() == 1) return;
   const auto [comm_s, comm_wire] = comm_totals();

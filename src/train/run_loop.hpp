@@ -21,14 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_publisher.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
 #include "core/log.hpp"
 #include "core/timers.hpp"
 #include "io/metrics_csv.hpp"
 #include "io/run_lock.hpp"
-#include "checkpoint/checkpoint_publisher.hpp"
-#include "checkpoint/model_checkpoint.hpp"
 #include "train/run_result.hpp"
 #include "train/train_job.hpp"
 
@@ -84,8 +84,8 @@ class RunLoop {
   Log log_;
   int rank_ = 0;
   std::string run_dir_;
-  std::unique_ptr<RunLock> lock_;                 // rank 0, while the run lives
-  std::unique_ptr<MetricsCsv> metrics_;           // rank 0
+  std::unique_ptr<RunLock> lock_;        // rank 0, while the run lives
+  std::unique_ptr<MetricsCsv> metrics_;  // rank 0
   std::unique_ptr<CheckpointPublisher> publisher_;
   TrainState start_;
   Timers timers_;

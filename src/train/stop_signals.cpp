@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <initializer_list>
 
 #include "core/process_exit.hpp"
@@ -33,9 +33,9 @@ extern "C" void on_stop_signal(int sig) {
     // the second request: the first was not (or cannot be) honoured; only
     // async-signal-safe calls from here on
     char line[160];
-    const int n = std::snprintf(line, sizeof line,
-                                "strata: error: rank %d: second %s: exiting at once, without a checkpoint\n",
-                                int(g_rank), signal_name(sig));
+    const int n =
+        std::snprintf(line, sizeof line, "strata: error: rank %d: second %s: exiting at once, without a checkpoint\n",
+                      int(g_rank), signal_name(sig));
     if (n > 0) (void)!::write(2, line, size_t(n));
     exit_now(sig);
   }
@@ -65,10 +65,14 @@ int stop_signal_received() { return int(g_stop_signal); }
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGINT: return "SIGINT";
-    default: return "a signal";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "a signal";
   }
 }
 

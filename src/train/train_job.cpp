@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "comm/agree.hpp"
+#include "data/deck_data.hpp"
 #include "engine/make_engine.hpp"
 #include "model/make_model.hpp"
-#include "data/deck_data.hpp"
 
 namespace strata {
 
@@ -74,7 +74,7 @@ void TrainJob::describe(const JobOptions& options) {
 }
 
 std::vector<StepOutcome> TrainJob::train_round(int64_t first_step, int64_t count, OptimizerStep<float>& update,
-                                                  Timers& timers, const std::function<bool()>& stop_requested) {
+                                               Timers& timers, const std::function<bool()>& stop_requested) {
   // a restart could begin at every checkpoint_every-th step: the uninterrupted run's
   // engine forgets there what a restart would not have
   const int64_t every = deck_.run.checkpoint_every;
@@ -124,9 +124,10 @@ void TrainJob::report_end(const Log& log, TrainResult& result) {
     s.sum_used = grid_->everyone().allreduce_sum(here ? mine.sum_used : 0.0);
     s.sum_current = grid_->everyone().allreduce_sum(here ? mine.sum_current : 0.0);
     if (predicted)
-      log.info(strfmt("xpipe staleness stage %d: %lld of %lld passes with s > 0: predicted %.3e, current %.3e (ratio %.2f)",
-                      stage, (long long)s.ahead, (long long)s.passes, s.mean_used(), s.mean_current(),
-                      s.mean_current() > 0 ? s.mean_used() / s.mean_current() : 0.0));
+      log.info(
+          strfmt("xpipe staleness stage %d: %lld of %lld passes with s > 0: predicted %.3e, current %.3e (ratio %.2f)",
+                 stage, (long long)s.ahead, (long long)s.passes, s.mean_used(), s.mean_current(),
+                 s.mean_current() > 0 ? s.mean_used() / s.mean_current() : 0.0));
     else
       log.info(strfmt("xpipe staleness stage %d: %lld of %lld passes with s > 0: current %.3e", stage,
                       (long long)s.ahead, (long long)s.passes, s.mean_current()));

@@ -9,16 +9,16 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.hpp"
 #include "checkpoint/checkpoint_dir.hpp"
+#include "core/error.hpp"
 #include "io/run_lock.hpp"
 
 using namespace strata;
 
 namespace {
 std::string fresh_dir(const std::string& name) {
-  const std::string dir = std::filesystem::temp_directory_path().string() + "/strata-test-" + name + "-" +
-                          std::to_string(::getpid());
+  const std::string dir =
+      std::filesystem::temp_directory_path().string() + "/strata-test-" + name + "-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   make_directories(dir);
   return dir;

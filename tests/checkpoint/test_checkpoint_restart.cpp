@@ -11,8 +11,8 @@
 #include <fstream>
 #include <string>
 
-#include "core/deck.hpp"
 #include "checkpoint/checkpoint_dir.hpp"
+#include "core/deck.hpp"
 #include "support/mpi_test_helpers.hpp"
 
 using namespace strata;
@@ -46,14 +46,15 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
   // the uninterrupted run, checkpointing every 4 steps (keep 2: steps 8 and 12 remain)
   const TrainResult full = Training(ckpt_deck(size, name, 12, 4), MPI_COMM_WORLD, test::quiet(true)).run();
   const std::string dir = "checkpoint_test_runs/" + name + "/checkpoints";
-  const bool pruned = !exists(dir + "/ckpt_00000004.h5") && exists(dir + "/ckpt_00000008.h5") &&
-                      exists(dir + "/ckpt_00000012.h5");
+  const bool pruned =
+      !exists(dir + "/ckpt_00000004.h5") && exists(dir + "/ckpt_00000008.h5") && exists(dir + "/ckpt_00000012.h5");
   std::string latest_name;
   std::ifstream(dir + "/LATEST") >> latest_name;
 
   // restart from step 8 on the same layout: steps 9..12 must be bit-identical
   const TrainResult resumed =
-      Training(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, test::quiet(true, dir + "/ckpt_00000008.h5")).run();
+      Training(ckpt_deck(size, name + "-resumed", 12, 0), MPI_COMM_WORLD, test::quiet(true, dir + "/ckpt_00000008.h5"))
+          .run();
 
   // "latest" where there is no checkpoint yet: a fresh run
   const TrainResult fresh =
@@ -69,9 +70,9 @@ TEST_CASE("restart reproduces the uninterrupted run, on this layout and on one r
 
   // a different layout: rank 0 alone restarts the N-rank checkpoint of step 8
   if (rank == 0) {
-    const TrainResult serial = Training(ckpt_deck(1, name + "-serial", 12, 0), MPI_COMM_SELF,
-                                       test::quiet(true, dir + "/ckpt_00000008.h5"))
-                                   .run();
+    const TrainResult serial =
+        Training(ckpt_deck(1, name + "-serial", 12, 0), MPI_COMM_SELF, test::quiet(true, dir + "/ckpt_00000008.h5"))
+            .run();
     REQUIRE(serial.losses.size() == 4);
     // same trajectory up to float summation order (see test_data_parallel)
     for (size_t i = 0; i < 4; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(1e-5));

@@ -33,7 +33,8 @@ std::vector<int64_t> elements(const std::vector<int64_t>& count, const Hyperslab
 }  // namespace
 
 TEST_CASE("a flat range of a box is listed by its hyperslabs in order", "[io][zero]") {
-  for (const std::vector<int64_t>& count : std::vector<std::vector<int64_t>>{{7}, {3, 5}, {2, 3, 4}, {1, 4, 3}, {3, 1, 5}}) {
+  for (const std::vector<int64_t>& count :
+       std::vector<std::vector<int64_t>>{{7}, {3, 5}, {2, 3, 4}, {1, 4, 3}, {3, 1, 5}}) {
     int64_t n = 1;
     for (auto c : count) n *= c;
     for (int64_t begin = 0; begin <= n; ++begin)

@@ -43,8 +43,9 @@ float hand_value(int t, int64_t e) { return float(t + 1) * 1e-2f + float(e % 997
 // An llm.c model file (train_gpt2.c's layout) written from the format's definition.
 void write_hand_built_llmc(const std::string& path, const ModelConfig& m) {
   const int64_t L = m.n_layer, C = m.n_embd;
-  const int64_t sizes[16] = {kHandVp * C, m.seq_len * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
-                             L * C,       L * C,         L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
+  const int64_t sizes[16] = {kHandVp * C,   m.seq_len * C, L * C, L * C, L * 3 * C * C, L * 3 * C,
+                             L * C * C,     L * C,         L * C, L * C, L * 4 * C * C, L * 4 * C,
+                             L * C * 4 * C, L * C,         C,     C};
   int32_t header[256] = {};
   header[0] = 20240326, header[1] = 3, header[2] = int32_t(m.seq_len), header[3] = int32_t(kVocab);
   header[4] = int32_t(L), header[5] = int32_t(m.n_head), header[6] = int32_t(C), header[7] = int32_t(kHandVp);
@@ -71,23 +72,40 @@ std::vector<double> hand_expected(const ParamStore<float>& serial, const ModelCo
     const int64_t l = n.rfind("blocks.", 0) == 0 ? std::stoll(n.substr(7)) : 0;
     for (int64_t g = 0; g < p.global_numel; ++g) {
       double v = 0;
-      if (n == "wte") v = g / C < kVocab ? hand_value(0, g) : 0.0;
-      else if (n == "wpe") v = hand_value(1, g);
-      else if (n == "lnf.weight") v = hand_value(14, g);
-      else if (n == "lnf.bias") v = hand_value(15, g);
-      else if (block("ln1.weight")) v = hand_value(2, l * C + g);
-      else if (block("ln1.bias")) v = hand_value(3, l * C + g);
-      else if (block("attn.qkv.weight")) v = hand_value(4, l * 3 * C * C + (g % (3 * C)) * C + g / (3 * C));
-      else if (block("attn.qkv.bias")) v = hand_value(5, l * 3 * C + g);
-      else if (block("attn.proj.weight")) v = hand_value(6, l * C * C + (g % C) * C + g / C);
-      else if (block("attn.proj.bias")) v = hand_value(7, l * C + g);
-      else if (block("ln2.weight")) v = hand_value(8, l * C + g);
-      else if (block("ln2.bias")) v = hand_value(9, l * C + g);
-      else if (block("mlp.fc.weight")) v = hand_value(10, l * 4 * C * C + (g % (4 * C)) * C + g / (4 * C));
-      else if (block("mlp.fc.bias")) v = hand_value(11, l * 4 * C + g);
-      else if (block("mlp.proj.weight")) v = hand_value(12, l * C * 4 * C + (g % C) * 4 * C + g / C);
-      else if (block("mlp.proj.bias")) v = hand_value(13, l * C + g);
-      else FAIL("no llm.c place for " << n);
+      if (n == "wte")
+        v = g / C < kVocab ? hand_value(0, g) : 0.0;
+      else if (n == "wpe")
+        v = hand_value(1, g);
+      else if (n == "lnf.weight")
+        v = hand_value(14, g);
+      else if (n == "lnf.bias")
+        v = hand_value(15, g);
+      else if (block("ln1.weight"))
+        v = hand_value(2, l * C + g);
+      else if (block("ln1.bias"))
+        v = hand_value(3, l * C + g);
+      else if (block("attn.qkv.weight"))
+        v = hand_value(4, l * 3 * C * C + (g % (3 * C)) * C + g / (3 * C));
+      else if (block("attn.qkv.bias"))
+        v = hand_value(5, l * 3 * C + g);
+      else if (block("attn.proj.weight"))
+        v = hand_value(6, l * C * C + (g % C) * C + g / C);
+      else if (block("attn.proj.bias"))
+        v = hand_value(7, l * C + g);
+      else if (block("ln2.weight"))
+        v = hand_value(8, l * C + g);
+      else if (block("ln2.bias"))
+        v = hand_value(9, l * C + g);
+      else if (block("mlp.fc.weight"))
+        v = hand_value(10, l * 4 * C * C + (g % (4 * C)) * C + g / (4 * C));
+      else if (block("mlp.fc.bias"))
+        v = hand_value(11, l * 4 * C + g);
+      else if (block("mlp.proj.weight"))
+        v = hand_value(12, l * C * 4 * C + (g % C) * 4 * C + g / C);
+      else if (block("mlp.proj.bias"))
+        v = hand_value(13, l * C + g);
+      else
+        FAIL("no llm.c place for " << n);
       out.push_back(double(float(v)));
     }
   }
@@ -120,8 +138,9 @@ TEST_CASE("exports read back by init_from give the checkpoint's parameters on ev
       Kokkos::deep_copy(store.params(), host);
     }
     write_model_checkpoint(kDir + "/ref.h5", MPI_COMM_SELF, {}, store, TrainState{}, serial_deck, "serial");
-    for (const auto& [format, dtype, out] : {std::tuple{"hf", "fp32", "/hf"}, std::tuple{"hf", "bf16", "/hf-bf16"},
-                                             std::tuple{"llmc", "fp32", "/m.bin"}, std::tuple{"llmc", "bf16", "/mb.bin"}})
+    for (const auto& [format, dtype, out] :
+         {std::tuple{"hf", "fp32", "/hf"}, std::tuple{"hf", "bf16", "/hf-bf16"}, std::tuple{"llmc", "fp32", "/m.bin"},
+          std::tuple{"llmc", "bf16", "/mb.bin"}})
       export_model(kDir + "/ref.h5", ExportOptions{format, kDir + out, dtype});
     write_hand_built_llmc(kDir + "/hand.bin", serial_deck.model);
     reference = gather_global(store, store.params(), MPI_COMM_SELF);
@@ -149,8 +168,8 @@ TEST_CASE("exports read back by init_from give the checkpoint's parameters on ev
     Training job(deck, MPI_COMM_WORLD, quiet());
     for (const auto& [source, want] :
          {std::pair{"/hf", &reference}, std::pair{"/hf/model.safetensors", &reference}, std::pair{"/m.bin", &reference},
-          std::pair{"/ref.h5", &reference}, std::pair{"/hf-bf16", &reference_bf16}, std::pair{"/mb.bin", &reference_bf16},
-          std::pair{"/hand.bin", &hand}}) {
+          std::pair{"/ref.h5", &reference}, std::pair{"/hf-bf16", &reference_bf16},
+          std::pair{"/mb.bin", &reference_bf16}, std::pair{"/hand.bin", &hand}}) {
       INFO("layout " << describe(layout) << ", init_from " << source);
       const std::string what = load_initial_weights(kDir + source, deck.model, job.params());
       const auto got = global_params_of(job);

@@ -30,59 +30,59 @@ TEST_CASE("every 5D layout of the job builds consistent sub-communicators", "[mp
   for (int d = 1; d <= world; ++d)
     for (int p = 1; p <= world; ++p)
       for (int x = 1; x <= world; ++x)
-      for (int r = 1; r <= world; ++r)
-        for (int c = 1; c <= world; ++c) {
-          if (d * p * x * r * c != world) continue;
-          ++layouts;
-          ParallelConfig cfg;
-          cfg.data = d;
-          cfg.pipeline = p;
-          cfg.context = x;
-          cfg.tensor_rows = r;
-          cfg.tensor_cols = c;
-          Grid g(cfg, MPI_COMM_WORLD);
-          const GridCoords k = g.coords();
-          INFO("layout " << d << "x" << p << "x" << x << "x" << r << "x" << c << " rank " << me);
-          CHECK(g.rank_of(k) == me);
-          // tensor-fastest, then context, pipeline, data
-          CHECK(me == (((k.data * p + k.pipeline) * x + k.context) * r + k.row) * c + k.col);
-          // expected member sums from the layout alone
-          int replica_sum = 0, context_sum = 0, pipe_sum = 0, row_sum = 0, col_sum = 0, tensor_sum = 0, model_sum = 0;
-          for (int i = 0; i < d; ++i)
-            for (int j = 0; j < x; ++j) replica_sum += g.rank_of({i, k.pipeline, k.row, k.col, j});
-          for (int j = 0; j < x; ++j) context_sum += g.rank_of({k.data, k.pipeline, k.row, k.col, j});
-          for (int i = 0; i < p; ++i) pipe_sum += g.rank_of({k.data, i, k.row, k.col, k.context});
-          for (int i = 0; i < c; ++i) row_sum += g.rank_of({k.data, k.pipeline, k.row, i, k.context});
-          for (int i = 0; i < r; ++i) col_sum += g.rank_of({k.data, k.pipeline, i, k.col, k.context});
-          for (int i = 0; i < r; ++i)
-            for (int j = 0; j < c; ++j) tensor_sum += g.rank_of({k.data, k.pipeline, i, j, k.context});
-          for (int s = 0; s < p; ++s)
+        for (int r = 1; r <= world; ++r)
+          for (int c = 1; c <= world; ++c) {
+            if (d * p * x * r * c != world) continue;
+            ++layouts;
+            ParallelConfig cfg;
+            cfg.data = d;
+            cfg.pipeline = p;
+            cfg.context = x;
+            cfg.tensor_rows = r;
+            cfg.tensor_cols = c;
+            Grid g(cfg, MPI_COMM_WORLD);
+            const GridCoords k = g.coords();
+            INFO("layout " << d << "x" << p << "x" << x << "x" << r << "x" << c << " rank " << me);
+            CHECK(g.rank_of(k) == me);
+            // tensor-fastest, then context, pipeline, data
+            CHECK(me == (((k.data * p + k.pipeline) * x + k.context) * r + k.row) * c + k.col);
+            // expected member sums from the layout alone
+            int replica_sum = 0, context_sum = 0, pipe_sum = 0, row_sum = 0, col_sum = 0, tensor_sum = 0, model_sum = 0;
+            for (int i = 0; i < d; ++i)
+              for (int j = 0; j < x; ++j) replica_sum += g.rank_of({i, k.pipeline, k.row, k.col, j});
+            for (int j = 0; j < x; ++j) context_sum += g.rank_of({k.data, k.pipeline, k.row, k.col, j});
+            for (int i = 0; i < p; ++i) pipe_sum += g.rank_of({k.data, i, k.row, k.col, k.context});
+            for (int i = 0; i < c; ++i) row_sum += g.rank_of({k.data, k.pipeline, k.row, i, k.context});
+            for (int i = 0; i < r; ++i) col_sum += g.rank_of({k.data, k.pipeline, i, k.col, k.context});
             for (int i = 0; i < r; ++i)
-              for (int j = 0; j < c; ++j) model_sum += g.rank_of({k.data, s, i, j, k.context});
-          CHECK(size_of(g.replicas().raw()) == d * x);
-          CHECK(size_of(g.context().raw()) == x);
-          CHECK(size_of(g.model().raw()) == p * r * c);
-          CHECK(sum_over(g.replicas().raw(), me) == replica_sum);
-          CHECK(sum_over(g.context().raw(), me) == context_sum);
-          CHECK(sum_over(g.model().raw(), me) == model_sum);
-          CHECK(g.context().rank() == k.context);
-          CHECK(size_of(g.pipeline().raw()) == p);
-          CHECK(size_of(g.tensor_row().raw()) == c);
-          CHECK(size_of(g.tensor_col().raw()) == r);
-          CHECK(size_of(g.tensor().raw()) == r * c);
-          CHECK(sum_over(g.pipeline().raw(), me) == pipe_sum);
-          CHECK(sum_over(g.tensor_row().raw(), me) == row_sum);
-          CHECK(sum_over(g.tensor_col().raw(), me) == col_sum);
-          CHECK(sum_over(g.tensor().raw(), me) == tensor_sum);
-          // the reversed pipeline group ranks the stages backwards
-          CHECK(g.pipeline_reversed().size() == p);
-          CHECK(g.pipeline_reversed().rank() == p - 1 - k.pipeline);
-          CHECK(sum_over(g.pipeline_reversed().raw(), me) == pipe_sum);
-          CHECK((g.embedding() != nullptr) == (p > 1 && (k.pipeline == 0 || k.pipeline == p - 1)));
-          // the rank in the replica group is (data, context), data slowest
-          CHECK(g.replicas().rank() == k.data * x + k.context);
-          CHECK(g.data_rank() == k.data);
-        }
+              for (int j = 0; j < c; ++j) tensor_sum += g.rank_of({k.data, k.pipeline, i, j, k.context});
+            for (int s = 0; s < p; ++s)
+              for (int i = 0; i < r; ++i)
+                for (int j = 0; j < c; ++j) model_sum += g.rank_of({k.data, s, i, j, k.context});
+            CHECK(size_of(g.replicas().raw()) == d * x);
+            CHECK(size_of(g.context().raw()) == x);
+            CHECK(size_of(g.model().raw()) == p * r * c);
+            CHECK(sum_over(g.replicas().raw(), me) == replica_sum);
+            CHECK(sum_over(g.context().raw(), me) == context_sum);
+            CHECK(sum_over(g.model().raw(), me) == model_sum);
+            CHECK(g.context().rank() == k.context);
+            CHECK(size_of(g.pipeline().raw()) == p);
+            CHECK(size_of(g.tensor_row().raw()) == c);
+            CHECK(size_of(g.tensor_col().raw()) == r);
+            CHECK(size_of(g.tensor().raw()) == r * c);
+            CHECK(sum_over(g.pipeline().raw(), me) == pipe_sum);
+            CHECK(sum_over(g.tensor_row().raw(), me) == row_sum);
+            CHECK(sum_over(g.tensor_col().raw(), me) == col_sum);
+            CHECK(sum_over(g.tensor().raw(), me) == tensor_sum);
+            // the reversed pipeline group ranks the stages backwards
+            CHECK(g.pipeline_reversed().size() == p);
+            CHECK(g.pipeline_reversed().rank() == p - 1 - k.pipeline);
+            CHECK(sum_over(g.pipeline_reversed().raw(), me) == pipe_sum);
+            CHECK((g.embedding() != nullptr) == (p > 1 && (k.pipeline == 0 || k.pipeline == p - 1)));
+            // the rank in the replica group is (data, context), data slowest
+            CHECK(g.replicas().rank() == k.data * x + k.context);
+            CHECK(g.data_rank() == k.data);
+          }
   CHECK(layouts >= 1);
   ParallelConfig wrong;
   wrong.data = world + 1;

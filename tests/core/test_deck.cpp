@@ -29,7 +29,8 @@ TEST_CASE("a minimal deck gets defaults and overrides apply", "[core][deck]") {
   REQUIRE(again.run.steps == 7);
   REQUIRE(again.optim.lr == 0.01);
   REQUIRE(again.data.kind == DataKind::Random);
-  REQUIRE(again.resolved_toml.substr(again.resolved_toml.find('\n')) == d.resolved_toml.substr(d.resolved_toml.find('\n')));
+  REQUIRE(again.resolved_toml.substr(again.resolved_toml.find('\n')) ==
+          d.resolved_toml.substr(d.resolved_toml.find('\n')));
 }
 
 TEST_CASE("bad decks are rejected with a message naming the key and file", "[core][deck]") {
@@ -38,22 +39,29 @@ TEST_CASE("bad decks are rejected with a message naming the key and file", "[cor
   CHECK(error_of(ok + "[modle]\n") == "deck.toml: unknown section [modle]");
   CHECK(error_of(ok + "[model]\nn_layer = \"two\"\n").find("model.n_layer must be an integer") != std::string::npos);
   CHECK(error_of(ok + "[optim]\nlr = -1\n") == "deck.toml: optim.lr must be > 0");
-  CHECK(error_of(ok + "[model]\nn_embd = 30\nn_head = 4\n").find("model.n_embd (30) must be a positive multiple of model.n_head (4)") != std::string::npos);
+  CHECK(error_of(ok + "[model]\nn_embd = 30\nn_head = 4\n")
+            .find("model.n_embd (30) must be a positive multiple of model.n_head (4)") != std::string::npos);
   CHECK(error_of(ok + "[model\n").find("deck.toml:3: not valid TOML") == 0);
   CHECK(error_of("[data]\nkind = \"text\"\n").find("data.files must list at least one file") != std::string::npos);
-  CHECK(error_of(ok, {"parallel.data=3"}).find("data.batch_size (8) must be divisible by parallel.data (3)") != std::string::npos);
+  CHECK(error_of(ok, {"parallel.data=3"}).find("data.batch_size (8) must be divisible by parallel.data (3)") !=
+        std::string::npos);
   CHECK(error_of(ok, {"nodot=3"}) == "--set 'nodot=3': expected section.key=value");
   CHECK(error_of(ok, {"run.bogus=3"}) == "deck.toml: unknown key 'run.bogus'");
-  CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=3"}) ==
-        "deck.toml: parallel.tensor_cols must equal tensor_rows for tensor_mode = \"2d\": the grid 2 x 3 is not square");
+  CHECK(
+      error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=3"}) ==
+      "deck.toml: parallel.tensor_cols must equal tensor_rows for tensor_mode = \"2d\": the grid 2 x 3 is not square");
   CHECK(error_of(ok, {"parallel.tensor_rows=2", "parallel.tensor_cols=2"}) ==
         "deck.toml: parallel.tensor_rows must be 1 for tensor_mode = \"1d\" (got 2 x 2; t is tensor_cols)");
-  CHECK(error_of(ok, {"parallel.tensor_cols=3"}) == "deck.toml: model.n_head (4) must be divisible by parallel.tensor_cols (3)");
+  CHECK(error_of(ok, {"parallel.tensor_cols=3"}) ==
+        "deck.toml: model.n_head (4) must be divisible by parallel.tensor_cols (3)");
   CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "model.n_embd=34",
                       "model.n_head=2"}) == "deck.toml: model.n_embd (34) must be divisible by q^2 (4)");
-  CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "data.batch_size=6",
-                      "parallel.data=2"}) == "deck.toml: data.batch_size / parallel.data / parallel.micro_batches (3) must be divisible by q = parallel.tensor_rows (2)");
-  CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) == "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
+  CHECK(error_of(ok, {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2",
+                      "data.batch_size=6", "parallel.data=2"}) ==
+        "deck.toml: data.batch_size / parallel.data / parallel.micro_batches (3) must be divisible by q = "
+        "parallel.tensor_rows (2)");
+  CHECK(error_of(ok, {"parallel.comm_backend=gloo"}) ==
+        "deck.toml: parallel.comm_backend must be \"mpi\" or \"nccl\" (got \"gloo\")");
 }
 
 TEST_CASE("decks that would crash the TOML parser are refused; brackets and dots in strings do not count",
@@ -79,7 +87,8 @@ TEST_CASE("decks that would crash the TOML parser are refused; brackets and dots
   CHECK(error_of(ok + multi).find("run.steps must be an integer, got string") != std::string::npos);
   const std::string literal = "[run]\nsteps = \'\'\'" + repeat("[.", 100) + "\'\'\'\n";
   CHECK(error_of(ok + literal).find("run.steps must be an integer, got string") != std::string::npos);
-  CHECK(error_of(ok, {"run.name=" + repeat("[", 70) + repeat("]", 70)}).find("--set run.name:1: not valid TOML: nested") == 0);
+  CHECK(error_of(ok, {"run.name=" + repeat("[", 70) + repeat("]", 70)})
+            .find("--set run.name:1: not valid TOML: nested") == 0);
   // not UTF-8: toml11 read past its buffer on a literal string holding 0xff (found by fuzzing)
   CHECK(error_of("'\xff'") == "deck.toml:1: not valid TOML: not UTF-8 (byte 0xff)");
   CHECK(error_of(ok + "[run]\nname = \"a\xc3\"\n") == "deck.toml:4: not valid TOML: not UTF-8 (byte 0xc3)");
@@ -99,21 +108,24 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
   const std::string ok = "[data]\nkind = \"random\"\n";
   // infinities and NaN, like any non-finite number
   CHECK(error_of(ok + "[optim]\nlr = inf\n") == "deck.toml: optim.lr must be a finite number (got inf)");
-  CHECK(error_of(ok + "[run]\nmax_walltime = nan\n") == "deck.toml: run.max_walltime must be a finite number (got nan)");
+  CHECK(error_of(ok + "[run]\nmax_walltime = nan\n") ==
+        "deck.toml: run.max_walltime must be a finite number (got nan)");
   CHECK(error_of(ok, {"optim.grad_clip=inf"}) == "deck.toml: optim.grad_clip must be a finite number (got inf)");
   // run.name is one plain directory name
   for (const char* bad : {"run.name=.", "run.name=..", "run.name=a/b"})
     CHECK(error_of(ok, {bad}).find("run.name must be a plain name") != std::string::npos);
   // cfactor^(levels-1) that would overflow 64 bits (it used to end in SIGFPE)
-  const std::string resnet = "[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n[parallel]\nschedule = \"mgrit\"\n";
-  CHECK(error_of(resnet, {"layerpar.levels=70", "layerpar.cfactor=4"}).find("must be a multiple of cfactor^(levels-1) (") !=
-        std::string::npos);
+  const std::string resnet =
+      "[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n[parallel]\nschedule = \"mgrit\"\n";
+  CHECK(error_of(resnet, {"layerpar.levels=70", "layerpar.cfactor=4"})
+            .find("must be a multiple of cfactor^(levels-1) (") != std::string::npos);
   CHECK(error_of(resnet, {"layerpar.levels=3", "layerpar.cfactor=4611686018427387904"}).find("cfactor^(levels-1)") !=
         std::string::npos);
   CHECK(error_of(resnet, {"layerpar.levels=4", "layerpar.cfactor=2"}) == "");
   // [layerpar] is checked where MGRIT runs: the residual network's pipeline ignores it
   CHECK(error_of(resnet, {"parallel.schedule=1f1b", "layerpar.levels=70"}) == "");
-  CHECK(error_of(ok, {"run.on_nonfinite=ignore"}) == "deck.toml: run.on_nonfinite must be \"stop\" or \"skip\" (got \"ignore\")");
+  CHECK(error_of(ok, {"run.on_nonfinite=ignore"}) ==
+        "deck.toml: run.on_nonfinite must be \"stop\" or \"skip\" (got \"ignore\")");
   CHECK(error_of(ok, {"run.max_skipped_steps=0"}) == "deck.toml: run.max_skipped_steps must be >= 1");
 }
 
@@ -127,25 +139,27 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
     CHECK(ref.find("| `" + k + "` |") != std::string::npos);
   }
   // enums parse from their names and print back as them
-  const Deck x = parse_deck("[data]\nkind = \"random\"\n", "deck.toml",
-                            {"parallel.schedule=xpipe", "parallel.pipeline=2", "parallel.micro_batches=2",
-                             "parallel.tensor_mode=2d"});
+  const Deck x = parse_deck(
+      "[data]\nkind = \"random\"\n", "deck.toml",
+      {"parallel.schedule=xpipe", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.tensor_mode=2d"});
   CHECK(x.parallel.schedule == Schedule::XPipe);
   CHECK(x.parallel.tensor_mode == TensorMode::TwoD);
   CHECK(x.resolved_toml.find("schedule = \"xpipe\"") != std::string::npos);
   CHECK(parse_deck("[data]\nkind = \"random\"\n", "deck.toml", {"model.precision=bf16"}).model.precision ==
         Precision::BF16);
   CHECK(parse_deck("[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n", "deck.toml",
-                   {"model.precision=bf16"}).model.precision == Precision::BF16);
+                   {"model.precision=bf16"})
+            .model.precision == Precision::BF16);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
-        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", \"zb-h2\", \"xpipe\" or \"mgrit\" (got \"zigzag\")");
+        "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", \"zb-h2\", \"xpipe\" or "
+        "\"mgrit\" (got \"zigzag\")");
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.tensor_mode=serial"}) ==
         "deck.toml: parallel.tensor_mode must be \"1d\" or \"2d\" (got \"serial\")");
-  CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n").find(
-            "parallel.schedule must be a string, got integer") != std::string::npos);
+  CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n")
+            .find("parallel.schedule must be a string, got integer") != std::string::npos);
   // numbers are written so that they read back exactly
-  const Deck y = parse_deck("[data]\nkind = \"random\"\n", "deck.toml", {"optim.lr=0.1", "optim.eps=1e-300",
-                                                                           "run.max_walltime=3600"});
+  const Deck y = parse_deck("[data]\nkind = \"random\"\n", "deck.toml",
+                            {"optim.lr=0.1", "optim.eps=1e-300", "run.max_walltime=3600"});
   const Deck z = parse_deck(y.resolved_toml, "resolved");
   CHECK(z.optim.lr == 0.1);
   CHECK(z.optim.eps == 1e-300);

@@ -27,9 +27,14 @@ namespace {
 // seq_len 16: chunks of 4 tokens on 2 ranks, of 2 on 4.
 Deck context_deck(const std::vector<std::string>& overrides, const std::string& name = "context", int64_t steps = 8,
                   int64_t every = 0) {
-  std::vector<std::string> all = {"run.out_dir=context_test_runs", "run.val_every=4", "run.val_batches=1",
-                                  "run.seed=5", "model.n_layer=4", "run.name=" + name,
-                                  "run.steps=" + std::to_string(steps), "run.checkpoint_every=" + std::to_string(every)};
+  std::vector<std::string> all = {"run.out_dir=context_test_runs",
+                                  "run.val_every=4",
+                                  "run.val_batches=1",
+                                  "run.seed=5",
+                                  "model.n_layer=4",
+                                  "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps),
+                                  "run.checkpoint_every=" + std::to_string(every)};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return small_gpt_deck(all);
 }
@@ -37,27 +42,31 @@ Deck context_deck(const std::vector<std::string>& overrides, const std::string& 
 std::vector<std::vector<std::string>> context_layouts_for(int n) {
   const std::string c2 = "parallel.context=2", p2 = "parallel.pipeline=2";
   switch (n) {
-    case 2: return {{c2},
-                    {c2, "parallel.context_mode=all-to-all"},
-                    {c2, "parallel.micro_batches=2"},
-                    {c2, "parallel.recompute=selective"},
-                    {c2, "parallel.recompute=full"},
-                    {c2, "parallel.tensor_mode=2d"}};
-    case 4: return {{"parallel.context=4"},
-                    {"parallel.context=4", "parallel.context_mode=all-to-all"},
-                    {"parallel.data=2", c2, "parallel.context_mode=all-to-all", "parallel.zero=1"},
-                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=1f1b", "parallel.context_mode=all-to-all"},
-                    {"parallel.data=2", c2},
-                    {"parallel.data=2", c2, "parallel.zero=1"},
-                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=gpipe"},
-                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=1f1b"},
-                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=zb-h1"},
-                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=zb-h2"},
-                    {c2, p2, "parallel.micro_batches=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
-                    {c2, "parallel.tensor_cols=2"}};
-    case 8: return {{c2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {"parallel.data=2", c2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true"}};
-    default: return {};
+    case 2:
+      return {{c2},
+              {c2, "parallel.context_mode=all-to-all"},
+              {c2, "parallel.micro_batches=2"},
+              {c2, "parallel.recompute=selective"},
+              {c2, "parallel.recompute=full"},
+              {c2, "parallel.tensor_mode=2d"}};
+    case 4:
+      return {{"parallel.context=4"},
+              {"parallel.context=4", "parallel.context_mode=all-to-all"},
+              {"parallel.data=2", c2, "parallel.context_mode=all-to-all", "parallel.zero=1"},
+              {c2, p2, "parallel.micro_batches=4", "parallel.schedule=1f1b", "parallel.context_mode=all-to-all"},
+              {"parallel.data=2", c2},
+              {"parallel.data=2", c2, "parallel.zero=1"},
+              {c2, p2, "parallel.micro_batches=4", "parallel.schedule=gpipe"},
+              {c2, p2, "parallel.micro_batches=4", "parallel.schedule=1f1b"},
+              {c2, p2, "parallel.micro_batches=4", "parallel.schedule=zb-h1"},
+              {c2, p2, "parallel.micro_batches=4", "parallel.schedule=zb-h2"},
+              {c2, p2, "parallel.micro_batches=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
+              {c2, "parallel.tensor_cols=2"}};
+    case 8:
+      return {{c2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+              {"parallel.data=2", c2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true"}};
+    default:
+      return {};
   }
 }
 
@@ -103,7 +112,8 @@ TEST_CASE("a checkpoint written on context 2 restarts on context 1 and 4, one fr
     REQUIRE(r.losses.size() == 5);
     for (size_t i = 0; i < 5; ++i) CHECK(r.losses[i] == Approx(full.losses[5 + i]).epsilon(3e-7));
   };
-  check_rest(Training(context_deck({"parallel.context=4"}, "from-c2-c4", 10), MPI_COMM_WORLD, quiet(false, ckpt)).run());
+  check_rest(
+      Training(context_deck({"parallel.context=4"}, "from-c2-c4", 10), MPI_COMM_WORLD, quiet(false, ckpt)).run());
   if (rank == 0) check_rest(Training(context_deck({}, "from-c2-c1", 10), MPI_COMM_SELF, quiet(false, ckpt)).run());
   MPI_Barrier(MPI_COMM_WORLD);
   // the other way: written on one rank, restarted on context 2

@@ -11,8 +11,8 @@
 // its stages (data 2 x expert 2, tensor 2) equals XPipe on 2 stages alone.
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -34,10 +34,19 @@ namespace {
 // 4 blocks, 1 and 3 mixtures of 4 experts (top 2, hidden 48), T = 16, batch 8.
 Deck moe_deck(const std::vector<std::string>& overrides, const std::string& name = "moe", int64_t steps = 8,
               int64_t every = 0) {
-  std::vector<std::string> all = {"run.out_dir=moe_test_runs", "run.val_every=4", "run.val_batches=1", "run.seed=5",
-                                  "model.n_layer=4", "model.moe_experts=4", "model.moe_top_k=2", "model.moe_every=2",
-                                  "model.moe_ffn_hidden=48", "optim.moe_aux_loss=0.02", "optim.moe_z_loss=0.001",
-                                  "run.name=" + name, "run.steps=" + std::to_string(steps),
+  std::vector<std::string> all = {"run.out_dir=moe_test_runs",
+                                  "run.val_every=4",
+                                  "run.val_batches=1",
+                                  "run.seed=5",
+                                  "model.n_layer=4",
+                                  "model.moe_experts=4",
+                                  "model.moe_top_k=2",
+                                  "model.moe_every=2",
+                                  "model.moe_ffn_hidden=48",
+                                  "optim.moe_aux_loss=0.02",
+                                  "optim.moe_z_loss=0.001",
+                                  "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps),
                                   "run.checkpoint_every=" + std::to_string(every)};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return small_gpt_deck(all);
@@ -46,30 +55,34 @@ Deck moe_deck(const std::vector<std::string>& overrides, const std::string& name
 std::vector<std::vector<std::string>> expert_layouts_for(int n) {
   const std::string e2 = "parallel.expert=2";
   switch (n) {
-    case 2: return {{"parallel.data=2", e2},
-                    {"parallel.data=2"},
-                    {"parallel.data=2", e2, "model.moe_capacity_factor=1.0"},
-                    {"parallel.data=2", e2, "parallel.micro_batches=2"},
-                    {"parallel.data=2", e2, "parallel.recompute=full"},
-                    {"parallel.data=2", e2, "parallel.zero=1"},
-                    {"parallel.tensor_cols=2"},
-                    {"parallel.tensor_cols=2", "parallel.sequence_parallel=true", "model.moe_capacity_factor=1.0"}};
-    case 4: return {{"parallel.data=4", e2},
-                    {"parallel.data=4", "parallel.expert=4"},
-                    {"parallel.data=4", "parallel.expert=4", "model.moe_capacity_factor=1.0"},
-                    {"parallel.data=2", e2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"},
-                    {"parallel.data=2", e2, "parallel.context=2"},
-                    {"parallel.data=4", "parallel.zero=1"},
-                    {"parallel.data=4", e2, "parallel.zero=1"},
-                    {"parallel.data=2", e2, "parallel.tensor_cols=2"},
-                    {"parallel.data=2", e2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true", "parallel.zero=1"},
-                    {"parallel.tensor_cols=2", "parallel.pipeline=2", "parallel.micro_batches=4", "model.moe_capacity_factor=1.0"}};
-    default: return {};
+    case 2:
+      return {{"parallel.data=2", e2},
+              {"parallel.data=2"},
+              {"parallel.data=2", e2, "model.moe_capacity_factor=1.0"},
+              {"parallel.data=2", e2, "parallel.micro_batches=2"},
+              {"parallel.data=2", e2, "parallel.recompute=full"},
+              {"parallel.data=2", e2, "parallel.zero=1"},
+              {"parallel.tensor_cols=2"},
+              {"parallel.tensor_cols=2", "parallel.sequence_parallel=true", "model.moe_capacity_factor=1.0"}};
+    case 4:
+      return {{"parallel.data=4", e2},
+              {"parallel.data=4", "parallel.expert=4"},
+              {"parallel.data=4", "parallel.expert=4", "model.moe_capacity_factor=1.0"},
+              {"parallel.data=2", e2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"},
+              {"parallel.data=2", e2, "parallel.context=2"},
+              {"parallel.data=4", "parallel.zero=1"},
+              {"parallel.data=4", e2, "parallel.zero=1"},
+              {"parallel.data=2", e2, "parallel.tensor_cols=2"},
+              {"parallel.data=2", e2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true", "parallel.zero=1"},
+              {"parallel.tensor_cols=2", "parallel.pipeline=2", "parallel.micro_batches=4",
+               "model.moe_capacity_factor=1.0"}};
+    default:
+      return {};
   }
 }
 
 void check_moe_equal(const TrainResult& r, const std::vector<double>& params, const TrainResult& ser,
-                 const std::vector<double>& ser_params, const std::string& what) {
+                     const std::vector<double>& ser_params, const std::string& what) {
   INFO(what);
   REQUIRE(r.losses.size() == ser.losses.size());
   REQUIRE(r.val.size() == ser.val.size());
@@ -145,12 +158,15 @@ TEST_CASE("expert parallelism on 2 and 4 ranks equals the serial run", "[mpi][ex
       check_moe_equal(r, params, ser.result, ser.params, what);
       // the same assignments dropped as the serial run: some with a capacity, none without
       INFO(what << ": dropped " << dropped << " assignments, the serial run " << ser.dropped);
-      const bool capacity = std::any_of(layout.begin(), layout.end(),
-                                        [](const std::string& k) { return k.rfind("model.moe_capacity_factor=", 0) == 0; });
+      const bool capacity = std::any_of(layout.begin(), layout.end(), [](const std::string& k) {
+        return k.rfind("model.moe_capacity_factor=", 0) == 0;
+      });
       std::printf("  dropped %lld assignments (the serial run %lld)\n", (long long)dropped, (long long)ser.dropped);
       CHECK(dropped == ser.dropped);
-      if (capacity) CHECK(ser.dropped > 0);
-      else CHECK(ser.dropped == 0);
+      if (capacity)
+        CHECK(ser.dropped > 0);
+      else
+        CHECK(ser.dropped == 0);
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -171,9 +187,10 @@ TEST_CASE("expert parallelism in bf16 equals the serial bf16 run", "[mpi][expert
     // bf16 rounding boundaries, and the runs drift apart by less than bf16 is from fp32
     const double worst = max_rel_diff(r.losses, ser.losses), bound = max_rel_diff(ser.losses, fp32.losses);
     const double rms = moe_rms_diff(params, ser_params), rms_bound = moe_rms_diff(ser_params, fp32_params);
-    std::printf("expert equivalence, bf16 data 2 x expert 2: first loss %.2e, worst %.2e (bf16 vs fp32 %.2e), params rms "
-                "%.2e (bf16 vs fp32 %.2e)\n", std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0], worst, bound, rms,
-                rms_bound);
+    std::printf(
+        "expert equivalence, bf16 data 2 x expert 2: first loss %.2e, worst %.2e (bf16 vs fp32 %.2e), params rms "
+        "%.2e (bf16 vs fp32 %.2e)\n",
+        std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0], worst, bound, rms, rms_bound);
     CHECK(std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0] < 5e-6);
     CHECK(worst < 1.5 * bound);
     CHECK(rms < 1.5 * rms_bound);
@@ -201,8 +218,10 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
       worst = std::max(worst, std::abs(r.losses[i] - full.losses[5 + i]) / std::abs(full.losses[5 + i]));
     return worst;
   };
-  const double e4 = worst_rest(Training(moe_deck({"parallel.data=4", "parallel.expert=4", "parallel.zero=1"}, "from-e2-e4", 10),
-                                        MPI_COMM_WORLD, quiet(false, ckpt)).run());
+  const double e4 =
+      worst_rest(Training(moe_deck({"parallel.data=4", "parallel.expert=4", "parallel.zero=1"}, "from-e2-e4", 10),
+                          MPI_COMM_WORLD, quiet(false, ckpt))
+                     .run());
   CHECK(e4 < 3e-7);
   MPI_Comm pair;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
@@ -221,7 +240,8 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
     for (const auto& p : store.infos()) {
       if (!p.expert) continue;
       const int64_t slot = p.numel / p.shape[0];
-      std::swap_ranges(host.data() + p.offset + slot, host.data() + p.offset + 2 * slot, host.data() + p.offset + 2 * slot);
+      std::swap_ranges(host.data() + p.offset + slot, host.data() + p.offset + 2 * slot,
+                       host.data() + p.offset + 2 * slot);
     }
     Kokkos::deep_copy(store.params(), host);
     std::filesystem::create_directories("moe_test_runs/swapped");
@@ -257,8 +277,8 @@ TEST_CASE("XPipe with mixtures and expert parallelism in the stages equals XPipe
     ref_params = global_params_of(t);
     MPI_Comm_free(&pair);
   }
-  for (const auto& layout : std::vector<std::vector<std::string>>{{"parallel.data=2", "parallel.expert=2"},
-                                                                  {"parallel.tensor_cols=2"}}) {
+  for (const auto& layout :
+       std::vector<std::vector<std::string>>{{"parallel.data=2", "parallel.expert=2"}, {"parallel.tensor_cols=2"}}) {
     Training t(moe_deck(with(layout)), MPI_COMM_WORLD, quiet());
     const TrainResult r = t.run();
     const auto params = global_params_of(t);

@@ -28,15 +28,19 @@ Deck gpt_deck(const std::vector<std::string>& overrides) {
 
 std::vector<std::vector<std::string>> gpt_layouts_for(int n) {
   switch (n) {
-    case 1: return {{"parallel.micro_batches=2"}, {"parallel.micro_batches=8"}};
-    case 2: return {{"parallel.data=2", "parallel.micro_batches=2"},
-                    {"parallel.data=2", "parallel.micro_batches=4"},
-                    {"parallel.tensor_cols=2", "parallel.micro_batches=4"}};
-    case 4: return {{"parallel.data=4", "parallel.micro_batches=2"},
-                    {"parallel.data=2", "parallel.tensor_cols=2", "parallel.micro_batches=2"},
-                    {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2",
-                     "parallel.micro_batches=2"}};
-    default: return {};
+    case 1:
+      return {{"parallel.micro_batches=2"}, {"parallel.micro_batches=8"}};
+    case 2:
+      return {{"parallel.data=2", "parallel.micro_batches=2"},
+              {"parallel.data=2", "parallel.micro_batches=4"},
+              {"parallel.tensor_cols=2", "parallel.micro_batches=4"}};
+    case 4:
+      return {
+          {"parallel.data=4", "parallel.micro_batches=2"},
+          {"parallel.data=2", "parallel.tensor_cols=2", "parallel.micro_batches=2"},
+          {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2", "parallel.micro_batches=2"}};
+    default:
+      return {};
   }
 }
 

@@ -275,51 +275,53 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
           "[mpi][mgrit]") {
   const int n = world_size(), rank = world_rank();
   for (const Layout& lay : {kLayouts[0], kLayouts[1]})  // even blocks; blocks that split coarse intervals
-  for (const int data : {1, 2}) {
-    if (n % data != 0) continue;
-    const ResNetConfig c = small_resnet(lay.steps);
-    const int64_t batch = 6;
-    const Data d = make_data(c, batch);
-    Serial serial(c, d);
-    const double loss = serial.loss / double(batch);
-    const auto& serial_grads = serial.grads;
-    const int layers = n / data;
-    ParallelConfig pc;
-    pc.data = data;
-    pc.pipeline = layers;
-    Grid grid(pc, MPI_COMM_WORLD);
-    ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), layers, grid.coords().pipeline));
-    LayerParallelOptions o;
-    o.forward.levels = o.backward.levels = lay.levels;
-    o.forward.cfactor = o.backward.cfactor = lay.cfactor;
-    o.forward.tolerance = o.backward.tolerance = 1e-12;
-    o.forward.max_iterations = o.backward.max_iterations = 40;
-    const int64_t lb = batch / data;
-    LayerParallel<double> engine(net, grid, lb, o);
-    // this replica's rows of the batch
-    Tensor2<double> x("x", lb, c.inputs);
-    Tensor1<int32_t> labels("labels", lb);
-    Kokkos::deep_copy(x, Kokkos::subview(d.x, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb), Kokkos::ALL));
-    Kokkos::deep_copy(labels, Kokkos::subview(d.labels, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb)));
-    const LayerParallelResult r = engine.forward_backward(x, labels, batch);
-    INFO(lay.name << ", data " << data << " x layers " << layers);
-    CHECK(r.forward.converged);
-    CHECK(r.backward.converged);
-    CHECK(r.loss == Approx(loss).epsilon(1e-10));
-    // the gradients of every replica are the serial ones; assemble over the layer group
-    std::vector<double> mine(size_t(serial.net.params().numel()), 0.0);
-    const auto local = to_host<double>(net.params().grads());
-    const auto& infos = net.params().infos();
-    for (size_t i = 0; i < infos.size(); ++i)
-      for (int64_t e = 0; e < infos[i].numel; ++e)
-        mine[size_t(serial.net.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
-    MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline().raw());
-    const double err = rel_diff(mine, serial_grads);
-    if (rank == 0)
-      std::printf("layer-parallel driver (%s), data %d x layers %d: gradient rel diff %.2e\n", lay.name, data, layers,
-                  err);
-    CHECK(err < 1e-10);
-  }
+    for (const int data : {1, 2}) {
+      if (n % data != 0) continue;
+      const ResNetConfig c = small_resnet(lay.steps);
+      const int64_t batch = 6;
+      const Data d = make_data(c, batch);
+      Serial serial(c, d);
+      const double loss = serial.loss / double(batch);
+      const auto& serial_grads = serial.grads;
+      const int layers = n / data;
+      ParallelConfig pc;
+      pc.data = data;
+      pc.pipeline = layers;
+      Grid grid(pc, MPI_COMM_WORLD);
+      ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), layers, grid.coords().pipeline));
+      LayerParallelOptions o;
+      o.forward.levels = o.backward.levels = lay.levels;
+      o.forward.cfactor = o.backward.cfactor = lay.cfactor;
+      o.forward.tolerance = o.backward.tolerance = 1e-12;
+      o.forward.max_iterations = o.backward.max_iterations = 40;
+      const int64_t lb = batch / data;
+      LayerParallel<double> engine(net, grid, lb, o);
+      // this replica's rows of the batch
+      Tensor2<double> x("x", lb, c.inputs);
+      Tensor1<int32_t> labels("labels", lb);
+      Kokkos::deep_copy(
+          x, Kokkos::subview(d.x, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb), Kokkos::ALL));
+      Kokkos::deep_copy(labels,
+                        Kokkos::subview(d.labels, std::make_pair(grid.data_rank() * lb, (grid.data_rank() + 1) * lb)));
+      const LayerParallelResult r = engine.forward_backward(x, labels, batch);
+      INFO(lay.name << ", data " << data << " x layers " << layers);
+      CHECK(r.forward.converged);
+      CHECK(r.backward.converged);
+      CHECK(r.loss == Approx(loss).epsilon(1e-10));
+      // the gradients of every replica are the serial ones; assemble over the layer group
+      std::vector<double> mine(size_t(serial.net.params().numel()), 0.0);
+      const auto local = to_host<double>(net.params().grads());
+      const auto& infos = net.params().infos();
+      for (size_t i = 0; i < infos.size(); ++i)
+        for (int64_t e = 0; e < infos[i].numel; ++e)
+          mine[size_t(serial.net.params().infos()[i].offset + e)] = local[size_t(infos[i].offset + e)];
+      MPI_Allreduce(MPI_IN_PLACE, mine.data(), int(mine.size()), MPI_DOUBLE, MPI_SUM, grid.pipeline().raw());
+      const double err = rel_diff(mine, serial_grads);
+      if (rank == 0)
+        std::printf("layer-parallel driver (%s), data %d x layers %d: gradient rel diff %.2e\n", lay.name, data, layers,
+                    err);
+      CHECK(err < 1e-10);
+    }
 }
 
 TEST_CASE("the MGRIT cost model counts the solver's steps and messages exactly, rank by rank", "[mpi][mgrit]") {

@@ -27,9 +27,15 @@ namespace {
 // n_layer = 5: 2 stages hold 2 and 3 layers, 4 stages 1, 1, 1 and 2.
 Deck pipe_deck(const std::vector<std::string>& overrides, const std::string& name = "pipe", int64_t steps = 10,
                int64_t every = 0) {
-  std::vector<std::string> all = {"run.out_dir=pipeline_test_runs", "run.val_every=5", "run.val_batches=1",
-                                  "run.seed=21", "model.n_layer=5", "data.batch_size=12", "run.name=" + name,
-                                  "run.steps=" + std::to_string(steps), "run.checkpoint_every=" + std::to_string(every)};
+  std::vector<std::string> all = {"run.out_dir=pipeline_test_runs",
+                                  "run.val_every=5",
+                                  "run.val_batches=1",
+                                  "run.seed=21",
+                                  "model.n_layer=5",
+                                  "data.batch_size=12",
+                                  "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps),
+                                  "run.checkpoint_every=" + std::to_string(every)};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return small_gpt_deck(all);
 }
@@ -38,28 +44,33 @@ std::vector<std::vector<std::string>> pipeline_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
   const std::string inter = "parallel.schedule=interleaved", v2 = "parallel.virtual_stages=2";
   switch (n) {
-    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"},
-                    {p2, m3, "parallel.schedule=zb-h1"}, {p2, m3, "parallel.schedule=zb-h2"},
-                    {p2, "parallel.micro_batches=4", inter, v2}};
-    case 4: return {{"parallel.pipeline=4", m3, "parallel.schedule=1f1b"},
-                    {"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
-                    {"parallel.pipeline=4", "parallel.micro_batches=6", "parallel.schedule=zb-h1"},
-                    {"parallel.data=2", p2, m3, "parallel.schedule=gpipe"},
-                    {"parallel.data=2", p2, m3, "parallel.schedule=zb-h2", "parallel.zero=1"},
-                    {p2, m3, "parallel.schedule=1f1b", "parallel.tensor_cols=2"},
-                    {p2, m3, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"},
-                    {"parallel.data=2", p2, "parallel.micro_batches=6", inter, v2},
-                    {p2, "parallel.micro_batches=4", inter, v2, "parallel.tensor_cols=2"}};
-    case 8: return {{p2, m3, "parallel.schedule=1f1b", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
-                     "parallel.tensor_cols=2"},
-                    {p2, m3, "parallel.schedule=zb-h2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
-                     "parallel.tensor_cols=2"},
-                    {p2, "parallel.micro_batches=2", inter, v2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
-                     "parallel.tensor_cols=2"}};
-    default: return {};
+    case 2:
+      return {{p2, m3, "parallel.schedule=gpipe"},
+              {p2, m3, "parallel.schedule=1f1b"},
+              {p2, m3, "parallel.schedule=zb-h1"},
+              {p2, m3, "parallel.schedule=zb-h2"},
+              {p2, "parallel.micro_batches=4", inter, v2}};
+    case 4:
+      return {{"parallel.pipeline=4", m3, "parallel.schedule=1f1b"},
+              {"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
+              {"parallel.pipeline=4", "parallel.micro_batches=6", "parallel.schedule=zb-h1"},
+              {"parallel.data=2", p2, m3, "parallel.schedule=gpipe"},
+              {"parallel.data=2", p2, m3, "parallel.schedule=zb-h2", "parallel.zero=1"},
+              {p2, m3, "parallel.schedule=1f1b", "parallel.tensor_cols=2"},
+              {p2, m3, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"},
+              {"parallel.data=2", p2, "parallel.micro_batches=6", inter, v2},
+              {p2, "parallel.micro_batches=4", inter, v2, "parallel.tensor_cols=2"}};
+    case 8:
+      return {{p2, m3, "parallel.schedule=1f1b", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+               "parallel.tensor_cols=2"},
+              {p2, m3, "parallel.schedule=zb-h2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+               "parallel.tensor_cols=2"},
+              {p2, "parallel.micro_batches=2", inter, v2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+               "parallel.tensor_cols=2"}};
+    default:
+      return {};
   }
 }
-
 
 }  // namespace
 
@@ -146,7 +157,7 @@ TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages (another schedu
   const std::string ckpt = "pipeline_test_runs/ckpt2/checkpoints/ckpt_00000006.h5";
   const TrainResult four =
       Training(pipe_deck({"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=zb-h2"}, "from2-4", 12),
-              MPI_COMM_WORLD, quiet(false, ckpt))
+               MPI_COMM_WORLD, quiet(false, ckpt))
           .run();
   CHECK(four.first_step == 6);
   REQUIRE(four.losses.size() == 6);
@@ -161,9 +172,9 @@ TEST_CASE("a checkpoint written by 2 stages restarts on 4 stages (another schedu
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
   if (pair != MPI_COMM_NULL) {
     const TrainResult inter = Training(pipe_deck({"parallel.pipeline=2", "parallel.micro_batches=4",
-                                                 "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
-                                                "from2-interleaved", 12),
-                                      pair, quiet(false, ckpt))
+                                                  "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
+                                                 "from2-interleaved", 12),
+                                       pair, quiet(false, ckpt))
                                   .run();
     REQUIRE(inter.losses.size() == 6);
     for (size_t i = 0; i < 6; ++i) CHECK(inter.losses[i] == Approx(full.losses[6 + i]).epsilon(3e-7));

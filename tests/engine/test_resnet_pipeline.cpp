@@ -4,8 +4,8 @@
 // pipeline test; the dense and the convolutional network.
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -21,14 +21,19 @@ namespace {
 std::vector<std::vector<std::string>> resnet_layouts_for(int n) {
   const std::string p2 = "parallel.pipeline=2", m3 = "parallel.micro_batches=3";
   switch (n) {
-    case 2: return {{p2, m3, "parallel.schedule=gpipe"}, {p2, m3, "parallel.schedule=1f1b"},
-                    {p2, m3, "parallel.schedule=zb-h1"}, {"parallel.data=2"}};
-    case 4: return {{"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
-                    {"parallel.pipeline=4", "parallel.micro_batches=4", "parallel.schedule=zb-h2"},
-                    {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
-                    {"parallel.data=2", p2, m3, "parallel.schedule=1f1b", "model.channels=2"},
-                    {"parallel.data=2", p2, m3, "parallel.schedule=zb-h1", "model.channels=2"}};
-    default: return {};
+    case 2:
+      return {{p2, m3, "parallel.schedule=gpipe"},
+              {p2, m3, "parallel.schedule=1f1b"},
+              {p2, m3, "parallel.schedule=zb-h1"},
+              {"parallel.data=2"}};
+    case 4:
+      return {{"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
+              {"parallel.pipeline=4", "parallel.micro_batches=4", "parallel.schedule=zb-h2"},
+              {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
+              {"parallel.data=2", p2, m3, "parallel.schedule=1f1b", "model.channels=2"},
+              {"parallel.data=2", p2, m3, "parallel.schedule=zb-h1", "model.channels=2"}};
+    default:
+      return {};
   }
 }
 

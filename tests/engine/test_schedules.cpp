@@ -29,8 +29,7 @@ TEST_CASE("GPipe and 1F1B: valid, deadlock-free, bubble (p-1)/(m+p-1), in-flight
         const PipeSimulation sim = simulate_schedule(s);
         REQUIRE_FALSE(sim.deadlock);
         CHECK(sim.bubble_fraction() == Approx(double(p - 1) / double(m + p - 1)).margin(1e-12));
-        for (int r = 0; r < p; ++r)
-          CHECK(sim.peak_in_flight[r] == (name == Schedule::GPipe ? m : std::min(p - r, m)));
+        for (int r = 0; r < p; ++r) CHECK(sim.peak_in_flight[r] == (name == Schedule::GPipe ? m : std::min(p - r, m)));
       }
 }
 
@@ -108,13 +107,14 @@ TEST_CASE("interleaved 1F1B: valid, deadlock-free, bubble (p-1)/(v m + p - 1), M
   // gradient goes back the same way
   PipeSchedule s = interleaved_schedule(2, 2, 2);
   insert_communication(s);
-  CHECK(to_string(s) ==
-        "interleaved: 2 stages x 2 chunks, 2 micro-batches\n"
-        "stage 0: F0 SEND_ACT0->1 F1 SEND_ACT1->1 RECV_ACT0.1<-1 F0.1 SEND_ACT0.1->1 RECV_ACT1.1<-1 F1.1 SEND_ACT1.1->1 "
-        "RECV_GRAD0.1<-1 B0.1 SEND_GRAD0.1->1 RECV_GRAD1.1<-1 B1.1 SEND_GRAD1.1->1 RECV_GRAD0<-1 B0 RECV_GRAD1<-1 B1 "
-        "STEP0\n"
-        "stage 1: RECV_ACT0<-0 F0 SEND_ACT0->0 RECV_ACT1<-0 F1 SEND_ACT1->0 RECV_ACT0.1<-0 F0.1 RECV_ACT1.1<-0 F1.1 B0.1 "
-        "SEND_GRAD0.1->0 B1.1 SEND_GRAD1.1->0 RECV_GRAD0<-0 B0 SEND_GRAD0->0 RECV_GRAD1<-0 B1 SEND_GRAD1->0 STEP0\n");
+  CHECK(
+      to_string(s) ==
+      "interleaved: 2 stages x 2 chunks, 2 micro-batches\n"
+      "stage 0: F0 SEND_ACT0->1 F1 SEND_ACT1->1 RECV_ACT0.1<-1 F0.1 SEND_ACT0.1->1 RECV_ACT1.1<-1 F1.1 SEND_ACT1.1->1 "
+      "RECV_GRAD0.1<-1 B0.1 SEND_GRAD0.1->1 RECV_GRAD1.1<-1 B1.1 SEND_GRAD1.1->1 RECV_GRAD0<-1 B0 RECV_GRAD1<-1 B1 "
+      "STEP0\n"
+      "stage 1: RECV_ACT0<-0 F0 SEND_ACT0->0 RECV_ACT1<-0 F1 SEND_ACT1->0 RECV_ACT0.1<-0 F0.1 RECV_ACT1.1<-0 F1.1 B0.1 "
+      "SEND_GRAD0.1->0 B1.1 SEND_GRAD1.1->0 RECV_GRAD0<-0 B0 SEND_GRAD0->0 RECV_GRAD1<-0 B1 SEND_GRAD1->0 STEP0\n");
   // the caches per chunk, as the engine sizes them from the list: on stage 0 of 2, chunk 0
   // holds micro-batches 0-3 before its first backward, chunk 1 two at a time; their peaks
   // fall at different times (5 chunk passes at once at most), the engine keeps 4 + 2
@@ -308,8 +308,8 @@ TEST_CASE("the checks catch broken schedules", "[pipeline][schedule]") {
   std::iter_swap(input0, weight0);
   CHECK(check_schedule(early).find("W0 before its input half") != std::string::npos);
   PipeSchedule missing = zb_h1_schedule(2, 2);
-  missing.programs[1].erase(std::find(missing.programs[1].begin(), missing.programs[1].end(),
-                                      PipeInstr{PipeOp::BackwardWeight, 1}));
-  CHECK(check_schedule(missing).find("micro-batch 1 runs 1 forwards, 0 backwards and 1 + 0 halves") != std::string::npos);
-
+  missing.programs[1].erase(
+      std::find(missing.programs[1].begin(), missing.programs[1].end(), PipeInstr{PipeOp::BackwardWeight, 1}));
+  CHECK(check_schedule(missing).find("micro-batch 1 runs 1 forwards, 0 backwards and 1 + 0 halves") !=
+        std::string::npos);
 }

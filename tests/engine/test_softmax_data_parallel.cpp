@@ -4,8 +4,8 @@
 // tolerances: float sums in another order).
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -51,8 +51,8 @@ TEST_CASE("the softmax regression's data-parallel runs equal its serial run", "[
     ser_params = global_params_of(serial);
   }
   const std::string d = "parallel.data=" + std::to_string(n);
-  for (const auto& layout : std::vector<std::vector<std::string>>{
-           {d}, {d, "parallel.micro_batches=2"}, {d, "parallel.zero=1"}}) {
+  for (const auto& layout :
+       std::vector<std::vector<std::string>>{{d}, {d, "parallel.micro_batches=2"}, {d, "parallel.zero=1"}}) {
     Training par(softmax_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = par.run();
     const auto params = global_params_of(par);

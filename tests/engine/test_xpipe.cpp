@@ -85,7 +85,8 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
   stages.clear();
   for (int r = 0; r < p; ++r) {
     StageState st;
-    st.model = std::make_unique<GPT<double>>(cfg, 7, TensorParallel{}, StagePlacement::balanced(int(cfg.n_layer), p, r));
+    st.model =
+        std::make_unique<GPT<double>>(cfg, 7, TensorParallel{}, StagePlacement::balanced(int(cfg.n_layer), p, r));
     st.optim = std::make_unique<AdamW<double>>(oc);
     st.predictor = std::make_unique<WeightPredictor<double>>(oc);
     stages.push_back(std::move(st));
@@ -136,8 +137,8 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
           micro.samples = bm;
           micro.tokens = Kokkos::subview(b.tokens, rows(in.mb));
           micro.targets = Kokkos::subview(b.targets, rows(in.mb));
-          loss[in.mb / t] += st.model->forward(ctx, micro, r == 0 ? V2<const double>() : V2<const double>(st.input[in.mb]),
-                                               st.acts[in.mb]);
+          loss[in.mb / t] += st.model->forward(
+              ctx, micro, r == 0 ? V2<const double>() : V2<const double>(st.input[in.mb]), st.acts[in.mb]);
         } else if (in.op == PipeOp::Backward) {
           st.model->backward(ctx, 1.0 / double(batch * t_len),
                              r == p - 1 ? V2<const double>() : V2<const double>(st.dout[in.mb]), st.acts[in.mb]);
@@ -178,10 +179,18 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
 
 Deck xpipe_deck(const std::vector<std::string>& overrides, const std::string& name = "xpipe", int64_t steps = 12,
                 int64_t every = 0) {
-  std::vector<std::string> all = {"run.out_dir=xpipe_test_runs", "run.val_every=6", "run.val_batches=1",
-                                  "run.seed=5", "run.log_every=4", "model.n_layer=5", "data.batch_size=12",
-                                  "parallel.schedule=xpipe", "parallel.micro_batches=3", "run.name=" + name,
-                                  "run.steps=" + std::to_string(steps), "run.checkpoint_every=" + std::to_string(every)};
+  std::vector<std::string> all = {"run.out_dir=xpipe_test_runs",
+                                  "run.val_every=6",
+                                  "run.val_batches=1",
+                                  "run.seed=5",
+                                  "run.log_every=4",
+                                  "model.n_layer=5",
+                                  "data.batch_size=12",
+                                  "parallel.schedule=xpipe",
+                                  "parallel.micro_batches=3",
+                                  "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps),
+                                  "run.checkpoint_every=" + std::to_string(every)};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return small_gpt_deck(all);
 }
@@ -234,7 +243,9 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
     CHECK(diff(mine.adam_m(), ref.adam_m()) < 1e-13);
     CHECK(diff(mine.adam_v(), ref.adam_v()) < 1e-13);
     // after the drain the last stage's copy of the tied embedding is the first stage's
-    const auto wte_of = [&](int r) { return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->tied_index()))); };
+    const auto wte_of = [&](int r) {
+      return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->tied_index())));
+    };
     CHECK(wte_of(0) == wte_of(n - 1));
     CHECK(step.adamw().steps_taken() == k);
   }
@@ -256,11 +267,13 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
   }
   std::vector<std::vector<std::string>> layouts;
   if (n == 4)
-    layouts = {{"parallel.pipeline=2", "parallel.data=2"}, {"parallel.pipeline=2", "parallel.tensor_cols=2"},
+    layouts = {{"parallel.pipeline=2", "parallel.data=2"},
+               {"parallel.pipeline=2", "parallel.tensor_cols=2"},
                {"parallel.pipeline=2", "parallel.context=2"}};
   if (n == 8)
-    layouts = {{"parallel.pipeline=2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-               {"parallel.pipeline=2", "parallel.context=2", "parallel.tensor_cols=2", "parallel.sequence_parallel=true"}};
+    layouts = {
+        {"parallel.pipeline=2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+        {"parallel.pipeline=2", "parallel.context=2", "parallel.tensor_cols=2", "parallel.sequence_parallel=true"}};
   for (const auto& layout : layouts) {
     Training t(xpipe_deck(layout), MPI_COMM_WORLD, quiet());
     const TrainResult r = t.run();
@@ -269,7 +282,8 @@ TEST_CASE("XPipe with data and tensor parallelism in the stages equals XPipe alo
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == ref.losses.size());
       double worst = 0;
-      for (size_t s = 0; s < r.losses.size(); ++s) worst = std::max(worst, std::abs(r.losses[s] - ref.losses[s]) / ref.losses[s]);
+      for (size_t s = 0; s < r.losses.size(); ++s)
+        worst = std::max(worst, std::abs(r.losses[s] - ref.losses[s]) / ref.losses[s]);
       std::printf("xpipe equivalence, %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
                   describe(layout).c_str(), n, worst, max_abs_diff(params, ref_params));
       CHECK(worst < 3e-7);  // float sums in another order, as in the GPipe/1F1B test
@@ -286,9 +300,9 @@ TEST_CASE("an XPipe run restarts from its checkpoint on the same trajectory", "[
   const std::vector<std::string> two = {"parallel.pipeline=2"};
   // streams drain at steps 1, 4, 6 (checkpoint), 8, 12: the restart streams 7-8 and 9-12 the same way
   const TrainResult full = Training(xpipe_deck(two, "full", 12, 6), MPI_COMM_WORLD, quiet(true)).run();
-  const TrainResult resumed =
-      Training(xpipe_deck(two, "resumed", 12), MPI_COMM_WORLD, quiet(false, "xpipe_test_runs/full/checkpoints/ckpt_00000006.h5"))
-          .run();
+  const TrainResult resumed = Training(xpipe_deck(two, "resumed", 12), MPI_COMM_WORLD,
+                                       quiet(false, "xpipe_test_runs/full/checkpoints/ckpt_00000006.h5"))
+                                  .run();
   CHECK(resumed.first_step == 6);
   REQUIRE(resumed.losses.size() == 6);
   for (size_t i = 0; i < 6; ++i) CHECK(resumed.losses[i] == Approx(full.losses[6 + i]).epsilon(1e-12));
@@ -300,7 +314,7 @@ TEST_CASE("XPipe's weight prediction brings each pass's weights closer to its ta
   // one trajectory: each pass's predicted weights and the current (stale) ones, both
   // measured against the weights the stage holds at the pass's target
   Training t(xpipe_deck({"parallel.pipeline=2", "parallel.measure_staleness=true", "run.steps=16"}), MPI_COMM_WORLD,
-            quiet());
+             quiet());
   const TrainResult r = t.run();
   REQUIRE(r.staleness.size() == 2);
   double used = 0, current = 0, ahead = 0;
@@ -311,8 +325,9 @@ TEST_CASE("XPipe's weight prediction brings each pass's weights closer to its ta
   }
   REQUIRE(ahead > 0);
   if (world_rank() == 0)
-    std::printf("xpipe staleness (small GPT, 16 steps): mean |W - W_target| / |W_target| %.3e predicted, %.3e current\n",
-                used / ahead, current / ahead);
+    std::printf(
+        "xpipe staleness (small GPT, 16 steps): mean |W - W_target| / |W_target| %.3e predicted, %.3e current\n",
+        used / ahead, current / ahead);
   CHECK(current > 0);
   CHECK(used < 0.75 * current);
 }

@@ -2,10 +2,10 @@
 // every malformed file is refused with a message naming the file and the cause.
 #include <zlib.h>
 
+#include <sys/stat.h>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
-#include <sys/stat.h>
 #include <vector>
 
 #include "core/error.hpp"
@@ -23,7 +23,8 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes, bool
     gzwrite(f, bytes.data(), unsigned(bytes.size()));
     gzclose(f);
   } else {
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   }
 }
 
@@ -73,8 +74,10 @@ TEST_CASE("IDX files: good ones read, plain or gzip; bad ones name the cause", "
   CHECK(error_of(dir + "/magic", 1) == "IDX file 'idx_test_files/magic': bad magic number (not an IDX file)");
   CHECK(error_of(dir + "/type", 1) == "IDX file 'idx_test_files/type': element type 13, expected 8 (unsigned byte)");
   CHECK(error_of(dir + "/rank", 3) == "IDX file 'idx_test_files/rank': 1 dimensions, expected 3");
-  CHECK(error_of(dir + "/short", 3) == "IDX file 'idx_test_files/short': holds 39 data bytes, its header says 40 (truncated)");
-  CHECK(error_of(dir + "/long", 3) == "IDX file 'idx_test_files/long': holds 5 data bytes, its header says 4 (trailing bytes)");
+  CHECK(error_of(dir + "/short", 3) ==
+        "IDX file 'idx_test_files/short': holds 39 data bytes, its header says 40 (truncated)");
+  CHECK(error_of(dir + "/long", 3) ==
+        "IDX file 'idx_test_files/long': holds 5 data bytes, its header says 4 (trailing bytes)");
   CHECK(error_of(dir + "/cut.gz", 3).find("IDX file 'idx_test_files/cut.gz'") == 0);
 }
 
@@ -96,5 +99,6 @@ TEST_CASE("Fashion-MNIST from dataset-fashion-mnist: sizes, labels, epoch permut
   CHECK(label == 9);  // the first test image is an ankle boot
   CHECK(*std::max_element(img.begin(), img.end()) <= 1.0f);
   CHECK(*std::max_element(img.begin(), img.end()) > 0.5f);
-  CHECK_THROWS_WITH(ImageDataset("/nonexistent", 1), "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'");
+  CHECK_THROWS_WITH(ImageDataset("/nonexistent", 1),
+                    "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'");
 }

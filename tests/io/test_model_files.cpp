@@ -52,8 +52,8 @@ TEST_CASE("bf16 rounds to nearest even and f16 widens exactly", "[io][dtype]") {
     return u;
   };
   REQUIRE(float_to_bf16(1.0f) == 0x3F80);
-  REQUIRE(float_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3F80);               // a tie: to even
-  REQUIRE(float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3F82);           // a tie: to even, up
+  REQUIRE(float_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3F80);      // a tie: to even
+  REQUIRE(float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3F82);  // a tie: to even, up
   REQUIRE(float_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 0x3F81);
   REQUIRE(float_to_bf16(-INFINITY) == 0xFF80);
   REQUIRE(std::isnan(bf16_to_float(float_to_bf16(NAN))));

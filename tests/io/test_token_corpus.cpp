@@ -69,8 +69,7 @@ TEST_CASE("bytes as one token shard give the text dataset's split and sequences"
   CHECK(corpus.text_bytes(b.data(), 64) != corpus.text_bytes(b.data(), 64));  // NaN: no tokenizer given
 }
 
-TEST_CASE("the same tokens in many shards give the same sequences, across shard boundaries",
-          "[io][token_corpus]") {
+TEST_CASE("the same tokens in many shards give the same sequences, across shard boundaries", "[io][token_corpus]") {
   const auto bytes = corpus_fortune_bytes();
   const std::string one = corpus_temp_dir("whole"), many = corpus_temp_dir("cut");
   corpus_write_shards(one, bytes, {});
@@ -101,7 +100,8 @@ TEST_CASE("the same tokens in many shards give the same sequences, across shard 
       b.sequence(Split::Train, step, i, 256, y.data(), gy.data());
       // a window that contains the first token of shard 1 preceded by the last of shard 0
       for (int t = 0; t + 1 < 256; ++t)
-        crossed += (uint32_t(y[size_t(t)]) == bytes[100 * c - 1] && uint32_t(y[size_t(t) + 1]) == bytes[100 * c]) ? 1 : 0;
+        crossed +=
+            (uint32_t(y[size_t(t)]) == bytes[100 * c - 1] && uint32_t(y[size_t(t) + 1]) == bytes[100 * c]) ? 1 : 0;
     }
   CHECK(crossed > 0);
 }
@@ -109,8 +109,8 @@ TEST_CASE("the same tokens in many shards give the same sequences, across shard 
 TEST_CASE("a global batch is the same on any data-parallel layout", "[io][token_corpus]") {
   const std::string dir = corpus_temp_dir("layout");
   corpus_write_shards(dir, corpus_fortune_bytes(), {200000, 900000});
-  const auto corpus = std::make_shared<TokenCorpus>(std::vector<std::string>{dir + "/*.tok"}, std::vector<std::string>{},
-                                                    0.05, 32, 3, 256);
+  const auto corpus = std::make_shared<TokenCorpus>(std::vector<std::string>{dir + "/*.tok"},
+                                                    std::vector<std::string>{}, 0.05, 32, 3, 256);
   const int64_t global = 8, micro = 2;
   TokenBatches whole(corpus, BatchShape{global, 1, 0, micro}, 32);
   auto all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), whole.load(Split::Train, 11, 0).tokens);
@@ -141,9 +141,10 @@ TEST_CASE("validation shards of their own, and refusals in one line", "[io][toke
   std::vector<int32_t> t(16), g(16);
   c.sequence(Split::Validation, 3, 2, 16, t.data(), g.data());
   for (int32_t v : t) CHECK((v >= 1000 && v < 1007));
-  CHECK(c.describe() ==
-        "2 token shards, 5000 train / 700 validation tokens (validation from data.val_shards); no tokenizer (no bits per "
-        "byte)");
+  CHECK(
+      c.describe() ==
+      "2 token shards, 5000 train / 700 validation tokens (validation from data.val_shards); no tokenizer (no bits per "
+      "byte)");
 
   CHECK_THROWS_WITH(TokenCorpus({dir + "/none_*.tok"}, {}, 0.05, 16, 1, 1024),
                     "data.shards: '" + dir + "/none_*.tok' matches no readable token shard");
@@ -163,7 +164,7 @@ TEST_CASE("validation shards of their own, and refusals in one line", "[io][toke
       .write(reinterpret_cast<const char*>(llmc.data()), std::streamsize(llmc.size()));
   write_token_shard(dir + "/val_long.tok", std::vector<uint32_t>(3000, 5), 2, 1024);
   const TokenCorpus l({dir + "/llmc_train.bin"}, {dir + "/val_long.tok"}, 0.05, 2999, 1, 1024);
-  CHECK_THROWS_WITH(l.sequence(Split::Train, 0, 0, 2999, std::vector<int32_t>(2999).data(),
-                               std::vector<int32_t>(2999).data()),
-                    dir + "/llmc_train.bin: token 4196 at position 1500 is outside model.vocab_size = 1024");
+  CHECK_THROWS_WITH(
+      l.sequence(Split::Train, 0, 0, 2999, std::vector<int32_t>(2999).data(), std::vector<int32_t>(2999).data()),
+      dir + "/llmc_train.bin: token 4196 at position 1500 is outside model.vocab_size = 1024");
 }

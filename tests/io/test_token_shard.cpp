@@ -79,7 +79,8 @@ TEST_CASE("llm.c token files are read as they are", "[io][token_shard]") {
   for (int i = 0; i < 4; ++i) CHECK(shard.token(i) == tokens[i]);
   b.resize(b.size() - 1);  // truncated
   shard_write_bytes(path, b);
-  CHECK_THROWS_WITH(TokenShard(path), Catch::Contains("header says 4 tokens (1032 bytes) but the file has 1031 bytes (truncated)"));
+  CHECK_THROWS_WITH(TokenShard(path),
+                    Catch::Contains("header says 4 tokens (1032 bytes) but the file has 1031 bytes (truncated)"));
   b.resize(1032);
   shard_put32(b, 4, 2);  // a version this reader does not know
   shard_write_bytes(path, b);

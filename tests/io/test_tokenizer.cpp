@@ -15,7 +15,8 @@
 using namespace strata;
 
 namespace {
-const std::vector<std::string> kTokenizerSlice = {"/usr/share/games/fortunes/computers", "/usr/share/games/fortunes/science"};
+const std::vector<std::string> kTokenizerSlice = {"/usr/share/games/fortunes/computers",
+                                                  "/usr/share/games/fortunes/science"};
 
 const Tokenizer& tokenizer_trained(const std::string& type) {
   static std::map<std::string, Tokenizer> cache;
@@ -39,9 +40,10 @@ TEST_CASE("a trained tokenizer returns the text it encodes", "[io][tokenizer]") 
     const Tokenizer& tok = tokenizer_trained(type);
     REQUIRE(tok.vocab_size() == 600);
     const std::string corpus = tokenizer_file_text(kTokenizerSlice[0]);
-    const std::string odd = "  two leading spaces,\ttabs\t\tand\n\n\nblank lines   \n"
-                            "caf\xc3\xa9, na\xc3\xafve, \xe2\x82\xac 5, \xf0\x9f\x98\x80 emoji, CJK \xe4\xb8\xad\xe6\x96\x87\n"
-                            "\xe2\x96\x81 is SentencePiece's own space mark; trailing spaces   ";
+    const std::string odd =
+        "  two leading spaces,\ttabs\t\tand\n\n\nblank lines   \n"
+        "caf\xc3\xa9, na\xc3\xafve, \xe2\x82\xac 5, \xf0\x9f\x98\x80 emoji, CJK \xe4\xb8\xad\xe6\x96\x87\n"
+        "\xe2\x96\x81 is SentencePiece's own space mark; trailing spaces   ";
     for (const std::string& text : {corpus, odd, std::string(), std::string("\n")}) {
       const auto ids = tok.encode(text);
       for (uint32_t id : ids) REQUIRE(int64_t(id) < tok.vocab_size());
@@ -82,7 +84,8 @@ TEST_CASE("a tokenizer saved and loaded encodes alike; bad models and ids are re
   CHECK_THROWS_WITH(tok.decode({1, 600}), "token 600 is outside the tokenizer's vocabulary of 600");
   TokenizerTraining bad;
   bad.type = "wordpiece";
-  CHECK_THROWS_WITH(Tokenizer::train(kTokenizerSlice, bad), "tokenizer type must be \"bpe\" or \"unigram\" (got \"wordpiece\")");
+  CHECK_THROWS_WITH(Tokenizer::train(kTokenizerSlice, bad),
+                    "tokenizer type must be \"bpe\" or \"unigram\" (got \"wordpiece\")");
   TokenizerTraining tiny;
   tiny.vocab_size = 100;  // fewer than the 256 byte pieces
   CHECK_THROWS_WITH(Tokenizer::train(kTokenizerSlice, tiny),

@@ -50,8 +50,7 @@ void run(const std::string& dir, int64_t b, int64_t t, int64_t h, int64_t hs, Pr
   const V2<const T> qkv2(qkv.data(), n, 3 * c);
   kernels::attention_forward<T>(V2<T>(out.data(), n, c), V2<T>(lse.data(), b * h, t), qkv2, b, t, h, precision);
   kernels::attention_backward<T>(V2<T>(dqkv.data(), n, 3 * c), qkv2, V2<const T>(out.data(), n, c),
-                                 V2<const T>(lse.data(), b * h, t), V2<const T>(dout.data(), n, c), b, t, h,
-                                 precision);
+                                 V2<const T>(lse.data(), b * h, t), V2<const T>(dout.data(), n, c), b, t, h, precision);
   write_bin(dir + "/out.bin", out);
   write_bin(dir + "/lse.bin", lse);
   write_bin(dir + "/dqkv.bin", dqkv);

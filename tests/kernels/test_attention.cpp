@@ -85,7 +85,8 @@ TEST_CASE("reference attention forward matches plain loops and its backward matc
   kernels::AttentionBuffers<double> buf(b, t, h);
   Tensor1<double> y("y", b * t * c), g("g", b * t * 3 * c);
   kernels::reference_attention_forward<double>(mat(y, b * t, c), buf, mat(d, b * t, 3 * c), b, t, h);
-  kernels::reference_attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b, t, h);
+  kernels::reference_attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b,
+                                                t, h);
   REQUIRE(max_rel_error(to_host<double>(g), numeric_gradient(qkv, [&]() { return dot(forward(), r); })) < 1e-7);
 }
 
@@ -100,15 +101,22 @@ TEST_CASE("causal products in row blocks match the full products and read nothin
     for (int i = 0; i < t; ++i)
       for (int j = i + 1; j < t; ++j) p[(m * t + i) * t + j] = j < (i / block + 1) * block ? 0.0 : std::nan("");
   // element (i, d) of head hh in batch row bb of an activation, and (i, j) of its score matrix
-  const auto act = [&](const std::vector<double>& v, int bb, int hh, int i, int d) { return v[(bb * t + i) * w + hh * hs + d]; };
-  const auto score = [&](const std::vector<double>& v, int bb, int hh, int i, int j) { return v[((bb * h + hh) * t + i) * t + j]; };
+  const auto act = [&](const std::vector<double>& v, int bb, int hh, int i, int d) {
+    return v[(bb * t + i) * w + hh * hs + d];
+  };
+  const auto score = [&](const std::vector<double>& v, int bb, int hh, int i, int j) {
+    return v[((bb * h + hh) * t + i) * t + j];
+  };
 
   auto dx = to_device(x), dy = to_device(y), dp = to_device(p);
   Tensor1<double> s("s", b * h * t * t), z("z", b * t * w), zt("zt", b * t * w);
   const auto heads = [&](const Tensor1<double>& a) { return kernels::head_columns<double>(a.data(), t, w, 0, hs); };
-  const auto cheads = [&](const Tensor1<double>& a) { return kernels::head_columns<const double>(a.data(), t, w, 0, hs); };
+  const auto cheads = [&](const Tensor1<double>& a) {
+    return kernels::head_columns<const double>(a.data(), t, w, 0, hs);
+  };
   const auto scores = kernels::score_matrices<const double>(dp.data(), t, h);
-  kernels::causal_scores<double>(Precision::FP32, cheads(dx), cheads(dy), kernels::score_matrices<double>(s.data(), t, h), b, h, t, hs, block);
+  kernels::causal_scores<double>(Precision::FP32, cheads(dx), cheads(dy),
+                                 kernels::score_matrices<double>(s.data(), t, h), b, h, t, hs, block);
   kernels::causal_times<double>(Precision::FP32, scores, cheads(dy), heads(z), b, h, t, hs, block);
   kernels::causal_transposed_times<double>(Precision::FP32, scores, cheads(dy), heads(zt), b, h, t, hs, block);
   const auto hs_ = to_host<double>(s), hz = to_host<double>(z), hzt = to_host<double>(zt);
@@ -146,7 +154,8 @@ TEST_CASE("reference attention over more than one row block matches plain loops 
   auto d = to_device(qkv), dr = to_device(r);
   Tensor1<double> y("y", b * t * c), g("g", b * t * 3 * c);
   kernels::reference_attention_forward<double>(mat(y, b * t, c), buf, mat(d, b * t, 3 * c), b, t, h);
-  kernels::reference_attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b, t, h);
+  kernels::reference_attention_backward<double>(mat(g, b * t, 3 * c), buf, mat(d, b * t, 3 * c), mat(dr, b * t, c), b,
+                                                t, h);
   REQUIRE(max_rel_error(to_host<double>(g), numeric_gradient(qkv, [&]() { return dot(forward(), r); })) < 1e-7);
 }
 
@@ -187,12 +196,14 @@ TEST_CASE("fused attention matches plain loops and finite differences on uneven 
   auto qkv = random_vector<double>(b * t * 3 * c, 50), r = random_vector<double>(b * t * c, 51);
   std::vector<double> want_lse;
   const auto want = ref_attention(qkv, b, t, h, hs, &want_lse);
-  for (const kernels::AttentionTiling tiling : {kernels::AttentionTiling{2, 4, 1}, {3, 6, 2}, {3, 4, 1}, {5, 2, 3}, {64, 256, 1}}) {
+  for (const kernels::AttentionTiling tiling :
+       {kernels::AttentionTiling{2, 4, 1}, {3, 6, 2}, {3, 4, 1}, {5, 2, 3}, {64, 256, 1}}) {
     CAPTURE(tiling.rows, tiling.keys, tiling.heads);
     const auto fused = run_fused<double>(qkv, &r, b, t, h, hs, tiling);
     REQUIRE(max_rel_error(fused.out, want) < 1e-12);
     REQUIRE(max_rel_error(fused.lse, want_lse) < 1e-12);
-    const auto numeric = numeric_gradient(qkv, [&]() { return dot(run_fused<double>(qkv, nullptr, b, t, h, hs, tiling).out, r); });
+    const auto numeric =
+        numeric_gradient(qkv, [&]() { return dot(run_fused<double>(qkv, nullptr, b, t, h, hs, tiling).out, r); });
     REQUIRE(max_rel_error(fused.dqkv, numeric) < 1e-7);
   }
 }
@@ -201,8 +212,8 @@ TEST_CASE("fused attention in fp32 matches the stored-probabilities path to 1e-5
   struct Shape {
     int b, t, h, hs;
   };
-  for (const Shape s : {Shape{1, 1, 1, 16}, {2, 7, 3, 16}, {1, 64, 8, 32}, {2, 129, 3, 64}, {1, 1000, 1, 128},
-                        {1, 2048, 8, 64}}) {
+  for (const Shape s :
+       {Shape{1, 1, 1, 16}, {2, 7, 3, 16}, {1, 64, 8, 32}, {2, 129, 3, 64}, {1, 1000, 1, 128}, {1, 2048, 8, 64}}) {
     CAPTURE(s.b, s.t, s.h, s.hs);
     const int c = s.h * s.hs, n = s.b * s.t;
     const auto qkv = random_vector<float>(size_t(n) * 3 * c, 52), r = random_vector<float>(size_t(n) * c, 53);
@@ -218,8 +229,7 @@ TEST_CASE("fused attention in fp32 matches the stored-probabilities path to 1e-5
   }
 }
 
-TEST_CASE("fused attention with scores of 1e4 neither overflows nor loses the largest score",
-          "[kernels][attention]") {
+TEST_CASE("fused attention with scores of 1e4 neither overflows nor loses the largest score", "[kernels][attention]") {
   // q and k scaled by 100: scores up to ~1e4 / sqrt(hs); a naive exp would overflow
   const int b = 1, t = 300, h = 2, hs = 16, c = h * hs;
   auto qkv = random_vector<double>(b * t * 3 * c, 54);
@@ -246,7 +256,7 @@ TEST_CASE("fused attention at T = 1 is V, and a NaN input reaches the output of 
         REQUIRE(fused.out[bb * c + j] == Approx(qkv[bb * 3 * c + 2 * c + j]).epsilon(1e-14));
         REQUIRE(fused.dqkv[bb * 3 * c + j] == Approx(0.0).margin(1e-14));      // dQ: one key, softmax constant
         REQUIRE(fused.dqkv[bb * 3 * c + c + j] == Approx(0.0).margin(1e-14));  // dK
-        REQUIRE(fused.dqkv[bb * 3 * c + 2 * c + j] == r[bb * c + j]);  // dV = dO
+        REQUIRE(fused.dqkv[bb * 3 * c + 2 * c + j] == r[bb * c + j]);          // dV = dO
       }
   }
   const int t = 100;
@@ -258,8 +268,10 @@ TEST_CASE("fused attention at T = 1 is V, and a NaN input reaches the output of 
   for (int row = 0; row < t; ++row)
     for (int col = 0; col < hs; ++col) {
       CAPTURE(row, col);
-      if (row < bad_row) REQUIRE(std::isfinite(at(0, row, col)));  // the past of the NaN is untouched
-      else REQUIRE(std::isnan(at(0, row, col)));
+      if (row < bad_row)
+        REQUIRE(std::isfinite(at(0, row, col)));  // the past of the NaN is untouched
+      else
+        REQUIRE(std::isnan(at(0, row, col)));
       REQUIRE(std::isfinite(at(0, row, hs + col)));  // other heads and batch rows too
       REQUIRE(std::isfinite(at(1, row, col)));
     }

@@ -60,9 +60,8 @@ TEST_CASE("fast_exp<float> is within 3e-7 relative of exp over the float range",
   const int n = 200001;
   Tensor1<float> y("y", n);
   Kokkos::parallel_for(
-      "fast_exp_test", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
-        y(i) = kernels::fast_exp<float>(-87.0f + 175.0f * float(i) / float(n - 1));
-      });
+      "fast_exp_test", Range(0, n),
+      KOKKOS_LAMBDA(const int64_t i) { y(i) = kernels::fast_exp<float>(-87.0f + 175.0f * float(i) / float(n - 1)); });
   const auto h = to_host<float>(y);
   double worst = 0;
   for (int i = 0; i < n; ++i) {

@@ -8,8 +8,8 @@
 using namespace strata;
 using namespace strata::test;
 
-static std::vector<double> ref_gemm(bool ta, bool tb, const std::vector<double>& a, const std::vector<double>& b,
-                                    int m, int n, int k) {
+static std::vector<double> ref_gemm(bool ta, bool tb, const std::vector<double>& a, const std::vector<double>& b, int m,
+                                    int n, int k) {
   std::vector<double> c(size_t(m) * n, 0.0);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
@@ -45,7 +45,8 @@ TEST_CASE("gemm_strided_batched applies gemm per slice and honours beta", "[kern
     std::vector<double> as(a.begin() + s * m * k, a.begin() + (s + 1) * m * k);
     std::vector<double> bs(b.begin() + s * n * k, b.begin() + (s + 1) * n * k);
     auto r = ref_gemm(false, true, as, bs, m, n, k);
-    for (int i = 0; i < m * n; ++i) REQUIRE(c[s * m * n + i] == Approx(2.0 * r[i] + 0.5 * c0[s * m * n + i]).epsilon(1e-12));
+    for (int i = 0; i < m * n; ++i)
+      REQUIRE(c[s * m * n + i] == Approx(2.0 * r[i] + 0.5 * c0[s * m * n + i]).epsilon(1e-12));
   }
 }
 

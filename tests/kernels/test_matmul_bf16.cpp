@@ -18,7 +18,8 @@
 using namespace strata;
 using namespace strata::test;
 
-TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and NaN, flushes subnormals", "[kernels][rounding]") {
+TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and NaN, flushes subnormals",
+          "[kernels][rounding]") {
   CHECK(kernels::round_to_bf16(1.0f) == 1.0f);
   CHECK(kernels::round_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 1.0f);  // a tie: to the even 1.0
   CHECK(kernels::round_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 1.0f + std::ldexp(1.0f, -6));  // a tie: to even
@@ -31,7 +32,8 @@ TEST_CASE("round_to_bf16 rounds to nearest, ties to even, keeps infinities and N
 }
 
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
-TEST_CASE("to_bf16 and round_rows_to_bf16 round every float as the products' own rounding does, bit for bit", "[kernels][bf16]") {
+TEST_CASE("to_bf16 and round_rows_to_bf16 round every float as the products' own rounding does, bit for bit",
+          "[kernels][bf16]") {
   REQUIRE_BF16_PRODUCTS();
   // ties both ways, carries into the exponent and into infinity, subnormals, zeros,
   // infinities, quiet and signalling NaNs of both signs, then random bit patterns
@@ -191,8 +193,8 @@ TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forwa
     auto d = to_device(qkv), dr = to_device(r);
     Tensor1<float> y("y", b * t * c), lse("lse", b * h * t), g("g", b * t * 3 * c);
     kernels::attention_forward<float>(mat(y, b * t, c), mat(lse, b * h, t), mat(d, b * t, 3 * c), b, t, h, precision);
-    kernels::attention_backward<float>(mat(g, b * t, 3 * c), mat(d, b * t, 3 * c), mat(y, b * t, c),
-                                       mat(lse, b * h, t), mat(dr, b * t, c), b, t, h, precision);
+    kernels::attention_backward<float>(mat(g, b * t, 3 * c), mat(d, b * t, 3 * c), mat(y, b * t, c), mat(lse, b * h, t),
+                                       mat(dr, b * t, c), b, t, h, precision);
     const auto hy = to_host<float>(y), hg = to_host<float>(g);
     return std::make_pair(std::vector<double>(hy.begin(), hy.end()), std::vector<double>(hg.begin(), hg.end()));
   };

@@ -126,13 +126,14 @@ ModelConfig moe_config(int64_t experts, int64_t top_k, double capacity) {
 }  // namespace
 
 TEST_CASE("the mixture layer's forward and auxiliary losses equal the formulas written out", "[model][moe]") {
-  for (const auto& [top_k, capacity] : std::vector<std::pair<int64_t, double>>{{1, 0.0}, {2, 0.0}, {2, 1.0}, {1, 1.25}}) {
+  for (const auto& [top_k, capacity] :
+       std::vector<std::pair<int64_t, double>>{{1, 0.0}, {2, 0.0}, {2, 1.0}, {1, 1.25}}) {
     INFO("top_k " << top_k << ", capacity factor " << capacity);
     const ModelConfig cfg = moe_config(4, top_k, capacity);
     ParamStore<double> store;
     const TensorParallel serial;
-    const MoeLayer<double> layer(store, serial, ExpertParallel{}, TokenPlace{}, cfg, Precision::FP32, "blocks.0.", 0.5, 0.5,
-                                 true);
+    const MoeLayer<double> layer(store, serial, ExpertParallel{}, TokenPlace{}, cfg, Precision::FP32, "blocks.0.", 0.5,
+                                 0.5, true);
     store.allocate(11);
     const int64_t batch = 3, n = batch * cfg.seq_len, C = cfg.n_embd;
     std::vector<double> x(static_cast<size_t>(n * C));
@@ -157,7 +158,8 @@ TEST_CASE("the mixture layer's forward and auxiliary losses equal the formulas w
   }
 }
 
-TEST_CASE("GPT with mixture blocks: backward matches finite differences for every parameter", "[model][moe][gradcheck]") {
+TEST_CASE("GPT with mixture blocks: backward matches finite differences for every parameter",
+          "[model][moe][gradcheck]") {
   for (const auto& [top_k, capacity] : std::vector<std::pair<int64_t, double>>{{2, 0.0}, {1, 0.0}, {2, 1.0}}) {
     INFO("top_k " << top_k << ", capacity factor " << capacity);
     ModelConfig cfg = moe_config(3, top_k, capacity);
@@ -165,7 +167,8 @@ TEST_CASE("GPT with mixture blocks: backward matches finite differences for ever
     GPT<double> model(cfg, 7);
     const BlockContext ctx{2, cfg.seq_len};
     const int64_t n = ctx.rows();
-    const auto tok = to_device(hashed_tokens(n, cfg.vocab_size, 2)), tgt = to_device(hashed_tokens(n, cfg.vocab_size, 3));
+    const auto tok = to_device(hashed_tokens(n, cfg.vocab_size, 2)),
+               tgt = to_device(hashed_tokens(n, cfg.vocab_size, 3));
     auto& store = model.params();
     store.zero_grads();
     model.forward(ctx, tok, tgt);

@@ -52,7 +52,8 @@ TEST_CASE("a padded vocabulary gives the unpadded model's loss and gradients", "
       REQUIRE(std::abs(gp[size_t(info.offset + i)] - gq[size_t(other.offset + i)]) <= 1e-12);
     }
   }
-  for (int64_t i = 11 * 8; i < 16 * 8; ++i) REQUIRE(gq[size_t(wp.offset + i)] == 0.0);  // no gradient reaches the padding
+  for (int64_t i = 11 * 8; i < 16 * 8; ++i)
+    REQUIRE(gq[size_t(wp.offset + i)] == 0.0);  // no gradient reaches the padding
   // padded logits are -inf: never the most likely token
   auto logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), padded.logits());
   for (int64_t r = 0; r < n; ++r)

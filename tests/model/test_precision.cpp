@@ -3,8 +3,8 @@
 // layout (data, pipeline, 1D/2D tensor; MGRIT for the residual network) equals its own
 // serial bf16 run; a bf16 checkpoint restarts in fp32. Skipped (with a message) where bf16
 // products cannot run.
-#include <algorithm>
 #include <mpi.h>
+#include <algorithm>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -25,8 +25,8 @@ namespace {
 
 // The small fortunes GPT, 12 steps with a validation at 6 and 12.
 Deck precision_deck(const std::vector<std::string>& overrides) {
-  std::vector<std::string> all = {"run.steps=12", "run.val_every=6", "run.val_batches=1", "run.seed=3",
-                                  "model.n_embd=64", "model.n_head=4", "data.batch_size=8"};
+  std::vector<std::string> all = {"run.steps=12",    "run.val_every=6", "run.val_batches=1", "run.seed=3",
+                                  "model.n_embd=64", "model.n_head=4",  "data.batch_size=8"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return small_gpt_deck(all);
 }
@@ -34,15 +34,18 @@ Deck precision_deck(const std::vector<std::string>& overrides) {
 std::vector<std::vector<std::string>> bf16_layouts_for(int n) {
   const std::string bf16 = "model.precision=bf16";
   switch (n) {
-    case 2: return {{bf16, "parallel.data=2"},
-                    {bf16, "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
-                    {bf16, "parallel.tensor_cols=2"},
-                    {bf16, "parallel.tensor_cols=2", "parallel.sequence_parallel=true"},
-                    {bf16, "parallel.context=2"}};
-    case 4: return {{bf16, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
-                    {bf16, "parallel.data=2", "parallel.context=2", "parallel.zero=1"}};
-    default: return {};
+    case 2:
+      return {{bf16, "parallel.data=2"},
+              {bf16, "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
+              {bf16, "parallel.tensor_cols=2"},
+              {bf16, "parallel.tensor_cols=2", "parallel.sequence_parallel=true"},
+              {bf16, "parallel.context=2"}};
+    case 4:
+      return {{bf16, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+              {bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
+              {bf16, "parallel.data=2", "parallel.context=2", "parallel.zero=1"}};
+    default:
+      return {};
   }
 }
 
@@ -71,20 +74,29 @@ double rms_diff(const std::vector<double>& a, const std::vector<double>& b) {
 // The residual network's layouts in bf16: data, pipeline and MGRIT iterated to tolerance.
 std::vector<std::vector<std::string>> resnet_bf16_layouts_for(int n) {
   const std::string bf16 = "model.precision=bf16";
-  const std::vector<std::string> mgrit = {bf16, "parallel.schedule=mgrit", "layerpar.levels=2", "layerpar.cfactor=2",
-                                          "layerpar.tolerance=1e-9", "layerpar.fwd_iterations=30",
-                                          "layerpar.bwd_iterations=30", "layerpar.warm_start=false"};
+  const std::vector<std::string> mgrit = {bf16,
+                                          "parallel.schedule=mgrit",
+                                          "layerpar.levels=2",
+                                          "layerpar.cfactor=2",
+                                          "layerpar.tolerance=1e-9",
+                                          "layerpar.fwd_iterations=30",
+                                          "layerpar.bwd_iterations=30",
+                                          "layerpar.warm_start=false"};
   const auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
   };
   switch (n) {
-    case 2: return {{bf16, "parallel.data=2"},
-                    {bf16, "parallel.pipeline=2", "parallel.micro_batches=3", "parallel.schedule=1f1b"},
-                    with(mgrit, {"parallel.pipeline=2"})};
-    case 4: return {{bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
-                    with(mgrit, {"parallel.pipeline=4"}), with(mgrit, {"parallel.pipeline=2", "parallel.data=2"})};
-    default: return {};
+    case 2:
+      return {{bf16, "parallel.data=2"},
+              {bf16, "parallel.pipeline=2", "parallel.micro_batches=3", "parallel.schedule=1f1b"},
+              with(mgrit, {"parallel.pipeline=2"})};
+    case 4:
+      return {{bf16, "parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
+              with(mgrit, {"parallel.pipeline=4"}),
+              with(mgrit, {"parallel.pipeline=2", "parallel.data=2"})};
+    default:
+      return {};
   }
 }
 
@@ -116,8 +128,8 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
                 max_abs_diff(bf16.params, fp32.params), rms_diff(bf16.params, fp32.params));
     std::printf("bf16 against fp32, serial: first loss rel diff %.2e\n",
                 std::abs(bf16.result.losses[0] - fp32.result.losses[0]) / fp32.result.losses[0]);
-    CHECK(worst < 1e-2);                                 // the same training, to bf16's precision
-    CHECK(bf16.result.losses != fp32.result.losses);     // and the products did run in bf16
+    CHECK(worst < 1e-2);                              // the same training, to bf16's precision
+    CHECK(bf16.result.losses != fp32.result.losses);  // and the products did run in bf16
   }
   for (const auto& layout : bf16_layouts_for(n)) {
     Training par(precision_deck(layout), MPI_COMM_WORLD, quiet());
@@ -127,10 +139,11 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
       INFO(describe(layout) << " on " << n << " ranks");
       REQUIRE(r.losses.size() == bf16.result.losses.size());
       const double worst = max_rel_diff(r.losses, bf16.result.losses);
-      std::printf("bf16 equivalence, %s on %d ranks: first loss rel diff %.2e, worst %.2e, param max diff %.2e, "
-                  "rms diff %.2e\n", describe(layout).c_str(), n,
-                  std::abs(r.losses[0] - bf16.result.losses[0]) / bf16.result.losses[0], worst,
-                  max_abs_diff(params, bf16.params), rms_diff(params, bf16.params));
+      std::printf(
+          "bf16 equivalence, %s on %d ranks: first loss rel diff %.2e, worst %.2e, param max diff %.2e, "
+          "rms diff %.2e\n",
+          describe(layout).c_str(), n, std::abs(r.losses[0] - bf16.result.losses[0]) / bf16.result.losses[0], worst,
+          max_abs_diff(params, bf16.params), rms_diff(params, bf16.params));
       // fp32 sums in another order (the tensor split's partial products, micro-batches)
       // can move a value across a bf16 rounding boundary where serial rounds it the other
       // way; AdamW turns a near-zero gradient's sign into an lr-sized step either way, so
@@ -157,15 +170,19 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
 // bf16 (full: the blocks' forwards; selective: the GELU output).
 std::vector<std::vector<std::string>> weight_copy_layouts_for(int n) {
   switch (n) {
-    case 1: return {{}, {"parallel.micro_batches=4"}, {"parallel.recompute=full"}, {"parallel.recompute=selective"}};
-    case 2: return {{"parallel.data=2", "parallel.zero=1"},
-                    {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=zb-h1"},
-                    {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=xpipe"},
-                    {"parallel.tensor_cols=2"},
-                    {"parallel.context=2", "parallel.recompute=selective"}};
-    case 4: return {{"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"}};
-    default: return {};
+    case 1:
+      return {{}, {"parallel.micro_batches=4"}, {"parallel.recompute=full"}, {"parallel.recompute=selective"}};
+    case 2:
+      return {{"parallel.data=2", "parallel.zero=1"},
+              {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=zb-h1"},
+              {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=xpipe"},
+              {"parallel.tensor_cols=2"},
+              {"parallel.context=2", "parallel.recompute=selective"}};
+    case 4:
+      return {{"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+              {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"}};
+    default:
+      return {};
   }
 }
 
@@ -175,17 +192,22 @@ std::vector<std::vector<std::string>> resnet_weight_copy_layouts_for(int n) {
   const std::vector<std::string> mgrit = {"parallel.schedule=mgrit", "layerpar.levels=2", "layerpar.cfactor=2",
                                           "layerpar.fwd_iterations=2", "layerpar.bwd_iterations=2"};
   switch (n) {
-    case 1: return {{}};
+    case 1:
+      return {{}};
     case 2: {
       auto two = mgrit;
       two.push_back("parallel.pipeline=2");
       return {two};
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
-TEST_CASE("rounding once (the weight copy, attention's operands, activations written as bf16) gives the rounding-in-every-product losses bit for bit", "[mpi][bf16]") {
+TEST_CASE(
+    "rounding once (the weight copy, attention's operands, activations written as bf16) gives the "
+    "rounding-in-every-product losses bit for bit",
+    "[mpi][bf16]") {
   const int n = world_size(), rank = world_rank();
   REQUIRE_BF16_PRODUCTS();
   if (!kernels::RoundedCopy::pays()) {  // GPUs: cuBLAS rounds inside the product
@@ -254,8 +276,10 @@ TEST_CASE("XPipe in bf16 with data parallelism in the stages equals XPipe in bf1
   if (rank == 0) {
     REQUIRE(r.losses.size() == ref.losses.size());
     const double worst = max_rel_diff(r.losses, ref.losses);
-    std::printf("bf16 xpipe equivalence, data 2 x pipeline 2 against pipeline 2: worst loss rel diff %.2e, param "
-                "rms diff %.2e\n", worst, rms_diff(params, ref_params));
+    std::printf(
+        "bf16 xpipe equivalence, data 2 x pipeline 2 against pipeline 2: worst loss rel diff %.2e, param "
+        "rms diff %.2e\n",
+        worst, rms_diff(params, ref_params));
     CHECK(worst < 5e-5);  // the GPT layouts' bf16 tolerances (above)
     CHECK(rms_diff(params, ref_params) < 2e-4);
   }

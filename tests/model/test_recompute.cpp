@@ -29,13 +29,17 @@ Deck recompute_deck(const std::vector<std::string>& overrides) {
 
 std::vector<std::vector<std::string>> recompute_layouts_for(int n) {
   switch (n) {
-    case 1: return {{}, {"parallel.micro_batches=2"}};
-    case 2: return {{"parallel.data=2"},
-                    {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
-                    {"parallel.tensor_cols=2"}};
-    case 4: return {{"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=xpipe"}};
-    default: return {};
+    case 1:
+      return {{}, {"parallel.micro_batches=2"}};
+    case 2:
+      return {{"parallel.data=2"},
+              {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=1f1b"},
+              {"parallel.tensor_cols=2"}};
+    case 4:
+      return {{"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+              {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=xpipe"}};
+    default:
+      return {};
   }
 }
 
@@ -58,24 +62,24 @@ TEST_CASE("selective and full recomputation are the run without them bit for bit
           "[mpi][recompute]") {
   const int n = world_size(), rank = world_rank();
   for (const std::string mode : {"selective", "full"})
-  for (auto layout : recompute_layouts_for(n)) {
-    const bool xpipe = std::find(layout.begin(), layout.end(), "parallel.schedule=xpipe") != layout.end();
-    if (mode == "full" && xpipe) continue;  // refused: XPipe's backward sees other weights than its forward
-    const RecomputeRun plain = run_layout(layout);
-    layout.push_back("parallel.recompute=" + mode);
-    const RecomputeRun recomputed = run_layout(layout);
-    // every rank: its own activation bytes, measured and as the model predicts them
-    CHECK(recomputed.result.activation_bytes < plain.result.activation_bytes);
-    if (rank == 0) {
-      INFO(describe(layout) << " on " << n << " ranks");
-      std::printf("recompute %s, %s on %d ranks: activations %.3f MiB -> %.3f MiB (rank 0)\n", mode.c_str(),
-                  describe(layout).c_str(), n, double(plain.result.activation_bytes) / (1 << 20),
-                  double(recomputed.result.activation_bytes) / (1 << 20));
-      CHECK(recomputed.result.losses == plain.result.losses);
-      CHECK(recomputed.result.val == plain.result.val);
-      CHECK(recomputed.params == plain.params);
+    for (auto layout : recompute_layouts_for(n)) {
+      const bool xpipe = std::find(layout.begin(), layout.end(), "parallel.schedule=xpipe") != layout.end();
+      if (mode == "full" && xpipe) continue;  // refused: XPipe's backward sees other weights than its forward
+      const RecomputeRun plain = run_layout(layout);
+      layout.push_back("parallel.recompute=" + mode);
+      const RecomputeRun recomputed = run_layout(layout);
+      // every rank: its own activation bytes, measured and as the model predicts them
+      CHECK(recomputed.result.activation_bytes < plain.result.activation_bytes);
+      if (rank == 0) {
+        INFO(describe(layout) << " on " << n << " ranks");
+        std::printf("recompute %s, %s on %d ranks: activations %.3f MiB -> %.3f MiB (rank 0)\n", mode.c_str(),
+                    describe(layout).c_str(), n, double(plain.result.activation_bytes) / (1 << 20),
+                    double(recomputed.result.activation_bytes) / (1 << 20));
+        CHECK(recomputed.result.losses == plain.result.losses);
+        CHECK(recomputed.result.val == plain.result.val);
+        CHECK(recomputed.params == plain.params);
+      }
     }
-  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -85,10 +89,17 @@ TEST_CASE("the residual network's full recomputation (every k-th state kept) is 
   // 12 steps: k = 3 on one stage (5 + 2 states held of 13), k = 2 on 2 stages of 6
   std::vector<std::vector<std::string>> layouts;
   switch (n) {
-    case 1: layouts = {{}, {"parallel.micro_batches=2"}}; break;
-    case 2: layouts = {{"parallel.data=2"}, {"parallel.pipeline=2", "parallel.micro_batches=3"}}; break;
-    case 4: layouts = {{"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"}}; break;
-    default: break;
+    case 1:
+      layouts = {{}, {"parallel.micro_batches=2"}};
+      break;
+    case 2:
+      layouts = {{"parallel.data=2"}, {"parallel.pipeline=2", "parallel.micro_batches=3"}};
+      break;
+    case 4:
+      layouts = {{"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"}};
+      break;
+    default:
+      break;
   }
   for (auto layout : layouts) {
     layout.push_back("model.steps=12");

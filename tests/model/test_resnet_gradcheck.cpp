@@ -32,7 +32,9 @@ void check_stages(const ResNetConfig& cfg, ResNet<double>& net, V2<const double>
     net.params().zero_grads();
     net.forward(ctx, all, {}, *cache);
     std::vector<std::pair<int64_t, int64_t>> handed;
-    net.backward(ctx, scale, {}, *cache, [&](int64_t offset, int64_t count) { handed.push_back({offset, offset + count}); });
+    net.backward(ctx, scale, {}, *cache, [&](int64_t offset, int64_t count) {
+      handed.push_back({offset, offset + count});
+    });
     CHECK(to_host<double>(net.params().grads()) == analytic);
     CHECK(handed == net.grad_ready_order());
     CHECK(handed.front().second == net.params().numel());
@@ -48,7 +50,8 @@ void check_stages(const ResNetConfig& cfg, ResNet<double>& net, V2<const double>
     caches.push_back(stages[s]->make_cache());
     auto& st = stages[s]->params();
     for (int i = 0; i < int(st.infos().size()); ++i)
-      if (st.infos()[i].numel > 0) Kokkos::deep_copy(st.param(i), net.params().param(net.params().index(st.infos()[i].name)));
+      if (st.infos()[i].numel > 0)
+        Kokkos::deep_copy(st.param(i), net.params().param(net.params().index(st.infos()[i].name)));
     st.zero_grads();
   }
   stages[0]->forward(ctx, all, {}, *caches[0]);

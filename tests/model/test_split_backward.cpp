@@ -135,7 +135,8 @@ TEST_CASE("GPT: input half then weight half equals the fused backward bit for bi
   }
 }
 
-TEST_CASE("ResNet: input half then weight half equals the fused backward bit for bit", "[model][split_backward][resnet]") {
+TEST_CASE("ResNet: input half then weight half equals the fused backward bit for bit",
+          "[model][split_backward][resnet]") {
   for (int64_t channels : {int64_t(0), int64_t(2)}) {
     ResNetConfig cfg;
     cfg.inputs = 16;  // 4 x 4 images

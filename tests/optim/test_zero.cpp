@@ -30,12 +30,15 @@ Deck zero_gpt_deck(const std::vector<std::string>& overrides) {
 
 std::vector<std::vector<std::string>> zero_layouts_for(int n) {
   switch (n) {
-    case 2: return {{"parallel.data=2", "parallel.zero=1"},
-                    {"parallel.data=2", "parallel.micro_batches=2", "parallel.zero=1"}};
-    case 4: return {{"parallel.data=4", "parallel.zero=1"},
-                    {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"},
-                    {"parallel.data=2", "parallel.tensor_cols=2", "parallel.zero=1"}};
-    default: return {};
+    case 2:
+      return {{"parallel.data=2", "parallel.zero=1"},
+              {"parallel.data=2", "parallel.micro_batches=2", "parallel.zero=1"}};
+    case 4:
+      return {{"parallel.data=4", "parallel.zero=1"},
+              {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=1"},
+              {"parallel.data=2", "parallel.tensor_cols=2", "parallel.zero=1"}};
+    default:
+      return {};
   }
 }
 
@@ -54,8 +57,7 @@ std::vector<double> checkpoint_moments(const std::string& path, const ParamStore
 
 }  // namespace
 
-TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline and tensor parallelism",
-          "[mpi][zero]") {
+TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline and tensor parallelism", "[mpi][zero]") {
   const int n = world_size(), rank = world_rank();
   if (n == 1) return;  // one data rank: nothing to split
   const auto [ser, ser_params] = serial_run<Training>(zero_gpt_deck({}));
@@ -115,8 +117,12 @@ TEST_CASE("a ZeRO-1 checkpoint is a global one: it restarts on its layout, witho
   if (rank == 0) std::filesystem::remove_all(base);
   MPI_Barrier(MPI_COMM_WORLD);
   const auto deck = [&](const std::string& name, int64_t every, std::vector<std::string> layout) {
-    std::vector<std::string> all = {"run.out_dir=" + base, "run.name=" + name, "run.steps=12", "run.val_every=0",
-                                    "run.checkpoint_every=" + std::to_string(every), "run.keep_checkpoints=3"};
+    std::vector<std::string> all = {"run.out_dir=" + base,
+                                    "run.name=" + name,
+                                    "run.steps=12",
+                                    "run.val_every=0",
+                                    "run.checkpoint_every=" + std::to_string(every),
+                                    "run.keep_checkpoints=3"};
     all.insert(all.end(), layout.begin(), layout.end());
     return zero_gpt_deck(all);
   };
@@ -132,10 +138,10 @@ TEST_CASE("a ZeRO-1 checkpoint is a global one: it restarts on its layout, witho
   const TrainResult resumed = Training(deck("resumed", 0, zero), MPI_COMM_WORLD, quiet(true, zero_ckpt)).run();
   const TrainResult from_plain = Training(deck("from-plain", 0, zero), MPI_COMM_WORLD, quiet(true, plain_ckpt)).run();
   // another layout with ZeRO-1 (other blocks): on 4 ranks 2 data x 2 stages, on 2 ranks 2 tensor columns (no ZeRO)
-  const std::vector<std::string> other =
-      n == 4 ? std::vector<std::string>{"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2",
-                                        "parallel.zero=1"}
-             : std::vector<std::string>{"parallel.tensor_cols=2"};
+  const std::vector<std::string> other = n == 4
+                                             ? std::vector<std::string>{"parallel.data=2", "parallel.pipeline=2",
+                                                                        "parallel.micro_batches=2", "parallel.zero=1"}
+                                             : std::vector<std::string>{"parallel.tensor_cols=2"};
   const TrainResult moved = Training(deck("moved", 0, other), MPI_COMM_WORLD, quiet(true, zero_ckpt)).run();
 
   REQUIRE(resumed.losses.size() == 4);

@@ -7,8 +7,8 @@
 // sequences of the rank's heads.
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
@@ -37,9 +37,8 @@ double relative_l2(const std::vector<double>& a, const std::vector<double>& b) {
 // The worst of out, lse, dqkv against the fused kernel's, as ||a - b|| / ||b|| (and the
 // largest |a - b| / max(1, max |b|) where elementwise).
 template <class T>
-double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int64_t hs,
-                          kernels::AttentionTiling tiling, bool elementwise, bool zigzag = true,
-                          bool all_to_all = false) {
+double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int64_t hs, kernels::AttentionTiling tiling,
+                          bool elementwise, bool zigzag = true, bool all_to_all = false) {
   const int x = ring.size();
   const int64_t c = h * hs, t = t_full / x;
   // the whole batch, the same on every rank
@@ -47,8 +46,8 @@ double ring_against_fused(Comm& ring, int64_t b, int64_t t_full, int64_t h, int6
   const auto dout_all = random_vector<T>(size_t(b * t_full * c), 72);
   auto d_qkv = to_device(qkv_all), d_dout = to_device(dout_all);
   Tensor1<T> out("out", b * t_full * c), lse("lse", b * h * t_full), dqkv("dqkv", b * t_full * 3 * c);
-  kernels::attention_forward<T>(mat(out, b * t_full, c), mat(lse, b * h, t_full), mat<const T>(d_qkv, b * t_full, 3 * c),
-                                b, t_full, h, Precision::FP32, tiling);
+  kernels::attention_forward<T>(mat(out, b * t_full, c), mat(lse, b * h, t_full),
+                                mat<const T>(d_qkv, b * t_full, 3 * c), b, t_full, h, Precision::FP32, tiling);
   kernels::attention_backward<T>(mat(dqkv, b * t_full, 3 * c), mat<const T>(d_qkv, b * t_full, 3 * c),
                                  mat<const T>(out, b * t_full, c), mat<const T>(lse, b * h, t_full),
                                  mat<const T>(d_dout, b * t_full, c), b, t_full, h, Precision::FP32, tiling);
@@ -131,7 +130,9 @@ TEST_CASE("ring attention on 2, 3 and 4 ranks equals the fused attention of the 
       // the all-to-all form (context_mode = "all-to-all"), 12 heads: 12 / x each
       CHECK(ring_against_fused<double>(ring, 2, t_full, 12, 4, tiling, true, true, true) < 1e-12);
       CHECK(ring_against_fused<float>(ring, 2, t_full, 12, 4, tiling, false, true, true) < 1e-6);
-      std::printf("ring attention, context %d: worst relative difference %.1e (double, elementwise), %.1e (float, 2-norm)\n", x, dbl, flt);
+      std::printf(
+          "ring attention, context %d: worst relative difference %.1e (double, elementwise), %.1e (float, 2-norm)\n", x,
+          dbl, flt);
       MPI_Comm_free(&sub);
     }
     MPI_Barrier(MPI_COMM_WORLD);

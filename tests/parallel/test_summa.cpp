@@ -41,8 +41,8 @@ struct SquareGrid {
     return world == 4 ? 2 : 1;
   }
   SquareGrid()
-      : q(largest_q()), grid(layout(q), MPI_COMM_WORLD),
-        g{grid.tensor_row(), grid.tensor_col(), q, grid.coords().row, grid.coords().col} {}
+      : q(largest_q()), grid(layout(q), MPI_COMM_WORLD), g{grid.tensor_row(), grid.tensor_col(), q, grid.coords().row,
+                                                           grid.coords().col} {}
 };
 
 // Global (rows x cols) matrix from the counter RNG: the same on every rank.
@@ -105,19 +105,22 @@ TEST_CASE("SUMMA AB, ABT and ATB equal the serial products", "[mpi][summa]") {
   {  // AB: A (M, K), B (K, N)
     const auto A = global_matrix(M, K, 1), B = global_matrix(K, N, 2);
     auto a = block_of(A, M, K, q, i, j), b = block_of(B, K, N, q, i, j);
-    summa_matmul_ab<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q), test::mat(b, K / q, N / q));
+    summa_matmul_ab<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q),
+                           test::mat(b, K / q, N / q));
     CHECK(block_error(serial_gemm("N", "N", A, M, K, B, K, N, M, N), M, N, c, q, i, j) <= tol);
   }
   {  // ABT: A (M, K), B (N, K) -> (M, N)
     const auto A = global_matrix(M, K, 3), B = global_matrix(N, K, 4);
     auto a = block_of(A, M, K, q, i, j), b = block_of(B, N, K, q, i, j);
-    summa_matmul_abt<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q), test::mat(b, N / q, K / q));
+    summa_matmul_abt<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, M / q, K / q),
+                            test::mat(b, N / q, K / q));
     CHECK(block_error(serial_gemm("N", "T", A, M, K, B, N, K, M, N), M, N, c, q, i, j) <= tol);
   }
   {  // ATB: A (K, M), B (K, N) -> (M, N)
     const auto A = global_matrix(K, M, 5), B = global_matrix(K, N, 6);
     auto a = block_of(A, K, M, q, i, j), b = block_of(B, K, N, q, i, j);
-    summa_matmul_atb<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, K / q, M / q), test::mat(b, K / q, N / q));
+    summa_matmul_atb<float>(s.g, Precision::FP32, test::mat(c, M / q, N / q), test::mat(a, K / q, M / q),
+                            test::mat(b, K / q, N / q));
     CHECK(block_error(serial_gemm("T", "N", A, K, M, B, K, N, M, N), M, N, c, q, i, j) <= tol);
   }
   if (q > 1) CHECK(s.grid.tensor_row().stats().at("broadcast").bytes > 0);  // Comm counted the traffic
@@ -139,9 +142,10 @@ TEST_CASE("2D linear layer: output, input, weight and bias gradients equal the s
   auto x = block_of(X, R, K, q, i, j), w = block_of(W, K, N, q, i, j), dy = block_of(DY, R, N, q, i, j);
   auto b = part_of(Bias, q, j);
   Tensor1<float> y("y", (R / q) * (N / q)), dx("dx", (R / q) * (K / q)), dw("dw", (K / q) * (N / q)), db("db", N / q);
-  linear2d_forward<float>(s.g, Precision::FP32, test::mat(y, R / q, N / q), test::mat(x, R / q, K / q), test::mat(w, K / q, N / q), b);
-  linear2d_backward<float>(s.g, Precision::FP32, test::mat(dx, R / q, K / q), test::mat(dw, K / q, N / q), db, test::mat(dy, R / q, N / q),
-                           test::mat(x, R / q, K / q), test::mat(w, K / q, N / q));
+  linear2d_forward<float>(s.g, Precision::FP32, test::mat(y, R / q, N / q), test::mat(x, R / q, K / q),
+                          test::mat(w, K / q, N / q), b);
+  linear2d_backward<float>(s.g, Precision::FP32, test::mat(dx, R / q, K / q), test::mat(dw, K / q, N / q), db,
+                           test::mat(dy, R / q, N / q), test::mat(x, R / q, K / q), test::mat(w, K / q, N / q));
 
   const double tol = 1e-4;  // float sums in another order; values are O(1)-O(10)
   CHECK(block_error(test::to_host<float>(sy), R, N, y, q, i, j) < tol);
@@ -157,7 +161,8 @@ TEST_CASE("2D layernorm: output and gradients equal the serial layernorm", "[mpi
   // an offset mean (+50) makes the naive E[x^2]-E[x]^2 lose digits; Chan's combination does not
   auto X = global_matrix(R, C, 21);
   for (auto& v : X) v += 50.0f;
-  const auto DY = global_matrix(R, C, 22), Wt = test::random_vector<float>(C, 23), Bs = test::random_vector<float>(C, 24);
+  const auto DY = global_matrix(R, C, 22), Wt = test::random_vector<float>(C, 23),
+             Bs = test::random_vector<float>(C, 24);
 
   auto sx = test::to_device(X), sdy = test::to_device(DY), sw = test::to_device(Wt), sb = test::to_device(Bs);
   Tensor1<float> sy("sy", R * C), smean("sm", R), srstd("sr", R), sdx("sdx", R * C), sdw("sdw", C), sdb("sdb", C);
@@ -171,7 +176,7 @@ TEST_CASE("2D layernorm: output and gradients equal the serial layernorm", "[mpi
       dw("dw", C / q), db("db", C / q);
   layernorm2d_forward<float>(s.g, C, test::mat(y, R / q, C / q), mean, rstd, test::mat(x, R / q, C / q), w, b);
   layernorm2d_backward<float>(s.g, C, test::mat(dx, R / q, C / q), dw, db, test::mat(dy, R / q, C / q),
-                       test::mat(x, R / q, C / q), w, mean, rstd);
+                              test::mat(x, R / q, C / q), w, mean, rstd);
 
   CHECK(block_error(test::to_host<float>(sy), R, C, y, q, i, j) < 1e-4);
   CHECK(block_error(test::to_host<float>(sdx), R, C, dx, q, i, j) < 1e-4);

@@ -35,17 +35,22 @@ namespace {
 std::vector<std::vector<std::string>> tensor_layouts_for(int n) {
   const std::string d2 = "parallel.data=2", t2 = "parallel.tensor_cols=2", sp = "parallel.sequence_parallel=true";
   switch (n) {
-    case 1: return {{"parallel.tensor_mode=2d"}};  // q = 1 through the 2D code path
-    case 2: return {{t2}, {t2, sp}, {t2, sp, "parallel.recompute=full"}, {t2, sp, "parallel.micro_batches=2"}};
-    case 4: return {{"parallel.tensor_cols=4"},
-                    {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
-                    {d2, t2},
-                    {"parallel.tensor_cols=4", sp},
-                    {d2, t2, sp, "parallel.zero=1"},
-                    {"parallel.pipeline=2", "parallel.micro_batches=2", t2, sp},
-                    {"parallel.context=2", t2, sp}};
-    case 8: return {{d2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
-    default: return {};
+    case 1:
+      return {{"parallel.tensor_mode=2d"}};  // q = 1 through the 2D code path
+    case 2:
+      return {{t2}, {t2, sp}, {t2, sp, "parallel.recompute=full"}, {t2, sp, "parallel.micro_batches=2"}};
+    case 4:
+      return {{"parallel.tensor_cols=4"},
+              {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+              {d2, t2},
+              {"parallel.tensor_cols=4", sp},
+              {d2, t2, sp, "parallel.zero=1"},
+              {"parallel.pipeline=2", "parallel.micro_batches=2", t2, sp},
+              {"parallel.context=2", t2, sp}};
+    case 8:
+      return {{d2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
+    default:
+      return {};
   }
 }
 
@@ -110,8 +115,11 @@ namespace {
 
 Deck tp_deck(const std::vector<std::string>& overrides, const std::string& name = "tp", int64_t steps = 20,
              int64_t every = 0) {
-  std::vector<std::string> all = {"run.out_dir=tensor_parallel_test_runs", "run.val_every=0", "run.seed=5",
-                                  "run.name=" + name, "run.steps=" + std::to_string(steps),
+  std::vector<std::string> all = {"run.out_dir=tensor_parallel_test_runs",
+                                  "run.val_every=0",
+                                  "run.seed=5",
+                                  "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps),
                                   "run.checkpoint_every=" + std::to_string(every)};
   all.insert(all.end(), overrides.begin(), overrides.end());
   return small_gpt_deck(all);
@@ -153,7 +161,8 @@ TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi
 TEST_CASE("a checkpoint written under 2D restarts under serial and under 1D", "[mpi][tensor_parallel][checkpoint]") {
   if (world_size() != 4) return;
   const int rank = world_rank();
-  const std::vector<std::string> two_d = {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"};
+  const std::vector<std::string> two_d = {"parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+                                          "parallel.tensor_cols=2"};
   if (rank == 0) std::filesystem::remove_all("tensor_parallel_test_runs");
   MPI_Barrier(MPI_COMM_WORLD);
   const TrainResult full = Training(tp_deck(two_d, "ckpt2d", 16, 8), MPI_COMM_WORLD, quiet(true)).run();

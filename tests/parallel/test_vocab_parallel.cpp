@@ -112,8 +112,8 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
     CHECK(max_rel_error(host(lg), slab(s_dlogits, kV, r0, nr, lv0, nv)) < 1e-13);
 
     Tensor1<double> hx("hx", nr * nc), hw("hw", nv * nc);
-    tp_head_backward<double>(tp, Precision::FP32, mat(hx, nr, nc), mat(hw, nv, nc), mat(lg, nr, nv), mat(x_local, nr, nc),
-                             mat(w, nv, nc));
+    tp_head_backward<double>(tp, Precision::FP32, mat(hx, nr, nc), mat(hw, nv, nc), mat(lg, nr, nv),
+                             mat(x_local, nr, nc), mat(w, nv, nc));
     CHECK(max_rel_error(host(hx), slab(s_dx, kC, r0, nr, c0, nc)) < 1e-13);
     CHECK(max_rel_error(host(hw), slab(s_dwte_h, kC, v0, nv, c0, nc)) < 1e-13);
   }

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.hpp"
 #include "core/deck.hpp"
+#include "core/error.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/step_prediction.hpp"
@@ -69,8 +69,8 @@ TEST_CASE("a machine file written by to_toml reads back the same", "[machine_fil
   CHECK(r.adam_rate == Approx(m.adam_rate).epsilon(1e-3));
   CHECK(r.attention_rate(Precision::FP32) == Approx(6.1e10).epsilon(1e-3));
   CHECK(r.attention_rate(Precision::BF16) == Approx(1.3e11).epsilon(1e-3));
-  CHECK(read_machine_file(write_machine_temp("no-attention", to_toml(sample_machine()))).attention_rate(Precision::FP32) ==
-        0.0);  // optional: the planner then times attention at the GEMM rate
+  CHECK(read_machine_file(write_machine_temp("no-attention", to_toml(sample_machine())))
+            .attention_rate(Precision::FP32) == 0.0);  // optional: the planner then times attention at the GEMM rate
   CHECK(r.intra_node.allreduce_beta == Approx(4e-10).epsilon(1e-3));
   CHECK(r.inter_node.broadcast_alpha == Approx(2e-5).epsilon(1e-3));
   CHECK(r.has_inter_node);
@@ -86,17 +86,22 @@ TEST_CASE("the bf16 GEMM rate: read back, optional, and what a bf16 deck's GEMMs
   const MachineFile without = read_machine_file(write_machine_temp("no-bf16", to_toml(m)));
   CHECK(without.bf16_gemm_flops == 0.0);
   CHECK(without.gemm_rate(Precision::FP32) == Approx(m.gemm_flops).epsilon(1e-3));
-  CHECK_THROWS_WITH(without.gemm_rate(Precision::BF16), Catch::Contains("machine 'box' has no compute.bf16_gemm_flops"));
+  CHECK_THROWS_WITH(without.gemm_rate(Precision::BF16),
+                    Catch::Contains("machine 'box' has no compute.bf16_gemm_flops"));
   m.bf16_gemm_flops = 2.2e11;
   const MachineFile with = read_machine_file(write_machine_temp("bf16", to_toml(m)));
   CHECK(with.gemm_rate(Precision::BF16) == Approx(2.2e11).epsilon(1e-3));
 
   // a bf16 deck on a machine whose bf16 rate equals its fp32 rate is the fp32 prediction;
   // a faster bf16 rate takes time off the GEMMs only
-  const Deck fp32 = parse_deck("[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
-                               "[data]\nkind = \"random\"\nbatch_size = 8\n", "deck.toml", {});
-  const Deck bf16 = parse_deck("[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
-                               "[data]\nkind = \"random\"\nbatch_size = 8\n", "deck.toml", {"model.precision=bf16"});
+  const Deck fp32 = parse_deck(
+      "[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
+      "[data]\nkind = \"random\"\nbatch_size = 8\n",
+      "deck.toml", {});
+  const Deck bf16 = parse_deck(
+      "[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
+      "[data]\nkind = \"random\"\nbatch_size = 8\n",
+      "deck.toml", {"model.precision=bf16"});
   MachineFile same = sample_machine(), faster = sample_machine();
   same.bf16_gemm_flops = same.gemm_flops;
   faster.bf16_gemm_flops = 4 * faster.gemm_flops;

@@ -28,9 +28,9 @@ inline int bf16_gate(bool print) {
 
 }  // namespace strata::test
 
-#define REQUIRE_BF16_PRODUCTS()                                                                          \
-  do {                                                                                                   \
-    const std::string why_bf16_ = ::strata::kernels::bf16_products_unavailable();                        \
-    if (!why_bf16_.empty())                                                                              \
+#define REQUIRE_BF16_PRODUCTS()                                                                             \
+  do {                                                                                                      \
+    const std::string why_bf16_ = ::strata::kernels::bf16_products_unavailable();                           \
+    if (!why_bf16_.empty())                                                                                 \
       FAIL("bf16 products cannot run here (" << why_bf16_ << "): CTest's *_bf16 entries skip these cases"); \
   } while (0)

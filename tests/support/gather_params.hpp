@@ -31,7 +31,8 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
     }
     base += p.global_numel;
   }
-  if (experts != MPI_COMM_NULL) MPI_Allreduce(MPI_IN_PLACE, expert.data(), int(expert.size()), MPI_DOUBLE, MPI_SUM, experts);
+  if (experts != MPI_COMM_NULL)
+    MPI_Allreduce(MPI_IN_PLACE, expert.data(), int(expert.size()), MPI_DOUBLE, MPI_SUM, experts);
   if (add_experts)
     for (size_t i = 0; i < global.size(); ++i) global[i] += expert[i];
   MPI_Allreduce(MPI_IN_PLACE, global.data(), int(global.size()), MPI_DOUBLE, MPI_SUM, tensor_group);

@@ -43,14 +43,17 @@ std::vector<T> to_host(const View& d) {
 }
 
 // Reshape helpers onto a flat device buffer.
-template <class T> V2<T> mat(const Tensor1<T>& t, int64_t r, int64_t c) { return V2<T>(t.data(), r, c); }
-template <class T> V3<T> cube(const Tensor1<T>& t, int64_t a, int64_t b, int64_t c) {
+template <class T>
+V2<T> mat(const Tensor1<T>& t, int64_t r, int64_t c) {
+  return V2<T>(t.data(), r, c);
+}
+template <class T>
+V3<T> cube(const Tensor1<T>& t, int64_t a, int64_t b, int64_t c) {
   return V3<T>(t.data(), a, b, c);
 }
 
 // d f / d x[i] by central differences, for every i (x is perturbed in place and restored).
-inline std::vector<double> numeric_gradient(std::vector<double>& x, const std::function<double()>& f,
-                                            double h = 1e-6) {
+inline std::vector<double> numeric_gradient(std::vector<double>& x, const std::function<double()>& f, double h = 1e-6) {
   std::vector<double> g(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double x0 = x[i];

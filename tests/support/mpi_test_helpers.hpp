@@ -1,8 +1,8 @@
 #pragma once
 // Helpers shared by the MPI equivalence tests: ranks, quiet trainer options, layout
 // descriptions, deterministic token batches and differences of gathered parameters.
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>

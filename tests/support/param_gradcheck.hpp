@@ -20,10 +20,13 @@ inline void check_param_gradients(ParamStore<double>& store, const std::function
     for (size_t i = 0; i < p.size(); ++i) host(i) = p[i];
     Kokkos::deep_copy(store.params(), host);
   };
-  const auto numeric = numeric_gradient(p, [&] {
-    set_params();
-    return loss();
-  }, h);
+  const auto numeric = numeric_gradient(
+      p,
+      [&] {
+        set_params();
+        return loss();
+      },
+      h);
   set_params();
   for (const auto& info : store.infos()) {
     std::vector<double> a(analytic.begin() + info.offset, analytic.begin() + info.offset + info.numel);

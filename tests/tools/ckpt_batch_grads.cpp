@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "data/token_batches.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "checkpoint/model_checkpoint.hpp"
 #include "data/deck_data.hpp"
+#include "data/token_batches.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
-#include "checkpoint/model_checkpoint.hpp"
 
 using namespace strata;
 
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: ckpt_batch_grads CKPT.h5 OUT.h5 [fp32|bf16]\n");
       rc = 2;
     } else if (precision == "bf16" && !kernels::bf16_products_unavailable().empty()) {
-      std::fprintf(stderr, "ckpt_batch_grads: no bf16 products here: %s\n", kernels::bf16_products_unavailable().c_str());
+      std::fprintf(stderr, "ckpt_batch_grads: no bf16 products here: %s\n",
+                   kernels::bf16_products_unavailable().c_str());
       rc = 3;
     } else {
       const std::string ckpt = argv[1];
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
       for (const auto& p : store.infos())
         w.write_tensor("/grads/" + p.name, p.shape, p.start, p.count, grads.data() + p.offset);
       // the batch itself, for checks that compute the loss their own way (ids as floats: exact below 2^24)
-      for (const auto& [name, ids] : {std::pair{"/batch/tokens", batch.tokens}, std::pair{"/batch/targets", batch.targets}}) {
+      for (const auto& [name, ids] :
+           {std::pair{"/batch/tokens", batch.tokens}, std::pair{"/batch/targets", batch.targets}}) {
         const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ids);
         std::vector<float> values(h.size());
         for (size_t i = 0; i < values.size(); ++i) values[i] = float(h(i));

@@ -1,8 +1,8 @@
 // The run loop's lifecycle on its own, driven by a scripted job (TrainSteps) instead of
 // a model: which rounds it asks for, when it validates and what it records, non-finite
 // steps stopped or skipped on every rank alike, checkpoints and a restart from them.
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -10,8 +10,8 @@
 #include <map>
 
 #include "core/error.hpp"
-#include "support/mpi_test_helpers.hpp"
 #include "model/run_metrics.hpp"
+#include "support/mpi_test_helpers.hpp"
 #include "train/run_loop.hpp"
 
 using namespace strata;
@@ -74,7 +74,8 @@ class ScriptedJob : public TrainSteps {
 Deck loop_deck(const std::vector<std::string>& overrides) {
   std::vector<std::string> o = {"parallel.data=" + std::to_string(test::world_size())};
   o.insert(o.end(), overrides.begin(), overrides.end());
-  return parse_deck("[run]\nname = \"loop\"\nout_dir = \"run_loop_test_runs\"\nsteps = 12\n[data]\nkind = \"random\"\n", "loop deck", o);
+  return parse_deck("[run]\nname = \"loop\"\nout_dir = \"run_loop_test_runs\"\nsteps = 12\n[data]\nkind = \"random\"\n",
+                    "loop deck", o);
 }
 
 double steady(int64_t s) { return 2.0 - 0.01 * double(s); }

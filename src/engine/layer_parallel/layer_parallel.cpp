@@ -22,8 +22,8 @@ std::vector<int64_t> layer_bounds(const StagePlacement& mine, int64_t steps, con
 
 template <class T>
 LayerParallel<T>::LayerParallel(OdeNetwork<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options)
-    : StepEngine<T>(net), net_(net), layers_(grid.pipeline()), data_(grid.replicas()), opt_(options), batch_(local_batch),
-      forward_steps_(net, local_batch, options.forward.cfactor),
+    : StepEngine<T>(net), net_(net), layers_(grid.pipeline()), data_(grid.replicas()), opt_(options),
+      batch_(local_batch), forward_steps_(net, local_batch, options.forward.cfactor),
       forward_(forward_steps_, layers_, net.steps(), options.forward,
                layer_bounds(net.placement(), net.steps(), layers_)) {
   adjoint_steps_ = std::make_unique<OdeAdjointSteps<T>>(net, forward_, local_batch, options.backward.cfactor);
@@ -131,7 +131,8 @@ std::string LayerParallel<T>::progress(std::vector<double>& row) const {
   const double res = fwd.residuals.empty() ? std::numeric_limits<double>::quiet_NaN() : fwd.residuals.back();
   row.insert(row.end(), {res, fwd.convergence_factor()});
   if (fwd.residuals.empty()) return "";
-  return strfmt(" | mgrit fwd res %.1e (factor %.2f) bwd %d it", res, fwd.convergence_factor(), last_.backward.iterations);
+  return strfmt(" | mgrit fwd res %.1e (factor %.2f) bwd %d it", res, fwd.convergence_factor(),
+                last_.backward.iterations);
 }
 
 template class LayerParallel<float>;

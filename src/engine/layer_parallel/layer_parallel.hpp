@@ -1,13 +1,11 @@
 #pragma once
-// The layer-parallel driver for a network of ODE steps (OdeNetwork: the residual network): the forward propagation is an MGRIT
-// solve over the ranks of the layer group (each holds a contiguous block of residual
-// steps, the first also the opening layer, the last the closing layer and the loss), the
-// backward an adjoint MGRIT solve in reverse layer order, after which every rank
-// accumulates the weight gradients of its own steps from the adjoint states. With a fixed
-// number of iterations (torchbraid trains with 2 forward and 1 backward) the gradient is
-// inexact; iterated to tolerance it is the serial gradient. Each solve starts from the
-// previous batch's solution (warm start) unless told otherwise. Data replicas sum their
-// gradients afterwards.
+// The layer-parallel driver for a network of ODE steps (OdeNetwork: the residual network): the forward propagation is
+// an MGRIT solve over the ranks of the layer group (each holds a contiguous block of residual steps, the first also the
+// opening layer, the last the closing layer and the loss), the backward an adjoint MGRIT solve in reverse layer order,
+// after which every rank accumulates the weight gradients of its own steps from the adjoint states. With a fixed number
+// of iterations (torchbraid trains with 2 forward and 1 backward) the gradient is inexact; iterated to tolerance it is
+// the serial gradient. Each solve starts from the previous batch's solution (warm start) unless told otherwise. Data
+// replicas sum their gradients afterwards.
 #include <memory>
 
 #include "comm/grid.hpp"
@@ -22,8 +20,8 @@ struct LayerParallelOptions {
 };
 
 struct LayerParallelResult {
-  double loss = 0;             // global mean loss (every rank)
-  int64_t correct = 0;         // global count of correct predictions
+  double loss = 0;      // global mean loss (every rank)
+  int64_t correct = 0;  // global count of correct predictions
   MgritStats forward, backward;
 };
 
@@ -52,7 +50,7 @@ class LayerParallel : public StepEngine<T> {
   // The next solves start from zero instead of the last solution (the job does this at
   // every checkpoint step, so a restart from a checkpoint repeats the run bit for bit).
   void at_restart_point() override { forward_warm_ = adjoint_warm_ = false; }
-  std::string layout_detail() const override;                 // " L=2 c=4 FCF 2/2"
+  std::string layout_detail() const override;                // " L=2 c=4 FCF 2/2"
   std::vector<std::string> metric_columns() const override;  // the last step's forward residual and factor
   std::string progress(std::vector<double>& row) const override;
 

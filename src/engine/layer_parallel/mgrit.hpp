@@ -32,19 +32,19 @@
 namespace strata {
 
 struct MgritOptions {
-  int levels = 2;            // 1: sequential solve
-  int cfactor = 4;           // coarsening factor c
-  int max_iterations = 10;   // V-cycles
-  double tolerance = 1e-9;   // on the level-0 residual norm (absolute); 0: run max_iterations
-  bool fcf = false;          // level-0 relaxation: FCF (true) or F (false); coarse levels use FCF
+  int levels = 2;           // 1: sequential solve
+  int cfactor = 4;          // coarsening factor c
+  int max_iterations = 10;  // V-cycles
+  double tolerance = 1e-9;  // on the level-0 residual norm (absolute); 0: run max_iterations
+  bool fcf = false;         // level-0 relaxation: FCF (true) or F (false); coarse levels use FCF
 };
 
 struct MgritStats {
-  int iterations = 0;               // V-cycles run
-  std::vector<double> residuals;    // level-0 residual norm before each cycle's coarse solve
+  int iterations = 0;             // V-cycles run
+  std::vector<double> residuals;  // level-0 residual norm before each cycle's coarse solve
   bool converged = false;
-  std::vector<int64_t> steps;       // Phi evaluations on this rank, per level (the cost model's unit)
-  int64_t messages = 0;             // states this rank sent
+  std::vector<int64_t> steps;  // Phi evaluations on this rank, per level (the cost model's unit)
+  int64_t messages = 0;        // states this rank sent
   // mean ratio of successive residual norms (the convergence factor); 0 with fewer than 2
   double convergence_factor() const;
 };
@@ -80,8 +80,8 @@ class Mgrit {
 
  private:
   struct Level {
-    Tensor1<T> u, g, v;   // (block + 1) states each: points, FAS right-hand side, restricted values
-    bool has_rhs = false; // level 0 has none (g = 0)
+    Tensor1<T> u, g, v;    // (block + 1) states each: points, FAS right-hand side, restricted values
+    bool has_rhs = false;  // level 0 has none (g = 0)
   };
   int64_t lo(int l) const { return layout_.lo(l, rank_); }
   int64_t count(int l) const { return layout_.count(l, rank_); }
@@ -114,9 +114,9 @@ class Mgrit {
   int64_t size_ = 0;
   MgritLayout layout_;
   std::vector<Level> levels_;
-  Tensor1<T> tmp_;                // one state of scratch
+  Tensor1<T> tmp_;                      // one state of scratch
   std::vector<T> send_buf_, recv_buf_;  // one state each, host side
-  MgritStats* stats_ = nullptr;   // the solve in progress (counts steps and messages)
+  MgritStats* stats_ = nullptr;         // the solve in progress (counts steps and messages)
   void phi(int level, int64_t i, V1<const T> in, V1<T> out);
 };
 

@@ -10,8 +10,8 @@ namespace {
 class Replay {
  public:
   Replay(const MgritLayout& layout, const MgritOptions& o, double t_step, double t_message)
-      : lay_(layout), o_(o), ts_(t_step), tm_(t_message), ranks_(layout.ranks()),
-        clock_(size_t(ranks_), 0.0), arrival_(size_t(ranks_), 0.0) {
+      : lay_(layout), o_(o), ts_(t_step), tm_(t_message), ranks_(layout.ranks()), clock_(size_t(ranks_), 0.0),
+        arrival_(size_t(ranks_), 0.0) {
     cost_.steps.assign(size_t(ranks_), std::vector<int64_t>(size_t(o.levels), 0));
     cost_.messages.assign(size_t(ranks_), 0);
   }

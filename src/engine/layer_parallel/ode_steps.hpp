@@ -61,7 +61,8 @@ class OdeAdjointSteps : public TimeStepper<T> {
     Tensor2<T> discard("ode.lambda_discard", batch_, net_.state_size());
     for (int64_t n = forward_.first_point(); n < forward_.first_point() + forward_.points(); ++n) {
       const int64_t j = n_total - n - 1 - adjoint.first_point();  // lambda_{n+1}
-      net_.step_adjoint(n, net_.h(), forward_state(n), as_state(V1<const T>(adjoint.point(j))), discard, scratch_, true);
+      net_.step_adjoint(n, net_.h(), forward_state(n), as_state(V1<const T>(adjoint.point(j))), discard, scratch_,
+                        true);
     }
   }
 

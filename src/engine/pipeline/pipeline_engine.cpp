@@ -9,9 +9,10 @@ namespace strata {
 
 template <class T>
 PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches)
-    : StepEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
-      executor_(model, grid.pipeline()) {
-  if (schedule == Schedule::XPipe) throw std::logic_error("PipelineEngine runs flushing schedules; XPipe is XPipeEngine");
+    : StepEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()),
+      embedding_(grid.embedding()), executor_(model, grid.pipeline()) {
+  if (schedule == Schedule::XPipe)
+    throw std::logic_error("PipelineEngine runs flushing schedules; XPipe is XPipeEngine");
   const int stages = int(grid.shape().pipeline), chunks = model.placement().chunk_count();
   list_ = make_schedule(schedule, stages, micro_batches, 1, chunks);
   const PipeSimulation sim = simulate_schedule(list_);
@@ -26,8 +27,9 @@ BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int
   store.zero_grads();
   const ListSums sums = executor_.run(list_, {batch}, global_batch, timers);
   timers.start("grad_allreduce");
-  if (embedding_ && model_.tied_index() >= 0) embedding_->allreduce_sum(store.grad(model_.tied_index()));  // its two copies
-  sum_gradients(data_, expert_data_, store);  // all of them, or with ZeRO-1 this rank's block
+  if (embedding_ && model_.tied_index() >= 0)
+    embedding_->allreduce_sum(store.grad(model_.tied_index()));  // its two copies
+  sum_gradients(data_, expert_data_, store);                     // all of them, or with ZeRO-1 this rank's block
   const BatchResult result = sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
   timers.stop("grad_allreduce");
   return result;

@@ -30,8 +30,8 @@ class PipelineEngine : public StepEngine<T> {
   using TrainEngine<T>::model_;
   Comm& data_;
   Comm& expert_data_;  // the ranks that hold the same experts (Grid::expert_replicas())
-  Comm& pipe_;       // the stages of this replica, ranked by stage
-  Comm* embedding_;  // first and last stage (tied embedding), if p > 1
+  Comm& pipe_;         // the stages of this replica, ranked by stage
+  Comm* embedding_;    // first and last stage (tied embedding), if p > 1
   PipeSchedule list_, evaluation_;
   StageExecutor<T> executor_;
 };

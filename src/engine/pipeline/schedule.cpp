@@ -55,7 +55,12 @@ PipeSchedule one_f_one_b_schedule(int p, int m) {
   PipeSchedule s = empty_schedule(Schedule::OneFOneB, p, m, 1);
   for (int r = 0; r < p; ++r) {
     auto& prog = s.programs[r];
-    one_f_one_b_order(p, r, m, [&](PipeOp op, int mb) { prog.push_back({op, mb}); }, [](int) {});
+    one_f_one_b_order(
+        p, r, m,
+        [&](PipeOp op, int mb) {
+          prog.push_back({op, mb});
+        },
+        [](int) {});
     prog.push_back({PipeOp::OptimizerStep, 0});
   }
   return s;
@@ -87,8 +92,10 @@ PipeSchedule zero_bubble_schedule(Schedule kind, int p, int m, Warmup warmup, De
 PipeSchedule interleaved_schedule(int p, int m, int v) {
   PipeSchedule s = empty_schedule(Schedule::Interleaved, p, m, 1);
   if (v < 1 || (v > 1 && (p < 2 || m % p != 0)))
-    throw UserError("interleaved 1F1B: " + std::to_string(v) + " chunks per stage need at least 2 stages and a "
-                    "multiple of the stages (" + std::to_string(p) + ") in micro-batches (got " + std::to_string(m) + ")");
+    throw UserError("interleaved 1F1B: " + std::to_string(v) +
+                    " chunks per stage need at least 2 stages and a "
+                    "multiple of the stages (" +
+                    std::to_string(p) + ") in micro-batches (got " + std::to_string(m) + ")");
   if (v == 1) return one_f_one_b_schedule(p, m);  // (kind 1F1B)
   s.virtual_stages = v;
   const int total = m * v, group = p * v;
@@ -113,17 +120,21 @@ PipeSchedule interleaved_schedule(int p, int m, int v) {
 
 std::pair<int, int> message_destination(const PipeSchedule& s, int r, const PipeInstr& send) {
   const int p = s.stages;
-  if (send.op == PipeOp::SendAct) return r + 1 < p ? std::make_pair(r + 1, send.chunk) : std::make_pair(0, send.chunk + 1);
-  if (send.op == PipeOp::SendGrad) return r > 0 ? std::make_pair(r - 1, send.chunk) : std::make_pair(p - 1, send.chunk - 1);
+  if (send.op == PipeOp::SendAct)
+    return r + 1 < p ? std::make_pair(r + 1, send.chunk) : std::make_pair(0, send.chunk + 1);
+  if (send.op == PipeOp::SendGrad)
+    return r > 0 ? std::make_pair(r - 1, send.chunk) : std::make_pair(p - 1, send.chunk - 1);
   return {send.peer, 0};  // the tied embedding's messages: between the end stages' only chunk
 }
 
 PipeSchedule zb_h1_schedule(int p, int m) {
-  return zero_bubble_schedule(Schedule::ZBH1, p, m, [p](int r) { return p - r; }, [](int r) { return r; });
+  return zero_bubble_schedule(
+      Schedule::ZBH1, p, m, [p](int r) { return p - r; }, [](int r) { return r; });
 }
 
 PipeSchedule zb_h2_schedule(int p, int m) {
-  return zero_bubble_schedule(Schedule::ZBH2, p, m, [p](int r) { return 2 * (p - r) - 1; }, [](int r) { return 2 * r; });
+  return zero_bubble_schedule(
+      Schedule::ZBH2, p, m, [p](int r) { return 2 * (p - r) - 1; }, [](int r) { return 2 * r; });
 }
 
 PipeSchedule xpipe_schedule(int p, int t, int mini_batches) {
@@ -204,22 +215,24 @@ void insert_communication(PipeSchedule& s) {
   for (int r = 0; r < p; ++r) {
     StageProgram compute, out;
     for (const auto& i : s.programs[r]) {
-      const bool is_comm = i.op == PipeOp::SendAct || i.op == PipeOp::RecvAct || i.op == PipeOp::SendGrad ||
-                           i.op == PipeOp::RecvGrad;
+      const bool is_comm =
+          i.op == PipeOp::SendAct || i.op == PipeOp::RecvAct || i.op == PipeOp::SendGrad || i.op == PipeOp::RecvGrad;
       if (!is_comm) compute.push_back(i);  // rebuilt below, so the pass is idempotent (tied messages stay)
     }
     for (size_t k = 0; k < compute.size(); ++k) {
       const PipeInstr& i = compute[k];
       // a pass's input arrives before its weights are predicted (PREDICT directly precedes it)
       const PipeInstr& pass = i.op == PipeOp::PredictWeights && k + 1 < compute.size() ? compute[k + 1] : i;
-      const bool first_of_pass = i.op == PipeOp::PredictWeights || k == 0 || compute[k - 1].op != PipeOp::PredictWeights;
+      const bool first_of_pass =
+          i.op == PipeOp::PredictWeights || k == 0 || compute[k - 1].op != PipeOp::PredictWeights;
       const auto takes_grad = [](PipeOp op) { return op == PipeOp::Backward || op == PipeOp::BackwardInput; };
       // the model's first part (stage 0's chunk 0) reads the data, its last part (stage
       // p - 1's chunk v - 1) the targets; every other part talks to its neighbours
       const bool model_first = r == 0 && pass.chunk == 0, model_last = r == p - 1 && pass.chunk == v - 1;
       const int prev = (r + p - 1) % p, next = (r + 1) % p;
       if (first_of_pass && (i.op == PipeOp::PredictWeights || i.op == PipeOp::Forward || takes_grad(i.op))) {
-        if (pass.op == PipeOp::Forward && !model_first) out.push_back({PipeOp::RecvAct, pass.mb, prev, 0, 0, pass.chunk});
+        if (pass.op == PipeOp::Forward && !model_first)
+          out.push_back({PipeOp::RecvAct, pass.mb, prev, 0, 0, pass.chunk});
         if (takes_grad(pass.op) && !model_last) out.push_back({PipeOp::RecvGrad, pass.mb, next, 0, 0, pass.chunk});
       }
       out.push_back(i);
@@ -259,15 +272,16 @@ void insert_tied_exchange(PipeSchedule& s) {
   for (size_t k = 0; k < s.programs[0].size(); ++k)
     if (s.programs[0][k].op == PipeOp::SendTiedWeights) sent_at[s.programs[0][k].mb] = sim.times[0][k].first;
   StageProgram out;
-  int next = 0;            // the next version the last stage takes
-  int shares_sent = 0;     // its own gradient shares sent so far
+  int next = 0;         // the next version the last stage takes
+  int shares_sent = 0;  // its own gradient shares sent so far
   const auto& prog = s.programs[last];
   for (size_t k = 0; k < prog.size(); ++k) {
-    const bool pass_begins = prog[k].op == PipeOp::PredictWeights ||
-                             ((prog[k].op == PipeOp::Forward || prog[k].op == PipeOp::Backward) &&
-                              (k == 0 || prog[k - 1].op != PipeOp::PredictWeights));
+    const bool pass_begins =
+        prog[k].op == PipeOp::PredictWeights || ((prog[k].op == PipeOp::Forward || prog[k].op == PipeOp::Backward) &&
+                                                 (k == 0 || prog[k - 1].op != PipeOp::PredictWeights));
     if (pass_begins)
-      while (next < shares_sent && sent_at[next] <= sim.times[last][k].first) out.push_back({PipeOp::RecvTiedWeights, next++, 0});
+      while (next < shares_sent && sent_at[next] <= sim.times[last][k].first)
+        out.push_back({PipeOp::RecvTiedWeights, next++, 0});
     if (prog[k].op == PipeOp::SendTiedGrad) ++shares_sent;
     out.push_back(prog[k]);
   }
@@ -279,29 +293,44 @@ std::string to_string(const PipeInstr& i) {
   const std::string mb = std::to_string(i.mb) + (i.chunk > 0 ? "." + std::to_string(i.chunk) : ""),
                     peer = "->" + std::to_string(i.peer);
   switch (i.op) {
-    case PipeOp::Forward: return "F" + mb;
-    case PipeOp::Backward: return "B" + mb;
-    case PipeOp::BackwardInput: return "I" + mb;
-    case PipeOp::BackwardWeight: return "W" + mb;
-    case PipeOp::OptimizerStep: return "STEP" + mb;
+    case PipeOp::Forward:
+      return "F" + mb;
+    case PipeOp::Backward:
+      return "B" + mb;
+    case PipeOp::BackwardInput:
+      return "I" + mb;
+    case PipeOp::BackwardWeight:
+      return "W" + mb;
+    case PipeOp::OptimizerStep:
+      return "STEP" + mb;
     case PipeOp::PredictWeights:
-      return "PREDICT(s=" + std::to_string(i.steps) + (i.tied_steps ? ",tied=" + std::to_string(i.tied_steps) : "") + ")";
-    case PipeOp::RestoreWeights: return "RESTORE";
-    case PipeOp::SendAct: return "SEND_ACT" + mb + peer;
-    case PipeOp::RecvAct: return "RECV_ACT" + mb + "<-" + std::to_string(i.peer);
-    case PipeOp::SendGrad: return "SEND_GRAD" + mb + peer;
-    case PipeOp::RecvGrad: return "RECV_GRAD" + mb + "<-" + std::to_string(i.peer);
-    case PipeOp::SendTiedGrad: return "SEND_TIED_GRAD" + mb + peer;
-    case PipeOp::RecvTiedGrad: return "RECV_TIED_GRAD" + mb + "<-" + std::to_string(i.peer);
-    case PipeOp::SendTiedWeights: return "SEND_TIED" + mb + peer;
-    case PipeOp::RecvTiedWeights: return "RECV_TIED" + mb + "<-" + std::to_string(i.peer);
+      return "PREDICT(s=" + std::to_string(i.steps) + (i.tied_steps ? ",tied=" + std::to_string(i.tied_steps) : "") +
+             ")";
+    case PipeOp::RestoreWeights:
+      return "RESTORE";
+    case PipeOp::SendAct:
+      return "SEND_ACT" + mb + peer;
+    case PipeOp::RecvAct:
+      return "RECV_ACT" + mb + "<-" + std::to_string(i.peer);
+    case PipeOp::SendGrad:
+      return "SEND_GRAD" + mb + peer;
+    case PipeOp::RecvGrad:
+      return "RECV_GRAD" + mb + "<-" + std::to_string(i.peer);
+    case PipeOp::SendTiedGrad:
+      return "SEND_TIED_GRAD" + mb + peer;
+    case PipeOp::RecvTiedGrad:
+      return "RECV_TIED_GRAD" + mb + "<-" + std::to_string(i.peer);
+    case PipeOp::SendTiedWeights:
+      return "SEND_TIED" + mb + peer;
+    case PipeOp::RecvTiedWeights:
+      return "RECV_TIED" + mb + "<-" + std::to_string(i.peer);
   }
   return "?";
 }
 
 std::string to_string(const PipeSchedule& s) {
-  std::string out = to_string(s.kind) + ": " + std::to_string(s.stages) +
-                    " stages" + (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") + ", " +
+  std::string out = to_string(s.kind) + ": " + std::to_string(s.stages) + " stages" +
+                    (s.virtual_stages > 1 ? " x " + std::to_string(s.virtual_stages) + " chunks" : "") + ", " +
                     std::to_string(s.micro_batches) + " micro-batches" +
                     (s.mini_batches > 1 ? " x " + std::to_string(s.mini_batches) + " mini-batches" : "") + "\n";
   for (int r = 0; r < s.stages; ++r) {
@@ -313,7 +342,8 @@ std::string to_string(const PipeSchedule& s) {
 }
 
 PipeSchedule forward_only_schedule(int stages, int micro_batches, int virtual_stages) {
-  PipeSchedule s = empty_schedule(virtual_stages > 1 ? Schedule::Interleaved : Schedule::GPipe, stages, micro_batches, 1);
+  PipeSchedule s =
+      empty_schedule(virtual_stages > 1 ? Schedule::Interleaved : Schedule::GPipe, stages, micro_batches, 1);
   s.virtual_stages = virtual_stages;
   for (auto& prog : s.programs)
     for (int mb = 0; mb < micro_batches; ++mb)
@@ -325,15 +355,24 @@ PipeSchedule forward_only_schedule(int stages, int micro_batches, int virtual_st
 PipeSchedule make_schedule(Schedule schedule, int stages, int micro_batches, int mini_batches, int virtual_stages) {
   PipeSchedule s;
   switch (schedule) {
-    case Schedule::GPipe: s = gpipe_schedule(stages, micro_batches); break;
-    case Schedule::OneFOneB: s = one_f_one_b_schedule(stages, micro_batches); break;
+    case Schedule::GPipe:
+      s = gpipe_schedule(stages, micro_batches);
+      break;
+    case Schedule::OneFOneB:
+      s = one_f_one_b_schedule(stages, micro_batches);
+      break;
     case Schedule::Interleaved:
       s = interleaved_schedule(stages, micro_batches, virtual_stages);
       s.kind = Schedule::Interleaved;
       break;
-    case Schedule::ZBH1: s = zb_h1_schedule(stages, micro_batches); break;
-    case Schedule::ZBH2: s = zb_h2_schedule(stages, micro_batches); break;
-    case Schedule::XPipe: return xpipe_schedule(stages, micro_batches, mini_batches);
+    case Schedule::ZBH1:
+      s = zb_h1_schedule(stages, micro_batches);
+      break;
+    case Schedule::ZBH2:
+      s = zb_h2_schedule(stages, micro_batches);
+      break;
+    case Schedule::XPipe:
+      return xpipe_schedule(stages, micro_batches, mini_batches);
   }
   insert_communication(s);
   return s;

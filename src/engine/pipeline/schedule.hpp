@@ -26,19 +26,19 @@ enum class PipeOp {
   SendGrad,        // send the gradient of micro-batch mb's input to stage peer
   RecvGrad,        // receive the gradient of micro-batch mb's output from stage peer
   // XPipe's tied embedding (first and last stage hold copies; the first stage owns it):
-  SendTiedGrad,    // last stage: send its share of mini-batch mb's embedding gradient to peer
-  RecvTiedGrad,    // first stage: add the last stage's share before its update of mb
-  SendTiedWeights, // first stage: send the embedding (and Adam moments) after update mb
-  RecvTiedWeights, // last stage: take that version in place of its copy
+  SendTiedGrad,     // last stage: send its share of mini-batch mb's embedding gradient to peer
+  RecvTiedGrad,     // first stage: add the last stage's share before its update of mb
+  SendTiedWeights,  // first stage: send the embedding (and Adam moments) after update mb
+  RecvTiedWeights,  // last stage: take that version in place of its copy
 };
 
 struct PipeInstr {
   PipeOp op;
-  int mb = -1;     // micro-batch (a running index over mini-batches for XPipe)
-  int peer = -1;   // stage on the other end of a send/receive
-  int steps = 0;   // PredictWeights: optimizer updates to look ahead (XPipe's s)
+  int mb = -1;         // micro-batch (a running index over mini-batches for XPipe)
+  int peer = -1;       // stage on the other end of a send/receive
+  int steps = 0;       // PredictWeights: optimizer updates to look ahead (XPipe's s)
   int tied_steps = 0;  // PredictWeights on the last stage: the same for its embedding copy
-  int chunk = 0;   // interleaved: which of the stage's model chunks (its chunk c is the model's part c p + stage)
+  int chunk = 0;       // interleaved: which of the stage's model chunks (its chunk c is the model's part c p + stage)
   bool operator==(const PipeInstr& o) const {
     return op == o.op && mb == o.mb && peer == o.peer && steps == o.steps && tied_steps == o.tied_steps &&
            chunk == o.chunk;
@@ -49,10 +49,10 @@ using StageProgram = std::vector<PipeInstr>;
 
 struct PipeSchedule {
   Schedule kind = Schedule::OneFOneB;
-  int stages = 1;                   // p
-  int micro_batches = 1;            // per mini-batch (m; XPipe's T)
-  int mini_batches = 1;             // mini-batches in the list (1 for flushing schedules)
-  int virtual_stages = 1;           // model chunks per stage (v; interleaved 1F1B)
+  int stages = 1;                      // p
+  int micro_batches = 1;               // per mini-batch (m; XPipe's T)
+  int mini_batches = 1;                // mini-batches in the list (1 for flushing schedules)
+  int virtual_stages = 1;              // model chunks per stage (v; interleaved 1F1B)
   std::vector<StageProgram> programs;  // one per stage
 };
 

@@ -17,10 +17,17 @@ bool is_recv(PipeOp op) {
 // messages of one kind between two stages pair up in order
 int message_kind(PipeOp op) {
   switch (op) {
-    case PipeOp::SendAct: case PipeOp::RecvAct: return 0;
-    case PipeOp::SendGrad: case PipeOp::RecvGrad: return 1;
-    case PipeOp::SendTiedGrad: case PipeOp::RecvTiedGrad: return 2;
-    default: return 3;  // the tied embedding's weights
+    case PipeOp::SendAct:
+    case PipeOp::RecvAct:
+      return 0;
+    case PipeOp::SendGrad:
+    case PipeOp::RecvGrad:
+      return 1;
+    case PipeOp::SendTiedGrad:
+    case PipeOp::RecvTiedGrad:
+      return 2;
+    default:
+      return 3;  // the tied embedding's weights
   }
 }
 const char* message_kind_name(int kind) {
@@ -32,9 +39,12 @@ const char* message_kind_name(int kind) {
 
 double PipeCosts::transfer_of(PipeOp send) const {
   switch (send) {
-    case PipeOp::SendTiedGrad: return tied_grad_transfer;
-    case PipeOp::SendTiedWeights: return tied_weights_transfer;
-    default: return transfer;
+    case PipeOp::SendTiedGrad:
+      return tied_grad_transfer;
+    case PipeOp::SendTiedWeights:
+      return tied_weights_transfer;
+    default:
+      return transfer;
   }
 }
 
@@ -129,7 +139,8 @@ std::string check_schedule(const PipeSchedule& s) {
       const bool pass = in.op == PipeOp::Forward || in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput ||
                         in.op == PipeOp::BackwardWeight;
       if (pass) {
-        if (in.mb < 0 || in.mb >= total || in.chunk < 0 || in.chunk >= v) return stage + to_string(in) + " is out of range";
+        if (in.mb < 0 || in.mb >= total || in.chunk < 0 || in.chunk >= v)
+          return stage + to_string(in) + " is out of range";
         const size_t k = size_t(in.chunk) * total + in.mb;
         if (in.op == PipeOp::Forward) ++forwards[k];
         if (in.op != PipeOp::Forward && forwards[k] == 0) return stage + to_string(in) + " before its forward";
@@ -138,16 +149,18 @@ std::string check_schedule(const PipeSchedule& s) {
         if (in.op == PipeOp::BackwardInput) ++inputs[k];
         if (in.op == PipeOp::BackwardWeight) ++weights[k];
       }
-      if (is_send(in.op)) sends[{r, in.peer, message_kind(in.op), message_destination(s, r, in).second}].push_back(in.mb);
+      if (is_send(in.op))
+        sends[{r, in.peer, message_kind(in.op), message_destination(s, r, in).second}].push_back(in.mb);
       if (is_recv(in.op)) recvs[{in.peer, r, message_kind(in.op), in.chunk}].push_back(in.mb);
     }
     for (size_t k = 0; k < forwards.size(); ++k) {
       const bool whole = backwards[k] == 1 && inputs[k] == 0 && weights[k] == 0;
       const bool halves = backwards[k] == 0 && inputs[k] == 1 && weights[k] == 1;
       if (forwards[k] != 1 || !(whole || halves))
-        return stage + "micro-batch " + std::to_string(k % total) + (v > 1 ? " on chunk " + std::to_string(k / total) : "") +
-               " runs " + std::to_string(forwards[k]) + " forwards, " + std::to_string(backwards[k]) +
-               " backwards and " + std::to_string(inputs[k]) + " + " + std::to_string(weights[k]) + " halves";
+        return stage + "micro-batch " + std::to_string(k % total) +
+               (v > 1 ? " on chunk " + std::to_string(k / total) : "") + " runs " + std::to_string(forwards[k]) +
+               " forwards, " + std::to_string(backwards[k]) + " backwards and " + std::to_string(inputs[k]) + " + " +
+               std::to_string(weights[k]) + " halves";
     }
   }
   std::set<std::tuple<int, int, int, int>> keys;
@@ -157,7 +170,8 @@ std::string check_schedule(const PipeSchedule& s) {
     if (sends[k] != recvs[k])
       return std::string(message_kind_name(std::get<2>(k))) + " from stage " + std::to_string(std::get<0>(k)) +
              " to stage " + std::to_string(std::get<1>(k)) +
-             (v > 1 ? " (its chunk " + std::to_string(std::get<3>(k)) + ")" : "") + ": sends and receives do not pair up in order";
+             (v > 1 ? " (its chunk " + std::to_string(std::get<3>(k)) + ")" : "") +
+             ": sends and receives do not pair up in order";
   return "";
 }
 
@@ -191,8 +205,8 @@ void assign_prediction_steps(PipeSchedule& s, const PipeCosts& costs) {
   std::vector<int> first_stage_updates(s.mini_batches, 0);
   for (int n = 0; n < s.mini_batches; ++n) first_stage_updates[n] = int(updates_starting_before(0, target[n]));
   const auto& last = s.programs[s.stages - 1];
-  const bool exchanges_tied = std::any_of(last.begin(), last.end(),
-                                          [](const PipeInstr& i) { return i.op == PipeOp::RecvTiedWeights; });
+  const bool exchanges_tied =
+      std::any_of(last.begin(), last.end(), [](const PipeInstr& i) { return i.op == PipeOp::RecvTiedWeights; });
   for (int r = 0; r < s.stages; ++r) {
     auto& prog = s.programs[r];
     int tied_versions = 0;  // embedding versions the stage took from the first stage so far

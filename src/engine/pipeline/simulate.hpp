@@ -18,7 +18,8 @@ struct PipeCosts {
   double weight_share = 0.5;
   // per stage, where stages differ (the planner's): override forward / backward when set
   std::vector<double> stage_forward, stage_backward;
-  std::vector<double> stage_weight_half;  // per stage, where set: the weight half's cost (else weight_share of the backward)
+  std::vector<double>
+      stage_weight_half;  // per stage, where set: the weight half's cost (else weight_share of the backward)
   // a message's time from its send to its arrival: activations and gradients; XPipe's
   // share of the tied embedding's gradient, and its new version (weights and both moments)
   double transfer = 0, tied_grad_transfer = 0, tied_weights_transfer = 0;
@@ -37,9 +38,9 @@ struct PipeCosts {
 
 struct PipeSimulation {
   bool deadlock = false;
-  std::string deadlock_report;   // the instruction each unfinished stage is stuck at
+  std::string deadlock_report;  // the instruction each unfinished stage is stuck at
   double makespan = 0;
-  std::vector<double> busy;      // per stage: time in Forward and Backward (or its halves)
+  std::vector<double> busy;                                   // per stage: time in Forward and Backward (or its halves)
   std::vector<std::vector<std::pair<double, double>>> times;  // per stage, per instruction: (start, end)
   std::vector<int> peak_in_flight;  // per stage: most forwards whose backward (weight half) had not run
   // Idle share of the stages over the makespan: 1 - sum(busy) / (p * makespan).

@@ -39,7 +39,7 @@ struct StageExecutor<T>::Run {
 
   struct Chunk {  // per chunk of the stage
     int slots = 1, ring = 1;
-    bool model_first = false, model_last = false;  // it reads the data; it has the loss
+    bool model_first = false, model_last = false;         // it reads the data; it has the loss
     std::vector<const PipeInstr*> act_recvs, grad_recvs;  // in program order
     size_t act_posted = 0, grad_posted = 0;
     std::vector<char> done;  // per micro-batch: its received messages are read
@@ -232,8 +232,8 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
 }
 
 template <class T>
-ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches,
-                               int64_t global_batch, Timers& timers, ListHooks* hooks) {
+ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch,
+                               Timers& timers, ListHooks* hooks) {
   Run st;
   st.schedule = &s;
   st.program = &s.programs[size_t(stage_)];
@@ -309,7 +309,8 @@ template <class T>
 BatchResult sum_over_stages(const StageModel<T>& model, Comm& pipe, Comm& data, double loss_sum, double correct_sum,
                             int64_t global_batch) {
   BatchResult r;
-  r.loss = data.allreduce_sum(pipe.allreduce_sum(loss_sum)) / (double(global_batch) * double(model.targets_per_sample()));
+  r.loss =
+      data.allreduce_sum(pipe.allreduce_sum(loss_sum)) / (double(global_batch) * double(model.targets_per_sample()));
   if (model.counts_correct()) r.correct = int64_t(data.allreduce_sum(pipe.allreduce_sum(correct_sum)) + 0.5);
   return r;
 }

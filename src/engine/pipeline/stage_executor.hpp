@@ -65,8 +65,8 @@ class StageExecutor {
   // Runs this stage's program of s over batches (one per mini-batch of s, each the data
   // replica's share of global_batch) and waits for its sends. Gradients accumulate into
   // the model's store (not zeroed here).
-  ListSums run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch,
-               Timers& timers, ListHooks* hooks = nullptr);
+  ListSums run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch, Timers& timers,
+               ListHooks* hooks = nullptr);
   // An evaluation: a forward-only list (forward_only_schedule) over one mini-batch, its
   // sums over the stages and the data replicas.
   BatchResult evaluate(const PipeSchedule& forward_list, const SampleBatch<T>& batch, int64_t global_batch, Comm& data);
@@ -86,7 +86,7 @@ class StageExecutor {
     std::vector<Buffer> act_in, grad_in;            // receive rings: micro-batch mb uses mb % (slots + 1)
     std::vector<Buffer> act_out, grad_out;          // per slot (send staging)
   };
-  struct Run;  // the state of one run of a list
+  struct Run;                                                                   // the state of one run of a list
   void ensure_buffers(const BlockContext& ctx, const std::vector<int>& slots);  // per chunk; grows only
   void send(V2<const T> data, Buffer& staging, int peer, int tag);
   void receive_wait(Buffer& b);

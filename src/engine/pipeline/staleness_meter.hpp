@@ -14,10 +14,10 @@
 namespace strata {
 
 struct StalenessSummary {
-  int64_t passes = 0;          // passes measured (those whose target the run reached)
-  int64_t ahead = 0;           // of which with s > 0
-  double sum_used = 0;         // sum over passes of |W_used - W_target| / |W_target|
-  double sum_current = 0;      // the same for the current weights at the pass (no prediction)
+  int64_t passes = 0;      // passes measured (those whose target the run reached)
+  int64_t ahead = 0;       // of which with s > 0
+  double sum_used = 0;     // sum over passes of |W_used - W_target| / |W_target|
+  double sum_current = 0;  // the same for the current weights at the pass (no prediction)
   double mean_used() const { return ahead > 0 ? sum_used / double(ahead) : 0.0; }        // over s > 0
   double mean_current() const { return ahead > 0 ? sum_current / double(ahead) : 0.0; }  // over s > 0
 };

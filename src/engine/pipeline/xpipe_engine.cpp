@@ -19,7 +19,8 @@ constexpr int tied_weights_tag(int n) { return 2 * (n % 16000) + 1; }
 
 template <class T>
 void add_into(V1<T> y, V1<const T> x) {  // y += x
-  Kokkos::parallel_for("xpipe_add", Range(0, y.extent(0)), KOKKOS_LAMBDA(const int64_t i) { y(i) += x(i); });
+  Kokkos::parallel_for(
+      "xpipe_add", Range(0, y.extent(0)), KOKKOS_LAMBDA(const int64_t i) { y(i) += x(i); });
 }
 }  // namespace
 
@@ -28,8 +29,7 @@ void add_into(V1<T> y, V1<const T> x) {  // y += x
 template <class T>
 class XPipeEngine<T>::Stream : public ListHooks {
  public:
-  Stream(XPipeEngine& engine, const PipeSchedule& s, const StreamUpdate<T>& update, int64_t first_step,
-         Timers& timers)
+  Stream(XPipeEngine& engine, const PipeSchedule& s, const StreamUpdate<T>& update, int64_t first_step, Timers& timers)
       : e_(engine), update_(update), timers_(timers), first_step_(first_step), m_(s.micro_batches),
         mini_batches_(s.mini_batches), norms_squared_(size_t(s.mini_batches), 0.0) {
     const auto& place = e_.model_.placement();
@@ -87,8 +87,10 @@ class XPipeEngine<T>::Stream : public ListHooks {
         timers_.start("optimizer");
         sum_gradients(e_.data_, e_.expert_data_, store);  // the experts' over their replicas
         // a non-finite gradient is never applied (the run loop stops or skips the step)
-        const double norm = update_.step->apply_stage(store, first_step_ + in.mb, e_.model_.tensor_parallel().group,
-                                                      tied_copy_ ? wte_ : -1).grad_norm;
+        const double norm =
+            update_.step
+                ->apply_stage(store, first_step_ + in.mb, e_.model_.tensor_parallel().group, tied_copy_ ? wte_ : -1)
+                .grad_norm;
         norms_squared_[size_t(in.mb)] = norm * norm;
         store.zero_grads();
         ++updates_;
@@ -97,7 +99,9 @@ class XPipeEngine<T>::Stream : public ListHooks {
         timers_.stop("optimizer", to_string(in));
         break;
       }
-      case PipeOp::PredictWeights: predict(in); break;
+      case PipeOp::PredictWeights:
+        predict(in);
+        break;
       case PipeOp::RestoreWeights:
         // lazily: the next pass often looks as far ahead (nothing updated in between), and
         // whatever changes or sends the true weights restores them first
@@ -126,7 +130,8 @@ class XPipeEngine<T>::Stream : public ListHooks {
         ++tied_versions_;
         break;
       }
-      default: throw std::logic_error("XPipe: " + to_string(in) + " is not a stream instruction");
+      default:
+        throw std::logic_error("XPipe: " + to_string(in) + " is not a stream instruction");
     }
   }
 
@@ -184,9 +189,9 @@ class XPipeEngine<T>::Stream : public ListHooks {
 template <class T>
 XPipeEngine<T>::XPipeEngine(StageModel<T>& model, const Grid& grid, int micro_batches, bool predict,
                             StalenessMeter<T>* meter)
-    : TrainEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
-      stop_comm_(grid.control()), micro_batches_(micro_batches), stages_(int(grid.shape().pipeline)),
-      predict_(predict), meter_(meter), executor_(model, grid.pipeline()) {
+    : TrainEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()),
+      embedding_(grid.embedding()), stop_comm_(grid.control()), micro_batches_(micro_batches),
+      stages_(int(grid.shape().pipeline)), predict_(predict), meter_(meter), executor_(model, grid.pipeline()) {
   if (stages_ > 1 && model_.tied_index() < 0)
     throw UserError("parallel.schedule = \"xpipe\" runs models with a tied embedding (the GPT); use gpipe or 1f1b");
   evaluation_ = forward_only_schedule(stages_, micro_batches_);
@@ -265,20 +270,21 @@ std::vector<StreamStep> XPipeEngine<T>::train_stream(int64_t first_step, const s
     host(done + n) = stream.norms_squared()[size_t(n)];
   }
   Kokkos::deep_copy(totals, host);
-  pipe_.allreduce_sum(V1<double>(totals));  // each stage's loss share and own norm
+  pipe_.allreduce_sum(V1<double>(totals));                                // each stage's loss share and own norm
   data_.allreduce_sum(Kokkos::subview(totals, std::make_pair(0, done)));  // replicas agree on the norms
   Kokkos::deep_copy(host, totals);
   timers.stop("grad_allreduce");
   std::vector<StreamStep> out(static_cast<size_t>(done));
   for (int n = 0; n < done; ++n)
-    out[size_t(n)] = {host(n) / (double(global_batch) * double(model_.targets_per_sample())), std::sqrt(host(done + n))};
+    out[size_t(n)] = {host(n) / (double(global_batch) * double(model_.targets_per_sample())),
+                      std::sqrt(host(done + n))};
   return out;
 }
 
 template <class T>
 std::vector<StepOutcome> XPipeEngine<T>::train_steps(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
-                                                    int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
-                                                    const std::function<bool()>& stop_requested) {
+                                                     int64_t global_batch, OptimizerStep<T>& update, Timers& timers,
+                                                     const std::function<bool()>& stop_requested) {
   StreamUpdate<T> stream;
   stream.step = &update;
   stream.predict = predict_;
