@@ -98,7 +98,7 @@ struct AttentionSpan {
 template <class T>
 void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatrices<const T> q, HeadMatrices<const T> k,
                             HeadMatrices<const T> v, int64_t b, int64_t h, int64_t hs, const AttentionSpan& span,
-                            Precision precision, AttentionTiling tiling,
+                            ProductPrecision precision, AttentionTiling tiling,
                             const std::function<void()>& between_blocks = {}) {
   if (span.causal && span.k0 > span.q0)
     throw std::logic_error("attention: a causal span whose first key follows its first query");
@@ -188,7 +188,7 @@ void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatric
 // logsumexp of each row's scaled scores (what the backward needs with out).
 template <class T>
 void attention_forward(V2<T> out, V2<T> lse, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
-                       Precision precision = Precision::FP32, AttentionTiling tiling = {0, 0, 0}) {
+                       ProductPrecision precision = Precision::FP32, AttentionTiling tiling = {0, 0, 0}) {
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
   const int64_t c = out.extent(1), hs = c / h;
   const auto rounded_qkv = round_for_pass(precision, qkv.data(), int64_t(qkv.size()));
@@ -221,7 +221,7 @@ template <class T>
 void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrices<T> dv, HeadMatrices<const T> q,
                              HeadMatrices<const T> k, HeadMatrices<const T> v, HeadMatrices<const T> dy,
                              const T* lse_ptr, const T* d_ptr, int64_t t, int64_t b, int64_t h, int64_t hs,
-                             const AttentionSpan& span, Precision precision, AttentionTiling tiling,
+                             const AttentionSpan& span, ProductPrecision precision, AttentionTiling tiling,
                              const std::function<void()>& between_blocks = {}) {
   if (span.causal && span.k0 > span.q0)
     throw std::logic_error("attention: a causal span whose first key follows its first query");
@@ -312,7 +312,7 @@ void zero_key_value_columns(V2<T> dqkv) {
 // dout (B*T, C) -> dqkv (B*T, 3C), from the forward's qkv, out and lse.
 template <class T>
 void attention_backward(V2<T> dqkv, V2<const T> qkv, V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b,
-                        int64_t t, int64_t h, Precision precision = Precision::FP32,
+                        int64_t t, int64_t h, ProductPrecision precision = Precision::FP32,
                         AttentionTiling tiling = {0, 0, 0}) {
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
   const int64_t c = dout.extent(1), hs = c / h;

@@ -219,7 +219,6 @@ std::vector<RoundedCopy*>& live_copies() {
   static std::vector<RoundedCopy*> live;
   return live;
 }
-bool copies_enabled = true;
 int64_t copy_reads = 0;
 // Buffers of copies that ended, for the next ones: a pass's copy (attention's Q, K, V,
 // the head's dlogits) is made once per micro-batch, and a fresh allocation each time
@@ -250,9 +249,6 @@ RoundedCopy::RoundedCopy(const float* values, int64_t n, const uint64_t* changes
   live_copies().push_back(this);
 }
 
-void RoundedCopy::set_enabled(bool enabled) { copies_enabled = enabled; }
-bool RoundedCopy::enabled() { return copies_enabled; }
-
 RoundedCopy::~RoundedCopy() {
   auto& live = live_copies();
   live.erase(std::remove(live.begin(), live.end(), this), live.end());
@@ -269,7 +265,6 @@ bool RoundedCopy::pays() {
 
 const uint16_t* RoundedCopy::lookup(const float* begin, int64_t extent) {
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
-  if (!copies_enabled) return nullptr;
   for (RoundedCopy* r : live_copies()) {
     const auto first = reinterpret_cast<uintptr_t>(r->values_), at = reinterpret_cast<uintptr_t>(begin);
     if (at < first || (at - first) / sizeof(float) + uint64_t(extent) > uint64_t(r->n_)) continue;

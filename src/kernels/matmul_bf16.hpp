@@ -67,12 +67,8 @@ class RoundedCopy {
 
   // Whether products here round their operands in a separate pass (so a copy pays).
   static bool pays();
-  // Whether products read live copies (model.bf16_round_once; true until set): false
-  // makes every product round its operands itself, as a reference.
-  static void set_enabled(bool enabled);
-  static bool enabled();
   // The bf16 copy of [begin, begin + extent) if a live copy holds that range (remade
-  // first if its buffer changed) and copies are enabled, else nullptr.
+  // first if its buffer changed), else nullptr.
   static const uint16_t* lookup(const float* begin, int64_t extent);
   // Operands read from copies so far, in this process (tests: the copies were used).
   static int64_t reads();

@@ -13,14 +13,25 @@
 
 namespace strata::kernels {
 
+// The precision of a caller's products (model.precision) and, for bf16, whether operands
+// that many products read are rounded once (model.bf16_round_once, the default) or by
+// every product (false: the reference the tests compare with; the same bits). Converts
+// from and to Precision, so a caller that has no choice to make passes a Precision.
+struct ProductPrecision {
+  Precision type = Precision::FP32;
+  bool round_once = true;
+  ProductPrecision(Precision p = Precision::FP32, bool once = true) : type(p), round_once(once) {}
+  operator Precision() const { return type; }
+};
+
 // An operand that many bf16 products of one pass read (attention's blocks of Q, K, V and
 // of the output gradient): rounded to bf16 once, while the returned copy lives, instead of
 // in every product (the same rounding: the same results). nullptr where products do not
-// round in a pass of their own, in fp32, or with the copies turned off.
+// round in a pass of their own, in fp32, or without round_once.
 template <class T>
-std::unique_ptr<RoundedCopy> round_for_pass(Precision precision, const T* values, int64_t n) {
+std::unique_ptr<RoundedCopy> round_for_pass(ProductPrecision precision, const T* values, int64_t n) {
   if constexpr (std::is_same_v<T, float>)
-    if (precision == Precision::BF16 && RoundedCopy::pays() && RoundedCopy::enabled())
+    if (precision.type == Precision::BF16 && precision.round_once && RoundedCopy::pays())
       return std::make_unique<RoundedCopy>(values, n);
   (void)values, (void)n;
   return nullptr;
@@ -31,8 +42,8 @@ std::unique_ptr<RoundedCopy> round_for_pass(Precision precision, const T* values
 // (kernels/bf16.hpp), instead of in T for them to round: bf16 products that round in a
 // pass of their own, with rounding once on (model.bf16_round_once).
 template <class T>
-bool writes_bf16_operands(Precision precision) {
-  return std::is_same_v<T, float> && precision == Precision::BF16 && RoundedCopy::pays() && RoundedCopy::enabled();
+bool writes_bf16_operands(ProductPrecision precision) {
+  return std::is_same_v<T, float> && precision.type == Precision::BF16 && precision.round_once && RoundedCopy::pays();
 }
 
 // c = op(a) op(b) + beta c (alpha 1), as gemm<T>("N"/"T", "N"/"T", 1, a, b, beta, c).

@@ -25,8 +25,8 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
     blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c,
                          cfg.n_head, cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,
                          &context_workspace_);
-  head_ = std::make_unique<LMHead<T>>(store_, tp_, cfg.precision, embedding_->wte_index(), c, cfg.vocab_size,
-                                      placement_.last());
+  head_ = std::make_unique<LMHead<T>>(store_, tp_, kernels::ProductPrecision(cfg.precision, cfg.bf16_round_once),
+                                      embedding_->wte_index(), c, cfg.vocab_size, placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.
@@ -103,10 +103,10 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
-      aux_loss_ += blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, act.scratch);
+      aux_loss_ += blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, grad_scratch_);
       x = act.blocks[begin].out;
     } else {
-      aux_loss_ += blocks_[l].forward(local, x, act.blocks[l], act.recomputed, act.scratch);
+      aux_loss_ += blocks_[l].forward(local, x, act.blocks[l], act.recomputed, grad_scratch_);
       x = act.blocks[l].out;
     }
   }
@@ -144,9 +144,9 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full)
-      blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, act.scratch, true);  // the same values again
-    blocks_[l].backward_input(local, act.dres, k, act.scratch, act.recomputed, dloss_scale);
-    blocks_[l].backward_weight(k, act.recomputed, act.scratch);
+      blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true);  // the same values again
+    blocks_[l].backward_input(local, act.dres, k, grad_scratch_, act.recomputed, dloss_scale);
+    blocks_[l].backward_weight(k, act.recomputed, grad_scratch_);
     ready(block_ranges_[l]);
   }
   if (placement_.model_first(act.chunk)) {
@@ -162,11 +162,11 @@ void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T
   if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
   if (placement_.model_last(act.chunk)) {
-    act.scratch.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
+    grad_scratch_.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
     if (whole_head)  // dlnf through the blocks' scratch
-      head_->backward(dloss_scale, act.dres, act.scratch.dc, head_cache(act), act.scratch.rows);
+      head_->backward(dloss_scale, act.dres, grad_scratch_.dc, head_cache(act), grad_scratch_.rows);
     else
-      head_->backward_input(dloss_scale, act.dres, act.scratch.dc, head_cache(act), act.scratch.rows);
+      head_->backward_input(dloss_scale, act.dres, grad_scratch_.dc, head_cache(act), grad_scratch_.rows);
   } else {
     Kokkos::deep_copy(act.dres, dout);
   }
@@ -181,7 +181,7 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;)
-    blocks_[l].backward_input(local, act.dres, act.blocks[l], act.scratch, act.recomputed, dloss_scale);
+    blocks_[l].backward_input(local, act.dres, act.blocks[l], grad_scratch_, act.recomputed, dloss_scale);
 }
 
 template <class T>
@@ -196,7 +196,7 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
   }
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;) {
-    blocks_[l].backward_weight(act.blocks[l], act.recomputed, act.scratch);
+    blocks_[l].backward_weight(act.blocks[l], act.recomputed, grad_scratch_);
     ready(block_ranges_[l]);
   }
   if (placement_.model_first(act.chunk)) {
@@ -232,9 +232,12 @@ std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
 template <class T>
 int64_t GPT<T>::workspace_bytes_for(const BlockContext& ctx) const {
   const int first = placement_.chunk(0).first;
-  if (!cp_.active() || placement_.held_layers() == 0) return 0;
   const BlockContext local = local_context(ctx);
-  return ContextWorkspace<T>::bytes_for(cp_.all_to_all, local.batch * local.seq_len, blocks_[first].widths().a);
+  // the backward's scratch, one for every micro-batch: blocks and the head's input gradient
+  int64_t b = TransformerGradScratch<T>::bytes_for(local.rows(), blocks_[first].widths());
+  if (cp_.active() && placement_.held_layers() > 0)
+    b += ContextWorkspace<T>::bytes_for(cp_.all_to_all, local.batch * local.seq_len, blocks_[first].widths().a);
+  return b;
 }
 
 template <class T>
@@ -243,8 +246,7 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const int64_t rows = local.rows(), c = boundary_shape(ctx).second;
   const int64_t stream = boundary_shape(ctx).first;  // the residual stream's rows (sequence parallelism: rows / t)
   const auto [begin, end] = placement_.chunk(chunk);
-  int64_t b = TransformerGradScratch<T>::bytes_for(rows, blocks_[begin].widths()) +
-              stream * c * int64_t(sizeof(T));              // scratch and dres
+  int64_t b = stream * c * int64_t(sizeof(T));              // dres
   const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
   const int64_t scratch_rows = tp_.mode == TensorMode::TwoD ? sequence_rows : tp_.row_split() > 1 ? rows : 0;
   if (placement_.model_first(chunk))

@@ -31,16 +31,14 @@ struct GPTActivations : StageCache {
   EmbeddingCache<T> emb;
   std::vector<TransformerCache<T>> blocks;
   LMHeadCache<T> head;
-  Tensor2<T> dres;  // (BT, C) residual-stream gradient, reused layer by layer
-  TransformerGradScratch<T> scratch;
+  Tensor2<T> dres;                      // (BT, C) residual-stream gradient, reused layer by layer
   TransformerRecomputed<T> recomputed;  // parallel.recompute = "selective" only
   // parallel.recompute = "full": each block's input, the stage's output (the head's input,
   // what is sent on); the blocks share one cache, the first held block's
   std::vector<Tensor2<T>> block_inputs;
   Tensor2<T> out;
   int64_t bytes() const override {
-    int64_t b =
-        emb.bytes() + head.bytes() + scratch.bytes() + recomputed.bytes() + view_bytes(dres, out, tokens, targets);
+    int64_t b = emb.bytes() + head.bytes() + recomputed.bytes() + view_bytes(dres, out, tokens, targets);
     for (const auto& c : blocks) b += c.bytes();
     for (const auto& x : block_inputs) b += view_bytes(x);
     return b;
@@ -126,7 +124,7 @@ class GPT : public StageModel<T> {
   // Its weight half then runs with its input half (the next forward overwrites the logits).
   void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }
   int64_t shared_cache_bytes() const override { return share_head_ ? shared_head_.bytes() : 0; }
-  int64_t workspace_bytes() const override { return context_workspace_.bytes(); }
+  int64_t workspace_bytes() const override { return context_workspace_.bytes() + grad_scratch_.bytes(); }
   int64_t workspace_bytes_for(const BlockContext& ctx) const override;
   int64_t shared_cache_bytes_for(const BlockContext& ctx) const override;
   // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
@@ -173,6 +171,11 @@ class GPT : public StageModel<T> {
   // the context split's buffers, kept between calls and shared by the blocks (declared
   // before them: they hold its address)
   ContextWorkspace<T> context_workspace_;
+  // the blocks' backward scratch (and under sequence parallelism the gathers' buffers),
+  // one for all micro-batches: a stage runs one pass at a time, and nothing in it outlives
+  // the pass (the zero-bubble schedules' weight halves read their caches, and refuse
+  // sequence parallelism, whose weight half reads the gathers)
+  TransformerGradScratch<T> grad_scratch_;
   std::vector<TransformerBlock<T>> blocks_;
   std::unique_ptr<LMHead<T>> head_;
   GPTActivations<T> act_;

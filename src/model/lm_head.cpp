@@ -9,8 +9,8 @@
 namespace strata {
 
 template <class T>
-LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c,
-                  int64_t vocab, bool held)
+LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, kernels::ProductPrecision precision, int wte_index,
+                  int64_t c, int64_t vocab, bool held)
     : store_(store), tp_(tp), precision_(precision), wte_(wte_index), c_(c), vocab_(vocab) {
   const Shard shard = held ? tensor_shard(tp, {c}, -1, -1, 0) : not_held({c});
   lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, shard);

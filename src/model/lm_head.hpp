@@ -5,6 +5,7 @@
 // is this rank's rows: the final layer norm runs on them, and its output is gathered for
 // the logits, which are over every row.
 #include "comm/traffic.hpp"
+#include "kernels/products.hpp"
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
 #include "parallel/tensor_parallel.hpp"
@@ -51,8 +52,8 @@ class LMHead {
   // held: this rank is on the last pipeline stage (else it only declares lnf).
   // vocab: the real vocabulary; wte's rows past it (model.padded_vocab_size) get logits of
   // -inf, so the softmax, the loss and sampling leave them out and they get no gradient.
-  LMHead(ParamStore<T>& store, const TensorParallel& tp, Precision precision, int wte_index, int64_t c, int64_t vocab,
-         bool held = true);
+  LMHead(ParamStore<T>& store, const TensorParallel& tp, kernels::ProductPrecision precision, int wte_index, int64_t c,
+         int64_t vocab, bool held = true);
   // x (BT, C'; under sequence parallelism this rank's BT/t rows), targets (BT) of this
   // rank's rows -> sum of those rows' token losses.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
@@ -74,7 +75,7 @@ class LMHead {
  private:
   ParamStore<T>& store_;
   const TensorParallel& tp_;
-  Precision precision_;  // of the products (model.precision)
+  kernels::ProductPrecision precision_;  // of the products (model.precision, model.bf16_round_once)
   int wte_, lnf_w_, lnf_b_;
   int64_t c_, vocab_;
 };

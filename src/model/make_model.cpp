@@ -159,7 +159,6 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorPara
     model = make_gpt(deck, tp, cp, ep, stage, allocate);
   }
   if (allocate) {
-    kernels::RoundedCopy::set_enabled(deck.model.bf16_round_once);
     if (keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
   }
   return model;

@@ -78,7 +78,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
                                       Precision precision, bool round_once, Recompute recompute, int layer,
                                       int64_t n_layer, int64_t c, int64_t n_head, double std, bool held,
                                       const MixtureSetup* mixture, ContextWorkspace<T>* context_workspace)
-    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace), precision_(precision),
+    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace), precision_(precision), round_once_(round_once),
       selective_(recompute == Recompute::Selective), c_(c) {
   if (cp.active() && !context_workspace) throw std::logic_error("TransformerBlock: a context split needs a workspace");
   const std::string p = "blocks." + std::to_string(layer) + ".";
@@ -143,12 +143,12 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   });  // (BT, 3A)
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
-                                    precision_);
+                                    attention_precision());
   else if (cp_.active())
     ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
-                              precision_);  // (BT, A)
+                              attention_precision());  // (BT, A)
   else
-    attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, attention_precision());
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows);  // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
   // MLP branch
@@ -204,12 +204,12 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
-                                     w_.heads, precision_);
+                                     w_.heads, attention_precision());
   else if (cp_.active())
     ring_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads,
-                               precision_);
+                               attention_precision());
   else
-    attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
+    attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, attention_precision());
   Kokkos::deep_copy(k.qkv, g.dqkv);
   tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,

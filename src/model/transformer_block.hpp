@@ -194,6 +194,8 @@ class TransformerBlock {
   const ContextParallel& cp_;
   ContextWorkspace<T>* context_ws_;
   Precision precision_;
+  bool round_once_;  // model.bf16_round_once: attention's operands rounded once per pass
+  kernels::ProductPrecision attention_precision() const { return {precision_, round_once_}; }
   bool selective_;  // parallel.recompute = "selective": fch_gelu goes to `recomputed`
   int64_t c_;       // the model's hidden size C
   BlockWidths w_;

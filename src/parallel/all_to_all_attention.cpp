@@ -76,7 +76,8 @@ V2<T> matrix(ContextWorkspace<T>& ws, int slot, int64_t rows, int64_t cols) {
 
 template <class T>
 void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse,
-                                  V2<const T> qkv, int64_t b, int64_t t, int64_t h, Precision precision) {
+                                  V2<const T> qkv, int64_t b, int64_t t, int64_t h,
+                                  kernels::ProductPrecision precision) {
   const int64_t x = cp.size, a = out.extent(1) / x, big_t = t * x, heads = h / x;
   if (h % x != 0)
     throw std::logic_error("all-to-all attention: " + std::to_string(h) + " heads over " + std::to_string(x) +
@@ -90,7 +91,7 @@ void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>
 template <class T>
 void all_to_all_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv,
                                    V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
-                                   Precision precision) {
+                                   kernels::ProductPrecision precision) {
   const int64_t x = cp.size, a = dout.extent(1) / x, big_t = t * x, heads = h / x;
   if (h % x != 0)
     throw std::logic_error("all-to-all attention: " + std::to_string(h) + " heads over " + std::to_string(x) +
@@ -117,12 +118,12 @@ void all_to_all_attention_backward_traffic(Traffic& out, const ContextParallel& 
   out.add("context", "alltoall", Collective::AllToAll, cp.size, rows * a * e, 2);
 }
 
-#define STRATA_A2A_ATTENTION_INSTANTIATE(T)                                                                        \
-  template void all_to_all_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>,        \
-                                                V2<const T>, int64_t, int64_t, int64_t, Precision);                \
-  template void all_to_all_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>, \
-                                                 V2<const T>, V2<const T>, V2<const T>, int64_t, int64_t, int64_t, \
-                                                 Precision);
+#define STRATA_A2A_ATTENTION_INSTANTIATE(T)                                                                         \
+  template void all_to_all_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>,         \
+                                                V2<const T>, int64_t, int64_t, int64_t, kernels::ProductPrecision); \
+  template void all_to_all_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>,  \
+                                                 V2<const T>, V2<const T>, V2<const T>, int64_t, int64_t, int64_t,  \
+                                                 kernels::ProductPrecision);
 STRATA_A2A_ATTENTION_INSTANTIATE(float)
 STRATA_A2A_ATTENTION_INSTANTIATE(double)
 #undef STRATA_A2A_ATTENTION_INSTANTIATE

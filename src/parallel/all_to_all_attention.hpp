@@ -14,6 +14,7 @@
 #include "comm/traffic.hpp"
 #include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
+#include "kernels/products.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/context_workspace.hpp"
 
@@ -24,11 +25,12 @@ namespace strata {
 // The exchange buffers and the gathered heads are ws's slots 0-5.
 template <class T>
 void all_to_all_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse,
-                                  V2<const T> qkv, int64_t b, int64_t t, int64_t h, Precision precision);
+                                  V2<const T> qkv, int64_t b, int64_t t, int64_t h,
+                                  kernels::ProductPrecision precision);
 template <class T>
 void all_to_all_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv,
                                    V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
-                                   Precision precision);
+                                   kernels::ProductPrecision precision);
 
 void all_to_all_attention_forward_traffic(Traffic& out, const ContextParallel& cp, int64_t rows, int64_t a, int64_t e);
 void all_to_all_attention_backward_traffic(Traffic& out, const ContextParallel& cp, int64_t rows, int64_t a, int64_t e);

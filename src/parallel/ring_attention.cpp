@@ -81,7 +81,8 @@ kernels::AttentionSpan visiting_span(const ContextParallel& cp, int from, int64_
 
 template <class T>
 void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv,
-                            int64_t b, int64_t t, int64_t h, Precision precision, kernels::AttentionTiling tiling) {
+                            int64_t b, int64_t t, int64_t h, kernels::ProductPrecision precision,
+                            kernels::AttentionTiling tiling) {
   using namespace kernels;
   const int64_t a = out.extent(1), hs = a / h;
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
@@ -123,7 +124,7 @@ void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, 
 template <class T>
 void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv,
                              V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
-                             Precision precision, kernels::AttentionTiling tiling) {
+                             kernels::ProductPrecision precision, kernels::AttentionTiling tiling) {
   using namespace kernels;
   const int64_t a = dout.extent(1), hs = a / h;
   if (tiling.rows == 0) tiling = attention_tiling(t, h);
@@ -211,10 +212,11 @@ void ring_attention_backward_traffic(Traffic& out, const ContextParallel& cp, in
 
 #define STRATA_RING_ATTENTION_INSTANTIATE(T)                                                                       \
   template void ring_attention_forward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<T>, V2<const T>, \
-                                          int64_t, int64_t, int64_t, Precision, kernels::AttentionTiling);         \
+                                          int64_t, int64_t, int64_t, kernels::ProductPrecision,                    \
+                                          kernels::AttentionTiling);                                               \
   template void ring_attention_backward<T>(const ContextParallel&, ContextWorkspace<T>&, V2<T>, V2<const T>,       \
                                            V2<const T>, V2<const T>, V2<const T>, int64_t, int64_t, int64_t,       \
-                                           Precision, kernels::AttentionTiling);
+                                           kernels::ProductPrecision, kernels::AttentionTiling);
 STRATA_RING_ATTENTION_INSTANTIATE(float)
 STRATA_RING_ATTENTION_INSTANTIATE(double)
 #undef STRATA_RING_ATTENTION_INSTANTIATE

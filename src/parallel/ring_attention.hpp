@@ -35,13 +35,13 @@ namespace strata {
 // tiling: the fused kernel's blocks (default: kernels::attention_tiling's).
 template <class T>
 void ring_attention_forward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> out, V2<T> lse, V2<const T> qkv,
-                            int64_t b, int64_t t, int64_t h, Precision precision,
+                            int64_t b, int64_t t, int64_t h, kernels::ProductPrecision precision,
                             kernels::AttentionTiling tiling = {0, 0, 0});
 // dout (B*t, A) -> dqkv (B*t, 3A), from the forward's qkv, out and lse.
 template <class T>
 void ring_attention_backward(const ContextParallel& cp, ContextWorkspace<T>& ws, V2<T> dqkv, V2<const T> qkv,
                              V2<const T> out, V2<const T> lse, V2<const T> dout, int64_t b, int64_t t, int64_t h,
-                             Precision precision, kernels::AttentionTiling tiling = {0, 0, 0});
+                             kernels::ProductPrecision precision, kernels::AttentionTiling tiling = {0, 0, 0});
 
 // What one forward (and with backward, also its backward) sends, for `rows` = B*t local rows
 // and a local heads' width a; e the element size.

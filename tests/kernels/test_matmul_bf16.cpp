@@ -189,7 +189,7 @@ TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forwa
   REQUIRE_BF16_PRODUCTS();
   const int b = 2, t = 300, h = 2, hs = 8, c = h * hs;  // two key blocks, five query blocks
   const auto qkv = random_vector<float>(b * t * 3 * c, 31), r = random_vector<float>(b * t * c, 32);
-  const auto run = [&](Precision precision) {
+  const auto run = [&](kernels::ProductPrecision precision) {
     auto d = to_device(qkv), dr = to_device(r);
     Tensor1<float> y("y", b * t * c), lse("lse", b * h * t), g("g", b * t * 3 * c);
     kernels::attention_forward<float>(mat(y, b * t, c), mat(lse, b * h, t), mat(d, b * t, 3 * c), b, t, h, precision);
@@ -204,9 +204,7 @@ TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forwa
   if (kernels::RoundedCopy::pays()) CHECK(kernels::RoundedCopy::reads() > reads_before);
   // Q, K, V and dO rounded once per pass (the default) against rounded in every block's
   // product: the same rounding, so the same bits
-  kernels::RoundedCopy::set_enabled(false);
-  const auto bf16_each = run(Precision::BF16);
-  kernels::RoundedCopy::set_enabled(true);
+  const auto bf16_each = run(kernels::ProductPrecision(Precision::BF16, false));
   CHECK(bf16_each.first == bf16.first);
   CHECK(bf16_each.second == bf16.second);
   CHECK(max_rel_error(bf16.first, fp32.first) < 2e-2);
