@@ -139,6 +139,21 @@ RunDescription describe_model(const Deck& deck, StageModel<float>& model, const 
   return describe_gpt(deck, static_cast<GPT<float>&>(model), run);
 }
 
+std::vector<std::array<int64_t, 3>> model_product_shapes(const Deck& d) {
+  const auto& m = d.model;
+  const int64_t rows_per_replica = d.data.batch_size / d.parallel.data;
+  switch (m.kind) {
+    case ModelKind::ResNet:
+      return {{rows_per_replica, 784, m.width}, {rows_per_replica, m.width, m.width}, {rows_per_replica, m.width, 10}};
+    case ModelKind::Softmax:
+      return {{rows_per_replica, 784, 10}};
+    case ModelKind::GPT:
+      break;
+  }
+  const int64_t rows = std::min<int64_t>(rows_per_replica * m.seq_len, 2048), c = m.n_embd;
+  return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_rows()}};
+}
+
 void require_precision_runs(Precision precision) {
   if (precision == Precision::BF16)
     if (const std::string why = kernels::bf16_products_unavailable(); !why.empty())

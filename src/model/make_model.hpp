@@ -1,7 +1,9 @@
 #pragma once
 // The one place a deck's model is chosen and built (model.kind): the GPT or the residual
 // network, as the part this rank holds (its pipeline stage and tensor shard) on a Grid.
+#include <array>
 #include <memory>
+#include <vector>
 
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
@@ -49,6 +51,11 @@ std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model);
 // where products round in a pass of their own: ParamStore::keep_rounded_copy); allocated
 // models do it when this says so, the planner counts its bytes.
 bool keeps_rounded_copy(const Deck& deck);
+
+// (m, k, n) of the deck's model's matrix products, a data replica's rows as the trainer
+// probes them (strata calibrate measures the GEMM rate there); images are taken as
+// Fashion-MNIST's (784 pixels, 10 classes).
+std::vector<std::array<int64_t, 3>> model_product_shapes(const Deck& deck);
 
 // model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
 void require_precision_runs(Precision precision);

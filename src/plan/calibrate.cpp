@@ -43,17 +43,6 @@ std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, dou
 
 namespace {
 
-// (m, k, n) of the deck's model's matrix products, rows as the trainer probes them
-std::vector<std::array<int64_t, 3>> model_shapes(const Deck& d) {
-  const auto& m = d.model;
-  const int64_t rows_per_replica = d.data.batch_size / d.parallel.data;
-  if (m.kind == ModelKind::ResNet)
-    return {{rows_per_replica, 784, m.width}, {rows_per_replica, m.width, m.width}, {rows_per_replica, m.width, 10}};
-  if (m.kind == ModelKind::Softmax) return {{rows_per_replica, 784, 10}};
-  const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
-  return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_rows()}};
-}
-
 double triad_bandwidth() {
   const int64_t n = int64_t(64) << 18;  // 64 MiB of floats per array
   Tensor1<float> a("triad.a", n), b("triad.b", n), c("triad.c", n);
@@ -174,7 +163,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.ranks_per_node = p;
 
   double flops = 0, seconds = 0;
-  for (const auto& [r, k, n] : model_shapes(deck)) {
+  for (const auto& [r, k, n] : model_product_shapes(deck)) {
     const double gf = measure_gemm_gflops(r, k, n, 0.2);
     const double f = 2.0 * double(r) * double(k) * double(n);
     flops += f;
@@ -184,7 +173,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
   if (kernels::bf16_products_unavailable().empty()) {      // the same shapes with bf16 operands
     double bf16_seconds = 0;
-    for (const auto& [r, k, n] : model_shapes(deck)) {
+    for (const auto& [r, k, n] : model_product_shapes(deck)) {
       const double gf = measure_gemm_gflops(r, k, n, 0.2, Precision::BF16);
       bf16_seconds += 2.0 * double(r) * double(k) * double(n) / (gf * 1e9);
       cal.gemm.emplace_back(strfmt("%lld x %lld x %lld bf16", (long long)r, (long long)k, (long long)n), gf);
