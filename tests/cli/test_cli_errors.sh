@@ -40,6 +40,15 @@ levels = 2
 cfactor = 2
 '
 printf '%s' "$resnet" > resnet.toml
+softmax='[run]
+steps = 2
+[model]
+kind = "softmax"
+[data]
+kind = "images"
+batch_size = 4
+'
+printf '%s' "$softmax" > softmax.toml
 printf 'not an IDX file' | gzip > train-images-idx3-ubyte.gz
 printf 'x' > train-labels-idx1-ubyte
 
@@ -143,6 +152,14 @@ expect 1 'resnet.toml: model.n_embd is the GPT'"'"'s: for kind = "resnet" use mo
 expect 1 'resnet.toml: model.n_head applies to kind = "gpt" only' -- deck resnet.toml --set model.n_head=2
 expect 1 'good.toml: model.steps applies to kind = "resnet" only' -- deck good.toml --set model.steps=8
 expect 2 'model.steps (8) must be at least parallel.pipeline (16)' -- train resnet.toml --set parallel.pipeline=16
+# the softmax regression: neither kind's keys, one layer, no tensor or context split, images only
+expect 1 'softmax.toml: model.steps applies to kind = "resnet" only' -- deck softmax.toml --set model.steps=8
+expect 1 'softmax.toml: model.n_layer applies to kind = "gpt" only' -- deck softmax.toml --set model.n_layer=8
+expect 2 "the softmax regression's layers (1) must be at least parallel.pipeline (2)" -- train softmax.toml --set parallel.pipeline=2
+expect 2 'model.kind = "softmax" has no tensor split: it runs data parallelism' -- train softmax.toml --set parallel.tensor_cols=2
+expect 2 "the softmax regression's samples are not sequences: use parallel.data" -- train softmax.toml --set parallel.context=2
+expect 1 'data.kind "images" goes with model.kind = "resnet" or "softmax"' -- train softmax.toml --set data.kind=random
+expect 1 '"mgrit" is the residual network' -- train softmax.toml --set parallel.schedule=mgrit
 expect 1 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (" -- train resnet.toml --set layerpar.levels=64 --set layerpar.cfactor=1024
 expect 1 "optim.lr must be a finite number (got inf)" -- train good.toml --set optim.lr=inf
 expect 1 "run.name must be a plain name: not empty, no '/', not '.' or '..' (got \"..\")" -- train good.toml --set run.name=..

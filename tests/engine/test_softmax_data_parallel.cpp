@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,33 @@ TEST_CASE("the softmax regression's data-parallel runs equal its serial run", "[
     CHECK(worst < 3e-7);
     CHECK(max_abs_diff(params, ser_params) < 5e-5);
     CHECK(ser.losses.back() < ser.losses.front());  // it learns
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("the softmax regression restarts from its checkpoint", "[mpi][softmax][checkpoint]") {
+  const int n = world_size(), rank = world_rank();
+  const std::string name = "np" + std::to_string(n);  // ctest runs np1/np2/np4 side by side
+  const auto deck = [&](const std::string& run, int ranks, int64_t every) {
+    return softmax_deck({"run.out_dir=softmax_test_runs", "run.name=" + run, "parallel.data=" + std::to_string(ranks),
+                         "run.checkpoint_every=" + std::to_string(every), "parallel.zero=1"});
+  };
+  if (rank == 0)
+    for (const char* suffix : {"", "-resumed", "-serial"})
+      std::filesystem::remove_all("softmax_test_runs/" + name + suffix);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const TrainResult full = Training(deck(name, n, 3), MPI_COMM_WORLD, quiet(true)).run();
+  const std::string ckpt = "softmax_test_runs/" + name + "/checkpoints/ckpt_00000003.h5";
+  const TrainResult resumed = Training(deck(name + "-resumed", n, 0), MPI_COMM_WORLD, quiet(true, ckpt)).run();
+  CHECK(resumed.first_step == 3);
+  REQUIRE(resumed.losses.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(resumed.losses[i] == full.losses[3 + i]);
+  REQUIRE(!resumed.accuracy.empty());
+  CHECK(resumed.accuracy.back() == full.accuracy.back());
+  if (rank == 0) {  // another layout reads the n-rank (ZeRO-1) checkpoint
+    const TrainResult serial = Training(deck(name + "-serial", 1, 0), MPI_COMM_SELF, quiet(true, ckpt)).run();
+    REQUIRE(serial.losses.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(serial.losses[i] == Approx(full.losses[3 + i]).epsilon(1e-6));
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
