@@ -43,8 +43,10 @@ void run_products(benchmark::State& state, Precision precision) {
       state.SkipWithError(why.c_str());
       return;
     }
+  kernels::ProductWorkspace workspace;  // as a model's: primitives and rounded operands kept
+  const kernels::ProductPrecision products(precision, true, &workspace);
   for (auto _ : state) {
-    kernels::product<float>(precision, "N", "N", a, b, 0.0f, c);
+    kernels::product<float>(products, "N", "N", a, b, 0.0f, c);
     Kokkos::fence();
   }
   set_flops(state, 2.0 * double(m) * double(k) * double(n));
@@ -94,12 +96,14 @@ BENCHMARK(BM_gelu_forward_backward)->Unit(benchmark::kMillisecond);
 // flops each forward (Q K^T, P V) and 8 hs backward (dV, dP, dQ, dK); the fused backward
 // remakes Q K^T on top, which is not counted.
 template <bool kFused>
-void run_attention(benchmark::State& state, Precision precision) {
-  if (precision == Precision::BF16)
+void run_attention(benchmark::State& state, Precision type) {
+  if (type == Precision::BF16)
     if (const std::string why = kernels::bf16_products_unavailable(); !why.empty()) {
       state.SkipWithError(why.c_str());
       return;
     }
+  kernels::ProductWorkspace workspace;  // as a model's
+  const kernels::ProductPrecision precision(type, true, &workspace);
   const int64_t t = state.range(0), b = state.range(1), rows = b * t;
   Tensor2<float> qkv("qkv", rows, 3 * kC), y("y", rows, kC), dqkv("dqkv", rows, 3 * kC), lse("lse", b * kH, t);
   fill(qkv, 0.01f);

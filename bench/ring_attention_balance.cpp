@@ -47,9 +47,11 @@ std::pair<double, double> run(Comm& ring, bool zigzag, int64_t t_full, int64_t h
   Kokkos::deep_copy(qkv, hq);
   Kokkos::deep_copy(dout, hd);
   ContextWorkspace<float> ws;
+  kernels::ProductWorkspace products;  // as a model's
+  const kernels::ProductPrecision p(precision, true, &products);
   const auto call = [&] {
-    ring_attention_forward<float>(cp, ws, out, lse, qkv, 1, t, h, precision);
-    ring_attention_backward<float>(cp, ws, dqkv, qkv, out, lse, dout, 1, t, h, precision);
+    ring_attention_forward<float>(cp, ws, out, lse, qkv, 1, t, h, p);
+    ring_attention_backward<float>(cp, ws, dqkv, qkv, out, lse, dout, 1, t, h, p);
   };
   call();  // warm
   barrier(ring.raw());

@@ -36,8 +36,8 @@ inline int64_t causal_block_rows(int64_t t) { return t <= 512 ? 64 : 128; }
 // s = x y^T for x, y (T, hs) per head, on and below the diagonal blocks; the entries
 // right of each row block's last key are not written.
 template <class T>
-void causal_scores(Precision precision, HeadMatrices<const T> x, HeadMatrices<const T> y, HeadMatrices<T> s, int64_t b,
-                   int64_t h, int64_t t, int64_t hs, int64_t block) {
+void causal_scores(ProductPrecision precision, HeadMatrices<const T> x, HeadMatrices<const T> y, HeadMatrices<T> s,
+                   int64_t b, int64_t h, int64_t t, int64_t hs, int64_t block) {
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t r0 = 0; r0 < t; r0 += block) {
       const int64_t r1 = std::min(t, r0 + block);
@@ -49,8 +49,8 @@ void causal_scores(Precision precision, HeadMatrices<const T> x, HeadMatrices<co
 // z = p w per head, for p (T, T) zero above the diagonal (read on and below the diagonal
 // blocks only) and w (T, hs).
 template <class T>
-void causal_times(Precision precision, HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z, int64_t b,
-                  int64_t h, int64_t t, int64_t hs, int64_t block) {
+void causal_times(ProductPrecision precision, HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z,
+                  int64_t b, int64_t h, int64_t t, int64_t hs, int64_t block) {
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t r0 = 0; r0 < t; r0 += block) {
       const int64_t r1 = std::min(t, r0 + block);
@@ -61,8 +61,8 @@ void causal_times(Precision precision, HeadMatrices<const T> p, HeadMatrices<con
 
 // z = p^T w per head, p as in causal_times: its column block [c0, c1) is zero above row c0.
 template <class T>
-void causal_transposed_times(Precision precision, HeadMatrices<const T> p, HeadMatrices<const T> w, HeadMatrices<T> z,
-                             int64_t b, int64_t h, int64_t t, int64_t hs, int64_t block) {
+void causal_transposed_times(ProductPrecision precision, HeadMatrices<const T> p, HeadMatrices<const T> w,
+                             HeadMatrices<T> z, int64_t b, int64_t h, int64_t t, int64_t hs, int64_t block) {
   for (int64_t bb = 0; bb < b; ++bb)
     for (int64_t c0 = 0; c0 < t; c0 += block) {
       const int64_t c1 = std::min(t, c0 + block);
@@ -75,7 +75,7 @@ void causal_transposed_times(Precision precision, HeadMatrices<const T> p, HeadM
 // whose columns are [q | k | v], each C = H*hs wide and head-major inside.
 template <class T>
 void attention_probabilities(AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
-                             Precision precision = Precision::FP32) {
+                             ProductPrecision precision = Precision::FP32) {
   const int64_t c = qkv.extent(1) / 3, hs = c / h, block = causal_block_rows(t);
   const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
   causal_scores<T>(precision, part(0), part(1), score_matrices(buf.att.data(), t, h), b, h, t, hs, block);  // S
@@ -85,7 +85,7 @@ void attention_probabilities(AttentionBuffers<T>& buf, V2<const T> qkv, int64_t 
 // out (B*T, C) = causal attention of qkv (B*T, 3C). buf keeps the probabilities P.
 template <class T>
 void reference_attention_forward(V2<T> out, AttentionBuffers<T>& buf, V2<const T> qkv, int64_t b, int64_t t, int64_t h,
-                                 Precision precision = Precision::FP32) {
+                                 ProductPrecision precision = Precision::FP32) {
   const int64_t c = out.extent(1), hs = c / h, block = causal_block_rows(t);
   attention_probabilities<T>(buf, qkv, b, t, h, precision);
   const auto v = head_columns<const T>(qkv.data(), t, 3 * c, 2 * c, hs);
@@ -96,7 +96,7 @@ void reference_attention_forward(V2<T> out, AttentionBuffers<T>& buf, V2<const T
 // dout (B*T, C) -> dqkv (B*T, 3C), with the qkv and P of the forward.
 template <class T>
 void reference_attention_backward(V2<T> dqkv, const AttentionBuffers<T>& buf, V2<const T> qkv, V2<const T> dout,
-                                  int64_t b, int64_t t, int64_t h, Precision precision = Precision::FP32) {
+                                  int64_t b, int64_t t, int64_t h, ProductPrecision precision = Precision::FP32) {
   const int64_t c = dout.extent(1), hs = c / h, block = causal_block_rows(t);
   const auto part = [&](int64_t i) { return head_columns<const T>(qkv.data(), t, 3 * c, i * c, hs); };
   const auto dpart = [&](int64_t i) { return head_columns<T>(dqkv.data(), t, 3 * c, i * c, hs); };

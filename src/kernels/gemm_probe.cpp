@@ -11,13 +11,15 @@ double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds, Prec
   Tensor2<float> a("probe.a", m, k), b("probe.b", k, n), c("probe.c", m, n);
   Kokkos::deep_copy(a, 0.5f);
   Kokkos::deep_copy(b, 0.25f);
-  kernels::product<float>(precision, "N", "N", a, b, 0.0f, c);  // warm-up (BLAS buffers, page faults)
+  kernels::ProductWorkspace workspace;  // the probe's own (primitives, rounded operands)
+  const kernels::ProductPrecision products(precision, true, &workspace);
+  kernels::product<float>(products, "N", "N", a, b, 0.0f, c);  // warm-up (BLAS buffers, page faults)
   Kokkos::fence();
   double best = 0;
   const double t_end = Timers::now() + seconds;
   do {
     const double t0 = Timers::now();
-    kernels::product<float>(precision, "N", "N", a, b, 0.0f, c);
+    kernels::product<float>(products, "N", "N", a, b, 0.0f, c);
     Kokkos::fence();
     const double dt = Timers::now() - t0;
     best = std::max(best, 2.0 * double(m) * double(k) * double(n) / dt / 1e9);

@@ -12,7 +12,7 @@ namespace strata::kernels {
 // made it wrote rounded for bf16 products: kernels/bf16.hpp).
 template <class T, class X>
 void matmul_forward_as(V2<T> out, V2<const X> inp, V2<const T> weight, V1<const T> bias,
-                       Precision precision = Precision::FP32) {
+                       ProductPrecision precision = Precision::FP32) {
   const int64_t n = out.extent(0), oc = out.extent(1);
   T beta = 0;
   if (bias.extent(0) > 0) {
@@ -27,11 +27,11 @@ void matmul_forward_as(V2<T> out, V2<const X> inp, V2<const T> weight, V1<const 
 }
 template <class T>
 void matmul_forward(V2<T> out, V2<const T> inp, V2<const T> weight, V1<const T> bias,
-                    Precision precision = Precision::FP32) {
+                    ProductPrecision precision = Precision::FP32) {
   matmul_forward_as<T, T>(out, inp, weight, bias, precision);
 }
 template <class T>
-void matmul_forward(V2<T> out, V2<const bf16> inp, V2<const T> weight, V1<const T> bias, Precision precision) {
+void matmul_forward(V2<T> out, V2<const bf16> inp, V2<const T> weight, V1<const T> bias, ProductPrecision precision) {
   matmul_forward_as<T, bf16>(out, inp, weight, bias, precision);
 }
 
@@ -49,21 +49,24 @@ void add_bias(V2<T> out, V1<const T> bias) {
 // gradient dinp (N, IN) = dout weight^T, written; and the parameters' gradients, dweight
 // (IN, OUT) += inp^T dout and dbias (OUT) += the column sums of dout (if not empty).
 template <class T>
-void matmul_backward_input(V2<T> dinp, V2<const T> dout, V2<const T> weight, Precision precision = Precision::FP32) {
+void matmul_backward_input(V2<T> dinp, V2<const T> dout, V2<const T> weight,
+                           ProductPrecision precision = Precision::FP32) {
   product<T>(precision, "N", "T", dout, weight, T(0), dinp);
 }
 template <class T, class X>
-void matmul_backward_weight_as(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const X> inp, Precision precision) {
+void matmul_backward_weight_as(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const X> inp,
+                               ProductPrecision precision) {
   product<T>(precision, "T", "N", inp, dout, T(1), dweight);
   if (dbias.extent(0) > 0) add_column_sums<T>(dbias, dout);
 }
 template <class T>
 void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp,
-                            Precision precision = Precision::FP32) {
+                            ProductPrecision precision = Precision::FP32) {
   matmul_backward_weight_as<T, T>(dweight, dbias, dout, inp, precision);
 }
 template <class T>
-void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const bf16> inp, Precision precision) {
+void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const bf16> inp,
+                            ProductPrecision precision) {
   matmul_backward_weight_as<T, bf16>(dweight, dbias, dout, inp, precision);
 }
 
@@ -71,7 +74,7 @@ void matmul_backward_weight(V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<con
 // unless it is empty (the first layer needs no input gradient).
 template <class T>
 void matmul_backward(V2<T> dinp, V2<T> dweight, V1<T> dbias, V2<const T> dout, V2<const T> inp, V2<const T> weight,
-                     Precision precision = Precision::FP32) {
+                     ProductPrecision precision = Precision::FP32) {
   if (dinp.extent(0) > 0) matmul_backward_input<T>(dinp, dout, weight, precision);
   matmul_backward_weight<T>(dweight, dbias, dout, inp, precision);
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -20,7 +22,6 @@
 #ifdef STRATA_HAVE_DNNL
 #include <omp.h>
 
-#include <cstdlib>
 #include <dnnl.hpp>
 #endif
 
@@ -77,6 +78,49 @@ std::string bf16_products_library() {
 #endif
 }
 
+namespace {
+
+// A stack of bf16 buffers (2-byte elements, buffers 64 bytes apart): the operands a pass
+// or a product rounds, taken and given back in nested order. It grows to the most ever in
+// use at once and keeps that; an outgrown block lives on until the buffers in it are
+// given back (the first step only).
+class Bf16Stack {
+ public:
+  uint16_t* take(int64_t n) {
+    const int64_t end = top_ + ProductWorkspace::stack_elements(n);
+    if (end > capacity_) {
+      if (block_) outgrown_.emplace_back(capacity_, std::move(block_));
+      block_.reset(new uint16_t[size_t(end)]);
+      capacity_ = end;
+    }
+    taken_.emplace_back(block_.get() + top_, top_);
+    top_ = end;
+    return taken_.back().first;
+  }
+  void give_back(const uint16_t* at) {
+    if (taken_.empty() || taken_.back().first != at) {
+      std::fprintf(stderr, "strata: bf16 operand buffers given back out of order (a bug)\n");
+      std::abort();
+    }
+    top_ = taken_.back().second;
+    taken_.pop_back();
+    if (taken_.empty()) outgrown_.clear();
+  }
+  int64_t bytes() const {
+    int64_t n = capacity_;
+    for (const auto& o : outgrown_) n += o.first;
+    return n * int64_t(sizeof(uint16_t));
+  }
+
+ private:
+  std::unique_ptr<uint16_t[]> block_;
+  int64_t capacity_ = 0, top_ = 0;
+  std::vector<std::pair<uint16_t*, int64_t>> taken_;  // each buffer, and the top before it
+  std::vector<std::pair<int64_t, std::unique_ptr<uint16_t[]>>> outgrown_;
+};
+
+}  // namespace
+
 #ifdef STRATA_HAVE_DNNL
 namespace {
 
@@ -102,9 +146,7 @@ int64_t operand_extent(int64_t batch, int64_t rows, int64_t cols, int64_t ld, in
   return (batch - 1) * s + (transposed ? (cols - 1) * ld + rows : (rows - 1) * ld + cols);
 }
 
-// One shape's matmul and the reorders that round its operands to bf16, made once. The
-// rounded operands live in one scratch buffer that every shape shares (products run one
-// at a time), so the bf16 copies cost the largest product's operands, not every shape's.
+// One shape's matmul and the reorders that round its operands to bf16, made once.
 struct Bf16Product {
   dnnl::memory::desc a_f32, b_f32, c_f32;  // the caller's float layouts (strides)
   dnnl::memory::desc a_bf16, b_bf16;       // dense bf16 copies of the operands
@@ -112,29 +154,32 @@ struct Bf16Product {
   dnnl::matmul product;
 };
 
+// oneDNN's engine and stream, and the primitives of every shape a model's products have.
 class Bf16Products {
  public:
-  static Bf16Products& instance() {
-    static Bf16Products p;
-    return p;
+  // oneDNN runs on OpenMP threads: one per rank, as BLAS, unless OMP_NUM_THREADS says
+  // otherwise (an MPI job has a rank per core).
+  Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
   }
-  // a_bits: A already rounded (a kernel wrote it as bf16), else nullptr and A is a.
-  void run(Bf16Shape shape, const float* a, const uint16_t* a_bits, const float* b, float* c) {
+
+  // a_bits: A already rounded (a kernel wrote it as bf16), else nullptr and A is a. The
+  // operands no copy holds are rounded into buffers of the stack.
+  void run(ProductWorkspace& ws, Bf16Stack& stack, Bf16Shape shape, const float* a, const uint16_t* a_bits,
+           const float* b, float* c) {
     const Bf16Shape& s = shape;
-    const uint16_t* a_copy =
-        a_bits ? a_bits : RoundedCopy::lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
-    const uint16_t* b_copy = RoundedCopy::lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
+    const uint16_t* a_copy = a_bits ? a_bits : ws.lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
+    const uint16_t* b_copy = ws.lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
     shape.a_rounded = a_copy != nullptr;
     shape.b_rounded = b_copy != nullptr;
     auto it = cache_.find(shape);
     if (it == cache_.end()) it = cache_.emplace(shape, make(shape)).first;
     Bf16Product& p = it->second;
-    const size_t b_offset = (p.a_bf16.get_size() + 63) / 64 * 64, bytes = b_offset + p.b_bf16.get_size();
-    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    uint16_t* a_round = a_copy ? nullptr : stack.take(int64_t(p.a_bf16.get_size() / sizeof(uint16_t)));
+    uint16_t* b_round = b_copy ? nullptr : stack.take(int64_t(p.b_bf16.get_size() / sizeof(uint16_t)));
     dnnl::memory c_user(p.c_f32, engine_, c);
-    dnnl::memory a_bf16(p.a_bf16, engine_, a_copy ? const_cast<uint16_t*>(a_copy) : (void*)scratch_.data());
-    dnnl::memory b_bf16(p.b_bf16, engine_,
-                        b_copy ? const_cast<uint16_t*>(b_copy) : (void*)(scratch_.data() + b_offset));
+    dnnl::memory a_bf16(p.a_bf16, engine_, a_copy ? const_cast<uint16_t*>(a_copy) : a_round);
+    dnnl::memory b_bf16(p.b_bf16, engine_, b_copy ? const_cast<uint16_t*>(b_copy) : b_round);
     if (!a_copy) {
       dnnl::memory a_user(p.a_f32, engine_, const_cast<float*>(a));
       p.round_a.execute(stream_, a_user, a_bf16);
@@ -145,9 +190,11 @@ class Bf16Products {
     }
     p.product.execute(stream_, {{DNNL_ARG_SRC, a_bf16}, {DNNL_ARG_WEIGHTS, b_bf16}, {DNNL_ARG_DST, c_user}});
     stream_.wait();
+    if (b_round) stack.give_back(b_round);
+    if (a_round) stack.give_back(a_round);
   }
 
-  // dst = src rounded to bf16, n values (a RoundedCopy's remaking): oneDNN's reorder, the
+  // dst = src rounded to bf16, n values (a RoundedCopy's making): oneDNN's reorder, the
   // rounding the products' own reorders do.
   void round(const float* src, uint16_t* dst, int64_t n) {
     const dnnl::memory::desc f32({n}, dnnl_dt::f32, dnnl::memory::format_tag::a);
@@ -161,12 +208,6 @@ class Bf16Products {
   }
 
  private:
-  // oneDNN runs on OpenMP threads: one per rank, as BLAS, unless OMP_NUM_THREADS says
-  // otherwise (an MPI job has a rank per core).
-  Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
-  }
-
   // The logical (batch, rows, cols) matrices of row-major ones with leading dimension ld
   // and batch stride s, transposed or not.
   static dnnl::memory::desc logical(int64_t batch, int64_t rows, int64_t cols, int64_t ld, int64_t s, bool transposed,
@@ -176,16 +217,16 @@ class Bf16Products {
   }
 
   // A rounded operand is read where its copy lies, in the caller's layout; the others are
-  // rounded into dense scratch.
+  // rounded into dense buffers.
   Bf16Product make(const Bf16Shape& s) {
     Bf16Product p;
     p.a_f32 = logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta);
     p.b_f32 = logical(s.batch, s.k, s.n, s.ldb, s.sb, s.tb);
     p.c_f32 = logical(s.batch, s.m, s.n, s.ldc, s.sc, false);
-    // A transposed A is rounded into scratch transposed as it lies (a plain conversion,
-    // where a transposing one runs at a fraction of the speed), so that the product sees
-    // the layout it would see reading a copy: the same kernel, the same sums, the same
-    // bits either way. B is always made dense (the product packs B whatever its layout).
+    // A transposed A is rounded transposed as it lies (a plain conversion, where a
+    // transposing one runs at a fraction of the speed), so that the product sees the
+    // layout it would see reading a copy: the same kernel, the same sums, the same bits
+    // either way. B is always made dense (the product packs B whatever its layout).
     p.a_bf16 = s.a_rounded ? logical(s.batch, s.m, s.k, s.lda, s.sa, s.ta, dnnl_dt::bf16)
                : s.ta      ? logical(s.batch, s.m, s.k, s.m, s.m * s.k, true, dnnl_dt::bf16)
                            : dnnl::memory::desc({s.batch, s.m, s.k}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
@@ -208,51 +249,58 @@ class Bf16Products {
   dnnl::stream stream_;
   std::map<Bf16Shape, Bf16Product> cache_;
   std::map<int64_t, dnnl::reorder> rounds_;
-  std::vector<char> scratch_;
 };
 
 }  // namespace
 #endif
 
-namespace {
-std::vector<RoundedCopy*>& live_copies() {
-  static std::vector<RoundedCopy*> live;
-  return live;
-}
-int64_t copy_reads = 0;
-// Buffers of copies that ended, for the next ones: a pass's copy (attention's Q, K, V,
-// the head's dlogits) is made once per micro-batch, and a fresh allocation each time
-// would fault its pages in again (tens of ms for the dlogits, whose size is past the
-// allocator's reuse threshold). At most as many as were ever alive at once.
-std::vector<std::pair<int64_t, std::unique_ptr<uint16_t[]>>>& copy_pool() {
-  static std::vector<std::pair<int64_t, std::unique_ptr<uint16_t[]>>> pool;
-  return pool;
-}
-}  // namespace
+struct ProductWorkspace::State {
+  std::vector<RoundedCopy*> live;
+  int64_t copy_reads = 0;
+  Bf16Stack stack;
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  Bf16Products products;
+#endif
+};
 
-int64_t RoundedCopy::reads() { return copy_reads; }
+ProductWorkspace::ProductWorkspace() : state_(std::make_unique<State>()) {}
+ProductWorkspace::~ProductWorkspace() = default;
+int64_t ProductWorkspace::bytes() const { return state_->stack.bytes(); }
+int64_t ProductWorkspace::copy_reads() const { return state_->copy_reads; }
 
-RoundedCopy::RoundedCopy(const float* values, int64_t n, const uint64_t* changes)
-    : values_(values), n_(n), changes_(changes) {
-  auto& pool = copy_pool();  // the smallest pooled buffer that holds n values
-  auto best = pool.end();
-  for (auto it = pool.begin(); it != pool.end(); ++it)
-    if (it->first >= n && (best == pool.end() || it->first < best->first)) best = it;
-  if (best != pool.end()) {
-    capacity_ = best->first;
-    copy_ = std::move(best->second);
-    pool.erase(best);
-  } else {
-    capacity_ = n;
-    copy_.reset(new uint16_t[size_t(n)]);
+const uint16_t* ProductWorkspace::lookup(const float* begin, int64_t extent) {
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  for (RoundedCopy* r : state_->live) {
+    const auto first = reinterpret_cast<uintptr_t>(r->values_), at = reinterpret_cast<uintptr_t>(begin);
+    if (at < first || (at - first) / sizeof(float) + uint64_t(extent) > uint64_t(r->n_)) continue;
+    if (r->made_at_ != *r->changes_) {
+      state_->products.round(r->values_, r->copy_, r->n_);
+      r->made_at_ = *r->changes_;
+    }
+    ++state_->copy_reads;
+    return r->copy_ + (begin - r->values_);
   }
-  live_copies().push_back(this);
+#else
+  (void)begin, (void)extent;
+#endif
+  return nullptr;
+}
+
+RoundedCopy::RoundedCopy(ProductWorkspace& workspace, const float* values, int64_t n, const uint64_t* changes)
+    : workspace_(workspace), values_(values), n_(n), changes_(changes), owned_(new uint16_t[size_t(n)]),
+      copy_(owned_.get()) {
+  workspace_.state().live.push_back(this);
+}
+
+RoundedCopy::RoundedCopy(ProductWorkspace& workspace, const float* values, int64_t n)
+    : workspace_(workspace), values_(values), n_(n), changes_(&unchanged_), copy_(workspace.state().stack.take(n)) {
+  workspace_.state().live.push_back(this);
 }
 
 RoundedCopy::~RoundedCopy() {
-  auto& live = live_copies();
+  auto& live = workspace_.state().live;
   live.erase(std::remove(live.begin(), live.end(), this), live.end());
-  copy_pool().emplace_back(capacity_, std::move(copy_));
+  if (!owned_) workspace_.state().stack.give_back(copy_);
 }
 
 bool RoundedCopy::pays() {
@@ -263,32 +311,15 @@ bool RoundedCopy::pays() {
 #endif
 }
 
-const uint16_t* RoundedCopy::lookup(const float* begin, int64_t extent) {
-#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
-  for (RoundedCopy* r : live_copies()) {
-    const auto first = reinterpret_cast<uintptr_t>(r->values_), at = reinterpret_cast<uintptr_t>(begin);
-    if (at < first || (at - first) / sizeof(float) + uint64_t(extent) > uint64_t(r->n_)) continue;
-    if (r->made_at_ != *r->changes_) {
-      Bf16Products::instance().round(r->values_, r->copy_.get(), r->n_);
-      r->made_at_ = *r->changes_;
-    }
-    ++copy_reads;
-    return r->copy_.get() + (begin - r->values_);
-  }
-#else
-  (void)begin, (void)extent;
-#endif
-  return nullptr;
-}
-
-void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
-                                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+void matmul_bf16_strided_batched(ProductWorkspace& workspace, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                 int64_t k, const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                                 int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
 #if defined(KOKKOS_ENABLE_CUDA)
   // fp32 operands in device memory, rounded to bf16 by cuBLAS on the way into the tensor
   // cores and accumulated in fp32 (compute type 32F_FAST_16BF); row-major C = op(A) op(B)
   // is column-major C^T = op(B)^T op(A)^T, as in gemm.hpp.
+  (void)workspace;
   const float one = 1.0f;
   detail::check(
       cublasGemmStridedBatchedEx(detail::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -297,11 +328,13 @@ void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t 
                                  stride_c, int(batch), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
       "cublasGemmStridedBatchedEx (bf16)");
 #elif defined(STRATA_HAVE_DNNL)
-  Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c}, a,
-                               nullptr, b, c);
+  auto& st = workspace.state();
+  st.products.run(workspace, st.stack,
+                  {batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c}, a, nullptr, b,
+                  c);
 #else
-  (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
-  (void)beta, (void)c, (void)ldc, (void)stride_c;
+  (void)workspace, (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
+  (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c;
   throw std::logic_error("matmul_bf16: " + bf16_products_unavailable());
 #endif
 }
@@ -322,33 +355,37 @@ Bf16Operands operands_of(bool trans_a, bool trans_b, const A& a, V2<const float>
 }
 }  // namespace
 
-void matmul_bf16(bool trans_a, bool trans_b, V2<const float> a, V2<const float> b, float beta, V2<float> c) {
+void matmul_bf16(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<const float> a, V2<const float> b,
+                 float beta, V2<float> c) {
   const auto o = operands_of(trans_a, trans_b, a, b, c);
-  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)), b.data(),
-                              o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
+  matmul_bf16_strided_batched(workspace, trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
+                              b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
 }
 
-void matmul_bf16_strided_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bf16* a,
-                                 int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
-                                 float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
+void matmul_bf16_strided_batched(ProductWorkspace& workspace, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                 int64_t k, const bf16* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                                 int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if (m == 0 || n == 0 || batch == 0) return;
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
   static_assert(sizeof(bf16) == sizeof(uint16_t));
-  Bf16Products::instance().run({batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c},
-                               nullptr, reinterpret_cast<const uint16_t*>(a), b, c);
+  auto& st = workspace.state();
+  st.products.run(workspace, st.stack,
+                  {batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c}, nullptr,
+                  reinterpret_cast<const uint16_t*>(a), b, c);
 #else
-  (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b;
-  (void)beta, (void)c, (void)ldc, (void)stride_c;
+  (void)workspace, (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
+  (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c;
   throw std::logic_error(
       "matmul_bf16: an operand stored as bf16 is only read where products round in a pass of "
       "their own (oneDNN on CPUs)");
 #endif
 }
 
-void matmul_bf16(bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b, float beta, V2<float> c) {
+void matmul_bf16(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b,
+                 float beta, V2<float> c) {
   const auto o = operands_of(trans_a, trans_b, a, b, c);
-  matmul_bf16_strided_batched(trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)), b.data(),
-                              o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
+  matmul_bf16_strided_batched(workspace, trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
+                              b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
 }
 
 }  // namespace strata::kernels

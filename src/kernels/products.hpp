@@ -15,13 +15,22 @@ namespace strata::kernels {
 
 // The precision of a caller's products (model.precision) and, for bf16, whether operands
 // that many products read are rounded once (model.bf16_round_once, the default) or by
-// every product (false: the reference the tests compare with; the same bits). Converts
-// from and to Precision, so a caller that has no choice to make passes a Precision.
+// every product (false: the reference the tests compare with; the same bits), and the
+// calling model's ProductWorkspace, which bf16 products need (its parameter store owns
+// it). Converts from and to Precision, so a caller that has no choice to make passes a
+// Precision (fp32, or double: no workspace needed).
 struct ProductPrecision {
   Precision type = Precision::FP32;
   bool round_once = true;
-  ProductPrecision(Precision p = Precision::FP32, bool once = true) : type(p), round_once(once) {}
+  ProductWorkspace* workspace = nullptr;
+  ProductPrecision(Precision p = Precision::FP32, bool once = true, ProductWorkspace* ws = nullptr)
+      : type(p), round_once(once), workspace(ws) {}
   operator Precision() const { return type; }
+  // The workspace of a bf16 product (a logic_error if the caller passed none).
+  ProductWorkspace& bf16_workspace() const {
+    if (!workspace) throw std::logic_error("a bf16 product without its model's ProductWorkspace");
+    return *workspace;
+  }
 };
 
 // An operand that many bf16 products of one pass read (attention's blocks of Q, K, V and
@@ -32,7 +41,7 @@ template <class T>
 std::unique_ptr<RoundedCopy> round_for_pass(ProductPrecision precision, const T* values, int64_t n) {
   if constexpr (std::is_same_v<T, float>)
     if (precision.type == Precision::BF16 && precision.round_once && RoundedCopy::pays())
-      return std::make_unique<RoundedCopy>(values, n);
+      return std::make_unique<RoundedCopy>(precision.bf16_workspace(), values, n);
   (void)values, (void)n;
   return nullptr;
 }
@@ -48,10 +57,11 @@ bool writes_bf16_operands(ProductPrecision precision) {
 
 // c = op(a) op(b) + beta c (alpha 1), as gemm<T>("N"/"T", "N"/"T", 1, a, b, beta, c).
 template <class T>
-void product(Precision precision, const char* ta, const char* tb, V2<const T> a, V2<const T> b, T beta, V2<T> c) {
+void product(ProductPrecision precision, const char* ta, const char* tb, V2<const T> a, V2<const T> b, T beta,
+             V2<T> c) {
   if constexpr (std::is_same_v<T, float>) {
     if (precision == Precision::BF16) {
-      matmul_bf16(ta[0] == 'T', tb[0] == 'T', a, b, beta, c);
+      matmul_bf16(precision.bf16_workspace(), ta[0] == 'T', tb[0] == 'T', a, b, beta, c);
       return;
     }
   }
@@ -61,9 +71,11 @@ void product(Precision precision, const char* ta, const char* tb, V2<const T> a,
 // The same with A an activation its kernel wrote as bf16 (kernels/bf16.hpp): bf16 products
 // only, where they round in a pass of their own (RoundedCopy::pays()).
 template <class T>
-void product(Precision precision, const char* ta, const char* tb, V2<const bf16> a, V2<const T> b, T beta, V2<T> c) {
+void product(ProductPrecision precision, const char* ta, const char* tb, V2<const bf16> a, V2<const T> b, T beta,
+             V2<T> c) {
   if constexpr (std::is_same_v<T, float>)
-    if (precision == Precision::BF16) return matmul_bf16(ta[0] == 'T', tb[0] == 'T', a, b, beta, c);
+    if (precision == Precision::BF16)
+      return matmul_bf16(precision.bf16_workspace(), ta[0] == 'T', tb[0] == 'T', a, b, beta, c);
   (void)ta, (void)tb, (void)a, (void)b, (void)beta, (void)c;
   throw std::logic_error("product: a bf16 operand in a product that is not bf16");
 }
@@ -71,13 +83,13 @@ void product(Precision precision, const char* ta, const char* tb, V2<const bf16>
 // C_i = op(A_i) op(B_i) + beta C_i over `batch` matrices a fixed stride apart, as
 // gemm_strided_batched<T>(ta, tb, m, n, k, 1, a, lda, stride_a, ..., beta, c, ldc, stride_c, batch).
 template <class T>
-void product_strided_batched(Precision precision, char ta, char tb, int64_t m, int64_t n, int64_t k, const T* a,
+void product_strided_batched(ProductPrecision precision, char ta, char tb, int64_t m, int64_t n, int64_t k, const T* a,
                              int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c,
                              int64_t ldc, int64_t stride_c, int64_t batch) {
   if constexpr (std::is_same_v<T, float>) {
     if (precision == Precision::BF16) {
-      matmul_bf16_strided_batched(ta == 'T', tb == 'T', m, n, k, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-                                  stride_c, batch);
+      matmul_bf16_strided_batched(precision.bf16_workspace(), ta == 'T', tb == 'T', m, n, k, a, lda, stride_a, b, ldb,
+                                  stride_b, beta, c, ldc, stride_c, batch);
       return;
     }
   }
@@ -87,13 +99,13 @@ void product_strided_batched(Precision precision, char ta, char tb, int64_t m, i
 // The same with the A_i written as bf16 by the kernel that made them (bf16 products only,
 // as the bf16 overload of product).
 template <class T>
-void product_strided_batched(Precision precision, char ta, char tb, int64_t m, int64_t n, int64_t k, const bf16* a,
-                             int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c,
-                             int64_t ldc, int64_t stride_c, int64_t batch) {
+void product_strided_batched(ProductPrecision precision, char ta, char tb, int64_t m, int64_t n, int64_t k,
+                             const bf16* a, int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b,
+                             T beta, T* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   if constexpr (std::is_same_v<T, float>)
     if (precision == Precision::BF16)
-      return matmul_bf16_strided_batched(ta == 'T', tb == 'T', m, n, k, a, lda, stride_a, b, ldb, stride_b, beta, c,
-                                         ldc, stride_c, batch);
+      return matmul_bf16_strided_batched(precision.bf16_workspace(), ta == 'T', tb == 'T', m, n, k, a, lda, stride_a, b,
+                                         ldb, stride_b, beta, c, ldc, stride_c, batch);
   (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
   (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c, (void)batch;
   throw std::logic_error("product_strided_batched: a bf16 operand in a product that is not bf16");

@@ -25,7 +25,7 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
     blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c,
                          cfg.n_head, cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,
                          &context_workspace_);
-  head_ = std::make_unique<LMHead<T>>(store_, tp_, kernels::ProductPrecision(cfg.precision, cfg.bf16_round_once),
+  head_ = std::make_unique<LMHead<T>>(store_, tp_, store_.product_precision(cfg.precision, cfg.bf16_round_once),
                                       embedding_->wte_index(), c, cfg.vocab_size, placement_.last());
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
@@ -237,7 +237,12 @@ int64_t GPT<T>::workspace_bytes_for(const BlockContext& ctx) const {
   int64_t b = TransformerGradScratch<T>::bytes_for(local.rows(), blocks_[first].widths());
   if (cp_.active() && placement_.held_layers() > 0)
     b += ContextWorkspace<T>::bytes_for(cp_.all_to_all, local.batch * local.seq_len, blocks_[first].widths().a);
-  return b;
+  // the bf16 products' stack (ParamStore::product_workspace): the most any layer holds
+  int64_t stack = placement_.last() ? head_->product_stack_elements(local.rows()) : 0;
+  for (int k = 0; k < placement_.chunk_count(); ++k)
+    for (int l = placement_.chunk(k).first; l < placement_.chunk(k).second; ++l)
+      stack = std::max(stack, blocks_[l].product_stack_elements(local.rows()));
+  return b + stack * int64_t(sizeof(uint16_t));
 }
 
 template <class T>

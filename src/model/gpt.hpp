@@ -124,7 +124,6 @@ class GPT : public StageModel<T> {
   // Its weight half then runs with its input half (the next forward overwrites the logits).
   void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }
   int64_t shared_cache_bytes() const override { return share_head_ ? shared_head_.bytes() : 0; }
-  int64_t workspace_bytes() const override { return context_workspace_.bytes() + grad_scratch_.bytes(); }
   int64_t workspace_bytes_for(const BlockContext& ctx) const override;
   int64_t shared_cache_bytes_for(const BlockContext& ctx) const override;
   // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
@@ -142,6 +141,7 @@ class GPT : public StageModel<T> {
   double attention_kernel_flops(const BlockContext& ctx) const;
 
  protected:
+  int64_t layer_workspace_bytes() const override { return context_workspace_.bytes() + grad_scratch_.bytes(); }
   // block by block: each block's input half, then its weight half
   void run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
                     const GradReadyFn& on_ready) override;

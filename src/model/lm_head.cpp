@@ -60,6 +60,18 @@ void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k,
 }
 
 template <class T>
+int64_t LMHead<T>::product_stack_elements(int64_t rows) const {
+  if (!std::is_same_v<T, float> || precision_.type != Precision::BF16 || !precision_.round_once ||
+      !kernels::RoundedCopy::pays())
+    return 0;
+  const auto n = [](int64_t values) { return kernels::ProductWorkspace::stack_elements(values); };
+  const int64_t c = store_.infos()[lnf_w_].count[0], v = store_.infos()[wte_].count[0];
+  if (tp_.mode == TensorMode::TwoD && tp_.q > 1)  // the dlogits' copy, and SUMMA's blocks: dlogits with wte or x
+    return 2 * n(rows * v) + std::max(n(v * c), n(rows * c));
+  return n(rows * v) + n(rows * c);  // dlogits (copied or rounded) with x for dwte += dlogits^T x
+}
+
+template <class T>
 void LMHead<T>::traffic(const BlockContext& ctx, Traffic& out) const {
   const auto& wte = store_.infos()[wte_];
   const int64_t n = ctx.rows(), c = store_.infos()[lnf_w_].count[0], v = wte.count[0], e = sizeof(T);

@@ -71,6 +71,9 @@ class LMHead {
   void backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, V2<T> rows = {}) const;
   // What one forward and backward on ctx sends (comm/traffic.hpp).
   void traffic(const BlockContext& ctx, Traffic& out) const;
+  // As TransformerBlock::product_stack_elements: the dlogits' pass copy and the head's
+  // products' rounded operands, on `rows` rows.
+  int64_t product_stack_elements(int64_t rows) const;
 
  private:
   ParamStore<T>& store_;

@@ -42,8 +42,8 @@ int64_t MoeCache<T>::bytes() const {
 
 template <class T>
 MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
-                      const ModelConfig& cfg, Precision precision, const std::string& prefix, double std,
-                      double proj_std, bool held)
+                      const ModelConfig& cfg, kernels::ProductPrecision precision, const std::string& prefix,
+                      double std, double proj_std, bool held)
     : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD ? tp.t : 1),
       part_(tp.mode == TensorMode::OneD ? tp.rank : 0), ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd),
       f_(cfg.expert_hidden()), experts_(cfg.moe_experts), local_experts_(cfg.moe_experts / ep.size),

@@ -87,8 +87,8 @@ class MoeLayer {
   // prefix: the block's parameter names ("blocks.L."). held: this rank runs the block.
   // tp: the tensor split (1D or none), which must outlive the layer.
   MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
-           const ModelConfig& cfg, Precision precision, const std::string& prefix, double std, double proj_std,
-           bool held);
+           const ModelConfig& cfg, kernels::ProductPrecision precision, const std::string& prefix, double std,
+           double proj_std, bool held);
   // x (N, C) -> out (N, C), written. Returns this rank's tokens' share of the auxiliary
   // losses, per unit of the loss scale (sum over its tokens of alpha E sum_i f_i p_ti +
   // beta lse_t^2): the loss they add is that times dloss_scale, summed over the ranks.
@@ -142,7 +142,7 @@ class MoeLayer {
   int parts_ = 1, part_ = 0;  // the tensor ranks routing the rows, and this one
   ExpertParallel ep_;
   TokenPlace place_;
-  Precision precision_;
+  kernels::ProductPrecision precision_;
   int64_t c_, f_, experts_, local_experts_, top_k_;
   double capacity_factor_, aux_alpha_, z_beta_;
   int router_, fc_w_, fc_b_, proj_w_, proj_b_;

@@ -81,7 +81,8 @@ void ParamStore<T>::keep_rounded_copy() {
   if constexpr (std::is_same_v<T, float>) {
     rounded_.reset();
     if (rounded_copy_pays())
-      rounded_ = std::make_unique<kernels::RoundedCopy>(params_.data(), int64_t(params_.extent(0)), &changes_);
+      rounded_ = std::make_unique<kernels::RoundedCopy>(product_workspace_, params_.data(), int64_t(params_.extent(0)),
+                                                        &changes_);
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/tensor.hpp"
 #include "kernels/matmul_bf16.hpp"
+#include "kernels/products.hpp"
 
 namespace strata {
 
@@ -168,6 +169,14 @@ class ParamStore {
   void keep_rounded_copy();
   static bool rounded_copy_pays() { return std::is_same_v<T, float> && kernels::RoundedCopy::pays(); }
   int64_t rounded_copy_bytes() const { return rounded_ ? rounded_->bytes() : 0; }
+  // The bf16 products' state of the model that owns this store (kernels::ProductWorkspace:
+  // the copy above is one of its live copies), and the precision its layers' products
+  // run in, with it.
+  kernels::ProductWorkspace& product_workspace() { return product_workspace_; }
+  const kernels::ProductWorkspace& product_workspace() const { return product_workspace_; }
+  kernels::ProductPrecision product_precision(Precision precision, bool round_once = true) {
+    return {precision, round_once, &product_workspace_};
+  }
 
  private:
   V2<T> matrix(const Tensor1<T>& buf, int i) const {
@@ -181,6 +190,7 @@ class ParamStore {
   std::vector<MomentSpan> spans_;
   Tensor1<T> params_, grads_, m_, v_;
   uint64_t changes_ = 0;
+  kernels::ProductWorkspace product_workspace_;  // before rounded_, which it lists
   std::unique_ptr<kernels::RoundedCopy> rounded_;
 };
 

@@ -28,7 +28,8 @@ V2<const T> ResNet<T>::step_input(V2<const T> u, int64_t channels, StepScratch<T
 }
 
 template <class T>
-ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placement) : cfg_(cfg), placement_(placement) {
+ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placement)
+    : cfg_(cfg), placement_(placement), products_(store_.product_precision(cfg.precision)) {
   if (placement_.stages == 1 && placement_.layer_end == 0) placement_.layer_end = int(cfg.steps);
   if (placement_.chunk_count() > 1)
     throw std::logic_error("ResNet: one contiguous block of steps per stage (no interleaved chunks)");
@@ -62,7 +63,7 @@ template <class T>
 void ResNet<T>::open_forward(V2<const T> x, V2<T> u0) const {
   StepScratch<T> s;
   const auto in = step_input(x, 1, s);
-  kernels::product<T>(cfg_.precision, "N", "N", in, store_.param2(open_w_), T(0), rows_of(u0));
+  kernels::product<T>(products_, "N", "N", in, store_.param2(open_w_), T(0), rows_of(u0));
   kernels::bias_tanh<T>(rows_of(u0), store_.param(open_b_));
 }
 
@@ -71,17 +72,17 @@ void ResNet<T>::open_backward(V2<const T> x, V2<const T> du0, StepScratch<T>& s)
   const auto in = step_input(x, 1, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   // recompute z = in W_in, then dz = du0 * tanh'(z + b)
-  kernels::product<T>(cfg_.precision, "N", "N", in, store_.param2(open_w_), T(0), s.z);
+  kernels::product<T>(products_, "N", "N", in, store_.param2(open_w_), T(0), s.z);
   kernels::tanh_gate_backward<T>(s.dz, rows_of(du0), s.z, store_.param(open_b_));
   kernels::matmul_backward<T>(V2<T>(), store_.grad2(open_w_), store_.grad(open_b_), s.dz, in, store_.param2(open_w_),
-                              cfg_.precision);
+                              products_);
 }
 
 template <class T>
 void ResNet<T>::step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const {
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
-  kernels::product<T>(cfg_.precision, "N", "N", in, store_.param2(step_w_[n]), T(0), s.z);
+  kernels::product<T>(products_, "N", "N", in, store_.param2(step_w_[n]), T(0), s.z);
   kernels::residual_tanh_forward<T>(rows_of(u_out), rows_of(u), s.z, store_.param(step_b_[n]), dt);
 }
 
@@ -91,7 +92,7 @@ void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_
   const auto in = step_input(u, cfg_.channels, s);
   s.ensure(in.extent(0), convolutional() ? cfg_.channels : cfg_.width);
   const auto w = store_.param2(step_w_[n]);
-  kernels::product<T>(cfg_.precision, "N", "N", in, w, T(0), s.z);
+  kernels::product<T>(products_, "N", "N", in, w, T(0), s.z);
   kernels::tanh_gate_backward<T>(s.dz, rows_of(lambda_out), s.z, store_.param(step_b_[n]));
   // dz *= dt once: lambda_in = lambda_out + (dt dz) W^T and dW += in^T (dt dz), db += 1^T (dt dz)
   const auto dz = s.dz;
@@ -99,19 +100,19 @@ void ResNet<T>::step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_
       "resnet_scale_dz", Range(0, int64_t(dz.size())), KOKKOS_LAMBDA(const int64_t k) { dz.data()[k] *= dt; });
   Kokkos::deep_copy(lambda_in, lambda_out);
   if (convolutional()) {  // lambda_in += col2im(dz W^T)
-    kernels::product<T>(cfg_.precision, "N", "T", s.dz, w, T(0), s.dcols);
+    kernels::product<T>(products_, "N", "T", s.dz, w, T(0), s.dcols);
     kernels::col2im_3x3_add<T>(lambda_in.data(), s.dcols, u.extent(0), side_, side_, cfg_.channels, T(1));
   } else {
-    kernels::product<T>(cfg_.precision, "N", "T", s.dz, w, T(1), lambda_in);
+    kernels::product<T>(products_, "N", "T", s.dz, w, T(1), lambda_in);
   }
   if (!grads) return;
-  kernels::matmul_backward<T>(V2<T>(), store_.grad2(step_w_[n]), store_.grad(step_b_[n]), s.dz, in, w, cfg_.precision);
+  kernels::matmul_backward<T>(V2<T>(), store_.grad2(step_w_[n]), store_.grad(step_b_[n]), s.dz, in, w, products_);
 }
 
 template <class T>
 double ResNet<T>::close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse,
                                 V1<T> losses) const {
-  kernels::matmul_forward<T>(logits, u_n, store_.param2(close_w_), store_.param(close_b_), cfg_.precision);
+  kernels::matmul_forward<T>(logits, u_n, store_.param2(close_w_), store_.param(close_b_), products_);
   return kernels::cross_entropy_forward<T>(losses, lse, logits, labels);
 }
 
@@ -120,7 +121,7 @@ void ResNet<T>::close_backward(V2<const T> u_n, V1<const int32_t> labels, T scal
                                V2<T> du_n) {
   kernels::cross_entropy_backward<T>(logits, logits, lse, labels, scale, 0);
   kernels::matmul_backward<T>(du_n, store_.grad2(close_w_), store_.grad(close_b_), logits, u_n, store_.param2(close_w_),
-                              cfg_.precision);
+                              products_);
 }
 
 template <class T>
@@ -290,7 +291,7 @@ void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const 
   ensure_shape(a.next, "resnet.lambda_next", b, w);
   if (placement_.last()) {
     kernels::cross_entropy_backward<T>(a.logits, a.logits, a.lse, a.labels, dloss_scale, 0);  // logits := dlogits
-    kernels::matmul_backward_input<T>(a.lambda, a.logits, store_.param2(close_w_), cfg_.precision);
+    kernels::matmul_backward_input<T>(a.lambda, a.logits, store_.param2(close_w_), products_);
   } else {
     Kokkos::deep_copy(a.lambda, dout);
   }
@@ -310,15 +311,14 @@ void ResNet<T>::backward_weight(const BlockContext&, StageCache& cache, const Gr
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   if (placement_.last()) {
-    kernels::matmul_backward_weight<T>(store_.grad2(close_w_), store_.grad(close_b_), a.logits, a.u.back(),
-                                       cfg_.precision);
+    kernels::matmul_backward_weight<T>(store_.grad2(close_w_), store_.grad(close_b_), a.logits, a.u.back(), products_);
     ready(range_of(close_w_, close_b_));
   }
   for (int64_t k = int64_t(a.dz.size()); k-- > 0;) {
     const int64_t n = placement_.layer_begin + k;
     kernels::matmul_backward_weight<T>(store_.grad2(step_w_[size_t(n)]), store_.grad(step_b_[size_t(n)]),
                                        a.dz[size_t(k)], step_input(a.u[size_t(k)], cfg_.channels, a.scratch),
-                                       cfg_.precision);
+                                       products_);
     ready(range_of(step_w_[size_t(n)], step_b_[size_t(n)]));
   }
   if (placement_.first()) {

@@ -154,6 +154,7 @@ class ResNet : public OdeNetwork<T> {
   int64_t side_ = 0;
   StagePlacement placement_;
   ParamStore<T> store_;
+  kernels::ProductPrecision products_;  // model.precision, with the store's workspace
   int open_w_ = -1, open_b_ = -1, close_w_ = -1, close_b_ = -1;
   std::vector<int> step_w_, step_b_;
 };

@@ -7,7 +7,7 @@ namespace strata {
 
 template <class T>
 SoftmaxRegression<T>::SoftmaxRegression(const SoftmaxRegressionConfig& cfg, uint64_t seed)
-    : cfg_(cfg), placement_(StagePlacement::balanced(1, 1, 0)) {
+    : cfg_(cfg), placement_(StagePlacement::balanced(1, 1, 0)), products_(store_.product_precision(cfg.precision)) {
   weight_ = store_.add("weight", {cfg.inputs, cfg.classes}, Init::Normal, cfg.init_std, true);
   bias_ = store_.add("bias", {cfg.classes}, Init::Zeros, 0, false);
   store_.allocate(seed);
@@ -26,7 +26,7 @@ double SoftmaxRegression<T>::forward(const BlockContext& ctx, const SampleBatch<
     a.lse = Tensor1<T>("softmax.lse", b);
     a.losses = Tensor1<T>("softmax.losses", b);
   }
-  kernels::matmul_forward<T>(a.logits, a.features, store_.param2(weight_), store_.param(bias_), cfg_.precision);
+  kernels::matmul_forward<T>(a.logits, a.features, store_.param2(weight_), store_.param(bias_), products_);
   const double loss = kernels::cross_entropy_forward<T>(a.losses, a.lse, a.logits, a.labels);
   a.correct = count_correct<T>(a.logits, a.labels);
   return loss;
@@ -46,7 +46,7 @@ void SoftmaxRegression<T>::backward_input(const BlockContext&, T dloss_scale, V2
 template <class T>
 void SoftmaxRegression<T>::backward_weight(const BlockContext&, StageCache& cache, const GradReadyFn& on_ready) {
   auto& a = static_cast<SoftmaxActivations<T>&>(cache);
-  kernels::matmul_backward_weight<T>(store_.grad2(weight_), store_.grad(bias_), a.logits, a.features, cfg_.precision);
+  kernels::matmul_backward_weight<T>(store_.grad2(weight_), store_.grad(bias_), a.logits, a.features, products_);
   const auto [begin, end] = grad_ready_order().front();
   if (on_ready) on_ready(begin, end - begin);
 }

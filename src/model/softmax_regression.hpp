@@ -63,6 +63,7 @@ class SoftmaxRegression : public StageModel<T> {
   StagePlacement placement_;
   TensorParallel serial_;
   ParamStore<T> store_;
+  kernels::ProductPrecision products_;  // model.precision, with the store's workspace
   int weight_ = -1, bias_ = -1;
 };
 

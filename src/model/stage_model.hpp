@@ -169,11 +169,14 @@ class StageModel : public StageFootprint<T> {
   // The loss layer's cache kept once for all micro-batches (share_loss_layer_cache), as allocated.
   virtual int64_t shared_cache_bytes() const { return 0; }
   // Buffers the stage keeps from one call to the next, shared by its micro-batches and its
-  // layers (the context split's exchange buffers), as allocated so far (for ctx:
-  // workspace_bytes_for). Counted with the activations by the run and the planner.
-  virtual int64_t workspace_bytes() const { return 0; }
+  // layers: the bf16 products' (ParamStore::product_workspace) and the model's own
+  // (layer_workspace_bytes: the context split's exchange buffers, the backward's scratch),
+  // as allocated so far (for ctx: workspace_bytes_for). Counted with the activations by the
+  // run and the planner.
+  int64_t workspace_bytes() const { return params().product_workspace().bytes() + layer_workspace_bytes(); }
 
  protected:
+  virtual int64_t layer_workspace_bytes() const { return 0; }
   // backward(): both halves; models interleave them layer by layer (so that a driver's
   // reductions start early) where the halves cannot keep a whole stage's operands.
   virtual void run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,

@@ -78,8 +78,8 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
                                       Precision precision, bool round_once, Recompute recompute, int layer,
                                       int64_t n_layer, int64_t c, int64_t n_head, double std, bool held,
                                       const MixtureSetup* mixture, ContextWorkspace<T>* context_workspace)
-    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace), precision_(precision), round_once_(round_once),
-      selective_(recompute == Recompute::Selective), c_(c) {
+    : store_(store), tp_(tp), cp_(cp), context_ws_(context_workspace),
+      precision_(store.product_precision(precision, round_once)), selective_(recompute == Recompute::Selective), c_(c) {
   if (cp.active() && !context_workspace) throw std::logic_error("TransformerBlock: a context split needs a workspace");
   const std::string p = "blocks." + std::to_string(layer) + ".";
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
@@ -100,7 +100,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
   ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
   if (mixture) {
-    moe_ = std::make_unique<MoeLayer<T>>(store, tp, mixture->ep, mixture->place, mixture->cfg, precision, p, std,
+    moe_ = std::make_unique<MoeLayer<T>>(store, tp, mixture->ep, mixture->place, mixture->cfg, precision_, p, std,
                                          proj_std, held);
   } else {
     fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
@@ -143,12 +143,12 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   });  // (BT, 3A)
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
-                                    attention_precision());
+                                    precision_);
   else if (cp_.active())
     ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
-                              attention_precision());  // (BT, A)
+                              precision_);  // (BT, A)
   else
-    attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, attention_precision());
+    attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows);  // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
   // MLP branch
@@ -204,12 +204,12 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
-                                     w_.heads, attention_precision());
+                                     w_.heads, precision_);
   else if (cp_.active())
     ring_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads,
-                               attention_precision());
+                               precision_);
   else
-    attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, attention_precision());
+    attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
   tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
@@ -244,6 +244,38 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
   k.ln1.read(
       [&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
+}
+
+template <class T>
+int64_t TransformerBlock<T>::product_stack_elements(int64_t rows) const {
+  if (!std::is_same_v<T, float> || precision_.type != Precision::BF16 || !precision_.round_once ||
+      !kernels::RoundedCopy::pays())
+    return 0;
+  const auto n = [&](int64_t cols) { return kernels::ProductWorkspace::stack_elements(rows * cols); };
+  const int64_t c = w_.c, a = w_.a, f = w_.f;
+  // attention's copies of Q|K|V and of the output gradient (backward), and the ring's
+  // visiting key-value block; its own products read copies and bf16-written blocks only
+  int64_t most = n(3 * a) + n(a) + (cp_.active() && !cp_.all_to_all ? n(2 * a) : 0);
+  if (tp_.mode == TensorMode::TwoD) {
+    // SUMMA multiplies broadcast blocks, both operands rounded: forward x W, backward
+    // dy W^T and x^T dy, for each linear (c -> 3a, a -> c, c -> f, f -> c)
+    const auto linear = [&](int64_t in, int64_t out) {
+      const int64_t w = kernels::ProductWorkspace::stack_elements(in * out);
+      return std::max({n(in) + w, n(out) + w, n(in) + n(out)});
+    };
+    most = std::max({most, linear(c, 3 * a), linear(a, c)});
+    if (!moe_) most = std::max({most, linear(c, f), linear(f, c)});
+    return most;
+  }
+  // 1D: the weights are read from the parameters' copy; the layer norms' and GELU's
+  // outputs are bf16 already where the block keeps them so (bits), else rounded here
+  const int64_t x = w_.bf16_operands ? 0 : n(c);       // ln1 or ln2 as a product's operand
+  most = std::max({most, n(a) + n(c), x + n(3 * a)});  // proj's dW = atty^T dy; qkv's dW = ln1^T dqkv
+  if (!moe_) {
+    const int64_t h = w_.bf16_operands ? 0 : n(f);  // the GELU's output
+    most = std::max({most, h + n(c), x + n(f)});    // fc_proj's dW = h^T dy; fc's dW = ln2^T dfch
+  }
+  return most;
 }
 
 template <class T>

@@ -185,6 +185,11 @@ class TransformerBlock {
   const MoeLayer<T>* mixture() const { return moe_.get(); }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
   void traffic(const BlockContext& ctx, Traffic& out) const;
+  // The most values its products' bf16 operands hold on the model's ProductWorkspace stack
+  // at once, on `rows` local rows (0 unless bf16 products round once in a pass of their
+  // own): attention's pass copies, or a product's rounded operands. A mixture's expert
+  // products are not counted (their rows follow the routing).
+  int64_t product_stack_elements(int64_t rows) const;
   // The forward's part of it (what full recomputation sends again).
   void forward_traffic(const BlockContext& ctx, Traffic& out) const;
 
@@ -193,11 +198,9 @@ class TransformerBlock {
   const TensorParallel& tp_;
   const ContextParallel& cp_;
   ContextWorkspace<T>* context_ws_;
-  Precision precision_;
-  bool round_once_;  // model.bf16_round_once: attention's operands rounded once per pass
-  kernels::ProductPrecision attention_precision() const { return {precision_, round_once_}; }
-  bool selective_;  // parallel.recompute = "selective": fch_gelu goes to `recomputed`
-  int64_t c_;       // the model's hidden size C
+  kernels::ProductPrecision precision_;  // model.precision, model.bf16_round_once, the store's workspace
+  bool selective_;                       // parallel.recompute = "selective": fch_gelu goes to `recomputed`
+  int64_t c_;                            // the model's hidden size C
   BlockWidths w_;
   int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_, ln2_w_, ln2_b_, fc_w_ = -1, fc_b_ = -1, fcp_w_ = -1,
                                                                         fcp_b_ = -1;

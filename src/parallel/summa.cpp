@@ -29,7 +29,8 @@ void copy_block(Staged<T>& dst, V2<const T> src) {
 }  // namespace
 
 template <class T>
-void summa_matmul_ab(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b) {
+void summa_matmul_ab(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> c, V2<const T> a,
+                     V2<const T> b) {
   const int64_t m = a.extent(0), k = a.extent(1), n = b.extent(1);
   if (g.q == 1) {
     kernels::product<T>(precision, "N", "N", a, b, T(0), c);
@@ -93,7 +94,8 @@ void summa_reduce_products(int q, int my_position_in_bcast, Comm& bcast, Comm& r
 }  // namespace
 
 template <class T>
-void summa_matmul_abt(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b) {
+void summa_matmul_abt(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> c, V2<const T> a,
+                      V2<const T> b) {
   if (g.q == 1) {
     kernels::product<T>(precision, "N", "T", a, b, T(0), c);
     return;
@@ -104,7 +106,8 @@ void summa_matmul_abt(const TensorGrid2D& g, Precision precision, V2<T> c, V2<co
 }
 
 template <class T>
-void summa_matmul_atb(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b) {
+void summa_matmul_atb(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> c, V2<const T> a,
+                      V2<const T> b) {
   if (g.q == 1) {
     kernels::product<T>(precision, "T", "N", a, b, T(0), c);
     return;
@@ -114,10 +117,10 @@ void summa_matmul_atb(const TensorGrid2D& g, Precision precision, V2<T> c, V2<co
                         [&](V2<const T> at, V2<T> p) { kernels::product<T>(precision, "T", "N", at, b, T(0), p); });
 }
 
-#define STRATA_SUMMA_INSTANTIATE(T)                                                                   \
-  template void summa_matmul_ab<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>);  \
-  template void summa_matmul_abt<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>); \
-  template void summa_matmul_atb<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>);
+#define STRATA_SUMMA_INSTANTIATE(T)                                                                                   \
+  template void summa_matmul_ab<T>(const TensorGrid2D&, kernels::ProductPrecision, V2<T>, V2<const T>, V2<const T>);  \
+  template void summa_matmul_abt<T>(const TensorGrid2D&, kernels::ProductPrecision, V2<T>, V2<const T>, V2<const T>); \
+  template void summa_matmul_atb<T>(const TensorGrid2D&, kernels::ProductPrecision, V2<T>, V2<const T>, V2<const T>);
 STRATA_SUMMA_INSTANTIATE(float)
 STRATA_SUMMA_INSTANTIATE(double)
 #undef STRATA_SUMMA_INSTANTIATE

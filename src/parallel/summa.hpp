@@ -12,6 +12,7 @@
 #include "comm/comm.hpp"
 #include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
+#include "kernels/products.hpp"
 
 namespace strata {
 
@@ -25,12 +26,14 @@ struct TensorGrid2D {
 // operator).
 // a: block (m, k) of A; b: block (k, n) of B; c: block (m, n) of C = A B.
 template <class T>
-void summa_matmul_ab(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b);
+void summa_matmul_ab(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> c, V2<const T> a, V2<const T> b);
 // a: block (m, k) of A; b: block (n, k) of B; c: block (m, n) of C = A B^T.
 template <class T>
-void summa_matmul_abt(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b);
+void summa_matmul_abt(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> c, V2<const T> a,
+                      V2<const T> b);
 // a: block (k, m) of A; b: block (k, n) of B; c: block (m, n) of C = A^T B.
 template <class T>
-void summa_matmul_atb(const TensorGrid2D& g, Precision precision, V2<T> c, V2<const T> a, V2<const T> b);
+void summa_matmul_atb(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> c, V2<const T> a,
+                      V2<const T> b);
 
 }  // namespace strata

@@ -7,14 +7,15 @@
 namespace strata {
 
 template <class T>
-void linear2d_forward(const TensorGrid2D& g, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
+void linear2d_forward(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x, V2<const T> w,
                       V1<const T> bias) {
   summa_matmul_ab<T>(g, precision, y, x, w);
   kernels::add_bias<T>(y, bias);
 }
 
 template <class T>
-void linear2d_backward_input(const TensorGrid2D& g, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w) {
+void linear2d_backward_input(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
+                             V2<const T> w) {
   if (g.q == 1)  // one rank: the serial layer, bit for bit
     kernels::matmul_backward_input<T>(dx, dy, w, precision);
   else
@@ -22,8 +23,8 @@ void linear2d_backward_input(const TensorGrid2D& g, Precision precision, V2<T> d
 }
 
 template <class T>
-void linear2d_backward_weight(const TensorGrid2D& g, Precision precision, V2<T> dw, V1<T> dbias, V2<const T> dy,
-                              V2<const T> x) {
+void linear2d_backward_weight(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> dw, V1<T> dbias,
+                              V2<const T> dy, V2<const T> x) {
   if (g.q == 1) {
     kernels::matmul_backward_weight<T>(dw, dbias, dy, x, precision);
     return;
@@ -40,25 +41,27 @@ void linear2d_backward_weight(const TensorGrid2D& g, Precision precision, V2<T> 
 }
 
 template <class T>
-void linear2d_backward(const TensorGrid2D& g, Precision precision, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy,
-                       V2<const T> x, V2<const T> w) {
+void linear2d_backward(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> dx, V2<T> dw, V1<T> dbias,
+                       V2<const T> dy, V2<const T> x, V2<const T> w) {
   linear2d_backward_input<T>(g, precision, dx, dy, w);
   linear2d_backward_weight<T>(g, precision, dw, dbias, dy, x);
 }
 
-template void linear2d_forward<float>(const TensorGrid2D&, Precision, V2<float>, V2<const float>, V2<const float>,
-                                      V1<const float>);
-template void linear2d_forward<double>(const TensorGrid2D&, Precision, V2<double>, V2<const double>, V2<const double>,
-                                       V1<const double>);
-#define STRATA_LINEAR2D_HALVES(T)                                                                            \
-  template void linear2d_backward_input<T>(const TensorGrid2D&, Precision, V2<T>, V2<const T>, V2<const T>); \
-  template void linear2d_backward_weight<T>(const TensorGrid2D&, Precision, V2<T>, V1<T>, V2<const T>, V2<const T>);
+template void linear2d_forward<float>(const TensorGrid2D&, kernels::ProductPrecision, V2<float>, V2<const float>,
+                                      V2<const float>, V1<const float>);
+template void linear2d_forward<double>(const TensorGrid2D&, kernels::ProductPrecision, V2<double>, V2<const double>,
+                                       V2<const double>, V1<const double>);
+#define STRATA_LINEAR2D_HALVES(T)                                                                                      \
+  template void linear2d_backward_input<T>(const TensorGrid2D&, kernels::ProductPrecision, V2<T>, V2<const T>,         \
+                                           V2<const T>);                                                               \
+  template void linear2d_backward_weight<T>(const TensorGrid2D&, kernels::ProductPrecision, V2<T>, V1<T>, V2<const T>, \
+                                            V2<const T>);
 STRATA_LINEAR2D_HALVES(float)
 STRATA_LINEAR2D_HALVES(double)
 #undef STRATA_LINEAR2D_HALVES
-template void linear2d_backward<float>(const TensorGrid2D&, Precision, V2<float>, V2<float>, V1<float>, V2<const float>,
-                                       V2<const float>, V2<const float>);
-template void linear2d_backward<double>(const TensorGrid2D&, Precision, V2<double>, V2<double>, V1<double>,
-                                        V2<const double>, V2<const double>, V2<const double>);
+template void linear2d_backward<float>(const TensorGrid2D&, kernels::ProductPrecision, V2<float>, V2<float>, V1<float>,
+                                       V2<const float>, V2<const float>, V2<const float>);
+template void linear2d_backward<double>(const TensorGrid2D&, kernels::ProductPrecision, V2<double>, V2<double>,
+                                        V1<double>, V2<const double>, V2<const double>, V2<const double>);
 
 }  // namespace strata

@@ -12,19 +12,20 @@ namespace strata {
 // y (r, n/q) = x (r, k/q) w (k/q, n/q) + bias (n/q), r = this grid row's rows. Outputs
 // come first, as in every parallel operator.
 template <class T>
-void linear2d_forward(const TensorGrid2D& g, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
+void linear2d_forward(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x, V2<const T> w,
                       V1<const T> bias);
 
 // dy (r, n/q). Writes dx (r, k/q); accumulates dw (k/q, n/q) and dbias (n/q).
 template <class T>
-void linear2d_backward(const TensorGrid2D& g, Precision precision, V2<T> dx, V2<T> dw, V1<T> dbias, V2<const T> dy,
-                       V2<const T> x, V2<const T> w);
+void linear2d_backward(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> dx, V2<T> dw, V1<T> dbias,
+                       V2<const T> dy, V2<const T> x, V2<const T> w);
 // Its two halves (zero-bubble schedules run them apart): dx = ABT(dy, w); then
 // dw += ATB(x, dy) and dbias += the column's sums of dy.
 template <class T>
-void linear2d_backward_input(const TensorGrid2D& g, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w);
+void linear2d_backward_input(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
+                             V2<const T> w);
 template <class T>
-void linear2d_backward_weight(const TensorGrid2D& g, Precision precision, V2<T> dw, V1<T> dbias, V2<const T> dy,
-                              V2<const T> x);
+void linear2d_backward_weight(const TensorGrid2D& g, kernels::ProductPrecision precision, V2<T> dw, V1<T> dbias,
+                              V2<const T> dy, V2<const T> x);
 
 }  // namespace strata

@@ -40,8 +40,8 @@ V1<T> flat(V2<T> v) {
 }
 
 template <class T, class X>
-void linear_in_forward_any(const TensorParallel& tp, Precision precision, V2<T> y, V2<const X> x, V2<const T> w,
-                           V1<const T> b, V2<T> rows) {
+void linear_in_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
+                           V2<const T> w, V1<const T> b, V2<T> rows) {
   if (tp.row_split() > 1) {
     if constexpr (std::is_same_v<X, T>) {
       tp_gather_rows<T>(tp, rows, x);
@@ -58,8 +58,8 @@ void linear_in_forward_any(const TensorParallel& tp, Precision precision, V2<T> 
 }
 
 template <class T, class X>
-void linear_out_forward_any(const TensorParallel& tp, Precision precision, V2<T> y, V2<const X> x, V2<const T> w,
-                            V1<const T> b, V2<T> rows) {
+void linear_out_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
+                            V2<const T> w, V1<const T> b, V2<T> rows) {
   if (tp.row_split() > 1) {  // partial products of every row, this rank's rows of their sum, then the bias
     kernels::product<T>(precision, "N", "N", x, w, T(0), rows);
     tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), flat(y));
@@ -79,8 +79,8 @@ void linear_out_forward_any(const TensorParallel& tp, Precision precision, V2<T>
 }
 
 template <class T, class X>
-void linear_backward_weight_any(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
-                                V2<const X> x) {
+void linear_backward_weight_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
+                                V2<const T> dy, V2<const X> x) {
   if (tp.mode !=
       TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
     kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
@@ -128,19 +128,19 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 }
 
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
-                          V1<const T> b, V2<T> rows) {
+void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
+                          V2<const T> w, V1<const T> b, V2<T> rows) {
   linear_in_forward_any<T, T>(tp, precision, y, x, w, b, rows);
 }
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                          V2<const T> w, V1<const T> b, V2<T> rows) {
+void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
+                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows) {
   linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows);
 }
 
 template <class T>
-void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
-                                 V2<T> rows) {
+void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
+                                 V2<const T> dy, V2<const T> w, V2<T> rows) {
   if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
     return;
@@ -156,20 +156,20 @@ void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, 
 }
 
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
-                           V1<const T> b, V2<T> rows) {
+void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
+                           V2<const T> w, V1<const T> b, V2<T> rows) {
   linear_out_forward_any<T, T>(tp, precision, y, x, w, b, rows);
 }
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows) {
+void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
+                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows) {
   if (tp.row_split() > 1) bf16_operand_in_sequence_parallel("tp_linear_out_forward");
   linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows);
 }
 
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy,
-                                  V2<const T> w, V2<T> dy_rows) {
+void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
+                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows) {
   if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
   } else if (tp.row_split() > 1) {  // every rank's rows of dy, then this rank's columns of dx
@@ -181,13 +181,13 @@ void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision,
 }
 
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
-                               V2<const T> x) {
+void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
+                               V2<const T> dy, V2<const T> x) {
   linear_backward_weight_any<T, T>(tp, precision, dw, db, dy, x);
 }
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
-                               V2<const kernels::bf16> x) {
+void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
+                               V2<const T> dy, V2<const kernels::bf16> x) {
   linear_backward_weight_any<T, kernels::bf16>(tp, precision, dw, db, dy, x);
 }
 
@@ -197,26 +197,27 @@ void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2
   template void tp_layernorm_backward<T>(const TensorParallel&, int64_t, V2<T>, V1<T>, V1<T>, V2<const T>,             \
                                          V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);                    \
   template void tp_gather_rows<T>(const TensorParallel&, V2<T>, V2<const T>);                                          \
-  template void tp_linear_in_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,             \
-                                        V1<const T>, V2<T>);                                                           \
-  template void tp_linear_in_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,      \
-                                               V2<T>);                                                                 \
-  template void tp_linear_out_forward<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,            \
-                                         V1<const T>, V2<T>);                                                          \
-  template void tp_linear_out_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>,     \
-                                                V2<T>);                                                                \
-  template void tp_linear_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V1<T>, V2<const T>, V2<const T>);
+  template void tp_linear_in_forward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,          \
+                                        V2<const T>, V1<const T>, V2<T>);                                              \
+  template void tp_linear_in_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,   \
+                                               V2<const T>, V2<T>);                                                    \
+  template void tp_linear_out_forward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,         \
+                                         V2<const T>, V1<const T>, V2<T>);                                             \
+  template void tp_linear_out_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,  \
+                                                V2<const T>, V2<T>);                                                   \
+  template void tp_linear_backward_weight<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V1<T>,           \
+                                             V2<const T>, V2<const T>);
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)
 #undef STRATA_TP_LAYERS_INSTANTIATE
 using kernels::bf16;
 template void tp_layernorm_forward<float>(const TensorParallel&, int64_t, V2<bf16>, V1<float>, V1<float>,
                                           V2<const float>, V1<const float>, V1<const float>);
-template void tp_linear_in_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>, V2<const float>,
-                                          V1<const float>, V2<float>);
-template void tp_linear_out_forward<float>(const TensorParallel&, Precision, V2<float>, V2<const bf16>, V2<const float>,
-                                           V1<const float>, V2<float>);
-template void tp_linear_backward_weight<float>(const TensorParallel&, Precision, V2<float>, V1<float>, V2<const float>,
-                                               V2<const bf16>);
+template void tp_linear_in_forward<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V2<const bf16>,
+                                          V2<const float>, V1<const float>, V2<float>);
+template void tp_linear_out_forward<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V2<const bf16>,
+                                           V2<const float>, V1<const float>, V2<float>);
+template void tp_linear_backward_weight<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V1<float>,
+                                               V2<const float>, V2<const bf16>);
 
 }  // namespace strata

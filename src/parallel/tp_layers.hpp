@@ -19,6 +19,7 @@
 // all-gather). The layer norms' gains and biases see only this rank's rows, so their
 // gradients are summed over the group.
 #include "kernels/bf16.hpp"
+#include "kernels/products.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -40,29 +41,29 @@ void tp_gather_rows(const TensorParallel& tp, V2<T> full, V2<const T> local);
 // y = x w + b for a linear whose input is the block's (replicated in 1D) activation
 // (sequence parallelism: x holds this rank's rows, gathered through `rows`).
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
-                          V1<const T> b, V2<T> rows = {});
+void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
+                          V2<const T> w, V1<const T> b, V2<T> rows = {});
 // The backward comes in two halves, which zero-bubble pipeline schedules run apart:
 // *_backward_input writes dx (complete: summed over the group in 1D);
 // tp_linear_backward_weight accumulates dw, db (either kind of linear).
 template <class T>
-void tp_linear_in_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy, V2<const T> w,
-                                 V2<T> rows = {});
+void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
+                                 V2<const T> dy, V2<const T> w, V2<T> rows = {});
 // y = x w + b for a linear whose input is split over the group in 1D (its output is
 // all-reduced there, or under sequence parallelism reduce-scattered through `rows`, and
 // the replicated bias added once).
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const T> x, V2<const T> w,
-                           V1<const T> b, V2<T> rows = {});
+void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
+                           V2<const T> w, V1<const T> b, V2<T> rows = {});
 // Sequence parallelism: dy holds this rank's rows; they are gathered into dy_rows (B*T, C),
 // which the weight gradient reads next.
 template <class T>
-void tp_linear_out_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dy,
-                                  V2<const T> w, V2<T> dy_rows = {});
+void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
+                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows = {});
 // dw += x^T dy, db += the column sums of dy (in 2D, SUMMA's ATB and the column's sums).
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
-                               V2<const T> x);
+void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
+                               V2<const T> dy, V2<const T> x);
 
 // The same layers with an activation that only feeds bf16 products kept as bf16
 // (kernels/bf16.hpp, model/product_operand.hpp): the layer norm writes it rounded, the
@@ -74,13 +75,13 @@ void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<kernels:
 // (rows: as the T overloads take it; these are a logic_error under sequence parallelism,
 // whose gathers move T)
 template <class T>
-void tp_linear_in_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                          V2<const T> w, V1<const T> b, V2<T> rows = {});
+void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
+                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows = {});
 template <class T>
-void tp_linear_out_forward(const TensorParallel& tp, Precision precision, V2<T> y, V2<const kernels::bf16> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows = {});
+void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
+                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows = {});
 template <class T>
-void tp_linear_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dw, V1<T> db, V2<const T> dy,
-                               V2<const kernels::bf16> x);
+void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
+                               V2<const T> dy, V2<const kernels::bf16> x);
 
 }  // namespace strata

@@ -90,7 +90,8 @@ void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<
 }
 
 template <class T>
-void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits, V2<const T> x, V2<const T> wte) {
+void tp_head_logits(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> logits, V2<const T> x,
+                    V2<const T> wte) {
   if (tp.mode == TensorMode::TwoD)
     summa_matmul_abt<T>(tp.grid(), precision, logits, x, wte);
   else
@@ -98,8 +99,8 @@ void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits,
 }
 
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits,
-                            V2<const T> wte, V2<T> rows) {
+void tp_head_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
+                            V2<const T> dlogits, V2<const T> wte, V2<T> rows) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {  // at q = 1, the serial product below
     summa_matmul_ab<T>(tp.grid(), precision, dx, dlogits, wte);
     return;
@@ -114,8 +115,8 @@ void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T>
 }
 
 template <class T>
-void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits,
-                             V2<const T> x) {
+void tp_head_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dwte,
+                             V2<const T> dlogits, V2<const T> x) {
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {
     Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
     summa_matmul_atb<T>(tp.grid(), precision, step, dlogits, x);
@@ -126,8 +127,8 @@ void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T
 }
 
 template <class T>
-void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits,
-                      V2<const T> x, V2<const T> wte) {
+void tp_head_backward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx, V2<T> dwte,
+                      V2<const T> dlogits, V2<const T> x, V2<const T> wte) {
   tp_head_backward_weight<T>(tp, precision, dwte, dlogits, x);  // first: dx may alias x
   tp_head_backward_input<T>(tp, precision, dx, dlogits, wte, {});
 }
@@ -179,11 +180,13 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
                                         int64_t, Tensor2<T>&);                                                         \
   template void tp_embedding_backward<T>(const TensorParallel&, V2<T>, V2<T>, V2<const T>, V1<const int32_t>, int64_t, \
                                          Tensor2<T>&);                                                                 \
-  template void tp_head_logits<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);                  \
-  template void tp_head_backward<T>(const TensorParallel&, Precision, V2<T>, V2<T>, V2<const T>, V2<const T>,          \
-                                    V2<const T>);                                                                      \
-  template void tp_head_backward_input<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>, V2<T>);   \
-  template void tp_head_backward_weight<T>(const TensorParallel&, Precision, V2<T>, V2<const T>, V2<const T>);         \
+  template void tp_head_logits<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>, V2<const T>);  \
+  template void tp_head_backward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<T>, V2<const T>,       \
+                                    V2<const T>, V2<const T>);                                                         \
+  template void tp_head_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,        \
+                                          V2<const T>, V2<T>);                                                         \
+  template void tp_head_backward_weight<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,       \
+                                           V2<const T>);                                                               \
   template double tp_cross_entropy_forward<T>(const TensorParallel&, V1<T>, V1<T>, V2<const T>, V1<const int32_t>);    \
   template void tp_cross_entropy_backward<T>(const TensorParallel&, V2<T>, V1<const T>, V1<const int32_t>, T);         \
   template void tp_mask_padded_logits<T>(const TensorParallel&, V2<T>, int64_t);

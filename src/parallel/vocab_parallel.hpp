@@ -9,6 +9,7 @@
 //       (rank (i, j) keeps batch block i); the head is SUMMA ABT, whose logits block
 //       (i, j) is [batch block i, vocabulary block j], so the loss reduces along grid row i.
 // wpe [T, C] is replicated in 1D and split by hidden block j (replicated over i) in 2D.
+#include "kernels/products.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -31,20 +32,21 @@ void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<
 
 // logits (rows, V local) = x wte^T.
 template <class T>
-void tp_head_logits(const TensorParallel& tp, Precision precision, V2<T> logits, V2<const T> x, V2<const T> wte);
+void tp_head_logits(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> logits, V2<const T> x,
+                    V2<const T> wte);
 // Writes dx (complete); accumulates dwte. dx may alias x (x is read first).
 template <class T>
-void tp_head_backward(const TensorParallel& tp, Precision precision, V2<T> dx, V2<T> dwte, V2<const T> dlogits,
-                      V2<const T> x, V2<const T> wte);
+void tp_head_backward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx, V2<T> dwte,
+                      V2<const T> dlogits, V2<const T> x, V2<const T> wte);
 // Its halves, in the order zero-bubble schedules run them: dx = dlogits wte (complete),
 // then dwte += dlogits^T x (x must be intact: dx may not alias it). Under sequence
 // parallelism dx is this rank's rows, reduce-scattered through rows (B*T, C).
 template <class T>
-void tp_head_backward_input(const TensorParallel& tp, Precision precision, V2<T> dx, V2<const T> dlogits,
-                            V2<const T> wte, V2<T> rows = {});
+void tp_head_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
+                            V2<const T> dlogits, V2<const T> wte, V2<T> rows = {});
 template <class T>
-void tp_head_backward_weight(const TensorParallel& tp, Precision precision, V2<T> dwte, V2<const T> dlogits,
-                             V2<const T> x);
+void tp_head_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dwte,
+                             V2<const T> dlogits, V2<const T> x);
 
 // Softmax cross-entropy over the whole vocabulary of logits split by vocabulary columns.
 // targets: this rank's rows. Writes losses and lse (rows); returns the sum of this rank's

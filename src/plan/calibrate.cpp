@@ -72,7 +72,7 @@ std::unique_ptr<GPT<float>> one_layer(const Deck& deck) {
 // FLOP/s of the fused attention, forward and backward, at the deck's shapes (one rank's
 // micro-batch of sequences, at most 2048 tokens as the GEMM probe; all heads), counted as
 // GPT::attention_kernel_flops counts it: the best of 3 after a warm-up.
-double attention_flops(const Deck& deck, Precision precision) {
+double attention_flops(const Deck& deck, Precision type) {
   const int64_t t = deck.model.seq_len, h = deck.model.n_head, c = deck.model.n_embd;
   const int64_t local = std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches);
   const int64_t b = std::clamp<int64_t>(2048 / t, 1, local), rows = b * t;
@@ -81,6 +81,8 @@ double attention_flops(const Deck& deck, Precision precision) {
   Kokkos::parallel_for(
       "calibrate_qkv", Range(0, rows * 3 * c),
       KOKKOS_LAMBDA(const int64_t i) { qkv.data()[i] = 0.02f * float(i % 97) - 0.9f; });
+  kernels::ProductWorkspace workspace;  // as the model's: Q, K, V rounded once per pass
+  const kernels::ProductPrecision precision(type, true, &workspace);
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     const double t0 = Timers::now();

@@ -42,12 +42,14 @@ Tensor1<T> to_device(const std::vector<double>& v) {
 }
 
 template <class T>
-void run(const std::string& dir, int64_t b, int64_t t, int64_t h, int64_t hs, Precision precision) {
+void run(const std::string& dir, int64_t b, int64_t t, int64_t h, int64_t hs, Precision type) {
   const int64_t c = h * hs, n = b * t;
   const auto qkv = to_device<T>(read_bin(dir + "/qkv.bin", size_t(n * 3 * c)));
   const auto dout = to_device<T>(read_bin(dir + "/dout.bin", size_t(n * c)));
   Tensor1<T> out("out", n * c), lse("lse", b * h * t), dqkv("dqkv", n * 3 * c);
   const V2<const T> qkv2(qkv.data(), n, 3 * c);
+  kernels::ProductWorkspace workspace;
+  const kernels::ProductPrecision precision(type, true, &workspace);
   kernels::attention_forward<T>(V2<T>(out.data(), n, c), V2<T>(lse.data(), b * h, t), qkv2, b, t, h, precision);
   kernels::attention_backward<T>(V2<T>(dqkv.data(), n, 3 * c), qkv2, V2<const T>(out.data(), n, c),
                                  V2<const T>(lse.data(), b * h, t), V2<const T>(dout.data(), n, c), b, t, h, precision);

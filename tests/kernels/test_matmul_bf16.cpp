@@ -47,8 +47,9 @@ TEST_CASE("to_bf16 and round_rows_to_bf16 round every float as the products' own
   }
   std::vector<float> values(bits.size());
   std::memcpy(values.data(), bits.data(), bits.size() * sizeof(float));
-  kernels::RoundedCopy copy(values.data(), int64_t(values.size()));
-  const uint16_t* theirs = kernels::RoundedCopy::lookup(values.data(), int64_t(values.size()));
+  kernels::ProductWorkspace workspace;
+  kernels::RoundedCopy copy(workspace, values.data(), int64_t(values.size()));
+  const uint16_t* theirs = workspace.lookup(values.data(), int64_t(values.size()));
   REQUIRE(theirs != nullptr);
   int64_t differ = 0;
   for (size_t i = 0; i < values.size(); ++i)
@@ -98,6 +99,7 @@ TEST_CASE("activations written as bf16 by their kernels give the products the bi
   // a product reading A as bf16 equals the product rounding A itself, for every transpose
   // and beta, bit for bit
   const int m = 29, k = 53, nn = 31;
+  kernels::ProductWorkspace workspace;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (const float beta : {0.0f, 0.5f}) {
@@ -110,9 +112,9 @@ TEST_CASE("activations written as bf16 by their kernels give the products the bi
         for (size_t i = 0; i < a.size(); ++i) ha16(i) = kernels::to_bf16(a[i]);
         Kokkos::deep_copy(da16, ha16);
         const V2<const float> bv = tb ? mat(db2, nn, k) : mat(db2, k, nn);
-        kernels::matmul_bf16(ta, tb, ta ? mat(da, k, m) : mat(da, m, k), bv, beta, mat(dc, m, nn));
+        kernels::matmul_bf16(workspace, ta, tb, ta ? mat(da, k, m) : mat(da, m, k), bv, beta, mat(dc, m, nn));
         const V2<const kernels::bf16> a16v(da16.data(), ta ? k : m, ta ? m : k);
-        kernels::matmul_bf16(ta, tb, a16v, bv, beta, mat(dc16, m, nn));
+        kernels::matmul_bf16(workspace, ta, tb, a16v, bv, beta, mat(dc16, m, nn));
         CHECK(to_host<float>(dc16) == to_host<float>(dc));
       }
 }
@@ -122,6 +124,7 @@ TEST_CASE("activations written as bf16 by their kernels give the products the bi
 TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded operands", "[kernels][bf16]") {
   REQUIRE_BF16_PRODUCTS();
   const int m = 37, n = 29, k = 53;
+  kernels::ProductWorkspace workspace;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (const float beta : {0.0f, 0.5f}) {
@@ -129,8 +132,8 @@ TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded opera
         const auto a = random_vector<float>(m * k, 11), b = random_vector<float>(k * n, 12);
         const auto c0 = random_vector<float>(m * n, 13);
         auto da = to_device(a), db = to_device(b), dc = to_device(c0);
-        kernels::matmul_bf16(ta, tb, ta ? mat(da, k, m) : mat(da, m, k), tb ? mat(db, n, k) : mat(db, k, n), beta,
-                             mat(dc, m, n));
+        kernels::matmul_bf16(workspace, ta, tb, ta ? mat(da, k, m) : mat(da, m, k), tb ? mat(db, n, k) : mat(db, k, n),
+                             beta, mat(dc, m, n));
         const auto c = to_host<float>(dc);
         std::vector<double> want(size_t(m) * n), exact(size_t(m) * n);
         for (int i = 0; i < m; ++i)
@@ -156,14 +159,15 @@ TEST_CASE("matmul_bf16_strided_batched multiplies submatrices a stride apart and
   REQUIRE_BF16_PRODUCTS();
   // 3 matrices each, inside wider arrays (as attention's heads are column blocks of qkv)
   const int batch = 3, m = 9, n = 7, k = 11, lda = 15, ldb = 13, ldc = 10, sa = 200, sb = 190, sc = 95;
+  kernels::ProductWorkspace workspace;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       INFO("trans_a " << ta << " trans_b " << tb);
       const auto a = random_vector<float>(batch * sa, 21), b = random_vector<float>(batch * sb, 22);
       const auto c0 = random_vector<float>(batch * sc, 23);
       auto da = to_device(a), db = to_device(b), dc = to_device(c0);
-      kernels::matmul_bf16_strided_batched(ta, tb, m, n, k, da.data(), lda, sa, db.data(), ldb, sb, 0.0f, dc.data(),
-                                           ldc, sc, batch);
+      kernels::matmul_bf16_strided_batched(workspace, ta, tb, m, n, k, da.data(), lda, sa, db.data(), ldb, sb, 0.0f,
+                                           dc.data(), ldc, sc, batch);
       const auto c = to_host<float>(dc);
       const auto at = [&](int i, int r, int q) { return ta ? a[i * sa + q * lda + r] : a[i * sa + r * lda + q]; };
       const auto bt = [&](int i, int q, int col) { return tb ? b[i * sb + col * ldb + q] : b[i * sb + q * ldb + col]; };
@@ -199,17 +203,51 @@ TEST_CASE("attention in bf16 stays within bf16 rounding of fp32 attention, forwa
     return std::make_pair(std::vector<double>(hy.begin(), hy.end()), std::vector<double>(hg.begin(), hg.end()));
   };
   const auto fp32 = run(Precision::FP32);
-  const int64_t reads_before = kernels::RoundedCopy::reads();
-  const auto bf16 = run(Precision::BF16);
-  if (kernels::RoundedCopy::pays()) CHECK(kernels::RoundedCopy::reads() > reads_before);
+  kernels::ProductWorkspace workspace;
+  const auto bf16 = run(kernels::ProductPrecision(Precision::BF16, true, &workspace));
+  if (kernels::RoundedCopy::pays()) CHECK(workspace.copy_reads() > 0);
   // Q, K, V and dO rounded once per pass (the default) against rounded in every block's
   // product: the same rounding, so the same bits
-  const auto bf16_each = run(kernels::ProductPrecision(Precision::BF16, false));
+  const auto bf16_each = run(kernels::ProductPrecision(Precision::BF16, false, &workspace));
   CHECK(bf16_each.first == bf16.first);
   CHECK(bf16_each.second == bf16.second);
   CHECK(max_rel_error(bf16.first, fp32.first) < 2e-2);
   CHECK(max_rel_error(bf16.first, fp32.first) > 1e-5);  // the products did run in bf16
   CHECK(max_rel_error(bf16.second, fp32.second) < 3e-2);
   CHECK(max_rel_error(bf16.second, fp32.second) > 1e-5);
+}
+
+TEST_CASE("a ProductWorkspace is its model's alone: copies found in it only, its stack grown to the most in use",
+          "[kernels][bf16]") {
+  REQUIRE_BF16_PRODUCTS();
+  if (!kernels::RoundedCopy::pays()) return;  // GPUs: no copies, no stack
+  const auto x = random_vector<float>(1000, 61), y = random_vector<float>(300, 62);
+  kernels::ProductWorkspace one, other;
+  CHECK(one.bytes() == 0);
+  {
+    kernels::RoundedCopy xs(one, x.data(), int64_t(x.size()));  // a pass's copies, nested
+    {
+      kernels::RoundedCopy ys(one, y.data(), int64_t(y.size()));
+      CHECK(one.lookup(y.data() + 10, 20) != nullptr);
+      CHECK(other.lookup(y.data() + 10, 20) == nullptr);  // another model's products do not see it
+      CHECK(one.lookup(y.data() + 290, 20) == nullptr);   // past its end
+    }
+    CHECK(one.lookup(y.data(), 1) == nullptr);  // ended
+    CHECK(one.lookup(x.data(), 1000) != nullptr);
+  }
+  // 1000 and 300 values, each buffer rounded up to 32 values (64 bytes): the stack's
+  // high-water mark, kept for the next pass
+  CHECK(one.bytes() == 2 * (1024 + 320));
+  CHECK(other.bytes() == 0);
+  CHECK(one.copy_reads() == 2);
+  {
+    kernels::RoundedCopy again(one, x.data(), int64_t(x.size()));
+    CHECK(one.bytes() == 2 * (1024 + 320));  // fits: no new memory
+  }
+  // a copy that owns its memory (the parameters') is not on the stack
+  uint64_t changes = 0;
+  kernels::RoundedCopy params(other, y.data(), int64_t(y.size()), &changes);
+  CHECK(other.bytes() == 0);
+  CHECK(other.lookup(y.data(), 300)[7] == kernels::to_bf16(y[7]).bits);
 }
 #endif
