@@ -9,15 +9,15 @@ namespace strata {
 
 template <class T>
 PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches)
-    : StepEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()),
-      embedding_(grid.embedding()), executor_(model, grid.pipeline()) {
+    : Engine(model, grid,
+             forward_only_schedule(int(grid.shape().pipeline), micro_batches, model.placement().chunk_count())),
+      expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()) {
   if (schedule == Schedule::XPipe)
     throw std::logic_error("PipelineEngine runs flushing schedules; XPipe is XPipeEngine");
   const int stages = int(grid.shape().pipeline), chunks = model.placement().chunk_count();
   list_ = make_schedule(schedule, stages, micro_batches, 1, chunks);
   const PipeSimulation sim = simulate_schedule(list_);
   if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
-  evaluation_ = forward_only_schedule(stages, micro_batches, chunks);
   model_.share_loss_layer_cache(stages > 1 && one_forward_at_a_time(list_.programs[size_t(model.placement().stage)]));
 }
 
@@ -33,16 +33,6 @@ BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int
   const BatchResult result = sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
   timers.stop("grad_allreduce");
   return result;
-}
-
-template <class T>
-BatchResult PipelineEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
-  return executor_.evaluate(evaluation_, batch, global_batch, data_);
-}
-
-template <class T>
-int64_t PipelineEngine<T>::activation_bytes() const {
-  return executor_.activation_bytes();
 }
 
 template class PipelineEngine<float>;

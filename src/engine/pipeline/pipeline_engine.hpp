@@ -5,17 +5,12 @@
 // replicas sum their gradients, and the run updates every stage at once. Evaluation runs
 // the executor over a forward-only list. XPipe, which streams without a flush, is
 // XPipeEngine (xpipe_engine.hpp).
-#include "comm/comm.hpp"
-#include "comm/grid.hpp"
-#include "engine/pipeline/schedule.hpp"
-#include "engine/pipeline/stage_executor.hpp"
-#include "engine/train_engine.hpp"
-#include "model/stage_model.hpp"
+#include "engine/pipeline/executor_engine.hpp"
 
 namespace strata {
 
 template <class T>
-class PipelineEngine : public StepEngine<T> {
+class PipelineEngine : public ExecutorEngine<T, StepEngine<T>> {
  public:
   // model: this rank's stage (its placement's stage of grid.shape().pipeline); a flushing
   // schedule with micro_batches micro-batches per mini-batch.
@@ -23,17 +18,16 @@ class PipelineEngine : public StepEngine<T> {
 
   // One mini-batch; the gradients are left summed for the run's update.
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
-  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
-  int64_t activation_bytes() const override;  // the caches of the micro-batches in flight and messages
 
  private:
+  using Engine = ExecutorEngine<T, StepEngine<T>>;
   using TrainEngine<T>::model_;
-  Comm& data_;
+  using Engine::data_;
+  using Engine::executor_;
   Comm& expert_data_;  // the ranks that hold the same experts (Grid::expert_replicas())
   Comm& pipe_;         // the stages of this replica, ranked by stage
   Comm* embedding_;    // first and last stage (tied embedding), if p > 1
-  PipeSchedule list_, evaluation_;
-  StageExecutor<T> executor_;
+  PipeSchedule list_;
 };
 
 }  // namespace strata

@@ -189,12 +189,12 @@ class XPipeEngine<T>::Stream : public ListHooks {
 template <class T>
 XPipeEngine<T>::XPipeEngine(StageModel<T>& model, const Grid& grid, int micro_batches, bool predict,
                             StalenessMeter<T>* meter)
-    : TrainEngine<T>(model), data_(grid.replicas()), expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()),
-      embedding_(grid.embedding()), stop_comm_(grid.control()), micro_batches_(micro_batches),
-      stages_(int(grid.shape().pipeline)), predict_(predict), meter_(meter), executor_(model, grid.pipeline()) {
+    : Engine(model, grid, forward_only_schedule(int(grid.shape().pipeline), micro_batches)),
+      expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
+      stop_comm_(grid.control()), micro_batches_(micro_batches), stages_(int(grid.shape().pipeline)), predict_(predict),
+      meter_(meter) {
   if (stages_ > 1 && model_.tied_index() < 0)
     throw UserError("parallel.schedule = \"xpipe\" runs models with a tied embedding (the GPT); use gpipe or 1f1b");
-  evaluation_ = forward_only_schedule(stages_, micro_batches_);
   // the lists of every stream length share the property (a stream's first list decides)
   model_.share_loss_layer_cache(stages_ > 1 &&
                                 one_forward_at_a_time(schedule_for(1).programs[size_t(model.placement().stage)]));
@@ -295,16 +295,6 @@ std::vector<StepOutcome> XPipeEngine<T>::train_steps(int64_t first_step, const s
   for (const StreamStep& s : train_stream(first_step, batches, global_batch, stream, timers))
     out.push_back({s.loss, s.grad_norm, std::isfinite(s.loss) && std::isfinite(s.grad_norm)});
   return out;
-}
-
-template <class T>
-BatchResult XPipeEngine<T>::evaluate(const SampleBatch<T>& batch, int64_t global_batch) {
-  return executor_.evaluate(evaluation_, batch, global_batch, data_);
-}
-
-template <class T>
-int64_t XPipeEngine<T>::activation_bytes() const {
-  return executor_.activation_bytes();
 }
 
 template class XPipeEngine<float>;

@@ -14,13 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "comm/comm.hpp"
-#include "comm/grid.hpp"
-#include "engine/pipeline/schedule.hpp"
-#include "engine/pipeline/stage_executor.hpp"
+#include "engine/pipeline/executor_engine.hpp"
 #include "engine/pipeline/staleness_meter.hpp"
-#include "engine/train_engine.hpp"
-#include "model/stage_model.hpp"
 #include "optim/weight_prediction.hpp"
 
 namespace strata {
@@ -43,7 +38,7 @@ struct StreamStep {
 };
 
 template <class T>
-class XPipeEngine : public TrainEngine<T> {
+class XPipeEngine : public ExecutorEngine<T, TrainEngine<T>> {
  public:
   // model: this rank's stage; micro_batches per mini-batch (XPipe's T). p > 1 needs the
   // model's tied parameter (the GPT's embedding): the list exchanges it between the end
@@ -65,8 +60,6 @@ class XPipeEngine : public TrainEngine<T> {
   // trained: fewer than batches when update.stop_requested ended it early.
   std::vector<StreamStep> train_stream(int64_t first_step, const std::vector<SampleBatch<T>>& batches,
                                        int64_t global_batch, const StreamUpdate<T>& update, Timers& timers);
-  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
-  int64_t activation_bytes() const override;
   int64_t weight_copy_bytes() const override { return predictor_ ? predictor_->bytes() : 0; }
   // The list for a stream of `mini_batches` (printed by strata plan --schedule).
   const PipeSchedule& schedule_for(int mini_batches);
@@ -88,8 +81,10 @@ class XPipeEngine : public TrainEngine<T> {
   void send_tied(const std::vector<V1<const T>>& parts, int tag);
   V1<const T> receive_tied(int64_t n, int parts, int tag);
 
+  using Engine = ExecutorEngine<T, TrainEngine<T>>;
   using TrainEngine<T>::model_;
-  Comm& data_;
+  using Engine::data_;
+  using Engine::executor_;
   Comm& expert_data_;   // the ranks that hold the same experts (Grid::expert_replicas())
   Comm& pipe_;          // the stages of this replica, ranked by stage
   Comm* embedding_;     // first and last stage (tied embedding), if p > 1
@@ -98,8 +93,6 @@ class XPipeEngine : public TrainEngine<T> {
   bool predict_ = true;
   StalenessMeter<T>* meter_ = nullptr;
   std::map<int, PipeSchedule> lists_;  // per stream length
-  PipeSchedule evaluation_;
-  StageExecutor<T> executor_;
   // A stage sends one kind and receives the other (the last stage sends gradient shares
   // and takes versions); each message kind is sent once per mini-batch.
   TiedMessage tied_out_, tied_in_;
