@@ -25,6 +25,7 @@
 #include "core/log.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
+#include "model/model_kind.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/step_prediction.hpp"
@@ -52,7 +53,7 @@ Deck deck_of(const Shape& s, int64_t experts) {
   const std::string text = "[model]\nn_layer = " + std::to_string(s.layers) + "\nn_embd = " + std::to_string(s.width) +
                            "\nn_head = " + std::to_string(s.heads) + moe +
                            "\nvocab_size = 51200\nseq_len = 2048\n[data]\nkind = \"random\"\nbatch_size = 512\n";
-  return parse_deck(text, s.name, {});
+  return parse_model_deck(text, s.name, {});
 }
 
 struct Option {

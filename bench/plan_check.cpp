@@ -26,6 +26,7 @@
 #include "comm/control.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "model/model_kind.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/step_prediction.hpp"
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
     overrides.push_back("run.steps=" + std::to_string(steps));
     overrides.push_back("run.log_every=" + std::to_string(steps));
     try {
-      Deck deck = load_deck(deck_path, overrides);
+      Deck deck = load_model_deck(deck_path, overrides);
       deck.parallel.sequence_parallel = sequence_parallel;  // feasible_layouts gives it to the 1D splits
       const MachineFile machine = read_machine_file(machine_path);
       const bool oversubscribed = ranks > machine.ranks_per_node;

@@ -65,8 +65,7 @@ int64_t matrix_rows(const std::string& strata_name, const std::vector<int64_t>& 
 }
 
 std::string gpt2_export_refusal(const ModelConfig& m) {
-  if (m.kind != ModelKind::GPT)
-    return "it holds a model of kind \"" + to_string(m.kind) + "\", and GPT-2's formats hold GPTs";
+  if (!m.is_gpt()) return "it holds a model of kind \"" + m.kind + "\", and GPT-2's formats hold GPTs";
   if (m.moe_experts > 0)
     return "its model has mixture-of-experts layers (model.moe_experts = " + std::to_string(m.moe_experts) +
            "), which GPT-2's formats have no place for";

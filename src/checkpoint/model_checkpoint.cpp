@@ -1,4 +1,5 @@
 #include "checkpoint/model_checkpoint.hpp"
+#include "model/model_kind.hpp"
 
 #include <unistd.h>
 
@@ -166,8 +167,8 @@ void check_readable(const CheckpointReader& r, const ParamStore<float>& store, i
 std::string read_checkpoint_params(const std::string& path, ParamStore<float>& store, int64_t n_head) {
   CheckpointReader r(path);
   check_readable(r, store, 1);
-  const Deck written = parse_deck(r.string_attribute("deck"), path + " (its deck)");
-  if (written.model.kind == ModelKind::GPT && written.model.n_head != n_head)
+  const Deck written = parse_model_deck(r.string_attribute("deck"), path + " (its deck)");
+  if (written.model.is_gpt() && written.model.n_head != n_head)
     throw UserError("checkpoint '" + path + "' was written with model.n_head = " +
                     std::to_string(written.model.n_head) + ", the deck has " + std::to_string(n_head));
   auto host = Kokkos::create_mirror_view(store.params());

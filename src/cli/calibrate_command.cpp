@@ -4,6 +4,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/machine_file.hpp"
 
@@ -25,7 +26,7 @@ class CalibrateCommand : public Command {
 
   // Every rank measures; rank 0 prints the measurements and writes the machine file.
   int run(int rank) override {
-    const Deck deck = load_deck(deck_.path, deck_.overrides);
+    const Deck deck = load_model_deck(deck_.path, deck_.overrides);
     if (!out_.empty() && rank == 0) {  // refuse an unwritable path before measuring
       std::ofstream probe(out_, std::ios::app);
       if (!probe) throw UserError("cannot write the machine file '" + out_ + "'");

@@ -4,6 +4,7 @@
 #include "cli/command.hpp"
 #include "core/deck.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 
 namespace strata {
 namespace {
@@ -21,7 +22,8 @@ class DeckCommand : public Command {
 
   int run(int rank) override {
     if (reference_ == !deck_.path.empty()) throw UserError("strata deck: give a deck file, or --reference (not both)");
-    const std::string text = reference_ ? deck_reference() : load_deck(deck_.path, deck_.overrides).resolved_toml;
+    const std::string text = reference_ ? deck_reference() + model_kinds_reference()
+                                        : load_model_deck(deck_.path, deck_.overrides).resolved_toml;
     if (rank == 0) std::cout << text << std::flush;
     return kExitOk;
   }

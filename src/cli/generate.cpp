@@ -1,4 +1,5 @@
 #include "cli/generate.hpp"
+#include "model/model_kind.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,10 +19,10 @@ namespace strata {
 std::string generate_text(const std::string& checkpoint, const GenerateOptions& opts) {
   if (opts.tokens < 0) throw UserError("--tokens must be >= 0");
   if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
-  const Deck deck = parse_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
+  const Deck deck = parse_model_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
   const auto& m = deck.model;
-  if (m.kind != ModelKind::GPT)
-    throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + to_string(m.kind) +
+  if (!m.is_gpt())
+    throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + m.kind +
                     "\", not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
   whole.parallel = ParallelConfig{};

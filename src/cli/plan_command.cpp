@@ -6,6 +6,7 @@
 #include "cli/command.hpp"
 #include "cli/plan_schedule.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/plan_report.hpp"
 
@@ -33,7 +34,7 @@ class PlanCommand : public Command {
           "strata plan: say what to plan: --schedule (the deck's pipeline schedule) or --ranks N "
           "(the best layout for N ranks)");
     if (schedule_) {
-      const Deck deck = load_deck(deck_.path, deck_.overrides);
+      const Deck deck = load_model_deck(deck_.path, deck_.overrides);
       if (rank == 0) print_schedule_plan(deck, std::cout);
       return kExitOk;
     }
@@ -41,9 +42,8 @@ class PlanCommand : public Command {
     std::vector<std::string> serial = {"parallel.data=1",        "parallel.pipeline=1",      "parallel.tensor_rows=1",
                                        "parallel.tensor_cols=1", "parallel.micro_batches=1", "parallel.expert=1"};
     serial.insert(serial.end(), deck_.overrides.begin(), deck_.overrides.end());
-    const Deck deck = load_deck(deck_.path, serial);
-    if (deck.model.kind != ModelKind::GPT)
-      throw UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
+    const Deck deck = load_model_deck(deck_.path, serial);
+    if (!deck.model.is_gpt()) throw UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
     const MachineFile machine = read_machine_file(machine_);
     if (rank == 0) print_layout_plan(deck, ranks_, machine, std::cout, top_);
     return kExitOk;

@@ -102,7 +102,7 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
   std::vector<std::string> files;
   std::string model;  // the tokenizer's bytes
   agreed(comm, [&] {
-    if (deck.model.kind != ModelKind::GPT)
+    if (!deck.model.is_gpt())
       throw UserError("strata tokenize: model.kind = \"gpt\" only (the residual network reads images)");
     if (out.empty()) throw UserError("data.token_dir: strata tokenize needs the folder to write the token shards to");
     if (d.files.empty()) throw UserError("data.files: strata tokenize needs the text files to encode");

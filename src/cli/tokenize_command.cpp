@@ -5,6 +5,7 @@
 #include "cli/tokenize.hpp"
 #include "comm/agree.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 
 namespace strata {
 namespace {
@@ -22,7 +23,7 @@ class TokenizeCommand : public Command {
 
   int run(int rank) override {
     Deck deck;
-    agreed(MPI_COMM_WORLD, [&] { deck = load_deck(deck_.path, deck_.overrides); });
+    agreed(MPI_COMM_WORLD, [&] { deck = load_model_deck(deck_.path, deck_.overrides); });
     int ranks = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     const Log log(rank);

@@ -7,6 +7,7 @@
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 #include "plan/memory_fit.hpp"
 #include "train/run_loop.hpp"
 #include "train/stop_signals.hpp"
@@ -51,11 +52,11 @@ class TrainCommand : public Command {
   // before anything is allocated; the outcome is agreed, so a deck one node cannot read
   // ends every rank with one message.
   int run(int rank) override {
-    const auto [capacity, sharers] = memory_capacity();
+    const auto memory = memory_capacity();  // (bytes, ranks that share them)
     Deck deck;
     agreed(MPI_COMM_WORLD, [&] {
-      deck = load_deck(deck_.path, deck_.overrides);
-      check_fits_in_memory(deck, capacity, sharers);
+      deck = load_model_deck(deck_.path, deck_.overrides);
+      check_fits_in_memory(deck, memory.first, memory.second);
     });
     install_stop_signal_handlers(rank);
     TrainJob job(deck, MPI_COMM_WORLD, opts_.job);

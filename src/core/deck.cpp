@@ -40,85 +40,24 @@ void apply_override(toml::value& root, const std::string& spec, const std::strin
 
 void check_model_fits_grid(const Deck& d, const std::string& origin) {
   const auto& p = d.parallel;
-  const auto& m = d.model;
   const auto need = [&](int64_t value, const std::string& what, int64_t by, const std::string& why) {
     if (value % by != 0)
       throw UserError(origin + ": " + what + " (" + std::to_string(value) + ") must be divisible by " + why + " (" +
                       std::to_string(by) + ")");
   };
-  if (p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
-    const int64_t t = p.tensor_cols;
-    need(m.n_head, "model.n_head", t, "parallel.tensor_cols");
-    need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
-    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", t,
-         "parallel.tensor_cols");
-  }
   need(d.data.batch_size / p.data, "data.batch_size / parallel.data", p.micro_batches, "parallel.micro_batches");
-  if (p.tensor_mode == TensorMode::TwoD && p.tensor_rows > 1) {
-    const int64_t q = p.tensor_rows;
-    need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
-    need(m.n_embd, "model.n_embd", q * q, "q^2");
-    need(m.vocab_rows(), m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size", q,
-         "q = parallel.tensor_rows");
-    need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
-         "q = parallel.tensor_rows");
-  }
-  if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
-    const int64_t split = p.tensor_mode == TensorMode::TwoD ? p.tensor_rows : p.tensor_cols;
-    if ((m.n_head / split) % p.context != 0)
-      throw UserError(origin + ": the heads a tensor rank holds (model.n_head / " +
-                      (p.tensor_mode == TensorMode::TwoD ? std::string("q") : std::string("tensor_cols")) + " = " +
-                      std::to_string(m.n_head / split) + ") must be divisible by parallel.context (" +
-                      std::to_string(p.context) +
-                      ") for context_mode = \"all-to-all\": each rank takes 1/context of them "
-                      "over whole sequences");
-  }
-  if (p.context > 1 && m.seq_len % (2 * p.context) != 0)
-    throw UserError(origin + ": model.seq_len (" + std::to_string(m.seq_len) +
-                    ") must be divisible by 2 x parallel.context (" + std::to_string(2 * p.context) +
-                    "): each context rank holds two of the 2 x context chunks of every sequence");
-  if (p.sequence_parallel)
-    need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
-         "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
-         "parallel.context)",
-         p.tensor_cols, "parallel.tensor_cols for sequence_parallel");
-  if (m.moe_experts > 0 && m.moe_top_k > m.moe_experts)
-    throw UserError(origin + ": model.moe_top_k (" + std::to_string(m.moe_top_k) +
-                    ") must be at most model.moe_experts (" + std::to_string(m.moe_experts) + ")");
-  if (p.expert > 1) {
-    if (m.moe_experts == 0)
-      throw UserError(origin + ": parallel.expert = " + std::to_string(p.expert) +
-                      " splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)");
-    need(p.data, "parallel.data", p.expert, "parallel.expert (the expert ranks are taken from the data group)");
-    need(m.moe_experts, "model.moe_experts", p.expert, "parallel.expert (each expert rank holds as many experts)");
-  }
-  if (m.moe_experts > 0 && p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
-    need(m.moe_experts, "model.moe_experts", p.expert * p.tensor_cols,
-         "parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too)");
-    need(d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context),
-         "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
-         "parallel.context)",
-         p.tensor_cols, "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
-  }
-  if (m.layers() < p.pipeline)
-    throw UserError(origin + ": " + m.layers_key() + " (" + std::to_string(m.layers()) +
-                    ") must be at least parallel.pipeline (" + std::to_string(p.pipeline) +
-                    "): every stage holds at least one layer");
-  if (p.schedule == Schedule::Interleaved && p.pipeline > 1) {
-    if (m.n_layer < p.pipeline * p.virtual_stages)
-      throw UserError(origin + ": model.n_layer (" + std::to_string(m.n_layer) +
-                      ") must be at least parallel.pipeline x "
-                      "parallel.virtual_stages (" +
-                      std::to_string(p.pipeline * p.virtual_stages) + "): every chunk holds at least one layer");
+  if (p.expert > 1 && d.model.moe_experts == 0)
+    throw UserError(origin + ": parallel.expert = " + std::to_string(p.expert) +
+                    " splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)");
+  if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
     need(p.micro_batches, "parallel.micro_batches", p.pipeline, "parallel.pipeline for schedule = \"interleaved\"");
-  }
 }
 
 namespace {
 
 // Every key the deck has, read through the table (deck_keys.cpp): unknown sections and
 // keys first, then each key's type, then each key's range.
-Deck read_keys(const toml::value& root, const std::string& origin) {
+Deck read_keys(const toml::value& root, const std::string& origin, const ModelRules& model_rules) {
   const auto& table = root.as_table();
   for (const auto& [section, value] : table) {
     bool known = false;
@@ -140,6 +79,13 @@ Deck read_keys(const toml::value& root, const std::string& origin) {
       k.set(d, s->second.as_table().at(k.name));
     } catch (const KeyProblem& p) {
       throw UserError(origin + ": " + k.section + "." + k.name + " " + p.why);
+    }
+  }
+  if (model_rules.names_kind) {
+    try {
+      model_rules.names_kind(d.model.kind);
+    } catch (const UserError& e) {
+      throw UserError(origin + ": " + e.what());
     }
   }
   // a key of the other model kind is refused, unless it holds its default: decks resolved
@@ -166,21 +112,10 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto& run = d.run;
   check(!run.name.empty() && run.name.find('/') == std::string::npos && run.name != "." && run.name != "..", "run.name",
         "must be a plain name: not empty, no '/', not '.' or '..' (got \"" + run.name + "\")");
-  const auto& m = d.model;
-  const bool resnet = m.kind == ModelKind::ResNet;
-  const bool classifier = m.kind != ModelKind::GPT;  // the image classifiers: resnet, softmax
-  check(classifier || m.n_embd % m.n_head == 0, "model.n_embd",
-        "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
-            ")");
-  check(m.padded_vocab_size == 0 || m.padded_vocab_size >= m.vocab_size, "model.padded_vocab_size",
-        "(" + std::to_string(m.padded_vocab_size) + ") must be 0 or at least model.vocab_size (" +
-            std::to_string(m.vocab_size) + ")");
   const auto& data = d.data;
-  check((data.kind == DataKind::Images) == classifier, "data.kind",
-        "\"images\" goes with model.kind = \"resnet\" or \"softmax\" and the token kinds with \"gpt\"");
   check(data.kind != DataKind::Text || !data.files.empty(), "data.files",
         "must list at least one file or glob for kind = \"text\"");
-  check(data.kind != DataKind::Text || m.vocab_size >= 256, "data.kind",
+  check(data.kind != DataKind::Text || d.model.vocab_size >= 256, "data.kind",
         "\"text\" is byte-level and needs model.vocab_size >= 256");
   check(data.kind != DataKind::Tokens || !data.token_dir.empty() || !data.shards.empty(), "data.token_dir",
         "or data.shards must name the token shards for kind = \"tokens\"");
@@ -201,30 +136,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     check(p.tensor_rows == 1, "parallel.tensor_rows",
           "must be 1 for tensor_mode = \"1d\" (got " + grid + "; t is tensor_cols)");
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");
-  const auto& lp = d.layerpar;
   const bool mgrit = p.mgrit();
-  check(!mgrit || resnet, "parallel.schedule",
-        "\"mgrit\" is the residual network's layer-parallel solver (model.kind = \"resnet\")");
-  check(!classifier || p.schedule != Schedule::XPipe, "parallel.schedule",
-        "\"xpipe\" runs the GPT (its list exchanges the tied embedding); the residual network runs gpipe, 1f1b, zb-h1, "
-        "zb-h2 or mgrit");
-  check(!classifier || p.schedule != Schedule::Interleaved, "parallel.schedule",
-        "\"interleaved\" runs the GPT (a stage holds several chunks of layers); the residual network runs gpipe, 1f1b, "
-        "zb-h1, zb-h2 or mgrit");
   if (mgrit) {
-    // cfactor^(levels-1) must divide the steps; it is multiplied out only while it cannot
-    // overflow, and shown in floating point beyond that
-    int64_t unit = 1;
-    bool beyond = false;
-    for (int64_t l = 1; l < lp.levels && !beyond; ++l) {
-      beyond = unit > m.steps / lp.cfactor;
-      if (!beyond) unit *= lp.cfactor;
-    }
-    const double power = std::pow(double(lp.cfactor), double(lp.levels - 1));
-    check(!beyond && m.steps % unit == 0, "layerpar.levels",
-          "and layerpar.cfactor do not fit: model.steps (" + std::to_string(m.steps) +
-              ") must be a multiple of cfactor^(levels-1) (" +
-              (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
     check(p.micro_batches == 1, "parallel.micro_batches",
           "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
   }
@@ -241,10 +154,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     "\" does not run with schedule = \"" + to_string(p.schedule) +
                     "\": its weight halves run after other micro-batches' passes and need "
                     "each block's own activations, which recomputation does not keep");
-  if (resnet && p.recompute == Recompute::Selective)
-    throw UserError(origin +
-                    ": parallel.recompute = \"selective\" is the GPT's: the residual network keeps only its "
-                    "states already (each step's activation is remade in its backward); \"full\" keeps every k-th");
   if (p.sequence_parallel && (p.tensor_mode != TensorMode::OneD || p.tensor_cols == 1))
     throw UserError(origin + ": parallel.sequence_parallel applies to tensor_mode = \"1d\" with tensor_cols > 1" +
                     (p.tensor_mode == TensorMode::TwoD
@@ -260,18 +169,10 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
                     "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
                     "\"1d\", whose tensor ranks route a share of the tokens each)");
-  if (classifier && p.context > 1)
-    throw UserError(origin + ": parallel.context is the GPT's (it splits a sequence's tokens); the " +
-                    std::string(resnet ? "residual network" : "softmax regression") +
-                    "'s samples are not sequences: use parallel.data");
   if (mgrit && p.recompute != Recompute::None)
     throw UserError(origin +
                     ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
                     "states at its own points)");
-  if (classifier && (p.tensor_rows > 1 || p.tensor_cols > 1))
-    throw UserError(
-        origin + ": model.kind = \"" + to_string(m.kind) + "\" has no tensor split: it runs " +
-        (resnet ? "data x pipeline (gpipe, 1f1b, zb-h1, zb-h2) or data x layer-parallel (mgrit)" : "data parallelism"));
   if (data.batch_size % p.data != 0)
     throw UserError(origin + ": data.batch_size (" + std::to_string(data.batch_size) +
                     ") must be divisible by parallel.data (" + std::to_string(p.data) + ")");
@@ -312,7 +213,8 @@ std::string layout_name(const ParallelConfig& p) {
   return s;
 }
 
-Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides) {
+Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides,
+                const ModelRules& model_rules) {
   toml::value root;
   if (int64_t(toml_text.size()) > kMaxTomlBytes)
     throw UserError(origin + ": larger than a deck can be (" + std::to_string(toml_text.size()) + " bytes; at most " +
@@ -332,15 +234,16 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
   }
   if (!root.is_table()) root = toml::table{};
   for (const auto& spec : overrides) apply_override(root, spec, origin);
-  Deck d = read_keys(root, origin);
+  Deck d = read_keys(root, origin, model_rules);
   check_cross_keys(d, origin);
+  if (model_rules.check) model_rules.check(d, origin);
   check_model_fits_grid(d, origin);
   d.resolved_toml = resolved_toml(d);
   return d;
 }
 
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_deck(read_toml_file(path, "deck"), path, overrides);
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, const ModelRules& model_rules) {
+  return parse_deck(read_toml_file(path, "deck"), path, overrides, model_rules);
 }
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 // the initial values below); an unknown section or key, a wrong type, or an out-of-range
 // value is a UserError naming the key and the file.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,11 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  ModelKind kind = ModelKind::GPT;
+  // the model's kind: a name src/model defines (model/model_kind.hpp); the core checks
+  // only the keys below, which belong to the kinds named beside them
+  std::string kind = "gpt";
+  // the GPT, whose keys these are and which the planner, generate and the model files serve
+  bool is_gpt() const { return kind == "gpt"; }
   // the GPT
   int64_t n_layer = 4;
   int64_t n_embd = 256;
@@ -63,14 +68,6 @@ struct ModelConfig {
   int64_t expert_hidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : 4 * n_embd; }
   // the token embedding's rows: vocab_size, or padded_vocab_size when that is larger
   int64_t vocab_rows() const { return padded_vocab_size > vocab_size ? padded_vocab_size : vocab_size; }
-  // what the layer axis (parallel.pipeline) divides: the GPT's blocks, the network's steps,
-  // the softmax regression's one layer
-  int64_t layers() const { return kind == ModelKind::ResNet ? steps : kind == ModelKind::GPT ? n_layer : 1; }
-  const char* layers_key() const {
-    return kind == ModelKind::ResNet ? "model.steps"
-           : kind == ModelKind::GPT  ? "model.n_layer"
-                                     : "the softmax regression's layers";
-  }
 };
 
 struct DataConfig {
@@ -147,11 +144,20 @@ struct Deck {
 
 // Reads and validates a deck. overrides are "section.key=value" strings applied on top of
 // the file (the value is parsed as TOML, or taken as a string when it does not parse).
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});
+// model_rules: what the core does not know of the deck's model kind (src/model's
+// load_model_deck passes them). names_kind throws a UserError when model.kind names no
+// kind, before a key is refused as another kind's; check, the kind's rules, after the keys
+// and the rules that tie them and before the layout's fit (UserError, origin in front).
+struct ModelRules {
+  std::function<void(const std::string& kind)> names_kind;
+  std::function<void(const Deck&, const std::string& origin)> check;
+};
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {},
+               const ModelRules& model_rules = {});
 
 // The same from TOML text already in memory (tests, tools). origin names it in errors.
-Deck parse_deck(const std::string& toml_text, const std::string& origin,
-                const std::vector<std::string>& overrides = {});
+Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides = {},
+                const ModelRules& model_rules = {});
 
 // Throws a UserError when the deck's parallel layout does not fit its model and batch:
 // sizes the tensor split must divide (Megatron 1D over t ranks; Optimus 2D over q x q),

@@ -7,11 +7,8 @@
 
 namespace strata {
 
-// What model.kind builds (model/make_model.hpp): the decoder-only transformer, or the
-// residual network for images (its layers are ODE steps), or softmax regression over images.
-enum class ModelKind { GPT, ResNet, Softmax };
-// What data.kind reads: bytes of text files, token shards, uniform random tokens (the GPT);
-// IDX image files (the residual network).
+// What data.kind reads: bytes of text files, token shards, uniform random tokens (a
+// language model's); IDX image files (an image classifier's).
 enum class DataKind { Text, Tokens, Random, Images };
 // Which library sums vectors over ranks (parallel.comm_backend): MPI, or NCCL in the GPU
 // build (scalars and control messages stay on MPI).
@@ -81,11 +78,6 @@ inline const std::vector<std::pair<Recompute, std::string>>& recompute_names() {
   return names;
 }
 
-inline const std::vector<std::pair<ModelKind, std::string>>& model_kind_names() {
-  static const std::vector<std::pair<ModelKind, std::string>> names = {
-      {ModelKind::GPT, "gpt"}, {ModelKind::ResNet, "resnet"}, {ModelKind::Softmax, "softmax"}};
-  return names;
-}
 inline const std::vector<std::pair<DataKind, std::string>>& data_kind_names() {
   static const std::vector<std::pair<DataKind, std::string>> names = {{DataKind::Text, "text"},
                                                                       {DataKind::Tokens, "tokens"},
@@ -124,7 +116,6 @@ inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_n
 inline const std::string& to_string(ContextMode m) { return name_in(context_mode_names(), m); }
 inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
 inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }
-inline const std::string& to_string(ModelKind k) { return name_in(model_kind_names(), k); }
 inline const std::string& to_string(DataKind k) { return name_in(data_kind_names(), k); }
 inline const std::string& to_string(CommBackend b) { return name_in(comm_backend_names(), b); }
 inline const std::string& to_string(OnNonfinite o) { return name_in(on_nonfinite_names(), o); }

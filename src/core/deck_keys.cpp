@@ -1,5 +1,7 @@
 #include "core/deck_keys.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -185,6 +187,15 @@ Rule<double> below_from(double low, double high, bool low_open) {
           [=](const double& v) { return (low_open ? v > low : v >= low) && v < high; }};
 }
 
+// A name: letters, digits, '-' and '_', not empty (model.kind)
+Rule<std::string> name_word() {
+  return {"a name (letters, digits, - and _)", [](const std::string& v) {
+            return !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char c) {
+              return std::isalnum((unsigned char)c) || c == '-' || c == '_';
+            });
+          }};
+}
+
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 // "\"a\", \"b\" or \"c\""
 std::string choices_text(const std::vector<std::string>& names) {
@@ -239,27 +250,23 @@ DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec
   return k;
 }
 
-// A [model] key of one model kind; the other kind refuses it, naming its own key for the
-// same thing where it has one.
-DeckKey for_kind(DeckKey k, ModelKind kind, const std::string& counterpart) {
-  const std::string hint =
-      counterpart.empty()
-          ? "applies to kind = \"" + to_string(kind) + "\" only"
-          : "is the " + std::string(kind == ModelKind::GPT ? "GPT" : "residual network") + "'s: for kind = \"" +
-                to_string(kind == ModelKind::GPT ? ModelKind::ResNet : ModelKind::GPT) + "\" use model." + counterpart;
-  const std::string only = "applies to kind = \"" + to_string(kind) + "\" only";
-  k.misplaced = [kind, hint, only](const Deck& d) {
-    if (d.model.kind == kind) return std::string();
-    return d.model.kind == ModelKind::GPT || d.model.kind == ModelKind::ResNet
-               ? hint
-               : only;  // the counterpart's kind, or another
+// A [model] key of one model kind (owner, named `title` in messages); every other kind
+// refuses it. The kind `other` (titled other_title) is told its own key for the same
+// thing, `counterpart`, where it has one.
+DeckKey for_kind(DeckKey k, const std::string& owner, const std::string& title, const std::string& other = "",
+                 const std::string& counterpart = "") {
+  const std::string only = "applies to kind = \"" + owner + "\" only";
+  const std::string hint = "is " + title + "'s: for kind = \"" + other + "\" use model." + counterpart;
+  k.misplaced = [owner, other, counterpart, only, hint](const Deck& d) {
+    if (d.model.kind == owner) return std::string();
+    return !counterpart.empty() && d.model.kind == other ? hint : only;
   };
   return k;
 }
 DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") {
-  return for_kind(std::move(k), ModelKind::GPT, resnet_key);
+  return for_kind(std::move(k), "gpt", "the GPT", "resnet", resnet_key);
 }
-DeckKey resnet_only(DeckKey k) { return for_kind(std::move(k), ModelKind::ResNet, ""); }
+DeckKey resnet_only(DeckKey k) { return for_kind(std::move(k), "resnet", "the residual network"); }
 
 // parallel.schedule: a pipeline schedule's name (ParallelConfig::schedule), or "mgrit"
 // (ParallelConfig::layer_method).
@@ -321,10 +328,9 @@ std::vector<DeckKey> declare_keys() {
           "seconds a rank may take to reach a step boundary after a stop signal before it exits without a "
           "checkpoint (0: wait for ever; at least 10x the slowest step)"),
       // [model]
-      enum_choice(model, &D::model, "kind", &ModelConfig::kind, model_kind_names(),
-                  "\"gpt\" (decoder-only transformer: n_layer, n_embd, n_head, vocab_size, seq_len), \"resnet\" "
-                  "(residual network for images: steps, width, channels, t_final, step_init_std) or \"softmax\" "
-                  "(softmax regression over images' pixels: no keys of its own)"),
+      key(model, &D::model, "kind", &ModelConfig::kind, name_word(),
+          "the model: one of the kinds src/model defines (listed under Model kinds below; keys marked gpt: or "
+          "resnet: belong to that kind)"),
       gpt_only(key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
                    "gpt: transformer blocks (at least parallel.pipeline)"),
                "steps"),
@@ -385,7 +391,8 @@ std::vector<DeckKey> declare_keys() {
       // [data]
       enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
                   "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
-                  "(uniform tokens) for gpt; \"images\" (IDX files, MNIST layout) for resnet"),
+                  "(uniform tokens) for gpt; \"images\" (IDX files, MNIST layout) for the image classifiers (Model "
+                  "kinds below)"),
       key(data, &D::data, "files", &DataConfig::files, any<std::vector<std::string>>(),
           "paths or globs of the text files: what kind = \"text\" trains on and strata tokenize encodes"),
       key(data, &D::data, "token_dir", &DataConfig::token_dir, any<std::string>(),
@@ -512,7 +519,7 @@ std::vector<DeckKey> declare_keys() {
 const std::vector<DeckSection>& deck_sections() {
   static const std::vector<DeckSection> sections = {
       {"run", "The run: its name and directory, length, logging, checkpoints and what stops it"},
-      {"model", "The network: a GPT, or a residual network for images"},
+      {"model", "The network: one of the model kinds listed at the end"},
       {"data", "What it trains on, and the global batch"},
       {"parallel", "The rank grid data x pipeline x tensor_rows x tensor_cols, and how each axis runs"},
       {"optim", "AdamW with warm-up, cosine decay and gradient clipping"},

@@ -1,12 +1,13 @@
 #pragma once
-// The one place a deck's model is chosen and built (model.kind): the GPT or the residual
-// network, as the part this rank holds (its pipeline stage and tensor shard) on a Grid.
+// The one place a deck's model is built: its kind's (model.kind, model_kind.hpp), as the
+// part this rank holds (its pipeline stage and tensor shard) on a Grid.
 #include <array>
 #include <memory>
 #include <vector>
 
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
+#include "model/model_kind.hpp"
 #include "model/run_description.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"
@@ -14,13 +15,6 @@
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
-
-// What a model's input and output layers take from the data rather than the deck
-// (images: pixels per sample, classes); zeros where the deck says (the GPT's vocabulary).
-struct DataShape {
-  int64_t features = 0;
-  int64_t classes = 0;
-};
 
 // The model this rank holds: parameters initialised from run.seed (the same global
 // weights on any layout), ZeRO-1's moments sharded over the data group when

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/deck.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
 
@@ -68,6 +69,18 @@ std::string ClassifierMetrics::progress(const ProgressFigures& w, std::vector<do
 
 std::string ClassifierMetrics::done_line(const RunTotals& r) const {
   return std::isnan(r.final_accuracy) ? "" : strfmt(", test accuracy %.4f", r.final_accuracy);
+}
+
+RunDescription describe_classifier(const Deck& deck, const RunSetting& run, const std::string& model_line) {
+  const int64_t gb = deck.data.batch_size;
+  RunDescription d;
+  d.samples_per_step = gb;
+  d.validates_at_end = true;
+  d.metrics = std::make_unique<ClassifierMetrics>(gb);
+  d.lines.push_back(model_line);
+  d.lines.push_back(strfmt("strata: %d ranks (%s), global batch %lld, %lld steps", run.ranks, run.layout.c_str(),
+                           (long long)gb, (long long)deck.run.steps));
+  return d;
 }
 
 }  // namespace strata

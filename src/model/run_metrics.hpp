@@ -44,4 +44,9 @@ class ClassifierMetrics : public RunMetrics {
   int64_t samples_;
 };
 
+// An image classifier's description (run_description.hpp): its model line, then the
+// ranks' line; samples per step are images, validated at the end.
+struct Deck;
+RunDescription describe_classifier(const Deck& deck, const RunSetting& run, const std::string& model_line);
+
 }  // namespace strata

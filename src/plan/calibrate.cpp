@@ -184,7 +184,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
     m.bf16_rounds_in_product = !kernels::RoundedCopy::pays();
   }
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
-  const bool gpt = deck.model.kind == ModelKind::GPT;
+  const bool gpt = deck.model.is_gpt();
   if (gpt) {
     m.attention_flops = comm.allreduce_sum(attention_flops(deck, Precision::FP32)) / p;
     if (m.bf16_gemm_flops > 0) m.bf16_attention_flops = comm.allreduce_sum(attention_flops(deck, Precision::BF16)) / p;
@@ -238,7 +238,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));
   m.description = strfmt("%d ranks on one node", p);
   m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
-                    to_string(deck.model.kind).c_str(), (long long)(gpt ? deck.model.n_embd : deck.model.width),
+                    deck.model.kind.c_str(), (long long)(gpt ? deck.model.n_embd : deck.model.width),
                     p > 1 ? "" : "; one rank: no link costs measured");
   if (!gpt)
     m.source += "; not a GPT deck: activation_rate and adam_rate are streaming estimates, attention not measured";

@@ -1,4 +1,5 @@
 #include "plan/layout.hpp"
+#include "model/model_kind.hpp"
 
 #include <algorithm>
 
@@ -70,7 +71,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       tensor_splits.push_back(l);
     }
   std::vector<Layout> out;
-  const int64_t experts = deck.model.kind == ModelKind::GPT ? deck.model.moe_experts : 0;
+  const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
   const auto admit = [&](Layout l) {
     if (experts > 0 && l.tensor == TensorMode::TwoD) return;
     for (int e = 1; e <= l.data; ++e) {
@@ -80,6 +81,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       if (d.data.batch_size % l.data != 0) return;
       try {
         check_model_fits_grid(d, "plan");
+        check_model_deck(d, "plan");
       } catch (const UserError&) {
         continue;
       }
@@ -90,7 +92,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
   for (const Layout& split : tensor_splits)
     for (int x = 1; x <= ranks / split.tensor_size(); ++x)
       if ((ranks / split.tensor_size()) % x == 0 &&
-          (x == 1 || (deck.model.kind == ModelKind::GPT && deck.model.seq_len % (2 * x) == 0))) {
+          (x == 1 || (deck.model.is_gpt() && deck.model.seq_len % (2 * x) == 0))) {
         Layout l = split;
         l.context = x;
         l.context_mode = deck.parallel.context_mode;  // as the deck asks

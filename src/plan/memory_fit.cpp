@@ -49,7 +49,7 @@ void check_fits_in_memory(const Deck& deck, int64_t capacity_bytes, int sharers)
                                        "activation values): check model.n_layer, n_embd, vocab_size, seq_len and "
                                        "data.batch_size",
                                        weights, activations));
-  if (m.kind != ModelKind::GPT || capacity_bytes <= 0) return;
+  if (!m.is_gpt() || capacity_bytes <= 0) return;
   const MemoryPrediction need = predict_memory(deck, layout_of(deck));
   const double per_rank = double(need.state_bytes + need.activation_bytes);
   if (per_rank * sharers <= double(capacity_bytes)) return;

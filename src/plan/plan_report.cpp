@@ -1,4 +1,5 @@
 #include "plan/plan_report.hpp"
+#include "model/model_kind.hpp"
 
 #include <algorithm>
 
@@ -29,7 +30,9 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
   std::vector<Layout> out;
   const auto add = [&](const Layout& v) {
     try {
-      check_model_fits_grid(v.applied_to(deck), "plan");
+      const Deck d = v.applied_to(deck);
+      check_model_fits_grid(d, "plan");
+      check_model_deck(d, "plan");
       out.push_back(v);
     } catch (const UserError&) {
     }
@@ -92,7 +95,7 @@ std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const Mach
   std::vector<StepPrediction> out;
   for (const Layout& l : feasible_layouts(deck, ranks)) {
     out.push_back(predict_step(deck, l, machine));
-    if (fits(out.back(), machine) || deck.model.kind != ModelKind::GPT) continue;
+    if (fits(out.back(), machine) || !deck.model.is_gpt()) continue;
     // memory-bound: the fastest variant that fits, beside the layout as asked; of variants
     // within 1% of it, the one with the fewest options (a simpler run at the same speed:
     // ZeRO-1's smaller update alone would otherwise win every tie)

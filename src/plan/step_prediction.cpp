@@ -221,7 +221,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     as_fp32.model.bf16_round_once = false;
     const auto fp32_model = dry_model(as_fp32, l, s);
     double kept = 0;  // every chunk's
-    for (int c = 0; c < model->placement().chunk_count(); ++c) kept += double(fp32_model->cache_bytes_for(micro, c));
+    for (int k = 0; k < model->placement().chunk_count(); ++k) kept += double(fp32_model->cache_bytes_for(micro, k));
     if (l.recompute != Recompute::None) {
       // the backward runs again: selective, the GELU (non-GEMM work only); full, the
       // blocks' forwards (2 x 12 C^2 per token of products, and attention's forward, a
@@ -231,8 +231,8 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       plain.recompute = Recompute::None;
       const auto plain_model = dry_model(as_fp32, plain, s);
       double plain_kept = 0;
-      for (int c = 0; c < plain_model->placement().chunk_count(); ++c)
-        plain_kept += double(plain_model->cache_bytes_for(micro, c));
+      for (int k = 0; k < plain_model->placement().chunk_count(); ++k)
+        plain_kept += double(plain_model->cache_bytes_for(micro, k));
       if (l.recompute == Recompute::Full) {
         const double layers = double(model->placement().held_layers()), c_ = double(deck.model.n_embd);
         c.gemm += 24 * c_ * c_ * layers * double(micro.rows()) / double(l.tensor_size() * l.context) / rate +

@@ -145,7 +145,7 @@ expect 2 "image dataset: no train-images-idx3-ubyte[.gz] in '/nonexistent'" -- t
 expect 2 "IDX file './train-images-idx3-ubyte.gz': bad magic number (not an IDX file)" -- train resnet.toml --set data.dir=.
 expect 2 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (16)" -- train resnet.toml --set layerpar.levels=5
 expect 1 'layerpar.relaxation must be "F" or "FCF" (got "C")' -- train resnet.toml --set layerpar.relaxation=C
-expect 2 "parallel.context is the GPT's (it splits a sequence's tokens); the residual network's samples are not sequences: use parallel.data" -- train resnet.toml --set parallel.context=2 --set parallel.data=1
+expect 2 "parallel.context splits a sequence's tokens; the residual network's samples are not sequences: use parallel.data" -- train resnet.toml --set parallel.context=2 --set parallel.data=1
 # each model's keys: the other kind's names are refused, with the key to use
 expect 1 'resnet.toml: model.n_layer is the GPT'"'"'s: for kind = "resnet" use model.steps' -- deck resnet.toml --set model.n_layer=8
 expect 1 'resnet.toml: model.n_embd is the GPT'"'"'s: for kind = "resnet" use model.width' -- deck resnet.toml --set model.n_embd=8
@@ -153,13 +153,15 @@ expect 1 'resnet.toml: model.n_head applies to kind = "gpt" only' -- deck resnet
 expect 1 'good.toml: model.steps applies to kind = "resnet" only' -- deck good.toml --set model.steps=8
 expect 2 'model.steps (8) must be at least parallel.pipeline (16)' -- train resnet.toml --set parallel.pipeline=16
 # the softmax regression: neither kind's keys, one layer, no tensor or context split, images only
+# (model/model_kind.cpp: the kinds' rules, written once for every kind)
 expect 1 'softmax.toml: model.steps applies to kind = "resnet" only' -- deck softmax.toml --set model.steps=8
 expect 1 'softmax.toml: model.n_layer applies to kind = "gpt" only' -- deck softmax.toml --set model.n_layer=8
 expect 2 "the softmax regression's layers (1) must be at least parallel.pipeline (2)" -- train softmax.toml --set parallel.pipeline=2
 expect 2 'model.kind = "softmax" has no tensor split: it runs data parallelism' -- train softmax.toml --set parallel.tensor_cols=2
 expect 2 "the softmax regression's samples are not sequences: use parallel.data" -- train softmax.toml --set parallel.context=2
-expect 1 'data.kind "images" goes with model.kind = "resnet" or "softmax"' -- train softmax.toml --set data.kind=random
-expect 1 '"mgrit" is the residual network' -- train softmax.toml --set parallel.schedule=mgrit
+expect 1 'data.kind "random" goes with model.kind = "gpt"' -- train softmax.toml --set data.kind=random
+expect 1 '"mgrit" solves the layers of model.kind = "resnet" in parallel (ODE steps); the softmax regression runs data parallelism' -- train softmax.toml --set parallel.schedule=mgrit
+expect 1 'model.kind "transformer" names no model kind: it must be "gpt", "resnet" or "softmax"' -- deck good.toml --set model.kind=transformer
 expect 1 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (" -- train resnet.toml --set layerpar.levels=64 --set layerpar.cfactor=1024
 expect 1 "optim.lr must be a finite number (got inf)" -- train good.toml --set optim.lr=inf
 expect 1 "run.name must be a plain name: not empty, no '/', not '.' or '..' (got \"..\")" -- train good.toml --set run.name=..
@@ -180,11 +182,11 @@ fi
 
 expect 1 "strata deck: give a deck file, or --reference (not both)" -- deck
 expect 1 'parallel.schedule must be "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
-expect 1 'parallel.schedule "mgrit" is the residual network'"'"'s layer-parallel solver' -- deck good.toml --set parallel.schedule=mgrit
-expect 1 'parallel.schedule "xpipe" runs the GPT' -- deck resnet.toml --set parallel.schedule=xpipe
-expect 1 'parallel.schedule "interleaved" runs the GPT' -- deck resnet.toml --set parallel.schedule=interleaved --set parallel.virtual_stages=2
+expect 1 'parallel.schedule "mgrit" solves the layers of model.kind = "resnet" in parallel' -- deck good.toml --set parallel.schedule=mgrit
+expect 1 'parallel.schedule "xpipe" runs model.kind = "gpt"; the residual network runs data x pipeline (gpipe, 1f1b, zb-h1 or zb-h2) or data x layer-parallel (mgrit)' -- deck resnet.toml --set parallel.schedule=xpipe
+expect 1 'parallel.schedule "interleaved" runs model.kind = "gpt"' -- deck resnet.toml --set parallel.schedule=interleaved --set parallel.virtual_stages=2
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
-expect 2 'parallel.recompute = "selective" is the GPT'"'"'s' -- train resnet.toml --set parallel.recompute=selective
+expect 2 'parallel.recompute = "selective" is the GPT'"'"'s' -- train resnet.toml --set parallel.recompute=selective --set parallel.schedule=gpipe
 expect 2 'parallel.recompute does not apply to schedule = "mgrit"' -- train resnet.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=mgrit
 expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' -- train good.toml --set parallel.recompute=all
 expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe

@@ -1,14 +1,16 @@
-// Deck parsing and validation: defaults, overrides, and one clear error per bad input.
+// Deck parsing and validation as the commands read a deck (parse_model_deck: the core's keys
+// and rules, then the model kind's): defaults, overrides, and one clear error per bad input.
 #include <catch2/catch.hpp>
 
 #include "core/deck.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 
 using namespace strata;
 
 static std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
   try {
-    parse_deck(text, "deck.toml", overrides);
+    parse_model_deck(text, "deck.toml", overrides);
   } catch (const UserError& e) {
     return e.what();
   }
@@ -16,7 +18,7 @@ static std::string error_of(const std::string& text, const std::vector<std::stri
 }
 
 TEST_CASE("a minimal deck gets defaults and overrides apply", "[core][deck]") {
-  const Deck d = parse_deck("[data]\nkind = \"random\"\n[model]\nn_layer = 3\n", "deck.toml",
+  const Deck d = parse_model_deck("[data]\nkind = \"random\"\n[model]\nn_layer = 3\n", "deck.toml",
                             {"run.steps=7", "optim.lr=0.01", "data.batch_size=4", "run.name=abc"});
   REQUIRE(d.model.n_layer == 3);
   REQUIRE(d.model.n_embd == 256);
@@ -25,7 +27,7 @@ TEST_CASE("a minimal deck gets defaults and overrides apply", "[core][deck]") {
   REQUIRE(d.data.batch_size == 4);
   REQUIRE(d.run.name == "abc");
   // the resolved deck parses back to the same values
-  const Deck again = parse_deck(d.resolved_toml, "resolved");
+  const Deck again = parse_model_deck(d.resolved_toml, "resolved");
   REQUIRE(again.run.steps == 7);
   REQUIRE(again.optim.lr == 0.01);
   REQUIRE(again.data.kind == DataKind::Random);
@@ -131,7 +133,7 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
 
 TEST_CASE("the key table drives reading, the resolved deck and the reference", "[core][deck]") {
   // every key appears in the resolved deck and the reference, in its section
-  const Deck d = parse_deck("[data]\nkind = \"random\"\n", "deck.toml");
+  const Deck d = parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml");
   const std::string ref = deck_reference();
   for (const char* key : {"run.stop_timeout", "parallel.schedule", "layerpar.warm_start", "optim.grad_clip"}) {
     const std::string k = std::string(key).substr(std::string(key).find('.') + 1);
@@ -139,15 +141,15 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
     CHECK(ref.find("| `" + k + "` |") != std::string::npos);
   }
   // enums parse from their names and print back as them
-  const Deck x = parse_deck(
+  const Deck x = parse_model_deck(
       "[data]\nkind = \"random\"\n", "deck.toml",
       {"parallel.schedule=xpipe", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.tensor_mode=2d"});
   CHECK(x.parallel.schedule == Schedule::XPipe);
   CHECK(x.parallel.tensor_mode == TensorMode::TwoD);
   CHECK(x.resolved_toml.find("schedule = \"xpipe\"") != std::string::npos);
-  CHECK(parse_deck("[data]\nkind = \"random\"\n", "deck.toml", {"model.precision=bf16"}).model.precision ==
+  CHECK(parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml", {"model.precision=bf16"}).model.precision ==
         Precision::BF16);
-  CHECK(parse_deck("[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n", "deck.toml",
+  CHECK(parse_model_deck("[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n", "deck.toml",
                    {"model.precision=bf16"})
             .model.precision == Precision::BF16);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
@@ -158,9 +160,9 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n")
             .find("parallel.schedule must be a string, got integer") != std::string::npos);
   // numbers are written so that they read back exactly
-  const Deck y = parse_deck("[data]\nkind = \"random\"\n", "deck.toml",
+  const Deck y = parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml",
                             {"optim.lr=0.1", "optim.eps=1e-300", "run.max_walltime=3600"});
-  const Deck z = parse_deck(y.resolved_toml, "resolved");
+  const Deck z = parse_model_deck(y.resolved_toml, "resolved");
   CHECK(z.optim.lr == 0.1);
   CHECK(z.optim.eps == 1e-300);
   CHECK(z.run.max_walltime == 3600.0);
@@ -170,15 +172,15 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
 TEST_CASE("each [model] key belongs to one model kind", "[core][deck]") {
   const std::string gpt = "[data]\nkind = \"random\"\n";
   const std::string resnet = "[model]\nkind = \"resnet\"\nsteps = 8\nwidth = 16\n[data]\nkind = \"images\"\n";
-  const Deck r = parse_deck(resnet, "deck.toml");
+  const Deck r = parse_model_deck(resnet, "deck.toml");
   CHECK(r.model.steps == 8);
   CHECK(r.model.width == 16);
-  CHECK(r.model.layers() == 8);
+  CHECK(model_kind_of(r).layers(r.model) == 8);  // what parallel.pipeline divides
   // the resolved deck holds the model's own keys only, and reads back
   CHECK(r.resolved_toml.find("n_layer") == std::string::npos);
   CHECK(r.resolved_toml.find("steps = 8") != std::string::npos);
-  CHECK(parse_deck(r.resolved_toml, "deck.toml").model.width == 16);
-  const Deck g = parse_deck(gpt, "deck.toml");
+  CHECK(parse_model_deck(r.resolved_toml, "deck.toml").model.width == 16);
+  const Deck g = parse_model_deck(gpt, "deck.toml");
   CHECK(g.resolved_toml.find("t_final") == std::string::npos);
   CHECK(g.resolved_toml.find("n_layer = 4") != std::string::npos);
   // the other kind's keys: refused with the key to use, unless they hold their default
@@ -190,4 +192,27 @@ TEST_CASE("each [model] key belongs to one model kind", "[core][deck]") {
   CHECK(error_of(gpt, {"model.channels=2"}) == "deck.toml: model.channels applies to kind = \"resnet\" only");
   CHECK(error_of(gpt + "[model]\nt_final = 1.0\nchannels = 0\nstep_init_std = 0.01\nn_layer = 2\n") == "");
   CHECK(error_of(resnet, {"model.n_layer=4", "model.n_embd=256", "model.vocab_size=256"}) == "");
+}
+
+TEST_CASE("model.kind names a kind of src/model, whose rules the deck then keeps", "[core][deck]") {
+  const std::string images = "[data]\nkind = \"images\"\n";
+  CHECK(error_of("[model]\nkind = \"transformer\"\nn_layer = 2\n") ==
+        "deck.toml: model.kind \"transformer\" names no model kind: it must be \"gpt\", \"resnet\" or \"softmax\"");
+  // the rules every kind gets from its description (model_kind.cpp), for the softmax
+  // regression, which has none of its own
+  const std::string softmax = "[model]\nkind = \"softmax\"\n" + images;
+  CHECK(error_of(softmax) == "");
+  CHECK(error_of(softmax, {"parallel.tensor_cols=2"}) ==
+        "deck.toml: parallel.tensor_cols splits the layers' weights; model.kind = \"softmax\" has no tensor split: it "
+        "runs data parallelism");
+  CHECK(error_of(softmax, {"parallel.pipeline=2"}) ==
+        "deck.toml: the softmax regression's layers (1) must be at least parallel.pipeline (2): every stage holds at "
+        "least one layer");
+  CHECK(error_of(softmax, {"parallel.recompute=selective"}).find("is model.kind = \"gpt\"'s") != std::string::npos);
+  CHECK(error_of(softmax, {"data.kind=random"}) == "deck.toml: data.kind \"random\" goes with model.kind = \"gpt\"");
+  CHECK(error_of("[data]\nkind = \"images\"\n") ==
+        "deck.toml: data.kind \"images\" goes with model.kind = \"resnet\" or \"softmax\"");
+  // the deck reference lists every kind
+  const std::string reference = model_kinds_reference();
+  for (const auto& k : model_kinds()) CHECK(reference.find("| `" + k.name + "` |") != std::string::npos);
 }

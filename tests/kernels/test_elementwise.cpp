@@ -91,10 +91,16 @@ TEST_CASE("lane_sum and lane_max equal the sequential sum and maximum, tails inc
     double sum = 0;
     float mx = x[0];
     for (float v : x) sum += v, mx = std::max(mx, v);
-    REQUIRE(kernels::lane_sum<float>(n, [&](int64_t j) { return x[j]; }) == Approx(sum).margin(1e-5));
-    REQUIRE(kernels::lane_sum<double>(n, [&](int64_t j) { return double(x[j]); }) == Approx(sum).epsilon(1e-14));
-    REQUIRE(kernels::lane_max<float>(n, [&](int64_t j) { return x[j]; }) == mx);
-    REQUIRE(kernels::lane_max<double>(n, [&](int64_t j) { return double(x[j]); }) == double(mx));
+    // on the host, as a kernel's lanes would run (lambdas callable on both sides)
+    const float* xs = x.data();
+    REQUIRE(kernels::lane_sum<float>(
+                n, KOKKOS_LAMBDA(int64_t j) { return xs[j]; }) == Approx(sum).margin(1e-5));
+    REQUIRE(kernels::lane_sum<double>(
+                n, KOKKOS_LAMBDA(int64_t j) { return double(xs[j]); }) == Approx(sum).epsilon(1e-14));
+    REQUIRE(kernels::lane_max<float>(
+                n, KOKKOS_LAMBDA(int64_t j) { return xs[j]; }) == mx);
+    REQUIRE(kernels::lane_max<double>(
+                n, KOKKOS_LAMBDA(int64_t j) { return double(xs[j]); }) == double(mx));
   }
   // all negative (the integer order of negative floats is the flipped one), signed zeros, NaN
   const std::vector<float> neg = {-3.5f, -0.25f, -7.0f, -1e30f, -0.5f};

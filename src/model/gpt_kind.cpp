@@ -1,0 +1,161 @@
+// model.kind = "gpt": the decoder-only transformer (gpt.hpp), its deck rules, how it is
+// built on a rank and how a run describes it.
+#include <algorithm>
+
+#include "core/blas_library.hpp"
+#include "core/log.hpp"
+#include "kernels/gemm_probe.hpp"
+#include "model/gpt.hpp"
+#include "model/model_kind.hpp"
+#include "model/run_metrics.hpp"
+
+namespace strata {
+namespace {
+
+// The splits must divide what they split: heads, widths, vocabulary, tokens, experts.
+void check_gpt(const Deck& d, const DeckRule& rule) {
+  const auto& p = d.parallel;
+  const auto& m = d.model;
+  const auto need = [&](int64_t value, const std::string& what, int64_t by, const std::string& why) {
+    rule(value % by == 0, what,
+         "(" + std::to_string(value) + ") must be divisible by " + why + " (" + std::to_string(by) + ")");
+  };
+  rule(m.n_embd % m.n_head == 0, "model.n_embd",
+       "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
+           ")");
+  rule(m.padded_vocab_size == 0 || m.padded_vocab_size >= m.vocab_size, "model.padded_vocab_size",
+       "(" + std::to_string(m.padded_vocab_size) + ") must be 0 or at least model.vocab_size (" +
+           std::to_string(m.vocab_size) + ")");
+  const char* vocab_key = m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size";
+  if (p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
+    const int64_t t = p.tensor_cols;
+    need(m.n_head, "model.n_head", t, "parallel.tensor_cols");
+    need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
+    need(m.vocab_rows(), vocab_key, t, "parallel.tensor_cols");
+  }
+  if (p.tensor_mode == TensorMode::TwoD && p.tensor_rows > 1) {
+    const int64_t q = p.tensor_rows;
+    need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
+    need(m.n_embd, "model.n_embd", q * q, "q^2");
+    need(m.vocab_rows(), vocab_key, q, "q = parallel.tensor_rows");
+    need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
+         "q = parallel.tensor_rows");
+  }
+  if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
+    const int64_t split = p.tensor_mode == TensorMode::TwoD ? p.tensor_rows : p.tensor_cols;
+    rule((m.n_head / split) % p.context == 0,
+         "the heads a tensor rank holds (model.n_head / " +
+             (p.tensor_mode == TensorMode::TwoD ? std::string("q") : std::string("tensor_cols")) + " = " +
+             std::to_string(m.n_head / split) + ")",
+         "must be divisible by parallel.context (" + std::to_string(p.context) +
+             ") for context_mode = \"all-to-all\": each rank takes 1/context of them over whole sequences");
+  }
+  rule(p.context == 1 || m.seq_len % (2 * p.context) == 0, "model.seq_len",
+       "(" + std::to_string(m.seq_len) + ") must be divisible by 2 x parallel.context (" +
+           std::to_string(2 * p.context) +
+           "): each context rank holds two of the 2 x context chunks of every sequence");
+  const std::string tokens_per_rank =
+      "a micro-batch's tokens per rank (data.batch_size / parallel.data / parallel.micro_batches x model.seq_len / "
+      "parallel.context)";
+  const int64_t tokens = d.data.batch_size / p.data / p.micro_batches * (m.seq_len / p.context);
+  if (p.sequence_parallel) need(tokens, tokens_per_rank, p.tensor_cols, "parallel.tensor_cols for sequence_parallel");
+  rule(m.moe_experts == 0 || m.moe_top_k <= m.moe_experts, "model.moe_top_k",
+       "(" + std::to_string(m.moe_top_k) + ") must be at most model.moe_experts (" + std::to_string(m.moe_experts) +
+           ")");
+  if (p.expert > 1) {
+    need(p.data, "parallel.data", p.expert, "parallel.expert (the expert ranks are taken from the data group)");
+    need(m.moe_experts, "model.moe_experts", p.expert, "parallel.expert (each expert rank holds as many experts)");
+  }
+  if (m.moe_experts > 0 && p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
+    need(m.moe_experts, "model.moe_experts", p.expert * p.tensor_cols,
+         "parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too)");
+    need(tokens, tokens_per_rank, p.tensor_cols,
+         "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
+  }
+  if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
+    rule(m.n_layer >= p.pipeline * p.virtual_stages, "model.n_layer",
+         "(" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline x parallel.virtual_stages (" +
+             std::to_string(p.pipeline * p.virtual_stages) + "): every chunk holds at least one layer");
+}
+
+std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const ModelPart& part) {
+  const auto& par = deck.parallel;
+  const auto placement =
+      StagePlacement::interleaved(int(deck.model.n_layer), int(par.pipeline),
+                                  par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, part.stage);
+  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, part.tp, placement, par.recompute, part.allocate,
+                                      part.cp, part.ep);
+}
+
+RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const RunSetting& run) {
+  auto& gpt = static_cast<GPT<float>&>(model);  // what make_gpt made
+  const auto& m = deck.model;
+  const int64_t gb = deck.data.batch_size;
+  RunDescription d;
+  d.samples_per_step = gb * m.seq_len;
+  const double gemm = run.probe_gemm ? measure_gemm_gflops(std::min<int64_t>(gb / run.data_ranks * m.seq_len, 2048),
+                                                           m.n_embd, 4 * m.n_embd, 0.3, m.precision)
+                                     : 0.0;
+  d.metrics = std::make_unique<LanguageModelMetrics>(d.samples_per_step, gpt.flops_per_token(), gemm, run.ranks,
+                                                     m.moe_experts > 0 ? &gpt : nullptr);
+  const bool bf16 = m.precision == Precision::BF16;
+  d.lines.push_back(
+      strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld%s, T=%lld: %.2fM parameters; %s data%s",
+             (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
+             m.vocab_rows() > m.vocab_size ? strfmt(" (padded to %lld)", (long long)m.vocab_rows()).c_str() : "",
+             (long long)m.seq_len, double(gpt.params().global_numel()) / 1e6, to_string(deck.data.kind).c_str(),
+             bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
+  if (m.moe_experts > 0) {
+    int64_t experts = 0, layers = 0;  // the experts' parameters, the mixture layers
+    for (const auto& p : gpt.params().infos()) experts += p.expert ? p.global_numel : 0;
+    for (int64_t l = 0; l < m.n_layer; ++l) layers += m.moe_block(l) ? 1 : 0;
+    d.lines.push_back(
+        strfmt("strata: mixture of experts in %lld of %lld blocks: %lld experts of hidden width %lld, top %lld, %s; "
+               "%.2fM expert parameters (%.2fM active per token); experts over %lld ranks",
+               (long long)layers, (long long)m.n_layer, (long long)m.moe_experts, (long long)m.expert_hidden(),
+               (long long)m.moe_top_k,
+               m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
+               double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
+               (long long)deck.parallel.expert));
+  }
+  if (!run.data_line.empty()) d.lines.push_back("strata: data: " + run.data_line);
+  const std::string blas = blas_core_name();
+  d.lines.push_back(strfmt(
+      "strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe "
+      "%.1f GFLOP/s per rank%s%s",
+      run.ranks, run.layout.c_str(), to_string(deck.parallel.comm_backend).c_str(), (long long)gb, (long long)m.seq_len,
+      (long long)deck.run.steps, gemm, bf16 ? " in bf16" : "",
+      blas.empty() ? "" : (" (OpenBLAS " + blas + " kernels)").c_str()));
+  return d;
+}
+
+std::vector<std::array<int64_t, 3>> gpt_product_shapes(const Deck& d) {
+  const auto& m = d.model;
+  const int64_t rows = std::min<int64_t>(d.data.batch_size / d.parallel.data * m.seq_len, 2048), c = m.n_embd;
+  return {{rows, c, 3 * c}, {rows, c, c}, {rows, c, 4 * c}, {rows, 4 * c, c}, {rows, c, m.vocab_rows()}};
+}
+
+}  // namespace
+
+ModelKind gpt_kind() {
+  ModelKind k;
+  k.name = "gpt";
+  k.title = "the GPT";
+  k.summary =
+      "decoder-only transformer (GPT-2's blocks, tied embedding; mixtures of experts): n_layer, n_embd, "
+      "n_head, vocab_size, seq_len, padded_vocab_size, moe_*";
+  k.reads = {DataKind::Text, DataKind::Tokens, DataKind::Random};
+  k.schedules = {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
+                 Schedule::ZBH1,  Schedule::ZBH2,     Schedule::XPipe};
+  k.pipeline = k.tensor_split = k.context_split = k.selective_recompute = true;
+  k.dry_models = true;
+  k.layers = [](const ModelConfig& m) { return m.n_layer; };
+  k.layers_key = "model.n_layer";
+  k.check = check_gpt;
+  k.make = make_gpt;
+  k.describe = describe_gpt;
+  k.product_shapes = gpt_product_shapes;
+  return k;
+}
+
+}  // namespace strata

@@ -1,0 +1,133 @@
+#include "model/model_kind.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace strata {
+
+// Each kind's definition, in its own file.
+ModelKind gpt_kind();      // gpt_kind.cpp
+ModelKind resnet_kind();   // resnet_kind.cpp
+ModelKind softmax_kind();  // softmax_kind.cpp
+
+const std::vector<ModelKind>& model_kinds() {
+  static const std::vector<ModelKind> kinds = {gpt_kind(), resnet_kind(), softmax_kind()};
+  return kinds;
+}
+
+namespace {
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// "a", "a or b", "a, b or c"
+std::string either(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) out += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  return out;
+}
+
+// The kinds that have `has`, as model.kind = "a" or "b".
+template <class Has>
+std::string kinds_that(Has has) {
+  std::vector<std::string> names;
+  for (const auto& k : model_kinds())
+    if (has(k)) names.push_back(quoted(k.name));
+  return "model.kind = " + either(names);
+}
+
+// What a kind runs, for the messages that refuse another split.
+std::string runs(const ModelKind& k) {
+  std::vector<std::string> schedules;
+  for (const auto s : k.schedules) schedules.push_back(to_string(s));
+  std::string out = k.pipeline ? "data x pipeline (" + either(schedules) + ")" : "data parallelism";
+  if (k.layer_parallel) out += " or data x layer-parallel (mgrit)";
+  return out;
+}
+
+bool has(const std::vector<Schedule>& list, Schedule s) { return std::find(list.begin(), list.end(), s) != list.end(); }
+
+}  // namespace
+
+const ModelKind& model_kind_of(const Deck& deck) {
+  for (const auto& k : model_kinds())
+    if (k.name == deck.model.kind) return k;
+  std::vector<std::string> names;
+  for (const auto& k : model_kinds()) names.push_back(quoted(k.name));
+  throw UserError("model.kind " + quoted(deck.model.kind) + " names no model kind: it must be " + either(names));
+}
+
+void check_model_deck(const Deck& d, const std::string& origin) {
+  const auto rule = [&](bool ok, const std::string& key, const std::string& why) {
+    if (!ok) throw UserError(origin + ": " + key + " " + why);
+  };
+  const ModelKind* kind = nullptr;
+  try {
+    kind = &model_kind_of(d);
+  } catch (const UserError& e) {
+    throw UserError(origin + ": " + e.what());
+  }
+  const ModelKind& k = *kind;
+  if (k.check) k.check(d, rule);  // its own first: they say more than the rules of every kind
+  const auto& p = d.parallel;
+  const DataKind data = d.data.kind;
+  rule(std::find(k.reads.begin(), k.reads.end(), data) != k.reads.end(), "data.kind",
+       quoted(to_string(data)) + " goes with " + kinds_that([&](const ModelKind& m) {
+         return std::find(m.reads.begin(), m.reads.end(), data) != m.reads.end();
+       }));
+  if (p.mgrit())
+    rule(k.layer_parallel, "parallel.schedule",
+         "\"mgrit\" solves the layers of " + kinds_that([](const ModelKind& m) { return m.layer_parallel; }) +
+             " in parallel (ODE steps); " + k.title + " runs " + runs(k));
+  else
+    rule(has(k.schedules, p.schedule), "parallel.schedule",
+         quoted(to_string(p.schedule)) + " runs " +
+             kinds_that([&](const ModelKind& m) { return has(m.schedules, p.schedule); }) + "; " + k.title + " runs " +
+             runs(k));
+  rule(k.tensor_split || (p.tensor_rows == 1 && p.tensor_cols == 1), "parallel.tensor_cols",
+       "splits the layers' weights; model.kind = " + quoted(k.name) + " has no tensor split: it runs " + runs(k));
+  rule(k.context_split || p.context == 1, "parallel.context",
+       "splits a sequence's tokens; " + k.title + "'s samples are not sequences: use parallel.data");
+  rule(k.selective_recompute || p.recompute != Recompute::Selective, "parallel.recompute",
+       "= \"selective\" is " + kinds_that([](const ModelKind& m) { return m.selective_recompute; }) + "'s; " + k.title +
+           " keeps no part of a layer that selective recomputation would drop");
+  rule(k.layers(d.model) >= p.pipeline, k.layers_key,
+       "(" + std::to_string(k.layers(d.model)) + ") must be at least parallel.pipeline (" + std::to_string(p.pipeline) +
+           "): every stage holds at least one layer");
+}
+
+namespace {
+ModelRules kind_rules() {
+  return {[](const std::string& kind) {
+            Deck named;
+            named.model.kind = kind;
+            model_kind_of(named);
+          },
+          check_model_deck};
+}
+}  // namespace
+
+Deck parse_model_deck(const std::string& toml_text, const std::string& origin,
+                      const std::vector<std::string>& overrides) {
+  return parse_deck(toml_text, origin, overrides, kind_rules());
+}
+
+Deck load_model_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  return load_deck(path, overrides, kind_rules());
+}
+
+std::string model_kinds_reference() {
+  std::string out = "\n## Model kinds\n\n`model.kind` names one of these (src/model/model_kind.cpp lists them).\n\n";
+  out += "| kind | what it is | data.kind | parallel |\n|---|---|---|---|\n";
+  for (const auto& k : model_kinds()) {
+    std::vector<std::string> data;
+    for (const auto dk : k.reads) data.push_back("`" + to_string(dk) + "`");
+    std::string parallel = runs(k);
+    if (k.tensor_split) parallel += "; tensor (1D, 2D)";
+    if (k.context_split) parallel += "; context";
+    out += "| `" + k.name + "` | " + k.summary + " | " + either(data) + " | " + parallel + " |\n";
+  }
+  return out;
+}
+
+}  // namespace strata
