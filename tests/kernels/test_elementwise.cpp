@@ -104,12 +104,18 @@ TEST_CASE("lane_sum and lane_max equal the sequential sum and maximum, tails inc
   }
   // all negative (the integer order of negative floats is the flipped one), signed zeros, NaN
   const std::vector<float> neg = {-3.5f, -0.25f, -7.0f, -1e30f, -0.5f};
-  REQUIRE(kernels::lane_max<float>(5, [&](int64_t j) { return neg[j]; }) == -0.25f);
+  const float* ns = neg.data();
+  REQUIRE(kernels::lane_max<float>(
+              5, KOKKOS_LAMBDA(int64_t j) { return ns[j]; }) == -0.25f);
   const std::vector<float> zeros = {-0.0f, 0.0f, -0.0f};
-  REQUIRE(!std::signbit(kernels::lane_max<float>(3, [&](int64_t j) { return zeros[j]; })));
+  const float* zs = zeros.data();
+  REQUIRE(!std::signbit(kernels::lane_max<float>(
+      3, KOKKOS_LAMBDA(int64_t j) { return zs[j]; })));
   std::vector<float> with_nan(40, 1.0f);
   with_nan[33] = std::numeric_limits<float>::quiet_NaN();
-  REQUIRE(std::isnan(kernels::lane_max<float>(40, [&](int64_t j) { return with_nan[j]; })));
+  const float* ws = with_nan.data();
+  REQUIRE(std::isnan(kernels::lane_max<float>(
+      40, KOKKOS_LAMBDA(int64_t j) { return ws[j]; })));
 }
 
 TEST_CASE("fast_tanh: exact to rounding in double, a few 1e-7 in float", "[kernels][fast_tanh]") {
