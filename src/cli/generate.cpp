@@ -22,8 +22,7 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   const Deck deck = parse_model_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)");
   const auto& m = deck.model;
   if (!m.is_gpt())
-    throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + m.kind +
-                    "\", not a GPT");
+    throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + m.kind + "\", not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
   whole.parallel = ParallelConfig{};
   const auto made = as_gpt(make_model(whole));

@@ -19,7 +19,7 @@ static std::string error_of(const std::string& text, const std::vector<std::stri
 
 TEST_CASE("a minimal deck gets defaults and overrides apply", "[core][deck]") {
   const Deck d = parse_model_deck("[data]\nkind = \"random\"\n[model]\nn_layer = 3\n", "deck.toml",
-                            {"run.steps=7", "optim.lr=0.01", "data.batch_size=4", "run.name=abc"});
+                                  {"run.steps=7", "optim.lr=0.01", "data.batch_size=4", "run.name=abc"});
   REQUIRE(d.model.n_layer == 3);
   REQUIRE(d.model.n_embd == 256);
   REQUIRE(d.run.steps == 7);
@@ -150,7 +150,7 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
   CHECK(parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml", {"model.precision=bf16"}).model.precision ==
         Precision::BF16);
   CHECK(parse_model_deck("[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n", "deck.toml",
-                   {"model.precision=bf16"})
+                         {"model.precision=bf16"})
             .model.precision == Precision::BF16);
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.schedule=zigzag"}) ==
         "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", \"zb-h2\", \"xpipe\" or "
@@ -161,7 +161,7 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
             .find("parallel.schedule must be a string, got integer") != std::string::npos);
   // numbers are written so that they read back exactly
   const Deck y = parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml",
-                            {"optim.lr=0.1", "optim.eps=1e-300", "run.max_walltime=3600"});
+                                  {"optim.lr=0.1", "optim.eps=1e-300", "run.max_walltime=3600"});
   const Deck z = parse_model_deck(y.resolved_toml, "resolved");
   CHECK(z.optim.lr == 0.1);
   CHECK(z.optim.eps == 1e-300);

@@ -1,17 +1,18 @@
 // What a restart compares: the deck a checkpoint was written with against the current one.
 #include <catch2/catch.hpp>
 
-#include "model/model_kind.hpp"
 #include "core/deck.hpp"
 #include "core/deck_changes.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 
 using namespace strata;
 
 TEST_CASE("deck_changes lists the keys whose values differ, sorted", "[core][deck]") {
   const std::string base = "[data]\nkind = \"random\"\n";
   const Deck a = parse_model_deck(base, "a.toml", {"run.steps=10", "optim.lr=0.001"});
-  const Deck b = parse_model_deck(base, "b.toml", {"run.steps=20", "optim.lr=0.001", "model.n_head=8", "model.n_embd=256"});
+  const Deck b =
+      parse_model_deck(base, "b.toml", {"run.steps=20", "optim.lr=0.001", "model.n_head=8", "model.n_embd=256"});
   CHECK(deck_changes(a.resolved_toml, a.resolved_toml).empty());
   const auto changes = deck_changes(a.resolved_toml, b.resolved_toml);
   REQUIRE(changes.size() == 2);
