@@ -89,8 +89,10 @@ void check_model_deck(const Deck& d, const std::string& origin) {
   rule(k.context_split || p.context == 1, "parallel.context",
        "splits a sequence's tokens; " + k.title + "'s samples are not sequences: use parallel.data");
   rule(k.selective_recompute || p.recompute != Recompute::Selective, "parallel.recompute",
-       "= \"selective\" is " + kinds_that([](const ModelKind& m) { return m.selective_recompute; }) + "'s; " + k.title +
-           " keeps no part of a layer that selective recomputation would drop");
+       "= \"selective\" applies to " + kinds_that([](const ModelKind& m) { return m.selective_recompute; }) +
+           " only: " + k.title +
+           " has no part of a layer that selective recomputation would drop (\"full\" recomputes "
+           "whole layers)");
   rule(k.layers(d.model) >= p.pipeline, k.layers_key,
        "(" + std::to_string(k.layers(d.model)) + ") must be at least parallel.pipeline (" + std::to_string(p.pipeline) +
            "): every stage holds at least one layer");
