@@ -1,11 +1,12 @@
 # Finds every dependency strata builds against and exposes each as one target:
-#   MPI::MPI_CXX, strata::kokkos, strata::linalg (KokkosKernels or cuBLAS), strata::dnnl
+#   MPI::MPI_CXX, strata::kokkos, strata::linalg (OpenBLAS or cuBLAS), strata::dnnl
 #   (oneDNN, CPU builds), strata::nccl, strata::sentencepiece,
 #   strata::hdf5,
 #   toml11::toml11, CLI11::CLI11, Catch2::Catch2, benchmark::benchmark.
-# Works with Debian's Trilinos-packaged Kokkos 3.4.1 and with a stock Kokkos 4.x
-# (-DKokkos_ROOT=<prefix>), repairing the Debian package's defects here rather than on
-# the machine.
+# Kokkos is the one scripts/build-kokkos.sh builds from Debian's trilinos source (OpenMP
+# for CPU builds, CUDA for GPU builds; the presets pass its Kokkos_ROOT); another Kokkos
+# 3.4 or 4.x with the same backend is taken through -DKokkos_ROOT=<prefix>. Debian's own
+# Trilinos package is Serial only: a CPU rank would run on one core.
 
 find_package(MPI REQUIRED COMPONENTS C CXX)
 
@@ -14,10 +15,14 @@ if(STRATA_ENABLE_CUDA)
   kokkos_check(DEVICES CUDA RETURN_VALUE _kokkos_has_cuda)
   if(NOT _kokkos_has_cuda)
     message(FATAL_ERROR "strata: STRATA_ENABLE_CUDA=ON needs a CUDA-enabled Kokkos: pass -DKokkos_ROOT=<prefix> "
-                        "(scripts/build-kokkos-cuda.sh builds one from Debian's source)")
+                        "(scripts/build-kokkos.sh cuda builds one from Debian's source)")
   endif()
 else()
-  find_package(KokkosKernels REQUIRED)
+  kokkos_check(DEVICES OpenMP RETURN_VALUE _kokkos_has_openmp)
+  if(NOT _kokkos_has_openmp)
+    message(FATAL_ERROR "strata: a CPU build needs an OpenMP-enabled Kokkos (a rank's threads): pass "
+                        "-DKokkos_ROOT=<prefix> (scripts/build-kokkos.sh openmp builds one from Debian's source)")
+  endif()
 endif()
 
 # --- Kokkos core ----------------------------------------------------------------------
@@ -55,20 +60,31 @@ target_link_libraries(strata_kokkos INTERFACE Kokkos::kokkos)
 add_library(strata::kokkos ALIAS strata_kokkos)
 
 # --- dense linear algebra ---------------------------------------------------------------
-# CPU builds: KokkosKernels (KokkosBlas -> OpenBLAS). CUDA builds call cuBLAS directly
-# (kernels/gemm.hpp), so they need no KokkosKernels. Stock installs export
-# Kokkos::kokkoskernels; Debian's TriBITS package exports trilinos_kokkoskernels.
+# CPU builds: OpenBLAS's OpenMP build (Debian: libopenblas-openmp-dev), called through
+# CBLAS (kernels/gemm.hpp). Its threads are the rank's OpenMP threads, the same pool as
+# Kokkos' and oneDNN's: one thread count for all three (cli/thread_setup), and a product
+# called inside a parallel region runs on the calling thread alone. The pthread build
+# (Debian's default libopenblas.so.0) keeps a pool of its own, whose spinning threads
+# contend with OpenMP's. Both have the soname libopenblas.so.0, so the OpenMP one is linked
+# by its full path and found at run time through the RUNPATH (installed too:
+# CMAKE_INSTALL_RPATH_USE_LINK_PATH). Another OpenBLAS: -DOPENBLAS_ROOT=<prefix>.
+# CUDA builds call cuBLAS.
 add_library(strata_linalg INTERFACE)
 if(STRATA_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   target_link_libraries(strata_linalg INTERFACE strata::kokkos CUDA::cublas CUDA::cudart)
-elseif(TARGET Kokkos::kokkoskernels)
-  target_link_libraries(strata_linalg INTERFACE Kokkos::kokkoskernels)
-elseif(TARGET trilinos_kokkoskernels)
-  strata_repair_include_dirs(trilinos_kokkoskernels "${KokkosKernels_INCLUDE_DIRS};${Kokkos_INCLUDE_DIRS}")
-  target_link_libraries(strata_linalg INTERFACE trilinos_kokkoskernels strata::kokkos)
 else()
-  message(FATAL_ERROR "strata: KokkosKernels found but neither Kokkos::kokkoskernels nor trilinos_kokkoskernels exists")
+  set(_openblas_hints ${OPENBLAS_ROOT} $ENV{OPENBLAS_ROOT})
+  find_path(OPENBLAS_INCLUDE_DIR cblas.h HINTS ${_openblas_hints} PATH_SUFFIXES include
+            PATHS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+  find_library(OPENBLAS_LIBRARY openblas HINTS ${_openblas_hints} PATH_SUFFIXES lib lib64
+               PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+  if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+    message(FATAL_ERROR "strata: OpenBLAS's OpenMP build not found (cblas.h, libopenblas; Debian: "
+                        "libopenblas-openmp-dev, or -DOPENBLAS_ROOT=<prefix>)")
+  endif()
+  target_include_directories(strata_linalg SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
+  target_link_libraries(strata_linalg INTERFACE ${OPENBLAS_LIBRARY} strata::kokkos)
 endif()
 add_library(strata::linalg ALIAS strata_linalg)
 

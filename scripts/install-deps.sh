@@ -8,12 +8,14 @@ set -euo pipefail
 # modules of the reference checks, the data, the Slurm cluster of the job-script test, and
 # the tools the test scripts call (procps: pgrep/pkill; bc: fault timings), ccache (every
 # clone's objects compiled once per machine: scripts/compiler-launcher.sh) and
-# environment-modules (the installed tree's module file, tested by `module load`).
+# environment-modules (the installed tree's module file, tested by `module load`). Kokkos
+# is no package here: scripts/build-kokkos.sh builds it (OpenMP) from Debian's trilinos
+# source, since Debian's libtrilinos-kokkos-dev is Serial only (a rank on one core).
 packages=(
   build-essential cmake pkg-config git
   mpich libmpich-dev zlib1g-dev
   libhdf5-mpich-dev hdf5-tools
-  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
+  libopenblas-openmp-dev
   libdnnl-dev libsentencepiece-dev
   libtoml11-dev libcli11-dev catch2 libbenchmark-dev
   python3-h5py python3-numpy python3-torch python3-matplotlib python3-sentencepiece

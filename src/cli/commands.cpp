@@ -12,8 +12,10 @@ std::unique_ptr<Command> export_command();
 std::unique_ptr<Command> tokenize_command();
 
 const char* const kHelpFooter =
-    "Kokkos' options (--kokkos-threads, --kokkos-device-id, ...) are accepted too: strata --kokkos-help "
-    "lists them.\nExit codes: 0 done (also a stop with a checkpoint), 1 internal error, 2 bad input, 3 corrupt "
+    "--threads N (before or after the sub-command): the threads each rank runs (Kokkos, OpenBLAS and oneDNN "
+    "alike); default OMP_NUM_THREADS, else the CPUs the launcher gave the rank.\nKokkos' options "
+    "(--kokkos-device-id, ...) are accepted too: strata --kokkos-help lists them.\nExit codes: 0 done (also a stop "
+    "with a checkpoint), 1 internal error, 2 bad input, 3 corrupt "
     "checkpoint (inspect), 4 an output could not be written, 5 diverged, 128 + signal ended without a checkpoint.";
 
 void DeckArgs::add_to(CLI::App& sub, const char* what, bool required) {

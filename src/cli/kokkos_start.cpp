@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "cli/thread_choice.hpp"
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/error.hpp"
@@ -28,12 +29,27 @@ bool is_help(const char* arg) { return std::string(arg) == "--help" || std::stri
 
 KokkosStart::KokkosStart(int argc, char** argv, int rank) {
   bind_device_by_local_rank();
-  // Kokkos prints its own options for --help and -h: it gets the command line without them
-  std::vector<char*> kokkos_argv;
-  for (int i = 0; i < argc; ++i) {
-    if (!is_help(argv[i])) kokkos_argv.push_back(argv[i]);
-    help_ = help_ || std::string(argv[i]) == "--kokkos-help";
+  std::vector<char*> line(argv, argv + argc);
+  ThreadChoice threads;
+  try {
+    threads = choose_threads(line, MPI_COMM_WORLD);  // takes --threads out of the line
+  } catch (const UserError& e) {                     // the same command line on every rank: every rank ends
+    if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
+    MPI_Finalize();
+    std::exit(kExitUserError);
   }
+  apply_threads(threads);
+  // Kokkos prints its own options for --help and -h: it gets the command line without
+  // them, and the rank's thread count; strata says itself where threads run
+  // (core/rank_threads), so Kokkos' advice on binding and oversubscription is left out
+  std::vector<char*> kokkos_argv;
+  for (char* a : line) {
+    if (!is_help(a)) kokkos_argv.push_back(a);
+    help_ = help_ || std::string(a) == "--kokkos-help";
+  }
+  std::string threads_arg = "--kokkos-threads=" + std::to_string(threads.count), quiet = "--kokkos-disable-warnings";
+  kokkos_argv.push_back(threads_arg.data());
+  kokkos_argv.push_back(quiet.data());
   kokkos_argv.push_back(nullptr);
   int kokkos_argc = int(kokkos_argv.size()) - 1;
   try {
@@ -46,8 +62,8 @@ KokkosStart::KokkosStart(int argc, char** argv, int rank) {
   }
   // what Kokkos left (its --kokkos-* options removed), help included, in order
   const std::set<char*> left(kokkos_argv.begin(), kokkos_argv.begin() + kokkos_argc);
-  for (int i = 0; i < argc; ++i)
-    if (left.count(argv[i]) || is_help(argv[i])) args_.push_back(argv[i]);
+  for (char* a : line)
+    if (left.count(a) || is_help(a)) args_.push_back(a);
 }
 
 KokkosStart::~KokkosStart() = default;

@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "cli/command.hpp"
+#include "cli/thread_choice.hpp"
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/error.hpp"
@@ -59,6 +60,7 @@ class TrainCommand : public Command {
       check_fits_in_memory(deck, memory.first, memory.second);
     });
     install_stop_signal_handlers(rank);
+    opts_.job.threads_origin = chosen_threads().why;
     TrainJob job(deck, MPI_COMM_WORLD, opts_.job);
     RunLoop(deck, opts_, job).run();
     return kExitOk;

@@ -6,27 +6,35 @@
 #include "core/tensor.hpp"
 #include "kernels/fast_exp.hpp"
 #include "kernels/lanes.hpp"
+#include "kernels/row_reduce.hpp"
 
 namespace strata::kernels {
+
+// The sum of the rows' losses in double, in an order fixed by their count.
+template <class T>
+double total_loss(V1<const T> losses) {
+  return ordered_sum(
+      "total_loss", losses.extent(0), 1024, KOKKOS_LAMBDA(const int64_t begin, const int64_t end) {
+        double s = 0;
+        for (int64_t i = begin; i < end; ++i) s += double(losses(i));
+        return s;
+      });
+}
 
 // logits (N, V), targets (N). Writes losses (N) and lse (N); returns sum of losses.
 template <class T>
 double cross_entropy_forward(V1<T> losses, V1<T> lse, V2<const T> logits, V1<const int32_t> targets) {
-  const int64_t n = logits.extent(0), v = logits.extent(1);
-  double total = 0;
-  Kokkos::parallel_reduce(
-      "cross_entropy_forward", Range(0, n),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) {
+  const int64_t v = logits.extent(1);
+  Kokkos::parallel_for(
+      "cross_entropy_forward", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
         const T* row = &logits(i, 0);
         const T mx = lane_max<T>(v, [&](int64_t j) { return row[j]; });
         const T sum = lane_sum<T>(v, [&](int64_t j) { return fast_exp(row[j] - mx); });
         const T l = mx + kmath::log(sum);
         lse(i) = l;
         losses(i) = l - row[targets(i)];
-        acc += double(losses(i));
-      },
-      total);
-  return total;
+      });
+  return total_loss<T>(losses);
 }
 
 // dlogits = scale * (softmax(logits) - onehot(target)); dlogits may alias logits.

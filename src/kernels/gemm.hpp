@@ -1,7 +1,8 @@
 #pragma once
 // General matrix products on row-major views. Every product in strata goes through
-// here, so a BLAS does the flops: cuBLAS for device memory in CUDA builds, KokkosBlas
-// (which hands them to OpenBLAS) on CPUs.
+// here, so a BLAS does the flops: cuBLAS for device memory in CUDA builds, OpenBLAS's
+// OpenMP build through CBLAS on CPUs (its threads are the rank's OpenMP threads; a product
+// called inside a parallel region runs on its calling thread).
 #include "core/tensor.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -10,8 +11,7 @@
 #include <stdexcept>
 #include <string>
 #else
-#include <KokkosBlas3_gemm.hpp>
-#include <KokkosBlas_Host_tpl.hpp>
+#include <cblas.h>
 #endif
 
 namespace strata::kernels {
@@ -58,6 +58,18 @@ inline void gemm_colmajor_batched(cublasOperation_t ta, cublasOperation_t tb, in
         "cublasDgemmStridedBatched");
 }
 }  // namespace detail
+#else
+namespace detail {
+inline CBLAS_TRANSPOSE cblas_op(char t) { return t == 'T' ? CblasTrans : CblasNoTrans; }
+inline void gemm_rowmajor(char ta, char tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                          int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void gemm_rowmajor(char ta, char tb, int m, int n, int k, double alpha, const double* a, int lda,
+                          const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+}  // namespace detail
 #endif
 
 // C = alpha * op(A) * op(B) + beta * C, op = "N" or "T".
@@ -71,7 +83,12 @@ void gemm(const char* trans_a, const char* trans_b, T alpha, V2<const T> a, V2<c
   detail::gemm_colmajor(tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, alpha, b.data(),
                         int(b.extent(1)), a.data(), int(a.extent(1)), beta, c.data(), int(c.extent(1)));
 #else
-  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  const bool ta = trans_a[0] == 'T';
+  const int m = int(c.extent(0)), n = int(c.extent(1));
+  const int k = int(ta ? a.extent(0) : a.extent(1));
+  if (m == 0 || n == 0) return;
+  detail::gemm_rowmajor(trans_a[0], trans_b[0], m, n, k, alpha, a.data(), int(a.extent(1)), b.data(), int(b.extent(1)),
+                        beta, c.data(), int(c.extent(1)));
 #endif
 }
 
@@ -79,6 +96,10 @@ void gemm(const char* trans_a, const char* trans_b, T alpha, V2<const T> a, V2<c
 // matrices a fixed stride apart: C_i = alpha * op(A_i) op(B_i) + beta * C_i with
 // C_i (m x n, row stride ldc) at c + i * stride_c, and so on; op(A_i) is (m x k).
 // Submatrices of larger ones (a block of rows and columns) are such operands.
+// On CPUs, a batch of at least as many products as the rank has threads is spread over
+// the threads, one whole product each (the attention's small per-head products, which
+// one product's own threading would not keep busy); a smaller batch runs one product at a
+// time on all threads. Each product's result is the same either way.
 template <class T>
 void gemm_strided_batched(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                           int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T beta, T* c, int64_t ldc,
@@ -90,9 +111,16 @@ void gemm_strided_batched(char trans_a, char trans_b, int64_t m, int64_t n, int6
                                 int(n), int(m), int(k), alpha, b, int(ldb), stride_b, a, int(lda), stride_a, beta, c,
                                 int(ldc), stride_c, int(batch));
 #else
-  for (int64_t i = 0; i < batch; ++i)
-    KokkosBlas::Impl::HostBlas<T>::gemm(trans_b, trans_a, int(n), int(m), int(k), alpha, b + i * stride_b, int(ldb),
-                                        a + i * stride_a, int(lda), beta, c + i * stride_c, int(ldc));
+  const auto one = [=](int64_t i) {
+    detail::gemm_rowmajor(trans_a, trans_b, int(m), int(n), int(k), alpha, a + i * stride_a, int(lda), b + i * stride_b,
+                          int(ldb), beta, c + i * stride_c, int(ldc));
+  };
+  if (batch > 1 && batch >= Kokkos::DefaultHostExecutionSpace().concurrency()) {
+    Kokkos::parallel_for("gemm_batch", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, batch),
+                         [=](const int64_t i) { one(i); });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  }
 #endif
 }
 

@@ -20,8 +20,6 @@
 #include "kernels/gemm.hpp"
 #endif
 #ifdef STRATA_HAVE_DNNL
-#include <omp.h>
-
 #include <dnnl.hpp>
 #endif
 
@@ -157,11 +155,9 @@ struct Bf16Product {
 // oneDNN's engine and stream, and the primitives of every shape a model's products have.
 class Bf16Products {
  public:
-  // oneDNN runs on OpenMP threads: one per rank, as BLAS, unless OMP_NUM_THREADS says
-  // otherwise (an MPI job has a rank per core).
-  Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
-    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
-  }
+  // oneDNN runs on the rank's OpenMP threads, whose count the process set at start
+  // (cli/thread_choice), as Kokkos and OpenBLAS do.
+  Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
   // a_bits: A already rounded (a kernel wrote it as bf16), else nullptr and A is a. The
   // operands no copy holds are rounded into buffers of the stack.

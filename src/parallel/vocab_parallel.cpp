@@ -146,16 +146,12 @@ double tp_cross_entropy_forward(const TensorParallel& tp, V1<T> losses, V1<T> ls
   comm->allreduce_max(V1<T>(mx));
   kernels::row_sumexp_and_target<T>(sums, logits, mx, targets, vb);
   comm->allreduce_sum(V1<T>(sums));
-  double total = 0;
-  Kokkos::parallel_reduce(
-      "ce_vocab_parallel_loss", Range(0, n),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) {
+  Kokkos::parallel_for(
+      "ce_vocab_parallel_loss", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
         lse(i) = mx(i) + kmath::log(sums(2 * i));
         losses(i) = lse(i) - sums(2 * i + 1);
-        acc += double(losses(i));
-      },
-      total);
-  return total;
+      });
+  return kernels::total_loss<T>(losses);
 }
 
 template <class T>

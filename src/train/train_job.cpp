@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "comm/agree.hpp"
+#include "core/rank_threads.hpp"
 #include "data/deck_data.hpp"
 #include "engine/make_engine.hpp"
 #include "model/make_model.hpp"
@@ -57,6 +58,16 @@ class ModelAndEngineMetrics : public RunMetrics {
 
 }  // namespace
 
+// "strata: 2 threads per rank (--threads); rank 0 on CPUs 0-1, OMP_PROC_BIND=close OMP_PLACES=cores"
+std::string TrainJob::threads_line(const std::string& origin) const {
+  int fewest = rank_threads(), most = fewest;
+  MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT, MPI_MIN, grid_->world());
+  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, grid_->world());
+  const std::string count = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
+  return "strata: " + count + (most == 1 ? " thread" : " threads") + " per rank" +
+         (origin.empty() ? "" : " (" + origin + ")") + "; rank 0 on " + thread_binding();
+}
+
 void TrainJob::describe(const JobOptions& options) {
   facts_.layout = layout_name(deck_.parallel) + engine_->layout_detail();
   facts_.max_round_steps = engine_->max_steps_per_call();
@@ -68,6 +79,8 @@ void TrainJob::describe(const JobOptions& options) {
   run.probe_gemm = options.probe_gemm;
   RunDescription d = describe_model(deck_, *model_, run);
   facts_.description = std::move(d.lines);
+  facts_.description.insert(facts_.description.end() - (facts_.description.empty() ? 0 : 1),
+                            threads_line(options.threads_origin));
   facts_.samples_per_step = d.samples_per_step;
   facts_.validates_at_end = d.validates_at_end;
   metrics_ = std::make_unique<ModelAndEngineMetrics>(std::move(d.metrics), *engine_);

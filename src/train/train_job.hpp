@@ -66,8 +66,9 @@ class TrainSteps {
 };
 
 struct JobOptions {
-  bool print = true;       // rank 0 logs
-  bool probe_gemm = true;  // measure the GEMM rate for the utilisation column
+  bool print = true;           // rank 0 logs
+  bool probe_gemm = true;      // measure the GEMM rate for the utilisation column
+  std::string threads_origin;  // where the rank's thread count came from (cli/thread_choice)
 };
 
 class TrainJob : public TrainSteps {
@@ -96,6 +97,7 @@ class TrainJob : public TrainSteps {
 
  private:
   void describe(const JobOptions& options);
+  std::string threads_line(const std::string& origin) const;
 
   Deck deck_;
   std::unique_ptr<Grid> grid_;

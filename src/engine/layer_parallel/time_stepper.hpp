@@ -4,6 +4,7 @@
 // pack/unpack for messages). The solver never sees the network; an adapter turns a
 // model's layers into steps (ode_steps.hpp), forward or adjoint.
 #include "core/tensor.hpp"
+#include "kernels/sum_squares.hpp"
 
 namespace strata {
 
@@ -24,13 +25,7 @@ class TimeStepper {
         "mgrit_sum", Range(0, y.extent(0)), KOKKOS_LAMBDA(const int64_t k) { y(k) = alpha * x(k) + beta * y(k); });
   }
   // The squared norm of x (the solver sums it over ranks).
-  virtual double norm_squared(V1<const T> x) const {
-    double s = 0;
-    Kokkos::parallel_reduce(
-        "mgrit_norm", Range(0, x.extent(0)),
-        KOKKOS_LAMBDA(const int64_t k, double& acc) { acc += double(x(k)) * double(x(k)); }, s);
-    return s;
-  }
+  virtual double norm_squared(V1<const T> x) const { return kernels::sum_of_squares<T>(x); }
   // A new state holding x's values.
   virtual Tensor1<T> clone(V1<const T> x) const {
     Tensor1<T> c(Kokkos::view_alloc(Kokkos::WithoutInitializing, "mgrit.state"), x.extent(0));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "kernels/row_reduce.hpp"
 
 namespace strata {
 
@@ -26,16 +27,24 @@ struct StalenessSummary {
 // (A free function: CUDA lambdas may not live in private member functions.)
 template <class T>
 double staleness_relative_distance(V1<const T> used, V1<const T> target, int64_t skip_begin, int64_t skip_end) {
-  double diff = 0, ref = 0;
-  Kokkos::parallel_reduce(
-      "staleness_distance", Range(0, used.extent(0)),
-      KOKKOS_LAMBDA(const int64_t i, double& d, double& r) {
-        if (i >= skip_begin && i < skip_end) return;
-        const double t = double(target(i)), x = double(used(i)) - t;
-        d += x * x;
-        r += t * t;
-      },
-      diff, ref);
+  // in an order fixed by the length (kernels/row_reduce.hpp)
+  const int64_t n = used.extent(0);
+  const double diff = kernels::ordered_sum(
+      "staleness_distance", n, 4096, KOKKOS_LAMBDA(int64_t b, int64_t e) {
+        double s = 0;
+        for (int64_t i = b; i < e; ++i) {
+          const double x = i >= skip_begin && i < skip_end ? 0.0 : double(used(i)) - double(target(i));
+          s += x * x;
+        }
+        return s;
+      });
+  const double ref = kernels::ordered_sum(
+      "staleness_reference", n, 4096, KOKKOS_LAMBDA(int64_t b, int64_t e) {
+        double s = 0;
+        for (int64_t i = b; i < e; ++i)
+          s += i >= skip_begin && i < skip_end ? 0.0 : double(target(i)) * double(target(i));
+        return s;
+      });
   return ref > 0 ? std::sqrt(diff / ref) : 0.0;
 }
 

@@ -1,0 +1,21 @@
+#pragma once
+// The threads one rank runs on and the CPUs it may run them on. A CPU rank's threads are
+// OpenMP's: Kokkos' host kernels, OpenBLAS's products and oneDNN's bf16 products share
+// one pool of them, whose size the process sets once at start (cli/thread_choice).
+#include <string>
+
+namespace strata {
+
+// The size of the rank's thread pool (Kokkos' host execution space).
+int rank_threads();
+
+// The CPUs in this process's affinity mask (what the launcher gave it), and the online
+// CPUs of the node.
+int cores_given();
+int cores_online();
+
+// Where the rank's threads run: its CPUs as a list ("0-1", "0,2,4") and OpenMP's binding
+// ("OMP_PROC_BIND=close OMP_PLACES=cores", or "threads not bound").
+std::string thread_binding();
+
+}  // namespace strata
