@@ -48,9 +48,17 @@ int main(int argc, char** argv) {
   // that is being aborted (a failed checkpoint write on another rank) that runs inside
   // MPI's progress engine and crashes it. strata closes its files itself.
   H5dont_atexit();
-  MPI_Init(&argc, &argv);
+  // a rank's OpenMP threads (Kokkos, OpenBLAS, oneDNN) compute; only the thread that
+  // started MPI calls it
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (provided < MPI_THREAD_FUNNELED) {
+    if (rank == 0) std::fprintf(stderr, "strata: error: this MPI library does not support MPI_THREAD_FUNNELED\n");
+    MPI_Finalize();
+    return strata::kExitUserError;
+  }
   int code = strata::kExitOk;
   {
     strata::KokkosStart kokkos(argc, argv, rank);
@@ -62,7 +70,11 @@ int main(int argc, char** argv) {
     std::vector<CLI::App*> subs;
     for (auto& c : commands) subs.push_back(c->add_to(app));
     for (auto* sub : subs) sub->footer(strata::kHelpFooter);
-    if (kokkos.printed_help()) {
+    if (!kokkos.error().empty()) {  // the same command line on every rank: every rank ends
+      if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", kokkos.error().c_str());
+      code = strata::kExitUserError;
+      subs.clear();
+    } else if (kokkos.printed_help()) {
       // Kokkos printed its options
     } else {
       try {

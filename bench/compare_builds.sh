@@ -4,8 +4,9 @@
 # rank, the two builds taking turns, REPS runs each. Prints each build's tokens/s (the
 # median over steps 3.. of its best run), their ratio, and whether every step's loss is
 # the same to the 9 digits metrics.csv keeps. For a refactoring that must change nothing:
-#   git worktree add /tmp/before <commit> && (cd /tmp/before && cmake --preset release &&
-#     cmake --build --preset release -j --target strata)
+#   git worktree add /tmp/before <commit> && (cd /tmp/before && scripts/build-kokkos.sh openmp &&
+#     cmake --preset release && cmake --build --preset release -j --target strata)
+#   (a commit from before scripts/build-kokkos.sh: leave that step out)
 #   bench/compare_builds.sh /tmp/before/build/release/bin/strata build/release/bin/strata
 # Usage: bench/compare_builds.sh OLD_STRATA NEW_STRATA [REPS (2)] [STEPS (12)]
 set -euo pipefail

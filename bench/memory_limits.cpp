@@ -112,7 +112,8 @@ std::pair<Layout, double> least_memory(const Deck& deck, int ranks, int data, co
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // Kokkos' and the BLAS's OpenMP threads never call MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);

@@ -28,7 +28,8 @@
 using namespace strata;
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // Kokkos' and the BLAS's OpenMP threads never call MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     std::vector<int64_t> steps_list = {64, 256, 1024};

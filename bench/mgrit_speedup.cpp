@@ -113,7 +113,8 @@ double parallel_time(int64_t n, int ranks, const LayerParallelOptions& o, const 
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // Kokkos' and the BLAS's OpenMP threads never call MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     int64_t n = 64, batch = 100, width = 64;

@@ -74,7 +74,8 @@ double max_over_ranks(double x) { return max_over(MPI_COMM_WORLD, x); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // Kokkos' and the BLAS's OpenMP threads never call MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int failures = 0, rank = 0, ranks = 1;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);

@@ -63,7 +63,8 @@ std::pair<double, double> run(Comm& ring, bool zigzag, int64_t t_full, int64_t h
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // Kokkos' and the BLAS's OpenMP threads never call MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     const int64_t t_full = argc > 1 ? std::atoll(argv[1]) : 8192, h = argc > 2 ? std::atoll(argv[2]) : 6,

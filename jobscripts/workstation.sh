@@ -8,7 +8,8 @@ DECK=${DECK:-inputs/gpt-fortunes.toml}         # the deck to train
 DATA=${DATA:-}                                 # if set: parallel.data (data-parallel replicas)
 STRATA=${STRATA:-build/release/bin/strata}     # the executable (scripts/build.sh makes it)
 MPIEXEC=${MPIEXEC:-mpiexec}                    # MPICH's Hydra launcher on Debian
-THREADS_PER_RANK=${THREADS_PER_RANK:-1}        # BLAS/OpenMP threads per rank
+THREADS_PER_RANK=${THREADS_PER_RANK:-}         # threads per rank (strata --threads); empty:
+                                               # the machine's cores divided among the ranks
 
 cd "$(dirname "$0")/.."
 sets=()
@@ -16,7 +17,10 @@ sets=()
 # ranks = data x pipeline x context x tensor_rows x tensor_cols of the deck (with DATA if set)
 deck_ranks=$(awk -F= -v data="$DATA" '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|context|tensor_rows|tensor_cols) *$/ {k=$1; gsub(/ /,"",k); if (!(k=="data" && data!="")) n*=$2+0} BEGIN{n=1} END{if (data!="") n*=data; print n}' "$DECK")
 RANKS=${RANKS:-$deck_ranks}                    # MPI ranks: the deck's layout unless overridden
-# One BLAS thread per rank unless asked: Debian's OpenBLAS is the pthread build and would
-# otherwise start one thread per core in every rank.
-export OPENBLAS_NUM_THREADS=$THREADS_PER_RANK OMP_NUM_THREADS=$THREADS_PER_RANK
-exec "$MPIEXEC" -n "$RANKS" "$STRATA" train "$DECK" "${sets[@]}" "$@"
+threads=$(( ${THREADS_PER_RANK:-$(( $(nproc) / RANKS ))} ))
+[ "$threads" -ge 1 ] || threads=1
+# each rank on its own cores (Hydra's -bind-to core:N), one thread per core, side by side
+export OMP_PLACES=${OMP_PLACES:-cores} OMP_PROC_BIND=${OMP_PROC_BIND:-close}
+bind=()
+[ $(( RANKS * threads )) -gt "$(nproc)" ] || bind=(-bind-to "core:$threads")
+exec "$MPIEXEC" "${bind[@]}" -n "$RANKS" "$STRATA" train "$DECK" --threads "$threads" "${sets[@]}" "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU build: a CUDA-enabled Kokkos from Debian's source (scripts/build-kokkos.sh cuda, run by scripts/configure.sh),
+# The GPU build: a CUDA-enabled Kokkos from Debian's source (scripts/build-kokkos.sh cuda),
 # then all of strata, tests and benchmarks included, with nvcc for sm_90 (preset "cuda",
 # build/cuda); arguments go to `cmake --build` (`--target strata test_mpi` builds less).
 # This machine has no GPU: the build proves the code is device-correct (host-only code in
@@ -9,5 +9,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH   # nvcc_wrapper calls nvcc
+scripts/build-kokkos.sh cuda >/dev/null
 scripts/configure.sh cuda
 cmake --build --preset cuda -j "$(nproc)" "$@"   # e.g. --target strata test_mpi

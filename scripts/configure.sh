@@ -5,19 +5,10 @@
 # (a failed or interrupted configure) is configured again, from a fresh cache (a failed
 # configure caches wrong results, e.g. a NOTFOUND library that has been installed since).
 # Once configured, `cmake --build` re-runs configure by itself when a CMakeLists changes.
-# First the preset's Kokkos (scripts/build-kokkos.sh: CUDA for "cuda", OpenMP for the
-# others), built once per machine into strata's cache, or just linked when it is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:?usage: scripts/configure.sh PRESET}
 dir=build/$preset
-if [ "$preset" = cuda ]; then
-  export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-  export PATH=$CUDA_HOME/bin:$PATH   # nvcc_wrapper calls nvcc
-  scripts/build-kokkos.sh cuda >/dev/null
-else
-  scripts/build-kokkos.sh openmp >/dev/null
-fi
 if [ -f "$dir/CMakeCache.txt" ] && { [ -f "$dir/Makefile" ] || [ -f "$dir/build.ninja" ]; }; then
   exit 0
 fi

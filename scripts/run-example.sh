@@ -17,7 +17,8 @@ fi
 scripts/build.sh
 # ranks = data x pipeline x tensor_rows x tensor_cols of the deck's [parallel] section
 np=$(awk -F= '/^\[/{sec=$0} sec=="[parallel]" && $1~/^(data|pipeline|context|tensor_rows|tensor_cols) *$/ {n*=$2+0} BEGIN{n=1} END{print n}' "$deck")
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# each rank runs as many threads as its share of the machine's CPUs (strata's default:
+# the CPUs divided among the ranks; OMP_NUM_THREADS or --threads N choose otherwise)
 # a deck of token shards: tokenize its corpus first, once (data.token_dir holds the shards)
 token_dir=$(awk -F= '/^\[/{sec=$0} sec=="[data]" && $1~/^token_dir *$/ {gsub(/[" ]/, "", $2); sub(/#.*/, "", $2); print $2}' "$deck")
 if [ -n "$token_dir" ] && [ ! -d "$token_dir" ]; then

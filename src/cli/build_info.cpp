@@ -43,7 +43,9 @@ std::string version_text() {
                       kokkos_backends();
   if (!cuda) {
     const std::string core = blas_core_name();
-    build += ", BLAS " + std::string(core.empty() ? "(not OpenBLAS)" : "OpenBLAS " + core + " kernels");
+    const std::string threading = blas_threading();
+    build += ", BLAS " + std::string(core.empty() ? "(not OpenBLAS)" : "OpenBLAS " + core + " kernels") +
+             (threading.empty() ? "" : " (" + threading + ")");
   }
   build += ", bf16 products: " + kernels::bf16_products_library();
   return std::string("strata ") + STRATA_VERSION + " (git " + STRATA_GIT_COMMIT + "; " + build + ")";

@@ -32,11 +32,10 @@ KokkosStart::KokkosStart(int argc, char** argv, int rank) {
   std::vector<char*> line(argv, argv + argc);
   ThreadChoice threads;
   try {
-    threads = choose_threads(line, MPI_COMM_WORLD);  // takes --threads out of the line
-  } catch (const UserError& e) {                     // the same command line on every rank: every rank ends
-    if (rank == 0) std::fprintf(stderr, "strata: error: %s\n", e.what());
-    MPI_Finalize();
-    std::exit(kExitUserError);
+    threads = choose_threads(line, node_share(MPI_COMM_WORLD).local_size);  // takes --threads out of the line
+  } catch (const UserError& e) {
+    error_ = e.what();
+    return;
   }
   apply_threads(threads);
   // Kokkos prints its own options for --help and -h: it gets the command line without

@@ -3,8 +3,10 @@
 // one GPU per rank, chosen by the rank's index on its node unless the user chose
 // (KOKKOS_DEVICE_ID / KOKKOS_NUM_DEVICES); Kokkos reads its --kokkos-* options, never
 // --help or -h (strata's own; --kokkos-help lists Kokkos'), and the rest is strata's.
+// The rank's thread count is chosen first (cli/thread_choice) and Kokkos started with it.
 #include <Kokkos_Core.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace strata {
@@ -17,6 +19,9 @@ class KokkosStart {
   ~KokkosStart();
   // --kokkos-help: Kokkos printed its options and there is nothing else to do.
   bool printed_help() const { return help_; }
+  // A command line whose thread options are wrong (cli/thread_choice): why; Kokkos was not
+  // started and there is nothing else to do. "" otherwise.
+  const std::string& error() const { return error_; }
   // The command line Kokkos left, --help and -h included, in order (argv[0] first).
   std::vector<char*>& args() { return args_; }
 
@@ -24,6 +29,7 @@ class KokkosStart {
   std::optional<Kokkos::ScopeGuard> guard_;
   std::vector<char*> args_;
   bool help_ = false;
+  std::string error_;
 };
 
 }  // namespace strata

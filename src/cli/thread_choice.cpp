@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/control.hpp"
 #include "core/error.hpp"
 #include "core/rank_threads.hpp"
 
@@ -27,7 +26,7 @@ int parse_count(const std::string& text, const char* what) {
 
 }  // namespace
 
-ThreadChoice choose_threads(std::vector<char*>& args, MPI_Comm world) {
+ThreadChoice choose_threads(std::vector<char*>& args, int ranks_on_node) {
   ThreadChoice c;
   std::string given;
   for (size_t i = 0; i < args.size();) {
@@ -45,7 +44,6 @@ ThreadChoice choose_threads(std::vector<char*>& args, MPI_Comm world) {
       ++i;
     }
   }
-  const int on_node = node_share(world).local_size;  // collective: every rank calls it
 #if defined(KOKKOS_ENABLE_CUDA)
   if (!given.empty()) parse_count(given, "--threads");
   c.why = "CUDA build: host work on one thread";
@@ -63,8 +61,8 @@ ThreadChoice choose_threads(std::vector<char*>& args, MPI_Comm world) {
     c.count = cores_given();
     c.why = "the rank's CPUs";
   } else {
-    c.count = std::max(1, cores_online() / on_node);
-    c.why = std::to_string(cores_online()) + " CPUs shared by " + std::to_string(on_node) + " ranks";
+    c.count = std::max(1, cores_online() / ranks_on_node);
+    c.why = std::to_string(cores_online()) + " CPUs shared by " + std::to_string(ranks_on_node) + " ranks";
   }
   return c;
 #endif

@@ -8,8 +8,6 @@
 //   (Slurm's --cpus-per-task, mpiexec -bind-to), else the node's CPUs divided among the
 //   node's ranks (at least one each).
 // CUDA builds run their host work on one thread.
-#include <mpi.h>
-
 #include <string>
 #include <vector>
 
@@ -21,8 +19,9 @@ struct ThreadChoice {
 };
 
 // args: the command line; "--threads N" and "--threads=N" are removed from it. A value that
-// is not a whole number >= 1, or Kokkos' own thread options, is a UserError.
-ThreadChoice choose_threads(std::vector<char*>& args, MPI_Comm world);
+// is not a whole number >= 1, or Kokkos' own thread options, is a UserError. ranks_on_node:
+// the ranks that share this rank's node.
+ThreadChoice choose_threads(std::vector<char*>& args, int ranks_on_node);
 
 // Sets OpenMP's and OpenBLAS's thread counts (Kokkos takes its own at initialisation) and
 // keeps the choice.

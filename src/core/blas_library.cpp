@@ -12,4 +12,16 @@ std::string blas_core_name() {
   return name ? std::string(name) : std::string();
 }
 
+std::string blas_threading() {
+  using Parallel = int (*)();
+  const auto fn = reinterpret_cast<Parallel>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (!fn) return "";
+  switch (fn()) {
+    case 0: return "sequential";
+    case 1: return "pthreads";
+    case 2: return "OpenMP";
+    default: return "";
+  }
+}
+
 }  // namespace strata

@@ -9,4 +9,8 @@ namespace strata {
 // The kernel family OpenBLAS runs ("Cooperlake", "Haswell", ...), "" for another BLAS.
 std::string blas_core_name();
 
+// How the loaded OpenBLAS threads: "OpenMP" (the rank's own pool: what CPU builds link),
+// "pthreads" (a pool of its own), "sequential"; "" for another BLAS.
+std::string blas_threading();
+
 }  // namespace strata

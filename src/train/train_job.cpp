@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "comm/agree.hpp"
+#include "comm/control.hpp"
 #include "core/rank_threads.hpp"
 #include "data/deck_data.hpp"
 #include "engine/make_engine.hpp"
@@ -60,9 +61,7 @@ class ModelAndEngineMetrics : public RunMetrics {
 
 // "strata: 2 threads per rank (--threads); rank 0 on CPUs 0-1, OMP_PROC_BIND=close OMP_PLACES=cores"
 std::string TrainJob::threads_line(const std::string& origin) const {
-  int fewest = rank_threads(), most = fewest;
-  MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT, MPI_MIN, grid_->world());
-  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, grid_->world());
+  const int fewest = min_over(grid_->world(), rank_threads()), most = max_over(grid_->world(), rank_threads());
   const std::string count = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
   return "strata: " + count + (most == 1 ? " thread" : " threads") + " per rank" +
          (origin.empty() ? "" : " (" + origin + ")") + "; rank 0 on " + thread_binding();

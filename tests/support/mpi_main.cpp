@@ -9,7 +9,8 @@
 #include "support/bf16_gate.hpp"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;  // Kokkos' and the BLAS's OpenMP threads never call MPI
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int result = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
