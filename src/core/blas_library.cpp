@@ -17,10 +17,14 @@ std::string blas_threading() {
   const auto fn = reinterpret_cast<Parallel>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
   if (!fn) return "";
   switch (fn()) {
-    case 0: return "sequential";
-    case 1: return "pthreads";
-    case 2: return "OpenMP";
-    default: return "";
+    case 0:
+      return "sequential";
+    case 1:
+      return "pthreads";
+    case 2:
+      return "OpenMP";
+    default:
+      return "";
   }
 }
 

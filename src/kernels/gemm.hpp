@@ -61,13 +61,31 @@ inline void gemm_colmajor_batched(cublasOperation_t ta, cublasOperation_t tb, in
 #else
 namespace detail {
 inline CBLAS_TRANSPOSE cblas_op(char t) { return t == 'T' ? CblasTrans : CblasNoTrans; }
-inline void gemm_rowmajor(char ta, char tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-                          int ldb, float beta, float* c, int ldc) {
+inline void cblas_gemm(char ta, char tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                       int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-inline void gemm_rowmajor(char ta, char tb, int m, int n, int k, double alpha, const double* a, int lda,
-                          const double* b, int ldb, double beta, double* c, int ldc) {
+inline void cblas_gemm(char ta, char tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+                       int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+// OpenBLAS cuts a long inner dimension K into blocks of its own (GEMM_Q, about 320 for
+// sgemm's AVX-512 kernels) and rounds C after each; threaded, it cuts some shapes
+// otherwise (a weight gradient of 64 x 256 over 324 or more rows gives other bits with 2
+// threads than with 1: tests/kernels/thread_bits). strata adds K up in slices of kSliceK,
+// each one OpenBLAS block, so a product's bits do not depend on the thread count.
+constexpr int kSliceK = 256;
+template <class T>
+void gemm_rowmajor(char ta, char tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
+                   T* c, int ldc) {
+  if (k <= kSliceK) return cblas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  for (int k0 = 0; k0 < k; k0 += kSliceK) {
+    const int kk = k - k0 < kSliceK ? k - k0 : kSliceK;
+    // op(A) (m x k): columns k0.. of A, or rows k0.. of a transposed A; op(B) (k x n) likewise
+    const T* a0 = ta == 'T' ? a + int64_t(k0) * lda : a + k0;
+    const T* b0 = tb == 'T' ? b + k0 : b + int64_t(k0) * ldb;
+    cblas_gemm(ta, tb, m, n, kk, alpha, a0, lda, b0, ldb, k0 == 0 ? beta : T(1), c, ldc);
+  }
 }
 }  // namespace detail
 #endif

@@ -50,7 +50,7 @@ struct Hash {
   }
 };
 
-void print(const char* name, const Hash& hash) { std::printf("%-28s %016llx\n", name, (unsigned long long)hash.h); }
+void print(const char* name, const Hash& hash) { std::printf("%-32s %016llx\n", name, (unsigned long long)hash.h); }
 
 Tensor1<float> rnd(size_t n, uint64_t stream, double scale = 1.0) {
   return to_device(random_vector<float>(n, stream, scale));
@@ -73,6 +73,29 @@ void products(kernels::ProductPrecision precision, const char* tag) {
   kernels::product_strided_batched<float>(precision, 'N', 'T', 64, 64, 64, a.data(), 64, 64 * 64, b.data(), 64, 64 * 64,
                                           0.f, out.data(), 64, 64 * 64, 12);
   print((std::string("batched_products ") + tag).c_str(), Hash().add(out));
+}
+
+// every transpose at small, uneven and long shapes (a mixture's experts get a few dozen
+// to a few hundred rows each; OpenBLAS alone sums 64 x 256 over 331 rows otherwise on 2
+// threads than on 1: kernels/gemm.hpp): one line per shape, naming a shape that differs
+void product_shapes(kernels::ProductPrecision precision, const char* tag) {
+  for (const int64_t m : {1, 7, 64, 333})
+    for (const int64_t n : {64, 255, 1024})
+      for (const int64_t k : {37, 256, 331, 1000}) {
+        Hash hash;
+        for (const char* ta : {"N", "T"})
+          for (const char* tb : {"N", "T"}) {
+            auto a = rnd(m * k, 40), b = rnd(k * n, 41), c = rnd(m * n, 42);
+            const V2<const float> av = ta[0] == 'T' ? mat<const float>(a, k, m) : mat<const float>(a, m, k);
+            const V2<const float> bv = tb[0] == 'T' ? mat<const float>(b, n, k) : mat<const float>(b, k, n);
+            kernels::product<float>(precision, ta, tb, av, bv, 1.f, mat(c, m, n));
+            hash.add(c);
+          }
+        print((std::string("product ") + tag + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+               std::to_string(k))
+                  .c_str(),
+              hash);
+      }
 }
 
 void attention(kernels::ProductPrecision precision, const char* tag) {
@@ -165,6 +188,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "thread_bits: %d threads (Kokkos %s)\n", Kokkos::DefaultHostExecutionSpace().concurrency(),
                Kokkos::DefaultHostExecutionSpace::name());
   products(Precision::FP32, "fp32");
+  product_shapes(Precision::FP32, "fp32");
   attention(Precision::FP32, "fp32");
   row_kernels();
   loss_and_embedding();
@@ -173,6 +197,7 @@ int main(int argc, char** argv) {
     kernels::ProductWorkspace workspace;
     const kernels::ProductPrecision bf16(Precision::BF16, true, &workspace);
     products(bf16, "bf16");
+    product_shapes(bf16, "bf16");
     attention(bf16, "bf16");
   } else {
     std::fprintf(stderr, "thread_bits: no bf16 products on this CPU: bf16 left out\n");

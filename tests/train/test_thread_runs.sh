@@ -5,7 +5,7 @@
 # them), and the residual network solved by MGRIT over 2 ranks.
 #   test_thread_runs.sh STRATA MPIEXEC
 set -uo pipefail
-strata=$1 mpiexec=$2
+strata=$(realpath "$1") mpiexec=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
