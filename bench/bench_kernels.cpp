@@ -57,6 +57,19 @@ void gpt_product_shapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond);
 }
 void BM_gemm(benchmark::State& state) { run_products(state, Precision::FP32); }
+// The fused attention's score products: one (128 x 512) block of Q K^T per head, over
+// `heads` heads in one call (kernels/gemm.hpp spreads them over the threads).
+void BM_head_products(benchmark::State& state) {
+  const int64_t heads = state.range(0), rows = 128, keys = 512, hs = kC / kH;
+  Tensor1<float> q("q", heads * rows * hs), k("k", heads * keys * hs), s("s", heads * rows * keys);
+  Kokkos::deep_copy(q, 0.5f);
+  Kokkos::deep_copy(k, 0.25f);
+  for (auto _ : state)
+    kernels::gemm_strided_batched<float>('N', 'T', rows, keys, hs, 1.0f, q.data(), hs, rows * hs, k.data(), hs,
+                                         keys * hs, 0.0f, s.data(), keys, rows * keys, heads);
+  set_flops(state, 2.0 * double(heads * rows * keys * hs));
+}
+BENCHMARK(BM_head_products)->Arg(1)->Arg(2)->Arg(6)->Unit(benchmark::kMicrosecond);
 void BM_matmul_bf16(benchmark::State& state) { run_products(state, Precision::BF16); }
 BENCHMARK(BM_gemm)->Apply(gpt_product_shapes);
 BENCHMARK(BM_matmul_bf16)->Apply(gpt_product_shapes);

@@ -39,12 +39,15 @@ struct AttentionTiling {
   int64_t rows, keys, heads;
 };
 
-// On CPUs one head at a time, so a (rows, keys) score block and the key block it meets
-// stay in the core's cache while the softmax step and the next product read them again;
+// On CPUs one head per thread of the rank, so a (rows, keys) score block and the key block
+// it meets stay in its core's cache while the softmax step and the next product read them
+// again, and the heads' products run side by side, one on each thread (kernels/gemm.hpp);
 // of rows 32-256 by keys 128-1024, and all heads per product against one, 128 x 512 by
-// one head ran fastest on the 2-core AMD EPYC (Zen 5) strata is developed on, fp32 and
-// bf16, T = 256 to 4096 (bench_kernels; docs/benchmarks.md). The backward trims each key
-// block at the query block's last row, so no block wider than the diagonal is multiplied.
+// one head ran fastest on one core of the 2-core AMD EPYC (Zen 5) strata is developed on,
+// fp32 and bf16, T = 256 to 4096 (bench_kernels; docs/benchmarks.md). Each head's work is
+// the same whatever the heads per product: the same bits on any number of threads. The
+// backward trims each key block at the query block's last row, so no block wider than the
+// diagonal is multiplied.
 // On GPUs all local heads per product and larger blocks, so each cuBLAS call fills more
 // of the device (not yet measured on one).
 inline AttentionTiling attention_tiling(int64_t t, int64_t h) {
@@ -53,17 +56,21 @@ inline AttentionTiling attention_tiling(int64_t t, int64_t h) {
   return {256, 512, h};
 #else
   (void)t, (void)h;
-  return {128, 512, 1};
+  return {128, 512, int64_t(Kokkos::DefaultHostExecutionSpace().concurrency())};
 #endif
 }
 
 // The g heads' (nr, nk) blocks of a (g, rows, keys) score buffer rounded to bf16 into one
 // of the same layout (host memory: only where writes_bf16_operands, i.e. oneDNN on CPUs).
+// A row a task, on the rank's threads.
 template <class T>
 void round_score_blocks(const T* src, bf16* dst, int64_t g, int64_t rows, int64_t keys, int64_t nr, int64_t nk) {
   if constexpr (std::is_same_v<T, float>)
-    for (int64_t gg = 0; gg < g; ++gg)
-      round_rows_to_bf16(src + gg * rows * keys, keys, dst + gg * rows * keys, keys, nr, nk);
+    Kokkos::parallel_for("attention.round_scores", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, g * nr),
+                         [=](const int64_t i) {
+                           const int64_t at = i / nr * rows * keys + i % nr * keys;
+                           round_rows_to_bf16(src + at, keys, dst + at, keys, 1, nk);
+                         });
   else
     throw std::logic_error("attention: bf16 operands of a product that is not bf16");
 }

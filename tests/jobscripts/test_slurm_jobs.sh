@@ -5,7 +5,9 @@
 #  (b) scancel --signal=USR1 --batch mid-run: the trap forwards the signal, strata writes
 #      a checkpoint and the job ends COMPLETED with exit code 0;
 #  (c) chain.sh with two jobs: the second starts after the first (afterok), resumes from
-#      its checkpoint with --restart latest and continues its step counter.
+#      its checkpoint with --restart latest and continues its step counter;
+#  (d) train.sbatch on 1 task of 2 CPUs: one rank of 2 threads (--threads from
+#      --cpus-per-task), OpenMP's binding set, trained to its checkpoint.
 # Needs root (the daemons run as root); exits 77 (skipped) otherwise.
 # Usage: test_slurm_jobs.sh REPO_DIR STRATA
 set -u
@@ -79,6 +81,20 @@ if [ "${#ids[@]}" -eq 2 ]; then
   fi
 else
   fail "chain.sh did not print two job ids: ${ids[*]}"
+fi
+
+# (d) one wide rank: 1 task with 2 CPUs runs 2 threads (--cpus-per-task -> --threads, the
+# OpenMP binding set), and trains
+if timeout 180 sbatch --wait --ntasks-per-node=1 --cpus-per-task=2 --output=d-%j.out "$template" \
+     --set run.name=d --set parallel.data=1 --set run.steps=4 >sbatch-d.log 2>&1; then
+  if [ -f runs/d/checkpoints/ckpt_00000004.h5 ] &&
+     grep -q "strata: 2 threads per rank (--threads); rank 0 on CPUs .*, OMP_PROC_BIND=close OMP_PLACES=cores" d-*.out; then
+    ok "sbatch --cpus-per-task=2 on 1 task: one rank of 2 threads, bound close to cores, trained to its checkpoint"
+  else
+    fail "job (d) did not run 2 threads or left no checkpoint"; cat d-*.out
+  fi
+else
+  fail "job (d): sbatch --wait failed"; cat sbatch-d.log d-*.out 2>/dev/null
 fi
 
 finish
