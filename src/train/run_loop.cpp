@@ -183,8 +183,6 @@ TrainResult RunLoop::run() {
     const bool last = i + 1 == job_.facts().description.size();
     log_.info(job_.facts().description[i] + (last && !run_dir_.empty() ? "; run dir " + run_dir_ : ""));
   }
-  if (!std::getenv("OPENBLAS_NUM_THREADS") && grid.world_size() > 1)
-    log_.warn("OPENBLAS_NUM_THREADS is not set: each rank's OpenBLAS may start one thread per core and oversubscribe");
   std::unique_ptr<TraceRecorder> trace;
   if (!opts_.trace.empty()) {
     barrier(grid.world());  // every rank's time 0 at the same moment

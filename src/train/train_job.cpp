@@ -59,12 +59,18 @@ class ModelAndEngineMetrics : public RunMetrics {
 
 }  // namespace
 
-// "strata: 2 threads per rank (--threads); rank 0 on CPUs 0-1, OMP_PROC_BIND=close OMP_PLACES=cores"
+// "strata: 2 threads per rank (--threads); rank 0 on CPUs 0-1, OMP_PROC_BIND=close OMP_PLACES=cores",
+// and where rank 0's node has fewer CPUs than its ranks run threads, that it is oversubscribed
 std::string TrainJob::threads_line(const std::string& origin) const {
   const int fewest = min_over(grid_->world(), rank_threads()), most = max_over(grid_->world(), rank_threads());
+  const int on_node = node_share(grid_->world()).local_size;
   const std::string count = fewest == most ? std::to_string(most) : std::to_string(fewest) + "-" + std::to_string(most);
-  return "strata: " + count + (most == 1 ? " thread" : " threads") + " per rank" +
-         (origin.empty() ? "" : " (" + origin + ")") + "; rank 0 on " + thread_binding();
+  std::string line = "strata: " + count + (most == 1 ? " thread" : " threads") + " per rank" +
+                     (origin.empty() ? "" : " (" + origin + ")") + "; rank 0 on " + thread_binding();
+  if (on_node * rank_threads() > cores_online())
+    line +=
+        strfmt("; oversubscribed: %d ranks x %d threads on a node of %d CPUs", on_node, rank_threads(), cores_online());
+  return line;
 }
 
 void TrainJob::describe(const JobOptions& options) {
