@@ -1,5 +1,6 @@
 // strata plan DECK --schedule [--set ...]
 // strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
+// strata plan DECK --cores C [--machine MACHINE.toml] [--set ...]
 #include <iostream>
 
 #include "cli/build_info.hpp"
@@ -23,16 +24,20 @@ class PlanCommand : public Command {
     sub->add_option("--ranks", ranks_,
                     "predict every layout data x pipeline x tensor (1D, 2D) x schedule of N ranks and recommend one")
         ->check(CLI::PositiveNumber);
+    sub->add_option("--cores", cores_,
+                    "weigh C cores as ranks x threads (every thread count that divides a node's cores) and "
+                    "recommend one")
+        ->check(CLI::PositiveNumber);
     sub->add_option("--machine", machine_, "machine file (strata calibrate; machines/*.toml)")->capture_default_str();
     sub->add_option("--top", top_, "layouts to show, fastest first (0: all)")->capture_default_str();
     return sub;
   }
 
   int run(int rank) override {
-    if (schedule_ == (ranks_ > 0))
+    if (int(schedule_) + int(ranks_ > 0) + int(cores_ > 0) != 1)
       throw UserError(
-          "strata plan: say what to plan: --schedule (the deck's pipeline schedule) or --ranks N "
-          "(the best layout for N ranks)");
+          "strata plan: say what to plan, one of: --schedule (the deck's pipeline schedule), --ranks N "
+          "(the best layout for N ranks), --cores C (the best ranks x threads for C cores)");
     if (schedule_) {
       const Deck deck = load_model_deck(deck_.path, deck_.overrides);
       if (rank == 0) print_schedule_plan(deck, std::cout);
@@ -43,16 +48,17 @@ class PlanCommand : public Command {
                                        "parallel.tensor_cols=1", "parallel.micro_batches=1", "parallel.expert=1"};
     serial.insert(serial.end(), deck_.overrides.begin(), deck_.overrides.end());
     const Deck deck = load_model_deck(deck_.path, serial);
-    if (!deck.model.is_gpt()) throw UserError("strata plan --ranks: plans GPT decks (model.kind = \"gpt\")");
+    if (!deck.model.is_gpt()) throw UserError("strata plan --ranks/--cores: plans GPT decks (model.kind = \"gpt\")");
     const MachineFile machine = read_machine_file(machine_);
-    if (rank == 0) print_layout_plan(deck, ranks_, machine, std::cout, top_);
+    if (rank == 0 && cores_ > 0) print_thread_plan(deck, cores_, machine, std::cout);
+    if (rank == 0 && ranks_ > 0) print_layout_plan(deck, ranks_, machine, std::cout, top_);
     return kExitOk;
   }
 
  private:
   DeckArgs deck_;
   bool schedule_ = false;
-  int ranks_ = 0, top_ = 20;
+  int ranks_ = 0, cores_ = 0, top_ = 20;
   std::string machine_ = machines_dir() + "/debian-2core-vm.toml";
 };
 

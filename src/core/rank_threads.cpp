@@ -6,6 +6,9 @@
 #include <Kokkos_Core.hpp>
 #include <cstdlib>
 #include <vector>
+#if defined(KOKKOS_ENABLE_OPENMP)
+#include <omp.h>
+#endif
 
 namespace strata {
 namespace {
@@ -59,6 +62,21 @@ std::string thread_binding() {
     omp = "threads not bound";
   }
   return "CPUs " + cpu_ranges(affinity_cpus()) + ", " + omp;
+}
+
+ProductThreads::ProductThreads(int n) {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  before_ = omp_get_max_threads();
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+ProductThreads::~ProductThreads() {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  omp_set_num_threads(before_);
+#endif
 }
 
 }  // namespace strata

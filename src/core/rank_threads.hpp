@@ -18,4 +18,18 @@ int cores_online();
 // ("OMP_PROC_BIND=close OMP_PLACES=cores", or "threads not bound").
 std::string thread_binding();
 
+// For its lifetime, the products (OpenBLAS and oneDNN, which take OpenMP's thread count at
+// each call) run on n threads; Kokkos' kernels keep the rank's pool. For `strata
+// calibrate`'s rates per thread count. Nothing in CUDA builds.
+class ProductThreads {
+ public:
+  explicit ProductThreads(int n);
+  ~ProductThreads();
+  ProductThreads(const ProductThreads&) = delete;
+  ProductThreads& operator=(const ProductThreads&) = delete;
+
+ private:
+  int before_ = 1;
+};
+
 }  // namespace strata

@@ -10,6 +10,7 @@
 
 #include "comm/comm.hpp"
 #include "core/log.hpp"
+#include "core/rank_threads.hpp"
 #include "core/timers.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/gemm_probe.hpp"
@@ -42,6 +43,72 @@ std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, dou
 }
 
 namespace {
+
+// FLOP/s of the model's products at its shapes (their time-weighted mean: the rate a step
+// of them sees), each shape's GFLOP/s into `each` if given, on the products' current
+// thread count.
+double product_rate(const Deck& deck, Precision precision, double seconds_each,
+                    std::vector<std::pair<std::string, double>>* each) {
+  double flops = 0, seconds = 0;
+  for (const auto& [r, k, n] : model_product_shapes(deck)) {
+    const double gf = measure_gemm_gflops(r, k, n, seconds_each, precision);
+    const double f = 2.0 * double(r) * double(k) * double(n);
+    flops += f;
+    seconds += f / (gf * 1e9);
+    if (each)
+      each->emplace_back(strfmt("%lld x %lld x %lld%s", (long long)r, (long long)k, (long long)n,
+                                precision == Precision::BF16 ? " bf16" : ""),
+                         gf);
+  }
+  return flops / seconds;
+}
+
+// Streaming bytes/s of one rank on `threads` OpenMP threads (a triad over 64 MiB arrays,
+// each thread touching its own part first), for the [threads] table's memory speed-ups;
+// 0 in builds without OpenMP.
+double openmp_triad(int threads) {
+  double best = 0;
+#if defined(KOKKOS_ENABLE_OPENMP)
+  const int64_t n = int64_t(16) << 20;
+  std::unique_ptr<float[]> a(new float[size_t(n)]), b(new float[size_t(n)]), c(new float[size_t(n)]);
+  float *pa = a.get(), *pb = b.get(), *pc = c.get();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) pa[i] = 0.0f, pb[i] = 1.0f, pc[i] = 2.0f;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = Timers::now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + 0.5f * pc[i];
+    const double dt = Timers::now() - t0;
+    if (rep > 0) best = std::max(best, 3.0 * double(n) * sizeof(float) / dt);
+  }
+#else
+  (void)threads;
+#endif
+  return best;
+}
+
+// The [threads] table: one rank's product and streaming rates at 1, 2, 4, ... and its own
+// thread count, over their rates on one thread (the ranks' mean).
+ThreadScaling measure_thread_scaling(const Deck& deck, Comm& comm, bool bf16) {
+  ThreadScaling s;
+  const int threads = rank_threads();
+  for (int c = 1; c < threads; c *= 2) s.counts.push_back(c);
+  s.counts.push_back(threads);
+  s.counts.erase(std::unique(s.counts.begin(), s.counts.end()), s.counts.end());
+  const double p = comm.size();
+  for (const int c : s.counts) {
+    ProductThreads scope(c);
+    s.gemm.push_back(product_rate(deck, Precision::FP32, 0.1, nullptr));
+    if (bf16) s.bf16_gemm.push_back(product_rate(deck, Precision::BF16, 0.1, nullptr));
+    s.memory.push_back(openmp_triad(c));
+  }
+  for (auto* v : {&s.gemm, &s.bf16_gemm, &s.memory}) {
+    if (v->empty()) continue;
+    const double one = (*v)[0];
+    for (double& x : *v) x = one > 0 ? comm.allreduce_sum(x / one) / p : 1.0;
+  }
+  return s;
+}
 
 double triad_bandwidth() {
   const int64_t n = int64_t(64) << 18;  // 64 MiB of floats per array
@@ -163,26 +230,18 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   MachineFile& m = cal.machine;
   m.name = name;
   m.ranks_per_node = p;
+  m.threads_per_rank = rank_threads();
+  m.cores_per_node = cores_online();
 
-  double flops = 0, seconds = 0;
-  for (const auto& [r, k, n] : model_product_shapes(deck)) {
-    const double gf = measure_gemm_gflops(r, k, n, 0.2);
-    const double f = 2.0 * double(r) * double(k) * double(n);
-    flops += f;
-    seconds += f / (gf * 1e9);
-    cal.gemm.emplace_back(strfmt("%lld x %lld x %lld", (long long)r, (long long)k, (long long)n), gf);
-  }
-  m.gemm_flops = comm.allreduce_sum(flops / seconds) / p;  // the ranks' mean
-  if (kernels::bf16_products_unavailable().empty()) {      // the same shapes with bf16 operands
-    double bf16_seconds = 0;
-    for (const auto& [r, k, n] : model_product_shapes(deck)) {
-      const double gf = measure_gemm_gflops(r, k, n, 0.2, Precision::BF16);
-      bf16_seconds += 2.0 * double(r) * double(k) * double(n) / (gf * 1e9);
-      cal.gemm.emplace_back(strfmt("%lld x %lld x %lld bf16", (long long)r, (long long)k, (long long)n), gf);
-    }
-    m.bf16_gemm_flops = comm.allreduce_sum(flops / bf16_seconds) / p;
+  m.gemm_flops = comm.allreduce_sum(product_rate(deck, Precision::FP32, 0.2, &cal.gemm)) / p;  // the ranks' mean
+  const bool bf16 = kernels::bf16_products_unavailable().empty();
+  if (bf16) {  // the same shapes with bf16 operands
+    m.bf16_gemm_flops = comm.allreduce_sum(product_rate(deck, Precision::BF16, 0.2, &cal.gemm)) / p;
     m.bf16_rounds_in_product = !kernels::RoundedCopy::pays();
   }
+#if !defined(KOKKOS_ENABLE_CUDA)
+  m.threads = measure_thread_scaling(deck, comm, bf16);
+#endif
   m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
   const bool gpt = deck.model.is_gpt();
   if (gpt) {

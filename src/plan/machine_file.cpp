@@ -2,6 +2,7 @@
 
 #include <toml.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -70,6 +71,36 @@ class Reader {
     return c;
   }
   bool has(const std::string& name) const { return root_.is_table() && root_.as_table().count(name); }
+  // an array of positive numbers
+  std::vector<double> numbers(const toml::table& t, const std::string& sec, const std::string& key) {
+    if (!t.count(key) || !t.at(key).is_array())
+      throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must be an array of numbers");
+    std::vector<double> out;
+    for (const auto& v : t.at(key).as_array()) {
+      const double x = v.is_floating() ? v.as_floating() : v.is_integer() ? double(v.as_integer()) : -1.0;
+      if (!(x > 0)) throw UserError("machine file '" + path_ + "': " + sec + "." + key + " must hold numbers > 0");
+      out.push_back(x);
+    }
+    return out;
+  }
+  ThreadScaling scaling() {
+    const auto& t = section("threads", {"counts", "gemm", "bf16_gemm", "memory"});
+    ThreadScaling s;
+    for (const double c : numbers(t, "threads", "counts")) s.counts.push_back(int(c));
+    s.gemm = numbers(t, "threads", "gemm");
+    if (t.count("bf16_gemm")) s.bf16_gemm = numbers(t, "threads", "bf16_gemm");
+    s.memory = numbers(t, "threads", "memory");
+    const auto bad = [&](const std::string& why) {
+      return UserError("machine file '" + path_ + "': [threads] " + why);
+    };
+    if (s.counts.empty() || s.counts[0] != 1) throw bad("counts must start at 1");
+    for (size_t i = 1; i < s.counts.size(); ++i)
+      if (s.counts[i] <= s.counts[i - 1]) throw bad("counts must rise");
+    for (const auto* v : {&s.gemm, &s.bf16_gemm, &s.memory})
+      if (!(v->empty() && v == &s.bf16_gemm) && v->size() != s.counts.size())
+        throw bad("gemm, bf16_gemm and memory need one value per count");
+    return s;
+  }
 
  private:
   const toml::value& root_;
@@ -110,17 +141,19 @@ MachineFile read_machine_file(const std::string& path) {
   }
   Reader r(root, path);
   for (const auto& [k, v] : root.as_table())
-    if (k != "machine" && k != "compute" && k != "intra_node" && k != "inter_node")
+    if (k != "machine" && k != "compute" && k != "threads" && k != "intra_node" && k != "inter_node")
       throw UserError("machine file '" + path + "': unknown section [" + k + "]");
   MachineFile m;
-  const auto& mt = r.section("machine", {"name", "description", "source", "ranks_per_node"});
+  const auto& mt = r.section("machine", {"name", "description", "source", "ranks_per_node", "cores_per_node"});
   m.name = r.text(mt, "machine", "name");
   m.description = r.text(mt, "machine", "description");
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
-  const auto& ct =
-      r.section("compute", {"gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops", "bf16_rounding",
-                            "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
+  if (mt.count("cores_per_node")) m.cores_per_node = int(r.number(mt, "machine", "cores_per_node"));
+  const auto& ct = r.section(
+      "compute", {"threads_per_rank", "gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops",
+                  "bf16_rounding", "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
+  if (ct.count("threads_per_rank")) m.threads_per_rank = int(r.number(ct, "compute", "threads_per_rank"));
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
   if (ct.count("bf16_gemm_flops")) m.bf16_gemm_flops = r.number(ct, "compute", "bf16_gemm_flops");
   if (ct.count("attention_flops")) m.attention_flops = r.number(ct, "compute", "attention_flops");
@@ -136,9 +169,49 @@ MachineFile read_machine_file(const std::string& path) {
   m.memory_capacity = r.number(ct, "compute", "memory_capacity");
   m.activation_rate = r.number(ct, "compute", "activation_rate");
   m.adam_rate = r.number(ct, "compute", "adam_rate");
+  if (r.has("threads")) m.threads = r.scaling();
   m.intra_node = r.link("intra_node");
   m.has_inter_node = r.has("inter_node");
   if (m.has_inter_node) m.inter_node = r.link("inter_node");
+  return m;
+}
+
+double ThreadScaling::speedup(const std::vector<double>& s, int t) const {
+  if (counts.empty() || s.empty()) return double(t);
+  size_t i = 0;
+  while (i + 1 < counts.size() && counts[i + 1] <= t) ++i;
+  if (counts[i] == t) return s[i];
+  if (i + 1 < counts.size()) {  // between two measured counts
+    const double x = double(t - counts[i]) / double(counts[i + 1] - counts[i]);
+    return s[i] + x * (s[i + 1] - s[i]);
+  }
+  // past the largest count n, speed-up S: Amdahl's serial share f from S = 1 / (f + (1 - f) / n)
+  const double n = double(counts.back()), speed = s.back();
+  const double f = n > 1 ? std::clamp((n / speed - 1.0) / (n - 1.0), 0.0, 1.0) : 0.0;
+  return 1.0 / (f + (1.0 - f) / double(t));
+}
+
+MachineFile MachineFile::at_threads(int t) const {
+  const int cores = node_cores();
+  if (t < 1 || cores % t != 0)
+    throw UserError("machine '" + name + "' has " + std::to_string(cores) + " cores per node: " + std::to_string(t) +
+                    " threads per rank do not divide them");
+  MachineFile m = *this;
+  const int was = threads_per_rank;
+  const auto scale = [&](const std::vector<double>& s) { return threads.speedup(s, t) / threads.speedup(s, was); };
+  const double gemm = scale(threads.gemm), memory = scale(threads.memory);
+  const double bf16 = threads.bf16_gemm.empty() ? gemm : scale(threads.bf16_gemm);
+  m.gemm_flops *= gemm;
+  m.bf16_gemm_flops *= bf16;
+  m.attention_flops *= gemm;
+  m.bf16_attention_flops *= bf16;
+  m.memory_bandwidth *= memory;
+  m.activation_rate *= memory;
+  m.adam_rate *= memory;
+  m.threads_per_rank = t;
+  m.cores_per_node = cores;
+  m.ranks_per_node = cores / t;
+  m.memory_capacity = memory_capacity * double(ranks_per_node) / double(m.ranks_per_node);
   return m;
 }
 
@@ -162,7 +235,10 @@ std::string to_toml(const MachineFile& m) {
   };
   std::ostringstream o;
   o << "[machine]\nname = " << q(m.name) << "\ndescription = " << q(m.description) << "\nsource = " << q(m.source)
-    << "\nranks_per_node = " << m.ranks_per_node << "\n\n[compute]\n"
+    << "\nranks_per_node = " << m.ranks_per_node << "\n";
+  if (m.cores_per_node > 0) o << "cores_per_node = " << m.cores_per_node << "\n";
+  o << "\n[compute]\nthreads_per_rank = " << m.threads_per_rank
+    << "   # the threads each rank ran: every rate below is one rank's at that count\n"
     << "gemm_flops = " << num(m.gemm_flops) << "         # FLOP/s per rank, float GEMM at the model's shapes\n";
   if (m.bf16_gemm_flops > 0)
     o << "bf16_gemm_flops = " << num(m.bf16_gemm_flops) << "    # the same with bf16 operands, fp32 sums\n";
@@ -181,6 +257,19 @@ std::string to_toml(const MachineFile& m) {
     << "    # bytes of kept activations per second through the non-GEMM work (forward + backward)\n"
     << "adam_rate = " << num(m.adam_rate)
     << "    # parameters per second through an Adam-style pass (the update; XPipe's prediction)\n";
+  if (!m.threads.counts.empty()) {
+    const auto list = [](const auto& v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(double(v[i]));
+      return s + "]";
+    };
+    o << "\n[threads]   # one rank's speed-up over one thread at each count\ncounts = ";
+    std::string c = "[";
+    for (size_t i = 0; i < m.threads.counts.size(); ++i) c += (i ? ", " : "") + std::to_string(m.threads.counts[i]);
+    o << c << "]\ngemm = " << list(m.threads.gemm) << "\n";
+    if (!m.threads.bf16_gemm.empty()) o << "bf16_gemm = " << list(m.threads.bf16_gemm) << "\n";
+    o << "memory = " << list(m.threads.memory) << "\n";
+  }
   write_link(o, "intra_node", m.intra_node);
   if (m.has_inter_node) write_link(o, "inter_node", m.inter_node);
   return o.str();

@@ -185,4 +185,65 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   return best;
 }
 
+int print_thread_plan(const Deck& deck, int cores, const MachineFile& machine, std::ostream& out) {
+  const auto& m = deck.model;
+  const int node = machine.node_cores();
+  const double tokens = double(deck.data.batch_size) * double(m.seq_len);
+  out << strfmt(
+      "strata plan: GPT %lld layers, C=%lld, T=%lld; global batch %lld x %lld tokens; %d cores as ranks x "
+      "threads\n",
+      (long long)m.n_layer, (long long)m.n_embd, (long long)m.seq_len, (long long)deck.data.batch_size,
+      (long long)m.seq_len, cores);
+  out << strfmt("machine: %s, %d cores per node, measured with %d thread%s per rank%s\n", machine.name.c_str(), node,
+                machine.threads_per_rank, machine.threads_per_rank == 1 ? "" : "s",
+                machine.threads.counts.empty()
+                    ? "; no [threads] table: rates taken to grow linearly with threads"
+                    : strfmt("; [threads] measured at up to %d", machine.threads.counts.back()).c_str());
+  out << strfmt("%8s %8s  %-40s %11s %10s %11s %12s\n", "ranks", "threads", "best layout", "memory", "step", "tokens/s",
+                "GEMM/rank");
+  int best_t = -1;
+  double best_s = 0;
+  std::string best_layout, best_sets;
+  for (int t = 1; t <= std::min(node, cores); ++t) {
+    if (node % t != 0 || cores % t != 0) continue;
+    const MachineFile mt = machine.at_threads(t);
+    const int ranks = cores / t;
+    const std::vector<StepPrediction> ranked = rank_layouts(deck, ranks, mt);
+    const StepPrediction* fit = nullptr;
+    for (const auto& p : ranked)
+      if (double(p.memory_bytes()) <= mt.memory_capacity) {
+        fit = &p;
+        break;
+      }
+    const double rate = mt.gemm_rate(m.precision);
+    if (!fit) {
+      out << strfmt("%8d %8d  %-40s\n", ranks, t,
+                    ranked.empty() ? "(no layout fits the model and batch)" : "(none fits in a rank's memory)");
+      continue;
+    }
+    out << strfmt("%8d %8d  %-40s %11s %10s %11.0f %9.3g TF/s\n", ranks, t, fit->layout.name().c_str(),
+                  bytes_text(double(fit->memory_bytes())).c_str(), seconds_text(fit->step_s).c_str(),
+                  tokens / fit->step_s, rate / 1e12);
+    if (best_t < 0 || fit->step_s < best_s) {
+      best_t = t;
+      best_s = fit->step_s;
+      best_layout = fit->layout.name();
+      best_sets.clear();
+      for (const auto& o : fit->layout.overrides()) best_sets += " --set " + o;
+    }
+  }
+  if (best_t < 0) {
+    out << "recommended: none: no ranks x threads split fits the model in a rank's memory\n";
+    return -1;
+  }
+  out << strfmt(
+      "recommended: %d ranks x %d threads, %s: %s per step\n  run it with: mpiexec -n %d strata train DECK "
+      "--threads %d%s\n",
+      cores / best_t, best_t, best_layout.c_str(), seconds_text(best_s).c_str(), cores / best_t, best_t,
+      best_sets.c_str());
+  out << "(each row: the fastest layout of its ranks that fits; rates per rank scaled from the machine file's by "
+         "its [threads] speed-ups)\n";
+  return best_t;
+}
+
 }  // namespace strata

@@ -17,4 +17,10 @@ std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const Mach
 // recommended layout's index in the ranking, or -1 when none fits in memory.
 int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, std::ostream& out, int top);
 
+// `strata plan DECK --cores C`: C cores (whole nodes of the machine's, or part of one) as
+// ranks x threads, for every thread count t that divides a node's cores and C: the best
+// layout of C / t ranks on the machine as ranks of t threads see it (MachineFile::at_threads),
+// and the fastest that fits recommended. Returns its thread count, or -1 when none fits.
+int print_thread_plan(const Deck& deck, int cores, const MachineFile& machine, std::ostream& out);
+
 }  // namespace strata

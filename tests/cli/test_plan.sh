@@ -51,6 +51,25 @@ else
   fail "plan --ranks 2"; cat "$work/p2.log"
 fi
 
+# --cores: the same cores as ranks x threads, each split's best layout, one recommended,
+# and what it recommends trains
+if timeout 60 "$strata" plan "$deck" --cores 2 --machine "$vm" >"$work/c2.log" 2>&1 &&
+   [ "$(grep -cE '^ +[0-9]+ +[0-9]+  ' "$work/c2.log")" -eq 2 ] && grep -qE '^ +2 +1  ' "$work/c2.log" &&
+   grep -qE '^ +1 +2  ' "$work/c2.log" && grep -q "^recommended: [12] ranks x [12] threads" "$work/c2.log"; then
+  np=$(sed -nE 's/^  run it with: mpiexec -n ([0-9]+) .*/\1/p' "$work/c2.log")
+  threads=$(sed -nE 's/^  run it with: .* --threads ([0-9]+).*/\1/p' "$work/c2.log")
+  sets=$(sed -nE 's/^  run it with: .* --threads [0-9]+ ?//p' "$work/c2.log")
+  # shellcheck disable=SC2086
+  if timeout 120 "$mpiexec" -n "$np" "$strata" train "$deck" --threads "$threads" $sets --set run.steps=2 \
+       --set run.out_dir="\"$work/cores\"" >"$work/c2t.log" 2>&1 && grep -q "$threads thread" "$work/c2t.log"; then
+    ok "2 cores as 2 x 1 and 1 x 2: $(grep '^recommended' "$work/c2.log"), and it trains"
+  else
+    fail "the --cores recommendation did not train"; cat "$work/c2.log" "$work/c2t.log"
+  fi
+else
+  fail "plan --cores 2"; cat "$work/c2.log"
+fi
+
 if timeout 60 "$strata" plan "$src/inputs/bench-gpt-small.toml" --ranks 2 --machine "$vm" --set data.batch_size=512 \
      >"$work/acc.log" 2>&1 && grep -qE '^ +[0-9]+! +data=2 +12.35 GiB' "$work/acc.log" &&
    grep -qE '^recommended: data=2(:2mb| recompute=selective) ' "$work/acc.log" &&
@@ -90,7 +109,8 @@ expect_error() {  # message, then the command
     fail "expected '$want' (exit 2), got exit $rc: $out"
   fi
 }
-expect_error "say what to plan: --schedule" "$strata" plan "$deck"
+expect_error "say what to plan, one of: --schedule" "$strata" plan "$deck"
+expect_error "say what to plan, one of: --schedule" "$strata" plan "$deck" --ranks 2 --cores 2
 expect_error "cannot open machine file '/nonexistent.toml': No such file or directory" "$strata" plan "$deck" --ranks 2 --machine /nonexistent.toml
 # machine files go through the deck's bounded reader: no hang on a device, no crash on nesting
 expect_error "machine file '/dev/zero' is a character device, not a regular file" "$strata" plan "$deck" --ranks 2 --machine /dev/zero

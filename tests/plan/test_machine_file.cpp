@@ -135,6 +135,47 @@ TEST_CASE("the bf16 GEMM rate: read back, optional, and what a bf16 deck's GEMMs
                     Catch::Contains("compute.bf16_rounding") && Catch::Contains("in_product"));
 }
 
+TEST_CASE("threads: the [threads] table reads back, and at_threads scales a rank's rates and memory by it",
+          "[machine_file]") {
+  MachineFile m = sample_machine();  // 2 ranks per node, measured with 1 thread each
+  m.cores_per_node = 8;
+  m.threads.counts = {1, 2};
+  m.threads.gemm = {1.0, 1.8};
+  m.threads.memory = {1.0, 1.5};
+  const MachineFile r = read_machine_file(write_machine_temp("threads", to_toml(m)));
+  CHECK(r.cores_per_node == 8);
+  CHECK(r.threads_per_rank == 1);
+  CHECK(r.threads.counts == std::vector<int>{1, 2});
+  CHECK(r.threads.gemm == std::vector<double>{1.0, 1.8});
+  CHECK(r.threads.bf16_gemm.empty());
+  // measured at 2: 1.8; past it Amdahl's law with the serial share 1.8 implies (f = 1/9)
+  CHECK(r.threads.speedup(r.threads.gemm, 2) == Approx(1.8));
+  const double f = (2.0 / 1.8 - 1.0) / (2.0 - 1.0);
+  CHECK(r.threads.speedup(r.threads.gemm, 8) == Approx(1.0 / (f + (1.0 - f) / 8.0)));
+  const MachineFile four = r.at_threads(4);
+  CHECK(four.ranks_per_node == 2);
+  CHECK(four.threads_per_rank == 4);
+  CHECK(four.gemm_flops == Approx(m.gemm_flops / (f + (1.0 - f) / 4.0)));
+  const double g = (2.0 / 1.5 - 1.0);  // memory's serial share
+  CHECK(four.memory_bandwidth == Approx(m.memory_bandwidth / (g + (1.0 - g) / 4.0)));
+  CHECK(four.memory_capacity == Approx(m.memory_capacity));  // still 2 ranks per node
+  const MachineFile eight = r.at_threads(8);                 // one rank per node: the node's memory
+  CHECK(eight.ranks_per_node == 1);
+  CHECK(eight.memory_capacity == Approx(2 * m.memory_capacity));
+  CHECK(r.at_threads(1).gemm_flops == Approx(m.gemm_flops));
+  CHECK_THROWS_WITH(r.at_threads(3), Catch::Contains("has 8 cores per node: 3 threads per rank do not divide them"));
+  // a file without the table: linear in threads, and the node's cores are its ranks' threads
+  const MachineFile plain = read_machine_file(write_machine_temp("no-threads", to_toml(sample_machine())));
+  CHECK(plain.node_cores() == 2);
+  CHECK(plain.at_threads(2).gemm_flops == Approx(2 * m.gemm_flops));
+  // a malformed table is refused
+  const std::string good = to_toml(sample_machine());
+  CHECK_THAT(machine_file_error(good + "\n[threads]\ncounts = [2, 4]\ngemm = [1.0, 1.9]\nmemory = [1.0, 1.5]\n"),
+             Catch::Contains("[threads] counts must start at 1"));
+  CHECK_THAT(machine_file_error(good + "\n[threads]\ncounts = [1, 2]\ngemm = [1.0]\nmemory = [1.0, 1.5]\n"),
+             Catch::Contains("one value per count"));
+}
+
 TEST_CASE("malformed machine files are refused naming the file and the key", "[machine_file]") {
   const std::string good = to_toml(sample_machine());
   CHECK_THAT(machine_file_error(good + "\n[gpu]\nx = 1\n"), Catch::Contains("unknown section [gpu]"));
