@@ -45,6 +45,7 @@ ThreadChoice choose_threads(std::vector<char*>& args, int ranks_on_node) {
     }
   }
 #if defined(KOKKOS_ENABLE_CUDA)
+  (void)ranks_on_node;
   if (!given.empty()) parse_count(given, "--threads");
   c.why = "CUDA build: host work on one thread";
   return c;
