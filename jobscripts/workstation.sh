@@ -22,5 +22,9 @@ threads=$(( ${THREADS_PER_RANK:-$(( $(nproc) / RANKS ))} ))
 # each rank on its own cores (Hydra's -bind-to core:N), one thread per core, side by side
 export OMP_PLACES=${OMP_PLACES:-cores} OMP_PROC_BIND=${OMP_PROC_BIND:-close}
 bind=()
-[ $(( RANKS * threads )) -gt "$(nproc)" ] || bind=(-bind-to "core:$threads")
+if [ $(( RANKS * threads )) -gt "$(nproc)" ]; then
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}  # more threads than cores: waiting threads sleep
+else
+  bind=(-bind-to "core:$threads")
+fi
 exec "$MPIEXEC" "${bind[@]}" -n "$RANKS" "$STRATA" train "$DECK" --threads "$threads" "${sets[@]}" "$@"
