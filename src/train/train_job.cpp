@@ -68,10 +68,11 @@ std::string TrainJob::threads_line(const std::string& origin) const {
   std::string line = "strata: " + count + (most == 1 ? " thread" : " threads") + " per rank" +
                      (origin.empty() ? "" : " (" + origin + ")") + "; rank 0 on " + thread_binding();
   if (on_node * rank_threads() > cores_online())
-    line += strfmt(
-        "; oversubscribed: %d ranks x %d threads on a node of %d CPUs (fewer threads, or OMP_WAIT_POLICY=passive, "
-        "which keeps waiting threads from spinning)",
-        on_node, rank_threads(), cores_online());
+    line += rank_threads() == 1 ? strfmt("; oversubscribed: %d ranks on a node of %d CPUs", on_node, cores_online())
+                                : strfmt(
+                                      "; oversubscribed: %d ranks x %d threads on a node of %d CPUs (fewer threads, or "
+                                      "OMP_WAIT_POLICY=passive, which keeps waiting threads from spinning)",
+                                      on_node, rank_threads(), cores_online());
   return line;
 }
 
