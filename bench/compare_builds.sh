@@ -11,21 +11,17 @@
 # Usage: bench/compare_builds.sh OLD_STRATA NEW_STRATA [REPS (2)] [STEPS (12)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/run_speed.sh
 old=$1 new=$2 reps=${3:-2} steps=${4:-12}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 configs=("tiny fp32" "small fp32")
-if "$new" train inputs/bench-gpt-tiny.toml --set model.precision='"bf16"' --set run.steps=1 \
-     --set run.out_dir="\"$out/probe\"" > /dev/null 2>&1; then
+if runs_bf16 "$new" "$out"; then
   configs+=("small bf16")
 else
   echo "compare_builds: bf16 products do not run here: small bf16 left out"
 fi
-median_speed() {  # metrics.csv -> the median tokens/s over steps 3..
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "tokens_per_s") c = i; next } $1 >= 3 { print $c }' "$1" |
-    sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
 printf '| deck | precision | ranks | before tok/s | after tok/s | after / before | losses |\n|---|---|---|---|---|---|---|\n'
 for cfg in "${configs[@]}"; do
   read -r model precision <<<"$cfg"

@@ -8,21 +8,17 @@
 # Usage: bench/threads.sh [STRATA (build/release/bin/strata)] [REPS (2)] [STEPS (12)] [DECK (small)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/run_speed.sh
 strata=${1:-build/release/bin/strata} reps=${2:-2} steps=${3:-12} deck=${4:-small}
 unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS  # --threads says it
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 precisions=(fp32)
-if "$strata" train inputs/bench-gpt-tiny.toml --threads 1 --set model.precision='"bf16"' --set run.steps=1 \
-     --set run.out_dir="\"$out/probe\"" > /dev/null 2>&1; then
+if runs_bf16 "$strata" "$out"; then
   precisions+=(bf16)
 else
   echo "threads: bf16 products do not run here: bf16 left out"
 fi
-median_speed() {  # metrics.csv -> the median tokens/s over steps 3..
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "tokens_per_s") c = i; next } $1 >= 3 { print $c }' "$1" |
-    sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
 echo "threads: $(lscpu | sed -nE 's/^Model name: +//p'), $(nproc) CPUs; $deck deck, $steps steps, best of $reps"
 printf '| deck | precision | ranks x threads | tok/s | vs 1 x 1 | state + activations, all ranks |\n|---|---|---|---|---|---|\n'
 layouts=("1 1" "1 2" "2 1")

@@ -6,19 +6,16 @@
 #   test_thread_runs.sh STRATA MPIEXEC
 set -uo pipefail
 strata=$(realpath "$1") mpiexec=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../support/test_lib.sh"
 cd "$work" || exit 1
-passed=0 failed=0
-ok() { echo "ok: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 
-cat > gpt.toml <<'EOF'
-[run]
+run='[run]
 steps = 2
 log_every = 1
 checkpoint_every = 2
-seed = 5
+seed = 5'
+cat > gpt.toml <<EOF
+$run
 [model]
 n_layer = 2
 n_embd = 64
@@ -28,12 +25,8 @@ seq_len = 64
 files = ["/usr/share/games/fortunes/*"]
 batch_size = 8
 EOF
-cat > resnet.toml <<'EOF'
-[run]
-steps = 2
-log_every = 1
-checkpoint_every = 2
-seed = 5
+cat > resnet.toml <<EOF
+$run
 [model]
 kind = "resnet"
 steps = 16
@@ -98,5 +91,4 @@ else
 fi
 same_bits resnet_mgrit 2 resnet.toml
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
