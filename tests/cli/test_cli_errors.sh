@@ -91,6 +91,12 @@ printf '[run\nsteps = 2\n' > malformed.toml
 printf '[model]\nn_layer = "two"\n' > wrongtype.toml
 printf '%s[data]\n' "$good" | sed 's/kind = "random"/kind = "text"\nfiles = ["\/nonexistent\/*.txt"]/' > missing_data.toml
 
+# a rank's threads: one line before anything starts, on every rank alike
+expect 2 "--threads wants a whole number of threads >= 1, got '0'" -- train nope.toml --threads 0
+expect 1 "--threads wants a whole number of threads >= 1, got 'two'" -- --threads=two train nope.toml
+expect 1 "--threads wants a number of threads" -- train nope.toml --threads
+OMP_NUM_THREADS=many expect 1 "OMP_NUM_THREADS wants a whole number of threads >= 1, got 'many'" -- train nope.toml
+expect 1 "set a rank's threads with --threads N (Kokkos, OpenBLAS and oneDNN alike), not --kokkos-threads=2" -- train nope.toml --kokkos-threads=2
 expect 1 "cannot open deck 'nope.toml': No such file or directory" -- train nope.toml
 # decks that cannot crash or hang strata: refused before the parser (and before any
 # collective), on every rank alike, with the file and the cause
