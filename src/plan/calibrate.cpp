@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <ctime>
+#include <exception>
 #include <memory>
 
 #include "comm/comm.hpp"
@@ -13,12 +14,18 @@
 #include "core/rank_threads.hpp"
 #include "core/timers.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/gelu.hpp"
 #include "kernels/gemm_probe.hpp"
+#include "kernels/layernorm.hpp"
 #include "kernels/matmul_bf16.hpp"
+#include "kernels/residual.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "optim/weight_prediction.hpp"
 #include "plan/step_prediction.hpp"
+#if defined(KOKKOS_ENABLE_OPENMP)  // (Kokkos' configuration, from the headers above)
+#include <omp.h>
+#endif
 
 namespace strata {
 
@@ -87,6 +94,74 @@ double openmp_triad(int threads) {
   return best;
 }
 
+// Runs f() with the rank's Kokkos kernels and products on c of its threads: a one-thread
+// region around a Kokkos partition of c threads (the pool itself is fixed once Kokkos
+// starts), nested parallelism allowed for its length. Builds without OpenMP run f as is.
+template <class F>
+void on_threads(int c, const F& f) {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  if (c == rank_threads()) return f();  // the pool as it is
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(2);
+  std::exception_ptr error;
+  Kokkos::OpenMP::partition_master(
+      [&](int, int) {
+        try {
+          ProductThreads scope(c);
+          f();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      },
+      1, c);
+  omp_set_max_active_levels(levels);
+  if (error) std::rethrow_exception(error);
+#else
+  (void)c;
+  f();
+#endif
+}
+
+// Seconds of the block's elementwise kernels on one micro-batch of the deck's shapes
+// (layernorm and GELU forward and backward, a residual add): the best of 4. The [threads]
+// table's activation row is their speed-up; timed directly, since the one-layer model's
+// non-GEMM share (activation_rate) is too small a difference to compare across counts.
+double elementwise_seconds(const Deck& deck) {
+  const int64_t c = deck.model.n_embd;
+  const int64_t rows = std::min<int64_t>(
+      2048, std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches) *
+                deck.model.seq_len);
+  Tensor2<float> x("calibrate.x", rows, c), y("calibrate.y", rows, c), dx("calibrate.dx", rows, c);
+  Tensor1<float> mean("calibrate.mean", rows), rstd("calibrate.rstd", rows), w("calibrate.w", c), b("calibrate.b", c);
+  Tensor1<float> dw("calibrate.dw", c), db("calibrate.db", c), h("calibrate.h", rows * 4 * c),
+      g("calibrate.g", rows * 4 * c);
+  Kokkos::deep_copy(w, 1.0f);
+  Kokkos::parallel_for(
+      "calibrate_x", Range(0, rows * c),
+      KOKKOS_LAMBDA(const int64_t i) { x.data()[i] = 0.01f * float(i % 193) - 0.9f; });
+  Kokkos::parallel_for(
+      "calibrate_h", Range(0, rows * 4 * c), KOKKOS_LAMBDA(const int64_t i) { h(i) = 0.02f * float(i % 89) - 0.8f; });
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = Timers::now();
+    kernels::layernorm_forward<float>(y, mean, rstd, x, w, b);
+    kernels::gelu_forward<float>(g, h);
+    kernels::gelu_backward<float>(g, h, g);
+    kernels::layernorm_backward<float>(dx, dw, db, y, x, w, mean, rstd, false);
+    kernels::residual_accumulate<float>(V1<float>(dx.data(), rows * c), V1<const float>(x.data(), rows * c));
+    Kokkos::fence();
+    if (rep > 0) best = std::min(best, Timers::now() - t0);
+  }
+  return best;
+}
+
+// Rates at rising thread counts as speed-ups over the first, the ranks' mean.
+std::vector<double> speedups(Comm& comm, std::vector<double> rates) {
+  const double one = rates.empty() ? 0.0 : rates[0];
+  for (double& x : rates) x = comm.allreduce_sum(one > 0 ? x / one : 1.0) / comm.size();
+  return rates;
+}
+
 // The [threads] table: one rank's product and streaming rates at 1, 2, 4, ... and its own
 // thread count, over their rates on one thread (the ranks' mean).
 ThreadScaling measure_thread_scaling(const Deck& deck, Comm& comm, bool bf16) {
@@ -95,18 +170,14 @@ ThreadScaling measure_thread_scaling(const Deck& deck, Comm& comm, bool bf16) {
   for (int c = 1; c < threads; c *= 2) s.counts.push_back(c);
   s.counts.push_back(threads);
   s.counts.erase(std::unique(s.counts.begin(), s.counts.end()), s.counts.end());
-  const double p = comm.size();
   for (const int c : s.counts) {
     ProductThreads scope(c);
     s.gemm.push_back(product_rate(deck, Precision::FP32, 0.1, nullptr));
     if (bf16) s.bf16_gemm.push_back(product_rate(deck, Precision::BF16, 0.1, nullptr));
     s.memory.push_back(openmp_triad(c));
+    if (deck.model.is_gpt()) on_threads(c, [&] { s.activation.push_back(1.0 / elementwise_seconds(deck)); });
   }
-  for (auto* v : {&s.gemm, &s.bf16_gemm, &s.memory}) {
-    if (v->empty()) continue;
-    const double one = (*v)[0];
-    for (double& x : *v) x = one > 0 ? comm.allreduce_sum(x / one) / p : 1.0;
-  }
+  for (auto* v : {&s.gemm, &s.bf16_gemm, &s.memory, &s.activation}) *v = speedups(comm, *v);
   return s;
 }
 

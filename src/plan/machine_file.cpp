@@ -84,21 +84,22 @@ class Reader {
     return out;
   }
   ThreadScaling scaling() {
-    const auto& t = section("threads", {"counts", "gemm", "bf16_gemm", "memory"});
+    const auto& t = section("threads", {"counts", "gemm", "bf16_gemm", "memory", "activation"});
     ThreadScaling s;
     for (const double c : numbers(t, "threads", "counts")) s.counts.push_back(int(c));
     s.gemm = numbers(t, "threads", "gemm");
     if (t.count("bf16_gemm")) s.bf16_gemm = numbers(t, "threads", "bf16_gemm");
     s.memory = numbers(t, "threads", "memory");
+    if (t.count("activation")) s.activation = numbers(t, "threads", "activation");
     const auto bad = [&](const std::string& why) {
       return UserError("machine file '" + path_ + "': [threads] " + why);
     };
     if (s.counts.empty() || s.counts[0] != 1) throw bad("counts must start at 1");
     for (size_t i = 1; i < s.counts.size(); ++i)
       if (s.counts[i] <= s.counts[i - 1]) throw bad("counts must rise");
-    for (const auto* v : {&s.gemm, &s.bf16_gemm, &s.memory})
-      if (!(v->empty() && v == &s.bf16_gemm) && v->size() != s.counts.size())
-        throw bad("gemm, bf16_gemm and memory need one value per count");
+    for (const auto* v : {&s.gemm, &s.bf16_gemm, &s.memory, &s.activation})
+      if (!(v->empty() && v != &s.gemm && v != &s.memory) && v->size() != s.counts.size())
+        throw bad("gemm, bf16_gemm, memory and activation need one value per count");
     return s;
   }
 
@@ -200,13 +201,14 @@ MachineFile MachineFile::at_threads(int t) const {
   const int was = threads_per_rank;
   const auto scale = [&](const std::vector<double>& s) { return threads.speedup(s, t) / threads.speedup(s, was); };
   const double gemm = scale(threads.gemm), memory = scale(threads.memory);
+  const double activation = threads.activation.empty() ? memory : scale(threads.activation);
   const double bf16 = threads.bf16_gemm.empty() ? gemm : scale(threads.bf16_gemm);
   m.gemm_flops *= gemm;
   m.bf16_gemm_flops *= bf16;
   m.attention_flops *= gemm;
   m.bf16_attention_flops *= bf16;
   m.memory_bandwidth *= memory;
-  m.activation_rate *= memory;
+  m.activation_rate *= activation;
   m.adam_rate *= memory;
   m.threads_per_rank = t;
   m.cores_per_node = cores;
@@ -269,6 +271,7 @@ std::string to_toml(const MachineFile& m) {
     o << c << "]\ngemm = " << list(m.threads.gemm) << "\n";
     if (!m.threads.bf16_gemm.empty()) o << "bf16_gemm = " << list(m.threads.bf16_gemm) << "\n";
     o << "memory = " << list(m.threads.memory) << "\n";
+    if (!m.threads.activation.empty()) o << "activation = " << list(m.threads.activation) << "\n";
   }
   write_link(o, "intra_node", m.intra_node);
   if (m.has_inter_node) write_link(o, "inter_node", m.inter_node);

@@ -58,6 +58,7 @@ struct LinkCosts {
 struct ThreadScaling {
   std::vector<int> counts;                      // 1 first, rising; empty: not measured
   std::vector<double> gemm, bf16_gemm, memory;  // one value per count (bf16_gemm may be empty)
+  std::vector<double> activation;               // the activation (non-GEMM) rate's; empty: memory's stands in
   // The speed-up at t threads of the series s: measured, between two measured counts
   // linear, past the largest count by Amdahl's law with the serial share its speed-up
   // implies; t itself without measurements.

@@ -27,11 +27,12 @@ else
   fail "calibrate on 2 ranks"; cat "$work/out.log"
 fi
 
-# one rank of 2 threads: its rates per thread count, 1 and 2, in the [threads] table
+# one rank of 2 threads: its rates per thread count, 1 and 2, in the [threads] table (the
+# elementwise kernels' row measured on a one-thread partition of the rank's pool)
 if timeout 120 "$mpiexec" -n 1 "$strata" calibrate "$deck" --threads 2 --out "$work/t2.toml" >"$work/t2.log" 2>&1 &&
    grep -q '^threads_per_rank = 2' "$work/t2.toml" && grep -qE '^cores_per_node = [0-9]+' "$work/t2.toml" &&
    grep -q '^counts = \[1, 2\]' "$work/t2.toml" && grep -qE '^gemm = \[1\.0, [0-9.]+\]' "$work/t2.toml" &&
-   grep -qE '^memory = \[1\.0, [0-9.]+\]' "$work/t2.toml" &&
+   grep -qE '^memory = \[1\.0, [0-9.]+\]' "$work/t2.toml" && grep -qE '^activation = \[1\.0, [0-9.]+\]' "$work/t2.toml" &&
    "$strata" plan "$(dirname "$deck")/../plan/plan-tiny.toml" --cores 2 --machine "$work/t2.toml" >"$work/t2plan.log" 2>&1 &&
    grep -q '^recommended: ' "$work/t2plan.log"; then
   ok "calibrate as 1 rank of 2 threads: [threads] at 1 and 2 ($(grep '^gemm = ' "$work/t2.toml")), and plan --cores reads it"

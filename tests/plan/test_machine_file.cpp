@@ -158,12 +158,20 @@ TEST_CASE("threads: the [threads] table reads back, and at_threads scales a rank
   CHECK(four.gemm_flops == Approx(m.gemm_flops / (f + (1.0 - f) / 4.0)));
   const double g = (2.0 / 1.5 - 1.0);  // memory's serial share
   CHECK(four.memory_bandwidth == Approx(m.memory_bandwidth / (g + (1.0 - g) / 4.0)));
-  CHECK(four.memory_capacity == Approx(m.memory_capacity));  // still 2 ranks per node
-  const MachineFile eight = r.at_threads(8);                 // one rank per node: the node's memory
+  CHECK(four.activation_rate == Approx(m.activation_rate / (g + (1.0 - g) / 4.0)));  // no activation row: memory's
+  CHECK(four.memory_capacity == Approx(m.memory_capacity));                          // still 2 ranks per node
+  const MachineFile eight = r.at_threads(8);  // one rank per node: the node's memory
   CHECK(eight.ranks_per_node == 1);
   CHECK(eight.memory_capacity == Approx(2 * m.memory_capacity));
   CHECK(r.at_threads(1).gemm_flops == Approx(m.gemm_flops));
   CHECK_THROWS_WITH(r.at_threads(3), Catch::Contains("has 8 cores per node: 3 threads per rank do not divide them"));
+  // the elementwise kernels' own row, where calibrate measured it, scales the activation rate
+  m.threads.activation = {1.0, 1.6};
+  const MachineFile a = read_machine_file(write_machine_temp("threads-activation", to_toml(m)));
+  CHECK(a.threads.activation == std::vector<double>{1.0, 1.6});
+  const double h = (2.0 / 1.6 - 1.0);
+  CHECK(a.at_threads(4).activation_rate == Approx(m.activation_rate / (h + (1.0 - h) / 4.0)));
+  CHECK(a.at_threads(4).memory_bandwidth == Approx(four.memory_bandwidth));
   // a file without the table: linear in threads, and the node's cores are its ranks' threads
   const MachineFile plain = read_machine_file(write_machine_temp("no-threads", to_toml(sample_machine())));
   CHECK(plain.node_cores() == 2);
@@ -173,6 +181,9 @@ TEST_CASE("threads: the [threads] table reads back, and at_threads scales a rank
   CHECK_THAT(machine_file_error(good + "\n[threads]\ncounts = [2, 4]\ngemm = [1.0, 1.9]\nmemory = [1.0, 1.5]\n"),
              Catch::Contains("[threads] counts must start at 1"));
   CHECK_THAT(machine_file_error(good + "\n[threads]\ncounts = [1, 2]\ngemm = [1.0]\nmemory = [1.0, 1.5]\n"),
+             Catch::Contains("one value per count"));
+  CHECK_THAT(machine_file_error(good + "\n[threads]\ncounts = [1, 2]\ngemm = [1.0, 1.9]\nmemory = [1.0, 1.5]\n"
+                                       "activation = [1.0]\n"),
              Catch::Contains("one value per count"));
 }
 
