@@ -26,6 +26,7 @@
 
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/fast_exp.hpp"
 #include "kernels/head_matrices.hpp"
 #include "kernels/lanes.hpp"
@@ -62,17 +63,22 @@ inline AttentionTiling attention_tiling(int64_t t, int64_t h) {
 
 // The g heads' (nr, nk) blocks of a (g, rows, keys) score buffer rounded to bf16 into one
 // of the same layout (host memory: only where writes_bf16_operands, i.e. oneDNN on CPUs).
-// A row a task, on the rank's threads.
+// Each head's rows in as many parts as the rank's threads need (rounding is per value:
+// the parts change no bits), each part one call.
 template <class T>
 void round_score_blocks(const T* src, bf16* dst, int64_t g, int64_t rows, int64_t keys, int64_t nr, int64_t nk) {
-  if constexpr (std::is_same_v<T, float>)
-    Kokkos::parallel_for("attention.round_scores", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, g * nr),
-                         [=](const int64_t i) {
-                           const int64_t at = i / nr * rows * keys + i % nr * keys;
-                           round_rows_to_bf16(src + at, keys, dst + at, keys, 1, nk);
-                         });
-  else
+  if constexpr (std::is_same_v<T, float>) {
+    using Host = Kokkos::DefaultHostExecutionSpace;
+    const int64_t threads = Host().concurrency();
+    const int64_t parts = std::clamp<int64_t>((threads + g - 1) / g, 1, nr), per = (nr + parts - 1) / parts;
+    Kokkos::parallel_for("attention.round_scores", Kokkos::RangePolicy<Host>(0, g * parts), [=](const int64_t i) {
+      const int64_t r0 = i % parts * per, n = std::min(per, nr - r0);
+      const int64_t at = i / parts * rows * keys + r0 * keys;
+      if (n > 0) round_rows_to_bf16(src + at, keys, dst + at, keys, n, nk);
+    });
+  } else {
     throw std::logic_error("attention: bf16 operands of a product that is not bf16");
+  }
 }
 
 // f(a) with a score block as its products read it: its bf16 copy where one was made
@@ -133,8 +139,8 @@ void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatric
         T* const o_rows = o.at(bb, r0, h0 * hs);
         T* const lse_rows = lse_ptr + (bb * h + h0) * t + r0;
         if (resume)  // the running state of the keys seen so far: m = lse, l = 1, O = out
-          Kokkos::parallel_for(
-              "attention_forward.resume", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+          for_each_row(
+              "attention_forward.resume", g * nr, KOKKOS_LAMBDA(const int64_t i) {
                 const int64_t gg = i / nr, ri = i % nr;
                 m_ptr[gg * rows + ri] = lse_rows[gg * t + ri];
                 l_ptr[gg * rows + ri] = T(1);
@@ -146,8 +152,8 @@ void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatric
           const bool first = !resume && c0 == span.k0;
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, h0 * hs), q.ld, q.head_stride,
                                      k.at(bb, c0, h0 * hs), k.ld, k.head_stride, T(0), s_ptr, keys, rows * keys, g);
-          Kokkos::parallel_for(
-              "attention_forward.softmax_step", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+          for_each_row(
+              "attention_forward.softmax_step", g * nr, KOKKOS_LAMBDA(const int64_t i) {
                 const int64_t gg = i / nr, ri = i % nr;
                 T* s = s_ptr + (gg * rows + ri) * keys;
                 const int64_t seen = causal ? r0 + ri + 1 - c0 : nk;  // keys of this block the row may see
@@ -177,8 +183,8 @@ void attention_forward_span(HeadMatrices<T> o, T* lse_ptr, int64_t t, HeadMatric
                                        v.ld, v.head_stride, first ? T(0) : T(1), o_rows, o.ld, o.head_stride, g);
           });
         }
-        Kokkos::parallel_for(
-            "attention_forward.normalise", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+        for_each_row(
+            "attention_forward.normalise", g * nr, KOKKOS_LAMBDA(const int64_t i) {
               const int64_t gg = i / nr, ri = i % nr;
               const T l = l_ptr[gg * rows + ri];
               const T inv = T(1) / l;
@@ -211,8 +217,8 @@ void attention_row_dots(T* d_ptr, V2<const T> out, V2<const T> dout, int64_t b, 
   const int64_t c = dout.extent(1), hs = c / h;
   const T* const y_ptr = out.data();
   const T* const dy_ptr = dout.data();
-  Kokkos::parallel_for(
-      "attention_backward.d", Range(0, b * h * t), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_row(
+      "attention_backward.d", b * h * t, KOKKOS_LAMBDA(const int64_t i) {
         const int64_t bh = i / t, r = i % t, bb = bh / h, hh = bh % h;
         const T* yr = y_ptr + (bb * t + r) * c + hh * hs;
         const T* dyr = dy_ptr + (bb * t + r) * c + hh * hs;
@@ -263,8 +269,8 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
           const int64_t row_base = (bb * h + h0) * t + r0;        // lse and D of (head h0, row r0)
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, q.at(bb, r0, col), q.ld, q.head_stride,
                                      k.at(bb, c0, col), k.ld, k.head_stride, T(0), p_ptr, keys, rows * keys, g);
-          Kokkos::parallel_for(
-              "attention_backward.probabilities", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+          for_each_row(
+              "attention_backward.probabilities", g * nr, KOKKOS_LAMBDA(const int64_t i) {
                 const int64_t gg = i / nr, ri = i % nr;
                 T* p = p_ptr + (gg * rows + ri) * keys;
                 const int64_t seen = causal ? r0 + ri + 1 - c0 : nk;
@@ -282,8 +288,8 @@ void attention_backward_span(HeadMatrices<T> dq, HeadMatrices<T> dk, HeadMatrice
           product_strided_batched<T>(precision, 'N', 'T', nr, nk, hs, dy.at(bb, r0, col), dy.ld, dy.head_stride,
                                      v.at(bb, c0, col), v.ld, v.head_stride, T(0), ds_ptr, keys, rows * keys,
                                      g);  // dP = dO_i V_j^T
-          Kokkos::parallel_for(
-              "attention_backward.scores", Range(0, g * nr), KOKKOS_LAMBDA(const int64_t i) {
+          for_each_row(
+              "attention_backward.scores", g * nr, KOKKOS_LAMBDA(const int64_t i) {
                 const int64_t gg = i / nr, ri = i % nr;
                 const T* p = p_ptr + (gg * rows + ri) * keys;
                 T* ds = ds_ptr + (gg * rows + ri) * keys;
@@ -309,8 +315,8 @@ template <class T>
 void zero_key_value_columns(V2<T> dqkv) {
   const int64_t c = dqkv.extent(1) / 3;
   T* const ptr = dqkv.data();
-  Kokkos::parallel_for(
-      "attention_backward.zero_dkv", Range(0, dqkv.extent(0)), KOKKOS_LAMBDA(const int64_t r) {
+  for_each_row(
+      "attention_backward.zero_dkv", dqkv.extent(0), KOKKOS_LAMBDA(const int64_t r) {
         T* row = ptr + r * 3 * c + c;
         for (int64_t j = 0; j < 2 * c; ++j) row[j] = T(0);
       });
