@@ -1,0 +1,94 @@
+#include "parallel/tp3d_linear.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/column_sums.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/residual.hpp"
+
+namespace strata {
+
+int64_t linear3d_shard_size(const Linear3DGroups& g, int64_t k, int64_t n) {
+  const int64_t in = g.in.size(), out = g.out.size(), depth = g.depth.size();
+  if (k % in != 0 || n % out != 0 || (k / in) * (n / out) % depth != 0)
+    throw std::invalid_argument("linear3d: a (" + std::to_string(k) + ", " + std::to_string(n) +
+                                ") weight does not split over in " + std::to_string(in) + " x out " +
+                                std::to_string(out) + " x depth " + std::to_string(depth));
+  return (k / in) * (n / out) / depth;
+}
+
+template <class T>
+std::vector<T> linear3d_shard_of(const Linear3DGroups& g, const std::vector<T>& w, int64_t k, int64_t n) {
+  const int64_t size = linear3d_shard_size(g, k, n), bk = k / g.in.size(), bn = n / g.out.size();
+  const int64_t r0 = g.in.rank() * bk, c0 = g.out.rank() * bn, first = g.depth.rank() * size;
+  std::vector<T> shard(static_cast<size_t>(size));
+  for (int64_t s = 0; s < size; ++s) {
+    const int64_t at = first + s;  // place in the row-major block
+    shard[size_t(s)] = w[size_t((r0 + at / bn) * n + c0 + at % bn)];
+  }
+  return shard;
+}
+
+namespace {
+
+template <class T>
+void gather_block(const Linear3DGroups& g, V1<const T> w_shard, V2<T> w_block) {
+  if (g.depth.size() == 1)
+    Kokkos::deep_copy(V1<T>(w_block.data(), w_block.size()), w_shard);
+  else
+    g.depth.allgather<T>(w_shard, V1<T>(w_block.data(), w_block.size()));
+}
+
+}  // namespace
+
+template <class T>
+void linear3d_forward(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
+                      V1<const T> w_shard, V1<const T> bias, V2<T> w_block) {
+  gather_block<T>(g, w_shard, w_block);
+  kernels::product<T>(precision, "N", "N", x, V2<const T>(w_block), T(0), y);
+  if (g.in.size() > 1) g.in.allreduce_sum(V1<T>(y.data(), y.size()));
+  if (bias.extent(0) > 0) kernels::add_bias<T>(y, bias);
+}
+
+template <class T>
+void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
+                             V1<const T> w_shard, V2<T> w_block) {
+  gather_block<T>(g, w_shard, w_block);
+  kernels::product<T>(precision, "N", "T", dy, V2<const T>(w_block), T(0), dx);
+  if (g.out.size() > 1) g.out.allreduce_sum(V1<T>(dx.data(), dx.size()));
+}
+
+template <class T>
+void linear3d_backward_weight(const Linear3DGroups& g, kernels::ProductPrecision precision, V1<T> dw_shard, V1<T> dbias,
+                              V2<const T> dy, V2<const T> x) {
+  const int64_t bk = x.extent(1), bn = dy.extent(1);
+  Tensor2<T> block(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear3d.dw"), bk, bn);
+  kernels::product<T>(precision, "T", "N", x, dy, T(0), V2<T>(block));
+  if (g.depth.size() == 1) {
+    kernels::residual_accumulate<T>(dw_shard, V1<const T>(block.data(), block.size()));
+  } else {
+    Tensor1<T> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear3d.dw_shard"), dw_shard.extent(0));
+    g.depth.reduce_scatter_sum<T>(V1<const T>(block.data(), block.size()), V1<T>(part));
+    kernels::residual_accumulate<T>(dw_shard, V1<const T>(part));
+  }
+  if (dbias.extent(0) == 0) return;
+  Tensor1<T> sums("linear3d.dbias", bn);
+  kernels::add_column_sums<T>(V1<T>(sums), dy);
+  if (g.depth.size() > 1) g.depth.allreduce_sum(V1<T>(sums));
+  kernels::residual_accumulate<T>(dbias, V1<const T>(sums));
+}
+
+#define STRATA_LINEAR3D(T)                                                                                             \
+  template std::vector<T> linear3d_shard_of<T>(const Linear3DGroups&, const std::vector<T>&, int64_t, int64_t);        \
+  template void linear3d_forward<T>(const Linear3DGroups&, kernels::ProductPrecision, V2<T>, V2<const T>, V1<const T>, \
+                                    V1<const T>, V2<T>);                                                               \
+  template void linear3d_backward_input<T>(const Linear3DGroups&, kernels::ProductPrecision, V2<T>, V2<const T>,       \
+                                           V1<const T>, V2<T>);                                                        \
+  template void linear3d_backward_weight<T>(const Linear3DGroups&, kernels::ProductPrecision, V1<T>, V1<T>,            \
+                                            V2<const T>, V2<const T>);
+STRATA_LINEAR3D(float)
+STRATA_LINEAR3D(double)
+#undef STRATA_LINEAR3D
+
+}  // namespace strata

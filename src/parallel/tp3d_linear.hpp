@@ -1,0 +1,55 @@
+#pragma once
+// The 3D linear layer of AxoNN's 4D hybrid (Singh et al., arXiv 2305.13525): Y = X W + b
+// with W (k, n) split over two tensor groups and sharded over a third.
+//   in    : the ranks that split W's rows, the input features (k / in.size() each);
+//   out   : the ranks that split W's columns, the output features (n / out.size() each);
+//   depth : the ranks whose activations hold different rows (batch shares), and over
+//           which each (in, out) block of W is sharded: the depth rank keeps part
+//           depth.rank() of the row-major block, (k/in x n/out) / depth.size() values.
+// A block's consecutive linears swap the two groups: an "in" linear (qkv, fc) splits its
+// input over X and its output over Y, an "out" linear (proj, fc_proj) its input over Y and
+// its output over X, so the activation between them needs no re-layout.
+// Forward: the block all-gathered over depth, multiplied, the output's partial sums
+// all-reduced over `in`. Backward: the input gradient's partial sums all-reduced over
+// `out`; the block's gradient (this depth rank's rows) reduce-scattered over depth into
+// the shard; the bias (n/out values, replicated over in and depth) summed over depth.
+#include "comm/comm.hpp"
+#include "core/tensor.hpp"
+#include "kernels/products.hpp"
+
+namespace strata {
+
+struct Linear3DGroups {
+  Comm& in;
+  Comm& out;
+  Comm& depth;
+};
+
+// Values of the weight shard one rank keeps: (k / in x n / out) / depth. A
+// std::invalid_argument when the groups do not divide k, n or the block.
+int64_t linear3d_shard_size(const Linear3DGroups& g, int64_t k, int64_t n);
+
+// This rank's shard of the global row-major W (k, n): its (in, out) block, part
+// depth.rank() of it. Host vectors (initialisation, checkpoints, tests).
+template <class T>
+std::vector<T> linear3d_shard_of(const Linear3DGroups& g, const std::vector<T>& w, int64_t k, int64_t n);
+
+// y (r, n/out) = x (r, k/in) W_block + bias (n/out). w_block (k/in, n/out) is the caller's
+// workspace, filled here with the block gathered over depth.
+template <class T>
+void linear3d_forward(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
+                      V1<const T> w_shard, V1<const T> bias, V2<T> w_block);
+
+// dx (r, k/in) = dy (r, n/out) W_block^T summed over `out`. The block is gathered again
+// into w_block (the forward's copy is not kept).
+template <class T>
+void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
+                             V1<const T> w_shard, V2<T> w_block);
+
+// dw_shard += this rank's shard of sum over depth of x^T dy; dbias += the column sums of
+// dy over every depth rank's rows.
+template <class T>
+void linear3d_backward_weight(const Linear3DGroups& g, kernels::ProductPrecision precision, V1<T> dw_shard, V1<T> dbias,
+                              V2<const T> dy, V2<const T> x);
+
+}  // namespace strata
