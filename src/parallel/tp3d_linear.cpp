@@ -11,22 +11,20 @@ namespace strata {
 
 int64_t linear3d_shard_size(const Linear3DGroups& g, int64_t k, int64_t n) {
   const int64_t in = g.in.size(), out = g.out.size(), depth = g.depth.size();
-  if (k % in != 0 || n % out != 0 || (k / in) * (n / out) % depth != 0)
+  if (k % (in * depth) != 0 || n % out != 0)
     throw std::invalid_argument("linear3d: a (" + std::to_string(k) + ", " + std::to_string(n) +
-                                ") weight does not split over in " + std::to_string(in) + " x out " +
-                                std::to_string(out) + " x depth " + std::to_string(depth));
-  return (k / in) * (n / out) / depth;
+                                ") weight does not split over in " + std::to_string(in) + " x depth " +
+                                std::to_string(depth) + " rows and out " + std::to_string(out) + " columns");
+  return k / (in * depth) * (n / out);
 }
 
 template <class T>
 std::vector<T> linear3d_shard_of(const Linear3DGroups& g, const std::vector<T>& w, int64_t k, int64_t n) {
-  const int64_t size = linear3d_shard_size(g, k, n), bk = k / g.in.size(), bn = n / g.out.size();
-  const int64_t r0 = g.in.rank() * bk, c0 = g.out.rank() * bn, first = g.depth.rank() * size;
+  const int64_t size = linear3d_shard_size(g, k, n), rows = k / (g.in.size() * g.depth.size()), cols = n / g.out.size();
+  const int64_t r0 = (int64_t(g.in.rank()) * g.depth.size() + g.depth.rank()) * rows, c0 = g.out.rank() * cols;
   std::vector<T> shard(static_cast<size_t>(size));
-  for (int64_t s = 0; s < size; ++s) {
-    const int64_t at = first + s;  // place in the row-major block
-    shard[size_t(s)] = w[size_t((r0 + at / bn) * n + c0 + at % bn)];
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) shard[size_t(r * cols + c)] = w[size_t((r0 + r) * n + c0 + c)];
   return shard;
 }
 

@@ -4,8 +4,12 @@
 //   in    : the ranks that split W's rows, the input features (k / in.size() each);
 //   out   : the ranks that split W's columns, the output features (n / out.size() each);
 //   depth : the ranks whose activations hold different rows (batch shares), and over
-//           which each (in, out) block of W is sharded: the depth rank keeps part
-//           depth.rank() of the row-major block, (k/in x n/out) / depth.size() values.
+//           which each (in, out) block of W is sharded by rows: the depth rank keeps rows
+//           [depth.rank() k/(in depth), ...) of the block, a hyperslab of the global W
+//           (rows in.rank() * depth.size() + depth.rank() of k cut in x depth ways,
+//           columns out.rank() of n cut out ways), so checkpoints hold global tensors as
+//           for every other split. AxoNN shards the flattened block instead; its parts
+//           are these rows whenever depth divides the block's rows, which is required.
 // A block's consecutive linears swap the two groups: an "in" linear (qkv, fc) splits its
 // input over X and its output over Y, an "out" linear (proj, fc_proj) its input over Y and
 // its output over X, so the activation between them needs no re-layout.
@@ -25,8 +29,8 @@ struct Linear3DGroups {
   Comm& depth;
 };
 
-// Values of the weight shard one rank keeps: (k / in x n / out) / depth. A
-// std::invalid_argument when the groups do not divide k, n or the block.
+// Values of the weight shard one rank keeps: k / (in depth) x n / out. A
+// std::invalid_argument when in x depth does not divide k or out does not divide n.
 int64_t linear3d_shard_size(const Linear3DGroups& g, int64_t k, int64_t n);
 
 // This rank's shard of the global row-major W (k, n): its (in, out) block, part

@@ -3,8 +3,8 @@
 // groups swapped), as a block's qkv/proj or fc/fc_proj pair, forward and backward, on every
 // X x Y x Z that divides the job (the remaining ranks are replicas computing the same).
 // Each rank checks its own parts: the outputs' rows of its depth rank and columns of its
-// group, its weight shards and bias parts. The shard layout (linear3d_shard_of) is the
-// one checkpoints will gather from.
+// group, its weight shards (row bands of its block: hyperslabs of the global weight) and
+// bias parts.
 #include <mpi.h>
 
 #include <array>
@@ -113,7 +113,7 @@ double relative_error(const std::vector<T>& got, const std::vector<T>& want) {
 template <class T>
 void check_pair(int nx, int ny, int nz, double tol) {
   Groups3D g(nx, ny, nz);
-  const int64_t R = 12, C = 8, H = 12;  // rows (over Z), model width C (over X), hidden H (over Y)
+  const int64_t R = 12, C = 8, H = 16;  // rows (over Z), model width C (over X), hidden H (over Y)
   const Mat X = from_type(test::random_vector<double>(size_t(R * C), 31));
   const Mat W1 = from_type(test::random_vector<double>(size_t(C * H), 32));
   const Mat B1 = from_type(test::random_vector<double>(size_t(H), 33));
@@ -134,7 +134,7 @@ void check_pair(int nx, int ny, int nz, double tol) {
   auto w2 = to_dev(linear3d_shard_of<T>(l2, to_type<T>(W2), H, C));
   auto b1 = to_dev(block<T>(B1, H, 0, 1, h0, h)), b2 = to_dev(block<T>(B2, C, 0, 1, c0, c));
   CHECK(int64_t(w1.extent(0)) == linear3d_shard_size(l1, C, H));
-  CHECK(int64_t(w1.extent(0)) == (C / nx) * (H / ny) / nz);
+  CHECK(int64_t(w1.extent(0)) == C / (nx * nz) * (H / ny));
 
   Tensor1<T> hid("h", r * h), y("y", r * c), dh("dh", r * h), dx("dx", r * c);
   Tensor1<T> w1_block("w1_block", c * h), w2_block("w2_block", h * c);
@@ -186,5 +186,5 @@ TEST_CASE("3D linear: a weight the groups do not divide is refused naming the sp
   if (world % 2 != 0) return;
   Groups3D g(2, 1, 1);
   CHECK_THROWS_WITH(linear3d_shard_size(g.in_linear(), 7, 8),
-                    Catch::Contains("a (7, 8) weight does not split over in 2 x out 1 x depth 1"));
+                    Catch::Contains("a (7, 8) weight does not split over in 2 x depth 1 rows and out 1 columns"));
 }
