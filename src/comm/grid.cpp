@@ -7,11 +7,16 @@ namespace strata {
 Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   int size = 1;
   MPI_Comm_size(parent, &size);
+  const bool three_d = cfg.tensor_mode == TensorMode::ThreeD;
   if (cfg.ranks() != size) {
+    const std::string tensor = three_d ? std::to_string(cfg.tensor_x) + " x " + std::to_string(cfg.tensor_y) + " x " +
+                                             std::to_string(cfg.tensor_depth)
+                                       : std::to_string(cfg.tensor_rows) + " x " + std::to_string(cfg.tensor_cols);
     const std::string layout = std::to_string(cfg.data) + " x " + std::to_string(cfg.pipeline) + " x " +
-                               std::to_string(cfg.context) + " x " + std::to_string(cfg.tensor_rows) + " x " +
-                               std::to_string(cfg.tensor_cols);
-    throw UserError("parallel layout data x pipeline x context x tensor_rows x tensor_cols = " + layout + " = " +
+                               std::to_string(cfg.context) + " x " + tensor;
+    throw UserError(std::string("parallel layout data x pipeline x context x ") +
+                    (three_d ? "tensor_x x tensor_y x tensor_depth" : "tensor_rows x tensor_cols") + " = " + layout +
+                    " = " +
                     std::to_string(cfg.ranks()) + " ranks, but the job has " + std::to_string(size) +
                     (cfg.ranks() == cfg.data ? " (use mpirun -n " + std::to_string(cfg.ranks()) +
                                                    " or --set parallel.data=" + std::to_string(size) + ")"
@@ -22,7 +27,9 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   MPI_Comm_dup(parent, &control_);
   MPI_Comm_rank(world_, &world_rank_);
   world_size_ = size;
-  const int C = int(cfg.tensor_cols), R = int(cfg.tensor_rows), X = int(cfg.context), P = int(cfg.pipeline);
+  rows_ = three_d ? 1 : int(cfg.tensor_rows);
+  cols_ = three_d ? int(cfg.tensor_size()) : int(cfg.tensor_cols);
+  const int C = cols_, R = rows_, X = int(cfg.context), P = int(cfg.pipeline);
   coords_.col = world_rank_ % C;
   coords_.row = (world_rank_ / C) % R;
   coords_.context = (world_rank_ / (C * R)) % X;
@@ -59,14 +66,21 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   col_ = split(dpx * C + g.col, g.row);
   tensor_ = split(dpx, g.row * C + g.col);
   model_ = split(dx, (g.pipeline * R + g.row) * C + g.col);
+  if (three_d) {
+    const int TX = int(cfg.tensor_x), TY = int(cfg.tensor_y), TZ = int(cfg.tensor_depth);
+    coords_.x = g.col % TX;
+    coords_.y = g.col / TX % TY;
+    coords_.depth = g.col / (TX * TY);
+    x_ = split((dpx * TZ + g.depth) * TY + g.y, g.x);
+    y_ = split((dpx * TZ + g.depth) * TX + g.x, g.y);
+    depth_ = split((dpx * TY + g.y) * TX + g.x, g.depth);
+  }
   const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
   embedding_ = split(end_stage ? (dx * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
 }
 
 int Grid::rank_of(const GridCoords& g) const {
-  return (((g.data * int(shape_.pipeline) + g.pipeline) * int(shape_.context) + g.context) * int(shape_.tensor_rows) +
-          g.row) *
-             int(shape_.tensor_cols) +
+  return (((g.data * int(shape_.pipeline) + g.pipeline) * int(shape_.context) + g.context) * rows_ + g.row) * cols_ +
          g.col;
 }
 
@@ -81,10 +95,15 @@ std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
   }
   if (shape_.context > 1) out.emplace_back("context", context_.get());
   const bool two_d = shape_.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path
-  if (two_d || shape_.tensor_cols > 1) out.emplace_back("tensor", tensor_.get());
+  if (two_d || cols_ > 1) out.emplace_back("tensor", tensor_.get());
   if (two_d) {
     out.emplace_back("grid_row", row_.get());
     out.emplace_back("grid_col", col_.get());
+  }
+  if (x_) {
+    out.emplace_back("tensor_x", x_.get());
+    out.emplace_back("tensor_y", y_.get());
+    out.emplace_back("tensor_depth", depth_.get());
   }
   return out;
 }
@@ -94,7 +113,7 @@ Grid::~Grid() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   for (auto* c : {&everyone_, &replicas_, &experts_, &expert_data_, &expert_replicas_, &context_, &pipeline_,
-                  &pipeline_reversed_, &tensor_, &row_, &col_, &model_, &embedding_})
+                  &pipeline_reversed_, &tensor_, &row_, &col_, &x_, &y_, &depth_, &model_, &embedding_})
     c->reset();
   for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
   MPI_Comm_free(&control_);

@@ -22,6 +22,7 @@ namespace strata {
 
 struct GridCoords {
   int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
+  int x = 0, y = 0, depth = 0;  // 3D: col = (depth * tensor_y + y) * tensor_x + x (row 0)
   int expert = 0;  // the expert rank: data % parallel.expert (times tensor_cols, plus col, under a 1D split)
 };
 
@@ -66,6 +67,11 @@ class Grid {
   Comm& tensor() const { return *tensor_; }   // same (d, p, x): the whole tensor grid
   Comm& tensor_row() const { return *row_; }  // same (d, p, x, r): along a grid row
   Comm& tensor_col() const { return *col_; }  // same (d, p, x, c): along a grid column
+  // 3D (tensor_mode = "3d"; null otherwise): the tensor grid's X, Y and depth groups, each
+  // in the order of its own coordinate.
+  Comm* tensor_x() const { return x_.get(); }
+  Comm* tensor_y() const { return y_.get(); }
+  Comm* tensor_depth() const { return depth_.get(); }
   Comm& model() const { return *model_; }     // same (d, x): one model replica (pipeline x tensor)
   // The first and the last pipeline stage of the same (d, x, r, c), which hold the two copies
   // of the tied embedding; null on the other stages and without a pipeline.
@@ -90,7 +96,8 @@ class Grid {
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
   std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_,
-      pipeline_reversed_, tensor_, row_, col_, model_, embedding_;
+      pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_, embedding_;
+  int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)
   int world_rank_ = 0, world_size_ = 1;
 };
 

@@ -129,10 +129,17 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                                             : "applies to schedule = \"interleaved\" only");
   check(!p.measure_staleness || xpipe, "parallel.measure_staleness", "applies to schedule = \"xpipe\" only");
   const std::string grid = std::to_string(p.tensor_rows) + " x " + std::to_string(p.tensor_cols);
+  if (p.tensor_mode == TensorMode::ThreeD)
+    check(p.tensor_rows == 1 && p.tensor_cols == 1, "parallel.tensor_rows",
+          "and tensor_cols must be 1 for tensor_mode = \"3d\" (got " + grid +
+              "; its groups are tensor_x, tensor_y and tensor_depth)");
+  else
+    check(p.tensor_x == 1 && p.tensor_y == 1 && p.tensor_depth == 1, "parallel.tensor_x, tensor_y and tensor_depth",
+          "apply to tensor_mode = \"3d\" only");
   if (p.tensor_mode == TensorMode::TwoD)
     check(p.tensor_rows == p.tensor_cols, "parallel.tensor_cols",
           "must equal tensor_rows for tensor_mode = \"2d\": the grid " + grid + " is not square");
-  else
+  else if (p.tensor_mode != TensorMode::ThreeD)
     check(p.tensor_rows == 1, "parallel.tensor_rows",
           "must be 1 for tensor_mode = \"1d\" (got " + grid + "; t is tensor_cols)");
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");

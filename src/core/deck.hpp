@@ -84,7 +84,8 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
-  // the rank grid: data x pipeline x context x tensor_rows x tensor_cols = rank count
+  // the rank grid: data x pipeline x context x tensor = rank count, the tensor group
+  // tensor_rows x tensor_cols (1D, 2D) or tensor_x x tensor_y x tensor_depth (3D)
   int64_t data = 1;
   int64_t pipeline = 1;
   int64_t context = 1;  // ranks a sequence is split over (ring attention, causal load balance)
@@ -92,9 +93,13 @@ struct ParallelConfig {
   int64_t tensor_rows = 1;
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
+  int64_t tensor_x = 1, tensor_y = 1, tensor_depth = 1;  // 3D (AxoNN): the X, Y and depth (Z) groups
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
   int64_t expert = 1;              // ranks of the data group the experts are split over (expert parallelism)
-  int64_t ranks() const { return data * pipeline * context * tensor_rows * tensor_cols; }
+  int64_t tensor_size() const {
+    return tensor_mode == TensorMode::ThreeD ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols;
+  }
+  int64_t ranks() const { return data * pipeline * context * tensor_size(); }
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;
   int64_t micro_batches = 1;

@@ -30,7 +30,7 @@ enum class LayerMethod { Pipeline, MGRIT };
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZBH1, ZBH2, XPipe };
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
-enum class TensorMode { Serial, OneD, TwoD };
+enum class TensorMode { Serial, OneD, TwoD, ThreeD };
 
 // How context parallelism runs attention: keys and values round a ring (Ring), or an
 // all-to-all from sequence-split to head-split and back (AllToAll, DeepSpeed-Ulysses).
@@ -62,7 +62,7 @@ inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
 inline bool splits_backward(Schedule s) { return s == Schedule::ZBH1 || s == Schedule::ZBH2; }
 inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names() {
   static const std::vector<std::pair<TensorMode, std::string>> names = {
-      {TensorMode::Serial, "serial"}, {TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}};
+      {TensorMode::Serial, "serial"}, {TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}};
   return names;
 }
 

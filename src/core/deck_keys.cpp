@@ -433,8 +433,17 @@ std::vector<DeckKey> declare_keys() {
           "tensor-parallel grid columns: t of the 1D split, or q of the 2D q x q grid"),
       enum_choice(
           par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
-          {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}},
-          "\"1d\" (Megatron: heads, MLP and vocabulary split t ways) or \"2d\" (Optimus: SUMMA on a square grid)"),
+          {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}},
+          "\"1d\" (Megatron: heads, MLP and vocabulary split t ways), \"2d\" (Optimus: SUMMA on a square grid) "
+          "or \"3d\" (AxoNN: every linear's weight split over tensor_x x tensor_y and sharded over tensor_depth)"),
+      key(par, &D::parallel, "tensor_x", &ParallelConfig::tensor_x, at_least<int64_t>(1),
+          "tensor_mode = \"3d\": the X group, over which the model width C of the residual stream is split (a "
+          "block's first linears split their input features over it, its second ones their output features)"),
+      key(par, &D::parallel, "tensor_y", &ParallelConfig::tensor_y, at_least<int64_t>(1),
+          "tensor_mode = \"3d\": the Y group, over which the heads and the MLP's hidden units are split"),
+      key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
+          "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
+          "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
       key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
           "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "

@@ -11,7 +11,7 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
                                   const StagePlacement& placement, int64_t vocab, int64_t rows, int64_t seq_len,
                                   int64_t c, double std)
     : store_(store), tp_(tp), cp_(cp) {
-  Shard wte = tensor_shard(tp, {rows, c}, 0, 0, 1);
+  Shard wte = tensor_shard(tp, {rows, c}, 0, 0, 1, Split3D{1, 0, -1});
   if (placement.stages > 1) {  // two pipeline copies: the first stage's owns it
     wte.replica = wte.replica * 2 + (placement.first() ? 0 : 1);
     wte.replicas *= 2;
@@ -20,7 +20,7 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
   wte_ = store.add("wte", {rows, c}, Init::Normal, std, true, wte);
   store.draw_rows_below(wte_, vocab);  // a padding starts at zero, as llm.c's
   wpe_ = store.add("wpe", {seq_len, c}, Init::Normal, std, true,
-                   placement.first() ? tensor_shard(tp, {seq_len, c}, -1, -1, 1) : not_held({seq_len, c}));
+                   placement.first() ? tensor_shard(tp, {seq_len, c}, -1, -1, 1, Split3D{1, -1, -1}) : not_held({seq_len, c}));
 }
 
 template <class T>

@@ -45,13 +45,14 @@ BlockContext GPT<T>::local_context(const BlockContext& replica) const {
   BlockContext local = replica;
   local.seq_len = replica.seq_len / cp_.size;
   if (tp_.mode == TensorMode::TwoD) local.batch = replica.batch / tp_.q;
+  if (tp_.mode == TensorMode::ThreeD) local.batch = replica.batch / tp_.nz;
   return local;
 }
 
 template <class T>
 std::pair<int64_t, int64_t> GPT<T>::local_rows(const BlockContext& replica) const {
   const int64_t rows = local_context(replica).rows();
-  const int64_t begin = tp_.mode == TensorMode::TwoD ? tp_.i * rows : 0;
+  const int64_t begin = tp_.mode == TensorMode::TwoD ? tp_.i * rows : tp_.mode == TensorMode::ThreeD ? tp_.iz * rows : 0;
   return {begin, begin + rows};
 }
 
@@ -117,7 +118,9 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   }
   if (!placement_.model_last(act.chunk)) return 0.0;
   const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act));
-  // 2D: grid row i has batch block i's losses; the column adds up the blocks
+  // 2D: grid row i has batch block i's losses; the column adds up the blocks (3D: the
+  // depth group)
+  if (tp_.mode == TensorMode::ThreeD) return tp_.nz > 1 ? tp_.z->allreduce_sum(loss) : loss;
   return tp_.mode == TensorMode::TwoD ? tp_.col->allreduce_sum(loss) : loss;
 }
 
@@ -217,6 +220,8 @@ void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chun
   head_->traffic(local, out);
   if (tp_.mode == TensorMode::TwoD)
     out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
+  if (tp_.mode == TensorMode::ThreeD && tp_.nz > 1)
+    out.add("tensor_depth", "allreduce_scalar", Collective::AllReduce, tp_.nz, sizeof(double));
 }
 
 template <class T>
@@ -253,7 +258,8 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const auto [begin, end] = placement_.chunk(chunk);
   int64_t b = stream * c * int64_t(sizeof(T));              // dres
   const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
-  const int64_t scratch_rows = tp_.mode == TensorMode::TwoD ? sequence_rows : tp_.row_split() > 1 ? rows : 0;
+  const int64_t scratch_rows =
+      tp_.mode == TensorMode::TwoD || tp_.mode == TensorMode::ThreeD ? sequence_rows : tp_.row_split() > 1 ? rows : 0;
   if (placement_.model_first(chunk))
     b += EmbeddingCache<T>::bytes_for(stream, c, scratch_rows, cp_.active() ? local.seq_len : 0);
   if (cp_.active())  // the local rows' token ids and targets

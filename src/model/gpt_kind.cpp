@@ -41,11 +41,28 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
          "q = parallel.tensor_rows");
   }
+  if (p.tensor_mode == TensorMode::ThreeD && p.tensor_size() > 1) {
+    const int64_t x = p.tensor_x, y = p.tensor_y, z = p.tensor_depth;
+    need(m.n_head, "model.n_head", y, "parallel.tensor_y");
+    need(m.n_embd, "model.n_embd", x * z, "parallel.tensor_x x parallel.tensor_depth");
+    need(m.n_embd, "model.n_embd", y * z, "parallel.tensor_y x parallel.tensor_depth");
+    need(m.vocab_rows(), vocab_key, y, "parallel.tensor_y");
+    need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", z,
+         "parallel.tensor_depth");
+    rule(m.moe_experts == 0, "model.moe_experts",
+         "does not run with tensor_mode = \"3d\" yet: its experts would need the whole tokens the 3D split "
+         "keeps in (batch / depth) x (C / x) blocks (use tensor_mode = \"1d\")");
+  }
   if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
-    const int64_t split = p.tensor_mode == TensorMode::TwoD ? p.tensor_rows : p.tensor_cols;
+    const int64_t split = p.tensor_mode == TensorMode::TwoD     ? p.tensor_rows
+                          : p.tensor_mode == TensorMode::ThreeD ? p.tensor_y
+                                                                : p.tensor_cols;
     rule((m.n_head / split) % p.context == 0,
          "the heads a tensor rank holds (model.n_head / " +
-             (p.tensor_mode == TensorMode::TwoD ? std::string("q") : std::string("tensor_cols")) + " = " +
+             (p.tensor_mode == TensorMode::TwoD     ? std::string("q")
+              : p.tensor_mode == TensorMode::ThreeD ? std::string("tensor_y")
+                                                    : std::string("tensor_cols")) +
+             " = " +
              std::to_string(m.n_head / split) + ")",
          "must be divisible by parallel.context (" + std::to_string(p.context) +
              ") for context_mode = \"all-to-all\": each rank takes 1/context of them over whole sequences");

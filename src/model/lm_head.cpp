@@ -12,7 +12,7 @@ template <class T>
 LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, kernels::ProductPrecision precision, int wte_index,
                   int64_t c, int64_t vocab, bool held)
     : store_(store), tp_(tp), precision_(precision), wte_(wte_index), c_(c), vocab_(vocab) {
-  const Shard shard = held ? tensor_shard(tp, {c}, -1, -1, 0) : not_held({c});
+  const Shard shard = held ? tensor_shard(tp, {c}, -1, -1, 0, Split3D{0, -1, -1}) : not_held({c});
   lnf_w_ = store.add("lnf.weight", {c}, Init::Ones, 0, false, shard);
   lnf_b_ = store.add("lnf.bias", {c}, Init::Zeros, 0, false, shard);
 }

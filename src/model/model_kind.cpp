@@ -84,7 +84,7 @@ void check_model_deck(const Deck& d, const std::string& origin) {
          quoted(to_string(p.schedule)) + " runs " +
              kinds_that([&](const ModelKind& m) { return has(m.schedules, p.schedule); }) + "; " + k.title + " runs " +
              runs(k));
-  rule(k.tensor_split || (p.tensor_rows == 1 && p.tensor_cols == 1), "parallel.tensor_cols",
+  rule(k.tensor_split || p.tensor_size() == 1, "parallel.tensor_cols",
        "splits the layers' weights; model.kind = " + quoted(k.name) + " has no tensor split: it runs " + runs(k));
   rule(k.context_split || p.context == 1, "parallel.context",
        "splits a sequence's tokens; " + k.title + "'s samples are not sequences: use parallel.data");

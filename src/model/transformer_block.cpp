@@ -1,5 +1,6 @@
 #include "model/transformer_block.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
@@ -29,7 +30,7 @@ V1<T> flat(const V2<T>& t) {
 
 bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp) {
   return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() && tp.mode != TensorMode::TwoD &&
-         tp.row_split() == 1;
+         tp.mode != TensorMode::ThreeD && tp.row_split() == 1;
 }
 
 template <class T>
@@ -62,7 +63,8 @@ int64_t TransformerRecomputed<T>::bytes_for(const BlockContext& ctx, const Block
 
 template <class T>
 void TransformerGradScratch<T>::ensure(int64_t rows, const BlockWidths& w) {
-  if (int64_t(dqkv.extent(0)) != rows || (this->rows.extent(0) > 0) != (w.row_split > 1))
+  if (int64_t(dqkv.extent(0)) != rows || (this->rows.extent(0) > 0) != (w.row_split > 1) ||
+      int64_t(weight_block.extent(0)) != w.weight_block)
     buffers(rows, w, AllocateEach{});
 }
 
@@ -85,28 +87,31 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   // Residual projections are scaled by 1/sqrt(2L) (GPT-2), so the stream's variance does
   // not grow with depth.
   const double proj_std = std / std::sqrt(2.0 * double(n_layer));
-  // add(name, shape, init, std, decay, split: 1D dim, 2D row dim, 2D column dim)
+  // add(name, shape, init, std, decay, split: 1D dim, 2D row dim, 2D column dim, 3D)
   const auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init, double sd, bool decay,
-                       int dim_1d, int row_dim, int col_dim) {
-    const Shard sh = held ? tensor_shard(tp, shape, dim_1d, row_dim, col_dim) : not_held(shape);
+                       int dim_1d, int row_dim, int col_dim, Split3D three_d) {
+    const Shard sh = held ? tensor_shard(tp, shape, dim_1d, row_dim, col_dim, three_d) : not_held(shape);
     return store.add(p + name, shape, init, sd, decay, sh);
   };
-  ln1_w_ = add("ln1.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
-  ln1_b_ = add("ln1.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
-  qkv_w_ = add("attn.qkv.weight", {c, 3, c}, Init::Normal, std, true, 2, 0, 2);  // column-parallel (1D)
-  qkv_b_ = add("attn.qkv.bias", {3, c}, Init::Zeros, 0, false, 1, -1, 1);
-  proj_w_ = add("attn.proj.weight", {c, c}, Init::Normal, proj_std, true, 0, 0, 1);  // row-parallel (1D)
-  proj_b_ = add("attn.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
-  ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0);
-  ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+  // 3D: the residual stream's width over X, the heads and hidden units over Y; an "in"
+  // linear's rows (input) over X x depth, an "out" linear's over Y x depth
+  const Split3D stream{0, -1, -1}, in_bias{-1, 0, -1}, out_bias{0, -1, -1};
+  ln1_w_ = add("ln1.weight", {c}, Init::Ones, 0, false, -1, -1, 0, stream);
+  ln1_b_ = add("ln1.bias", {c}, Init::Zeros, 0, false, -1, -1, 0, stream);
+  qkv_w_ = add("attn.qkv.weight", {c, 3, c}, Init::Normal, std, true, 2, 0, 2, {0, 2, 0});  // column-parallel (1D)
+  qkv_b_ = add("attn.qkv.bias", {3, c}, Init::Zeros, 0, false, 1, -1, 1, {-1, 1, -1});
+  proj_w_ = add("attn.proj.weight", {c, c}, Init::Normal, proj_std, true, 0, 0, 1, {1, 0, 0});  // row-parallel (1D)
+  proj_b_ = add("attn.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0, out_bias);
+  ln2_w_ = add("ln2.weight", {c}, Init::Ones, 0, false, -1, -1, 0, stream);
+  ln2_b_ = add("ln2.bias", {c}, Init::Zeros, 0, false, -1, -1, 0, stream);
   if (mixture) {
     moe_ = std::make_unique<MoeLayer<T>>(store, tp, mixture->ep, mixture->place, mixture->cfg, precision_, p, std,
                                          proj_std, held);
   } else {
-    fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1);
-    fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0);
-    fcp_w_ = add("mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true, 0, 0, 1);
-    fcp_b_ = add("mlp.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0);
+    fc_w_ = add("mlp.fc.weight", {c, 4 * c}, Init::Normal, std, true, 1, 0, 1, {0, 1, 0});
+    fc_b_ = add("mlp.fc.bias", {4 * c}, Init::Zeros, 0, false, 0, -1, 0, in_bias);
+    fcp_w_ = add("mlp.proj.weight", {4 * c, c}, Init::Normal, proj_std, true, 0, 0, 1, {1, 0, 0});
+    fcp_b_ = add("mlp.proj.bias", {c}, Init::Zeros, 0, false, -1, -1, 0, out_bias);
   }
   const auto& info = store.infos();
   w_.c = info[ln1_w_].count[0];
@@ -117,6 +122,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   w_.heads = n_head * w_.a / c;  // 0 where not held
   w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
   w_.row_split = tp.row_split();
+  if (tp.mode == TensorMode::ThreeD && held) w_.weight_block = w_.c * std::max(3 * w_.a, w_.f);
 }
 
 template <class T>
@@ -129,8 +135,9 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   const bool keep = !selective_;
   k.ensure(ctx, w_, keep);
   if (!keep && !moe_) recomputed.ensure(ctx, w_);
-  if (w_.row_split > 1) g.ensure(ctx.rows(), w_);
-  const V2<T> rows = g.rows;  // sequence parallelism's gathers and reduce-scatters (else empty)
+  if (w_.row_split > 1 || w_.weight_block > 0) g.ensure(ctx.rows(), w_);
+  const V2<T> rows = g.rows;
+  const V1<T> block = g.weight_block;  // 3D: each linear's gathered weight block  // sequence parallelism's gathers and reduce-scatters (else empty)
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
@@ -139,7 +146,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
     tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   });
   k.ln1.read([&](auto ln1) {
-    tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows);
+    tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows, block);
   });  // (BT, 3A)
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
@@ -149,7 +156,8 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
                               precision_);  // (BT, A)
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
-  tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows);  // (BT', C')
+  tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows,
+                           block);  // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
   // MLP branch
   k.ln2.write([&](auto ln2) {
@@ -161,11 +169,11 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
     return aux;
   }
   k.ln2.read([&](auto ln2) {
-    tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows);
+    tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows, block);
   });  // (BT, F)
   fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
   fch_gelu.read([&](auto h) {
-    tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows);
+    tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows, block);
   });                                                  // (BT', C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + mlp
   return 0.0;
@@ -193,15 +201,15 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
   } else {
     Kokkos::deep_copy(k.out, dres);
-    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp);
+    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp, g.weight_block);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
-    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows);
+    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, g.weight_block);
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
-  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn);
+  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn, g.weight_block);
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
                                      w_.heads, precision_);
@@ -211,7 +219,7 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
-  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows);
+  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, g.weight_block);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
 }

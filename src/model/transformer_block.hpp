@@ -36,6 +36,7 @@ struct BlockWidths {
   bool bf16_operands = false;
   int64_t row_split = 1;
   bool moe = false;
+  int64_t weight_block = 0;  // 3D: values of the largest weight block a linear gathers (else 0)
 };
 
 // What a block with a mixture of experts for its MLP needs besides its sizes.
@@ -128,9 +129,10 @@ struct TransformerGradScratch {
   Tensor2<T> dc, da;                 // (BT', C'), (BT, A)
   Tensor2<T> dfch;                   // (BT, F)
   Tensor2<T> rows, dy_mlp, dy_attn;  // (BT, C) under sequence parallelism, else empty
+  Tensor1<T> weight_block;           // 3D: a linear's weight block, gathered over depth
   void ensure(int64_t rows, const BlockWidths& w);
   static int64_t bytes_for(int64_t rows, const BlockWidths& w);  // bytes() after ensure(rows, w)
-  int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch, rows, dy_mlp, dy_attn); }
+  int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch, rows, dy_mlp, dy_attn, weight_block); }
   template <class Each>
   void buffers(int64_t n, const BlockWidths& w, Each&& each) {
     const int64_t gathered = w.row_split > 1 ? n : 0;
@@ -141,6 +143,7 @@ struct TransformerGradScratch {
     each(rows, "sp.rows", gathered, w.c);
     each(dy_mlp, "sp.dy_mlp", gathered, w.c);
     each(dy_attn, "sp.dy_attn", gathered, w.c);
+    each(weight_block, "3d.weight_block", w.weight_block);
   }
 };
 

@@ -11,9 +11,13 @@
 //           column-parallel linears, reduce-scattered after the row-parallel ones.
 //   TwoD  : Optimus' split over a q x q grid: rank (i, j) holds activations
 //           [batch block i, hidden block j] and weights [in block i, out block j].
+//   ThreeD: AxoNN's split over X x Y x Z (parallel/tp3d_linear.hpp): the residual stream
+//           [batch block z, hidden block x], replicated over Y; heads and the MLP's hidden
+//           units split over Y; every weight block sharded over Z by rows.
 #include "comm/grid.hpp"
 #include "core/deck_choices.hpp"
 #include "parallel/summa.hpp"
+#include "parallel/tp3d_linear.hpp"
 
 namespace strata {
 
@@ -25,11 +29,19 @@ struct TensorParallel {
   int t = 1, rank = 0;      // 1D: group size and this rank's place in it
   bool sequence = false;    // 1D: sequence parallelism (parallel.sequence_parallel)
   int q = 1, i = 0, j = 0;  // 2D: grid side and this rank's (row, column)
+  Comm *x = nullptr, *y = nullptr, *z = nullptr;  // 3D: the X, Y and depth groups
+  int nx = 1, ny = 1, nz = 1, ix = 0, iy = 0, iz = 0;
 
-  int size() const { return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : 1; }
+  int size() const {
+    return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : mode == TensorMode::ThreeD ? nx * ny * nz : 1;
+  }
   // How many ways the replicated regions' rows are split: t under sequence parallelism.
   int row_split() const { return mode == TensorMode::OneD && sequence ? t : 1; }
   TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
+  // 3D: a block's first linears (qkv, fc: input over X, output over Y) and its second
+  // ones (proj, fc_proj: the groups swapped).
+  Linear3DGroups in_linear() const { return {*x, *y, *z}; }
+  Linear3DGroups out_linear() const { return {*y, *x, *z}; }
 };
 
 // The split the grid's shape asks for, over the grid's tensor communicators: Serial for
@@ -40,7 +52,14 @@ inline TensorParallel tensor_parallel_of(const Grid& grid) {
   TensorParallel tp;
   if (p.tensor_mode == TensorMode::OneD && p.tensor_cols == 1) return tp;
   tp.group = &grid.tensor();
-  if (p.tensor_mode == TensorMode::TwoD) {
+  if (p.tensor_mode == TensorMode::ThreeD) {
+    tp.mode = TensorMode::ThreeD;
+    tp.x = grid.tensor_x();
+    tp.y = grid.tensor_y();
+    tp.z = grid.tensor_depth();
+    tp.nx = int(p.tensor_x), tp.ny = int(p.tensor_y), tp.nz = int(p.tensor_depth);
+    tp.ix = grid.coords().x, tp.iy = grid.coords().y, tp.iz = grid.coords().depth;
+  } else if (p.tensor_mode == TensorMode::TwoD) {
     tp.mode = TensorMode::TwoD;
     tp.row = &grid.tensor_row();
     tp.col = &grid.tensor_col();

@@ -9,23 +9,44 @@
 #include "kernels/residual.hpp"
 #include "parallel/tp2d_layernorm.hpp"
 #include "parallel/tp2d_linear.hpp"
+#include "parallel/tp3d_linear.hpp"
 
 namespace strata {
 
 namespace {
 
 [[noreturn]] void bf16_operand_in_2d(const char* layer) {
-  throw std::logic_error(std::string(layer) + ": an activation kept as bf16 under the 2D split");
+  throw std::logic_error(std::string(layer) + ": an activation kept as bf16 under the 2D or 3D split");
+}
+
+// 3D: the layer norm's groups as the 2D layer norm takes them (statistics over X, the
+// gains' gradients summed over depth; X need not equal depth, the 2D code reads q only
+// as the row's size).
+TensorGrid2D layernorm_groups_3d(const TensorParallel& tp) { return {*tp.x, *tp.z, tp.nx, 0, 0}; }
+
+template <class T>
+V1<const T> shard_of(V2<const T> w) {
+  return V1<const T>(w.data(), w.size());
+}
+// the (k/in, n/out) weight block of a 3D linear from x (r, k/in) and y (r, n/out), in the
+// caller's workspace
+template <class T>
+V2<T> block_for(V1<T> block, int64_t in_cols, int64_t out_cols) {
+  if (int64_t(block.extent(0)) < in_cols * out_cols)
+    throw std::logic_error("tp_layers: a 3D linear's weight block needs a workspace of " +
+                           std::to_string(in_cols * out_cols) + " values");
+  return V2<T>(block.data(), in_cols, out_cols);
 }
 
 // Y, X: the layer norm's output, the linears' input: T, or bf16 (serial and 1D only).
 template <class T, class Y>
 void layernorm_forward_any(const TensorParallel& tp, int64_t c_total, V2<Y> y, V1<T> mean, V1<T> rstd, V2<const T> x,
                            V1<const T> w, V1<const T> b) {
-  if (tp.mode != TensorMode::TwoD)
+  if (tp.mode != TensorMode::TwoD && (tp.mode != TensorMode::ThreeD || tp.nx == 1))
     kernels::layernorm_forward<T>(y, mean, rstd, x, w, b);
   else if constexpr (std::is_same_v<Y, T>)
-    layernorm2d_forward<T>(tp.grid(), c_total, y, mean, rstd, x, w, b);
+    layernorm2d_forward<T>(tp.mode == TensorMode::ThreeD ? layernorm_groups_3d(tp) : tp.grid(), c_total, y, mean, rstd,
+                           x, w, b);
   else
     bf16_operand_in_2d("tp_layernorm_forward");
 }
@@ -41,8 +62,13 @@ V1<T> flat(V2<T> v) {
 
 template <class T, class X>
 void linear_in_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows) {
-  if (tp.row_split() > 1) {
+                           V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+  if (tp.mode == TensorMode::ThreeD) {
+    if constexpr (std::is_same_v<X, T>)
+      linear3d_forward<T>(tp.in_linear(), precision, y, x, shard_of(w), b, block_for(block, x.extent(1), y.extent(1)));
+    else
+      bf16_operand_in_2d("tp_linear_in_forward");
+  } else if (tp.row_split() > 1) {
     if constexpr (std::is_same_v<X, T>) {
       tp_gather_rows<T>(tp, rows, x);
       kernels::matmul_forward<T>(y, rows, w, b, precision);
@@ -59,8 +85,13 @@ void linear_in_forward_any(const TensorParallel& tp, kernels::ProductPrecision p
 
 template <class T, class X>
 void linear_out_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
-                            V2<const T> w, V1<const T> b, V2<T> rows) {
-  if (tp.row_split() > 1) {  // partial products of every row, this rank's rows of their sum, then the bias
+                            V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+  if (tp.mode == TensorMode::ThreeD) {
+    if constexpr (std::is_same_v<X, T>)
+      linear3d_forward<T>(tp.out_linear(), precision, y, x, shard_of(w), b, block_for(block, x.extent(1), y.extent(1)));
+    else
+      bf16_operand_in_2d("tp_linear_out_forward");
+  } else if (tp.row_split() > 1) {  // partial products of every row, this rank's rows of their sum, then the bias
     kernels::product<T>(precision, "N", "N", x, w, T(0), rows);
     tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), flat(y));
     kernels::add_bias<T>(y, b);
@@ -81,8 +112,13 @@ void linear_out_forward_any(const TensorParallel& tp, kernels::ProductPrecision 
 template <class T, class X>
 void linear_backward_weight_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
                                 V2<const T> dy, V2<const X> x) {
-  if (tp.mode !=
-      TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
+  if (tp.mode == TensorMode::ThreeD) {  // the depth group's sums: the same for an in and an out linear
+    if constexpr (std::is_same_v<X, T>)
+      linear3d_backward_weight<T>(tp.in_linear(), precision, V1<T>(dw.data(), dw.size()), db, dy, x);
+    else
+      bf16_operand_in_2d("tp_linear_backward_weight");
+  } else if (tp.mode !=
+             TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
     kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
   else if constexpr (std::is_same_v<X, T>)
     linear2d_backward_weight<T>(tp.grid(), precision, dw, db, dy, x);
@@ -111,7 +147,16 @@ void tp_gather_rows(const TensorParallel& tp, V2<T> full, V2<const T> local) {
 template <class T>
 void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, V1<T> dw, V1<T> db, V2<const T> dy,
                            V2<const T> x, V1<const T> w, V1<const T> mean, V1<const T> rstd, bool accumulate) {
-  if (tp.mode == TensorMode::TwoD) {
+  if (tp.mode == TensorMode::ThreeD && tp.nx > 1) {
+    layernorm2d_backward<T>(layernorm_groups_3d(tp), c_total, dx, dw, db, dy, x, w, mean, rstd, accumulate);
+  } else if (tp.mode == TensorMode::ThreeD) {  // the whole width here; the gains' gradients summed over depth
+    const int64_t c = dw.extent(0);
+    Tensor1<T> wb("layernorm.dwb", 2 * c);
+    kernels::layernorm_backward<T>(dx, V1<T>(wb.data(), c), V1<T>(wb.data() + c, c), dy, x, w, mean, rstd, accumulate);
+    if (tp.nz > 1) tp.z->allreduce_sum(V1<T>(wb));
+    kernels::residual_accumulate<T>(dw, V1<const T>(wb.data(), c));
+    kernels::residual_accumulate<T>(db, V1<const T>(wb.data() + c, c));
+  } else if (tp.mode == TensorMode::TwoD) {
     layernorm2d_backward<T>(tp.grid(), c_total, dx, dw, db, dy, x, w, mean, rstd, accumulate);
   } else if (tp.row_split() > 1) {
     // this rank's rows' share of the gain's and bias' gradients, summed over the group
@@ -129,18 +174,22 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                          V2<const T> w, V1<const T> b, V2<T> rows) {
-  linear_in_forward_any<T, T>(tp, precision, y, x, w, b, rows);
+                          V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+  linear_in_forward_any<T, T>(tp, precision, y, x, w, b, rows, block);
 }
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
-                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows) {
-  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows);
+                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows, block);
 }
 
 template <class T>
 void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
-                                 V2<const T> dy, V2<const T> w, V2<T> rows) {
+                                 V2<const T> dy, V2<const T> w, V2<T> rows, V1<T> block) {
+  if (tp.mode == TensorMode::ThreeD) {
+    linear3d_backward_input<T>(tp.in_linear(), precision, dx, dy, shard_of(w), block_for(block, dx.extent(1), dy.extent(1)));
+    return;
+  }
   if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
     return;
@@ -157,20 +206,23 @@ void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPreci
 
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows) {
-  linear_out_forward_any<T, T>(tp, precision, y, x, w, b, rows);
+                           V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+  linear_out_forward_any<T, T>(tp, precision, y, x, w, b, rows, block);
 }
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
-                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows) {
+                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
   if (tp.row_split() > 1) bf16_operand_in_sequence_parallel("tp_linear_out_forward");
-  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows);
+  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows, block);
 }
 
 template <class T>
 void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
-                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows) {
-  if (tp.mode == TensorMode::TwoD) {
+                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows, V1<T> block) {
+  if (tp.mode == TensorMode::ThreeD) {
+    linear3d_backward_input<T>(tp.out_linear(), precision, dx, dy, shard_of(w),
+                               block_for(block, dx.extent(1), dy.extent(1)));
+  } else if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
   } else if (tp.row_split() > 1) {  // every rank's rows of dy, then this rank's columns of dx
     tp_gather_rows<T>(tp, dy_rows, dy);
@@ -198,13 +250,13 @@ void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecisi
                                          V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);                    \
   template void tp_gather_rows<T>(const TensorParallel&, V2<T>, V2<const T>);                                          \
   template void tp_linear_in_forward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,          \
-                                        V2<const T>, V1<const T>, V2<T>);                                              \
+                                        V2<const T>, V1<const T>, V2<T>, V1<T>);                                       \
   template void tp_linear_in_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,   \
-                                               V2<const T>, V2<T>);                                                    \
+                                               V2<const T>, V2<T>, V1<T>);                                             \
   template void tp_linear_out_forward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,         \
-                                         V2<const T>, V1<const T>, V2<T>);                                             \
+                                         V2<const T>, V1<const T>, V2<T>, V1<T>);                                      \
   template void tp_linear_out_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,  \
-                                                V2<const T>, V2<T>);                                                   \
+                                                V2<const T>, V2<T>, V1<T>);                                            \
   template void tp_linear_backward_weight<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V1<T>,           \
                                              V2<const T>, V2<const T>);
 STRATA_TP_LAYERS_INSTANTIATE(float)
@@ -214,9 +266,9 @@ using kernels::bf16;
 template void tp_layernorm_forward<float>(const TensorParallel&, int64_t, V2<bf16>, V1<float>, V1<float>,
                                           V2<const float>, V1<const float>, V1<const float>);
 template void tp_linear_in_forward<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V2<const bf16>,
-                                          V2<const float>, V1<const float>, V2<float>);
+                                          V2<const float>, V1<const float>, V2<float>, V1<float>);
 template void tp_linear_out_forward<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V2<const bf16>,
-                                           V2<const float>, V1<const float>, V2<float>);
+                                           V2<const float>, V1<const float>, V2<float>, V1<float>);
 template void tp_linear_backward_weight<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V1<float>,
                                                V2<const float>, V2<const bf16>);
 

@@ -19,16 +19,25 @@ void ensure(Tensor2<T>& t, int64_t rows, int64_t cols) {
 }
 // The communicator the vocabulary is split over for the loss.
 Comm* loss_comm(const TensorParallel& tp) {
-  return tp.mode == TensorMode::OneD ? tp.group : tp.mode == TensorMode::TwoD ? tp.row : nullptr;
+  return tp.mode == TensorMode::OneD     ? tp.group
+         : tp.mode == TensorMode::TwoD   ? tp.row
+         : tp.mode == TensorMode::ThreeD ? tp.y
+                                         : nullptr;
 }
 }  // namespace
 
 int64_t wte_vocab_begin(const TensorParallel& tp, int64_t v_local) {
-  return tp.mode == TensorMode::OneD ? tp.rank * v_local : tp.mode == TensorMode::TwoD ? tp.i * v_local : 0;
+  return tp.mode == TensorMode::OneD     ? tp.rank * v_local
+         : tp.mode == TensorMode::TwoD   ? tp.i * v_local
+         : tp.mode == TensorMode::ThreeD ? tp.iy * v_local
+                                         : 0;
 }
 
 int64_t logits_vocab_begin(const TensorParallel& tp, int64_t v_local) {
-  return tp.mode == TensorMode::OneD ? tp.rank * v_local : tp.mode == TensorMode::TwoD ? tp.j * v_local : 0;
+  return tp.mode == TensorMode::OneD     ? tp.rank * v_local
+         : tp.mode == TensorMode::TwoD   ? tp.j * v_local
+         : tp.mode == TensorMode::ThreeD ? tp.iy * v_local
+                                         : 0;
 }
 
 template <class T>
@@ -59,6 +68,15 @@ void tp_embedding_forward(const TensorParallel& tp, V2<T> out, V1<const int32_t>
       tp.col->reduce_scatter_sum<T>(V1<const T>(scratch.data(), scratch.size()), V1<T>(out.data(), out.size()));
       kernels::add_positions<T>(out, wpe, t_len);
       break;
+    case TensorMode::ThreeD: {
+      // this depth rank's rows from my vocabulary block (width C/X); the Y group sums them
+      const int64_t rows = out.extent(0);
+      const auto mine = Kokkos::subview(tokens, std::make_pair(tp.iz * rows, (tp.iz + 1) * rows));
+      kernels::embedding_lookup_range<T>(out, mine, wte, vb);
+      if (tp.ny > 1) tp.y->allreduce_sum(V1<T>(out.data(), out.size()));
+      kernels::add_positions<T>(out, wpe, t_len);
+      break;
+    }
   }
 }
 
@@ -86,16 +104,26 @@ void tp_embedding_backward(const TensorParallel& tp, V2<T> dwte, V2<T> dwpe, V2<
       tp.col->allgather<T>(V1<const T>(dout.data(), dout.size()), V1<T>(scratch.data(), scratch.size()));
       kernels::embedding_backward_range<T>(dwte, dwpe, scratch, tokens, vb, t_len);
       break;
+    case TensorMode::ThreeD:
+      // every depth rank's rows (the 2D pattern over the depth group): each rank of it then
+      // makes the whole gradient of its vocabulary block and of wte's and wpe's columns
+      ensure(scratch, int64_t(tokens.extent(0)), int64_t(dout.extent(1)));
+      tp.z->allgather<T>(V1<const T>(dout.data(), dout.size()), V1<T>(scratch.data(), scratch.size()));
+      kernels::embedding_backward_range<T>(dwte, dwpe, scratch, tokens, vb, t_len);
+      break;
   }
 }
 
 template <class T>
 void tp_head_logits(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> logits, V2<const T> x,
                     V2<const T> wte) {
-  if (tp.mode == TensorMode::TwoD)
+  if (tp.mode == TensorMode::TwoD) {
     summa_matmul_abt<T>(tp.grid(), precision, logits, x, wte);
-  else
-    kernels::product<T>(precision, "N", "T", x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
+    return;
+  }
+  kernels::product<T>(precision, "N", "T", x, wte, T(0), logits);  // (BT, C)(C, V) -> (BT, V)
+  // 3D: partial sums over this rank's columns of C
+  if (tp.mode == TensorMode::ThreeD && tp.nx > 1) tp.x->allreduce_sum(V1<T>(logits.data(), logits.size()));
 }
 
 template <class T>
@@ -112,6 +140,7 @@ void tp_head_backward_input(const TensorParallel& tp, kernels::ProductPrecision 
   }
   kernels::product<T>(precision, "N", "N", dlogits, wte, T(0), dx);  // dx = dlogits wte
   if (tp.mode == TensorMode::OneD) tp.group->allreduce_sum(V1<T>(dx.data(), dx.size()));
+  if (tp.mode == TensorMode::ThreeD && tp.ny > 1) tp.y->allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 
 template <class T>
@@ -120,6 +149,13 @@ void tp_head_backward_weight(const TensorParallel& tp, kernels::ProductPrecision
   if (tp.mode == TensorMode::TwoD && tp.q > 1) {
     Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
     summa_matmul_atb<T>(tp.grid(), precision, step, dlogits, x);
+    kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
+    return;
+  }
+  if (tp.mode == TensorMode::ThreeD && tp.nz > 1) {  // this depth rank's rows, summed over the depth group
+    Tensor2<T> step(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.dwte"), dwte.extent(0), dwte.extent(1));
+    kernels::product<T>(precision, "T", "N", dlogits, x, T(0), V2<T>(step));
+    tp.z->allreduce_sum(V1<T>(step.data(), step.size()));
     kernels::residual_accumulate<T>(V1<T>(dwte.data(), dwte.size()), V1<const T>(step.data(), step.size()));
     return;
   }
