@@ -7,7 +7,8 @@
 //    embedding, tied head and cross-entropy);
 //  - 20 AdamW steps with clipping through the trainer (float): losses and final gathered
 //    parameters against a serial run; 1D also with sequence parallelism, alone and with
-//    recomputation, accumulation, ZeRO-1, a pipeline and a context split;
+//    recomputation, accumulation, ZeRO-1, a pipeline and a context split; 3D (AxoNN) on
+//    X x Y x depth = 1x1x2 (2 ranks), 2x1x2, 1x2x2, 2x2x1 (4) and 2x2x2 (8);
 //  - a checkpoint written under 2D 2x2 restarts under serial and under 1D t=4.
 #include <mpi.h>
 
@@ -34,11 +35,13 @@ namespace {
 // 1F1B pipeline and a context split.
 std::vector<std::vector<std::string>> tensor_layouts_for(int n) {
   const std::string d2 = "parallel.data=2", t2 = "parallel.tensor_cols=2", sp = "parallel.sequence_parallel=true";
+  const std::string three_d = "parallel.tensor_mode=3d", x2 = "parallel.tensor_x=2", y2 = "parallel.tensor_y=2",
+                    z2 = "parallel.tensor_depth=2";
   switch (n) {
     case 1:
       return {{"parallel.tensor_mode=2d"}};  // q = 1 through the 2D code path
     case 2:
-      return {{t2}, {t2, sp}, {t2, sp, "parallel.recompute=full"}, {t2, sp, "parallel.micro_batches=2"}};
+      return {{t2}, {t2, sp}, {t2, sp, "parallel.recompute=full"}, {t2, sp, "parallel.micro_batches=2"}, {three_d, z2}};
     case 4:
       return {{"parallel.tensor_cols=4"},
               {"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
@@ -46,9 +49,13 @@ std::vector<std::vector<std::string>> tensor_layouts_for(int n) {
               {"parallel.tensor_cols=4", sp},
               {d2, t2, sp, "parallel.zero=1"},
               {"parallel.pipeline=2", "parallel.micro_batches=2", t2, sp},
-              {"parallel.context=2", t2, sp}};
+              {"parallel.context=2", t2, sp},
+              {three_d, x2, z2},
+              {three_d, y2, z2},
+              {three_d, x2, y2}};
     case 8:
-      return {{d2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
+      return {{d2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+              {three_d, x2, y2, z2}};
     default:
       return {};
   }
@@ -88,6 +95,10 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
       if (o == "parallel.tensor_cols=2") pc.tensor_cols = 2;
       if (o == "parallel.tensor_cols=4") pc.tensor_cols = 4;
       if (o == "parallel.tensor_rows=2") pc.tensor_rows = 2;
+      if (o == "parallel.tensor_mode=3d") pc.tensor_mode = TensorMode::ThreeD;
+      if (o == "parallel.tensor_x=2") pc.tensor_x = 2;
+      if (o == "parallel.tensor_y=2") pc.tensor_y = 2;
+      if (o == "parallel.tensor_depth=2") pc.tensor_depth = 2;
       if (o == "parallel.sequence_parallel=true") pc.sequence_parallel = true;
     }
     Grid grid(pc, MPI_COMM_WORLD);
