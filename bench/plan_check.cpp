@@ -10,7 +10,10 @@
 // on the warm steps (after the first), and only mean something where every rank has a core.
 //
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
-//       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--set section.key=value ...]
+//       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--three-d] [--schedule NAME]
+//       [--set section.key=value ...]
+// --three-d: the 3D layouts only (without it, every layout but those, so that each run stays short).
+// --schedule NAME: of the pipelined layouts, only those of this schedule.
 // --sequence-parallel: the 1D layouts with sequence parallelism (a deck cannot ask for it
 // without a 1D split, and the layouts here start from none).
 #include <mpi.h>
@@ -83,7 +86,8 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
     int steps = 4;
-    bool sequence_parallel = false;
+    bool sequence_parallel = false, three_d = false;
+    std::string only_schedule;
     std::vector<std::string> overrides = {
         "parallel.data=1",        "parallel.pipeline=1",      "parallel.context=1", "parallel.tensor_rows=1",
         "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
@@ -97,6 +101,10 @@ int main(int argc, char** argv) {
         overrides.push_back(argv[++i]);
       else if (a == "--sequence-parallel")
         sequence_parallel = true;
+      else if (a == "--three-d")
+        three_d = true;
+      else if (a == "--schedule" && i + 1 < argc)
+        only_schedule = argv[++i];
       else
         deck_path = a;
     }
@@ -115,6 +123,8 @@ int main(int argc, char** argv) {
                     "pred ms", "meas ms", "ratio", "pred act", "meas act", "params");
       }
       for (const Layout& l : feasible_layouts(deck, ranks)) {
+        if ((l.tensor == TensorMode::ThreeD) != three_d) continue;
+        if (!only_schedule.empty() && l.pipeline > 1 && to_string(l.schedule) != only_schedule) continue;
         const Deck d = l.applied_to(deck);
         TrainOptions opts;
         opts.write_outputs = false;

@@ -212,6 +212,9 @@ std::string layout_name(const ParallelConfig& p) {
     s += " context=" + std::to_string(p.context) + (p.context_mode == ContextMode::AllToAll ? ":a2a" : "");
   if (p.tensor_mode == TensorMode::TwoD)
     s += " tensor=2d:" + std::to_string(p.tensor_rows) + "x" + std::to_string(p.tensor_cols);
+  else if (p.tensor_mode == TensorMode::ThreeD)
+    s += " tensor=3d:" + std::to_string(p.tensor_x) + "x" + std::to_string(p.tensor_y) + "x" +
+         std::to_string(p.tensor_depth);
   else if (p.tensor_cols > 1)
     s += " tensor=1d:" + std::to_string(p.tensor_cols) + (p.sequence_parallel ? ":sp" : "");
   if (p.recompute != Recompute::None) s += " recompute=" + to_string(p.recompute);

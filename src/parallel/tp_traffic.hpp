@@ -3,7 +3,8 @@
 // (comm/traffic.hpp): one function per operator, beside the operators it describes and
 // kept in step with them by the planner's validation (tests/plan). Sizes are this rank's
 // local ones, as the operator sees them; e is the element size in bytes. Group names are
-// the trainer's: "tensor" (the 1D group), "grid_row" and "grid_col" (the 2D grid).
+// the trainer's: "tensor" (the 1D group), "grid_row" and "grid_col" (the 2D grid),
+// "tensor_x", "tensor_y" and "tensor_depth" (the 3D groups).
 #include "comm/traffic.hpp"
 #include "parallel/tensor_parallel.hpp"
 

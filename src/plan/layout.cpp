@@ -16,9 +16,13 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.pipeline = pipeline;
   p.context = context;
   p.context_mode = context_mode;
-  p.tensor_mode = tensor == TensorMode::TwoD ? TensorMode::TwoD : TensorMode::OneD;
+  p.tensor_mode = tensor == TensorMode::TwoD || tensor == TensorMode::ThreeD ? tensor : TensorMode::OneD;
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;
+  const bool three_d = tensor == TensorMode::ThreeD;
+  p.tensor_x = three_d ? tx : 1;
+  p.tensor_y = three_d ? ty : 1;
+  p.tensor_depth = three_d ? tz : 1;
   p.sequence_parallel = sequence && tensor == TensorMode::OneD;
   p.schedule = schedule;
   p.virtual_stages = schedule == Schedule::Interleaved ? virtual_stages : 1;
@@ -39,6 +43,9 @@ std::vector<std::string> Layout::overrides() const {
           "parallel.tensor_mode=" + to_string(p.tensor_mode),
           "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
           "parallel.tensor_cols=" + std::to_string(p.tensor_cols),
+          "parallel.tensor_x=" + std::to_string(p.tensor_x),
+          "parallel.tensor_y=" + std::to_string(p.tensor_y),
+          "parallel.tensor_depth=" + std::to_string(p.tensor_depth),
           std::string("parallel.sequence_parallel=") + (p.sequence_parallel ? "true" : "false"),
           "parallel.schedule=" + to_string(p.schedule),
           "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
@@ -70,10 +77,19 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       l.q = q;
       tensor_splits.push_back(l);
     }
+  for (int tx = 1; tx <= ranks; ++tx)
+    for (int ty = 1; tx * ty <= ranks; ++ty)
+      for (int tz = 1; tx * ty * tz <= ranks; ++tz)
+        if (tx * ty * tz > 1 && ranks % (tx * ty * tz) == 0) {
+          Layout l = serial;
+          l.tensor = TensorMode::ThreeD;
+          l.tx = tx, l.ty = ty, l.tz = tz;
+          tensor_splits.push_back(l);
+        }
   std::vector<Layout> out;
   const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
   const auto admit = [&](Layout l) {
-    if (experts > 0 && l.tensor == TensorMode::TwoD) return;
+    if (experts > 0 && (l.tensor == TensorMode::TwoD || l.tensor == TensorMode::ThreeD)) return;
     for (int e = 1; e <= l.data; ++e) {
       if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
       l.expert = e;

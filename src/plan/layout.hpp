@@ -1,6 +1,6 @@
 #pragma once
 // A parallel layout the planner considers for a deck on N ranks: data x pipeline x
-// context x tensor (1D over t ranks or 2D over q x q), with a pipeline schedule and
+// context x tensor (1D over t ranks, 2D over q x q or 3D over X x Y x depth), with a pipeline schedule and
 // micro-batch count where there are stages. It maps onto the deck's [parallel] keys, so a layout the
 // planner recommends is run by setting those keys.
 #include <string>
@@ -19,13 +19,19 @@ struct Layout {
   int t = 1;                               // 1D group size
   bool sequence = false;                   // 1D: sequence parallelism
   int q = 1;                               // 2D grid side
+  int tx = 1, ty = 1, tz = 1;              // 3D: X, Y and depth
   Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
   int virtual_stages = 1;                  // interleaved: chunks per stage
   int micro_batches = 1;                   // with pipeline = 1: gradient accumulation
   Recompute recompute = Recompute::None;
   int zero = 0;    // ZeRO stage (0 or 1)
   int expert = 1;  // mixtures of experts: data ranks the experts are split over
-  int tensor_size() const { return tensor == TensorMode::OneD ? t : tensor == TensorMode::TwoD ? q * q : 1; }
+  int tensor_size() const {
+    return tensor == TensorMode::OneD     ? t
+           : tensor == TensorMode::TwoD   ? q * q
+           : tensor == TensorMode::ThreeD ? tx * ty * tz
+                                          : 1;
+  }
   int ranks() const { return data * pipeline * context * tensor_size(); }
   int replicas() const { return data * context; }  // the ranks holding the same parameters
   // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2"
@@ -38,14 +44,15 @@ struct Layout {
 
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
-// context x tensor, tensor serial, 1D (t >= 2) or 2D (q >= 2), context where 2 x context
+// context x tensor, tensor serial, 1D (t >= 2), 2D (q >= 2) or 3D (X x Y x depth >= 2),
+// context where 2 x context
 // divides the sequence; with p stages, each schedule
 // (gpipe, 1f1b, interleaved with v = 2 .. kMaxVirtualStages chunks per stage where the layers allow,
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
 // to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
 // 1D splits) as the deck asks (not the schedules that refuse them). With mixtures of
 // experts, every expert split e dividing data (with a 1D split of t ranks, e t dividing the
-// experts), and no 2D split (which the deck refuses with them).
+// experts), and no 2D or 3D split (which the deck refuses with them).
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);

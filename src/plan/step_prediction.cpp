@@ -16,6 +16,7 @@ TensorParallel tensor_of(const Layout& l) {
   tp.mode = l.tensor;
   tp.t = l.t;
   tp.q = l.q;
+  tp.nx = l.tx, tp.ny = l.ty, tp.nz = l.tz;  // 3D: rank (0, 0, 0); every rank holds as much
   tp.sequence = l.sequence && l.tensor == TensorMode::OneD;
   return tp;
 }
@@ -71,6 +72,12 @@ class Links {
       span = l_.q;
     else if (group == "grid_col")
       span = l_.q * (l_.q - 1) + 1;
+    else if (group == "tensor_x")  // 3D: x fastest, then y, then depth (comm/grid.cpp)
+      span = l_.tx;
+    else if (group == "tensor_y")
+      span = l_.tx * (l_.ty - 1) + 1;
+    else if (group == "tensor_depth")
+      span = l_.tx * l_.ty * (l_.tz - 1) + 1;
     else if (group == "context")
       span = ts * (x - 1) + 1;
     else if (group == "pipeline" || group == "tied_emb")
