@@ -16,8 +16,7 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
                                std::to_string(cfg.context) + " x " + tensor;
     throw UserError(std::string("parallel layout data x pipeline x context x ") +
                     (three_d ? "tensor_x x tensor_y x tensor_depth" : "tensor_rows x tensor_cols") + " = " + layout +
-                    " = " +
-                    std::to_string(cfg.ranks()) + " ranks, but the job has " + std::to_string(size) +
+                    " = " + std::to_string(cfg.ranks()) + " ranks, but the job has " + std::to_string(size) +
                     (cfg.ranks() == cfg.data ? " (use mpirun -n " + std::to_string(cfg.ranks()) +
                                                    " or --set parallel.data=" + std::to_string(size) + ")"
                                              : " (use mpirun -n " + std::to_string(cfg.ranks()) + ")"));

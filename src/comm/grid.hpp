@@ -72,7 +72,7 @@ class Grid {
   Comm* tensor_x() const { return x_.get(); }
   Comm* tensor_y() const { return y_.get(); }
   Comm* tensor_depth() const { return depth_.get(); }
-  Comm& model() const { return *model_; }     // same (d, x): one model replica (pipeline x tensor)
+  Comm& model() const { return *model_; }  // same (d, x): one model replica (pipeline x tensor)
   // The first and the last pipeline stage of the same (d, x, r, c), which hold the two copies
   // of the tied embedding; null on the other stages and without a pipeline.
   Comm* embedding() const { return embedding_.get(); }

@@ -19,8 +19,9 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
   if (!placement.first() && !placement.last()) wte = not_held({rows, c});
   wte_ = store.add("wte", {rows, c}, Init::Normal, std, true, wte);
   store.draw_rows_below(wte_, vocab);  // a padding starts at zero, as llm.c's
-  wpe_ = store.add("wpe", {seq_len, c}, Init::Normal, std, true,
-                   placement.first() ? tensor_shard(tp, {seq_len, c}, -1, -1, 1, Split3D{1, -1, -1}) : not_held({seq_len, c}));
+  wpe_ = store.add(
+      "wpe", {seq_len, c}, Init::Normal, std, true,
+      placement.first() ? tensor_shard(tp, {seq_len, c}, -1, -1, 1, Split3D{1, -1, -1}) : not_held({seq_len, c}));
 }
 
 template <class T>

@@ -52,7 +52,9 @@ BlockContext GPT<T>::local_context(const BlockContext& replica) const {
 template <class T>
 std::pair<int64_t, int64_t> GPT<T>::local_rows(const BlockContext& replica) const {
   const int64_t rows = local_context(replica).rows();
-  const int64_t begin = tp_.mode == TensorMode::TwoD ? tp_.i * rows : tp_.mode == TensorMode::ThreeD ? tp_.iz * rows : 0;
+  const int64_t begin = tp_.mode == TensorMode::TwoD     ? tp_.i * rows
+                        : tp_.mode == TensorMode::ThreeD ? tp_.iz * rows
+                                                         : 0;
   return {begin, begin + rows};
 }
 
@@ -258,8 +260,9 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
   const auto [begin, end] = placement_.chunk(chunk);
   int64_t b = stream * c * int64_t(sizeof(T));              // dres
   const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
-  const int64_t scratch_rows =
-      tp_.mode == TensorMode::TwoD || tp_.mode == TensorMode::ThreeD ? sequence_rows : tp_.row_split() > 1 ? rows : 0;
+  const int64_t scratch_rows = tp_.mode == TensorMode::TwoD || tp_.mode == TensorMode::ThreeD ? sequence_rows
+                               : tp_.row_split() > 1                                          ? rows
+                                                                                              : 0;
   if (placement_.model_first(chunk))
     b += EmbeddingCache<T>::bytes_for(stream, c, scratch_rows, cp_.active() ? local.seq_len : 0);
   if (cp_.active())  // the local rows' token ids and targets

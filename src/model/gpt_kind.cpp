@@ -62,8 +62,7 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
              (p.tensor_mode == TensorMode::TwoD     ? std::string("q")
               : p.tensor_mode == TensorMode::ThreeD ? std::string("tensor_y")
                                                     : std::string("tensor_cols")) +
-             " = " +
-             std::to_string(m.n_head / split) + ")",
+             " = " + std::to_string(m.n_head / split) + ")",
          "must be divisible by parallel.context (" + std::to_string(p.context) +
              ") for context_mode = \"all-to-all\": each rank takes 1/context of them over whole sequences");
   }

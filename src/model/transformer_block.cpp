@@ -137,7 +137,8 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   if (!keep && !moe_) recomputed.ensure(ctx, w_);
   if (w_.row_split > 1 || w_.weight_block > 0) g.ensure(ctx.rows(), w_);
   const V2<T> rows = g.rows;
-  const V1<T> block = g.weight_block;  // 3D: each linear's gathered weight block  // sequence parallelism's gathers and reduce-scatters (else empty)
+  const V1<T> block = g.weight_block;  // 3D: each linear's gathered weight block  // sequence parallelism's gathers and
+                                       // reduce-scatters (else empty)
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
@@ -157,7 +158,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows,
-                           block);  // (BT', C')
+                           block);                                         // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
   // MLP branch
   k.ln2.write([&](auto ln2) {

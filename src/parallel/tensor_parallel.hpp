@@ -23,17 +23,20 @@ namespace strata {
 
 struct TensorParallel {
   TensorMode mode = TensorMode::Serial;
-  Comm* group = nullptr;    // every rank of the tensor group (1D: the t ranks; 2D: q*q)
-  Comm* row = nullptr;      // 2D: the ranks (i, 0..q-1)
-  Comm* col = nullptr;      // 2D: the ranks (0..q-1, j)
-  int t = 1, rank = 0;      // 1D: group size and this rank's place in it
-  bool sequence = false;    // 1D: sequence parallelism (parallel.sequence_parallel)
-  int q = 1, i = 0, j = 0;  // 2D: grid side and this rank's (row, column)
+  Comm* group = nullptr;                          // every rank of the tensor group (1D: the t ranks; 2D: q*q)
+  Comm* row = nullptr;                            // 2D: the ranks (i, 0..q-1)
+  Comm* col = nullptr;                            // 2D: the ranks (0..q-1, j)
+  int t = 1, rank = 0;                            // 1D: group size and this rank's place in it
+  bool sequence = false;                          // 1D: sequence parallelism (parallel.sequence_parallel)
+  int q = 1, i = 0, j = 0;                        // 2D: grid side and this rank's (row, column)
   Comm *x = nullptr, *y = nullptr, *z = nullptr;  // 3D: the X, Y and depth groups
   int nx = 1, ny = 1, nz = 1, ix = 0, iy = 0, iz = 0;
 
   int size() const {
-    return mode == TensorMode::OneD ? t : mode == TensorMode::TwoD ? q * q : mode == TensorMode::ThreeD ? nx * ny * nz : 1;
+    return mode == TensorMode::OneD     ? t
+           : mode == TensorMode::TwoD   ? q * q
+           : mode == TensorMode::ThreeD ? nx * ny * nz
+                                        : 1;
   }
   // How many ways the replicated regions' rows are split: t under sequence parallelism.
   int row_split() const { return mode == TensorMode::OneD && sequence ? t : 1; }

@@ -117,8 +117,8 @@ void linear_backward_weight_any(const TensorParallel& tp, kernels::ProductPrecis
       linear3d_backward_weight<T>(tp.in_linear(), precision, V1<T>(dw.data(), dw.size()), db, dy, x);
     else
       bf16_operand_in_2d("tp_linear_backward_weight");
-  } else if (tp.mode !=
-             TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is the same everywhere
+  } else if (tp.mode != TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is
+                                           // the same everywhere
     kernels::matmul_backward_weight<T>(dw, db, dy, x, precision);
   else if constexpr (std::is_same_v<X, T>)
     linear2d_backward_weight<T>(tp.grid(), precision, dw, db, dy, x);
@@ -187,7 +187,8 @@ template <class T>
 void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
                                  V2<const T> dy, V2<const T> w, V2<T> rows, V1<T> block) {
   if (tp.mode == TensorMode::ThreeD) {
-    linear3d_backward_input<T>(tp.in_linear(), precision, dx, dy, shard_of(w), block_for(block, dx.extent(1), dy.extent(1)));
+    linear3d_backward_input<T>(tp.in_linear(), precision, dx, dy, shard_of(w),
+                               block_for(block, dx.extent(1), dy.extent(1)));
     return;
   }
   if (tp.mode == TensorMode::TwoD) {

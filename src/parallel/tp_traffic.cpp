@@ -16,8 +16,8 @@ bool three_d(const TensorParallel& tp) { return tp.mode == TensorMode::ThreeD; }
 // (its shard: in / depth rows); forward: the output summed over the input's group;
 // backward: the block gathered again, the input gradient summed over the output's group,
 // the block's gradient reduce-scattered and the bias' summed over depth.
-void linear3d_forward_traffic(Traffic& out, const TensorParallel& tp, const char* in_group, int in_ranks,
-                              int64_t rows, int64_t in, int64_t out_w, int64_t e) {
+void linear3d_forward_traffic(Traffic& out, const TensorParallel& tp, const char* in_group, int in_ranks, int64_t rows,
+                              int64_t in, int64_t out_w, int64_t e) {
   const int64_t shard = in / tp.nz * out_w * e;
   if (tp.nz > 1) out.add(kDepth, "allgather", Collective::AllGather, tp.nz, shard);
   if (in_ranks > 1) out.add(in_group, "allreduce", Collective::AllReduce, in_ranks, rows * out_w * e);

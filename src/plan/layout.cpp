@@ -77,15 +77,18 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       l.q = q;
       tensor_splits.push_back(l);
     }
-  for (int tx = 1; tx <= ranks; ++tx)
-    for (int ty = 1; tx * ty <= ranks; ++ty)
-      for (int tz = 1; tx * ty * tz <= ranks; ++tz)
-        if (tx * ty * tz > 1 && ranks % (tx * ty * tz) == 0) {
-          Layout l = serial;
-          l.tensor = TensorMode::ThreeD;
-          l.tx = tx, l.ty = ty, l.tz = tz;
-          tensor_splits.push_back(l);
-        }
+  // 3D splits where the deck asks for them (the search over every X x Y x depth is not
+  // yet pruned: at 64 ranks it would multiply the layouts many times)
+  if (deck.parallel.tensor_mode == TensorMode::ThreeD)
+    for (int tx = 1; tx <= ranks; ++tx)
+      for (int ty = 1; tx * ty <= ranks; ++ty)
+        for (int tz = 1; tx * ty * tz <= ranks; ++tz)
+          if (tx * ty * tz > 1 && ranks % (tx * ty * tz) == 0) {
+            Layout l = serial;
+            l.tensor = TensorMode::ThreeD;
+            l.tx = tx, l.ty = ty, l.tz = tz;
+            tensor_splits.push_back(l);
+          }
   std::vector<Layout> out;
   const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
   const auto admit = [&](Layout l) {

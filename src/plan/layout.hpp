@@ -44,8 +44,8 @@ struct Layout {
 
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x
-// context x tensor, tensor serial, 1D (t >= 2), 2D (q >= 2) or 3D (X x Y x depth >= 2),
-// context where 2 x context
+// context x tensor, tensor serial, 1D (t >= 2), 2D (q >= 2) or, where the deck asks for
+// tensor_mode = "3d", 3D (every X x Y x depth >= 2); context where 2 x context
 // divides the sequence; with p stages, each schedule
 // (gpipe, 1f1b, interleaved with v = 2 .. kMaxVirtualStages chunks per stage where the layers allow,
 // zb-h1, zb-h2, xpipe) and each micro-batch count m that divides the replica's batch, up
