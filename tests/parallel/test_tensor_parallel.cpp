@@ -9,7 +9,8 @@
 //    parameters against a serial run; 1D also with sequence parallelism, alone and with
 //    recomputation, accumulation, ZeRO-1, a pipeline and a context split; 3D (AxoNN) on
 //    X x Y x depth = 1x1x2 (2 ranks), 2x1x2, 1x2x2, 2x2x1 (4) and 2x2x2 (8);
-//  - a checkpoint written under 2D 2x2 restarts under serial and under 1D t=4.
+//  - a checkpoint written under 2D 2x2 restarts under serial and under 1D t=4; one written
+//    under 3D 2x1x2 under 1D t=4 and serial, and a 2D one under 3D 1x2x2.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -185,6 +186,41 @@ TEST_CASE("a checkpoint written under 2D restarts under serial and under 1D", "[
   for (size_t i = 0; i < 8; ++i) CHECK(one_d.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
   if (rank == 0) {
     const TrainResult serial = Training(tp_deck({}, "from2d-serial", 16), MPI_COMM_SELF, quiet(false, ckpt)).run();
+    CHECK(serial.first_step == 8);
+    REQUIRE(serial.losses.size() == 8);
+    for (size_t i = 0; i < 8; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a checkpoint written under 3D restarts under 1D and serial, and one from 2D under 3D",
+          "[mpi][tensor_parallel][checkpoint]") {
+  if (world_size() != 4) return;
+  const int rank = world_rank();
+  const std::vector<std::string> x2z2 = {"parallel.tensor_mode=3d", "parallel.tensor_x=2", "parallel.tensor_depth=2"};
+  const std::vector<std::string> y2z2 = {"parallel.tensor_mode=3d", "parallel.tensor_y=2", "parallel.tensor_depth=2"};
+  const std::vector<std::string> two_d = {"parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+                                          "parallel.tensor_cols=2"};
+  if (rank == 0) std::filesystem::remove_all("tensor_parallel_test_runs");
+  MPI_Barrier(MPI_COMM_WORLD);
+  const TrainResult full = Training(tp_deck(x2z2, "ckpt3d", 16, 8), MPI_COMM_WORLD, quiet(true)).run();
+  const std::string ckpt = "tensor_parallel_test_runs/ckpt3d/checkpoints/ckpt_00000008.h5";
+  const TrainResult one_d =
+      Training(tp_deck({"parallel.tensor_cols=4"}, "from3d-1d", 16), MPI_COMM_WORLD, quiet(false, ckpt)).run();
+  CHECK(one_d.first_step == 8);
+  REQUIRE(one_d.losses.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(one_d.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+  // the other way: a 2D checkpoint continued under 3D equals the 2D run's continuation
+  const TrainResult full2d = Training(tp_deck(two_d, "ckpt2d-for3d", 16, 8), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult three_d =
+      Training(tp_deck(y2z2, "from2d-3d", 16), MPI_COMM_WORLD,
+               quiet(false, "tensor_parallel_test_runs/ckpt2d-for3d/checkpoints/ckpt_00000008.h5"))
+          .run();
+  CHECK(three_d.first_step == 8);
+  REQUIRE(three_d.losses.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(three_d.losses[i] == Approx(full2d.losses[8 + i]).epsilon(3e-7));
+  if (rank == 0) {
+    const TrainResult serial = Training(tp_deck({}, "from3d-serial", 16), MPI_COMM_SELF, quiet(false, ckpt)).run();
     CHECK(serial.first_step == 8);
     REQUIRE(serial.losses.size() == 8);
     for (size_t i = 0; i < 8; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
