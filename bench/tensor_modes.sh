@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The tensor splits side by side on the "small" deck: 1D, 2D and 3D (and data parallelism
-# for scale) on 2 and 4 ranks of one thread each, STEPS steps each, the median tokens/s of
+# The tensor splits side by side on the "small" deck (6 heads: no 1D split of 4): 1D, 2D
+# and 3D (and data parallelism for scale) on 2 and 4 ranks of one thread each, STEPS steps each, the median tokens/s of
 # steps 3.. (bench/run_speed.sh). On a machine with fewer cores than ranks the ranks share
 # them (OMP_WAIT_POLICY=passive, as the tests run): compare layouts of the same rank count.
 # Usage: bench/tensor_modes.sh [STRATA (build/release/bin/strata)] [STEPS (6)]
@@ -18,7 +18,7 @@ run() {
   mpiexec -n "$n" "$strata" train inputs/bench-gpt-small.toml --threads 1 --set run.steps="$steps" \
     --set run.log_every=1 --set parallel.data=1 --set run.out_dir="\"$d\"" "$@" > "$d.log" 2>&1 ||
     { echo "$name FAILED"; tail -3 "$d.log"; exit 1; }
-  echo "| $n | $name | $(median_speed "$(echo "$d"/*/metrics.csv)") |"
+  printf '| %d | %s | %.0f |\n' "$n" "$name" "$(median_speed "$(echo "$d"/*/metrics.csv)")"
 }
 echo "| ranks | layout | tok/s |"; echo "|---|---|---|"
 run 2 "1d t=2" --set parallel.tensor_cols=2
@@ -26,7 +26,7 @@ run 2 "3d 2x1x1" --set parallel.tensor_mode='"3d"' --set parallel.tensor_x=2
 run 2 "3d 1x2x1" --set parallel.tensor_mode='"3d"' --set parallel.tensor_y=2
 run 2 "3d 1x1x2" --set parallel.tensor_mode='"3d"' --set parallel.tensor_depth=2
 run 2 "data 2" --set parallel.data=2
-run 4 "1d t=4" --set parallel.tensor_cols=4
+run 4 "data 2 x 1d t=2" --set parallel.data=2 --set parallel.tensor_cols=2
 run 4 "2d 2x2" --set parallel.tensor_mode='"2d"' --set parallel.tensor_rows=2 --set parallel.tensor_cols=2
 run 4 "3d 2x1x2" --set parallel.tensor_mode='"3d"' --set parallel.tensor_x=2 --set parallel.tensor_depth=2
 run 4 "3d 1x2x2" --set parallel.tensor_mode='"3d"' --set parallel.tensor_y=2 --set parallel.tensor_depth=2

@@ -8,7 +8,8 @@
 //  - 20 AdamW steps with clipping through the trainer (float): losses and final gathered
 //    parameters against a serial run; 1D also with sequence parallelism, alone and with
 //    recomputation, accumulation, ZeRO-1, a pipeline and a context split; 3D (AxoNN) on
-//    X x Y x depth = 1x1x2 (2 ranks), 2x1x2, 1x2x2, 2x2x1 (4) and 2x2x2 (8);
+//    X x Y x depth = 1x1x2 (2 ranks), 2x1x2, 1x2x2, 2x2x1 (4) and 2x2x2 (8), and on 4 ranks
+//    with a 1F1B pipeline, a context split and data 2 with ZeRO-1;
 //  - a checkpoint written under 2D 2x2 restarts under serial and under 1D t=4; one written
 //    under 3D 2x1x2 under 1D t=4 and serial, and a 2D one under 3D 1x2x2.
 #include <mpi.h>
@@ -53,7 +54,10 @@ std::vector<std::vector<std::string>> tensor_layouts_for(int n) {
               {"parallel.context=2", t2, sp},
               {three_d, x2, z2},
               {three_d, y2, z2},
-              {three_d, x2, y2}};
+              {three_d, x2, y2},
+              {"parallel.pipeline=2", "parallel.micro_batches=2", three_d, y2},
+              {"parallel.context=2", three_d, x2},
+              {d2, "parallel.zero=1", three_d, z2}};
     case 8:
       return {{d2, "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
               {three_d, x2, y2, z2}};
