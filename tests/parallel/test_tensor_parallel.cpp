@@ -141,6 +141,14 @@ Deck tp_deck(const std::vector<std::string>& overrides, const std::string& name 
   return small_gpt_deck(all);
 }
 
+// A run restarted from the step-8 checkpoint of `full` (16 steps) continues it: it starts
+// at step 8 and its 8 losses are full's last 8.
+void check_continues(const TrainResult& restarted, const TrainResult& full) {
+  CHECK(restarted.first_step == 8);
+  REQUIRE(restarted.losses.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(restarted.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+}
+
 }  // namespace
 
 TEST_CASE("20 AdamW steps under every tensor layout equal the serial run", "[mpi][tensor_parallel]") {
@@ -185,14 +193,10 @@ TEST_CASE("a checkpoint written under 2D restarts under serial and under 1D", "[
   const std::string ckpt = "tensor_parallel_test_runs/ckpt2d/checkpoints/ckpt_00000008.h5";
   const TrainResult one_d =
       Training(tp_deck({"parallel.tensor_cols=4"}, "from2d-1d", 16), MPI_COMM_WORLD, quiet(false, ckpt)).run();
-  CHECK(one_d.first_step == 8);
-  REQUIRE(one_d.losses.size() == 8);
-  for (size_t i = 0; i < 8; ++i) CHECK(one_d.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+  check_continues(one_d, full);
   if (rank == 0) {
     const TrainResult serial = Training(tp_deck({}, "from2d-serial", 16), MPI_COMM_SELF, quiet(false, ckpt)).run();
-    CHECK(serial.first_step == 8);
-    REQUIRE(serial.losses.size() == 8);
-    for (size_t i = 0; i < 8; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+    check_continues(serial, full);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -211,23 +215,17 @@ TEST_CASE("a checkpoint written under 3D restarts under 1D and serial, and one f
   const std::string ckpt = "tensor_parallel_test_runs/ckpt3d/checkpoints/ckpt_00000008.h5";
   const TrainResult one_d =
       Training(tp_deck({"parallel.tensor_cols=4"}, "from3d-1d", 16), MPI_COMM_WORLD, quiet(false, ckpt)).run();
-  CHECK(one_d.first_step == 8);
-  REQUIRE(one_d.losses.size() == 8);
-  for (size_t i = 0; i < 8; ++i) CHECK(one_d.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+  check_continues(one_d, full);
   // the other way: a 2D checkpoint continued under 3D equals the 2D run's continuation
   const TrainResult full2d = Training(tp_deck(two_d, "ckpt2d-for3d", 16, 8), MPI_COMM_WORLD, quiet(true)).run();
   const TrainResult three_d =
       Training(tp_deck(y2z2, "from2d-3d", 16), MPI_COMM_WORLD,
                quiet(false, "tensor_parallel_test_runs/ckpt2d-for3d/checkpoints/ckpt_00000008.h5"))
           .run();
-  CHECK(three_d.first_step == 8);
-  REQUIRE(three_d.losses.size() == 8);
-  for (size_t i = 0; i < 8; ++i) CHECK(three_d.losses[i] == Approx(full2d.losses[8 + i]).epsilon(3e-7));
+  check_continues(three_d, full2d);
   if (rank == 0) {
     const TrainResult serial = Training(tp_deck({}, "from3d-serial", 16), MPI_COMM_SELF, quiet(false, ckpt)).run();
-    CHECK(serial.first_step == 8);
-    REQUIRE(serial.losses.size() == 8);
-    for (size_t i = 0; i < 8; ++i) CHECK(serial.losses[i] == Approx(full.losses[8 + i]).epsilon(3e-7));
+    check_continues(serial, full);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
