@@ -166,6 +166,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     (p.tensor_mode == TensorMode::TwoD
                          ? std::string(": the 2D split keeps every activation in (batch / q) x (C / q) blocks "
                                        "already, with no region replicated over the tensor group to split")
+                     : p.tensor_mode == TensorMode::ThreeD
+                         ? std::string(": the 3D split keeps the residual stream in (batch / depth) x (C / x) "
+                                       "blocks already")
                          : std::string(": without a tensor split no region is replicated")));
   if (p.sequence_parallel && splits_backward(p.schedule) && p.pipeline > 1)
     throw UserError(origin + ": parallel.sequence_parallel does not run with schedule = \"" + to_string(p.schedule) +

@@ -133,6 +133,7 @@ expect 2 'parallel.tensor_x, tensor_y and tensor_depth apply to tensor_mode = "3
 expect 2 'parallel.tensor_rows and tensor_cols must be 1 for tensor_mode = "3d" (got 1 x 2; its groups are tensor_x, tensor_y and tensor_depth)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_cols=2 --set parallel.data=1
 expect 2 'model.n_head (1) must be divisible by parallel.tensor_y (2)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_y=2 --set model.n_head=1 --set parallel.data=1
 expect 2 'parallel layout data x pipeline x context x tensor_x x tensor_y x tensor_depth = 1 x 1 x 1 x 2 x 2 x 1 = 4 ranks, but the job has 2 (use mpirun -n 4)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_x=2 --set parallel.tensor_y=2 --set parallel.data=1
+expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_cols > 1: the 3D split keeps the residual stream in (batch / depth) x (C / x) blocks already' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1
 expect 2 'model.moe_experts does not run with tensor_mode = "3d" yet' -- train good.toml --set model.moe_experts=2 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1
 # mixtures of experts: the rules of model.moe_* and parallel.expert
 expect 2 'parallel.expert = 2 splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)' -- train good.toml --set parallel.expert=2 --set parallel.data=2

@@ -156,7 +156,7 @@ TEST_CASE("the key table drives reading, the resolved deck and the reference", "
         "deck.toml: parallel.schedule must be \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", \"zb-h2\", \"xpipe\" or "
         "\"mgrit\" (got \"zigzag\")");
   CHECK(error_of("[data]\nkind = \"random\"\n", {"parallel.tensor_mode=serial"}) ==
-        "deck.toml: parallel.tensor_mode must be \"1d\" or \"2d\" (got \"serial\")");
+        "deck.toml: parallel.tensor_mode must be \"1d\", \"2d\" or \"3d\" (got \"serial\")");
   CHECK(error_of("[data]\nkind = \"random\"\n[parallel]\nschedule = 3\n")
             .find("parallel.schedule must be a string, got integer") != std::string::npos);
   // numbers are written so that they read back exactly
