@@ -1,6 +1,7 @@
 // The 5D grid: for every layout data x pipeline x context x rows x cols that fits the job,
 // each rank's coordinates, every sub-communicator's members (checked by summing world
-// ranks over it against the sum the layout predicts) and the pipeline neighbours.
+// ranks over it against the sum the layout predicts) and the pipeline neighbours; and the
+// 3D split's X, Y and depth groups of every X x Y x depth that fits.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -87,4 +88,42 @@ TEST_CASE("every 5D layout of the job builds consistent sub-communicators", "[mp
   ParallelConfig wrong;
   wrong.data = world + 1;
   CHECK_THROWS_WITH(Grid(wrong, MPI_COMM_WORLD), Catch::Contains("ranks, but the job has " + std::to_string(world)));
+}
+
+TEST_CASE("3D tensor groups: x fastest, then y, then depth; each group's members and order", "[mpi][grid]") {
+  int world = 1, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  for (int nx : {1, 2, 4})
+    for (int ny : {1, 2, 4})
+      for (int nz : {1, 2, 4}) {
+        if (world % (nx * ny * nz) != 0) continue;
+        ParallelConfig cfg;
+        cfg.tensor_mode = TensorMode::ThreeD;
+        cfg.tensor_x = nx, cfg.tensor_y = ny, cfg.tensor_depth = nz;
+        cfg.data = world / (nx * ny * nz);
+        Grid g(cfg, MPI_COMM_WORLD);
+        INFO("X x Y x Z = " << nx << " x " << ny << " x " << nz);
+        const auto& c = g.coords();
+        const int t = me % (nx * ny * nz), base = me - t;  // this replica's first tensor rank
+        CHECK(c.data == me / (nx * ny * nz));
+        CHECK(t == (c.depth * ny + c.y) * nx + c.x);
+        CHECK(g.rank_of(c) == me);
+        REQUIRE(g.tensor_x());
+        CHECK(g.tensor_x()->size() == nx);
+        CHECK(g.tensor_y()->size() == ny);
+        CHECK(g.tensor_depth()->size() == nz);
+        CHECK(g.tensor_x()->rank() == c.x);
+        CHECK(g.tensor_y()->rank() == c.y);
+        CHECK(g.tensor_depth()->rank() == c.depth);
+        // members: the world ranks summed over each group against the layout's
+        int want_x = 0, want_y = 0, want_z = 0;
+        for (int i = 0; i < nx; ++i) want_x += base + (c.depth * ny + c.y) * nx + i;
+        for (int i = 0; i < ny; ++i) want_y += base + (c.depth * ny + i) * nx + c.x;
+        for (int i = 0; i < nz; ++i) want_z += base + (i * ny + c.y) * nx + c.x;
+        CHECK(sum_over(g.tensor_x()->raw(), me) == want_x);
+        CHECK(sum_over(g.tensor_y()->raw(), me) == want_y);
+        CHECK(sum_over(g.tensor_depth()->raw(), me) == want_z);
+        CHECK(size_of(g.tensor().raw()) == nx * ny * nz);
+      }
 }
