@@ -38,6 +38,16 @@ V2<T> block_for(V1<T> block, int64_t in_cols, int64_t out_cols) {
   return V2<T>(block.data(), in_cols, out_cols);
 }
 
+// a 3D linear's forward (its groups: in_linear or out_linear); X = bf16 is a logic_error
+template <class T, class X>
+void linear3d_forward_any(const Linear3DGroups& g, const char* layer, kernels::ProductPrecision precision, V2<T> y,
+                          V2<const X> x, V2<const T> w, V1<const T> b, V1<T> block) {
+  if constexpr (std::is_same_v<X, T>)
+    linear3d_forward<T>(g, precision, y, x, shard_of(w), b, block_for(block, x.extent(1), y.extent(1)));
+  else
+    bf16_operand_in_2d(layer);
+}
+
 // Y, X: the layer norm's output, the linears' input: T, or bf16 (serial and 1D only).
 template <class T, class Y>
 void layernorm_forward_any(const TensorParallel& tp, int64_t c_total, V2<Y> y, V1<T> mean, V1<T> rstd, V2<const T> x,
@@ -64,10 +74,7 @@ template <class T, class X>
 void linear_in_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
                            V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
   if (tp.mode == TensorMode::ThreeD) {
-    if constexpr (std::is_same_v<X, T>)
-      linear3d_forward<T>(tp.in_linear(), precision, y, x, shard_of(w), b, block_for(block, x.extent(1), y.extent(1)));
-    else
-      bf16_operand_in_2d("tp_linear_in_forward");
+    linear3d_forward_any<T, X>(tp.in_linear(), "tp_linear_in_forward", precision, y, x, w, b, block);
   } else if (tp.row_split() > 1) {
     if constexpr (std::is_same_v<X, T>) {
       tp_gather_rows<T>(tp, rows, x);
@@ -87,10 +94,7 @@ template <class T, class X>
 void linear_out_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
                             V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
   if (tp.mode == TensorMode::ThreeD) {
-    if constexpr (std::is_same_v<X, T>)
-      linear3d_forward<T>(tp.out_linear(), precision, y, x, shard_of(w), b, block_for(block, x.extent(1), y.extent(1)));
-    else
-      bf16_operand_in_2d("tp_linear_out_forward");
+    linear3d_forward_any<T, X>(tp.out_linear(), "tp_linear_out_forward", precision, y, x, w, b, block);
   } else if (tp.row_split() > 1) {  // partial products of every row, this rank's rows of their sum, then the bias
     kernels::product<T>(precision, "N", "N", x, w, T(0), rows);
     tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), flat(y));
