@@ -12,7 +12,8 @@
 #   checkpoints; a rank-local error under ZB-H1, inside ring attention (context 2) and inside
 #   a mixture layer's all-to-all (expert 2), a failed write with the experts split over
 #   the ranks (a restart from the surviving checkpoint reproduces the losses), and a
-#   failed write under interleaved 1F1B and under context 2 with ZeRO-1;
+#   failed write under interleaved 1F1B and under context 2 with ZeRO-1; under the 3D split
+#   (depth 2) a rank-local error and a failed write;
 #   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
@@ -155,6 +156,12 @@ RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault context-rank-error 1 "rank 1: inter
 # all-to-all for the rows rank 1 never sends
 moe=(--set parallel.data=2 --set parallel.expert=2 --set model.moe_experts=4 --set model.moe_every=1)
 RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault expert-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${moe[@]}"
+# ... and under the 3D split: rank 0 waits in the depth group's weight gather that rank 1
+# never joins; a failed write of the depth-sharded weights leaves the step-4 checkpoint
+# LATEST, verified, and the restart reproduces the uninterrupted 3D run's losses
+three_d=(--set parallel.data=1 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2)
+RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault three-d-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${three_d[@]}"
+write_fault_restarts three-d "3D" "${three_d[@]}"
 inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
        --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
 write_fault_restarts inter "interleaved" "${inter[@]}"
