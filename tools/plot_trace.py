@@ -16,12 +16,15 @@ COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "pipeline_wait": "#dd845
            "weight_prediction": "#ccb974"}
 
 
+IN_FLIGHT_ROW = 10000  # tids from here: a rank's transfers in flight (io/trace_file.hpp), not drawn
+
+
 def load(path):
     with open(path) as f:
         doc = json.load(f)
     rows, events = {}, []
     for e in doc["traceEvents"]:
-        if e.get("ph") == "M" and e.get("name") == "thread_name":
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e["tid"] < IN_FLIGHT_ROW:
             rows[e["tid"]] = e["args"]["name"]
         elif e.get("ph") == "X":
             events.append(e)

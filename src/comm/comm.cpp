@@ -2,6 +2,7 @@
 
 #include "comm/wire_model.hpp"
 #include "core/error.hpp"
+#include "core/timers.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -124,63 +125,98 @@ void Comm::broadcast(void* data, int64_t bytes, int root) {
   count("broadcast", bytes, wire_factor(Collective::Broadcast, size_), MPI_Wtime() - t0);
 }
 
+Comm::Request Comm::posted(MPI_Request r, const char* kind, int64_t bytes, Collective collective, double t0) {
+  Request out;
+  out.r_ = r;
+  out.posted_at = t0;
+  out.post_end = Timers::now();
+  count(kind, bytes, wire_factor(collective, size_), out.post_end - t0);
+  return out;
+}
+
 template <class T>
 Comm::Request Comm::start_broadcast(T* host_data, int64_t n, int root) {
-  const double t0 = MPI_Wtime();
-  Request r;
-  if (size_ > 1) MPI_Ibcast(host_data, int(n), mpi_type<T>(), root, comm_, &r.r_);
-  count("broadcast", n * int64_t(sizeof(T)), wire_factor(Collective::Broadcast, size_), MPI_Wtime() - t0);
-  return r;
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (size_ > 1) MPI_Ibcast(host_data, int(n), mpi_type<T>(), root, comm_, &r);
+  return posted(r, "broadcast", n * int64_t(sizeof(T)), Collective::Broadcast, t0);
 }
 
 template <class T>
 Comm::Request Comm::start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root) {
-  const double t0 = MPI_Wtime();
-  Request r;
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
   if (size_ > 1)
-    MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r.r_);
+    MPI_Ireduce(host_send, host_recv, int(n), mpi_type<T>(), MPI_SUM, root, comm_, &r);
   else
     std::copy(host_send, host_send + n, host_recv);
-  count("reduce", n * int64_t(sizeof(T)), wire_factor(Collective::Reduce, size_), MPI_Wtime() - t0);
-  return r;
+  return posted(r, "reduce", n * int64_t(sizeof(T)), Collective::Reduce, t0);
+}
+
+template <class T>
+Comm::Request Comm::start_allgather_in_place(T* host_buf, int64_t n) {
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (size_ > 1 && n > 0)
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host_buf, int(n), mpi_type<T>(), comm_, &r);
+  return posted(r, "allgather", n * int64_t(sizeof(T)), Collective::AllGather, t0);
+}
+
+template <class T>
+Comm::Request Comm::start_reduce_scatter_in_place(T* host_buf, int64_t n) {
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (size_ > 1 && n > 0) MPI_Ireduce_scatter_block(MPI_IN_PLACE, host_buf, int(n), mpi_type<T>(), MPI_SUM, comm_, &r);
+  return posted(r, "reduce_scatter", n * int64_t(sizeof(T)), Collective::ReduceScatter, t0);
 }
 
 template <class T>
 Comm::Request Comm::start_send(const T* host_data, int64_t n, int peer, int tag) {
-  const double t0 = MPI_Wtime();
-  Request r;
-  MPI_Isend(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r.r_);
-  count("send", n * int64_t(sizeof(T)), wire_factor(Collective::Send, size_), MPI_Wtime() - t0);
-  return r;
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Isend(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
+  return posted(r, "send", n * int64_t(sizeof(T)), Collective::Send, t0);
 }
 
 template <class T>
 Comm::Request Comm::start_recv(T* host_data, int64_t n, int peer, int tag) {
-  const double t0 = MPI_Wtime();
-  Request r;
-  MPI_Irecv(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r.r_);
-  count("recv", 0, 0.0, MPI_Wtime() - t0);  // bytes are counted once, by the sender
-  return r;
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Irecv(host_data, int(n), mpi_type<T>(), peer, tag, comm_, &r);
+  return posted(r, "recv", 0, Collective::Send, t0);  // bytes are counted once, by the sender
 }
 
 void Comm::progress(Request* requests, int count) {
   for (int i = 0; i < count; ++i) {
     int done = 0;
-    if (requests[i].pending()) MPI_Test(&requests[i].r_, &done, MPI_STATUS_IGNORE);
+    if (!requests[i].pending()) continue;
+    MPI_Test(&requests[i].r_, &done, MPI_STATUS_IGNORE);
+    if (done) requests[i].seen_done = Timers::now();
   }
 }
 
 void Comm::wait(Request& request, const char* kind) {
-  if (!request.pending()) return;
-  const double t0 = MPI_Wtime();
-  MPI_Wait(&request.r_, MPI_STATUS_IGNORE);
-  stats_[kind].seconds += MPI_Wtime() - t0;
+  if (request.post_end == 0) return;  // nothing was posted
+  const double t0 = Timers::now();
+  if (request.pending()) MPI_Wait(&request.r_, MPI_STATUS_IGNORE);
+  const double t1 = Timers::now();
+  const double done = request.seen_done > 0 ? request.seen_done : t0;
+  auto& s = stats_[kind];
+  s.seconds += t1 - t0;
+  s.overlapped_seconds += std::max(0.0, done - request.post_end);
+  if (trace_) {
+    trace_->add(std::string(kind) + " " + trace_name_, "in flight", request.posted_at,
+                request.seen_done > 0 ? request.seen_done : t1, 1);
+    if (t1 - t0 > 1e-5) trace_->add("wait " + std::string(kind) + " " + trace_name_, "comm wait", t0, t1);
+  }
+  request = Request();
 }
 
 void Comm::cancel(Request& request) {
   if (!request.pending()) return;
   MPI_Cancel(&request.r_);
   MPI_Wait(&request.r_, MPI_STATUS_IGNORE);
+  request = Request();
 }
 
 template <class T>
@@ -307,6 +343,8 @@ void Comm::allgather_blocks(V1<T> buf) {
 #define STRATA_COMM_INSTANTIATE(T)                                              \
   template Comm::Request Comm::start_broadcast<T>(T*, int64_t, int);            \
   template Comm::Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int); \
+  template Comm::Request Comm::start_allgather_in_place<T>(T*, int64_t);        \
+  template Comm::Request Comm::start_reduce_scatter_in_place<T>(T*, int64_t);   \
   template void Comm::allgather<T>(V1<const T>, V1<T>);                         \
   template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                \
   template void Comm::reduce_scatter_blocks<T>(V1<T>);                          \

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "comm/nccl_comm.hpp"
+#include "comm/wire_model.hpp"
 #include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
+#include "core/trace.hpp"
 
 namespace strata {
 
@@ -26,7 +28,12 @@ struct CommStats {
   // What this rank sends with the bandwidth-optimal algorithm for a group of p ranks
   // (comm/wire_model.hpp): the quantity the V1D/V2D formulas count.
   double wire_bytes = 0;
-  double seconds = 0;
+  double seconds = 0;  // exposed: the time this rank spent inside the calls and their waits
+  // Non-blocking transfers only: the time from the end of the post until the transfer was
+  // seen complete (by progress()) or waited for, during which the rank computed: the
+  // communication time the computation had the chance to hide (an upper bound on what it
+  // hid, since completion is only seen at the rank's next MPI call).
+  double overlapped_seconds = 0;
 };
 
 class Comm {
@@ -41,6 +48,8 @@ class Comm {
    private:
     friend class Comm;
     MPI_Request r_ = MPI_REQUEST_NULL;
+    double posted_at = 0, post_end = 0;  // clock (Timers::now()) at the post's start and end
+    double seen_done = 0;                // when progress() saw it complete (0: not yet)
   };
 
   // Does not take ownership of comm. The NCCL backend is set up collectively here.
@@ -76,7 +85,16 @@ class Comm {
   Request start_broadcast(T* host_data, int64_t n, int root);
   template <class T>
   Request start_reduce_sum(const T* host_send, T* host_recv, int64_t n, int root);
-  // Waits for request (nothing when none is pending), counting the wait as kind's seconds.
+  // Non-blocking, in place on host memory of size() blocks of n values (T = float or
+  // double): every rank's block rank() to everyone (all-gather, counted as "allgather");
+  // the sum over the ranks of their blocks rank() into block 0 (reduce-scatter, the other
+  // blocks left undefined; counted as "reduce_scatter"). Complete with wait().
+  template <class T>
+  Request start_allgather_in_place(T* host_buf, int64_t n);
+  template <class T>
+  Request start_reduce_scatter_in_place(T* host_buf, int64_t n);
+  // Waits for request (nothing when none is pending), counting the wait as kind's
+  // (exposed) seconds and the time before it as kind's overlapped seconds.
   void wait(Request& request, const char* kind);
   // Lets MPI move pending non-blocking transfers along (MPI_Test on each request; done
   // ones become MPI_REQUEST_NULL): called between pieces of computation, since MPI
@@ -126,6 +144,14 @@ class Comm {
   void barrier();
 
   const std::map<std::string, CommStats>& stats() const { return stats_; }
+  // With a recorder attached, every non-blocking transfer is an event on the rank's
+  // "in flight" lane (post to completion) and every wait longer than 10 us one on its
+  // main lane; name = the kind and this communicator's name.
+  void set_trace(TraceRecorder* trace, std::string name) {
+    trace_ = trace;
+    trace_name_ = std::move(name);
+  }
+  TraceRecorder* trace() const { return trace_; }
 
  private:
   template <class T>
@@ -141,6 +167,8 @@ class Comm {
   double allreduce_scalar(double x, MPI_Op op, const char* kind);
   // payload bytes; the wire bytes are payload * wire_per_byte (wire_model.hpp)
   void count(const char* kind, int64_t bytes, double wire_per_byte, double seconds);
+  // A posted non-blocking request, counted as kind (post started at clock t0).
+  Request posted(MPI_Request r, const char* kind, int64_t bytes, Collective collective, double t0);
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
@@ -148,6 +176,8 @@ class Comm {
   std::unique_ptr<NcclComm> nccl_;
   std::vector<V1<float>> deferred_float_;
   std::vector<V1<double>> deferred_double_;
+  TraceRecorder* trace_ = nullptr;
+  std::string trace_name_;
 };
 
 }  // namespace strata

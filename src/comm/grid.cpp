@@ -84,7 +84,17 @@ int Grid::rank_of(const GridCoords& g) const {
 }
 
 std::vector<std::pair<std::string, const Comm*>> Grid::reported_comms() const {
-  std::vector<std::pair<std::string, const Comm*>> out = {{"data", replicas_.get()}};
+  std::vector<std::pair<std::string, const Comm*>> out;
+  for (const auto& [name, c] : named_comms()) out.emplace_back(name, c);
+  return out;
+}
+
+void Grid::set_trace(TraceRecorder* trace) const {
+  for (const auto& [name, c] : named_comms()) c->set_trace(trace, name);
+}
+
+std::vector<std::pair<std::string, Comm*>> Grid::named_comms() const {
+  std::vector<std::pair<std::string, Comm*>> out = {{"data", replicas_.get()}};
   if (shape_.pipeline > 1) out.emplace_back("pipeline", pipeline_.get());
   if (embedding_) out.emplace_back("tied_emb", embedding_.get());
   if (experts_->size() > 1) {

@@ -89,12 +89,16 @@ class Grid {
   // names the summary gives them: "data" (the replicas), and where the layout has them
   // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col", "expert", "expert_data".
   std::vector<std::pair<std::string, const Comm*>> reported_comms() const;
+  // Attaches a timeline to the reported communicators (nullptr detaches): their
+  // non-blocking transfers and waits become events (Comm::set_trace).
+  void set_trace(TraceRecorder* trace) const;
 
  private:
   ParallelConfig shape_;
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
-  std::vector<MPI_Comm> owned_;  // every communicator split here, freed at the end
+  std::vector<MPI_Comm> owned_;                                    // every communicator split here, freed at the end
+  std::vector<std::pair<std::string, Comm*>> named_comms() const;  // reported_comms, writable
   std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_,
       pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_, embedding_;
   int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)

@@ -134,8 +134,8 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
           "and tensor_cols must be 1 for tensor_mode = \"3d\" (got " + grid +
               "; its groups are tensor_x, tensor_y and tensor_depth)");
   else
-    check(p.tensor_x == 1 && p.tensor_y == 1 && p.tensor_depth == 1, "parallel.tensor_x, tensor_y and tensor_depth",
-          "apply to tensor_mode = \"3d\" only");
+    check(p.tensor_x == 1 && p.tensor_y == 1 && p.tensor_depth == 1 && p.tensor_overlap,
+          "parallel.tensor_x, tensor_y, tensor_depth and tensor_overlap", "apply to tensor_mode = \"3d\" only");
   if (p.tensor_mode == TensorMode::TwoD)
     check(p.tensor_rows == p.tensor_cols, "parallel.tensor_cols",
           "must equal tensor_rows for tensor_mode = \"2d\": the grid " + grid + " is not square");

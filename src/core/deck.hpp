@@ -94,6 +94,7 @@ struct ParallelConfig {
   int64_t tensor_cols = 1;
   TensorMode tensor_mode = TensorMode::OneD;
   int64_t tensor_x = 1, tensor_y = 1, tensor_depth = 1;  // 3D (AxoNN): the X, Y and depth (Z) groups
+  bool tensor_overlap = true;      // 3D: the depth group's gathers and reduce-scatters in flight under the products
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
   int64_t expert = 1;              // ranks of the data group the experts are split over (expert parallelism)
   int64_t tensor_size() const {

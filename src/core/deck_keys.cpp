@@ -444,6 +444,10 @@ std::vector<DeckKey> declare_keys() {
       key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
           "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
           "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
+      key(par, &D::parallel, "tensor_overlap", &ParallelConfig::tensor_overlap, any<bool>(),
+          "tensor_mode = \"3d\": the next linear's weight gather over depth posted before this linear's product "
+          "and the weight gradients' reduce-scatters left in flight under the next product (AxoNN's overlap; the "
+          "same values either way, false: each transfer completed where it is needed)"),
       key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
           "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "

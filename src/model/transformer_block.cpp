@@ -64,8 +64,10 @@ int64_t TransformerRecomputed<T>::bytes_for(const BlockContext& ctx, const Block
 template <class T>
 void TransformerGradScratch<T>::ensure(int64_t rows, const BlockWidths& w) {
   if (int64_t(dqkv.extent(0)) != rows || (this->rows.extent(0) > 0) != (w.row_split > 1) ||
-      int64_t(weight_block.extent(0)) != w.weight_block)
+      int64_t(gathered0.extent(0)) != w.weight_block) {
     buffers(rows, w, AllocateEach{});
+    transfers.attach(gathered0, gathered1, grad_block0, grad_block1);
+  }
 }
 
 template <class T>
@@ -136,16 +138,21 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   k.ensure(ctx, w_, keep);
   if (!keep && !moe_) recomputed.ensure(ctx, w_);
   if (w_.row_split > 1 || w_.weight_block > 0) g.ensure(ctx.rows(), w_);
-  const V2<T> rows = g.rows;
-  const V1<T> block = g.weight_block;  // 3D: each linear's gathered weight block  // sequence parallelism's gathers and
-                                       // reduce-scatters (else empty)
+  const V2<T> rows = g.rows;  // sequence parallelism's gathers and reduce-scatters (else empty)
+  // 3D: each linear's weight block gathered over depth while the linear before it runs
+  Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
+  const auto prefetch = [&](bool in_linear, int w) {
+    if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
+  };
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   k.x_in = x;
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
   // bf16 written rounded (ProductOperand).
+  prefetch(true, qkv_w_);
   k.ln1.write([&](auto ln1) {
     tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   });
+  prefetch(false, proj_w_);
   k.ln1.read([&](auto ln1) {
     tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows, block);
   });  // (BT, 3A)
@@ -157,6 +164,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
                               precision_);  // (BT, A)
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  if (!moe_) prefetch(true, fc_w_);
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows,
                            block);                                         // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
@@ -169,6 +177,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
     residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + moe
     return aux;
   }
+  prefetch(false, fcp_w_);
   k.ln2.read([&](auto ln2) {
     tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows, block);
   });  // (BT, F)
@@ -177,6 +186,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
     tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows, block);
   });                                                  // (BT', C')
   residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + mlp
+  if (block) block->finish();
   return 0.0;
 }
 
@@ -198,19 +208,28 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // their gradients here.
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
   // (under sequence parallelism the weight half reads the gathered gradients in the scratch)
+  // 3D: each linear's weight block gathered over depth while the linear after it runs
+  Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
+  const auto prefetch = [&](bool in_linear, int w) {
+    if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
+  };
   if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2)
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
   } else {
+    prefetch(false, fcp_w_);
     Kokkos::deep_copy(k.out, dres);
-    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp, g.weight_block);
+    prefetch(true, fc_w_);
+    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp, block);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
-    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, g.weight_block);
+    prefetch(false, proj_w_);
+    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
   Kokkos::deep_copy(k.x_mid, dres);
   // attention branch
-  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn, g.weight_block);
+  prefetch(true, qkv_w_);
+  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn, block);
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
                                      w_.heads, precision_);
@@ -220,9 +239,10 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
-  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, g.weight_block);
+  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, block);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
+  if (block) block->finish();
 }
 
 template <class T>
@@ -244,15 +264,21 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
     tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, g.rows);
     return;
   }
+  // 3D: each weight gradient's reduce-scatter over depth in flight under the next product
+  Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
   if (!moe_) {
-    fch_gelu.read(
-        [&](auto h) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h); });
-    k.ln2.read(
-        [&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2); });
+    fch_gelu.read([&](auto h) {
+      tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h, block);
+    });
+    k.ln2.read([&](auto ln2) {
+      tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2, block);
+    });
   }
-  tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty);
-  k.ln1.read(
-      [&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1); });
+  tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty, block);
+  k.ln1.read([&](auto ln1) {
+    tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1, block);
+  });
+  if (block) block->finish();
 }
 
 template <class T>

@@ -129,10 +129,16 @@ struct TransformerGradScratch {
   Tensor2<T> dc, da;                 // (BT', C'), (BT, A)
   Tensor2<T> dfch;                   // (BT, F)
   Tensor2<T> rows, dy_mlp, dy_attn;  // (BT, C) under sequence parallelism, else empty
-  Tensor1<T> weight_block;           // 3D: a linear's weight block, gathered over depth
+  // 3D: two linears' weight blocks gathered over depth (one in use, the next one's on its
+  // way) and two weight-gradient blocks (one being reduce-scattered), which `transfers`
+  // (parallel/tp3d_transfers.hpp) keeps in flight
+  Tensor1<T> gathered0, gathered1, grad_block0, grad_block1;
+  Linear3DTransfers<T> transfers;
   void ensure(int64_t rows, const BlockWidths& w);
   static int64_t bytes_for(int64_t rows, const BlockWidths& w);  // bytes() after ensure(rows, w)
-  int64_t bytes() const { return view_bytes(dqkv, dc, da, dfch, rows, dy_mlp, dy_attn, weight_block); }
+  int64_t bytes() const {
+    return view_bytes(dqkv, dc, da, dfch, rows, dy_mlp, dy_attn, gathered0, gathered1, grad_block0, grad_block1);
+  }
   template <class Each>
   void buffers(int64_t n, const BlockWidths& w, Each&& each) {
     const int64_t gathered = w.row_split > 1 ? n : 0;
@@ -143,7 +149,10 @@ struct TransformerGradScratch {
     each(rows, "sp.rows", gathered, w.c);
     each(dy_mlp, "sp.dy_mlp", gathered, w.c);
     each(dy_attn, "sp.dy_attn", gathered, w.c);
-    each(weight_block, "3d.weight_block", w.weight_block);
+    each(gathered0, "3d.gathered0", w.weight_block);
+    each(gathered1, "3d.gathered1", w.weight_block);
+    each(grad_block0, "3d.grad_block0", w.weight_block);
+    each(grad_block1, "3d.grad_block1", w.weight_block);
   }
 };
 

@@ -31,6 +31,7 @@ struct TensorParallel {
   int q = 1, i = 0, j = 0;                        // 2D: grid side and this rank's (row, column)
   Comm *x = nullptr, *y = nullptr, *z = nullptr;  // 3D: the X, Y and depth groups
   int nx = 1, ny = 1, nz = 1, ix = 0, iy = 0, iz = 0;
+  bool overlap = true;  // 3D: the depth group's transfers in flight (parallel.tensor_overlap)
 
   int size() const {
     return mode == TensorMode::OneD     ? t
@@ -43,8 +44,8 @@ struct TensorParallel {
   TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
   // 3D: a block's first linears (qkv, fc: input over X, output over Y) and its second
   // ones (proj, fc_proj: the groups swapped).
-  Linear3DGroups in_linear() const { return {*x, *y, *z}; }
-  Linear3DGroups out_linear() const { return {*y, *x, *z}; }
+  Linear3DGroups in_linear() const { return {*x, *y, *z, overlap}; }
+  Linear3DGroups out_linear() const { return {*y, *x, *z, overlap}; }
 };
 
 // The split the grid's shape asks for, over the grid's tensor communicators: Serial for
@@ -62,6 +63,7 @@ inline TensorParallel tensor_parallel_of(const Grid& grid) {
     tp.z = grid.tensor_depth();
     tp.nx = int(p.tensor_x), tp.ny = int(p.tensor_y), tp.nz = int(p.tensor_depth);
     tp.ix = grid.coords().x, tp.iy = grid.coords().y, tp.iz = grid.coords().depth;
+    tp.overlap = p.tensor_overlap;
   } else if (p.tensor_mode == TensorMode::TwoD) {
     tp.mode = TensorMode::TwoD;
     tp.row = &grid.tensor_row();

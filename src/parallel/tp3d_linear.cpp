@@ -28,48 +28,30 @@ std::vector<T> linear3d_shard_of(const Linear3DGroups& g, const std::vector<T>& 
   return shard;
 }
 
-namespace {
-
-template <class T>
-void gather_block(const Linear3DGroups& g, V1<const T> w_shard, V2<T> w_block) {
-  if (g.depth.size() == 1)
-    Kokkos::deep_copy(V1<T>(w_block.data(), w_block.size()), w_shard);
-  else
-    g.depth.allgather<T>(w_shard, V1<T>(w_block.data(), w_block.size()));
-}
-
-}  // namespace
-
 template <class T>
 void linear3d_forward(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                      V1<const T> w_shard, V1<const T> bias, V2<T> w_block) {
-  gather_block<T>(g, w_shard, w_block);
-  kernels::product<T>(precision, "N", "N", x, V2<const T>(w_block), T(0), y);
+                      V1<const T> w_shard, V1<const T> bias, Linear3DTransfers<T>& transfers) {
+  const auto w = transfers.block(g, w_shard, x.extent(1), y.extent(1));
+  transfers.product(precision, "N", "N", x, w, y);
   if (g.in.size() > 1) g.in.allreduce_sum(V1<T>(y.data(), y.size()));
   if (bias.extent(0) > 0) kernels::add_bias<T>(y, bias);
 }
 
 template <class T>
 void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
-                             V1<const T> w_shard, V2<T> w_block) {
-  gather_block<T>(g, w_shard, w_block);
-  kernels::product<T>(precision, "N", "T", dy, V2<const T>(w_block), T(0), dx);
+                             V1<const T> w_shard, Linear3DTransfers<T>& transfers) {
+  const auto w = transfers.block(g, w_shard, dx.extent(1), dy.extent(1));
+  transfers.product(precision, "N", "T", dy, w, dx);
   if (g.out.size() > 1) g.out.allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 
 template <class T>
 void linear3d_backward_weight(const Linear3DGroups& g, kernels::ProductPrecision precision, V1<T> dw_shard, V1<T> dbias,
-                              V2<const T> dy, V2<const T> x) {
+                              V2<const T> dy, V2<const T> x, Linear3DTransfers<T>& transfers) {
   const int64_t bk = x.extent(1), bn = dy.extent(1);
-  Tensor2<T> block(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear3d.dw"), bk, bn);
-  kernels::product<T>(precision, "T", "N", x, dy, T(0), V2<T>(block));
-  if (g.depth.size() == 1) {
-    kernels::residual_accumulate<T>(dw_shard, V1<const T>(block.data(), block.size()));
-  } else {
-    Tensor1<T> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, "linear3d.dw_shard"), dw_shard.extent(0));
-    g.depth.reduce_scatter_sum<T>(V1<const T>(block.data(), block.size()), V1<T>(part));
-    kernels::residual_accumulate<T>(dw_shard, V1<const T>(part));
-  }
+  const V2<T> block = transfers.gradient_slot(bk, bn);
+  transfers.product(precision, "T", "N", x, dy, block);
+  transfers.reduce_scatter(g, dw_shard);
   if (dbias.extent(0) == 0) return;
   Tensor1<T> sums("linear3d.dbias", bn);
   kernels::add_column_sums<T>(V1<T>(sums), dy);
@@ -80,11 +62,11 @@ void linear3d_backward_weight(const Linear3DGroups& g, kernels::ProductPrecision
 #define STRATA_LINEAR3D(T)                                                                                             \
   template std::vector<T> linear3d_shard_of<T>(const Linear3DGroups&, const std::vector<T>&, int64_t, int64_t);        \
   template void linear3d_forward<T>(const Linear3DGroups&, kernels::ProductPrecision, V2<T>, V2<const T>, V1<const T>, \
-                                    V1<const T>, V2<T>);                                                               \
+                                    V1<const T>, Linear3DTransfers<T>&);                                               \
   template void linear3d_backward_input<T>(const Linear3DGroups&, kernels::ProductPrecision, V2<T>, V2<const T>,       \
-                                           V1<const T>, V2<T>);                                                        \
+                                           V1<const T>, Linear3DTransfers<T>&);                                        \
   template void linear3d_backward_weight<T>(const Linear3DGroups&, kernels::ProductPrecision, V1<T>, V1<T>,            \
-                                            V2<const T>, V2<const T>);
+                                            V2<const T>, V2<const T>, Linear3DTransfers<T>&);
 STRATA_LINEAR3D(float)
 STRATA_LINEAR3D(double)
 #undef STRATA_LINEAR3D

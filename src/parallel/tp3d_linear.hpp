@@ -13,13 +13,15 @@
 // A block's consecutive linears swap the two groups: an "in" linear (qkv, fc) splits its
 // input over X and its output over Y, an "out" linear (proj, fc_proj) its input over Y and
 // its output over X, so the activation between them needs no re-layout.
-// Forward: the block all-gathered over depth, multiplied, the output's partial sums
+// Forward: the block all-gathered over depth (in flight under the previous linear's
+// product: parallel/tp3d_transfers.hpp), multiplied, the output's partial sums
 // all-reduced over `in`. Backward: the input gradient's partial sums all-reduced over
 // `out`; the block's gradient (this depth rank's rows) reduce-scattered over depth into
 // the shard; the bias (n/out values, replicated over in and depth) summed over depth.
 #include "comm/comm.hpp"
 #include "core/tensor.hpp"
 #include "kernels/products.hpp"
+#include "parallel/tp3d_transfers.hpp"
 
 namespace strata {
 
@@ -27,6 +29,7 @@ struct Linear3DGroups {
   Comm& in;
   Comm& out;
   Comm& depth;
+  bool overlap = true;  // the depth group's transfers in flight under the products (tp3d_transfers.hpp)
 };
 
 // Values of the weight shard one rank keeps: k / (in depth) x n / out. A
@@ -38,22 +41,23 @@ int64_t linear3d_shard_size(const Linear3DGroups& g, int64_t k, int64_t n);
 template <class T>
 std::vector<T> linear3d_shard_of(const Linear3DGroups& g, const std::vector<T>& w, int64_t k, int64_t n);
 
-// y (r, n/out) = x (r, k/in) W_block + bias (n/out). w_block (k/in, n/out) is the caller's
-// workspace, filled here with the block gathered over depth.
+// y (r, n/out) = x (r, k/in) W_block + bias (n/out). The block comes from `transfers`
+// (prefetched by the caller, or gathered here).
 template <class T>
 void linear3d_forward(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                      V1<const T> w_shard, V1<const T> bias, V2<T> w_block);
+                      V1<const T> w_shard, V1<const T> bias, Linear3DTransfers<T>& transfers);
 
 // dx (r, k/in) = dy (r, n/out) W_block^T summed over `out`. The block is gathered again
-// into w_block (the forward's copy is not kept).
+// (the forward's copy is not kept).
 template <class T>
 void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
-                             V1<const T> w_shard, V2<T> w_block);
+                             V1<const T> w_shard, Linear3DTransfers<T>& transfers);
 
-// dw_shard += this rank's shard of sum over depth of x^T dy; dbias += the column sums of
-// dy over every depth rank's rows.
+// dw_shard += this rank's shard of sum over depth of x^T dy (with overlap, once the
+// reduce-scatter completes: by transfers.finish() at the latest); dbias += the column
+// sums of dy over every depth rank's rows.
 template <class T>
 void linear3d_backward_weight(const Linear3DGroups& g, kernels::ProductPrecision precision, V1<T> dw_shard, V1<T> dbias,
-                              V2<const T> dy, V2<const T> x);
+                              V2<const T> dy, V2<const T> x, Linear3DTransfers<T>& transfers);
 
 }  // namespace strata

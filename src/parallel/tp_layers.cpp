@@ -28,22 +28,18 @@ template <class T>
 V1<const T> shard_of(V2<const T> w) {
   return V1<const T>(w.data(), w.size());
 }
-// the (k/in, n/out) weight block of a 3D linear from x (r, k/in) and y (r, n/out), in the
-// caller's workspace
 template <class T>
-V2<T> block_for(V1<T> block, int64_t in_cols, int64_t out_cols) {
-  if (int64_t(block.extent(0)) < in_cols * out_cols)
-    throw std::logic_error("tp_layers: a 3D linear's weight block needs a workspace of " +
-                           std::to_string(in_cols * out_cols) + " values");
-  return V2<T>(block.data(), in_cols, out_cols);
+Linear3DTransfers<T>& transfers_of(Linear3DTransfers<T>* transfers) {
+  if (!transfers) throw std::logic_error("tp_layers: a 3D linear without its transfers (the block's workspace)");
+  return *transfers;
 }
 
 // a 3D linear's forward (its groups: in_linear or out_linear); X = bf16 is a logic_error
 template <class T, class X>
 void linear3d_forward_any(const Linear3DGroups& g, const char* layer, kernels::ProductPrecision precision, V2<T> y,
-                          V2<const X> x, V2<const T> w, V1<const T> b, V1<T> block) {
+                          V2<const X> x, V2<const T> w, V1<const T> b, Linear3DTransfers<T>* transfers) {
   if constexpr (std::is_same_v<X, T>)
-    linear3d_forward<T>(g, precision, y, x, shard_of(w), b, block_for(block, x.extent(1), y.extent(1)));
+    linear3d_forward<T>(g, precision, y, x, shard_of(w), b, transfers_of(transfers));
   else
     bf16_operand_in_2d(layer);
 }
@@ -72,9 +68,9 @@ V1<T> flat(V2<T> v) {
 
 template <class T, class X>
 void linear_in_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+                           V2<const T> w, V1<const T> b, V2<T> rows, Linear3DTransfers<T>* transfers) {
   if (tp.mode == TensorMode::ThreeD) {
-    linear3d_forward_any<T, X>(tp.in_linear(), "tp_linear_in_forward", precision, y, x, w, b, block);
+    linear3d_forward_any<T, X>(tp.in_linear(), "tp_linear_in_forward", precision, y, x, w, b, transfers);
   } else if (tp.row_split() > 1) {
     if constexpr (std::is_same_v<X, T>) {
       tp_gather_rows<T>(tp, rows, x);
@@ -92,9 +88,9 @@ void linear_in_forward_any(const TensorParallel& tp, kernels::ProductPrecision p
 
 template <class T, class X>
 void linear_out_forward_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const X> x,
-                            V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+                            V2<const T> w, V1<const T> b, V2<T> rows, Linear3DTransfers<T>* transfers) {
   if (tp.mode == TensorMode::ThreeD) {
-    linear3d_forward_any<T, X>(tp.out_linear(), "tp_linear_out_forward", precision, y, x, w, b, block);
+    linear3d_forward_any<T, X>(tp.out_linear(), "tp_linear_out_forward", precision, y, x, w, b, transfers);
   } else if (tp.row_split() > 1) {  // partial products of every row, this rank's rows of their sum, then the bias
     kernels::product<T>(precision, "N", "N", x, w, T(0), rows);
     tp.group->reduce_scatter_sum<T>(V1<const T>(rows.data(), rows.size()), flat(y));
@@ -115,10 +111,11 @@ void linear_out_forward_any(const TensorParallel& tp, kernels::ProductPrecision 
 
 template <class T, class X>
 void linear_backward_weight_any(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
-                                V2<const T> dy, V2<const X> x) {
+                                V2<const T> dy, V2<const X> x, Linear3DTransfers<T>* transfers) {
   if (tp.mode == TensorMode::ThreeD) {  // the depth group's sums: the same for an in and an out linear
     if constexpr (std::is_same_v<X, T>)
-      linear3d_backward_weight<T>(tp.in_linear(), precision, V1<T>(dw.data(), dw.size()), db, dy, x);
+      linear3d_backward_weight<T>(tp.in_linear(), precision, V1<T>(dw.data(), dw.size()), db, dy, x,
+                                  transfers_of(transfers));
     else
       bf16_operand_in_2d("tp_linear_backward_weight");
   } else if (tp.mode != TensorMode::TwoD)  // 1D: this rank's columns (in) or rows (out) of dw; an out linear's db is
@@ -178,21 +175,21 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
 
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                          V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
-  linear_in_forward_any<T, T>(tp, precision, y, x, w, b, rows, block);
+                          V2<const T> w, V1<const T> b, V2<T> rows, Linear3DTransfers<T>* transfers) {
+  linear_in_forward_any<T, T>(tp, precision, y, x, w, b, rows, transfers);
 }
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
-                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
-  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows, block);
+                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows,
+                          Linear3DTransfers<T>* transfers) {
+  linear_in_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows, transfers);
 }
 
 template <class T>
 void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
-                                 V2<const T> dy, V2<const T> w, V2<T> rows, V1<T> block) {
+                                 V2<const T> dy, V2<const T> w, V2<T> rows, Linear3DTransfers<T>* transfers) {
   if (tp.mode == TensorMode::ThreeD) {
-    linear3d_backward_input<T>(tp.in_linear(), precision, dx, dy, shard_of(w),
-                               block_for(block, dx.extent(1), dy.extent(1)));
+    linear3d_backward_input<T>(tp.in_linear(), precision, dx, dy, shard_of(w), transfers_of(transfers));
     return;
   }
   if (tp.mode == TensorMode::TwoD) {
@@ -211,22 +208,22 @@ void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPreci
 
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
-  linear_out_forward_any<T, T>(tp, precision, y, x, w, b, rows, block);
+                           V2<const T> w, V1<const T> b, V2<T> rows, Linear3DTransfers<T>* transfers) {
+  linear_out_forward_any<T, T>(tp, precision, y, x, w, b, rows, transfers);
 }
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
-                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows, V1<T> block) {
+                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows,
+                           Linear3DTransfers<T>* transfers) {
   if (tp.row_split() > 1) bf16_operand_in_sequence_parallel("tp_linear_out_forward");
-  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows, block);
+  linear_out_forward_any<T, kernels::bf16>(tp, precision, y, x, w, b, rows, transfers);
 }
 
 template <class T>
 void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
-                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows, V1<T> block) {
+                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows, Linear3DTransfers<T>* transfers) {
   if (tp.mode == TensorMode::ThreeD) {
-    linear3d_backward_input<T>(tp.out_linear(), precision, dx, dy, shard_of(w),
-                               block_for(block, dx.extent(1), dy.extent(1)));
+    linear3d_backward_input<T>(tp.out_linear(), precision, dx, dy, shard_of(w), transfers_of(transfers));
   } else if (tp.mode == TensorMode::TwoD) {
     linear2d_backward_input<T>(tp.grid(), precision, dx, dy, w);
   } else if (tp.row_split() > 1) {  // every rank's rows of dy, then this rank's columns of dx
@@ -239,13 +236,13 @@ void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrec
 
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
-                               V2<const T> dy, V2<const T> x) {
-  linear_backward_weight_any<T, T>(tp, precision, dw, db, dy, x);
+                               V2<const T> dy, V2<const T> x, Linear3DTransfers<T>* transfers) {
+  linear_backward_weight_any<T, T>(tp, precision, dw, db, dy, x, transfers);
 }
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
-                               V2<const T> dy, V2<const kernels::bf16> x) {
-  linear_backward_weight_any<T, kernels::bf16>(tp, precision, dw, db, dy, x);
+                               V2<const T> dy, V2<const kernels::bf16> x, Linear3DTransfers<T>* transfers) {
+  linear_backward_weight_any<T, kernels::bf16>(tp, precision, dw, db, dy, x, transfers);
 }
 
 #define STRATA_TP_LAYERS_INSTANTIATE(T)                                                                                \
@@ -255,15 +252,15 @@ void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecisi
                                          V2<const T>, V1<const T>, V1<const T>, V1<const T>, bool);                    \
   template void tp_gather_rows<T>(const TensorParallel&, V2<T>, V2<const T>);                                          \
   template void tp_linear_in_forward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,          \
-                                        V2<const T>, V1<const T>, V2<T>, V1<T>);                                       \
+                                        V2<const T>, V1<const T>, V2<T>, Linear3DTransfers<T>*);                       \
   template void tp_linear_in_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,   \
-                                               V2<const T>, V2<T>, V1<T>);                                             \
+                                               V2<const T>, V2<T>, Linear3DTransfers<T>*);                             \
   template void tp_linear_out_forward<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,         \
-                                         V2<const T>, V1<const T>, V2<T>, V1<T>);                                      \
+                                         V2<const T>, V1<const T>, V2<T>, Linear3DTransfers<T>*);                      \
   template void tp_linear_out_backward_input<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V2<const T>,  \
-                                                V2<const T>, V2<T>, V1<T>);                                            \
+                                                V2<const T>, V2<T>, Linear3DTransfers<T>*);                            \
   template void tp_linear_backward_weight<T>(const TensorParallel&, kernels::ProductPrecision, V2<T>, V1<T>,           \
-                                             V2<const T>, V2<const T>);
+                                             V2<const T>, V2<const T>, Linear3DTransfers<T>*);
 STRATA_TP_LAYERS_INSTANTIATE(float)
 STRATA_TP_LAYERS_INSTANTIATE(double)
 #undef STRATA_TP_LAYERS_INSTANTIATE
@@ -271,10 +268,10 @@ using kernels::bf16;
 template void tp_layernorm_forward<float>(const TensorParallel&, int64_t, V2<bf16>, V1<float>, V1<float>,
                                           V2<const float>, V1<const float>, V1<const float>);
 template void tp_linear_in_forward<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V2<const bf16>,
-                                          V2<const float>, V1<const float>, V2<float>, V1<float>);
+                                          V2<const float>, V1<const float>, V2<float>, Linear3DTransfers<float>*);
 template void tp_linear_out_forward<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V2<const bf16>,
-                                           V2<const float>, V1<const float>, V2<float>, V1<float>);
+                                           V2<const float>, V1<const float>, V2<float>, Linear3DTransfers<float>*);
 template void tp_linear_backward_weight<float>(const TensorParallel&, kernels::ProductPrecision, V2<float>, V1<float>,
-                                               V2<const float>, V2<const bf16>);
+                                               V2<const float>, V2<const bf16>, Linear3DTransfers<float>*);
 
 }  // namespace strata

@@ -12,9 +12,10 @@
 //
 // 3D (AxoNN, parallel/tp3d_linear.hpp): an "in" linear splits its input over X and its
 // output over Y, an "out" linear the other way round; each gathers its weight block over
-// the depth group into `block` (the caller's workspace, at least the block's values)
-// before its forward and again before its input gradient, and w is this rank's shard (the
-// block's rows of its depth rank). The layer norms take their statistics over X (the 2D
+// the depth group before its forward and again before its input gradient, through
+// `transfers` (parallel/tp3d_transfers.hpp: the caller prefetches the next linear's block
+// there, and finishes the weight gradients' reduce-scatters), and w is this rank's shard
+// (the block's rows of its depth rank). The layer norms take their statistics over X (the 2D
 // layer norm with X as its grid row and the depth group as its column).
 //
 // Sequence parallelism (tp.sequence, 1D): the block's input and output, its layer norms
@@ -49,28 +50,30 @@ void tp_gather_rows(const TensorParallel& tp, V2<T> full, V2<const T> local);
 // (sequence parallelism: x holds this rank's rows, gathered through `rows`).
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                          V2<const T> w, V1<const T> b, V2<T> rows = {}, V1<T> block = {});
+                          V2<const T> w, V1<const T> b, V2<T> rows = {}, Linear3DTransfers<T>* transfers = nullptr);
 // The backward comes in two halves, which zero-bubble pipeline schedules run apart:
 // *_backward_input writes dx (complete: summed over the group in 1D);
 // tp_linear_backward_weight accumulates dw, db (either kind of linear).
 template <class T>
 void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
-                                 V2<const T> dy, V2<const T> w, V2<T> rows = {}, V1<T> block = {});
+                                 V2<const T> dy, V2<const T> w, V2<T> rows = {},
+                                 Linear3DTransfers<T>* transfers = nullptr);
 // y = x w + b for a linear whose input is split over the group in 1D (its output is
 // all-reduced there, or under sequence parallelism reduce-scattered through `rows`, and
 // the replicated bias added once).
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
-                           V2<const T> w, V1<const T> b, V2<T> rows = {}, V1<T> block = {});
+                           V2<const T> w, V1<const T> b, V2<T> rows = {}, Linear3DTransfers<T>* transfers = nullptr);
 // Sequence parallelism: dy holds this rank's rows; they are gathered into dy_rows (B*T, C),
 // which the weight gradient reads next.
 template <class T>
 void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dx,
-                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows = {}, V1<T> block = {});
+                                  V2<const T> dy, V2<const T> w, V2<T> dy_rows = {},
+                                  Linear3DTransfers<T>* transfers = nullptr);
 // dw += x^T dy, db += the column sums of dy (in 2D, SUMMA's ATB and the column's sums).
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
-                               V2<const T> dy, V2<const T> x);
+                               V2<const T> dy, V2<const T> x, Linear3DTransfers<T>* transfers = nullptr);
 
 // The same layers with an activation that only feeds bf16 products kept as bf16
 // (kernels/bf16.hpp, model/product_operand.hpp): the layer norm writes it rounded, the
@@ -83,12 +86,14 @@ void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<kernels:
 // whose gathers move T)
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
-                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows = {}, V1<T> block = {});
+                          V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows = {},
+                          Linear3DTransfers<T>* transfers = nullptr);
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y,
-                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows = {}, V1<T> block = {});
+                           V2<const kernels::bf16> x, V2<const T> w, V1<const T> b, V2<T> rows = {},
+                           Linear3DTransfers<T>* transfers = nullptr);
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
-                               V2<const T> dy, V2<const kernels::bf16> x);
+                               V2<const T> dy, V2<const kernels::bf16> x, Linear3DTransfers<T>* transfers = nullptr);
 
 }  // namespace strata

@@ -188,10 +188,12 @@ TrainResult RunLoop::run() {
     barrier(grid.world());  // every rank's time 0 at the same moment
     trace = std::make_unique<TraceRecorder>(Timers::now());
     timers_.set_trace(trace.get());
+    grid.set_trace(trace.get());
   }
   TrainResult result = train();
   if (trace) {
     timers_.set_trace(nullptr);
+    grid.set_trace(nullptr);
     const auto& g = grid.coords();
     const std::string row = trace_row(
         grid.world_rank(), *trace,
@@ -453,12 +455,15 @@ void RunLoop::print_summary(const TrainResult& r) {
   const auto [comm_s, comm_wire] = comm_totals();
   log_.info(strfmt("communication (rank 0): %.3f s = %.1f%% of the loop, %.3f MiB/step sent (bandwidth-optimal count)",
                    comm_s, 100.0 * comm_s / loop, comm_wire / double(std::max<int64_t>(1, steps_run)) / (1 << 20)));
-  log_.info("comm group    kind                 calls  payload_MiB   wire_MiB    seconds");
+  // seconds: exposed (the rank waited); overlapped: non-blocking transfers' time in flight
+  // while the rank computed (Comm::CommStats)
+  log_.info("comm group    kind                 calls  payload_MiB   wire_MiB    seconds  overlapped");
   for (const auto& [group, c] : job_.grid().reported_comms())
     for (const auto& [kind, st] : c->stats())
       if (st.calls > 0 && (st.bytes > 0 || st.seconds > 1e-4))
-        log_.info(strfmt("comm %-8s %-20s %7lld %12.2f %10.2f %10.3f", group.c_str(), kind.c_str(), (long long)st.calls,
-                         double(st.bytes) / (1 << 20), st.wire_bytes / (1 << 20), st.seconds));
+        log_.info(strfmt("comm %-8s %-20s %7lld %12.2f %10.2f %10.3f %11.3f", group.c_str(), kind.c_str(),
+                         (long long)st.calls, double(st.bytes) / (1 << 20), st.wire_bytes / (1 << 20), st.seconds,
+                         st.overlapped_seconds));
 }
 
 }  // namespace strata

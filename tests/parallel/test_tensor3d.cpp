@@ -110,10 +110,13 @@ double relative_error(const std::vector<T>& got, const std::vector<T>& want) {
   return worst / scale;
 }
 
+// Runs the pair on R rows, overlapped as a block runs it (each linear's block prefetched
+// under the one before, the weight gradients' reduce-scatters left in flight) or not, and
+// checks every part against the reference; returns them all, for comparing runs.
 template <class T>
-void check_pair(int nx, int ny, int nz, double tol) {
+std::vector<T> check_pair(int nx, int ny, int nz, double tol, bool overlap = true, int64_t R = 12) {
   Groups3D g(nx, ny, nz);
-  const int64_t R = 12, C = 8, H = 16;  // rows (over Z), model width C (over X), hidden H (over Y)
+  const int64_t C = 8, H = 16;  // rows (over Z), model width C (over X), hidden H (over Y)
   const Mat X = from_type(test::random_vector<double>(size_t(R * C), 31));
   const Mat W1 = from_type(test::random_vector<double>(size_t(C * H), 32));
   const Mat B1 = from_type(test::random_vector<double>(size_t(H), 33));
@@ -126,7 +129,8 @@ void check_pair(int nx, int ny, int nz, double tol) {
   const Mat DW2 = matmul(transpose(Hs, R, H), DY, {}, H, R, C), DW1 = matmul(transpose(X, R, C), DH, {}, C, R, H);
   const Mat DB2 = column_sums(DY, R, C), DB1 = column_sums(DH, R, H);
 
-  const auto l1 = g.in_linear(), l2 = g.out_linear();
+  auto l1 = g.in_linear(), l2 = g.out_linear();
+  l1.overlap = l2.overlap = overlap;
   const int64_t r = R / nz, r0 = g.z * r, c = C / nx, c0 = g.x * c, h = H / ny, h0 = g.y * h;
   const auto to_dev = [](const std::vector<T>& v) { return test::to_device(v); };
   auto x = to_dev(block<T>(X, C, r0, r, c0, c)), dy = to_dev(block<T>(DY, C, r0, r, c0, c));
@@ -137,15 +141,25 @@ void check_pair(int nx, int ny, int nz, double tol) {
   CHECK(int64_t(w1.extent(0)) == C / (nx * nz) * (H / ny));
 
   Tensor1<T> hid("h", r * h), y("y", r * c), dh("dh", r * h), dx("dx", r * c);
-  Tensor1<T> w1_block("w1_block", c * h), w2_block("w2_block", h * c);
+  Tensor1<T> slots[4] = {Tensor1<T>("s0", c * h), Tensor1<T>("s1", c * h), Tensor1<T>("s2", c * h),
+                         Tensor1<T>("s3", c * h)};
+  Linear3DTransfers<T> transfers;
+  transfers.attach(slots[0], slots[1], slots[2], slots[3]);
   Tensor1<T> dw1("dw1", w1.extent(0)), dw2("dw2", w2.extent(0)), db1("db1", h), db2("db2", c);
   const kernels::ProductPrecision fp(Precision::FP32);
-  linear3d_forward<T>(l1, fp, test::mat(hid, r, h), cmat(x, r, c), w1, b1, test::mat(w1_block, c, h));
-  linear3d_forward<T>(l2, fp, test::mat(y, r, c), cmat(hid, r, h), w2, b2, test::mat(w2_block, h, c));
-  linear3d_backward_input<T>(l2, fp, test::mat(dh, r, h), cmat(dy, r, c), w2, test::mat(w2_block, h, c));
-  linear3d_backward_weight<T>(l2, fp, dw2, db2, cmat(dy, r, c), cmat(hid, r, h));
-  linear3d_backward_input<T>(l1, fp, test::mat(dx, r, c), cmat(dh, r, h), w1, test::mat(w1_block, c, h));
-  linear3d_backward_weight<T>(l1, fp, dw1, db1, cmat(dh, r, h), cmat(x, r, c));
+  transfers.prefetch(l1, w1);
+  transfers.prefetch(l2, w2);
+  linear3d_forward<T>(l1, fp, test::mat(hid, r, h), cmat(x, r, c), w1, b1, transfers);
+  linear3d_forward<T>(l2, fp, test::mat(y, r, c), cmat(hid, r, h), w2, b2, transfers);
+  transfers.finish();
+  transfers.prefetch(l2, w2);
+  transfers.prefetch(l1, w1);
+  linear3d_backward_input<T>(l2, fp, test::mat(dh, r, h), cmat(dy, r, c), w2, transfers);
+  linear3d_backward_input<T>(l1, fp, test::mat(dx, r, c), cmat(dh, r, h), w1, transfers);
+  transfers.finish();
+  linear3d_backward_weight<T>(l2, fp, dw2, db2, cmat(dy, r, c), cmat(hid, r, h), transfers);
+  linear3d_backward_weight<T>(l1, fp, dw1, db1, cmat(dh, r, h), cmat(x, r, c), transfers);
+  transfers.finish();
 
   INFO("X x Y x Z = " << nx << " x " << ny << " x " << nz << " at (" << g.x << ", " << g.y << ", " << g.z << ")");
   CHECK(relative_error(test::to_host<T>(hid), block<T>(Hs, H, r0, r, h0, h)) <= tol);
@@ -156,6 +170,12 @@ void check_pair(int nx, int ny, int nz, double tol) {
   CHECK(relative_error(test::to_host<T>(dw2), linear3d_shard_of<T>(l2, to_type<T>(DW2), H, C)) <= tol);
   CHECK(relative_error(test::to_host<T>(db1), block<T>(DB1, H, 0, 1, h0, h)) <= tol);
   CHECK(relative_error(test::to_host<T>(db2), block<T>(DB2, C, 0, 1, c0, c)) <= tol);
+  std::vector<T> all;
+  for (const auto* v : {&hid, &y, &dh, &dx, &dw1, &dw2, &db1, &db2}) {
+    const auto part = test::to_host<T>(*v);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
 }
 
 // Every X x Y x Z with sides 1, 2 or 4 whose product divides the job's ranks.
@@ -177,6 +197,17 @@ TEST_CASE("3D linear pair: outputs, input gradients, weight shards and bias part
   for (const auto& [nx, ny, nz] : shapes()) {
     check_pair<double>(nx, ny, nz, 1e-12);
     check_pair<float>(nx, ny, nz, 1e-5);
+  }
+}
+
+TEST_CASE("3D linear pair: overlapped transfers give the blocking schedule's bits", "[mpi][tensor_parallel][tp3d]") {
+  // 1040 rows: the products are cut into pieces between transfers (rows; the weight
+  // gradients' 256-row slices of their inner dimension), which must not change a bit
+  for (const auto& [nx, ny, nz] : shapes()) {
+    const auto on = check_pair<float>(nx, ny, nz, 1e-5, true, 1040),
+               off = check_pair<float>(nx, ny, nz, 1e-5, false, 1040);
+    INFO("X x Y x Z = " << nx << " x " << ny << " x " << nz);
+    CHECK(on == off);
   }
 }
 

@@ -1,0 +1,195 @@
+#include "parallel/tp3d_transfers.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/residual.hpp"
+#include "parallel/tp3d_linear.hpp"
+
+namespace strata {
+
+template <class T>
+void Linear3DTransfers<T>::attach(V1<T> gathered0, V1<T> gathered1, V1<T> grad0, V1<T> grad1) {
+  finish();
+  V1<T> g[2] = {gathered0, gathered1}, r[2] = {grad0, grad1};
+  for (int i = 0; i < 2; ++i) {
+    gathers_[i] = Gather();
+    gathers_[i].values = g[i];
+    gathers_[i].host = Kokkos::create_mirror_view(g[i]);
+    reduces_[i] = Reduce();
+    reduces_[i].values = r[i];
+    reduces_[i].host = Kokkos::create_mirror_view(r[i]);
+  }
+}
+
+template <class T>
+typename Linear3DTransfers<T>::Gather& Linear3DTransfers<T>::free_gather() {
+  Gather& a = gathers_[0];
+  Gather& b = gathers_[1];
+  const bool a_free = a.used, b_free = b.used;
+  if (a_free && b_free) return a.stamp <= b.stamp ? a : b;
+  if (a_free || b_free) return a_free ? a : b;
+  Gather& older = a.stamp <= b.stamp ? a : b;  // two prefetches nobody used: the older one is dropped
+  complete(older);
+  older.used = true;
+  return older;
+}
+
+template <class T>
+void Linear3DTransfers<T>::post_gather(Gather& s, const Linear3DGroups& g, V1<const T> shard) {
+  const int64_t n = shard.extent(0), p = g.depth.size();
+  if (int64_t(s.values.extent(0)) < n * p)
+    throw std::logic_error("Linear3DTransfers: a gathered block of " + std::to_string(n * p) + " values in a slot of " +
+                           std::to_string(s.values.extent(0)));
+  Kokkos::fence();  // the shard's writers (the optimizer) are done
+  Kokkos::deep_copy(Kokkos::subview(s.host, std::make_pair(g.depth.rank() * n, (g.depth.rank() + 1) * n)), shard);
+  s.shard = shard.data();
+  s.depth = &g.depth;
+  s.used = false;
+  s.stamp = ++clock_;
+  s.request = g.depth.start_allgather_in_place(s.host.data(), n);
+}
+
+template <class T>
+void Linear3DTransfers<T>::complete(Gather& s) {
+  if (!s.depth) return;
+  s.depth->wait(s.request, "allgather");
+  Kokkos::deep_copy(s.values, s.host);  // nothing to copy where the mirror is the slot
+  s.depth = nullptr;
+}
+
+template <class T>
+void Linear3DTransfers<T>::prefetch(const Linear3DGroups& g, V1<const T> shard) {
+  if (!g.overlap || g.depth.size() == 1) return;
+  post_gather(free_gather(), g, shard);
+}
+
+template <class T>
+V2<const T> Linear3DTransfers<T>::block(const Linear3DGroups& g, V1<const T> shard, int64_t rows, int64_t cols) {
+  if (int64_t(shard.extent(0)) * g.depth.size() != rows * cols)
+    throw std::logic_error("Linear3DTransfers: a shard of " + std::to_string(shard.extent(0)) +
+                           " values is no part of a " + std::to_string(rows) + " x " + std::to_string(cols) + " block");
+  if (g.depth.size() == 1) return V2<const T>(shard.data(), rows, cols);
+  Gather* s = nullptr;
+  for (auto& c : gathers_)
+    if (!c.used && c.shard == shard.data() && c.depth == &g.depth) s = &c;
+  if (!s) {
+    s = &free_gather();
+    post_gather(*s, g, shard);
+  }
+  complete(*s);
+  s->used = true;
+  s->stamp = ++clock_;
+  return V2<const T>(s->values.data(), rows, cols);
+}
+
+template <class T>
+void Linear3DTransfers<T>::product(kernels::ProductPrecision precision, const char* ta, const char* tb, V2<const T> a,
+                                   V2<const T> b, V2<T> c) {
+  bool in_flight = false;
+  for (auto& s : gathers_) in_flight = in_flight || s.request.pending();
+  for (auto& s : reduces_) in_flight = in_flight || s.request.pending();
+  constexpr int kPieces = 4;
+#if defined(KOKKOS_ENABLE_CUDA)
+  const bool cut = false;  // cuBLAS adds K up its own way; progress before and after only
+#else
+  const bool cut = in_flight;
+#endif
+  if (!cut) {
+    if (in_flight) progress();
+    kernels::product<T>(precision, ta, tb, a, b, T(0), c);
+    if (in_flight) progress();
+    return;
+  }
+  if (ta[0] == 'N') {  // rows of a and c, each row's value unchanged
+    const int64_t m = a.extent(0), step = std::max<int64_t>(1, (m + kPieces - 1) / kPieces);
+    for (int64_t r0 = 0; r0 < m; r0 += step) {
+      const auto rows = std::make_pair(r0, std::min(m, r0 + step));
+      kernels::product<T>(precision, ta, tb, V2<const T>(Kokkos::subview(a, rows, Kokkos::ALL)), b, T(0),
+                          V2<T>(Kokkos::subview(c, rows, Kokkos::ALL)));
+      progress();
+    }
+    return;
+  }
+  // a weight gradient a^T b: its inner dimension (a's and b's rows) in whole slices of
+  // gemm's own kSliceK, added in gemm's order (fp32: the same bits); bf16 products add
+  // their K in one call, so they are not cut
+#if !defined(KOKKOS_ENABLE_CUDA)
+  const int64_t k = a.extent(0), slice = kernels::detail::kSliceK;
+  if (precision.type != Precision::BF16 && k > slice) {
+    const int64_t step = std::max<int64_t>(1, (k / slice + kPieces - 1) / kPieces) * slice;
+    for (int64_t k0 = 0; k0 < k; k0 += step) {
+      const auto rows = std::make_pair(k0, std::min(k, k0 + step));
+      kernels::product<T>(precision, ta, tb, V2<const T>(Kokkos::subview(a, rows, Kokkos::ALL)),
+                          V2<const T>(Kokkos::subview(b, rows, Kokkos::ALL)), k0 == 0 ? T(0) : T(1), c);
+      progress();
+    }
+    return;
+  }
+#endif
+  progress();
+  kernels::product<T>(precision, ta, tb, a, b, T(0), c);
+  progress();
+}
+
+template <class T>
+V2<T> Linear3DTransfers<T>::gradient_slot(int64_t rows, int64_t cols) {
+  Reduce& s = reduces_[next_reduce_];
+  complete(s);
+  if (int64_t(s.values.extent(0)) < rows * cols)
+    throw std::logic_error("Linear3DTransfers: a weight gradient block of " + std::to_string(rows * cols) +
+                           " values in a slot of " + std::to_string(s.values.extent(0)));
+  return V2<T>(s.values.data(), rows, cols);
+}
+
+template <class T>
+void Linear3DTransfers<T>::reduce_scatter(const Linear3DGroups& g, V1<T> dw_shard) {
+  Reduce& s = reduces_[next_reduce_];
+  const int64_t n = dw_shard.extent(0);
+  if (g.depth.size() == 1) {
+    kernels::residual_accumulate<T>(dw_shard, V1<const T>(s.values.data(), n));
+    return;
+  }
+  next_reduce_ = 1 - next_reduce_;
+  Kokkos::fence();  // the product that filled the slot is done
+  Kokkos::deep_copy(s.host, s.values);
+  s.target = dw_shard;
+  s.depth = &g.depth;
+  s.request = g.depth.start_reduce_scatter_in_place(s.host.data(), n);
+  if (!g.overlap) complete(s);
+}
+
+template <class T>
+void Linear3DTransfers<T>::complete(Reduce& s) {
+  if (!s.depth) return;
+  s.depth->wait(s.request, "reduce_scatter");
+  const int64_t n = s.target.extent(0);
+  const auto part = std::make_pair(int64_t(0), n);
+  Kokkos::deep_copy(Kokkos::subview(s.values, part), Kokkos::subview(s.host, part));
+  kernels::residual_accumulate<T>(s.target, V1<const T>(s.values.data(), n));
+  s.depth = nullptr;
+  s.target = V1<T>();
+}
+
+template <class T>
+void Linear3DTransfers<T>::finish() {
+  for (auto& s : gathers_) {
+    complete(s);
+    s.used = true;
+  }
+  for (auto& s : reduces_) complete(s);
+}
+
+template <class T>
+void Linear3DTransfers<T>::progress() {
+  for (auto& s : gathers_)
+    if (s.depth) s.depth->progress(&s.request, 1);
+  for (auto& s : reduces_)
+    if (s.depth) s.depth->progress(&s.request, 1);
+}
+
+template class Linear3DTransfers<float>;
+template class Linear3DTransfers<double>;
+
+}  // namespace strata
