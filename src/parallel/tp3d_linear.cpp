@@ -32,7 +32,7 @@ template <class T>
 void linear3d_forward(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
                       V1<const T> w_shard, V1<const T> bias, Linear3DTransfers<T>& transfers) {
   const auto w = transfers.block(g, w_shard, x.extent(1), y.extent(1));
-  transfers.product(precision, "N", "N", x, w, y);
+  transfers.product(g, "3d x W", precision, "N", "N", x, w, y);
   if (g.in.size() > 1) g.in.allreduce_sum(V1<T>(y.data(), y.size()));
   if (bias.extent(0) > 0) kernels::add_bias<T>(y, bias);
 }
@@ -41,7 +41,7 @@ template <class T>
 void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
                              V1<const T> w_shard, Linear3DTransfers<T>& transfers) {
   const auto w = transfers.block(g, w_shard, dx.extent(1), dy.extent(1));
-  transfers.product(precision, "N", "T", dy, w, dx);
+  transfers.product(g, "3d dy W^T", precision, "N", "T", dy, w, dx);
   if (g.out.size() > 1) g.out.allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 
@@ -50,7 +50,7 @@ void linear3d_backward_weight(const Linear3DGroups& g, kernels::ProductPrecision
                               V2<const T> dy, V2<const T> x, Linear3DTransfers<T>& transfers) {
   const int64_t bk = x.extent(1), bn = dy.extent(1);
   const V2<T> block = transfers.gradient_slot(bk, bn);
-  transfers.product(precision, "T", "N", x, dy, block);
+  transfers.product(g, "3d x^T dy", precision, "T", "N", x, dy, block);
   transfers.reduce_scatter(g, dw_shard);
   if (dbias.extent(0) == 0) return;
   Tensor1<T> sums("linear3d.dbias", bn);

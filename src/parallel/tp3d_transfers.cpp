@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/timers.hpp"
 #include "kernels/residual.hpp"
 #include "parallel/tp3d_linear.hpp"
 
@@ -85,8 +86,8 @@ V2<const T> Linear3DTransfers<T>::block(const Linear3DGroups& g, V1<const T> sha
 }
 
 template <class T>
-void Linear3DTransfers<T>::product(kernels::ProductPrecision precision, const char* ta, const char* tb, V2<const T> a,
-                                   V2<const T> b, V2<T> c) {
+void Linear3DTransfers<T>::pieces(kernels::ProductPrecision precision, const char* ta, const char* tb, V2<const T> a,
+                                  V2<const T> b, V2<T> c) {
   bool in_flight = false;
   for (auto& s : gathers_) in_flight = in_flight || s.request.pending();
   for (auto& s : reduces_) in_flight = in_flight || s.request.pending();
@@ -131,6 +132,18 @@ void Linear3DTransfers<T>::product(kernels::ProductPrecision precision, const ch
   progress();
   kernels::product<T>(precision, ta, tb, a, b, T(0), c);
   progress();
+}
+
+template <class T>
+void Linear3DTransfers<T>::product(const Linear3DGroups& g, const char* label, kernels::ProductPrecision precision,
+                                   const char* ta, const char* tb, V2<const T> a, V2<const T> b, V2<T> c) {
+  TraceRecorder* trace = g.depth.trace();
+  const double t0 = trace ? Timers::now() : 0.0;
+  pieces(precision, ta, tb, a, b, c);
+  if (trace) {
+    Kokkos::fence();
+    trace->add(label, "product", t0, Timers::now());
+  }
 }
 
 template <class T>

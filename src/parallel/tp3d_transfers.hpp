@@ -40,9 +40,10 @@ class Linear3DTransfers {
   // prefetch or block call.
   V2<const T> block(const Linear3DGroups& g, V1<const T> shard, int64_t rows, int64_t cols);
   // c = op(a) op(b) (ta "N": by rows of a; ta "T": a weight gradient, by slices of its
-  // inner dimension), moving the transfers in flight along between pieces.
-  void product(kernels::ProductPrecision precision, const char* ta, const char* tb, V2<const T> a, V2<const T> b,
-               V2<T> c);
+  // inner dimension), moving the transfers in flight along between pieces. With a
+  // timeline on g.depth (Comm::set_trace), an event `label` of category "product".
+  void product(const Linear3DGroups& g, const char* label, kernels::ProductPrecision precision, const char* ta,
+               const char* tb, V2<const T> a, V2<const T> b, V2<T> c);
   // A slot for a weight gradient's (rows x cols) block; its earlier reduce-scatter, if one
   // is in flight, is completed first.
   V2<T> gradient_slot(int64_t rows, int64_t cols);
@@ -72,6 +73,8 @@ class Linear3DTransfers {
     Comm* depth = nullptr;
     Comm::Request request;
   };
+  void pieces(kernels::ProductPrecision precision, const char* ta, const char* tb, V2<const T> a, V2<const T> b,
+              V2<T> c);
   Gather& free_gather();
   void post_gather(Gather& s, const Linear3DGroups& g, V1<const T> shard);
   void complete(Gather& s);

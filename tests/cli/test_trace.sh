@@ -69,3 +69,34 @@ doc = json.load(open('resnet.json'))
 steps = [e for e in doc['traceEvents'] if e['ph'] == 'X' and e['name'] == 'step']
 assert sorted({e['tid'] for e in steps}) == [0, 1] and len(steps) == 4, steps
 print('ok: the residual network has a timeline of both ranks and a communication table')"
+
+# The 3D split's overlap (parallel.tensor_overlap): with it, the depth group's gathers are
+# in flight (the row of transfers in flight) while the products run; without it, never.
+for overlap in true false; do
+  timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set parallel.pipeline=1 --set parallel.micro_batches=1 \
+    --set parallel.tensor_mode='"3d"' --set parallel.tensor_depth=2 --set parallel.tensor_overlap=$overlap \
+    --set run.steps=2 --trace 3d_$overlap.json > 3d_$overlap.txt 2>&1 || { cat 3d_$overlap.txt; exit 1; }
+  grep -q "^comm tensor_depth allgather" 3d_$overlap.txt || { cat 3d_$overlap.txt; exit 1; }
+  /usr/bin/python3 - 3d_$overlap.json $overlap <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+on = sys.argv[2] == "true"
+ev = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+for rank in (0, 1):
+    products = [e for e in ev if e["tid"] == rank and e["cat"] == "product"]
+    gathers = [e for e in ev if e["tid"] == 10000 + rank and e["name"] == "allgather tensor_depth"]
+    scatters = [e for e in ev if e["tid"] == 10000 + rank and e["name"] == "reduce_scatter tensor_depth"]
+    assert products and gathers and scatters, (rank, len(products), len(gathers), len(scatters))
+    def under(t):  # in flight for more than 1 us of some product
+        return any(min(t["ts"] + t["dur"], p["ts"] + p["dur"]) - max(t["ts"], p["ts"]) > 1 for p in products)
+    g, s = sum(map(under, gathers)), sum(map(under, scatters))
+    # a block's first gather of a pass has no product to hide under; a small reduce-scatter
+    # may be seen done by the first progress call, before its product's first piece
+    if on:
+        assert g >= len(gathers) * 2 // 3 and s >= 1, (rank, g, len(gathers), s, len(scatters))
+    else:
+        assert g == 0 and s == 0, (rank, g, s)
+    print(f"ok: rank {rank}, overlap {sys.argv[2]}: {g} of {len(gathers)} gathers and {s} of {len(scatters)} "
+          "reduce-scatters in flight under a product")
+PY
+done
