@@ -34,8 +34,9 @@ int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init
     p.offset = total_;
   } else {  // before the experts' parameters, which move up
     p.offset = dense_total_;
-    for (auto& q : infos_)
-      if (q.expert) q.offset += p.numel;
+    if (total_ > dense_total_)  // experts' parameters are held: they move up
+      for (auto& q : infos_)
+        if (q.expert) q.offset += p.numel;
     dense_total_ += p.numel;
     expert_begin_ = dense_total_;
   }

@@ -7,6 +7,7 @@
 // global weights.
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -184,7 +185,7 @@ class ParamStore {
     return p.numel == 0 ? V2<T>(buf.data(), 0, 0) : as_matrix(buf.data() + p.offset, p.count[0], p.numel / p.count[0]);
   }
   std::vector<ParamInfo> infos_;
-  std::map<std::string, int> by_name_;
+  std::unordered_map<std::string, int> by_name_;
   int64_t total_ = 0, dense_total_ = 0, expert_begin_ = 0;
   int moment_shards_ = 1, expert_shards_ = 0;
   std::vector<MomentSpan> spans_;

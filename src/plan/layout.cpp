@@ -1,5 +1,6 @@
 #include "plan/layout.hpp"
 #include "model/model_kind.hpp"
+#include "plan/axonn_model.hpp"
 
 #include <algorithm>
 
@@ -55,7 +56,7 @@ std::vector<std::string> Layout::overrides() const {
           "parallel.expert=" + std::to_string(p.expert)};
 }
 
-std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
+std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine) {
   // beyond 8 micro-batches per stage a flushing schedule's bubble, (p-1)/(m+p-1), is
   // under 1/9 and the simulations only grow
   Layout serial;
@@ -77,18 +78,20 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks) {
       l.q = q;
       tensor_splits.push_back(l);
     }
-  // 3D splits where the deck asks for them (the search over every X x Y x depth is not
-  // yet pruned: at 64 ranks it would multiply the layouts many times)
-  if (deck.parallel.tensor_mode == TensorMode::ThreeD)
-    for (int tx = 1; tx <= ranks; ++tx)
-      for (int ty = 1; tx * ty <= ranks; ++ty)
-        for (int tz = 1; tx * ty * tz <= ranks; ++tz)
-          if (tx * ty * tz > 1 && ranks % (tx * ty * tz) == 0) {
-            Layout l = serial;
-            l.tensor = TensorMode::ThreeD;
-            l.tx = tx, l.ty = ty, l.tz = tz;
-            tensor_splits.push_back(l);
-          }
+  // 3D splits: of each tensor size, the best kBest3D by AxoNN's communication model
+  // (plan/axonn_model.hpp; the search over every X x Y x depth would multiply the layouts
+  // many times), and every split where the deck asks for 3D at no more than 8 ranks
+  constexpr int kBest3D = 2;
+  const bool all_3d = deck.parallel.tensor_mode == TensorMode::ThreeD && ranks <= 8;
+  for (int size = 2; size <= ranks; ++size) {
+    if (ranks % size != 0 || !deck.model.is_gpt()) continue;
+    for (const Layout& l : best_3d_splits(deck, ranks, size, all_3d ? size * size : kBest3D, machine)) {
+      Layout split = serial;
+      split.tensor = TensorMode::ThreeD;
+      split.tx = l.tx, split.ty = l.ty, split.tz = l.tz;
+      tensor_splits.push_back(split);
+    }
+  }
   std::vector<Layout> out;
   const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
   const auto admit = [&](Layout l) {

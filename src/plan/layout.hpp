@@ -11,6 +11,8 @@
 
 namespace strata {
 
+struct MachineFile;
+
 struct Layout {
   int data = 1, pipeline = 1;
   int context = 1;  // ranks each sequence is split over
@@ -52,9 +54,12 @@ struct Layout {
 // to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
 // 1D splits) as the deck asks (not the schedules that refuse them). With mixtures of
 // experts, every expert split e dividing data (with a 1D split of t ranks, e t dividing the
-// experts), and no 2D or 3D split (which the deck refuses with them).
+// experts), and no 2D or 3D split (which the deck refuses with them). 3D splits: of each
+// tensor size the two best by AxoNN's communication model (plan/axonn_model.hpp; timed on
+// machine, or by bytes without one), every one where the deck asks for 3D on at most 8
+// ranks.
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
-std::vector<Layout> feasible_layouts(const Deck& deck, int ranks);
+std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine = nullptr);
 
 }  // namespace strata

@@ -92,8 +92,9 @@ std::string memory_options(const Layout& l, const Layout& varied) {
 }  // namespace
 
 std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const MachineFile& machine) {
+  const DryModelCache models;  // the same stage models for every micro-batch count and ZeRO stage
   std::vector<StepPrediction> out;
-  for (const Layout& l : feasible_layouts(deck, ranks)) {
+  for (const Layout& l : feasible_layouts(deck, ranks, &machine)) {
     out.push_back(predict_step(deck, l, machine));
     if (fits(out.back(), machine) || !deck.model.is_gpt()) continue;
     // memory-bound: the fastest variant that fits, beside the layout as asked; of variants
@@ -167,6 +168,30 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
     return -1;
   }
   const auto& r = ranked[size_t(best)];
+  // the fastest layout that fits of each tensor split, side by side, against the recommended one
+  out << "the best of each tensor split that fits (comm: the exposed communication per step; then the bytes a rank "
+         "sends):\n";
+  for (const TensorMode mode : {TensorMode::Serial, TensorMode::OneD, TensorMode::TwoD, TensorMode::ThreeD}) {
+    const StepPrediction* b = nullptr;
+    for (const auto& p : ranked)
+      if (p.layout.tensor == mode && double(p.memory_bytes()) <= machine.memory_capacity) {
+        b = &p;
+        break;
+      }
+    const char* label = mode == TensorMode::Serial ? "none" : to_string(mode).c_str();
+    if (!b) {
+      out << strfmt("  %-4s  (no layout fits)\n", label);
+      continue;
+    }
+    out << strfmt("  %-4s  %-40s %10s  compute %9s  comm %9s  %11s/step  %s\n", label, b->layout.name().c_str(),
+                  seconds_text(b->step_s).c_str(), seconds_text(b->compute_s).c_str(), seconds_text(b->comm_s).c_str(),
+                  bytes_text(b->wire_bytes).c_str(),
+                  b == &r
+                      ? "recommended"
+                      : strfmt("%+.1f%% step time: comm %+.1f ms, compute %+.1f ms", 100.0 * (b->step_s / r.step_s - 1),
+                               1e3 * (b->comm_s - r.comm_s), 1e3 * (b->compute_s - r.compute_s))
+                            .c_str());
+  }
   out << "recommended: " << r.layout.name()
       << strfmt(
              " (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "

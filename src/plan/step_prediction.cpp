@@ -1,12 +1,15 @@
 #include "plan/step_prediction.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "engine/pipeline/simulate.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "plan/engine_traffic.hpp"
+#include "plan/links.hpp"
 
 namespace strata {
 namespace {
@@ -23,7 +26,7 @@ TensorParallel tensor_of(const Layout& l) {
 
 // The stage's model as the run would build it (make_model), without memory: a GPT (the
 // planner plans GPT decks).
-std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
+std::unique_ptr<GPT<float>> build_dry_model(const Deck& deck, const Layout& l, int stage) {
   ContextParallel cp;  // context rank 0: the zigzag split gives every rank the same work
   cp.size = l.context;
   cp.all_to_all = l.context_mode == ContextMode::AllToAll;
@@ -32,6 +35,27 @@ std::unique_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   ep.data_size = l.data;
   ep.token_ranks = l.replicas();
   return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp, ep));
+}
+
+// While a DryModelCache lives (one deck's search), the models by what shapes them: the
+// layout but its micro-batch count and ZeRO stage (which build the same model), the
+// stage, and the product precision and bf16 rounding the deck copies vary.
+std::map<std::string, std::shared_ptr<GPT<float>>>* active_cache = nullptr;
+
+std::shared_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
+  if (!active_cache) return build_dry_model(deck, l, stage);
+  Layout shape = l;
+  shape.micro_batches = 1;
+  shape.zero = 0;
+  const std::string key = shape.name() + " stage " + std::to_string(stage) + " " + to_string(deck.model.precision) +
+                          (deck.model.bf16_round_once ? " once" : " every");
+  // the layouts of one shape come one after another (feasible_layouts): a few hundred
+  // models at most are kept (each holds its parameters' descriptions)
+  constexpr size_t kMostModels = 256;
+  if (active_cache->size() >= kMostModels && !active_cache->count(key)) active_cache->clear();
+  auto& slot = (*active_cache)[key];
+  if (!slot) slot = build_dry_model(deck, shape, stage);
+  return slot;
 }
 
 // Attention's products, fused: at the machine's attention rate on the kernel's own count
@@ -45,6 +69,16 @@ double attention_seconds(const GPT<float>& model, const BlockContext& micro, con
 
 }  // namespace
 
+DryModelCache::DryModelCache() {
+  if (!active_cache) {
+    active_cache = &models_;
+    owner_ = true;
+  }
+}
+DryModelCache::~DryModelCache() {
+  if (owner_) active_cache = nullptr;
+}
+
 double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m, Precision precision) {
   return (model.stage_flops(micro) - model.attention_model_flops(micro)) / m.gemm_rate(precision) +
          attention_seconds(model, micro, m, precision);
@@ -56,54 +90,6 @@ PipeSchedule schedule_of(const Layout& l, int mini_batches) {
   return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches,
                        l.schedule == Schedule::Interleaved ? l.virtual_stages : 1);
 }
-
-// Which links a communicator group crosses: ranks are numbered tensor-fastest, then
-// context, pipeline, data (comm/grid.hpp), so a group stays in a node while the ranks it
-// spans (from its first to its last) are no more than a node has.
-class Links {
- public:
-  Links(const Layout& l, const MachineFile& m) : l_(l), m_(m) {}
-  const LinkCosts& of(const std::string& group) const {
-    const int64_t ts = l_.tensor_size(), x = l_.context, p = l_.pipeline, d = l_.data;
-    int64_t span = 1;
-    if (group == "tensor")
-      span = ts;
-    else if (group == "grid_row")
-      span = l_.q;
-    else if (group == "grid_col")
-      span = l_.q * (l_.q - 1) + 1;
-    else if (group == "tensor_x")  // 3D: x fastest, then y, then depth (comm/grid.cpp)
-      span = l_.tx;
-    else if (group == "tensor_y")
-      span = l_.tx * (l_.ty - 1) + 1;
-    else if (group == "tensor_depth")
-      span = l_.tx * l_.ty * (l_.tz - 1) + 1;
-    else if (group == "context")
-      span = ts * (x - 1) + 1;
-    else if (group == "pipeline" || group == "tied_emb")
-      span = ts * x * (p - 1) + 1;
-    else if (group == "data" || group == "expert_data")
-      span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
-    else if (group == "expert")
-      span = ts * x * p * (l_.expert - 1) + ts;  // consecutive data ranks (and their tensor ranks)
-    const bool crosses = span > m_.ranks_per_node;
-    return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
-  }
-  // seconds of the entries `which` selects (by group and kind)
-  template <class Which>
-  double seconds(const Traffic& t, Which which) const {
-    double s = 0;
-    for (const auto& [key, e] : t.entries()) {
-      if (!which(key.first, key.second) || e.calls == 0 || key.second == "recv") continue;
-      s += double(e.calls) * of(key.first).seconds(e.collective, e.ranks, double(e.payload_bytes) / double(e.calls));
-    }
-    return s;
-  }
-
- private:
-  const Layout& l_;
-  const MachineFile& m_;
-};
 
 // The replicas ZeRO-1 splits the moments over (1: no split).
 int zero_shards(const Layout& l) { return l.zero > 0 ? l.replicas() : 1; }
@@ -262,10 +248,19 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     const auto ring = [](const std::string& group, const std::string& kind) {
       return group == "context" && kind == "send";
     };
+    // 3D with overlap: the depth group's weight gathers and gradient reduce-scatters run
+    // under the linears' products, but for a pass's first (a quarter: plan/axonn_model.hpp)
+    const bool overlap_3d = l.tensor == TensorMode::ThreeD && deck.parallel.tensor_overlap;
+    const auto depth = [&](const std::string& group, const std::string& kind) {
+      return overlap_3d && group == "tensor_depth" && (kind == "allgather" || kind == "reduce_scatter");
+    };
+    const double depth_s = links.seconds(tensor, depth);
     c.tensor =
-        links.seconds(tensor, [&](const std::string& g, const std::string& k) { return !summa(g, k) && !ring(g, k); }) +
+        links.seconds(tensor, [&](const std::string& g,
+                                  const std::string& k) { return !summa(g, k) && !ring(g, k) && !depth(g, k); }) +
         std::max(0.0, links.seconds(tensor, summa) - c.gemm) +
-        std::max(0.0, links.seconds(tensor, ring) - attention_seconds(*model, micro, machine, deck.model.precision));
+        std::max(0.0, links.seconds(tensor, ring) - attention_seconds(*model, micro, machine, deck.model.precision)) +
+        depth_s / 4 + std::max(0.0, 0.75 * depth_s - c.gemm);
     // AdamW's update (with ZeRO-1, of the rank's block) and XPipe's prediction are the same
     // arithmetic over the weights and moments
     c.predict = double(store.numel()) / machine.adam_rate;

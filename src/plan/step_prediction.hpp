@@ -14,6 +14,9 @@
 //    few times at its memory bandwidth, each collective at alpha-beta costs of the links
 //    its group spans, and the pipeline schedule simulated with those costs (bubble,
 //    transfers, stage imbalance) followed by the gradient sums and the optimizer.
+#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/traffic.hpp"
@@ -59,6 +62,22 @@ Traffic stage_traffic(const Deck& deck, const Layout& layout, int stage, int str
 // rate, attention's at the fused kernel's rate where the machine file gives one (else at
 // the GEMM rate, the model's full T x T count).
 double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m, Precision precision);
+
+// While one lives, predict_step, predict_memory and stage_traffic build each stage model
+// once per shape (the layout but its micro-batch count and ZeRO stage) and reuse it: for
+// a search over the layouts of one deck (rank_layouts). Not thread-safe; the outermost
+// one owns the cache.
+class DryModelCache {
+ public:
+  DryModelCache();
+  ~DryModelCache();
+  DryModelCache(const DryModelCache&) = delete;
+  DryModelCache& operator=(const DryModelCache&) = delete;
+
+ private:
+  std::map<std::string, std::shared_ptr<GPT<float>>> models_;
+  bool owner_ = false;
+};
 
 // stream_steps: XPipe's stream length to time (0: its steady state, streams without end).
 StepPrediction predict_step(const Deck& deck, const Layout& layout, const MachineFile& machine, int stream_steps = 0);

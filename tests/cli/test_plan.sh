@@ -19,10 +19,12 @@ vm=$src/machines/debian-2core-vm.toml
 if timeout 60 "$strata" plan "$deck" --ranks 4 --machine "$vm" --top 0 >"$work/p4.log" 2>&1; then
   rows=$(grep -cE '^ +[0-9]+[ !] +data=' "$work/p4.log")
   said=$(sed -nE 's/^([0-9]+) layouts fit.*/\1/p' "$work/p4.log")
-  if [ "$rows" -eq 90 ] && [ "$said" = 90 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+  if [ "$rows" -eq 136 ] && [ "$said" = 136 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+     grep -q 'data=1 tensor=3d:' "$work/p4.log" && grep -q 'data=2 tensor=3d:' "$work/p4.log" &&
+     [ "$(grep -cE '^  (none|1d|2d|3d) +data=' "$work/p4.log")" -eq 4 ] &&
      grep -q 'data=1 context=4 ' "$work/p4.log" && grep -q 'data=2 context=2 ' "$work/p4.log" &&
      grep -q 'data=1 pipeline=4:xpipe:8mb' "$work/p4.log" && grep -q 'data=1 pipeline=4:zb-h1:8mb' "$work/p4.log" && grep -q '^recommended: ' "$work/p4.log"; then
-    ok "4 ranks of the tiny deck: all 90 layouts (data, pipeline x 6 schedules x micro-batches, context, 1D, 2D) and a recommendation"
+    ok "4 ranks of the tiny deck: all 136 layouts (data, pipeline x 6 schedules x micro-batches, context, 1D, 2D, the best 3D splits), the best of each split and a recommendation"
   else
     fail "plan --ranks 4: $rows rows, '$said' said"; cat "$work/p4.log"
   fi
@@ -72,15 +74,15 @@ fi
 
 if timeout 60 "$strata" plan "$src/inputs/bench-gpt-small.toml" --ranks 2 --machine "$vm" --set data.batch_size=512 \
      >"$work/acc.log" 2>&1 && grep -qE '^ +[0-9]+! +data=2 +12.35 GiB' "$work/acc.log" &&
-   grep -qE '^recommended: data=2(:2mb| recompute=selective) ' "$work/acc.log" &&
-   grep -qE 'memory-bound: without (gradient accumulation|recomputation)( and ZeRO-1)? it needs 12.35 GiB per rank' "$work/acc.log"; then
+   grep -qE '^recommended: (data=2(:2mb| recompute=selective)|data=1:2mb tensor=3d:1x1x2) ' "$work/acc.log" &&
+   grep -qE 'memory-bound: without (gradient accumulation|recomputation)( and ZeRO-1)? it needs 12\.(35|46) GiB per rank' "$work/acc.log"; then
   ok "a batch of 512 on 2 ranks: $(grep '^recommended' "$work/acc.log")"
 else
   fail "memory-bound plan"; cat "$work/acc.log"
 fi
 
 if timeout 120 "$strata" plan "$src/inputs/gpt-1.3b.toml" --ranks 64 --machine "$src/machines/h100-dgx-cluster.toml" \
-     --set data.batch_size=1024 >"$work/big.log" 2>&1 &&
+     --set data.batch_size=1024 --top 0 >"$work/big.log" 2>&1 &&
    grep -qE '^recommended: .*(pipeline=|[0-9]mb)' "$work/big.log" && grep -qE '^ +[0-9]+! +data=64 ' "$work/big.log" &&
    { grep -qE '^recommended: .*pipeline=' "$work/big.log" || grep -q '^  memory-bound: ' "$work/big.log"; }; then
   ok "1.3B, 2M tokens on 64 H100s: $(grep '^recommended' "$work/big.log")"
