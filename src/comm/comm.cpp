@@ -171,6 +171,14 @@ Comm::Request Comm::start_reduce_scatter_in_place(T* host_buf, int64_t n) {
 }
 
 template <class T>
+Comm::Request Comm::start_allreduce_in_place(T* host_buf, int64_t n) {
+  const double t0 = Timers::now();
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (size_ > 1 && n > 0) MPI_Iallreduce(MPI_IN_PLACE, host_buf, int(n), mpi_type<T>(), MPI_SUM, comm_, &r);
+  return posted(r, "allreduce", n * int64_t(sizeof(T)), Collective::AllReduce, t0);
+}
+
+template <class T>
 Comm::Request Comm::start_send(const T* host_data, int64_t n, int peer, int tag) {
   const double t0 = Timers::now();
   MPI_Request r = MPI_REQUEST_NULL;
@@ -345,6 +353,7 @@ void Comm::allgather_blocks(V1<T> buf) {
   template Comm::Request Comm::start_reduce_sum<T>(const T*, T*, int64_t, int); \
   template Comm::Request Comm::start_allgather_in_place<T>(T*, int64_t);        \
   template Comm::Request Comm::start_reduce_scatter_in_place<T>(T*, int64_t);   \
+  template Comm::Request Comm::start_allreduce_in_place<T>(T*, int64_t);        \
   template void Comm::allgather<T>(V1<const T>, V1<T>);                         \
   template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                \
   template void Comm::reduce_scatter_blocks<T>(V1<T>);                          \

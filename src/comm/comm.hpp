@@ -89,10 +89,14 @@ class Comm {
   // double): every rank's block rank() to everyone (all-gather, counted as "allgather");
   // the sum over the ranks of their blocks rank() into block 0 (reduce-scatter, the other
   // blocks left undefined; counted as "reduce_scatter"). Complete with wait().
+  // (These move inside MPI calls only: call progress() between pieces of computation.)
   template <class T>
   Request start_allgather_in_place(T* host_buf, int64_t n);
   template <class T>
   Request start_reduce_scatter_in_place(T* host_buf, int64_t n);
+  // Non-blocking sum over the ranks of n host values, in place (counted as "allreduce").
+  template <class T>
+  Request start_allreduce_in_place(T* host_buf, int64_t n);
   // Waits for request (nothing when none is pending), counting the wait as kind's
   // (exposed) seconds and the time before it as kind's overlapped seconds.
   void wait(Request& request, const char* kind);

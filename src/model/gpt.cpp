@@ -150,8 +150,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
     auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full)
       blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true);  // the same values again
-    blocks_[l].backward_input(local, act.dres, k, grad_scratch_, act.recomputed, dloss_scale);
-    blocks_[l].backward_weight(k, act.recomputed, grad_scratch_);
+    blocks_[l].backward(local, act.dres, k, grad_scratch_, act.recomputed, dloss_scale);
     ready(block_ranges_[l]);
   }
   if (placement_.model_first(act.chunk)) {

@@ -194,6 +194,25 @@ template <class T>
 void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
                                          TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
                                          T dloss_scale) const {
+  backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, false);
+}
+
+template <class T>
+void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
+                                   TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
+                                   T dloss_scale) const {
+  if (w_.weight_block > 0 && !moe_) {  // 3D: each linear's weight gradient under its input gradient's sum
+    backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, true);
+    return;
+  }
+  backward_input(ctx, dres, k, g, recomputed, dloss_scale);
+  backward_weight(k, recomputed, g);
+}
+
+template <class T>
+void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
+                                             TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
+                                             T dloss_scale, bool weights) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
@@ -208,10 +227,17 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // their gradients here.
   // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
   // (under sequence parallelism the weight half reads the gathered gradients in the scratch)
-  // 3D: each linear's weight block gathered over depth while the linear after it runs
+  // 3D: each linear's weight block gathered over depth while the linear after it runs;
+  // with `weights`, each linear's weight gradient made under its input gradient's sum
   Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
   const auto prefetch = [&](bool in_linear, int w) {
     if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
+  };
+  if (block) block->input_sums_in_flight(weights);
+  const auto weight = [&](Linear which) {
+    if (!weights) return;
+    weight_gradient(which, k, recomputed, g);
+    block->input_sum();
   };
   if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2)
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
@@ -220,9 +246,11 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
     Kokkos::deep_copy(k.out, dres);
     prefetch(true, fc_w_);
     tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp, block);
+    weight(Linear::FcProj);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
     prefetch(false, proj_w_);
     tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
+    weight(Linear::Fc);
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
@@ -230,6 +258,7 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
   // attention branch
   prefetch(true, qkv_w_);
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn, block);
+  weight(Linear::Proj);
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
                                      w_.heads, precision_);
@@ -240,9 +269,41 @@ void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, Tr
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
   tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, block);
+  weight(Linear::Qkv);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
-  if (block) block->finish();
+  if (block) {
+    block->finish();
+    block->input_sums_in_flight(false);
+  }
+}
+
+template <class T>
+void TransformerBlock<T>::weight_gradient(Linear which, TransformerCache<T>& k, TransformerRecomputed<T>& recomputed,
+                                          TransformerGradScratch<T>& g) const {
+  const auto& s = store_;
+  const auto& tp = tp_;
+  Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
+  switch (which) {
+    case Linear::FcProj:
+      (selective_ ? recomputed.fch_gelu : k.fch_gelu).read([&](auto h) {
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h, block);
+      });
+      return;
+    case Linear::Fc:
+      k.ln2.read([&](auto ln2) {
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2, block);
+      });
+      return;
+    case Linear::Proj:
+      tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty, block);
+      return;
+    case Linear::Qkv:
+      k.ln1.read([&](auto ln1) {
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1, block);
+      });
+      return;
+  }
 }
 
 template <class T>
@@ -265,20 +326,13 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
     return;
   }
   // 3D: each weight gradient's reduce-scatter over depth in flight under the next product
-  Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
   if (!moe_) {
-    fch_gelu.read([&](auto h) {
-      tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h, block);
-    });
-    k.ln2.read([&](auto ln2) {
-      tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2, block);
-    });
+    weight_gradient(Linear::FcProj, k, recomputed, g);
+    weight_gradient(Linear::Fc, k, recomputed, g);
   }
-  tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty, block);
-  k.ln1.read([&](auto ln1) {
-    tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1, block);
-  });
-  if (block) block->finish();
+  weight_gradient(Linear::Proj, k, recomputed, g);
+  weight_gradient(Linear::Qkv, k, recomputed, g);
+  if (w_.weight_block > 0) g.transfers.finish();
 }
 
 template <class T>

@@ -193,6 +193,11 @@ class TransformerBlock {
                       TransformerRecomputed<T>& recomputed, T dloss_scale) const;
   void backward_weight(TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
                        TransformerGradScratch<T>& s) const;
+  // Both halves, one after the other; under the 3D split interleaved, as AxoNN runs them:
+  // each linear's weight gradient is multiplied while its input gradient's all-reduce is
+  // in flight (the same values as the halves run apart).
+  void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
+                TransformerRecomputed<T>& recomputed, T dloss_scale) const;
   const BlockWidths& widths() const { return w_; }
   const MoeLayer<T>* mixture() const { return moe_.get(); }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
@@ -206,6 +211,14 @@ class TransformerBlock {
   void forward_traffic(const BlockContext& ctx, Traffic& out) const;
 
  private:
+  enum class Linear { Qkv, Proj, Fc, FcProj };
+  // backward_input, and with weights each linear's weight gradient right after its input gradient
+  void backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
+                          TransformerRecomputed<T>& recomputed, T dloss_scale, bool weights) const;
+  // one linear's weight and bias gradients from what the input half left in the cache
+  // (no sequence parallelism)
+  void weight_gradient(Linear which, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
+                       TransformerGradScratch<T>& s) const;
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   const ContextParallel& cp_;

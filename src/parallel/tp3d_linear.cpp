@@ -42,7 +42,11 @@ void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision 
                              V1<const T> w_shard, Linear3DTransfers<T>& transfers) {
   const auto w = transfers.block(g, w_shard, dx.extent(1), dy.extent(1));
   transfers.product(g, "3d dy W^T", precision, "N", "T", dy, w, dx);
-  if (g.out.size() > 1) g.out.allreduce_sum(V1<T>(dx.data(), dx.size()));
+  if (g.out.size() == 1) return;
+  if (transfers.input_sums_later(g))
+    transfers.sum_later(g.out, dx);
+  else
+    g.out.allreduce_sum(V1<T>(dx.data(), dx.size()));
 }
 
 template <class T>

@@ -47,8 +47,9 @@ template <class T>
 void linear3d_forward(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
                       V1<const T> w_shard, V1<const T> bias, Linear3DTransfers<T>& transfers);
 
-// dx (r, k/in) = dy (r, n/out) W_block^T summed over `out`. The block is gathered again
-// (the forward's copy is not kept).
+// dx (r, k/in) = dy (r, n/out) W_block^T summed over `out` (left in flight where
+// transfers.input_sums_in_flight is on: complete it with transfers.input_sum()). The block
+// is gathered again (the forward's copy is not kept).
 template <class T>
 void linear3d_backward_input(const Linear3DGroups& g, kernels::ProductPrecision precision, V2<T> dx, V2<const T> dy,
                              V1<const T> w_shard, Linear3DTransfers<T>& transfers);

@@ -91,45 +91,36 @@ void Linear3DTransfers<T>::pieces(kernels::ProductPrecision precision, const cha
   bool in_flight = false;
   for (auto& s : gathers_) in_flight = in_flight || s.request.pending();
   for (auto& s : reduces_) in_flight = in_flight || s.request.pending();
-  constexpr int kPieces = 4;
-#if defined(KOKKOS_ENABLE_CUDA)
-  const bool cut = false;  // cuBLAS adds K up its own way; progress before and after only
-#else
-  const bool cut = in_flight;
-#endif
-  if (!cut) {
-    if (in_flight) progress();
+  in_flight = in_flight || sum_.request.pending();
+  if (!in_flight) {
     kernels::product<T>(precision, ta, tb, a, b, T(0), c);
-    if (in_flight) progress();
     return;
   }
-  if (ta[0] == 'N') {  // rows of a and c, each row's value unchanged
-    const int64_t m = a.extent(0), step = std::max<int64_t>(1, (m + kPieces - 1) / kPieces);
-    for (int64_t r0 = 0; r0 < m; r0 += step) {
-      const auto rows = std::make_pair(r0, std::min(m, r0 + step));
-      kernels::product<T>(precision, ta, tb, V2<const T>(Kokkos::subview(a, rows, Kokkos::ALL)), b, T(0),
-                          V2<T>(Kokkos::subview(c, rows, Kokkos::ALL)));
-      progress();
-    }
-    return;
-  }
-  // a weight gradient a^T b: its inner dimension (a's and b's rows) in whole slices of
-  // gemm's own kSliceK, added in gemm's order (fp32: the same bits); bf16 products add
-  // their K in one call, so they are not cut
+  progress();
 #if !defined(KOKKOS_ENABLE_CUDA)
-  const int64_t k = a.extent(0), slice = kernels::detail::kSliceK;
-  if (precision.type != Precision::BF16 && k > slice) {
+  // The inner dimension K in whole slices of gemm's own kSliceK: gemm makes the same BLAS
+  // calls, slice by slice, whether cut here or not, so the bits do not change (cutting
+  // rows instead would not do: OpenBLAS picks other kernels for smaller products). bf16
+  // products add their K in one call, and are not cut.
+  const bool ta_t = ta[0] == 'T', tb_t = tb[0] == 'T';
+  const int64_t m = c.extent(0), n = c.extent(1), k = ta_t ? a.extent(0) : a.extent(1);
+  const int64_t slice = kernels::detail::kSliceK;
+  if (precision.type != Precision::BF16 && k > slice && m > 0 && n > 0) {
+    constexpr int64_t kPieces = 4;
     const int64_t step = std::max<int64_t>(1, (k / slice + kPieces - 1) / kPieces) * slice;
+    const int lda = int(a.extent(1)), ldb = int(b.extent(1)), ldc = int(c.extent(1));
     for (int64_t k0 = 0; k0 < k; k0 += step) {
-      const auto rows = std::make_pair(k0, std::min(k, k0 + step));
-      kernels::product<T>(precision, ta, tb, V2<const T>(Kokkos::subview(a, rows, Kokkos::ALL)),
-                          V2<const T>(Kokkos::subview(b, rows, Kokkos::ALL)), k0 == 0 ? T(0) : T(1), c);
+      const int64_t kk = std::min(step, k - k0);
+      // op(A) (m x k): columns k0.. of A, or rows k0.. of a transposed A; op(B) likewise
+      const T* a0 = ta_t ? a.data() + k0 * lda : a.data() + k0;
+      const T* b0 = tb_t ? b.data() + k0 : b.data() + k0 * ldb;
+      kernels::detail::gemm_rowmajor<T>(ta[0], tb[0], int(m), int(n), int(kk), T(1), a0, lda, b0, ldb,
+                                        k0 == 0 ? T(0) : T(1), c.data(), ldc);
       progress();
     }
     return;
   }
 #endif
-  progress();
   kernels::product<T>(precision, ta, tb, a, b, T(0), c);
   progress();
 }
@@ -186,7 +177,34 @@ void Linear3DTransfers<T>::complete(Reduce& s) {
 }
 
 template <class T>
+bool Linear3DTransfers<T>::input_sums_later(const Linear3DGroups& g) const {
+  return input_sums_later_ && g.overlap;
+}
+
+template <class T>
+void Linear3DTransfers<T>::sum_later(Comm& group, V2<T> dx) {
+  input_sum();
+  Kokkos::fence();  // the product that wrote dx is done
+  sum_.values = dx;
+  sum_.host = Kokkos::create_mirror_view(dx);  // dx itself where the host can read it
+  Kokkos::deep_copy(sum_.host, dx);
+  sum_.group = &group;
+  sum_.request = group.start_allreduce_in_place(sum_.host.data(), int64_t(dx.size()));
+}
+
+template <class T>
+void Linear3DTransfers<T>::input_sum() {
+  if (!sum_.group) return;
+  sum_.group->wait(sum_.request, "allreduce");
+  Kokkos::deep_copy(sum_.values, sum_.host);
+  sum_.group = nullptr;
+  sum_.values = V2<T>();
+  sum_.host = typename V2<T>::HostMirror();
+}
+
+template <class T>
 void Linear3DTransfers<T>::finish() {
+  input_sum();
   for (auto& s : gathers_) {
     complete(s);
     s.used = true;
@@ -196,6 +214,7 @@ void Linear3DTransfers<T>::finish() {
 
 template <class T>
 void Linear3DTransfers<T>::progress() {
+  if (sum_.group) sum_.group->progress(&sum_.request, 1);
   for (auto& s : gathers_)
     if (s.depth) s.depth->progress(&s.request, 1);
   for (auto& s : reduces_)

@@ -7,12 +7,15 @@
 //     order, forward and input gradient, so the caller names the next one;
 //   - each weight gradient's reduce-scatter over depth is left in flight while the next
 //     weight gradient is multiplied, and completed when its slot is needed again or at
-//     finish().
+//     finish();
+//   - where a block runs both halves of its backward together (TransformerBlock::backward),
+//     each input gradient's all-reduce is left in flight while the same linear's weight
+//     gradient is multiplied (input_sums_in_flight), and completed by input_sum().
 // Two slots of gathered blocks and two of weight-gradient blocks (the largest block each).
 // MPI moves a non-blocking collective only inside MPI calls: the products here are cut
-// into pieces (rows of the activation; 256-row slices of the weight gradient's inner
-// dimension, where gemm itself cuts it, so the bits do not change) with progress() on
-// the transfers in flight between the pieces. Overlap off (parallel.tensor_overlap =
+// into pieces along their inner dimension, in whole slices of the 256 values gemm itself
+// adds up at a time (so the bits do not change), with progress() on the transfers in
+// flight between the pieces. Overlap off (parallel.tensor_overlap =
 // false, or Linear3DGroups::overlap) gathers at use and completes each reduce-scatter at
 // once: the same values, the blocking schedule.
 // In GPU builds the transfers are MPI's, staged through host mirrors (as SUMMA's).
@@ -39,8 +42,8 @@ class Linear3DTransfers {
   // for, or gathered now; the shard itself where depth is 1. Valid until the next
   // prefetch or block call.
   V2<const T> block(const Linear3DGroups& g, V1<const T> shard, int64_t rows, int64_t cols);
-  // c = op(a) op(b) (ta "N": by rows of a; ta "T": a weight gradient, by slices of its
-  // inner dimension), moving the transfers in flight along between pieces. With a
+  // c = op(a) op(b), by slices of its inner dimension, moving the transfers in flight
+  // along between pieces. With a
   // timeline on g.depth (Comm::set_trace), an event `label` of category "product".
   void product(const Linear3DGroups& g, const char* label, kernels::ProductPrecision precision, const char* ta,
                const char* tb, V2<const T> a, V2<const T> b, V2<T> c);
@@ -51,6 +54,13 @@ class Linear3DTransfers {
   // gradient_slot to dw_shard: in flight (overlap on) until the slot is needed again or
   // finish(), else at once.
   void reduce_scatter(const Linear3DGroups& g, V1<T> dw_shard);
+  // While on (and overlap is), linear3d_backward_input leaves its input gradient's sum in
+  // flight (sum_later); input_sum() completes it.
+  void input_sums_in_flight(bool on) { input_sums_later_ = on; }
+  bool input_sums_later(const Linear3DGroups& g) const;
+  // Posts the in-place sum of dx over group (the input gradient of the linear that ran).
+  void sum_later(Comm& group, V2<T> dx);
+  void input_sum();
   // Every transfer in flight completed (a gathered block nobody used is dropped).
   void finish();
   // MPI_Test on every transfer in flight.
@@ -81,6 +91,13 @@ class Linear3DTransfers {
   void complete(Reduce& s);
   Gather gathers_[2];
   Reduce reduces_[2];
+  struct Sum {
+    V2<T> values;
+    typename V2<T>::HostMirror host;
+    Comm* group = nullptr;
+    Comm::Request request;
+  } sum_;
+  bool input_sums_later_ = false;
   int next_reduce_ = 0;
   int64_t clock_ = 0;
 };
