@@ -191,11 +191,11 @@ TEST_CASE("3D with and without its transfers in flight: the same bits", "[mpi][t
   if (world_size() != 4) return;
   for (const auto& layout : std::vector<std::vector<std::string>>{
            {"parallel.tensor_mode=3d", "parallel.tensor_x=2", "parallel.tensor_depth=2"},
-           {"parallel.tensor_mode=3d", "parallel.tensor_y=2", "parallel.tensor_depth=2"},
            {"parallel.tensor_mode=3d", "parallel.tensor_y=2", "parallel.tensor_depth=2", "parallel.recompute=full"}}) {
     auto off_layout = layout;
     off_layout.push_back("parallel.tensor_overlap=false");
-    Training on(tp_deck(layout), MPI_COMM_WORLD, quiet()), off(tp_deck(off_layout), MPI_COMM_WORLD, quiet());
+    Training on(tp_deck(layout, "tp", 8), MPI_COMM_WORLD, quiet()),
+        off(tp_deck(off_layout, "tp", 8), MPI_COMM_WORLD, quiet());
     const TrainResult a = on.run(), b = off.run();
     const auto pa = test::global_params_of(on), pb = test::global_params_of(off);
     if (world_rank() == 0) {
