@@ -158,9 +158,15 @@ TEST_CASE("exports read back by init_from give the checkpoint's parameters on ev
 
   std::vector<std::vector<std::string>> layouts;
   if (n == 1) layouts = {{}};
-  if (n == 2) layouts = {{"parallel.data=2", "parallel.zero=1"}, {"parallel.tensor_cols=2"}, {"parallel.pipeline=2"}};
+  if (n == 2)
+    layouts = {{"parallel.data=2", "parallel.zero=1"},
+               {"parallel.tensor_cols=2"},
+               {"parallel.pipeline=2"},
+               {"parallel.tensor_mode=3d", "parallel.tensor_depth=2"}};
   if (n == 4)
     layouts = {{"parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"},
+               {"parallel.tensor_mode=3d", "parallel.tensor_x=2", "parallel.tensor_y=2"},
+               {"parallel.tensor_mode=3d", "parallel.tensor_y=2", "parallel.tensor_depth=2"},
                {"parallel.tensor_cols=2", "parallel.pipeline=2"},
                {"parallel.data=2", "parallel.pipeline=2", "parallel.zero=1"}};
   for (const auto& layout : layouts) {

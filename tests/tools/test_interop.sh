@@ -56,8 +56,10 @@ timeout 120 "${check[@]}" llmc m.bin $ckpt && ok "llm.c export" || fail "llm.c e
 timeout 120 "${check[@]}" llmc mb.bin $ckpt && ok "llm.c bf16 export" || fail "llm.c bf16 export check"
 grep -q "ids 0-255\|token id b (0-255)" hf/README.md && ok "the export's README says how byte-level ids map" || fail "README of the export"
 
-# a ZeRO-1 checkpoint (moments sharded) and a 2-stage one export the same way
-for layout in "parallel.zero=1" "parallel.pipeline=2 --set parallel.data=1"; do
+# a ZeRO-1 checkpoint (moments sharded), a 2-stage one and a 3D one (1 x 1 x 2: weight
+# blocks sharded over depth) export the same way
+for layout in "parallel.zero=1" "parallel.pipeline=2 --set parallel.data=1" \
+    "parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1"; do
   name=ref-$(echo $layout | cut -c10-13)
   timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=$name --set $layout > $name.log 2>&1 ||
     { fail "training $layout"; cat $name.log; }
@@ -70,7 +72,8 @@ done
 first_loss() { sed -n 's/^step *1\/2 | loss \([0-9.]*\).*/\1/p' "$1"; }
 losses=""
 k=0
-for layout in "1" "2 --set parallel.tensor_cols=2" "2 --set parallel.pipeline=2"; do
+for layout in "1" "2 --set parallel.tensor_cols=2" "2 --set parallel.pipeline=2" \
+    "2 --set parallel.tensor_mode=3d --set parallel.tensor_y=2"; do
   set -- $layout
   ranks=$1; shift
   for src in hf m.bin $ckpt; do
@@ -87,7 +90,7 @@ for layout in "1" "2 --set parallel.tensor_cols=2" "2 --set parallel.pipeline=2"
     fi
   done
 done
-all_equal 9 $losses && ok "init_from of hf, llm.c and the checkpoint on 1 rank, t=2 and 2 stages: first loss $losses" ||
+all_equal 12 $losses && ok "init_from of hf, llm.c and the checkpoint on 1 rank, t=2, 2 stages and 3D 1x2x1: first loss $losses" ||
   fail "first losses differ: $losses"
 name=ft-1  # hf on one rank
 # a restart continues from the run's own checkpoint, whatever init_from names now
