@@ -345,9 +345,10 @@ int64_t TransformerBlock<T>::product_stack_elements(int64_t rows) const {
   // attention's copies of Q|K|V and of the output gradient (backward), and the ring's
   // visiting key-value block; its own products read copies and bf16-written blocks only
   int64_t most = n(3 * a) + n(a) + (cp_.active() && !cp_.all_to_all ? n(2 * a) : 0);
-  if (tp_.mode == TensorMode::TwoD) {
-    // SUMMA multiplies broadcast blocks, both operands rounded: forward x W, backward
-    // dy W^T and x^T dy, for each linear (c -> 3a, a -> c, c -> f, f -> c)
+  if (tp_.mode == TensorMode::TwoD || (tp_.mode == TensorMode::ThreeD && tp_.nz > 1)) {
+    // SUMMA multiplies broadcast blocks, and 3D with a depth group the blocks it gathered,
+    // both operands rounded: forward x W, backward dy W^T and x^T dy, for each linear
+    // (c -> 3a, a -> c, c -> f, f -> c)
     const auto linear = [&](int64_t in, int64_t out) {
       const int64_t w = kernels::ProductWorkspace::stack_elements(in * out);
       return std::max({n(in) + w, n(out) + w, n(in) + n(out)});
@@ -356,8 +357,9 @@ int64_t TransformerBlock<T>::product_stack_elements(int64_t rows) const {
     if (!moe_) most = std::max({most, linear(c, f), linear(f, c)});
     return most;
   }
-  // 1D: the weights are read from the parameters' copy; the layer norms' and GELU's
-  // outputs are bf16 already where the block keeps them so (bits), else rounded here
+  // 1D (and 3D without a depth group, whose blocks are the parameters): the weights are
+  // read from the parameters' copy; the layer norms' and GELU's outputs are bf16 already
+  // where the block keeps them so (bits), else rounded here
   const int64_t x = w_.bf16_operands ? 0 : n(c);       // ln1 or ln2 as a product's operand
   most = std::max({most, n(a) + n(c), x + n(3 * a)});  // proj's dW = atty^T dy; qkv's dW = ln1^T dqkv
   if (!moe_) {
