@@ -2,6 +2,7 @@
 #include "model/model_kind.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -171,6 +172,7 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   // the fastest layout that fits of each tensor split, side by side, against the recommended one
   out << "the best of each tensor split that fits (comm: the exposed communication per step; then the bytes a rank "
          "sends):\n";
+  const StepPrediction* runner_up = nullptr;  // the fastest best of another split
   for (const TensorMode mode : {TensorMode::Serial, TensorMode::OneD, TensorMode::TwoD, TensorMode::ThreeD}) {
     const StepPrediction* b = nullptr;
     for (const auto& p : ranked)
@@ -183,14 +185,14 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
       out << strfmt("  %-4s  (no layout fits)\n", label);
       continue;
     }
+    if (mode != r.layout.tensor && (!runner_up || b->step_s < runner_up->step_s)) runner_up = b;
     out << strfmt("  %-4s  %-40s %10s  compute %9s  comm %9s  %11s/step  %s\n", label, b->layout.name().c_str(),
                   seconds_text(b->step_s).c_str(), seconds_text(b->compute_s).c_str(), seconds_text(b->comm_s).c_str(),
                   bytes_text(b->wire_bytes).c_str(),
-                  b == &r
-                      ? "recommended"
-                      : strfmt("%+.1f%% step time: comm %+.1f ms, compute %+.1f ms", 100.0 * (b->step_s / r.step_s - 1),
-                               1e3 * (b->comm_s - r.comm_s), 1e3 * (b->compute_s - r.compute_s))
-                            .c_str());
+                  b == &r ? "recommended"
+                          : strfmt("%+.1f%%: comm %+.1f ms, compute %+.1f ms", 100.0 * (b->step_s / r.step_s - 1),
+                                   1e3 * (b->comm_s - r.comm_s), 1e3 * (b->compute_s - r.compute_s))
+                                .c_str());
   }
   out << "recommended: " << r.layout.name()
       << strfmt(
@@ -201,6 +203,21 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   out << "\n  run it with:";
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
+  if (runner_up) {  // why this split: what the best of the next one loses, and where
+    const double comm = runner_up->comm_s - r.comm_s, compute = runner_up->compute_s - r.compute_s;
+    const double idle = (runner_up->step_s - r.step_s) - comm - compute;  // the bubble and waits between stages
+    const char* most = std::abs(comm) >= std::abs(compute) && std::abs(comm) >= std::abs(idle) ? "exposed communication"
+                       : std::abs(compute) >= std::abs(idle)                                   ? "computation"
+                                                                                               : "pipeline idle time";
+    out << strfmt(
+        "  why: the fastest layout that fits; the best of the next split, %s, is %.1f%% slower, mostly by "
+        "its %s (%+.3g ms of %+.3g ms)\n",
+        runner_up->layout.name().c_str(), 100.0 * (runner_up->step_s / r.step_s - 1), most,
+        1e3 * (std::abs(comm) >= std::abs(compute) && std::abs(comm) >= std::abs(idle) ? comm
+               : std::abs(compute) >= std::abs(idle)                                   ? compute
+                                                                                       : idle),
+        1e3 * (runner_up->step_s - r.step_s));
+  }
   if (r.memory_bound > 0)
     out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs "
         << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
