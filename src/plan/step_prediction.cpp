@@ -49,9 +49,9 @@ std::shared_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   shape.zero = 0;
   const std::string key = shape.name() + " stage " + std::to_string(stage) + " " + to_string(deck.model.precision) +
                           (deck.model.bf16_round_once ? " once" : " every");
-  // the layouts of one shape come one after another (feasible_layouts): a few hundred
-  // models at most are kept (each holds its parameters' descriptions)
-  constexpr size_t kMostModels = 256;
+  // the layouts of one shape come one after another (feasible_layouts): 64
+  // models at most are kept (each holds its parameters' descriptions; an 80B GPT's about 12 MB)
+  constexpr size_t kMostModels = 64;
   if (active_cache->size() >= kMostModels && !active_cache->count(key)) active_cache->clear();
   auto& slot = (*active_cache)[key];
   if (!slot) slot = build_dry_model(deck, shape, stage);
