@@ -7,10 +7,10 @@
 // global weights.
 #include <algorithm>
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.hpp"
