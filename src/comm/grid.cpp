@@ -46,10 +46,10 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   };
   everyone_ = std::make_unique<Comm>(world_);
   replicas_ = split((g.pipeline * R + g.row) * C + g.col, dx, backend);
-  // with a 1D tensor split the tensor ranks are expert ranks too (each routes its share of
-  // the rows): the expert group is then (d % e, c) at the same (d / e, p, x)
+  // with a 1D or 3D tensor split the tensor ranks are expert ranks too (each routes its
+  // share of the rows): the expert group is then (d % e, c) at the same (d / e, p, x)
   const int E = int(cfg.expert), de = g.data / E;
-  const bool tensor_experts = cfg.tensor_mode == TensorMode::OneD && C > 1;
+  const bool tensor_experts = cfg.tensor_mode != TensorMode::TwoD && C > 1;
   const int T = tensor_experts ? C : 1;
   coords_.expert = g.data % E * T + (tensor_experts ? g.col : 0);
   experts_ = split(tensor_experts ? (de * P + g.pipeline) * X + g.context

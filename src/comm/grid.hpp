@@ -23,7 +23,7 @@ namespace strata {
 struct GridCoords {
   int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
   int x = 0, y = 0, depth = 0;  // 3D: col = (depth * tensor_y + y) * tensor_x + x (row 0)
-  int expert = 0;  // the expert rank: data % parallel.expert (times tensor_cols, plus col, under a 1D split)
+  int expert = 0;  // the expert rank: data % parallel.expert (times tensor_cols, plus col, under a 1D or 3D split)
 };
 
 class Grid {
@@ -50,7 +50,7 @@ class Grid {
   Comm& replicas() const { return *replicas_; }
   // Expert parallelism (parallel.expert = e): data rank d is expert rank d % e.
   // experts(): same (d / e, p, x, r, c), the e ranks a mixture layer's tokens are exchanged
-  // among, in expert-rank order; with a 1D tensor split of t ranks the tensor ranks are
+  // among, in expert-rank order; with a 1D (or 3D) tensor split of t ranks the tensor ranks are
   // expert ranks too (each routes its share of the rows): same (d / e, p, x), e t ranks,
   // expert rank (d % e) t + c. expert_replicas(): same (d % e, p, r, c), the ranks that
   // hold the same experts (in the order (d / e, x)), over which their gradients are

@@ -178,7 +178,7 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin +
                     ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
                     "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
-                    "\"1d\", whose tensor ranks route a share of the tokens each)");
+                    "\"1d\" or \"3d\", whose tensor ranks route a share of the tokens each)");
   if (mgrit && p.recompute != Recompute::None)
     throw UserError(origin +
                     ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "

@@ -20,7 +20,11 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   embedding_ = std::make_unique<EmbeddingBlock<T>>(store_, tp_, cp_, placement_, cfg.vocab_size, cfg.vocab_rows(),
                                                    cfg.seq_len, c, cfg.init_std);
   blocks_.reserve(cfg.n_layer);
-  const MixtureSetup mixture{cfg, ep, TokenPlace{ep.data_rank, ep.data_size, cp_.rank, cp_.size}};
+  // 3D: depth rank z holds sequences [z b, (z + 1) b) of its replica's micro-batch, which
+  // the capacity's order reads as one more split of the data group
+  const int depth = tp_.mode == TensorMode::ThreeD ? tp_.nz : 1, depth_rank = depth > 1 ? tp_.iz : 0;
+  const MixtureSetup mixture{cfg, ep,
+                             TokenPlace{ep.data_rank * depth + depth_rank, ep.data_size * depth, cp_.rank, cp_.size}};
   for (int l = 0; l < cfg.n_layer; ++l)
     blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c,
                          cfg.n_head, cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,

@@ -49,9 +49,6 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
     need(m.vocab_rows(), vocab_key, y, "parallel.tensor_y");
     need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", z,
          "parallel.tensor_depth");
-    rule(m.moe_experts == 0, "model.moe_experts",
-         "does not run with tensor_mode = \"3d\" yet: its experts would need the whole tokens the 3D split "
-         "keeps in (batch / depth) x (C / x) blocks (use tensor_mode = \"1d\")");
   }
   if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
     const int64_t split = p.tensor_mode == TensorMode::TwoD     ? p.tensor_rows
@@ -87,6 +84,14 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
          "parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too)");
     need(tokens, tokens_per_rank, p.tensor_cols,
          "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
+  }
+  if (m.moe_experts > 0 && p.tensor_mode == TensorMode::ThreeD && p.tensor_size() > 1) {
+    need(m.moe_experts, "model.moe_experts", p.expert * p.tensor_size(),
+         "parallel.expert x tensor_x x tensor_y x tensor_depth (under a 3D split the tensor ranks are expert ranks "
+         "too)");
+    need(tokens / p.tensor_depth, "a micro-batch's tokens per depth rank", p.tensor_x * p.tensor_y,
+         "parallel.tensor_x x parallel.tensor_y for a mixture of experts (each rank of an X x Y plane routes a "
+         "share)");
   }
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
     rule(m.n_layer >= p.pipeline * p.virtual_stages, "model.n_layer",

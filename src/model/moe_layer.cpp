@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/column_blocks.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/moe.hpp"
@@ -37,18 +38,23 @@ std::vector<int64_t> scaled_counts(std::vector<int64_t> v, int64_t c) {
 template <class T>
 int64_t MoeCache<T>::bytes() const {
   const auto& r = routing;
-  return view_bytes(xe, h, hg, yk, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token, r.recv_place);
+  return view_bytes(xe, h, hg, yk, x_rows, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token, r.recv_place);
 }
 
 template <class T>
 MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
                       const ModelConfig& cfg, kernels::ProductPrecision precision, const std::string& prefix,
                       double std, double proj_std, bool held)
-    : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD ? tp.t : 1),
-      part_(tp.mode == TensorMode::OneD ? tp.rank : 0), ep_(ep), place_(place), precision_(precision), c_(cfg.n_embd),
-      f_(cfg.expert_hidden()), experts_(cfg.moe_experts), local_experts_(cfg.moe_experts / ep.size),
-      top_k_(cfg.moe_top_k), capacity_factor_(cfg.moe_capacity_factor), aux_alpha_(cfg.moe_aux_loss),
-      z_beta_(cfg.moe_z_loss) {
+    : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD     ? tp.t
+                                     : tp.mode == TensorMode::ThreeD ? tp.nx * tp.ny
+                                                                     : 1),
+      part_(tp.mode == TensorMode::OneD     ? tp.rank
+            : tp.mode == TensorMode::ThreeD ? tp.iy * tp.nx + tp.ix
+                                            : 0),
+      columns_(tp.mode == TensorMode::ThreeD ? tp.nx : 1), peers_(tp.size() > 1 ? tp.group : nullptr), ep_(ep),
+      place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()), experts_(cfg.moe_experts),
+      local_experts_(cfg.moe_experts / ep.size), top_k_(cfg.moe_top_k), capacity_factor_(cfg.moe_capacity_factor),
+      aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss) {
   if (experts_ % ep.size != 0) throw std::logic_error("MoeLayer: the experts do not divide over the expert ranks");
   if (tp.mode == TensorMode::TwoD) throw std::logic_error("MoeLayer: the 2D tensor split");
   const auto expert_shard = [&](std::vector<int64_t> shape) {
@@ -109,7 +115,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
   }
   // f_i over the global micro-batch: the assignments summed over the ranks that hold it
   std::vector<int64_t> global = assigned;
-  if (parts_ > 1) tp_.group->allreduce_sum(global);  // the tensor ranks' shares of the rows
+  if (peers_) peers_->allreduce_sum(global);  // the tensor ranks' shares of the rows
   if (ep_.tokens) ep_.tokens->allreduce_sum(global);
   const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
   r.aux.assign(size_t(E), 0.0);
@@ -130,8 +136,8 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     const int64_t cap = int64_t(std::ceil(capacity_factor_ * double(tokens) * double(k) / double(E)));
     const int64_t X = place_.context_size, chunks = X == 1 ? 1 : 2 * X, half = ctx.seq_len / 2;
     const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
-    // a tensor rank's rows are [part N/t, (part+1) N/t) of the replica's: (chunk, part)
-    // orders them as (chunk, position) does
+    // a tensor rank's rows are [part N/t, (part+1) N/t) of the replica's (3D: of the depth
+    // rank's): (chunk, part) orders them as (chunk, position) does
     const int64_t row0 = part_ * (ctx.rows() / parts_);
     const auto key = [&](int64_t t, int64_t j) {
       const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
@@ -141,7 +147,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     std::vector<int64_t> table(size_t(k * sequences * chunks * parts_ * E), 0);
     for (int64_t j = 0; j < k; ++j)
       for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
-    if (parts_ > 1) tp_.group->allreduce_sum(table);
+    if (peers_) peers_->allreduce_sum(table);
     if (ep_.tokens) ep_.tokens->allreduce_sum(table);
     std::vector<int64_t> running(size_t(E), 0);  // exclusive prefix sums per expert
     for (size_t at = 0; at < table.size(); at += size_t(E))
@@ -241,14 +247,52 @@ void MoeLayer<T>::from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRou
 }
 
 template <class T>
+V2<const T> MoeLayer<T>::whole_rows(V2<const T> x) const {
+  if (columns_ == 1) return x;
+  const int64_t n = x.extent(0);
+  ensure_row_capacity(blocks_, "moe.blocks", n, c_);
+  ensure_row_capacity(wide_, "moe.wide", n, c_);
+  const V2<T> blocks = leading_rows(blocks_, n), whole = leading_rows(wide_, n);
+  tp_.x->allgather<T>(V1<const T>(x.data(), x.size()), values_of(blocks));
+  kernels::join_column_blocks<T>(whole, V1<const T>(blocks.data(), blocks.size()), int64_t(x.extent(1)));
+  return whole;
+}
+
+template <class T>
+void MoeLayer<T>::gather_parts(V2<const T> mine, V2<T> all) const {
+  const V1<const T> part(mine.data(), mine.size());
+  if (tp_.mode != TensorMode::ThreeD) return tp_.group->allgather<T>(part, values_of(all));
+  if (tp_.ny == 1) return tp_.x->allgather<T>(part, values_of(all));
+  if (tp_.nx == 1) return tp_.y->allgather<T>(part, values_of(all));
+  // parts y X .. y X + X - 1 are consecutive rows: over X, then the Y bands
+  const int64_t band = int64_t(all.extent(0)) / tp_.ny;
+  ensure_row_capacity(blocks_, "moe.blocks", band, c_);
+  const V2<T> rows = leading_rows(blocks_, band);
+  tp_.x->allgather<T>(part, values_of(rows));
+  tp_.y->allgather<T>(V1<const T>(rows.data(), rows.size()), values_of(all));
+}
+
+template <class T>
 double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
   if (!slices()) return forward_rows(ctx, x, out, k, count_load);
   // this tensor rank's share of the rows, then every rank's outputs
-  const int64_t rows = int64_t(x.extent(0)) / parts_, C = c_;
+  const int64_t n = x.extent(0), rows = n / parts_, C = c_;
+  V2<const T> in = as_matrix(whole_rows(x).data() + part_ * rows * C, rows, C);
+  if (columns_ > 1) {  // kept for the backward (the whole rows are scratch)
+    ensure_row_capacity(k.x_rows, "moe.x_rows", rows, C);
+    Kokkos::deep_copy(leading_rows(k.x_rows, rows), in);
+    in = leading_rows(k.x_rows, rows);
+  }
   ensure_row_capacity(slice_, "moe.slice", rows, C);
   const V2<T> mine = leading_rows(slice_, rows);
-  const double aux = forward_rows(ctx, as_matrix(x.data() + part_ * rows * C, rows, C), mine, k, count_load);
-  tp_.group->allgather<T>(V1<const T>(mine.data(), mine.size()), values_of(out));
+  const double aux = forward_rows(ctx, in, mine, k, count_load);
+  if (columns_ == 1) {
+    gather_parts(mine, out);
+  } else {  // every rank's outputs, of which this rank keeps its column block
+    const V2<T> whole = leading_rows(wide_, n);
+    gather_parts(mine, whole);
+    kernels::copy_column_block<T>(out, whole, tp_.ix * int64_t(out.extent(1)));
+  }
   return aux;
 }
 
@@ -301,11 +345,18 @@ typename MoeLayer<T>::ExpertWeights MoeLayer<T>::expert_slices(int64_t l, bool g
 template <class T>
 void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& k) const {
   if (!slices()) return backward_rows(x, dout, dx, dloss_scale, k);
-  const int64_t rows = int64_t(x.extent(0)) / parts_, C = c_, at = part_ * rows * C;
+  const int64_t n = dout.extent(0), rows = n / parts_, C = c_, at = part_ * rows * C;
+  const V2<const T> in = columns_ > 1 ? V2<const T>(leading_rows(k.x_rows, rows)) : as_matrix(x.data() + at, rows, C);
   ensure_row_capacity(slice_, "moe.slice", rows, C);
   const V2<T> mine = leading_rows(slice_, rows);
-  backward_rows(as_matrix(x.data() + at, rows, C), as_matrix(dout.data() + at, rows, C), mine, dloss_scale, k);
-  tp_.group->allgather<T>(V1<const T>(mine.data(), mine.size()), values_of(dx));
+  backward_rows(in, as_matrix(whole_rows(dout).data() + at, rows, C), mine, dloss_scale, k);
+  if (columns_ == 1) {
+    gather_parts(mine, dx);
+  } else {  // every rank's input gradients, of which this rank keeps its column block
+    const V2<T> whole = leading_rows(wide_, n);
+    gather_parts(mine, whole);
+    kernels::copy_column_block<T>(dx, whole, tp_.ix * int64_t(dx.extent(1)));
+  }
 }
 
 template <class T>
@@ -353,11 +404,11 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
   kernels::router_backward<T>(dlogits, r.probs, r.lse, r.expert, r.gate, dgate, aux,
                               T(2.0 * z_beta_ * double(dloss_scale)), top_k_ > 1);
   kernels::product<T>(Precision::FP32, "N", "T", dlogits, store_.param2(router_), T(1), dx);
-  if (parts_ > 1) {  // this micro-batch's router gradient from every tensor rank's rows
+  if (peers_) {  // this micro-batch's router gradient from every tensor rank's rows
     if (router_grad_.extent(0) != size_t(c_)) router_grad_ = Tensor2<T>("moe.router_grad", c_, experts_);
     Kokkos::deep_copy(router_grad_, T(0));
     kernels::matmul_backward_weight<T>(router_grad_, V1<T>(), dlogits, x, Precision::FP32);
-    tp_.group->allreduce_sum(V1<T>(router_grad_.data(), router_grad_.size()));
+    peers_->allreduce_sum(V1<T>(router_grad_.data(), router_grad_.size()));
     kernels::residual_accumulate<T>(store_.grad(router_), V1<const T>(router_grad_.data(), router_grad_.size()));
   } else {
     kernels::matmul_backward_weight<T>(store_.grad2(router_), V1<T>(), dlogits, x, Precision::FP32);
@@ -366,16 +417,22 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
 
 template <class T>
 void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) const {
-  const int64_t e = ep_.size, n = ctx.rows() / parts_;  // the rows this rank routes
-  if (parts_ >
-      1) {  // the tensor group: the routing statistics, the outputs (or input gradients), the router's gradient
+  const int64_t e = ep_.size, n = ctx.rows() / parts_, es = int64_t(sizeof(T));  // n: the rows this rank routes
+  const int peers = tp_.size();
+  if (peers > 1) {  // the tensor group: the routing statistics, the router's gradient
     const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
-    if (forward) out.add("tensor", "allreduce", Collective::AllReduce, parts_, experts_ * int64_t(sizeof(int64_t)));
+    if (forward) out.add("tensor", "allreduce", Collective::AllReduce, peers, experts_ * int64_t(sizeof(int64_t)));
     if (forward && capacity_factor_ > 0)
-      out.add("tensor", "allreduce", Collective::AllReduce, parts_,
+      out.add("tensor", "allreduce", Collective::AllReduce, peers,
               top_k_ * place_.data_size * ctx.batch * chunks * parts_ * experts_ * int64_t(sizeof(int64_t)));
-    if (slices()) out.add("tensor", "allgather", Collective::AllGather, parts_, n * c_ * int64_t(sizeof(T)));
-    if (!forward) out.add("tensor", "allreduce", Collective::AllReduce, parts_, c_ * experts_ * int64_t(sizeof(T)));
+    if (!forward) out.add("tensor", "allreduce", Collective::AllReduce, peers, c_ * experts_ * es);
+  }
+  if (slices() && tp_.mode != TensorMode::ThreeD) {  // the outputs (or input gradients)
+    out.add("tensor", "allgather", Collective::AllGather, parts_, n * c_ * es);
+  } else if (slices()) {  // the input (or output gradient) joined over X; the outputs over X, then Y
+    if (tp_.nx > 1) out.add("tensor_x", "allgather", Collective::AllGather, tp_.nx, ctx.rows() * c_ / tp_.nx * es);
+    if (tp_.nx > 1) out.add("tensor_x", "allgather", Collective::AllGather, tp_.nx, n * c_ * es);
+    if (tp_.ny > 1) out.add("tensor_y", "allgather", Collective::AllGather, tp_.ny, n * tp_.nx * c_ * es);
   }
   if (forward && ep_.token_ranks > 1) {
     const int ranks = ep_.token_ranks;
@@ -399,8 +456,9 @@ int64_t MoeLayer<T>::cache_bytes_for(const BlockContext& ctx) const {
   const int64_t n = ctx.rows() / parts_, es = int64_t(sizeof(T)), E = experts_,
                 k = top_k_;  // the rows this rank routes
   const int64_t a = int64_t(std::ceil(double(n * k) * std::max(1.0, capacity_factor_)));
-  // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk
-  return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es;
+  // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk; x_rows
+  return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es +
+         (columns_ > 1 ? n * c_ * es : 0);
 }
 
 template struct MoeCache<float>;

@@ -26,7 +26,13 @@
 // tensor ranks are expert ranks too: tensor rank r routes rows [r N/t, (r+1) N/t) of the
 // replicated input (under sequence parallelism, the rows it holds), the outputs and input
 // gradients are all-gathered over the tensor group, and the router's gradient (its
-// weights replicated there) is summed over it. Weights: router [C, E], fc [E, C, F],
+// weights replicated there) is summed over it. Under a 3D split of X x Y x depth ranks
+// the tensor ranks are expert ranks too: depth rank z holds its own sequences (TokenPlace
+// counts it as a split of the data group), the input's (N/depth, C/X) column blocks are
+// all-gathered over X into whole rows, each of the X x Y ranks of its plane routes part
+// y X + x of them, the outputs (and input gradients) are all-gathered over X, then Y, and
+// each rank keeps its column block; the routing statistics and the router's gradient are
+// summed over the whole tensor group. Weights: router [C, E], fc [E, C, F],
 // fc bias [E, F], proj [E, F, C], proj bias [E, C]; the experts' are global tensors with
 // the expert as the leading dimension (Shard::expert).
 #include <string>
@@ -71,6 +77,7 @@ struct MoeCache {
   MoeRouting<T> routing;
   Tensor2<T> xe, h, hg;  // (R, C), (R, F), (R, F)
   Tensor2<T> yk;         // (S, C) the experts' outputs, in dispatch order
+  Tensor2<T> x_rows;     // 3D with X > 1: this rank's rows of the whole input (N / parts, C)
   int64_t bytes() const;
 };
 
@@ -85,7 +92,8 @@ template <class T>
 class MoeLayer {
  public:
   // prefix: the block's parameter names ("blocks.L."). held: this rank runs the block.
-  // tp: the tensor split (1D or none), which must outlive the layer.
+  // tp: the tensor split (1D, 3D or none), which must outlive the layer. x, out, dout and
+  // dx below are the block's activations: (N, C), under 3D (N / depth, C / X).
   MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
            const ModelConfig& cfg, kernels::ProductPrecision precision, const std::string& prefix, double std,
            double proj_std, bool held);
@@ -123,8 +131,13 @@ class MoeLayer {
   double route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
   void backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
   // Whether this layer routes a share of the rows it is given (a 1D tensor split without
-  // sequence parallelism), and how many parts the rows have and which is this rank's.
+  // sequence parallelism, a 3D split with X x Y > 1), and how many parts the rows have and
+  // which is this rank's.
   bool slices() const { return parts_ > 1 && !tp_.sequence; }
+  // 3D with X > 1: x (N, C / X) joined over X into whole rows (wide_); else x itself.
+  V2<const T> whole_rows(V2<const T> x) const;
+  // every part's rows (N / parts x C each) into all (N, C), in part order
+  void gather_parts(V2<const T> mine, V2<T> all) const;
   // The rows of dispatch order (S, C) to the local experts' order (R, C), and back.
   void to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const;
   void from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const;
@@ -140,6 +153,8 @@ class MoeLayer {
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   int parts_ = 1, part_ = 0;  // the tensor ranks routing the rows, and this one
+  int columns_ = 1;           // 3D: X, the column blocks of the activations
+  Comm* peers_ = nullptr;     // the tensor ranks routing the replica's other rows (null: none)
   ExpertParallel ep_;
   TokenPlace place_;
   kernels::ProductPrecision precision_;
@@ -150,6 +165,7 @@ class MoeLayer {
   mutable int64_t dropped_here_ = 0;
   mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
   mutable Tensor2<T> slice_;               // a tensor rank's rows' outputs or input gradients
+  mutable Tensor2<T> wide_, blocks_;       // 3D: whole rows (N, C), and an all-gather's blocks
   mutable Tensor2<T> router_grad_;         // (C, E): one micro-batch's, summed over the tensor group
 };
 

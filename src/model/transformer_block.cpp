@@ -175,6 +175,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   if (moe_) {
     const double aux = moe_->forward(ctx, k.ln2.values, k.out, k.moe, !again);
     residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + moe
+    if (block) block->finish();
     return aux;
   }
   prefetch(false, fcp_w_);
@@ -201,7 +202,7 @@ template <class T>
 void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
                                    TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
                                    T dloss_scale) const {
-  if (w_.weight_block > 0 && !moe_) {  // 3D: each linear's weight gradient under its input gradient's sum
+  if (w_.weight_block > 0) {  // 3D: each linear's weight gradient under its input gradient's sum
     backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, true);
     return;
   }
@@ -239,7 +240,8 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     weight_gradient(which, k, recomputed, g);
     block->input_sum();
   };
-  if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2)
+  if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2) (3D: under the gather of proj's block)
+    prefetch(false, proj_w_);
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
   } else {
     prefetch(false, fcp_w_);

@@ -3,7 +3,9 @@
 // losses and final parameters: with data parallelism alone, with a capacity that drops
 // assignments, with gradient accumulation, full recomputation, a 1F1B pipeline, context
 // parallelism, a 1D tensor split (its ranks routing a share of the tokens each; with
-// sequence parallelism too), ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
+// sequence parallelism too), a 3D split (depth ranks holding their own sequences, the ranks
+// of an X x Y plane routing a share of them each; with a capacity, data x expert, ZeRO-1,
+// full recomputation and a 1F1B pipeline), ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
 // the expert replicas), and in bf16 against the serial bf16 run. A checkpoint
 // written on (data 4, expert 2) restarts on (data 2, expert 1), (data 4, expert 4) and one
 // rank to the same losses; the same checkpoint with two experts' slots exchanged does not
@@ -54,6 +56,8 @@ Deck moe_deck(const std::vector<std::string>& overrides, const std::string& name
 
 std::vector<std::vector<std::string>> expert_layouts_for(int n) {
   const std::string e2 = "parallel.expert=2";
+  const std::string three_d = "parallel.tensor_mode=3d", x2 = "parallel.tensor_x=2", y2 = "parallel.tensor_y=2",
+                    z2 = "parallel.tensor_depth=2";
   switch (n) {
     case 2:
       return {{"parallel.data=2", e2},
@@ -63,7 +67,9 @@ std::vector<std::vector<std::string>> expert_layouts_for(int n) {
               {"parallel.data=2", e2, "parallel.recompute=full"},
               {"parallel.data=2", e2, "parallel.zero=1"},
               {"parallel.tensor_cols=2"},
-              {"parallel.tensor_cols=2", "parallel.sequence_parallel=true", "model.moe_capacity_factor=1.0"}};
+              {"parallel.tensor_cols=2", "parallel.sequence_parallel=true", "model.moe_capacity_factor=1.0"},
+              {three_d, z2},
+              {three_d, x2, "model.moe_capacity_factor=1.0"}};
     case 4:
       return {{"parallel.data=4", e2},
               {"parallel.data=4", "parallel.expert=4"},
@@ -75,7 +81,12 @@ std::vector<std::vector<std::string>> expert_layouts_for(int n) {
               {"parallel.data=2", e2, "parallel.tensor_cols=2"},
               {"parallel.data=2", e2, "parallel.tensor_cols=2", "parallel.sequence_parallel=true", "parallel.zero=1"},
               {"parallel.tensor_cols=2", "parallel.pipeline=2", "parallel.micro_batches=4",
-               "model.moe_capacity_factor=1.0"}};
+               "model.moe_capacity_factor=1.0"},
+              {three_d, x2, z2, "model.moe_capacity_factor=1.0"},
+              {three_d, x2, y2},
+              {"parallel.data=2", e2, three_d, y2, "parallel.zero=1"},
+              {three_d, y2, z2, "parallel.recompute=full"},
+              {three_d, x2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"}};
     default:
       return {};
   }
