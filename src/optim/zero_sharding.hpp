@@ -62,7 +62,7 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
 // data group of data_ranks (comm/traffic.hpp), for the store's values; with expert
 // parallelism the experts' part over the expert replicas ("expert_data") and, without
 // ZeRO-1, the norm's expert squares over the data group's part of the expert split
-// ("expert", or "expert_peers" where a 1D split of tensor_split ranks is part of it too).
+// ("expert", or "expert_peers" where a 1D or 3D split of tensor_split ranks is part of it too).
 // bucketed: the other parameters' sum is the data-parallel driver's buckets (counted by
 // the caller); the experts' follows.
 template <class T>

@@ -5,11 +5,11 @@
 
 namespace strata {
 namespace {
-// The 1D tensor ranks that are expert ranks too (1: none).
+// The 1D or 3D tensor ranks that are expert ranks too (1: none).
 template <class T>
 int tensor_split_of(const StageFootprint<T>& model) {
   const auto& tp = model.tensor_parallel();
-  return tp.mode == TensorMode::OneD ? tp.t : 1;
+  return tp.mode == TensorMode::TwoD ? 1 : tp.size();
 }
 }  // namespace
 

@@ -95,7 +95,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineF
   std::vector<Layout> out;
   const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
   const auto admit = [&](Layout l) {
-    if (experts > 0 && (l.tensor == TensorMode::TwoD || l.tensor == TensorMode::ThreeD)) return;
+    if (experts > 0 && l.tensor == TensorMode::TwoD) return;
     for (int e = 1; e <= l.data; ++e) {
       if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
       l.expert = e;

@@ -31,7 +31,7 @@ std::unique_ptr<GPT<float>> build_dry_model(const Deck& deck, const Layout& l, i
   cp.size = l.context;
   cp.all_to_all = l.context_mode == ContextMode::AllToAll;
   ExpertParallel ep;  // expert rank 0 of data rank 0: every expert rank holds as many
-  ep.size = l.expert * (l.tensor == TensorMode::OneD ? l.t : 1);  // the 1D split's ranks are expert ranks too
+  ep.size = l.expert * (l.tensor == TensorMode::TwoD ? 1 : l.tensor_size());  // 1D and 3D: tensor ranks too
   ep.data_size = l.data;
   ep.token_ranks = l.replicas();
   return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp, ep));
