@@ -8,7 +8,8 @@
 // full recomputation and a 1F1B pipeline), ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
 // the expert replicas), and in bf16 against the serial bf16 run. A checkpoint
 // written on (data 4, expert 2) restarts on (data 2, expert 1), (data 4, expert 4) and one
-// rank to the same losses; the same checkpoint with two experts' slots exchanged does not
+// rank to the same losses (and on a 3D split; a 3D one on data x expert and another 3D
+// split); the same checkpoint with two experts' slots exchanged does not
 // (the restart check can see an expert read from the wrong slot). XPipe with mixtures in
 // its stages (data 2 x expert 2, tensor 2) equals XPipe on 2 stages alone.
 #include <mpi.h>
@@ -149,6 +150,17 @@ SerialMoe moe_serial_run(const Deck& deck) {
   return out;
 }
 
+// The worst relative difference of a run restarted at step 5 from the uninterrupted run's
+// steps 5..9.
+double worst_restart_diff(const TrainResult& r, const TrainResult& full) {
+  CHECK(r.first_step == 5);
+  REQUIRE(r.losses.size() == 5);
+  double worst = 0;
+  for (size_t i = 0; i < 5; ++i)
+    worst = std::max(worst, std::abs(r.losses[i] - full.losses[5 + i]) / std::abs(full.losses[5 + i]));
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("expert parallelism on 2 and 4 ranks equals the serial run", "[mpi][expert]") {
@@ -189,19 +201,23 @@ TEST_CASE("expert parallelism in bf16 equals the serial bf16 run", "[mpi][expert
   if (n != 2) return;
   const auto [fp32, fp32_params] = serial_run<Training>(moe_deck({}));
   const auto [ser, ser_params] = serial_run<Training>(moe_deck({"model.precision=bf16"}));
-  Training par(moe_deck({"model.precision=bf16", "parallel.data=2", "parallel.expert=2"}), MPI_COMM_WORLD, quiet());
-  const TrainResult r = par.run();
-  const auto params = global_params_of(par);
-  if (rank == 0) {
+  for (const auto& layout : std::vector<std::vector<std::string>>{{"parallel.data=2", "parallel.expert=2"},
+                                                                  {"parallel.tensor_mode=3d", "parallel.tensor_x=2"}}) {
+    auto keys = layout;
+    keys.push_back("model.precision=bf16");
+    Training par(moe_deck(keys), MPI_COMM_WORLD, quiet());
+    const TrainResult r = par.run();
+    const auto params = global_params_of(par);
+    if (rank != 0) continue;
     // as the other bf16 layouts (model/test_precision.cpp): the first step's loss (the same
     // weights, forward only) to 5e-6; later fp32 sums in another order move values across
     // bf16 rounding boundaries, and the runs drift apart by less than bf16 is from fp32
     const double worst = max_rel_diff(r.losses, ser.losses), bound = max_rel_diff(ser.losses, fp32.losses);
     const double rms = moe_rms_diff(params, ser_params), rms_bound = moe_rms_diff(ser_params, fp32_params);
     std::printf(
-        "expert equivalence, bf16 data 2 x expert 2: first loss %.2e, worst %.2e (bf16 vs fp32 %.2e), params rms "
+        "expert equivalence, bf16 %s: first loss %.2e, worst %.2e (bf16 vs fp32 %.2e), params rms "
         "%.2e (bf16 vs fp32 %.2e)\n",
-        std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0], worst, bound, rms, rms_bound);
+        describe(layout).c_str(), std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0], worst, bound, rms, rms_bound);
     CHECK(std::abs(r.losses[0] - ser.losses[0]) / ser.losses[0] < 5e-6);
     CHECK(worst < 1.5 * bound);
     CHECK(rms < 1.5 * rms_bound);
@@ -221,19 +237,17 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
   const std::vector<std::string> written_on = {"parallel.data=4", "parallel.expert=2", "parallel.zero=1"};
   const TrainResult full = Training(moe_deck(written_on, "ckpt-e2", 10, 5), MPI_COMM_WORLD, quiet(true)).run();
   const std::string ckpt = "moe_test_runs/ckpt-e2/checkpoints/ckpt_00000005.h5";
-  const auto worst_rest = [&](const TrainResult& r) {
-    CHECK(r.first_step == 5);
-    REQUIRE(r.losses.size() == 5);
-    double worst = 0;
-    for (size_t i = 0; i < 5; ++i)
-      worst = std::max(worst, std::abs(r.losses[i] - full.losses[5 + i]) / std::abs(full.losses[5 + i]));
-    return worst;
-  };
+  const auto worst_rest = [&](const TrainResult& r) { return worst_restart_diff(r, full); };
   const double e4 =
       worst_rest(Training(moe_deck({"parallel.data=4", "parallel.expert=4", "parallel.zero=1"}, "from-e2-e4", 10),
                           MPI_COMM_WORLD, quiet(false, ckpt))
                      .run());
   CHECK(e4 < 3e-7);
+  // onto a 3D split, whose tensor ranks are the expert ranks
+  CHECK(worst_rest(Training(moe_deck({"parallel.tensor_mode=3d", "parallel.tensor_x=2", "parallel.tensor_y=2"},
+                                     "from-e2-3d", 10),
+                            MPI_COMM_WORLD, quiet(false, ckpt))
+                       .run()) < 3e-7);
   MPI_Comm pair;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair);
   if (pair != MPI_COMM_NULL) {
@@ -263,6 +277,26 @@ TEST_CASE("a checkpoint of (data 4, expert 2) restarts on (data 2, expert 1), (d
     std::printf("expert restart: worst loss rel diff %.2e from the checkpoint, %.2e with experts 1 and 2 exchanged\n",
                 e4, wrong);
     CHECK(wrong > 100 * 3e-7);  // seen: 1.1e-4, against 9e-9 from the right slots
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a mixture's checkpoint of 3D 2x1x2 restarts on (data 4, expert 2) and on 3D 1x2x2",
+          "[mpi][expert][checkpoint]") {
+  if (world_size() != 4) return;
+  if (world_rank() == 0) std::filesystem::remove_all("moe_test_runs/ckpt-3d");
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string three_d = "parallel.tensor_mode=3d";
+  const TrainResult full =
+      Training(moe_deck({three_d, "parallel.tensor_x=2", "parallel.tensor_depth=2"}, "ckpt-3d", 10, 5), MPI_COMM_WORLD,
+               quiet(true))
+          .run();
+  const std::string ckpt = "moe_test_runs/ckpt-3d/checkpoints/ckpt_00000005.h5";
+  for (const auto& layout : std::vector<std::vector<std::string>>{
+           {"parallel.data=4", "parallel.expert=2"}, {three_d, "parallel.tensor_y=2", "parallel.tensor_depth=2"}}) {
+    INFO(describe(layout));
+    CHECK(worst_restart_diff(Training(moe_deck(layout, "from-3d", 10), MPI_COMM_WORLD, quiet(false, ckpt)).run(),
+                             full) < 3e-7);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
