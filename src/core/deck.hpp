@@ -101,6 +101,9 @@ struct ParallelConfig {
     return tensor_mode == TensorMode::ThreeD ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols;
   }
   int64_t ranks() const { return data * pipeline * context * tensor_size(); }
+  // The ranks a mixture layer's experts are split over: parallel.expert, times the tensor
+  // ranks under a 1D or 3D split (each routes a share of the rows).
+  int64_t expert_ranks() const { return expert * (tensor_mode == TensorMode::TwoD ? 1 : tensor_size()); }
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;
   int64_t micro_batches = 1;

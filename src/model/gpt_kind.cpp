@@ -137,7 +137,7 @@ RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const Ru
                (long long)m.moe_top_k,
                m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
                double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
-               (long long)deck.parallel.expert));
+               (long long)deck.parallel.expert_ranks()));
   }
   if (!run.data_line.empty()) d.lines.push_back("strata: data: " + run.data_line);
   const std::string blas = blas_core_name();

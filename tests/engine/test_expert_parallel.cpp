@@ -5,7 +5,7 @@
 // parallelism, a 1D tensor split (its ranks routing a share of the tokens each; with
 // sequence parallelism too), a 3D split (depth ranks holding their own sequences, the ranks
 // of an X x Y plane routing a share of them each; with a capacity, data x expert, ZeRO-1,
-// full recomputation and a 1F1B pipeline), ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
+// full recomputation, a 1F1B and a ZB-H1 pipeline), ZeRO-1 (with expert 1, and with expert 2: the experts' moments sharded over
 // the expert replicas), and in bf16 against the serial bf16 run. A checkpoint
 // written on (data 4, expert 2) restarts on (data 2, expert 1), (data 4, expert 4) and one
 // rank to the same losses (and on a 3D split; a 3D one on data x expert and another 3D
@@ -87,7 +87,8 @@ std::vector<std::vector<std::string>> expert_layouts_for(int n) {
               {three_d, x2, y2},
               {"parallel.data=2", e2, three_d, y2, "parallel.zero=1"},
               {three_d, y2, z2, "parallel.recompute=full"},
-              {three_d, x2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"}};
+              {three_d, x2, "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=4"},
+              {three_d, z2, "parallel.pipeline=2", "parallel.schedule=zb-h1", "parallel.micro_batches=4"}};
     default:
       return {};
   }
