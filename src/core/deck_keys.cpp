@@ -455,7 +455,8 @@ std::vector<DeckKey> declare_keys() {
           "and those activations shrink t times; not with the zero-bubble schedules"),
       key(par, &D::parallel, "expert", &ParallelConfig::expert, at_least<int64_t>(1),
           "gpt with model.moe_experts: ranks of the data group the experts are split over (expert parallelism: "
-          "each holds moe_experts / expert of them, tokens go to their experts and back by all-to-alls); "
+          "each holds moe_experts / expert of them, and under a 1D or 3D tensor split the tensor ranks split "
+          "them further; tokens go to their experts and back by all-to-alls); "
           "dividing parallel.data"),
       enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
                   "collectives on device buffers: MPI, or NCCL (CUDA builds)"),

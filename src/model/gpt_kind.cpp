@@ -86,7 +86,7 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
          "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
   }
   if (m.moe_experts > 0 && p.tensor_mode == TensorMode::ThreeD && p.tensor_size() > 1) {
-    need(m.moe_experts, "model.moe_experts", p.expert * p.tensor_size(),
+    need(m.moe_experts, "model.moe_experts", p.expert_ranks(),
          "parallel.expert x tensor_x x tensor_y x tensor_depth (under a 3D split the tensor ranks are expert ranks "
          "too)");
     need(tokens / p.tensor_depth, "a micro-batch's tokens per depth rank", p.tensor_x * p.tensor_y,
