@@ -122,7 +122,7 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
   int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
   int64_t values = store_values(numel, zero_shards);
   const auto& tp = model.tensor_parallel();
-  if (const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::OneD ? tp.t : 1));
+  if (const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
       zero_shards > 1 && e > 1 && experts > 0) {
     // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
     const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
