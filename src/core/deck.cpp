@@ -153,9 +153,13 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     ": parallel.recompute = \"full\" does not run with schedule = \"xpipe\": its backward sees "
                     "other weights than its forward, so a forward run again would not be the one it differentiates");
   if (p.zero > 0 && p.pipeline > 1 && p.schedule == Schedule::XPipe)
-    throw UserError(origin +
-                    ": parallel.zero = 1 does not run with schedule = \"xpipe\": its weight prediction and "
+    throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
+                    " does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
+  if (p.zero == 2 && (p.pipeline > 1 || mgrit))
+    throw UserError(origin +
+                    ": parallel.zero = 2 runs with parallel.pipeline = 1 only so far: the pipeline and "
+                    "layer-parallel engines do not yet sum each unit's gradients per micro-batch (use zero = 1)");
   if (splits_backward(p.schedule) && p.pipeline > 1 && p.recompute != Recompute::None)
     throw UserError(origin + ": parallel.recompute = \"" + to_string(p.recompute) +
                     "\" does not run with schedule = \"" + to_string(p.schedule) +

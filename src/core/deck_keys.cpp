@@ -481,10 +481,12 @@ std::vector<DeckKey> declare_keys() {
                   "attention keeps no probabilities to remake); or \"full\" (each block keeps only its input and "
                   "runs its forward again in the backward: one block's activations per micro-batch; resnet: "
                   "every k-th state kept, k near sqrt(steps), the others remade). The same results bit for bit"),
-      key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 1),
-          "ZeRO stage: 0, or 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
+      key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 2),
+          "ZeRO stage: 0, 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
-          "same traffic as the all-reduce; not with xpipe)"),
+          "same traffic as the all-reduce; not with xpipe) or 2 (the gradients too: each unit of the model "
+          "(a block, the embedding, ...) reduce-scattered as the backward makes it final, every micro-batch, "
+          "each rank keeping 1/data of it; without a pipeline so far)"),
       key(par, &D::parallel, "virtual_stages", &ParallelConfig::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),

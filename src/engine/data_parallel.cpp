@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/grad_buckets.hpp"
+#include "optim/unit_gradient_sum.hpp"
 #include "optim/zero_sharding.hpp"
 
 namespace strata {
@@ -29,7 +30,14 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
     if (model_.counts_correct()) local_correct += model_.correct(*cache_);
     timers.stop("forward");
     timers.start("backward");
-    if (!last) {  // the gradients add up; the sums wait for the last micro-batch
+    if (model_.params().gradients_sharded()) {  // ZeRO-2: every micro-batch's units summed as they become final
+      UnitGradientSum<T> sum(comm_, expert_comm_, model_.params());
+      model_.backward(ctx, scale, {}, *cache_, [&](int64_t offset, int64_t count) { sum.ready(offset, count); });
+      timers.stop("backward");
+      timers.start("grad_allreduce");  // what is left of the sums after the backward
+      sum.finish();
+      if (!last) timers.stop("grad_allreduce");
+    } else if (!last) {  // the gradients add up; the sums wait for the last micro-batch
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
     } else if (bucket_bytes_ > 0 && comm_.size() > 1 && !model_.params().moments_sharded()) {

@@ -16,7 +16,10 @@
 // backward, once per step. The sum is the same gradient as the whole batch's.
 //
 // ZeRO-1 (a store whose moments are sharded, optim/zero_sharding.hpp): one reduce-scatter
-// of the gradients after the backward instead of the buckets' all-reduces.
+// of the gradients after the backward instead of the buckets' all-reduces. ZeRO-2 (a store
+// whose gradients are sharded too): every micro-batch's gradients reduce-scattered unit by
+// unit as the backward makes them final (optim/unit_gradient_sum.hpp), each rank keeping
+// its part of each.
 #include <memory>
 
 #include "comm/comm.hpp"

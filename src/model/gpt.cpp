@@ -34,14 +34,26 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   if (allocate) store_.allocate(seed);
   act_.blocks.resize(cfg.n_layer);
   // Each block declared its parameters in one go, so they are contiguous in the buffer.
-  const auto offset_of = [&](const std::string& name) { return store_.infos()[store_.index(name)].offset; };
-  const int64_t first_block = offset_of("blocks.0.ln1.weight"), lnf = offset_of("lnf.weight");
-  embedding_range_ = {0, first_block};
   for (int l = 0; l < cfg.n_layer; ++l)
-    block_ranges_.emplace_back(
-        offset_of("blocks." + std::to_string(l) + ".ln1.weight"),
-        l + 1 < cfg.n_layer ? offset_of("blocks." + std::to_string(l + 1) + ".ln1.weight") : lnf);
-  lnf_range_ = {lnf, store_.expert_begin()};
+    block_first_.push_back(store_.index("blocks." + std::to_string(l) + ".ln1.weight"));
+  lnf_first_ = store_.index("lnf.weight");
+}
+
+template <class T>
+std::pair<int64_t, int64_t> GPT<T>::embedding_range() const {
+  return {0, store_.infos()[size_t(block_first_.front())].offset};
+}
+
+template <class T>
+std::pair<int64_t, int64_t> GPT<T>::block_range(int l) const {
+  const auto& infos = store_.infos();
+  const int next = l + 1 < int(block_first_.size()) ? block_first_[size_t(l) + 1] : lnf_first_;
+  return {infos[size_t(block_first_[size_t(l)])].offset, infos[size_t(next)].offset};
+}
+
+template <class T>
+std::pair<int64_t, int64_t> GPT<T>::lnf_range() const {
+  return {store_.infos()[size_t(lnf_first_)].offset, store_.expert_begin()};
 }
 
 template <class T>
@@ -148,18 +160,18 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const auto [begin, end] = placement_.chunk(act.chunk);
   start_backward(local, dloss_scale, dout, act, true);
   if (placement_.model_last(act.chunk))
-    ready(lnf_range_);  // the tied wte also got gradients here, but is not final until the embedding
+    ready(lnf_range());  // the tied wte also got gradients here, but is not final until the embedding
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full)
       blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true);  // the same values again
     blocks_[l].backward(local, act.dres, k, grad_scratch_, act.recomputed, dloss_scale);
-    ready(block_ranges_[l]);
+    ready(block_range(l));
   }
   if (placement_.model_first(act.chunk)) {
     embedding_->backward(local, act.dres, act.emb);
-    ready(embedding_range_);
+    ready(embedding_range());
   }
 }
 
@@ -200,16 +212,16 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
   };
   if (placement_.model_last(act.chunk)) {
     if (!share_head_) head_->backward_weight(act.head);  // shared: done with the input half
-    ready(lnf_range_);
+    ready(lnf_range());
   }
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;) {
     blocks_[l].backward_weight(act.blocks[l], act.recomputed, grad_scratch_);
-    ready(block_ranges_[l]);
+    ready(block_range(l));
   }
   if (placement_.model_first(act.chunk)) {
     embedding_->backward(local_context(ctx), act.dres, act.emb);  // dres: the input half's dL/d(embedding output)
-    ready(embedding_range_);
+    ready(embedding_range());
   }
 }
 
@@ -232,10 +244,10 @@ void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chun
 template <class T>
 std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
   std::vector<std::pair<int64_t, int64_t>> order;
-  if (placement_.last()) order.push_back(lnf_range_);
+  if (placement_.last()) order.push_back(lnf_range());
   for (int k = placement_.chunk_count(); k-- > 0;)
-    for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_ranges_[l]);
-  if (placement_.first()) order.push_back(embedding_range_);
+    for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_range(l));
+  if (placement_.first()) order.push_back(embedding_range());
   return order;
 }
 

@@ -184,9 +184,13 @@ class GPT : public StageModel<T> {
   LMHeadCache<T> shared_head_;
   double aux_loss_ = 0;  // take_aux_loss
   // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm
-  // (the parameters before ParamStore::expert_begin(): the experts' are summed apart).
-  std::pair<int64_t, int64_t> embedding_range_, lnf_range_;
-  std::vector<std::pair<int64_t, int64_t>> block_ranges_;
+  // (the parameters before ParamStore::expert_begin(): the experts' are summed apart),
+  // from where the store has their parameters now (ZeRO-2 lays the buffer out again).
+  std::pair<int64_t, int64_t> embedding_range() const;
+  std::pair<int64_t, int64_t> block_range(int l) const;
+  std::pair<int64_t, int64_t> lnf_range() const;
+  std::vector<int> block_first_;  // each block's first parameter (its ln1 weight)
+  int lnf_first_ = 0;             // the final norm's weight
 };
 
 }  // namespace strata

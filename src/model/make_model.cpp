@@ -53,11 +53,16 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // replica's block only (optim/zero_sharding.hpp), before any step or checkpoint read
   // (with expert parallelism the experts' moments over the expert replicas)
+  // (zero = 2: the gradients too, unit by unit: ParamStore::shard_gradients)
   if (deck.parallel.zero > 0 && grid.replicas().size() > 1) {
     const bool experts = grid.shape().expert > 1;
-    model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(),
-                                  experts ? grid.expert_replicas().size() : 0,
-                                  experts ? grid.expert_replicas().rank() : 0);
+    const int expert_shards = experts ? grid.expert_replicas().size() : 0,
+              expert_index = experts ? grid.expert_replicas().rank() : 0;
+    if (deck.parallel.zero == 2)
+      model->params().shard_gradients(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
+                                      expert_shards, expert_index);
+    else
+      model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(), expert_shards, expert_index);
   }
   return model;
 }

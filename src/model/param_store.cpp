@@ -1,5 +1,7 @@
 #include "model/param_store.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/rng.hpp"
 
@@ -125,6 +127,45 @@ void ParamStore<T>::shard_moments(int shards, int index, int expert_shards, int 
   };
   spans_ = {span(block * index, block, two ? dense : total_, 0)};
   if (two) spans_.push_back(span(expert_begin_ + expert_block * expert_index, expert_block, total_, block));
+}
+
+template <class T>
+void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
+                                    int expert_shards, int expert_index) {
+  std::vector<GradientUnit> units =
+      gradient_units(ready_ranges, expert_begin_, total_, shards, index, expert_shards, expert_index);
+  const int64_t length = units.empty() ? 0 : units.back().end;
+  int64_t owned = 0;
+  for (const auto& u : units) owned += u.part();
+  m_ = v_ = grads_ = Tensor1<T>();      // freed first: never more than the unsharded store at once
+  Tensor1<T> params("params", length);  // zero padding
+  for (const auto& u : units)
+    Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(u.begin, u.used_end)),
+                      Kokkos::subview(params_, std::make_pair(u.from, u.from + (u.used_end - u.begin))));
+  // a flat offset in the new layout (the old end: the new end)
+  const auto moved = [&](int64_t o) {
+    for (const auto& u : units)
+      if (o < u.from + (u.used_end - u.begin)) return u.begin + (o - u.from);
+    return length;
+  };
+  for (auto& p : infos_) p.offset = moved(p.offset);
+  const bool experts = total_ > expert_begin_;
+  expert_begin_ = experts ? units.back().begin : length;
+  total_ = length;
+  params_ = params;
+  ++changes_;
+  if (rounded_) keep_rounded_copy();  // of the padded buffer
+  m_ = Tensor1<T>("adam_m", owned);
+  v_ = Tensor1<T>("adam_v", owned);
+  owned_grads_ = Tensor1<T>("owned_grads", owned);
+  spans_.clear();
+  for (const auto& u : units) {
+    const int64_t begin = u.begin + u.index * u.part();
+    spans_.push_back({begin, std::clamp(u.used_end, begin, begin + u.part()), u.at});
+  }
+  moment_shards_ = shards;
+  expert_shards_ = experts && expert_shards > 0 ? expert_shards : 0;
+  slots_ = std::make_unique<GradientSlots<T>>(std::move(units));
 }
 
 template <class T>

@@ -16,6 +16,7 @@
 #include "core/tensor.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "kernels/products.hpp"
+#include "model/gradient_slots.hpp"
 
 namespace strata {
 
@@ -99,6 +100,19 @@ class ParamStore {
   // own group: the expert replicas), and the rank keeps block `index` of the first and
   // block `expert_index` of the second (block_region says where each region lies).
   void shard_moments(int shards, int index, int expert_shards = 0, int expert_index = 0);
+  // ZeRO stage 2, after allocate(): the flat buffers laid out unit by unit (units: the
+  // ranges whose gradients become final together, StageModel::grad_ready_order(); the
+  // flat buffer's other ranges and the experts' region are units of their own), each
+  // padded to `shards` equal parts (the experts' region to `expert_shards` parts when
+  // expert_shards > 0: their own group, the expert replicas); this rank keeps part `index`
+  // (`expert_index`) of every unit's summed gradient and AdamW moments, and every
+  // parameter. grad(i) is then a working slot of its unit's gradient, until the engine
+  // reduce-scatters the unit into this rank's part (model/gradient_slots.hpp).
+  void shard_gradients(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
+                       int expert_shards = 0, int expert_index = 0);
+  // ZeRO-2's units and their working slots (nullptr otherwise).
+  GradientSlots<T>* gradient_slots() const { return slots_.get(); }
+  bool gradients_sharded() const { return bool(slots_); }
 
   int index(const std::string& name) const;
   const std::vector<ParamInfo>& infos() const { return infos_; }
@@ -117,10 +131,17 @@ class ParamStore {
   int64_t global_numel() const;  // elements of the whole model
 
   V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
-  V1<T> grad(int i) const { return V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel); }
+  // (ZeRO-2: its unit's working slot, taken at the first call of a backward)
+  V1<T> grad(int i) const {
+    return slots_ ? slots_->values(infos_[i].offset, infos_[i].numel)
+                  : V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel);
+  }
   // 2D views of the local part: (count[0], product of the other counts).
   V2<T> param2(int i) const { return matrix(params_, i); }
-  V2<T> grad2(int i) const { return matrix(grads_, i); }
+  V2<T> grad2(int i) const {
+    const auto& p = infos_[i];
+    return slots_ && p.numel > 0 ? as_matrix(grad(i).data(), p.count[0], p.numel / p.count[0]) : matrix(grads_, i);
+  }
   bool held(int i) const { return infos_[i].numel > 0; }
 
   // The parameters for writing: every call counts as a change, so that what is made from
@@ -130,6 +151,7 @@ class ParamStore {
     return params_;
   }
   const Tensor1<T>& params() const { return params_; }
+  // The flat gradients (empty under ZeRO-2, which keeps its part: moment_grads).
   Tensor1<T>& grads() { return grads_; }
   V1<T> grads_view() const { return grads_; }
   // The AdamW moments: of every flat element, or with ZeRO-1 of this rank's block (of each
@@ -149,6 +171,14 @@ class ParamStore {
     }
     return {};
   }
+  // The summed gradients of the flat elements a moment span (or a part of one) covers:
+  // [part.begin, part.end) of the flat gradients, or under ZeRO-2 the owned ones at part.at.
+  V1<T> moment_grads(const MomentSpan& part) const {
+    return slots_ ? V1<T>(owned_grads_.data() + part.at, part.end - part.begin)
+                  : V1<T>(grads_.data() + part.begin, part.end - part.begin);
+  }
+  // ZeRO-2: this rank's part of unit's summed gradient.
+  V1<T> owned_grads(const GradientUnit& unit) const { return V1<T>(owned_grads_.data() + unit.at, unit.part()); }
   bool moments_sharded() const { return moment_shards_ > 1 || expert_shards_ > 1; }
   // ZeRO-1's equal blocks: [begin, end) of the flat buffers split over the replicas (the
   // whole padded buffer, or with two regions the first) or, experts = true, over the
@@ -159,11 +189,17 @@ class ParamStore {
     return experts ? std::pair<int64_t, int64_t>{expert_begin_, int64_t(grads_.extent(0))}
                    : std::pair<int64_t, int64_t>{0, expert_begin_};
   }
-  // what the four buffers hold (store_values(numel(), shards) values)
-  int64_t state_bytes() const {
-    return int64_t(params_.extent(0) + grads_.extent(0) + m_.extent(0) + v_.extent(0)) * int64_t(sizeof(T));
+  // The gradients' bytes: the flat buffer, or under ZeRO-2 the owned part and the slots.
+  int64_t grad_bytes() const {
+    const int64_t slots = slots_ ? slots_->slot_values() : 0;
+    return (int64_t(grads_.extent(0) + owned_grads_.extent(0)) + slots) * int64_t(sizeof(T));
   }
-  void zero_grads() { Kokkos::deep_copy(grads_, T(0)); }
+  // what the buffers hold (store_values(numel(), shards) values without ZeRO-2)
+  int64_t state_bytes() const {
+    return int64_t(params_.extent(0) + m_.extent(0) + v_.extent(0)) * int64_t(sizeof(T)) + grad_bytes();
+  }
+  // Every gradient to zero (ZeRO-2: the owned ones; slots are zeroed when taken).
+  void zero_grads() { Kokkos::deep_copy(slots_ ? owned_grads_ : grads_, T(0)); }
 
   // bf16 products (float stores): keep the parameters rounded to bf16 once per change
   // (kernels::RoundedCopy), where that pays; call after allocate(). Its bytes, 0 without.
@@ -190,6 +226,8 @@ class ParamStore {
   int moment_shards_ = 1, expert_shards_ = 0;
   std::vector<MomentSpan> spans_;
   Tensor1<T> params_, grads_, m_, v_;
+  Tensor1<T> owned_grads_;                   // ZeRO-2: this rank's part of each unit's summed gradient
+  std::unique_ptr<GradientSlots<T>> slots_;  // ZeRO-2: the units' working gradients
   uint64_t changes_ = 0;
   kernels::ProductWorkspace product_workspace_;  // before rounded_, which it lists
   std::unique_ptr<kernels::RoundedCopy> rounded_;

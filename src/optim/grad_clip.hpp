@@ -12,26 +12,24 @@
 namespace strata {
 
 // Sum of squares of the gradient shards this rank owns (ParamInfo::replica == 0), over
-// contiguous runs of the flat buffer; with ZeRO-1, of its block of them only (the part
-// whose gradients were summed here).
+// runs contiguous in the flat buffer and in the moments' order; with ZeRO-1 and 2, of
+// its part of them only (the part whose gradients were summed here).
 // experts: of the experts' parameters (Shard::expert), or of the others.
 template <class T>
 double owned_grad_sum_of_squares(const ParamStore<T>& store, bool experts = false) {
   double sum = 0;
-  int64_t run_begin = 0, run_end = 0;
+  typename ParamStore<T>::MomentSpan run;
   const auto flush = [&] {
-    if (run_end > run_begin)
-      sum += kernels::sum_of_squares<T>(V1<const T>(store.grads_view().data() + run_begin, run_end - run_begin));
+    if (run.end > run.begin) sum += kernels::sum_of_squares<T>(V1<const T>(store.moment_grads(run)));
   };
   for (const auto& p : store.infos()) {
     const auto part = store.moments_of(p);
-    const int64_t begin = part.begin, end = part.end;
-    if (p.replica != 0 || begin >= end || p.expert != experts) continue;
-    if (begin != run_end) {
+    if (p.replica != 0 || part.begin >= part.end || p.expert != experts) continue;
+    if (part.begin != run.end || part.at != run.at + (run.end - run.begin)) {
       flush();
-      run_begin = begin;
+      run = part;
     }
-    run_end = end;
+    run.end = part.end;
   }
   flush();
   return sum;
@@ -54,11 +52,12 @@ double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm,
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const T scale = T(max_norm / (norm + 1e-6));
-    // the gradients the update reads: all, or with ZeRO-1 this rank's block
-    auto grads = store.grads_view();
-    for (const auto& span : store.moment_spans())
+    // the gradients the update reads: all, or with ZeRO-1 and 2 this rank's part
+    for (const auto& span : store.moment_spans()) {
+      const V1<T> grads = store.moment_grads(span);
       Kokkos::parallel_for(
-          "grad_clip", Range(span.begin, span.end), KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
+          "grad_clip", Range(0, grads.extent(0)), KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });
+    }
   }
   return norm;
 }

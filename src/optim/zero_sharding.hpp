@@ -50,10 +50,16 @@ void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
 }
 
 // After a ZeRO-1 update of this rank's block: every block to every data rank (the
-// experts' region, if the store has one, over the expert replicas).
+// experts' region, if the store has one, over the expert replicas); after a ZeRO-2 one,
+// every unit's parts.
 template <class T>
 void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) {
   auto& params = store.params();
+  if (const auto* slots = store.gradient_slots()) {  // ZeRO-2: unit by unit, each over its group
+    for (const auto& u : slots->units())
+      (u.experts ? expert_data : data).allgather_blocks(V1<T>(params.data() + u.begin, u.end - u.begin));
+    return;
+  }
   data.allgather_blocks(region(params, store.block_region(false)));
   if (const auto r = store.block_region(true); r.second > r.first) expert_data.allgather_blocks(region(params, r));
 }

@@ -1,6 +1,7 @@
 #include "plan/engine_traffic.hpp"
 
 #include "engine/grad_buckets.hpp"
+#include "optim/unit_gradient_sum.hpp"
 #include "optim/zero_sharding.hpp"
 
 namespace strata {
@@ -15,20 +16,26 @@ int tensor_split_of(const StageFootprint<T>& model) {
 
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches, bool zero) {
+                              int micro_batches, int zero) {
   Traffic out;
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
+  if (zero == 2 && data_ranks > 1) {
+    const int expert_split = std::max(1, model.params().expert_split() / tensor_split_of(model));
+    zero2_traffic(out, zero2_units(model, data_ranks, expert_split), data_ranks, micro_batches, e);
+    out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
+    return out;
+  }
   if (bucket_bytes > 0 && data_ranks > 1 && !zero) {
     GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
       out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
     });
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
     buckets.flush();
-    gradient_sum_traffic(out, model.params(), data_ranks, zero, true,
+    gradient_sum_traffic(out, model.params(), data_ranks, false, true,
                          tensor_split_of(model));  // the experts', after the buckets
   } else {
-    gradient_sum_traffic(out, model.params(), data_ranks, zero, false, tensor_split_of(model));
+    gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, tensor_split_of(model));
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
   return out;
@@ -96,8 +103,8 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, bool);
-template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, bool);
+template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int);
+template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int);
 template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, bool);
 template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, bool);
 

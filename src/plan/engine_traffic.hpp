@@ -11,10 +11,11 @@ namespace strata {
 
 // What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
 // for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
-// gradient buckets; zero: ZeRO-1's reduce-scatter, norm and all-gather instead.
+// gradient buckets; zero (the ZeRO stage): 1, ZeRO-1's reduce-scatter, norm and all-gather
+// instead; 2, each unit's reduce-scatter per micro-batch, the norm and each unit's all-gather.
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches = 1, bool zero = false);
+                              int micro_batches = 1, int zero = 0);
 
 // What the stage the model is placed on sends in one run of s (StageExecutor), call for
 // call: one mini-batch for the flushing schedules with the gradient sums after it, a

@@ -74,7 +74,7 @@ std::vector<std::string> memory_option_names(const Layout& l) {
   std::vector<std::string> used;
   if (l.recompute != Recompute::None) used.push_back("recomputation");
   if (l.micro_batches > 1 && l.pipeline == 1) used.push_back("gradient accumulation");
-  if (l.zero > 0) used.push_back("ZeRO-1");
+  if (l.zero > 0) used.push_back("ZeRO-" + std::to_string(l.zero));
   return used;
 }
 size_t options_used(const Layout& l) { return memory_option_names(l).size(); }

@@ -1,0 +1,100 @@
+#include "model/gradient_slots.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace strata {
+
+std::vector<GradientUnit> gradient_units(std::vector<std::pair<int64_t, int64_t>> ready_ranges, int64_t expert_begin,
+                                         int64_t total, int shards, int index, int expert_shards, int expert_index) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto& r : ready_ranges)
+    if (r.second > r.first) ranges.push_back(r);
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<int64_t, int64_t>> tiles;
+  int64_t covered = 0;
+  for (const auto& r : ranges) {
+    if (r.first < covered || r.second > expert_begin)
+      throw std::logic_error("gradient_units: ready ranges overlap or reach the experts");
+    if (r.first > covered) tiles.emplace_back(covered, r.first);
+    tiles.push_back(r);
+    covered = r.second;
+  }
+  if (covered < expert_begin) tiles.emplace_back(covered, expert_begin);
+  if (total > expert_begin) tiles.emplace_back(expert_begin, total);
+  const bool two = expert_shards > 0 && total > expert_begin;
+  std::vector<GradientUnit> units;
+  int64_t length = 0, owned = 0;
+  for (const auto& [begin, end] : tiles) {
+    GradientUnit u;
+    u.from = begin;
+    u.experts = two && begin >= expert_begin;
+    u.shards = u.experts ? expert_shards : shards;
+    u.index = u.experts ? expert_index : index;
+    u.begin = length;
+    u.used_end = length + (end - begin);
+    u.end = length + (end - begin + u.shards - 1) / u.shards * u.shards;
+    u.at = owned;
+    owned += u.part();
+    length = u.end;
+    units.push_back(u);
+  }
+  return units;
+}
+
+template <class T>
+GradientSlots<T>::GradientSlots(std::vector<GradientUnit> units)
+    : units_(std::move(units)), slot_of_(units_.size(), -1) {
+  for (size_t u = 1; u < units_.size(); ++u)
+    if (units_[u].begin != units_[u - 1].end) throw std::logic_error("GradientSlots: the units do not tile the buffer");
+}
+
+template <class T>
+int GradientSlots<T>::unit_at(int64_t offset) const {
+  const auto it = std::upper_bound(units_.begin(), units_.end(), offset,
+                                   [](int64_t o, const GradientUnit& u) { return o < u.end; });
+  if (it == units_.end() || offset < it->begin)
+    throw std::logic_error("GradientSlots: flat element " + std::to_string(offset) + " lies in no unit");
+  return int(it - units_.begin());
+}
+
+template <class T>
+V1<T> GradientSlots<T>::slot(int u) {
+  const auto& unit = units_[size_t(u)];
+  const int64_t n = unit.end - unit.begin;
+  int& s = slot_of_[size_t(u)];
+  if (s < 0) {
+    auto& free = free_[n];
+    if (free.empty()) {
+      slots_.emplace_back(Kokkos::view_alloc(Kokkos::WithoutInitializing, "grad_slot"), size_t(n));
+      slot_values_ += n;
+      free.push_back(int(slots_.size()) - 1);
+    }
+    s = free.back();
+    free.pop_back();
+    Kokkos::deep_copy(slots_[size_t(s)], T(0));
+  }
+  return V1<T>(slots_[size_t(s)].data(), n);
+}
+
+template <class T>
+V1<T> GradientSlots<T>::values(int64_t offset, int64_t n) {
+  if (n == 0) return V1<T>(static_cast<T*>(nullptr), 0);
+  const int u = unit_at(offset);
+  if (offset + n > units_[size_t(u)].end) throw std::logic_error("GradientSlots: a tensor spans two units");
+  return V1<T>(slot(u).data() + (offset - units_[size_t(u)].begin), n);
+}
+
+template <class T>
+void GradientSlots<T>::release(int u) {
+  int& s = slot_of_[size_t(u)];
+  if (s < 0) return;
+  free_[int64_t(slots_[size_t(s)].extent(0))].push_back(s);
+  s = -1;
+}
+
+template class GradientSlots<float>;
+template class GradientSlots<double>;
+
+}  // namespace strata

@@ -1,0 +1,67 @@
+#pragma once
+// ZeRO-2's gradients (ParamStore::shard_gradients): the flat layout is cut into units,
+// ranges whose gradients become final together (a model's blocks, its embedding, its
+// final layer norm, the experts' region), each padded to its group's size. A rank keeps
+// only its part of every unit's summed gradient (ParamStore's owned gradients, in the
+// order of its AdamW moments); a unit's whole gradient exists only while a backward
+// writes it, in a slot taken (zeroed) at its first write and given back once the engine
+// has reduce-scattered it (optim/unit_gradient_sum.hpp). A slot is as large as its unit
+// and is reused by units of the same size, so a backward holds a few units' gradients at
+// a time, not the model's.
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace strata {
+
+struct GradientUnit {
+  int64_t from = 0;            // where its values began in the unsharded layout
+  int64_t begin = 0, end = 0;  // [begin, end) of the flat buffers, padded: (end - begin) % shards == 0
+  int64_t used_end = 0;        // where its parameters end (the rest is padding)
+  bool experts = false;        // summed over the expert replicas (else over the replicas)
+  int shards = 1, index = 0;   // its group's size and this rank's part
+  int64_t at = 0;              // where this rank's part lies in the owned gradients and moments
+  int64_t part() const { return (end - begin) / shards; }
+};
+
+// The units of a flat buffer of `total` values whose experts' region starts at
+// expert_begin, from the ranges whose gradients become final together (any order; the
+// other ranges before expert_begin and the experts' region become units of their own), in
+// flat order and laid out anew: each padded to its group's parts (the experts' region to
+// expert_shards parts when expert_shards > 0, else to shards), this rank's part index and
+// its place among the parts it keeps.
+std::vector<GradientUnit> gradient_units(std::vector<std::pair<int64_t, int64_t>> ready_ranges, int64_t expert_begin,
+                                         int64_t total, int shards, int index, int expert_shards = 0,
+                                         int expert_index = 0);
+
+template <class T>
+class GradientSlots {
+ public:
+  explicit GradientSlots(std::vector<GradientUnit> units);
+  const std::vector<GradientUnit>& units() const { return units_; }
+  // The unit that holds flat element `offset`.
+  int unit_at(int64_t offset) const;
+  // The gradients of flat elements [offset, offset + n), which lie in one unit: its slot,
+  // taken (and zeroed) at the first call.
+  V1<T> values(int64_t offset, int64_t n);
+  // Unit u's whole (padded) gradient, taken if it has no slot yet.
+  V1<T> slot(int u);
+  bool holds(int u) const { return slot_of_[size_t(u)] >= 0; }
+  void release(int u);
+  // Slots allocated so far (of each unit size, the most units of that size held at once),
+  // and the values they hold.
+  int slots_allocated() const { return int(slots_.size()); }
+  int64_t slot_values() const { return slot_values_; }
+
+ private:
+  std::vector<GradientUnit> units_;
+  std::vector<int> slot_of_;  // per unit: its slot, or -1
+  std::vector<Tensor1<T>> slots_;
+  std::map<int64_t, std::vector<int>> free_;  // by size
+  int64_t slot_values_ = 0;
+};
+
+}  // namespace strata
