@@ -136,6 +136,7 @@ expect 2 'model.n_head (1) must be divisible by parallel.tensor_y (2)' -- train 
 expect 2 'parallel layout data x pipeline x context x tensor_x x tensor_y x tensor_depth = 1 x 1 x 1 x 2 x 2 x 1 = 4 ranks, but the job has 2 (use mpirun -n 4)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_x=2 --set parallel.tensor_y=2 --set parallel.data=1
 expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_cols > 1: the 3D split keeps the residual stream in (batch / depth) x (C / x) blocks already' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1
 expect 2 'model.moe_experts (3) must be divisible by parallel.expert x tensor_x x tensor_y x tensor_depth (under a 3D split the tensor ranks are expert ranks too) (2)' -- train good.toml --set model.moe_experts=3 --set model.moe_top_k=1 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1
+expect 2 'parallel.zero = 2 runs with parallel.pipeline = 1 only so far' -- train good.toml --set parallel.zero=2 --set parallel.pipeline=2 --set parallel.data=1 --set model.n_layer=2
 # mixtures of experts: the rules of model.moe_* and parallel.expert
 expect 2 'parallel.expert = 2 splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)' -- train good.toml --set parallel.expert=2 --set parallel.data=2
 expect 2 'parallel.data (2) must be divisible by parallel.expert (the expert ranks are taken from the data group) (4)' -- train good.toml --set model.moe_experts=4 --set parallel.expert=4 --set parallel.data=2
@@ -206,7 +207,7 @@ expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' 
 expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe
 expect 2 'parallel.recompute = "selective" does not run with schedule = "zb-h1"' -- train good.toml --set parallel.recompute=selective --set parallel.pipeline=2 --set parallel.schedule=zb-h1
 expect 2 'parallel.zero = 1 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe
-expect 1 'parallel.zero must be in [0, 1]' -- train good.toml --set parallel.zero=2
+expect 1 'parallel.zero must be in [0, 2]' -- train good.toml --set parallel.zero=3
 
 # strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
 # reference the binary prints (regenerate: strata deck --reference > docs/deck.md)
