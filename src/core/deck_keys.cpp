@@ -486,7 +486,7 @@ std::vector<DeckKey> declare_keys() {
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
           "same traffic as the all-reduce; not with xpipe) or 2 (the gradients too: each unit of the model "
           "(a block, the embedding, ...) reduce-scattered as the backward makes it final, every micro-batch, "
-          "each rank keeping 1/data of it; without a pipeline so far)"),
+          "each rank keeping 1/data of it; not with xpipe, zb-h1, zb-h2 or mgrit)"),
       key(par, &D::parallel, "virtual_stages", &ParallelConfig::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),

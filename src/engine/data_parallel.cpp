@@ -23,6 +23,10 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
   auto& grads = model_.params().grads();
   double local_loss_sum = 0;
   int64_t local_correct = 0;
+  // ZeRO-2: the units the backward names summed every micro-batch, the others at the end
+  std::unique_ptr<UnitGradientSum<T>> unit_sum;
+  if (model_.params().gradients_sharded())
+    unit_sum = std::make_unique<UnitGradientSum<T>>(comm_, expert_comm_, model_.params());
   for (int j = 0; j < micro_batches_; ++j) {
     const bool last = j + 1 == micro_batches_;
     timers.start("forward");
@@ -30,13 +34,13 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
     if (model_.counts_correct()) local_correct += model_.correct(*cache_);
     timers.stop("forward");
     timers.start("backward");
-    if (model_.params().gradients_sharded()) {  // ZeRO-2: every micro-batch's units summed as they become final
-      UnitGradientSum<T> sum(comm_, expert_comm_, model_.params());
-      model_.backward(ctx, scale, {}, *cache_, [&](int64_t offset, int64_t count) { sum.ready(offset, count); });
+    if (unit_sum) {
+      model_.backward(ctx, scale, {}, *cache_, [&](int64_t offset, int64_t count) { unit_sum->ready(offset, count); });
       timers.stop("backward");
-      timers.start("grad_allreduce");  // what is left of the sums after the backward
-      sum.finish();
-      if (!last) timers.stop("grad_allreduce");
+      if (last) {
+        timers.start("grad_allreduce");  // what is left of the sums after the backward
+        unit_sum->finish();
+      }
     } else if (!last) {  // the gradients add up; the sums wait for the last micro-batch
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
@@ -76,6 +80,10 @@ BatchResult DataParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t globa
   const BlockContext ctx = model_.context(batch.samples / micro_batches_);
   double local_loss_sum = 0;
   int64_t local_correct = 0;
+  // ZeRO-2: the units the backward names summed every micro-batch, the others at the end
+  std::unique_ptr<UnitGradientSum<T>> unit_sum;
+  if (model_.params().gradients_sharded())
+    unit_sum = std::make_unique<UnitGradientSum<T>>(comm_, expert_comm_, model_.params());
   for (int j = 0; j < micro_batches_; ++j) {
     local_loss_sum += model_.forward(ctx, micro_batch(batch, j), {}, *cache_);
     if (model_.counts_correct()) local_correct += model_.correct(*cache_);

@@ -45,6 +45,21 @@ std::pair<int64_t, int64_t> GPT<T>::embedding_range() const {
 }
 
 template <class T>
+template <class Ready>
+void GPT<T>::ready_embedding(const Ready& ready) const {
+  const auto [begin, end] = embedding_range();
+  const int64_t wte_end = std::min(end, wte_end_offset());
+  ready(std::make_pair(wte_end, end));  // from the end of the buffer towards its start, as every range
+  ready(std::make_pair(begin, wte_end));
+}
+
+template <class T>
+int64_t GPT<T>::wte_end_offset() const {
+  const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
+  return wte.offset + wte.numel;
+}
+
+template <class T>
 std::pair<int64_t, int64_t> GPT<T>::block_range(int l) const {
   const auto& infos = store_.infos();
   const int next = l + 1 < int(block_first_.size()) ? block_first_[size_t(l) + 1] : lnf_first_;
@@ -154,7 +169,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
                           const GradReadyFn& on_ready) {
   auto& act = as_acts(cache);
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
-    if (on_ready) on_ready(r.first, r.second - r.first);
+    if (on_ready && r.second > r.first) on_ready(r.first, r.second - r.first);
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
@@ -171,7 +186,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   }
   if (placement_.model_first(act.chunk)) {
     embedding_->backward(local, act.dres, act.emb);
-    ready(embedding_range());
+    ready_embedding(ready);
   }
 }
 
@@ -208,7 +223,7 @@ template <class T>
 void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) {
   auto& act = as_acts(cache);
   const auto ready = [&](const std::pair<int64_t, int64_t>& r) {
-    if (on_ready) on_ready(r.first, r.second - r.first);
+    if (on_ready && r.second > r.first) on_ready(r.first, r.second - r.first);
   };
   if (placement_.model_last(act.chunk)) {
     if (!share_head_) head_->backward_weight(act.head);  // shared: done with the input half
@@ -221,7 +236,7 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
   }
   if (placement_.model_first(act.chunk)) {
     embedding_->backward(local_context(ctx), act.dres, act.emb);  // dres: the input half's dL/d(embedding output)
-    ready(embedding_range());
+    ready_embedding(ready);
   }
 }
 
@@ -247,7 +262,7 @@ std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
   if (placement_.last()) order.push_back(lnf_range());
   for (int k = placement_.chunk_count(); k-- > 0;)
     for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_range(l));
-  if (placement_.first()) order.push_back(embedding_range());
+  if (placement_.first()) ready_embedding([&](const std::pair<int64_t, int64_t>& r) { order.push_back(r); });
   return order;
 }
 

@@ -187,6 +187,11 @@ class GPT : public StageModel<T> {
   // (the parameters before ParamStore::expert_begin(): the experts' are summed apart),
   // from where the store has their parameters now (ZeRO-2 lays the buffer out again).
   std::pair<int64_t, int64_t> embedding_range() const;
+  int64_t wte_end_offset() const;  // where the (first) wte parameter ends
+  // The embedding's ranges as two: the tied wte apart from the rest (ZeRO-2's units: the
+  // same unit as the last stage's copy of wte), each to ready(range).
+  template <class Ready>
+  void ready_embedding(const Ready& ready) const;
   std::pair<int64_t, int64_t> block_range(int l) const;
   std::pair<int64_t, int64_t> lnf_range() const;
   std::vector<int> block_first_;  // each block's first parameter (its ln1 weight)

@@ -13,21 +13,28 @@ std::vector<GradientUnit> gradient_units(std::vector<std::pair<int64_t, int64_t>
     if (r.second > r.first) ranges.push_back(r);
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<int64_t, int64_t>> tiles;
+  std::vector<bool> named;
   int64_t covered = 0;
+  const auto tile = [&](int64_t begin, int64_t end, bool ready) {
+    tiles.emplace_back(begin, end);
+    named.push_back(ready);
+  };
   for (const auto& r : ranges) {
     if (r.first < covered || r.second > expert_begin)
       throw std::logic_error("gradient_units: ready ranges overlap or reach the experts");
-    if (r.first > covered) tiles.emplace_back(covered, r.first);
-    tiles.push_back(r);
+    if (r.first > covered) tile(covered, r.first, false);
+    tile(r.first, r.second, true);
     covered = r.second;
   }
-  if (covered < expert_begin) tiles.emplace_back(covered, expert_begin);
-  if (total > expert_begin) tiles.emplace_back(expert_begin, total);
+  if (covered < expert_begin) tile(covered, expert_begin, false);
+  if (total > expert_begin) tile(expert_begin, total, false);
   const bool two = expert_shards > 0 && total > expert_begin;
   std::vector<GradientUnit> units;
   int64_t length = 0, owned = 0;
-  for (const auto& [begin, end] : tiles) {
+  for (size_t k = 0; k < tiles.size(); ++k) {
+    const auto [begin, end] = tiles[k];
     GradientUnit u;
+    u.named = named[k];
     u.from = begin;
     u.experts = two && begin >= expert_begin;
     u.shards = u.experts ? expert_shards : shards;
@@ -87,11 +94,15 @@ V1<T> GradientSlots<T>::values(int64_t offset, int64_t n) {
 }
 
 template <class T>
-void GradientSlots<T>::release(int u) {
-  int& s = slot_of_[size_t(u)];
-  if (s < 0) return;
-  free_[int64_t(slots_[size_t(s)].extent(0))].push_back(s);
-  s = -1;
+int GradientSlots<T>::detach(int u) {
+  const int s = slot_of_[size_t(u)];
+  slot_of_[size_t(u)] = -1;
+  return s;
+}
+
+template <class T>
+void GradientSlots<T>::free_slot(int slot) {
+  free_[int64_t(slots_[size_t(slot)].extent(0))].push_back(slot);
 }
 
 template class GradientSlots<float>;

@@ -22,6 +22,7 @@ struct GradientUnit {
   int64_t begin = 0, end = 0;  // [begin, end) of the flat buffers, padded: (end - begin) % shards == 0
   int64_t used_end = 0;        // where its parameters end (the rest is padding)
   bool experts = false;        // summed over the expert replicas (else over the replicas)
+  bool named = false;          // one of the ready ranges (else summed once per step, at the end)
   int shards = 1, index = 0;   // its group's size and this rank's part
   int64_t at = 0;              // where this rank's part lies in the owned gradients and moments
   int64_t part() const { return (end - begin) / shards; }
@@ -50,7 +51,11 @@ class GradientSlots {
   // Unit u's whole (padded) gradient, taken if it has no slot yet.
   V1<T> slot(int u);
   bool holds(int u) const { return slot_of_[size_t(u)] >= 0; }
-  void release(int u);
+  // Unit u's slot handed over (to a sum in flight): u has none from now on (its next write
+  // takes another), the slot stays taken until free_slot(slot). -1 when u has none.
+  int detach(int u);
+  V1<T> slot_values_of(int slot) const { return V1<T>(slots_[size_t(slot)].data(), slots_[size_t(slot)].extent(0)); }
+  void free_slot(int slot);
   // Slots allocated so far (of each unit size, the most units of that size held at once),
   // and the values they hold.
   int slots_allocated() const { return int(slots_.size()); }

@@ -58,8 +58,8 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
     const bool experts = grid.shape().expert > 1;
     const int expert_shards = experts ? grid.expert_replicas().size() : 0,
               expert_index = experts ? grid.expert_replicas().rank() : 0;
-    if (deck.parallel.zero == 2 && grid.shape().pipeline > 1)
-      throw std::logic_error("make_model: ZeRO-2 with a pipeline (the deck check refuses it)");
+    if (deck.parallel.zero == 2 && grid.shape().mgrit())
+      throw std::logic_error("make_model: ZeRO-2 with MGRIT (the deck check refuses it)");
     if (deck.parallel.zero == 2)
       model->params().shard_gradients(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
                                       expert_shards, expert_index);

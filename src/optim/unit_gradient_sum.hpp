@@ -28,16 +28,16 @@ std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_r
                         expert_split > 1 ? data_ranks / expert_split : 0, 0);
 }
 
-// The values ZeRO-2's slots hold at most in a backward of `model` (UnitGradientSum over
-// GradientSlots, whose slots are reused by units of the same size): the units taken long
-// before they are final, held throughout (the embedding where the head that ties it runs
-// on the same stage: its gradient starts there; the experts' region: summed after the
-// whole backward), and in the order the model makes them final, each unit taken once the
-// one before is posted, with one sum in flight; the units nobody names, at the end.
+// The values ZeRO-2's slots hold at most in a step of `model` (UnitGradientSum over
+// GradientSlots, whose slots are reused by units of the same size), found by running its
+// order: each micro-batch's backward first writes the units it names last or not at all
+// (the tied wte where the head runs too; the experts' region and the last stage's copy of
+// wte, summed once at the end), then in the order the model makes them final each unit
+// is taken and handed to its sum, which completes the sum before it (one in flight); a
+// unit written again while its sum is in flight takes another slot.
 template <class T>
-int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<GradientUnit>& units) {
+int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<GradientUnit>& units, int micro_batches) {
   const auto& place = model.placement();
-  const int64_t expert_begin = model.params().expert_begin();
   const auto size = [&](int u) { return units[size_t(u)].end - units[size_t(u)].begin; };
   const auto unit_from = [&](int64_t from) {
     for (size_t u = 0; u < units.size(); ++u)
@@ -48,31 +48,34 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   for (const auto& [begin, end] : model.grad_ready_order())
     if (end > begin) order.push_back(unit_from(begin));
   std::vector<bool> held(units.size(), false), posted(units.size(), false);
-  std::map<int64_t, int> count, peak;
-  const auto take = [&](int u) {
+  std::map<int64_t, int> count, peak;  // slots taken, by size
+  const auto take = [&](int u) {       // a write: the unit's slot, if it has none
     if (held[size_t(u)]) return;
     held[size_t(u)] = true;
     peak[size(u)] = std::max(peak[size(u)], ++count[size(u)]);
   };
-  const auto release = [&](int u) {
-    held[size_t(u)] = false;
-    --count[size(u)];
-  };
-  const bool tied_here = model.tied_index() >= 0 && place.first() && place.last();
-  if (tied_here && !order.empty()) take(order.back());  // the embedding, last to be final
-  for (size_t u = 0; u < units.size(); ++u)
-    if (units[u].from >= expert_begin && units[u].end > units[u].begin) take(int(u));
-  std::deque<int> in_flight;
-  const auto post = [&](int u) {
+  std::deque<int64_t> in_flight;  // the sums' slots, by size
+  const auto post = [&](int u) {  // its slot handed to the sum; completing the one before frees that one
     take(u);
+    held[size_t(u)] = false;
     posted[size_t(u)] = true;
-    in_flight.push_back(u);
+    in_flight.push_back(size(u));
     if (in_flight.size() > 1) {
-      release(in_flight.front());
+      --count[in_flight.front()];
       in_flight.pop_front();
     }
   };
-  for (int u : order) post(u);
+  // written at each backward's start: the tied wte where the head runs too (named with the
+  // embedding, at the end), and every unit the backward writes but does not name (the
+  // experts' region, the last stage's copy of wte; summed once, at the end)
+  const bool tied_here = model.tied_index() >= 0 && place.first() && place.last();
+  const int wte = tied_here ? unit_from(model.params().infos()[size_t(model.tied_index())].offset) : -1;
+  for (int j = 0; j < micro_batches; ++j) {
+    if (wte >= 0) take(wte);
+    for (size_t u = 0; u < units.size(); ++u)
+      if (!units[u].named && units[u].end > units[u].begin) take(int(u));
+    for (int u : order) post(u);
+  }
   for (size_t u = 0; u < units.size(); ++u)
     if (!posted[u]) post(int(u));
   int64_t values = 0;
@@ -81,13 +84,14 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
 }
 
 // What ZeRO-2 sends per step (comm/traffic.hpp): every unit reduce-scattered over its group
-// each micro-batch, the norm's squares summed over the replicas, every unit's updated
+// (the named ones each micro-batch, the others once), the norm's squares summed over the replicas, every unit's updated
 // parameters all-gathered.
 inline void zero2_traffic(Traffic& out, const std::vector<GradientUnit>& units, int data_ranks, int micro_batches,
                           int64_t value_bytes) {
   const auto group = [](const GradientUnit& u) { return u.experts ? "expert_data" : "data"; };
   for (const auto& u : units)
-    out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes, micro_batches);
+    out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes,
+            u.named ? micro_batches : 1);
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));
   for (const auto& u : units) out.add(group(u), "allgather", Collective::AllGather, u.shards, u.part() * value_bytes);
 }
@@ -106,11 +110,16 @@ class UnitGradientSum {
 
   // The units that begin in [offset, offset + count) are final (a GradReadyFn).
   void ready(int64_t offset, int64_t count) {
+    if (count <= 0) return;
     const auto& units = slots_.units();
     for (int u = slots_.unit_at(offset); u < int(units.size()) && units[size_t(u)].begin < offset + count; ++u) post(u);
   }
-  // The units no ready() named (in flat order: the same on every rank), then every sum
-  // completed; ready for the next backward.
+  // The unit that holds parameter i of the store.
+  const GradientUnit& unit_of(int i) const {
+    return slots_.units()[size_t(slots_.unit_at(store_.infos()[size_t(i)].offset))];
+  }
+  // The units no ready() named in this step (in flat order: the same on every rank; they
+  // gathered every micro-batch's gradients in their slots), then every sum completed.
   void finish() {
     for (int u = 0; u < int(summed_.size()); ++u)
       if (!summed_[size_t(u)]) post(u);
@@ -120,7 +129,7 @@ class UnitGradientSum {
 
  private:
   struct InFlight {
-    int unit = 0;
+    int unit = 0, slot = -1;
     Comm* group = nullptr;
     Comm::Request request;
     typename V1<T>::HostMirror host;
@@ -128,9 +137,11 @@ class UnitGradientSum {
   void post(int u) {
     summed_[size_t(u)] = true;
     const auto& unit = slots_.units()[size_t(u)];
-    const V1<T> slot = slots_.slot(u);  // (a unit nobody wrote: zeros)
+    slots_.slot(u);  // (a unit nobody wrote: zeros)
     InFlight f;
     f.unit = u;
+    f.slot = slots_.detach(u);  // the unit's next writes (another micro-batch's) take another slot
+    const V1<T> slot = slots_.slot_values_of(f.slot);
     f.group = unit.experts ? &expert_data_ : &data_;
     Kokkos::fence();
     f.host = Kokkos::create_mirror_view(slot);  // the slot itself where the host can read it
@@ -145,11 +156,10 @@ class UnitGradientSum {
     in_flight_.pop_front();
     f.group->wait(f.request, "reduce_scatter");
     const auto& unit = slots_.units()[size_t(f.unit)];
-    const V1<T> slot = slots_.slot(f.unit);
-    const V1<T> part(slot.data(), unit.part());
+    const V1<T> part(slots_.slot_values_of(f.slot).data(), unit.part());
     Kokkos::deep_copy(part, Kokkos::subview(f.host, std::make_pair(int64_t(0), unit.part())));
     kernels::residual_accumulate<T>(store_.owned_grads(unit), V1<const T>(part));
-    slots_.release(f.unit);
+    slots_.free_slot(f.slot);
   }
 
   Comm& data_;

@@ -43,7 +43,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         bool zero) {
+                         int zero) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T);
@@ -94,9 +94,20 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
     out.add("pipeline", "allreduce", Collective::AllReduce, s.stages, 2 * k * d);  // losses and norms
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, k * d);
   } else {
-    if (s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0)
-      out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
-    gradient_sum_traffic(out, model.params(), data_ranks, zero, false, tensor_split_of(model));
+    const bool tied_ends = s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0;
+    if (zero == 2 && data_ranks > 1) {  // each unit's sums; the two copies of wte sum their parts
+      const int expert_split = std::max(1, model.params().expert_split() / tensor_split_of(model));
+      const auto units = zero2_units(model, data_ranks, expert_split);
+      zero2_traffic(out, units, data_ranks, s.micro_batches, e);
+      if (tied_ends) {
+        const int64_t wte = model.params().infos()[size_t(model.tied_index())].offset;
+        for (const auto& u : units)
+          if (u.from == wte) out.add("tied_emb", "allreduce", Collective::AllReduce, 2, u.part() * e);
+      }
+    } else {
+      if (tied_ends) out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
+      gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, tensor_split_of(model));
+    }
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
   }
@@ -105,7 +116,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
 
 template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int);
 template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int);
-template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, bool);
-template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, bool);
+template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, int);
+template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, int);
 
 }  // namespace strata

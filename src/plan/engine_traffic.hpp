@@ -20,9 +20,9 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 // What the stage the model is placed on sends in one run of s (StageExecutor), call for
 // call: one mini-batch for the flushing schedules with the gradient sums after it, a
 // stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
-// zero: ZeRO-1's sums (flushing schedules only).
+// zero (the ZeRO stage): ZeRO-1's or ZeRO-2's sums (flushing schedules only).
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         bool zero = false);
+                         int zero = 0);
 
 }  // namespace strata

@@ -116,7 +116,7 @@ struct StageCosts {
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
-                                         bool rounded_copy) {
+                                         int micro_batches, bool rounded_copy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
   const auto& store = model.params();
@@ -132,7 +132,7 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
     int64_t owned = 0;
     for (const auto& u : units) owned += u.part();
     padded = units.empty() ? 0 : units.back().end;
-    values = padded + 3 * owned + zero2_slot_values(model, units);
+    values = padded + 3 * owned + zero2_slot_values(model, units, micro_batches);
   } else if (zero_shards > 1 && e > 1 && experts > 0) {
     // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
     const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
@@ -163,7 +163,7 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
     const auto [state, activations] = stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe,
-                                                   zero_shards(l), l.zero, keeps_rounded_copy(deck));
+                                                   zero_shards(l), l.zero, l.micro_batches, keeps_rounded_copy(deck));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -179,7 +179,7 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
     return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
                                  l.zero);
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
-                          local_batch, l.zero > 0);
+                          local_batch, l.zero);
 }
 
 StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps) {
@@ -285,7 +285,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     const int replicas = l.replicas();
     const Traffic round = p == 1 ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6,
                                                          local_batch, l.micro_batches, l.zero)
-                                 : pipeline_traffic(*model, xpipe ? longer : flush, replicas, local_batch, l.zero > 0);
+                                 : pipeline_traffic(*model, xpipe ? longer : flush, replicas, local_batch, l.zero);
     double wire = round.wire_bytes();
     if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, replicas, local_batch).wire_bytes()) / double(k2 - k1);
     out.wire_bytes = std::max(out.wire_bytes, wire);
@@ -319,8 +319,8 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] =
-        stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), l.zero, keeps_rounded_copy(deck));
+    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l),
+                                                   l.zero, l.micro_batches, keeps_rounded_copy(deck));
     out.stage_state.push_back(state);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;

@@ -1,12 +1,14 @@
 // ZeRO-2 (parallel.zero = 2): the gradients split over the data ranks too, each unit (a
 // block, the embedding, the final norm, the experts' region) reduce-scattered as the
 // backward makes it final, every micro-batch. Against the same layout without ZeRO (1e-6
-// relative: float sums in another order) and the serial run (the data-parallel tolerances),
-// on 2 and 4 ranks: alone, with accumulation, full recomputation, a 1D and a 3D tensor
-// split, context parallelism, mixtures of experts with expert parallelism, bf16; each rank
-// holds its part of the gradients and moments and the slots of the units in the works
-// (3 for a GPT, 4 with experts). Checkpoints: a ZeRO-2 checkpoint restarts on its layout
-// bit for bit, on one rank without ZeRO and under ZeRO-1; a plain one under ZeRO-2.
+// relative: float sums in another order) and the serial run (the data-parallel
+// tolerances), on 2 and 4 ranks: alone, with accumulation, full recomputation, a 1D and a
+// 3D tensor split, context parallelism, 1F1B and interleaved pipelines, mixtures of
+// experts with expert parallelism; each rank holds its part of the gradients and moments
+// and the slots of the units in the works (what the planner's simulation of the backward
+// says). Checkpoints: a ZeRO-2 checkpoint restarts on its layout bit for bit, on one rank
+// without ZeRO, under ZeRO-1 and (4 ranks) on data 2 x pipeline 2 with ZeRO-2; a plain
+// one under ZeRO-2.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -45,7 +47,10 @@ std::vector<std::vector<std::string>> zero2_layouts_for(int n) {
           {"parallel.data=4"},
           {"parallel.data=2", "parallel.tensor_cols=2"},
           {"parallel.data=2", "parallel.tensor_mode=3d", "parallel.tensor_depth=2"},
-          {"parallel.data=2", "parallel.context=2"}};
+          {"parallel.data=2", "parallel.context=2"},
+          {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=2"},
+          {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+           "parallel.micro_batches=2", "model.n_layer=4"}};
       experts.push_back("parallel.data=4");
       out.push_back(experts);
       return out;
@@ -89,9 +94,10 @@ TEST_CASE("ZeRO-2 equals the run without ZeRO and the serial run", "[mpi][zero]"
     int64_t owned = 0;
     for (const auto& u : store.gradient_slots()->units()) owned += u.part();
     CHECK(int64_t(store.adam_m().extent(0)) == owned);
-    const int data = int(d.parallel.data), e = int(d.parallel.expert);
-    const auto units = zero2_units(par.model(), data, e);  // of the unsharded layout: the planner's
-    CHECK(store.gradient_slots()->slot_values() == zero2_slot_values(par.model(), units));
+    const int replicas = int(d.parallel.data * d.parallel.context), e = int(d.parallel.expert);
+    const auto units = zero2_units(par.model(), replicas, e);  // of the laid-out store: the same units
+    CHECK(store.gradient_slots()->slot_values() ==
+          zero2_slot_values(par.model(), units, int(d.parallel.micro_batches)));
     CHECK(store.grad_bytes() == (owned + store.gradient_slots()->slot_values()) * int64_t(sizeof(float)));
     if (rank == 0) {
       INFO(describe(layout) << " with zero = 2 on " << n << " ranks");
@@ -143,12 +149,21 @@ TEST_CASE(
       Training(deck("as-zero1", 0, {data, "parallel.zero=1"}), MPI_COMM_WORLD, quiet(true, zero2_ckpt)).run();
   const TrainResult from_plain =
       Training(deck("from-plain", 0, {data, "parallel.zero=2"}), MPI_COMM_WORLD, quiet(true, plain_ckpt)).run();
+  // on 4 ranks also onto data 2 x pipeline 2 with ZeRO-2 (other units: a stage's)
+  TrainResult piped = full;
+  if (n == 4)
+    piped = Training(deck("piped", 0,
+                          {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=2"}),
+                     MPI_COMM_WORLD, quiet(true, zero2_ckpt))
+                .run();
   REQUIRE(resumed.losses.size() == 4);
   REQUIRE(as_zero1.losses.size() == 4);
+  REQUIRE(piped.losses.size() == (n == 4 ? 4u : 8u));
   REQUIRE(from_plain.losses.size() == 4);
   for (size_t i = 0; i < 4; ++i) {
     CHECK(resumed.losses[i] == full.losses[4 + i]);
     CHECK(as_zero1.losses[i] == Approx(full.losses[4 + i]).epsilon(1e-6));
+    if (n == 4) CHECK(piped.losses[i] == Approx(full.losses[4 + i]).epsilon(1e-6));
     CHECK(from_plain.losses[i] == Approx(plain_full.losses[4 + i]).epsilon(1e-6));
   }
   if (rank == 0) {

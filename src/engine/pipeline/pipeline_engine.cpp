@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "engine/pipeline/simulate.hpp"
+#include "optim/unit_gradient_sum.hpp"
 #include "optim/zero_sharding.hpp"
 
 namespace strata {
@@ -25,6 +26,18 @@ template <class T>
 BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) {
   auto& store = model_.params();
   store.zero_grads();
+  if (store.gradients_sharded()) {  // ZeRO-2: each unit summed over the replicas as the backwards make it final
+    UnitGradientSum<T> unit_sum(data_, expert_data_, store);
+    const ListSums sums = executor_.run(list_, {batch}, global_batch, timers, nullptr,
+                                        [&](int64_t offset, int64_t count) { unit_sum.ready(offset, count); });
+    timers.start("grad_allreduce");
+    unit_sum.finish();
+    if (embedding_ && model_.tied_index() >= 0)  // its two copies' parts (the same unit on both end stages)
+      embedding_->allreduce_sum(store.owned_grads(unit_sum.unit_of(model_.tied_index())));
+    const BatchResult result = sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
+    timers.stop("grad_allreduce");
+    return result;
+  }
   const ListSums sums = executor_.run(list_, {batch}, global_batch, timers);
   timers.start("grad_allreduce");
   if (embedding_ && model_.tied_index() >= 0)

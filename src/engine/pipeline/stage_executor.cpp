@@ -25,6 +25,7 @@ bool has_backward(const StageProgram& program) {
 // buffer is free for the next one), the micro-batch shape and the sums.
 template <class T>
 struct StageExecutor<T>::Run {
+  typename StageModel<T>::GradReadyFn on_ready;  // (may be empty)
   const PipeSchedule* schedule = nullptr;
   const StageProgram* program = nullptr;  // hooks may switch to a shorter one
   const std::vector<SampleBatch<T>>* batches = nullptr;
@@ -206,7 +207,7 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
       const V2<const T> dout = ch.model_last ? V2<const T>() : V2<const T>(cb.grad_in[ring].dev);
       timers.start("backward");
       if (in.op == PipeOp::Backward)
-        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, cache());
+        model_.backward(st.ctx, T(1.0 / st.global_terms), dout, cache(), st.on_ready);
       else
         model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, cache());
       timers.stop("backward", to_string(in));
@@ -215,7 +216,7 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
     }
     case PipeOp::BackwardWeight:
       timers.start("backward");
-      model_.backward_weight(st.ctx, cache(), {});
+      model_.backward_weight(st.ctx, cache(), st.on_ready);
       timers.stop("backward", to_string(in));
       break;
     case PipeOp::SendAct:  // tagged with the receiving chunk
@@ -233,8 +234,9 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
 
 template <class T>
 ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch,
-                               Timers& timers, ListHooks* hooks) {
+                               Timers& timers, ListHooks* hooks, const typename StageModel<T>::GradReadyFn& on_ready) {
   Run st;
+  st.on_ready = on_ready;
   st.schedule = &s;
   st.program = &s.programs[size_t(stage_)];
   st.batches = &batches;

@@ -64,9 +64,10 @@ class StageExecutor {
 
   // Runs this stage's program of s over batches (one per mini-batch of s, each the data
   // replica's share of global_batch) and waits for its sends. Gradients accumulate into
-  // the model's store (not zeroed here).
+  // the model's store (not zeroed here). on_ready: told each gradient range the backwards
+  // make final (StageModel::GradReadyFn; ZeRO-2's unit sums), every micro-batch.
   ListSums run(const PipeSchedule& s, const std::vector<SampleBatch<T>>& batches, int64_t global_batch, Timers& timers,
-               ListHooks* hooks = nullptr);
+               ListHooks* hooks = nullptr, const typename StageModel<T>::GradReadyFn& on_ready = {});
   // An evaluation: a forward-only list (forward_only_schedule) over one mini-batch, its
   // sums over the stages and the data replicas.
   BatchResult evaluate(const PipeSchedule& forward_list, const SampleBatch<T>& batch, int64_t global_batch, Comm& data);
