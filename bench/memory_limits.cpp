@@ -12,7 +12,7 @@
 // without a tensor split, so the layouts are data x pipeline x context x expert.
 //
 // RANKS:DATA keeps the layouts of DATA data-parallel replicas only (a replica of
-// RANKS / DATA ranks): where the replicas are wanted for throughput, ZeRO-1's share shows.
+// RANKS / DATA ranks): where the replicas are wanted for throughput, ZeRO's share shows.
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -131,7 +131,9 @@ int main(int argc, char** argv) {
                                            {"selective recomputation", false, Recompute::Selective, 0},
                                            {"full recomputation", false, Recompute::Full, 0},
                                            {"ZeRO-1", false, Recompute::None, 1},
-                                           {"all (accumulation, full, ZeRO-1)", true, Recompute::Full, 1}};
+                                           {"ZeRO-2", false, Recompute::None, 2},
+                                           {"all (accumulation, full, ZeRO-1)", true, Recompute::Full, 1},
+                                           {"all (accumulation, full, ZeRO-2)", true, Recompute::Full, 2}};
       std::printf(
           "machine %s: %.1f GiB per rank; GPT shapes of GPT-3 and Megatron-LM%s, vocabulary 51200, T = 2048, "
           "512 sequences per step\n\n",

@@ -102,9 +102,8 @@ class UnitGradientSum {
   UnitGradientSum(Comm& data, Comm& expert_data, ParamStore<T>& store)
       : data_(data), expert_data_(expert_data), store_(store), slots_(*store.gradient_slots()),
         summed_(slots_.units().size(), false) {}
-  ~UnitGradientSum() {
-    for (auto& f : in_flight_) f.group->wait(f.request, "reduce_scatter");  // (after an exception: nothing dangles)
-  }
+  // (Sums still in flight here mean an exception: they are left to the job's end, not
+  // waited for, since the ranks that would complete them may never post them.)
   UnitGradientSum(const UnitGradientSum&) = delete;
   UnitGradientSum& operator=(const UnitGradientSum&) = delete;
 

@@ -162,6 +162,9 @@ RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault expert-rank-error 1 "rank 1: intern
 three_d=(--set parallel.data=1 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2)
 RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault three-d-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${three_d[@]}"
 write_fault_restarts three-d "3D" "${three_d[@]}"
+# ... and under ZeRO-2: rank 0 waits in a unit's gradient reduce-scatter that rank 1 never
+# joins (ZeRO-2 checkpoints' restarts: tests/optim/test_zero2.cpp)
+RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zero2-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 --set parallel.data=2 --set parallel.zero=2
 inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
        --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
 write_fault_restarts inter "interleaved" "${inter[@]}"
