@@ -51,8 +51,8 @@ std::vector<GradientUnit> gradient_units(std::vector<std::pair<int64_t, int64_t>
 }
 
 template <class T>
-GradientSlots<T>::GradientSlots(std::vector<GradientUnit> units)
-    : units_(std::move(units)), slot_of_(units_.size(), -1) {
+GradientSlots<T>::GradientSlots(std::vector<GradientUnit> units, T* owned)
+    : units_(std::move(units)), owned_(owned), slot_of_(units_.size(), -1) {
   for (size_t u = 1; u < units_.size(); ++u)
     if (units_[u].begin != units_[u - 1].end) throw std::logic_error("GradientSlots: the units do not tile the buffer");
 }
@@ -89,8 +89,10 @@ template <class T>
 V1<T> GradientSlots<T>::values(int64_t offset, int64_t n) {
   if (n == 0) return V1<T>(static_cast<T*>(nullptr), 0);
   const int u = unit_at(offset);
-  if (offset + n > units_[size_t(u)].end) throw std::logic_error("GradientSlots: a tensor spans two units");
-  return V1<T>(slot(u).data() + (offset - units_[size_t(u)].begin), n);
+  const auto& unit = units_[size_t(u)];
+  if (offset + n > unit.end) throw std::logic_error("GradientSlots: a tensor spans two units");
+  T* base = unit.shards == 1 ? owned_ + unit.at : slot(u).data();
+  return V1<T>(base + (offset - unit.begin), n);
 }
 
 template <class T>

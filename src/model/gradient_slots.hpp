@@ -41,12 +41,14 @@ std::vector<GradientUnit> gradient_units(std::vector<std::pair<int64_t, int64_t>
 template <class T>
 class GradientSlots {
  public:
-  explicit GradientSlots(std::vector<GradientUnit> units);
+  // owned: this rank's parts (ParamStore's owned gradients), where a unit of a group of one
+  // rank is written directly: its part is all of it, with no sum to wait for.
+  GradientSlots(std::vector<GradientUnit> units, T* owned);
   const std::vector<GradientUnit>& units() const { return units_; }
   // The unit that holds flat element `offset`.
   int unit_at(int64_t offset) const;
   // The gradients of flat elements [offset, offset + n), which lie in one unit: its slot,
-  // taken (and zeroed) at the first call.
+  // taken (and zeroed) at the first call (a unit of one rank's group: its owned part).
   V1<T> values(int64_t offset, int64_t n);
   // Unit u's whole (padded) gradient, taken if it has no slot yet.
   V1<T> slot(int u);
@@ -63,6 +65,7 @@ class GradientSlots {
 
  private:
   std::vector<GradientUnit> units_;
+  T* owned_ = nullptr;
   std::vector<int> slot_of_;  // per unit: its slot, or -1
   std::vector<Tensor1<T>> slots_;
   std::map<int64_t, std::vector<int>> free_;  // by size

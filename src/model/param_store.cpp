@@ -165,7 +165,7 @@ void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t
   }
   moment_shards_ = shards;
   expert_shards_ = experts && expert_shards > 0 ? expert_shards : 0;
-  slots_ = std::make_unique<GradientSlots<T>>(std::move(units));
+  slots_ = std::make_unique<GradientSlots<T>>(std::move(units), owned_grads_.data());
 }
 
 template <class T>

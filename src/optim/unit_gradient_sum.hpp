@@ -49,13 +49,15 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
     if (end > begin) order.push_back(unit_from(begin));
   std::vector<bool> held(units.size(), false), posted(units.size(), false);
   std::map<int64_t, int> count, peak;  // slots taken, by size
-  const auto take = [&](int u) {       // a write: the unit's slot, if it has none
-    if (held[size_t(u)]) return;
+  const auto take = [&](int u) {       // a write: the unit's slot, if it has none (one rank's unit: its owned part)
+    if (held[size_t(u)] || units[size_t(u)].shards == 1) return;
     held[size_t(u)] = true;
     peak[size(u)] = std::max(peak[size(u)], ++count[size(u)]);
   };
   std::deque<int64_t> in_flight;  // the sums' slots, by size
   const auto post = [&](int u) {  // its slot handed to the sum; completing the one before frees that one
+    posted[size_t(u)] = true;
+    if (units[size_t(u)].shards == 1) return;
     take(u);
     held[size_t(u)] = false;
     posted[size_t(u)] = true;
@@ -90,10 +92,12 @@ inline void zero2_traffic(Traffic& out, const std::vector<GradientUnit>& units, 
                           int64_t value_bytes) {
   const auto group = [](const GradientUnit& u) { return u.experts ? "expert_data" : "data"; };
   for (const auto& u : units)
-    out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes,
-            u.named ? micro_batches : 1);
+    if (u.shards > 1)
+      out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes,
+              u.named ? micro_batches : 1);
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));
-  for (const auto& u : units) out.add(group(u), "allgather", Collective::AllGather, u.shards, u.part() * value_bytes);
+  for (const auto& u : units)
+    if (u.shards > 1) out.add(group(u), "allgather", Collective::AllGather, u.shards, u.part() * value_bytes);
 }
 
 template <class T>
@@ -136,7 +140,8 @@ class UnitGradientSum {
   void post(int u) {
     summed_[size_t(u)] = true;
     const auto& unit = slots_.units()[size_t(u)];
-    slots_.slot(u);  // (a unit nobody wrote: zeros)
+    if (unit.shards == 1) return;  // written into its owned part directly: nothing to sum
+    slots_.slot(u);                // (a unit nobody wrote: zeros)
     InFlight f;
     f.unit = u;
     f.slot = slots_.detach(u);  // the unit's next writes (another micro-batch's) take another slot

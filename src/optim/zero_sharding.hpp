@@ -56,8 +56,9 @@ template <class T>
 void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) {
   auto& params = store.params();
   if (const auto* slots = store.gradient_slots()) {  // ZeRO-2: unit by unit, each over its group
-    for (const auto& u : slots->units())
-      (u.experts ? expert_data : data).allgather_blocks(V1<T>(params.data() + u.begin, u.end - u.begin));
+    for (const auto& u : slots->units())             // (a unit of one rank's group was updated whole here)
+      if (u.shards > 1)
+        (u.experts ? expert_data : data).allgather_blocks(V1<T>(params.data() + u.begin, u.end - u.begin));
     return;
   }
   data.allgather_blocks(region(params, store.block_region(false)));
