@@ -49,7 +49,8 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
     if (end > begin) order.push_back(unit_from(begin));
   std::vector<bool> held(units.size(), false), posted(units.size(), false);
   std::map<int64_t, int> count, peak;  // slots taken, by size
-  const auto take = [&](int u) {       // a write: the unit's slot, if it has none (one rank's unit: its owned part)
+  // a write: the unit's slot, if it has none (a unit of one rank's group: its owned part)
+  const auto take = [&](int u) {
     if (held[size_t(u)] || units[size_t(u)].shards == 1) return;
     held[size_t(u)] = true;
     peak[size(u)] = std::max(peak[size(u)], ++count[size(u)]);
@@ -60,7 +61,6 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
     if (units[size_t(u)].shards == 1) return;
     take(u);
     held[size_t(u)] = false;
-    posted[size_t(u)] = true;
     in_flight.push_back(size(u));
     if (in_flight.size() > 1) {
       --count[in_flight.front()];
@@ -85,9 +85,10 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   return values;
 }
 
-// What ZeRO-2 sends per step (comm/traffic.hpp): every unit reduce-scattered over its group
-// (the named ones each micro-batch, the others once), the norm's squares summed over the replicas, every unit's updated
-// parameters all-gathered.
+// What ZeRO-2 sends per step (comm/traffic.hpp): every unit reduce-scattered over its
+// group (the named ones each micro-batch, the others once), the norm's squares summed over
+// the replicas, every unit's updated parameters all-gathered (a unit of one rank's group:
+// nothing).
 inline void zero2_traffic(Traffic& out, const std::vector<GradientUnit>& units, int data_ranks, int micro_batches,
                           int64_t value_bytes) {
   const auto group = [](const GradientUnit& u) { return u.experts ? "expert_data" : "data"; };
