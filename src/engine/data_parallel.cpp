@@ -80,10 +80,6 @@ BatchResult DataParallel<T>::evaluate(const SampleBatch<T>& batch, int64_t globa
   const BlockContext ctx = model_.context(batch.samples / micro_batches_);
   double local_loss_sum = 0;
   int64_t local_correct = 0;
-  // ZeRO-2: the units the backward names summed every micro-batch, the others at the end
-  std::unique_ptr<UnitGradientSum<T>> unit_sum;
-  if (model_.params().gradients_sharded())
-    unit_sum = std::make_unique<UnitGradientSum<T>>(comm_, expert_comm_, model_.params());
   for (int j = 0; j < micro_batches_; ++j) {
     local_loss_sum += model_.forward(ctx, micro_batch(batch, j), {}, *cache_);
     if (model_.counts_correct()) local_correct += model_.correct(*cache_);

@@ -19,13 +19,15 @@
 namespace strata {
 
 // The units ZeRO-2 lays a stage's store out in over `data_ranks` replicas (with expert
-// parallelism of e ranks, the experts' region over data_ranks / e of them): what
-// ParamStore::shard_gradients makes of the unsharded store, for the planner.
+// parallelism of e ranks, parallel.expert, the experts' region over data_ranks / e of
+// them): what ParamStore::shard_gradients makes of the unsharded store, for the planner.
 template <class T>
-std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_ranks, int expert_split) {
+std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_ranks) {
   const auto& store = model.params();
+  const auto& tp = model.tensor_parallel();  // (1D and 3D tensor ranks are expert ranks too)
+  const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
   return gradient_units(model.grad_ready_order(), store.expert_begin(), store.numel(), data_ranks, 0,
-                        expert_split > 1 ? data_ranks / expert_split : 0, 0);
+                        e > 1 ? data_ranks / e : 0, 0);
 }
 
 // The values ZeRO-2's slots hold at most in a step of `model` (UnitGradientSum over

@@ -21,8 +21,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
   if (zero == 2 && data_ranks > 1) {
-    const int expert_split = std::max(1, model.params().expert_split() / tensor_split_of(model));
-    zero2_traffic(out, zero2_units(model, data_ranks, expert_split), data_ranks, micro_batches, e);
+    zero2_traffic(out, zero2_units(model, data_ranks), data_ranks, micro_batches, e);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
     return out;
   }
@@ -96,8 +95,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   } else {
     const bool tied_ends = s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0;
     if (zero == 2 && data_ranks > 1) {  // each unit's sums; the two copies of wte sum their parts
-      const int expert_split = std::max(1, model.params().expert_split() / tensor_split_of(model));
-      const auto units = zero2_units(model, data_ranks, expert_split);
+      const auto units = zero2_units(model, data_ranks);
       zero2_traffic(out, units, data_ranks, s.micro_batches, e);
       if (tied_ends) {
         const int64_t wte = model.params().infos()[size_t(model.tied_index())].offset;

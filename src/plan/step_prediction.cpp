@@ -128,7 +128,7 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
   if (zero == 2 && zero_shards > 1) {
     // ZeRO-2 (ParamStore::shard_gradients): the parameters unit by unit, each padded; this
     // rank's part of each unit's gradients and moments; the slots of the units in the works
-    const auto units = zero2_units(model, zero_shards, e);
+    const auto units = zero2_units(model, zero_shards);
     int64_t owned = 0;
     for (const auto& u : units) owned += u.part();
     padded = units.empty() ? 0 : units.back().end;

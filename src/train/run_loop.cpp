@@ -427,22 +427,21 @@ void RunLoop::print_summary(const TrainResult& r) {
   auto& store = job_.params();
   const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };
   const int data = job_.grid().replicas().size();
-  log_.info(
-      strfmt("memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
-             "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
-             buffer_mib(store.params()), double(store.grad_bytes()) / mib,
-             buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
-             store.gradients_sharded()
-                 ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients; %d units' gradients at once in the backward)",
-                          data, store.gradient_slots()->slots_allocated())
-                       .c_str()
-             : store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
-                                       : "",
-             double(r.activation_bytes) / mib,
-             r.state_bytes > store.state_bytes()
-                 ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
-                 : "",
-             double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
+  log_.info(strfmt(
+      "memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
+      "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
+      buffer_mib(store.params()), double(store.grad_bytes()) / mib,
+      buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
+      store.gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
+                                         data, store.gradient_slots()->slots_allocated())
+                                      .c_str()
+      : store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
+                                : "",
+      double(r.activation_bytes) / mib,
+      r.state_bytes > store.state_bytes()
+          ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
+          : "",
+      double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
   if (store.numel() > store.expert_begin()) {  // mixtures of experts: this rank's experts in those figures
     int64_t experts = 0, moments = 0;
     for (const auto& p : store.infos())
@@ -451,11 +450,17 @@ void RunLoop::print_summary(const TrainResult& r) {
         const auto part = store.moments_of(p);
         moments += 2 * (part.end - part.begin);
       }
+    int64_t grads = experts;  // ZeRO-2: the experts' region's part, and its slot where it has a group to sum over
+    if (const auto* slots = store.gradient_slots()) {
+      grads = 0;
+      for (const auto& u : slots->units())
+        if (u.begin >= store.expert_begin()) grads += u.part() + (u.shards > 1 ? u.end - u.begin : 0);
+    }
     log_.info(
         strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "
                "gradients %.2f MiB, AdamW moments %.2f MiB",
                int(deck_.model.moe_experts / deck_.parallel.expert_ranks()), (long long)deck_.model.moe_experts,
-               double(experts) * sizeof(float) / mib, double(experts) * sizeof(float) / mib,
+               double(experts) * sizeof(float) / mib, double(grads) * sizeof(float) / mib,
                double(moments) * sizeof(float) / mib));
   }
   if (job_.grid().world_size() == 1) return;

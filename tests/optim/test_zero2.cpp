@@ -86,8 +86,7 @@ TEST_CASE("ZeRO-2 equals the run without ZeRO", "[mpi][zero]") {
     int64_t owned = 0;
     for (const auto& u : store.gradient_slots()->units()) owned += u.part();
     CHECK(int64_t(store.adam_m().extent(0)) == owned);
-    const int replicas = int(d.parallel.data * d.parallel.context), e = int(d.parallel.expert);
-    const auto units = zero2_units(par.model(), replicas, e);  // of the laid-out store: the same units
+    const auto units = zero2_units(par.model(), int(d.parallel.data * d.parallel.context));  // the same units
     CHECK(store.gradient_slots()->slot_values() ==
           zero2_slot_values(par.model(), units, int(d.parallel.micro_batches)));
     CHECK(store.grad_bytes() == (owned + store.gradient_slots()->slot_values()) * int64_t(sizeof(float)));
