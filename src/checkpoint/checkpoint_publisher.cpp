@@ -55,7 +55,7 @@ CheckpointPublisher::Written CheckpointPublisher::publish(const TrainState& stat
         throw IoError(strfmt("no room: it needs about %.1f MiB and the file system of %s has %.1f MiB free",
                              double(need) / (1 << 20), dir_.dir().c_str(), double(free) / (1 << 20)));
     }
-    const double sq = kernels::sum_of_squares<float>(V1<const float>(params.params()));
+    const double sq = kernels::sum_of_squares<float>(params.param_values());
     if (!std::isfinite(sq) || !std::isfinite(state.val_loss))
       throw DivergedError(std::isfinite(sq) ? strfmt("the validation loss is %g", state.val_loss)
                                             : std::string("the parameters are not finite"));

@@ -247,14 +247,25 @@ std::string load_initial_weights(const std::string& given, const ModelConfig& m,
            ", V " + std::to_string(h.vocab) + " padded to " + std::to_string(h.padded_vocab) + ")";
   }
   // every shape checked: read this rank's boxes, one tensor at a time
-  auto host = Kokkos::create_mirror_view(store.params());
+  const bool owned = store.params_sharded();  // ZeRO-3: this rank keeps the part of each tensor its moments cover
+  auto& params = owned ? store.owned_params() : store.params();
+  auto host = Kokkos::create_mirror_view(params);
   const auto& infos = store.infos();
+  std::vector<float> whole;
   for (size_t i = 0; i < infos.size(); ++i) {
     const auto& p = infos[i];
     if (p.numel == 0) continue;  // another stage's
-    read_box(file, p, layout[i], p.name == "wte" ? m.vocab_size : p.shape[0], host.data() + p.offset);
+    const int64_t rows = p.name == "wte" ? m.vocab_size : p.shape[0];
+    if (!owned) {
+      read_box(file, p, layout[i], rows, host.data() + p.offset);
+      continue;
+    }
+    whole.assign(size_t(p.numel), 0.0f);
+    read_box(file, p, layout[i], rows, whole.data());
+    const auto part = store.moments_of(p);
+    std::copy(whole.begin() + (part.begin - p.offset), whole.begin() + (part.end - p.offset), host.data() + part.at);
   }
-  Kokkos::deep_copy(store.params(), host);
+  Kokkos::deep_copy(params, host);
   return what + note;
 }
 

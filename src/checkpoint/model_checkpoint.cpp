@@ -51,10 +51,14 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  // Device -> host once: the three flat buffers (params, m, v).
-  Tensor1<float>* buffers[3] = {&store.params(), &store.adam_m(), &store.adam_v()};
+  // Device -> host once: the three buffers (params, m, v; ZeRO-3: the parameters this rank keeps).
   std::vector<typename Tensor1<float>::HostMirror> host;
-  for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *b));
+  for (const V1<const float>& b :
+       {store.param_values(), V1<const float>(store.adam_m()), V1<const float>(store.adam_v())}) {
+    host.emplace_back(Kokkos::view_alloc(Kokkos::WithoutInitializing, "checkpoint_host"), b.extent(0));
+    Kokkos::deep_copy(host.back(), b);
+  }
+  const bool owned_params = store.params_sharded();  // written as the moments are
 
   CheckpointWriter w(path, comm, on_write_failure);
   // a rank that could not create the file would skip the collective calls the others make
@@ -79,14 +83,17 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
     std::vector<int64_t> start = p.start, count = p.count;
     start[0] += begin;
     count[0] = end - begin;
-    w.write_tensor(kGroups[0] + p.name, p.shape, start, count, host[0].data() + p.offset + begin * row_size);
+    if (!owned_params)
+      w.write_tensor(kGroups[0] + p.name, p.shape, start, count, host[0].data() + p.offset + begin * row_size);
     if (!store.moments_sharded()) {
       for (int g = 1; g < 3; ++g)
         w.write_tensor(kGroups[g] + p.name, p.shape, start, count, host[g].data() + p.offset + begin * row_size);
-    } else {  // ZeRO-1: each data rank writes the moments it keeps (one tensor replica for all)
+    } else {  // ZeRO-1/2/3: each data rank writes the moments (and ZeRO-3 parameters) it keeps (one tensor replica for
+              // all)
       MomentPart part = moment_part(store, p);
       if (p.replica != 0) part.boxes.clear();
-      for (int g = 1; g < 3; ++g) w.write_tensor(kGroups[g] + p.name, p.shape, part.boxes, host[g].data() + part.at);
+      for (int g = owned_params ? 0 : 1; g < 3; ++g)
+        w.write_tensor(kGroups[g] + p.name, p.shape, part.boxes, host[g].data() + part.at);
     }
     bytes += 3 * p.global_numel * int64_t(sizeof(float));
   }
@@ -171,10 +178,18 @@ std::string read_checkpoint_params(const std::string& path, ParamStore<float>& s
   if (written.model.is_gpt() && written.model.n_head != n_head)
     throw UserError("checkpoint '" + path + "' was written with model.n_head = " +
                     std::to_string(written.model.n_head) + ", the deck has " + std::to_string(n_head));
-  auto host = Kokkos::create_mirror_view(store.params());
+  auto& params = store.params_sharded() ? store.owned_params() : store.params();
+  auto host = Kokkos::create_mirror_view(params);
   for (const auto& p : store.infos())
-    if (p.numel > 0) r.read_tensor(kGroups[0] + p.name, p.start, p.count, host.data() + p.offset);
-  Kokkos::deep_copy(store.params(), host);
+    if (p.numel == 0) {
+      continue;
+    } else if (store.params_sharded()) {  // ZeRO-3: the part this rank keeps
+      const MomentPart part = moment_part(store, p);
+      r.read_tensor(kGroups[0] + p.name, part.boxes, host.data() + part.at);
+    } else {
+      r.read_tensor(kGroups[0] + p.name, p.start, p.count, host.data() + p.offset);
+    }
+  Kokkos::deep_copy(params, host);
   return "step " + std::to_string(r.int_attribute("step")) + " of a run of layout " + r.string_attribute("layout");
 }
 
@@ -182,14 +197,17 @@ TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& sto
   CheckpointReader r(path);
   check_readable(r, store, 3);
   // Read into host buffers (checksums verified), then copy to the device in one go.
-  Tensor1<float>* buffers[3] = {&store.params(), &store.adam_m(), &store.adam_v()};
+  const bool owned_params = store.params_sharded();  // ZeRO-3: the parameters are read as the moments
+  Tensor1<float>* buffers[3] = {owned_params ? &store.owned_params() : &store.params(), &store.adam_m(),
+                                &store.adam_v()};
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view(*b));
   for (const auto& p : store.infos()) {
     if (p.numel == 0) continue;  // parameters of other pipeline stages are read there
-    r.read_tensor(kGroups[0] + p.name, p.start, p.count, host[0].data() + p.offset);
+    if (!owned_params) r.read_tensor(kGroups[0] + p.name, p.start, p.count, host[0].data() + p.offset);
     const MomentPart part = moment_part(store, p);  // with ZeRO-1, of this rank's block
-    for (int g = 1; g < 3; ++g) r.read_tensor(kGroups[g] + p.name, part.boxes, host[g].data() + part.at);
+    for (int g = owned_params ? 0 : 1; g < 3; ++g)
+      r.read_tensor(kGroups[g] + p.name, part.boxes, host[g].data() + part.at);
   }
   TrainState s;
   s.step = r.int_attribute("step");

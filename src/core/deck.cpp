@@ -156,13 +156,14 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
                     " does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
-  if (p.zero == 2 && splits_backward(p.schedule) && p.pipeline > 1)
-    throw UserError(origin + ": parallel.zero = 2 does not run with schedule = \"" + to_string(p.schedule) +
+  if (p.zero >= 2 && splits_backward(p.schedule) && p.pipeline > 1)
+    throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) + " does not run with schedule = \"" +
+                    to_string(p.schedule) +
                     "\" yet: its input halves write every block's layer-norm gradients, so each micro-batch "
                     "between its two halves would hold the stage's whole gradient");
-  if (p.zero == 2 && mgrit)
-    throw UserError(origin +
-                    ": parallel.zero = 2 does not run with schedule = \"mgrit\" yet: its layer-parallel engine "
+  if (p.zero >= 2 && mgrit)
+    throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
+                    " does not run with schedule = \"mgrit\" yet: its layer-parallel engine "
                     "sums the gradients once per step, not unit by unit (use zero = 1)");
   if (splits_backward(p.schedule) && p.pipeline > 1 && p.recompute != Recompute::None)
     throw UserError(origin + ": parallel.recompute = \"" + to_string(p.recompute) +

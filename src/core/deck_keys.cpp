@@ -481,12 +481,19 @@ std::vector<DeckKey> declare_keys() {
                   "attention keeps no probabilities to remake); or \"full\" (each block keeps only its input and "
                   "runs its forward again in the backward: one block's activations per micro-batch; resnet: "
                   "every k-th state kept, k near sqrt(steps), the others remade). The same results bit for bit"),
-      key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 2),
+      key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 3),
           "ZeRO stage: 0, 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
           "same traffic as the all-reduce; not with xpipe) or 2 (the gradients too: each unit of the model "
           "(a block, the embedding, ...) reduce-scattered as the backward makes it final, every micro-batch, "
-          "each rank keeping 1/data of it; not with xpipe, zb-h1, zb-h2 or mgrit)"),
+          "each rank keeping 1/data of it; not with xpipe, zb-h1, zb-h2 or mgrit) or 3 (the parameters too: "
+          "each rank keeps 1/data of every unit, and a pass gathers each unit's whole parameters just before "
+          "it uses them, the next zero_prefetch units' gathers posted ahead, and gives them back after; the "
+          "GPT only; not with xpipe, zb-h1, zb-h2 or mgrit)"),
+      key(par, &D::parallel, "zero_prefetch", &ParallelConfig::zero_prefetch, from_to(0, 16),
+          "zero = 3: how many of a pass's next units (blocks) have their parameters' gathers posted before the "
+          "current one computes (0: each gathered when it is reached; each one more holds one more unit's "
+          "parameters)"),
       key(par, &D::parallel, "virtual_stages", &ParallelConfig::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),

@@ -72,6 +72,30 @@ std::pair<int64_t, int64_t> GPT<T>::lnf_range() const {
 }
 
 template <class T>
+typename GPT<T>::ParamSteps GPT<T>::param_steps(int chunk, bool backward) const {
+  ParamSteps steps;
+  if (!store_.params_sharded()) return steps;
+  const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
+  const std::pair<int64_t, int64_t> experts{store_.expert_begin(), store_.numel()};
+  const auto [begin, end] = placement_.chunk(chunk);
+  const auto block = [&](int l) {
+    steps.push_back({block_range(l)});
+    if (blocks_[size_t(l)].mixture()) steps.back().push_back(experts);
+  };
+  const bool head = placement_.model_last(chunk);
+  const std::vector<std::pair<int64_t, int64_t>> head_ranges = {lnf_range(), {wte.offset, wte.offset + wte.numel}};
+  if (backward) {
+    if (head) steps.push_back(head_ranges);
+    for (int l = end; l-- > begin;) block(l);
+    return steps;
+  }
+  if (placement_.model_first(chunk)) steps.push_back({embedding_range()});
+  for (int l = begin; l < end; ++l) block(l);
+  if (head) steps.push_back(head_ranges);
+  return steps;
+}
+
+template <class T>
 BlockContext GPT<T>::local_context(const BlockContext& replica) const {
   BlockContext local = replica;
   local.seq_len = replica.seq_len / cp_.size;
@@ -122,7 +146,11 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   const auto [begin, end] = placement_.chunk(act.chunk);
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   V2<const T> x = input;
+  const ParamSteps steps = param_steps(act.chunk, false);  // ZeRO-3's gathers, step by step
+  size_t step = 0;
+  const auto use_params = [&] { store_.use_params(steps, step++); };
   if (placement_.model_first(act.chunk)) {
+    use_params();
     embedding_->forward(local, tokens, act.emb);
     x = act.emb.out;
   }
@@ -134,6 +162,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
                      like.extent(1));
   };
   for (int l = begin; l < end; ++l) {
+    use_params();
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
@@ -150,6 +179,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     x = act.out;
   }
   if (!placement_.model_last(act.chunk)) return 0.0;
+  use_params();
   const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act));
   // 2D: grid row i has batch block i's losses; the column adds up the blocks (3D: the
   // depth group)
@@ -173,11 +203,16 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
+  const ParamSteps steps = param_steps(act.chunk, true);  // ZeRO-3's gathers, step by step
+  size_t step = 0;
+  const auto use_params = [&] { store_.use_params(steps, step++); };
+  if (placement_.model_last(act.chunk)) use_params();
   start_backward(local, dloss_scale, dout, act, true);
   if (placement_.model_last(act.chunk))
     ready(lnf_range());  // the tied wte also got gradients here, but is not final until the embedding
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
+    use_params();
     auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full)
       blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true);  // the same values again
@@ -213,10 +248,15 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
     throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
+  const ParamSteps steps = param_steps(act.chunk, true);  // ZeRO-3's gathers, step by step
+  size_t step = 0;
+  if (placement_.model_last(act.chunk)) store_.use_params(steps, step++);
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's
   const auto [begin, end] = placement_.chunk(act.chunk);
-  for (int l = end; l-- > begin;)
+  for (int l = end; l-- > begin;) {
+    store_.use_params(steps, step++);
     blocks_[l].backward_input(local, act.dres, act.blocks[l], grad_scratch_, act.recomputed, dloss_scale);
+  }
 }
 
 template <class T>

@@ -194,6 +194,12 @@ class GPT : public StageModel<T> {
   void ready_embedding(const Ready& ready) const;
   std::pair<int64_t, int64_t> block_range(int l) const;
   std::pair<int64_t, int64_t> lnf_range() const;
+  // ZeRO-3 (ParamStore::use_params): the ranges each step of a pass reads, in order; the
+  // forward's: the embedding, each block (with the experts' region where its MLP is a
+  // mixture), the head (the final norm and the tied wte); the backward's: the head, each
+  // block back (the embedding's backward reads no parameter). Empty without ZeRO-3.
+  using ParamSteps = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
+  ParamSteps param_steps(int chunk, bool backward) const;
   std::vector<int> block_first_;  // each block's first parameter (its ln1 weight)
   int lnf_first_ = 0;             // the final norm's weight
 };

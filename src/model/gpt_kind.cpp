@@ -168,7 +168,7 @@ ModelKind gpt_kind() {
   k.reads = {DataKind::Text, DataKind::Tokens, DataKind::Random};
   k.schedules = {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
                  Schedule::ZBH1,  Schedule::ZBH2,     Schedule::XPipe};
-  k.pipeline = k.tensor_split = k.context_split = k.selective_recompute = true;
+  k.pipeline = k.tensor_split = k.context_split = k.selective_recompute = k.gathers_params = true;
   k.dry_models = true;
   k.layers = [](const ModelConfig& m) { return m.n_layer; };
   k.layers_key = "model.n_layer";

@@ -35,8 +35,8 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const TensorPara
 }
 
 bool keeps_rounded_copy(const Deck& deck) {
-  return deck.model.precision == Precision::BF16 && deck.model.bf16_round_once &&
-         ParamStore<float>::rounded_copy_pays();
+  return deck.model.precision == Precision::BF16 && deck.model.bf16_round_once && deck.parallel.zero < 3 &&
+         ParamStore<float>::rounded_copy_pays();  // (ZeRO-3 keeps no flat parameters to copy)
 }
 
 std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
@@ -58,12 +58,14 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
     const bool experts = grid.shape().expert > 1;
     const int expert_shards = experts ? grid.expert_replicas().size() : 0,
               expert_index = experts ? grid.expert_replicas().rank() : 0;
-    if (deck.parallel.zero == 2 && grid.shape().mgrit())
-      throw std::logic_error("make_model: ZeRO-2 with MGRIT (the deck check refuses it)");
-    if (deck.parallel.zero == 2)
+    if (deck.parallel.zero >= 2 && grid.shape().mgrit())
+      throw std::logic_error("make_model: ZeRO-2/3 with MGRIT (the deck check refuses it)");
+    if (deck.parallel.zero >= 2)
       model->params().shard_gradients(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
                                       expert_shards, expert_index);
-    else
+    if (deck.parallel.zero == 3)
+      model->params().shard_parameters(grid.replicas(), grid.expert_replicas(), int(deck.parallel.zero_prefetch));
+    if (deck.parallel.zero == 1)
       model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(), expert_shards, expert_index);
   }
   return model;

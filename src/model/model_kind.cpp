@@ -93,6 +93,9 @@ void check_model_deck(const Deck& d, const std::string& origin) {
            " only: " + k.title +
            " has no part of a layer that selective recomputation would drop (\"full\" recomputes "
            "whole layers)");
+  rule(k.gathers_params || p.zero < 3, "parallel.zero",
+       "= 3 runs " + kinds_that([](const ModelKind& m) { return m.gathers_params; }) + " only: " + k.title +
+           "'s passes do not name the parameters they read, which ZeRO-3 gathers (use zero = 2)");
   rule(k.layers(d.model) >= p.pipeline, k.layers_key,
        "(" + std::to_string(k.layers(d.model)) + ") must be at least parallel.pipeline (" + std::to_string(p.pipeline) +
            "): every stage holds at least one layer");
@@ -127,6 +130,7 @@ std::string model_kinds_reference() {
     std::string parallel = runs(k);
     if (k.tensor_split) parallel += "; tensor (1D, 2D)";
     if (k.context_split) parallel += "; context";
+    if (k.gathers_params) parallel += "; ZeRO-3";
     out += "| `" + k.name + "` | " + k.summary + " | " + either(data) + " | " + parallel + " |\n";
   }
   return out;

@@ -51,6 +51,7 @@ struct ModelKind {
   bool tensor_split = false;                        // parallel.tensor_cols / tensor_rows > 1
   bool context_split = false;                       // parallel.context > 1 (its samples are sequences)
   bool selective_recompute = false;                 // parallel.recompute = "selective"
+  bool gathers_params = false;                      // parallel.zero = 3 (its passes name the units they read)
   bool dry_models = false;                          // make with allocate = false (the planner's models)
   int64_t (*layers)(const ModelConfig&) = nullptr;  // what parallel.pipeline divides ...
   std::string layers_key;                           // ... and the key that sets it

@@ -169,6 +169,40 @@ void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t
 }
 
 template <class T>
+void ParamStore<T>::shard_parameters(Comm& data, Comm& expert_data, int prefetch) {
+  if (!slots_) throw std::logic_error("ParamStore::shard_parameters before shard_gradients");
+  const auto& units = slots_->units();
+  owned_params_ = Tensor1<T>("owned_params", m_.extent(0));
+  for (const auto& u : units) {
+    const int64_t begin = u.begin + u.index * u.part();
+    Kokkos::deep_copy(Kokkos::subview(owned_params_, std::make_pair(u.at, u.at + u.part())),
+                      Kokkos::subview(params_, std::make_pair(begin, begin + u.part())));
+  }
+  params_ = Tensor1<T>();
+  rounded_.reset();  // products round the gathered parameters per call
+  ++changes_;
+  gather_ = std::make_unique<ParamGather<T>>(units, owned_params_.data(), data, expert_data, prefetch);
+}
+
+template <class T>
+void ParamStore<T>::use_params(const std::vector<std::vector<std::pair<int64_t, int64_t>>>& steps, size_t k) {
+  if (!gather_) return;
+  const auto units_of = [&](const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+    std::vector<int> out;
+    const auto& units = slots_->units();
+    for (const auto& [begin, end] : ranges)
+      if (end > begin)
+        for (int u = slots_->unit_at(begin); u < int(units.size()) && units[size_t(u)].begin < end; ++u)
+          if (std::find(out.begin(), out.end(), u) == out.end()) out.push_back(u);
+    return out;
+  };
+  std::vector<std::vector<int>> ahead;
+  for (size_t j = k + 1; j < steps.size() && ahead.size() < size_t(gather_->prefetch()); ++j)
+    ahead.push_back(units_of(steps[j]));
+  gather_->step(units_of(steps[k]), ahead);
+}
+
+template <class T>
 int64_t ParamStore<T>::global_numel() const {
   int64_t n = 0;
   for (const auto& p : infos_) n += p.global_numel;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "kernels/matmul_bf16.hpp"
 #include "kernels/products.hpp"
 #include "model/gradient_slots.hpp"
+#include "model/param_gather.hpp"
 
 namespace strata {
 
@@ -110,9 +112,23 @@ class ParamStore {
   // reduce-scatters the unit into this rank's part (model/gradient_slots.hpp).
   void shard_gradients(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
                        int expert_shards = 0, int expert_index = 0);
+  // ZeRO stage 3, after shard_gradients: this rank keeps its part of every unit's
+  // parameters too (owned_params(), in the order of its moments) and no flat parameters; a
+  // unit's whole parameters exist while a pass's step uses them (use_params), gathered over
+  // `data` (the experts' region over `expert_data`) with the next `prefetch` steps' posted
+  // ahead (model/param_gather.hpp).
+  void shard_parameters(Comm& data, Comm& expert_data, int prefetch);
   // ZeRO-2's units and their working slots (nullptr otherwise).
   GradientSlots<T>* gradient_slots() const { return slots_.get(); }
   bool gradients_sharded() const { return bool(slots_); }
+  // ZeRO-3's gathers (nullptr otherwise).
+  const ParamGather<T>* param_gather() const { return gather_.get(); }
+  bool params_sharded() const { return bool(gather_); }
+  // A step of a pass (ZeRO-3; nothing otherwise): the units that hold the flat ranges of
+  // steps[k] gathered for reading, those of the next steps posted (as many as the
+  // prefetch depth), the others given back. Every rank of a replica group names the same
+  // steps.
+  void use_params(const std::vector<std::vector<std::pair<int64_t, int64_t>>>& steps, size_t k);
 
   int index(const std::string& name) const;
   const std::vector<ParamInfo>& infos() const { return infos_; }
@@ -130,14 +146,21 @@ class ParamStore {
   }
   int64_t global_numel() const;  // elements of the whole model
 
-  V1<T> param(int i) const { return V1<T>(params_.data() + infos_[i].offset, infos_[i].numel); }
+  // (ZeRO-3: in its unit's gathered slot, which a step of the pass took: use_params)
+  V1<T> param(int i) const {
+    return gather_ ? gather_->values(infos_[i].offset, infos_[i].numel)
+                   : V1<T>(params_.data() + infos_[i].offset, infos_[i].numel);
+  }
   // (ZeRO-2: its unit's working slot, taken at the first call of a backward)
   V1<T> grad(int i) const {
     return slots_ ? slots_->values(infos_[i].offset, infos_[i].numel)
                   : V1<T>(grads_.data() + infos_[i].offset, infos_[i].numel);
   }
   // 2D views of the local part: (count[0], product of the other counts).
-  V2<T> param2(int i) const { return matrix(params_, i); }
+  V2<T> param2(int i) const {
+    const auto& p = infos_[i];
+    return gather_ && p.numel > 0 ? as_matrix(param(i).data(), p.count[0], p.numel / p.count[0]) : matrix(params_, i);
+  }
   V2<T> grad2(int i) const {
     const auto& p = infos_[i];
     return slots_ && p.numel > 0 ? as_matrix(grad(i).data(), p.count[0], p.numel / p.count[0]) : matrix(grads_, i);
@@ -146,11 +169,20 @@ class ParamStore {
 
   // The parameters for writing: every call counts as a change, so that what is made from
   // them (the bf16 copy) is made again before it is next read.
+  // (ZeRO-3 keeps none: owned_params)
   Tensor1<T>& params() {
     ++changes_;
-    return params_;
+    return flat_params();
   }
-  const Tensor1<T>& params() const { return params_; }
+  const Tensor1<T>& params() const { return const_cast<ParamStore*>(this)->flat_params(); }
+  // ZeRO-3: this rank's part of every unit's parameters (at each unit's `at`), for writing:
+  // the units gathered so far are given back first.
+  Tensor1<T>& owned_params() {
+    if (gather_) gather_->release_all();
+    return owned_params_;
+  }
+  // The parameters this rank keeps: the flat buffer, or under ZeRO-3 its owned parts.
+  V1<const T> param_values() const { return gather_ ? V1<const T>(owned_params_) : V1<const T>(params_); }
   // The flat gradients (empty under ZeRO-2, which keeps its part: moment_grads).
   Tensor1<T>& grads() { return grads_; }
   V1<T> grads_view() const { return grads_; }
@@ -177,6 +209,12 @@ class ParamStore {
     return slots_ ? V1<T>(owned_grads_.data() + part.at, part.end - part.begin)
                   : V1<T>(grads_.data() + part.begin, part.end - part.begin);
   }
+  // The parameters of a moment span (or a part of one), for writing: [part.begin, part.end)
+  // of the flat parameters, or under ZeRO-3 the owned ones at part.at.
+  V1<T> moment_params(const MomentSpan& part) {
+    if (gather_) return V1<T>(owned_params().data() + part.at, part.end - part.begin);
+    return V1<T>(params().data() + part.begin, part.end - part.begin);
+  }
   // ZeRO-2: this rank's part of unit's summed gradient.
   V1<T> owned_grads(const GradientUnit& unit) const { return V1<T>(owned_grads_.data() + unit.at, unit.part()); }
   bool moments_sharded() const { return moment_shards_ > 1 || expert_shards_ > 1; }
@@ -196,7 +234,15 @@ class ParamStore {
   }
   // what the buffers hold (store_values(numel(), shards) values without ZeRO-2)
   int64_t state_bytes() const {
-    return int64_t(params_.extent(0) + m_.extent(0) + v_.extent(0)) * int64_t(sizeof(T)) + grad_bytes();
+    const int64_t gathered = gather_ ? gather_->slot_values() : 0;
+    return int64_t(params_.extent(0) + owned_params_.extent(0) + gathered + m_.extent(0) + v_.extent(0)) *
+               int64_t(sizeof(T)) +
+           grad_bytes();
+  }
+  // The parameters' bytes: the flat buffer, or under ZeRO-3 the owned parts and the slots.
+  int64_t param_bytes() const {
+    const int64_t gathered = gather_ ? gather_->slot_values() : 0;
+    return int64_t(params_.extent(0) + owned_params_.extent(0) + gathered) * int64_t(sizeof(T));
   }
   // Every gradient to zero (ZeRO-2: the owned ones; slots are zeroed when taken).
   void zero_grads() { Kokkos::deep_copy(slots_ ? owned_grads_ : grads_, T(0)); }
@@ -220,6 +266,10 @@ class ParamStore {
     const auto& p = infos_[i];
     return p.numel == 0 ? V2<T>(buf.data(), 0, 0) : as_matrix(buf.data() + p.offset, p.count[0], p.numel / p.count[0]);
   }
+  Tensor1<T>& flat_params() {
+    if (gather_) throw std::logic_error("ParamStore: ZeRO-3 keeps no flat parameters (owned_params, param)");
+    return params_;
+  }
   std::vector<ParamInfo> infos_;
   std::unordered_map<std::string, int> by_name_;
   int64_t total_ = 0, dense_total_ = 0, expert_begin_ = 0;
@@ -228,6 +278,8 @@ class ParamStore {
   Tensor1<T> params_, grads_, m_, v_;
   Tensor1<T> owned_grads_;                   // ZeRO-2: this rank's part of each unit's summed gradient
   std::unique_ptr<GradientSlots<T>> slots_;  // ZeRO-2: the units' working gradients
+  Tensor1<T> owned_params_;                  // ZeRO-3: this rank's part of each unit's parameters
+  std::unique_ptr<ParamGather<T>> gather_;   // ZeRO-3: the units' gathered parameters
   uint64_t changes_ = 0;
   kernels::ProductWorkspace product_workspace_;  // before rounded_, which it lists
   std::unique_ptr<kernels::RoundedCopy> rounded_;

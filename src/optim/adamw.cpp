@@ -16,7 +16,7 @@ void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
     if (part.begin >= part.end) continue;
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
     const int64_t n = part.end - part.begin;
-    kernels::adamw_update<T>(V1<T>(store.params().data() + part.begin, n), V1<T>(store.adam_m().data() + part.at, n),
+    kernels::adamw_update<T>(store.moment_params(part), V1<T>(store.adam_m().data() + part.at, n),
                              V1<T>(store.adam_v().data() + part.at, n), store.moment_grads(part), h);
   }
 }

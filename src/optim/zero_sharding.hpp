@@ -51,9 +51,10 @@ void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
 
 // After a ZeRO-1 update of this rank's block: every block to every data rank (the
 // experts' region, if the store has one, over the expert replicas); after a ZeRO-2 one,
-// every unit's parts.
+// every unit's parts; after a ZeRO-3 one nothing (each pass gathers the units it reads).
 template <class T>
 void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) {
+  if (store.params_sharded()) return;
   auto& params = store.params();
   if (const auto* slots = store.gradient_slots()) {  // ZeRO-2: unit by unit, each over its group
     for (const auto& u : slots->units())             // (a unit of one rank's group was updated whole here)

@@ -430,11 +430,16 @@ void RunLoop::print_summary(const TrainResult& r) {
   log_.info(strfmt(
       "memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
       "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
-      buffer_mib(store.params()), double(store.grad_bytes()) / mib,
+      double(store.param_bytes()) / mib, double(store.grad_bytes()) / mib,
       buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
-      store.gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
-                                         data, store.gradient_slots()->slots_allocated())
-                                      .c_str()
+      store.params_sharded()
+          ? strfmt(" (ZeRO-3: 1/%d of them, of the gradients and of the parameters, with %d unit gradient slots "
+                   "and %d gathered units)",
+                   data, store.gradient_slots()->slots_allocated(), store.param_gather()->slots_allocated())
+                .c_str()
+      : store.gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
+                                           data, store.gradient_slots()->slots_allocated())
+                                        .c_str()
       : store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
                                 : "",
       double(r.activation_bytes) / mib,
@@ -450,17 +455,20 @@ void RunLoop::print_summary(const TrainResult& r) {
         const auto part = store.moments_of(p);
         moments += 2 * (part.end - part.begin);
       }
-    int64_t grads = experts;  // ZeRO-2: the experts' region's part, and its slot where it has a group to sum over
+    // ZeRO-2's gradients (ZeRO-3's parameters too): the experts' region's part, and its
+    // slot where it has a group to sum (gather) over
+    int64_t grads = experts, params = experts;
     if (const auto* slots = store.gradient_slots()) {
       grads = 0;
       for (const auto& u : slots->units())
         if (u.begin >= store.expert_begin()) grads += u.part() + (u.shards > 1 ? u.end - u.begin : 0);
+      if (store.params_sharded()) params = grads;
     }
     log_.info(
         strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "
                "gradients %.2f MiB, AdamW moments %.2f MiB",
                int(deck_.model.moe_experts / deck_.parallel.expert_ranks()), (long long)deck_.model.moe_experts,
-               double(experts) * sizeof(float) / mib, double(grads) * sizeof(float) / mib,
+               double(params) * sizeof(float) / mib, double(grads) * sizeof(float) / mib,
                double(moments) * sizeof(float) / mib));
   }
   if (job_.grid().world_size() == 1) return;

@@ -39,12 +39,35 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
   return global;
 }
 
+// A store's flat parameters: its buffer, or under ZeRO-3 every unit's parts gathered over
+// its group (the replicas, or the experts' region over the expert replicas).
+template <class T>
+Tensor1<T> flat_params(const ParamStore<T>& store, MPI_Comm replicas, MPI_Comm expert_replicas) {
+  if (!store.params_sharded()) return store.params();
+  const auto owned = to_host<T>(store.param_values());
+  const auto& units = store.gradient_slots()->units();
+  const int64_t length = units.empty() ? 0 : units.back().end;
+  std::vector<T> dense(size_t(length), T(0)), experts(size_t(length), T(0));
+  for (const auto& u : units)
+    for (int64_t i = 0; i < u.part(); ++i)
+      (u.experts ? experts : dense)[size_t(u.begin + u.index * u.part() + i)] = owned[size_t(u.at + i)];
+  const MPI_Datatype type = sizeof(T) == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  MPI_Allreduce(MPI_IN_PLACE, dense.data(), int(length), type, MPI_SUM, replicas);
+  MPI_Allreduce(MPI_IN_PLACE, experts.data(), int(length), type, MPI_SUM, expert_replicas);
+  Tensor1<T> flat("flat_params", length);
+  auto host = Kokkos::create_mirror_view(flat);
+  for (int64_t i = 0; i < length; ++i) host(i) = dense[size_t(i)] + experts[size_t(i)];
+  Kokkos::deep_copy(flat, host);
+  return flat;
+}
+
 // A job's (test::Training) whole parameters, gathered over its model group.
 template <class Job>
 std::vector<double> global_params_of(Job& job) {
   const auto& c = job.grid().coords();
-  return gather_global(job.model().params(), job.model().params().params(), job.grid().model().raw(),
-                       job.grid().experts().raw(), c.row == 0 && c.col == 0);
+  const auto& store = job.model().params();
+  return gather_global(store, flat_params(store, job.grid().replicas().raw(), job.grid().expert_replicas().raw()),
+                       job.grid().model().raw(), job.grid().experts().raw(), c.row == 0 && c.col == 0);
 }
 
 // The reference of an equivalence test: a job (test::Training) of `deck` run on

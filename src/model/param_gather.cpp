@@ -1,0 +1,99 @@
+#include "model/param_gather.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace strata {
+
+template <class T>
+ParamGather<T>::ParamGather(const std::vector<GradientUnit>& units, T* owned, Comm& data, Comm& expert_data,
+                            int prefetch)
+    : units_(units), owned_(owned), data_(data), expert_data_(expert_data), prefetch_(std::max(0, prefetch)) {}
+
+template <class T>
+V1<T> ParamGather<T>::values(int64_t offset, int64_t n) const {
+  if (n == 0) return V1<T>(static_cast<T*>(nullptr), 0);
+  const auto it = std::upper_bound(units_.begin(), units_.end(), offset,
+                                   [](int64_t o, const GradientUnit& u) { return o < u.end; });
+  if (it == units_.end() || offset < it->begin || offset + n > it->end)
+    throw std::logic_error("ParamGather: flat elements from " + std::to_string(offset) + " lie in no one unit");
+  const int u = int(it - units_.begin());
+  if (it->shards == 1) return V1<T>(owned_ + it->at + (offset - it->begin), n);
+  const auto h = held_.find(u);
+  if (h == held_.end() || h->second.request.pending())
+    throw std::logic_error("ParamGather: unit " + std::to_string(u) + " (flat elements from " +
+                           std::to_string(it->begin) + ") is read but no step gathered it");
+  return V1<T>(h->second.slot.data() + (offset - it->begin), n);
+}
+
+template <class T>
+void ParamGather<T>::post(int u) {
+  const auto& unit = units_[size_t(u)];
+  if (unit.shards == 1 || held_.count(u)) return;
+  const int64_t n = unit.end - unit.begin;
+  Held h;
+  auto& free = free_[n];
+  if (free.empty()) {
+    h.slot = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "param_slot"), size_t(n));
+    ++allocated_;
+    slot_values_ += n;
+  } else {
+    h.slot = free.back();
+    free.pop_back();
+  }
+  const int64_t part = unit.part();
+  const auto mine = std::make_pair(unit.index * part, (unit.index + 1) * part);
+  Kokkos::deep_copy(Kokkos::subview(h.slot, mine), V1<const T>(owned_ + unit.at, part));
+  h.host = Kokkos::create_mirror_view(h.slot);  // the slot itself where the host can read it
+  if (h.host.data() != h.slot.data()) Kokkos::deep_copy(h.host, h.slot);
+  Kokkos::fence();
+  h.group = unit.experts ? &expert_data_ : &data_;
+  h.request = h.group->start_allgather_in_place(h.host.data(), part);
+  held_.emplace(u, std::move(h));
+}
+
+template <class T>
+void ParamGather<T>::wait(int u) {
+  const auto it = held_.find(u);
+  if (it == held_.end() || !it->second.request.pending()) return;
+  Held& h = it->second;
+  h.group->wait(h.request, "allgather");
+  if (h.host.data() != h.slot.data()) Kokkos::deep_copy(h.slot, h.host);
+}
+
+template <class T>
+void ParamGather<T>::give_back(int u) {
+  wait(u);  // a gather in flight completes on every rank of its group alike
+  const auto it = held_.find(u);
+  free_[int64_t(it->second.slot.extent(0))].push_back(it->second.slot);
+  held_.erase(it);
+}
+
+template <class T>
+void ParamGather<T>::step(const std::vector<int>& now, const std::vector<std::vector<int>>& ahead) {
+  std::set<int> keep(now.begin(), now.end());
+  const size_t depth = std::min(ahead.size(), size_t(prefetch_));
+  for (size_t k = 0; k < depth; ++k) keep.insert(ahead[k].begin(), ahead[k].end());
+  std::vector<int> drop;
+  for (const auto& [u, h] : held_)
+    if (!keep.count(u)) drop.push_back(u);
+  for (int u : drop) give_back(u);  // first, so that their slots serve the posts below
+  for (int u : now) post(u);
+  for (size_t k = 0; k < depth; ++k)
+    for (int u : ahead[k]) post(u);
+  for (int u : now) wait(u);
+}
+
+template <class T>
+void ParamGather<T>::release_all() {
+  std::vector<int> all;
+  for (const auto& [u, h] : held_) all.push_back(u);
+  for (int u : all) give_back(u);
+}
+
+template class ParamGather<float>;
+template class ParamGather<double>;
+
+}  // namespace strata

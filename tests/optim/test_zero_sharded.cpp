@@ -1,0 +1,174 @@
+// ZeRO-2 and ZeRO-3 (parallel.zero = 2, 3). ZeRO-2: the gradients split over the data
+// ranks too, each unit (a block, the embedding, the final norm, the experts' region)
+// reduce-scattered as the backward makes it final, every micro-batch. ZeRO-3: the
+// parameters too, each unit gathered for the step of a pass that reads it. Against the
+// same layout without ZeRO (1e-6 relative, the bound: float sums in another order;
+// each of those layouts has its own test against the serial run), on 2 and 4 ranks: alone,
+// with accumulation, full and selective recomputation, prefetch depths 0 and 2, a 1D and a
+// 3D tensor split, context parallelism, 1F1B and interleaved pipelines, mixtures of
+// experts with expert parallelism; each rank holds its part of the gradients, moments
+// (and ZeRO-3 parameters) and the slots of the units in the works (for ZeRO-2 what the
+// planner's simulation of the backward says). Checkpoints: a ZeRO-3 checkpoint restarts on
+// its layout bit for bit and on one rank without ZeRO; on 2 ranks under ZeRO-2, and a
+// ZeRO-2 and a plain one under ZeRO-3 (ZeRO-2 writes and reads its moments as ZeRO-3 does,
+// and its parameters as ZeRO-1 does); on 4 ranks on data 2 x pipeline 2 with ZeRO-3.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "optim/unit_gradient_sum.hpp"
+#include "support/gather_params.hpp"
+#include "support/mpi_test_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+Deck zero2_deck(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = {"run.steps=8", "run.val_every=4", "run.val_batches=1", "run.seed=29"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return small_gpt_deck(all);
+}
+
+const std::vector<std::string> kExperts = {"model.n_layer=4",         "model.moe_experts=4",     "model.moe_every=2",
+                                           "model.moe_ffn_hidden=48", "optim.moe_aux_loss=0.02", "parallel.expert=2"};
+
+std::vector<std::vector<std::string>> zero2_layouts_for(int n) {
+  std::vector<std::string> experts = kExperts;
+  switch (n) {
+    case 2:
+      return {{"parallel.data=2"},
+              {"parallel.data=2", "parallel.micro_batches=2", "parallel.zero_prefetch=0"},
+              {"parallel.data=2", "parallel.recompute=full"},
+              {"parallel.data=2", "parallel.recompute=selective", "parallel.zero_prefetch=2"}};
+    case 4: {
+      std::vector<std::vector<std::string>> out = {
+          {"parallel.data=4"},
+          {"parallel.data=2", "parallel.tensor_cols=2"},
+          {"parallel.data=2", "parallel.tensor_mode=3d", "parallel.tensor_depth=2"},
+          {"parallel.data=2", "parallel.context=2"},
+          {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=2"},
+          {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+           "parallel.micro_batches=2", "model.n_layer=4"}};
+      experts.push_back("parallel.data=4");
+      out.push_back(experts);  // the experts' region over 2 expert replicas
+      experts.back() = "parallel.data=4";
+      experts[5] = "parallel.expert=4";
+      out.push_back(experts);  // over 1: written into the rank's part directly
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+std::vector<std::string> with(std::vector<std::string> layout, const std::string& key) {
+  layout.push_back(key);
+  return layout;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero]") {
+  const int n = world_size(), rank = world_rank();
+  for (const auto& layout : zero2_layouts_for(n)) {
+    Training plain(zero2_deck(layout), MPI_COMM_WORLD, quiet());
+    const TrainResult p = plain.run();
+    const auto plain_params = global_params_of(plain);
+    for (const int stage : {2, 3}) {
+      const Deck d = zero2_deck(with(layout, "parallel.zero=" + std::to_string(stage)));
+      Training par(d, MPI_COMM_WORLD, quiet());
+      const TrainResult r = par.run();
+      const auto params = global_params_of(par);
+      // this rank's part of every unit's gradients and moments, and the units in the works
+      auto& store = par.model().params();
+      REQUIRE(store.gradients_sharded());
+      REQUIRE(store.params_sharded() == (stage == 3));
+      int64_t owned = 0;
+      for (const auto& u : store.gradient_slots()->units()) owned += u.part();
+      CHECK(int64_t(store.adam_m().extent(0)) == owned);
+      const auto units = zero2_units(par.model(), int(d.parallel.data * d.parallel.context));  // the same units
+      CHECK(store.gradient_slots()->slot_values() ==
+            zero2_slot_values(par.model(), units, int(d.parallel.micro_batches)));
+      CHECK(store.grad_bytes() == (owned + store.gradient_slots()->slot_values()) * int64_t(sizeof(float)));
+      if (stage == 3) {
+        CHECK(int64_t(store.param_values().extent(0)) == owned);
+        CHECK(store.param_bytes() == (owned + store.param_gather()->slot_values()) * int64_t(sizeof(float)));
+      }
+      if (rank == 0) {
+        INFO(describe(layout) << " with zero = " << stage << " on " << n << " ranks");
+        REQUIRE(r.losses.size() == p.losses.size());
+        const double to_plain = max_rel_diff(r.losses, p.losses);
+        std::printf(
+            "zero-%d, %s on %d ranks: worst loss rel diff %.2e to zero 0 (params %.2e); parameters %.2f and "
+            "gradients %.2f of zero 0's bytes\n",
+            stage, describe(layout).c_str(), n, to_plain, max_abs_diff(params, plain_params),
+            double(store.param_bytes()) / double(plain.model().params().param_bytes()),
+            double(store.grad_bytes()) / double(plain.model().params().grad_bytes()));
+        CHECK(to_plain < 1e-6);
+        CHECK(max_abs_diff(params, plain_params) < 5e-5);
+        for (size_t s = 0; s < r.val.size(); ++s) CHECK(r.val[s].second == Approx(p.val[s].second).epsilon(1e-6));
+      }
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE(
+    "a ZeRO-3 checkpoint restarts on its layout, without ZeRO on one rank and under ZeRO-2; a ZeRO-2 and a plain "
+    "one under ZeRO-3",
+    "[mpi][zero][checkpoint]") {
+  const int n = world_size(), rank = world_rank();
+  if (n == 1) return;
+  const std::string base = "zero2_test_runs/np" + std::to_string(n);  // ctest runs np2/np4 side by side
+  if (rank == 0) std::filesystem::remove_all(base);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto deck = [&](const std::string& name, int64_t every, std::vector<std::string> layout) {
+    std::vector<std::string> all = {"run.out_dir=" + base,
+                                    "run.name=" + name,
+                                    "run.steps=8",
+                                    "run.val_every=0",
+                                    "run.checkpoint_every=" + std::to_string(every),
+                                    "run.keep_checkpoints=3"};
+    all.insert(all.end(), layout.begin(), layout.end());
+    return zero2_deck(all);
+  };
+  const std::string data = "parallel.data=" + std::to_string(n);
+  const auto ckpt = [&](const std::string& run) { return base + "/" + run + "/checkpoints/ckpt_00000004.h5"; };
+  const auto resume = [&](const std::string& name, std::vector<std::string> layout, const std::string& from) {
+    return Training(deck(name, 0, std::move(layout)), MPI_COMM_WORLD, quiet(true, ckpt(from))).run();
+  };
+  const TrainResult full3 = Training(deck("zero3", 4, {data, "parallel.zero=3"}), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult resumed3 = resume("resumed3", {data, "parallel.zero=3"}, "zero3");
+  REQUIRE(resumed3.losses.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(resumed3.losses[i] == full3.losses[4 + i]);
+  if (n == 2) {  // across the stages (on 4 ranks, to keep the suite's time, onto a pipeline instead)
+    const TrainResult full2 = Training(deck("zero2", 4, {data, "parallel.zero=2"}), MPI_COMM_WORLD, quiet(true)).run();
+    const TrainResult plain_full = Training(deck("plain", 4, {data}), MPI_COMM_WORLD, quiet(true)).run();
+    const TrainResult three_as_two = resume("three-as-two", {data, "parallel.zero=2"}, "zero3");
+    const TrainResult two_as_three = resume("two-as-three", {data, "parallel.zero=3"}, "zero2");
+    const TrainResult plain_as_three = resume("plain-as-three", {data, "parallel.zero=3"}, "plain");
+    for (const auto* r : {&three_as_two, &two_as_three, &plain_as_three}) REQUIRE(r->losses.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      CHECK(three_as_two.losses[i] == Approx(full3.losses[4 + i]).epsilon(1e-6));
+      CHECK(two_as_three.losses[i] == Approx(full2.losses[4 + i]).epsilon(1e-6));
+      CHECK(plain_as_three.losses[i] == Approx(plain_full.losses[4 + i]).epsilon(1e-6));
+    }
+  } else {  // onto data 2 x pipeline 2 with ZeRO-3 (other units: a stage's)
+    const TrainResult piped = resume(
+        "piped", {"parallel.data=2", "parallel.pipeline=2", "parallel.micro_batches=2", "parallel.zero=3"}, "zero3");
+    REQUIRE(piped.losses.size() == 4);
+    for (size_t i = 0; i < 4; ++i) CHECK(piped.losses[i] == Approx(full3.losses[4 + i]).epsilon(1e-6));
+  }
+  if (rank == 0) {
+    const TrainResult serial = Training(deck("serial", 0, {}), MPI_COMM_SELF, quiet(true, ckpt("zero3"))).run();
+    REQUIRE(serial.losses.size() == 4);
+    for (size_t i = 0; i < 4; ++i) CHECK(serial.losses[i] == Approx(full3.losses[4 + i]).epsilon(1e-6));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
