@@ -74,7 +74,6 @@ std::pair<int64_t, int64_t> GPT<T>::lnf_range() const {
 template <class T>
 typename GPT<T>::ParamSteps GPT<T>::param_steps(int chunk, bool backward) const {
   ParamSteps steps;
-  if (!store_.params_sharded()) return steps;
   const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
   const std::pair<int64_t, int64_t> experts{store_.expert_begin(), store_.numel()};
   const auto [begin, end] = placement_.chunk(chunk);
@@ -146,7 +145,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   const auto [begin, end] = placement_.chunk(act.chunk);
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   V2<const T> x = input;
-  const ParamSteps steps = param_steps(act.chunk, false);  // ZeRO-3's gathers, step by step
+  const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   const auto use_params = [&] { store_.use_params(steps, step++); };
   if (placement_.model_first(act.chunk)) {
@@ -203,7 +202,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
-  const ParamSteps steps = param_steps(act.chunk, true);  // ZeRO-3's gathers, step by step
+  const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   const auto use_params = [&] { store_.use_params(steps, step++); };
   if (placement_.model_last(act.chunk)) use_params();
@@ -248,7 +247,7 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
     throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
-  const ParamSteps steps = param_steps(act.chunk, true);  // ZeRO-3's gathers, step by step
+  const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   if (placement_.model_last(act.chunk)) store_.use_params(steps, step++);
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's

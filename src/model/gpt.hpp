@@ -120,6 +120,11 @@ class GPT : public StageModel<T> {
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
   void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const override;
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
+  // ZeRO-3: the forward's steps: the embedding, each block (with the experts' region where
+  // its MLP is a mixture), the head (the final norm and the tied wte); the backward's: the
+  // head, each block back (the embedding's backward reads no parameter).
+  using typename StageModel<T>::ParamSteps;
+  ParamSteps param_steps(int chunk, bool backward) const override;
   int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
   // On the last stage: one LM-head cache (logits, the largest piece) for every micro-batch.
   // Its weight half then runs with its input half (the next forward overwrites the logits).
@@ -194,12 +199,6 @@ class GPT : public StageModel<T> {
   void ready_embedding(const Ready& ready) const;
   std::pair<int64_t, int64_t> block_range(int l) const;
   std::pair<int64_t, int64_t> lnf_range() const;
-  // ZeRO-3 (ParamStore::use_params): the ranges each step of a pass reads, in order; the
-  // forward's: the embedding, each block (with the experts' region where its MLP is a
-  // mixture), the head (the final norm and the tied wte); the backward's: the head, each
-  // block back (the embedding's backward reads no parameter). Empty without ZeRO-3.
-  using ParamSteps = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
-  ParamSteps param_steps(int chunk, bool backward) const;
   std::vector<int> block_first_;  // each block's first parameter (its ln1 weight)
   int lnf_first_ = 0;             // the final norm's weight
 };

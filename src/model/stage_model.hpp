@@ -96,6 +96,10 @@ class StageFootprint {
   virtual std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const = 0;
   // The flat-gradient ranges the backward hands to on_ready, in its order.
   virtual std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const = 0;
+  // ZeRO-3 (ParamStore::use_params): the flat ranges each step of a chunk's forward or
+  // backward reads, in order; empty: a model that does not name them (it runs zero <= 2).
+  using ParamSteps = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
+  virtual ParamSteps param_steps(int /*chunk*/, bool /*backward*/) const { return {}; }
   // A parameter the first and the last stage both hold (the GPT's tied embedding), whose
   // two copies' gradients are summed before an update; -1 when there is none.
   virtual int tied_index() const { return -1; }

@@ -90,17 +90,21 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
 // What ZeRO-2 sends per step (comm/traffic.hpp): every unit reduce-scattered over its
 // group (the named ones each micro-batch, the others once), the norm's squares summed over
 // the replicas, every unit's updated parameters all-gathered (a unit of one rank's group:
-// nothing).
+// nothing); ZeRO-3: each unit gathered `gathers[u]` times instead (optim/zero3_gathers.hpp).
 inline void zero2_traffic(Traffic& out, const std::vector<GradientUnit>& units, int data_ranks, int micro_batches,
-                          int64_t value_bytes) {
+                          int64_t value_bytes, const std::vector<int64_t>* gathers = nullptr) {
   const auto group = [](const GradientUnit& u) { return u.experts ? "expert_data" : "data"; };
   for (const auto& u : units)
     if (u.shards > 1)
       out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes,
               u.named ? micro_batches : 1);
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));
-  for (const auto& u : units)
-    if (u.shards > 1) out.add(group(u), "allgather", Collective::AllGather, u.shards, u.part() * value_bytes);
+  for (size_t k = 0; k < units.size(); ++k) {
+    const auto& u = units[k];
+    const int64_t calls = gathers ? (*gathers)[k] : 1;
+    if (u.shards > 1 && calls > 0)
+      out.add(group(u), "allgather", Collective::AllGather, u.shards, u.part() * value_bytes, calls);
+  }
 }
 
 template <class T>

@@ -2,6 +2,7 @@
 
 #include "engine/grad_buckets.hpp"
 #include "optim/unit_gradient_sum.hpp"
+#include "optim/zero3_gathers.hpp"
 #include "optim/zero_sharding.hpp"
 
 namespace strata {
@@ -14,14 +15,25 @@ int tensor_split_of(const StageFootprint<T>& model) {
 }
 }  // namespace
 
+std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program) {
+  std::vector<std::pair<int, bool>> passes;
+  for (const auto& in : program)
+    if (in.op == PipeOp::Forward || in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput)
+      passes.emplace_back(in.chunk, in.op != PipeOp::Forward);
+  return passes;
+}
+
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches, int zero) {
+                              int micro_batches, int zero, int prefetch) {
   Traffic out;
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
-  if (zero == 2 && data_ranks > 1) {
-    zero2_traffic(out, zero2_units(model, data_ranks), data_ranks, micro_batches, e);
+  if (zero >= 2 && data_ranks > 1) {
+    const auto units = zero2_units(model, data_ranks);
+    const Zero3Gathers gathers =
+        zero == 3 ? zero3_gathers(model, units, data_parallel_passes(micro_batches), prefetch) : Zero3Gathers{};
+    zero2_traffic(out, units, data_ranks, micro_batches, e, zero == 3 ? &gathers.gathers : nullptr);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
     return out;
   }
@@ -42,7 +54,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         int zero) {
+                         int zero, int prefetch) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T);
@@ -94,9 +106,11 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, k * d);
   } else {
     const bool tied_ends = s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0;
-    if (zero == 2 && data_ranks > 1) {  // each unit's sums; the two copies of wte sum their parts
+    if (zero >= 2 && data_ranks > 1) {  // each unit's sums (and gathers); the two copies of wte sum their parts
       const auto units = zero2_units(model, data_ranks);
-      zero2_traffic(out, units, data_ranks, s.micro_batches, e);
+      const Zero3Gathers gathers =
+          zero == 3 ? zero3_gathers(model, units, stage_passes(s.programs[place.stage]), prefetch) : Zero3Gathers{};
+      zero2_traffic(out, units, data_ranks, s.micro_batches, e, zero == 3 ? &gathers.gathers : nullptr);
       if (tied_ends) {
         const int64_t wte = model.params().infos()[size_t(model.tied_index())].offset;
         for (const auto& u : units)
@@ -112,9 +126,9 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int);
-template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int);
-template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, int);
-template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, int);
+template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int, int);
+template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int, int);
+template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, int, int);
+template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, int, int);
 
 }  // namespace strata

@@ -12,17 +12,21 @@ namespace strata {
 // What one forward_backward of DataParallel sends on one rank (comm/traffic.hpp), call
 // for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
 // gradient buckets; zero (the ZeRO stage): 1, ZeRO-1's reduce-scatter, norm and all-gather
-// instead; 2, each unit's reduce-scatter per micro-batch, the norm and each unit's all-gather.
+// instead; 2, each unit's reduce-scatter per micro-batch, the norm and each unit's all-gather;
+// 3, ZeRO-2's sums and each unit's gathers as the passes with `prefetch` make them
+// (optim/zero3_gathers.hpp).
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches = 1, int zero = 0);
+                              int micro_batches = 1, int zero = 0, int prefetch = 1);
 
 // What the stage the model is placed on sends in one run of s (StageExecutor), call for
 // call: one mini-batch for the flushing schedules with the gradient sums after it, a
 // stream of s.mini_batches for XPipe with its in-stream updates and the sums at its end.
-// zero (the ZeRO stage): ZeRO-1's or ZeRO-2's sums (flushing schedules only).
+// zero (the ZeRO stage): ZeRO-1's, ZeRO-2's or ZeRO-3's sums and gathers (flushing schedules only).
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         int zero = 0);
+                         int zero = 0, int prefetch = 1);
+// The passes (chunk, backward) a stage's list runs in one step, in order (ZeRO-3's gathers).
+std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program);
 
 }  // namespace strata

@@ -58,7 +58,8 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
       with_recomputation(v);
     }
   }
-  // ZeRO-1, and ZeRO-2 where it runs (not under the zero-bubble schedules)
+  // ZeRO-1, and ZeRO-2 and ZeRO-3 where they run (not under the zero-bubble schedules;
+  // ZeRO-3 on the GPT only)
   if (l.zero == 0 && l.replicas() > 1 && !(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
     std::vector<Layout> sharded{l};
     sharded.insert(sharded.end(), out.begin(), out.end());
@@ -68,6 +69,9 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
       add(v);
       if (!zero2) continue;
       v.zero = 2;
+      add(v);
+      if (!model_kind_of(deck).gathers_params) continue;
+      v.zero = 3;
       add(v);
     }
   }

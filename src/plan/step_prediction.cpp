@@ -9,6 +9,7 @@
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "optim/unit_gradient_sum.hpp"
+#include "optim/zero3_gathers.hpp"
 #include "plan/engine_traffic.hpp"
 #include "plan/links.hpp"
 
@@ -116,7 +117,7 @@ struct StageCosts {
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
-                                         int micro_batches, bool rounded_copy) {
+                                         int micro_batches, bool rounded_copy, int prefetch) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
   const auto& store = model.params();
@@ -125,14 +126,21 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
   int64_t values = store_values(numel, zero_shards);
   const auto& tp = model.tensor_parallel();
   const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
-  if (zero == 2 && zero_shards > 1) {
+  if (zero >= 2 && zero_shards > 1) {
     // ZeRO-2 (ParamStore::shard_gradients): the parameters unit by unit, each padded; this
     // rank's part of each unit's gradients and moments; the slots of the units in the works
+    // (ZeRO-3, shard_parameters: the parameters' part too, and the gathered units' slots)
     const auto units = zero2_units(model, zero_shards);
     int64_t owned = 0;
     for (const auto& u : units) owned += u.part();
     padded = units.empty() ? 0 : units.back().end;
-    values = padded + 3 * owned + zero2_slot_values(model, units, micro_batches);
+    const int64_t params =
+        zero == 3
+            ? owned + zero3_gathers(model, units,
+                                    program ? stage_passes(*program) : data_parallel_passes(micro_batches), prefetch)
+                          .slot_values
+            : padded;
+    values = params + 3 * owned + zero2_slot_values(model, units, micro_batches);
   } else if (zero_shards > 1 && e > 1 && experts > 0) {
     // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
     const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
@@ -162,8 +170,9 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   const PipeSchedule list = p > 1 ? schedule_of(l, xpipe ? p + 1 : 1) : PipeSchedule{};
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
-    const auto [state, activations] = stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe,
-                                                   zero_shards(l), l.zero, l.micro_batches, keeps_rounded_copy(deck));
+    const auto [state, activations] =
+        stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), l.zero,
+                     l.micro_batches, keeps_rounded_copy(deck), int(deck.parallel.zero_prefetch));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -177,9 +186,9 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
     return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
-                                 l.zero);
+                                 l.zero, int(deck.parallel.zero_prefetch));
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
-                          local_batch, l.zero);
+                          local_batch, l.zero, int(deck.parallel.zero_prefetch));
 }
 
 StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps) {
@@ -283,9 +292,11 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     }
     // per step
     const int replicas = l.replicas();
-    const Traffic round = p == 1 ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6,
-                                                         local_batch, l.micro_batches, l.zero)
-                                 : pipeline_traffic(*model, xpipe ? longer : flush, replicas, local_batch, l.zero);
+    const Traffic round = p == 1
+                              ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6, local_batch,
+                                                      l.micro_batches, l.zero, int(deck.parallel.zero_prefetch))
+                              : pipeline_traffic(*model, xpipe ? longer : flush, replicas, local_batch, l.zero,
+                                                 int(deck.parallel.zero_prefetch));
     double wire = round.wire_bytes();
     if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, replicas, local_batch).wire_bytes()) / double(k2 - k1);
     out.wire_bytes = std::max(out.wire_bytes, wire);
@@ -297,11 +308,14 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
         1, store.expert_split() / l.tensor_size());  // parallel.expert (the 1D split's ranks are expert ranks too)
     const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
     const double grads = (double(store.numel()) - expert_values) * sizeof(float);
-    // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once)
+    // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once; ZeRO-3:
+    // the all-gather half about twice a micro-batch, a forward's and a backward's)
     const double data_sum =
         (links.of("data").seconds(Collective::AllReduce, replicas, grads) +
          links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float))) *
-        (l.zero == 2 ? double(l.micro_batches + 1) / 2.0 : 1.0);
+        (l.zero == 2   ? double(l.micro_batches + 1) / 2.0
+         : l.zero == 3 ? 1.5 * double(l.micro_batches)
+                       : 1.0);
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
       // after it; with MPI they all run after it (Comm::start_allreduce_sum)
@@ -319,8 +333,9 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       c.sums = data_sum;  // XPipe sums and updates inside the stream, at OptimizerStep
       c.optimizer += data_sum;
     }
-    const auto [state, activations] = stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l),
-                                                   l.zero, l.micro_batches, keeps_rounded_copy(deck));
+    const auto [state, activations] =
+        stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), l.zero, l.micro_batches,
+                     keeps_rounded_copy(deck), int(deck.parallel.zero_prefetch));
     out.stage_state.push_back(state);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;
