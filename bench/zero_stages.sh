@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ZeRO stages side by side on the "small" deck, data parallelism over 2 ranks of one
-# thread each: zero = 0, 1 and 2 taking turns ROUNDS times, STEPS steps each; per run the
+# thread each: zero = 0, 1, 2 and 3 taking turns ROUNDS times, STEPS steps each; per run the
 # median tokens/s of steps 3.. (bench/run_speed.sh), rank 0's memory line (parameters,
 # gradients, AdamW moments, peak RSS) and its exposed communication seconds.
 # Usage: bench/zero_stages.sh [STRATA (build/release/bin/strata)] [STEPS (8)] [ROUNDS (3)]
@@ -24,5 +24,5 @@ run() {
 echo "| zero | round | tok/s | params MiB | grads MiB | moments MiB | peak RSS MiB | comm exposed s |"
 echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$rounds"); do
-  for zero in 0 1 2; do run "$zero" "$round"; done
+  for zero in 0 1 2 3; do run "$zero" "$round"; done
 done

@@ -207,8 +207,13 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const auto use_params = [&] { store_.use_params(steps, step++); };
   if (placement_.model_last(act.chunk)) use_params();
   start_backward(local, dloss_scale, dout, act, true);
-  if (placement_.model_last(act.chunk))
+  if (placement_.model_last(act.chunk)) {
     ready(lnf_range());  // the tied wte also got gradients here, but is not final until the embedding
+    if (store_.gradients_sharded() && placement_.first()) {  // ZeRO-2/3: its head's part summed now, not held
+      const auto& wte = store_.infos()[size_t(embedding_->wte_index())];  // through the blocks (the embedding's later)
+      ready({wte.offset, wte.offset + wte.numel});
+    }
+  }
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
     use_params();

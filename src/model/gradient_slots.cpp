@@ -72,15 +72,13 @@ V1<T> GradientSlots<T>::slot(int u) {
   const int64_t n = unit.end - unit.begin;
   int& s = slot_of_[size_t(u)];
   if (s < 0) {
-    auto& free = free_[n];
-    if (free.empty()) {
-      slots_.emplace_back(Kokkos::view_alloc(Kokkos::WithoutInitializing, "grad_slot"), size_t(n));
-      slot_values_ += n;
-      free.push_back(int(slots_.size()) - 1);
-    }
-    s = free.back();
-    free.pop_back();
-    Kokkos::deep_copy(slots_[size_t(s)], T(0));
+    s = int(std::find_if(slots_.begin(), slots_.end(), [](const Tensor1<T>& t) { return t.extent(0) == 0; }) -
+            slots_.begin());
+    if (s == int(slots_.size())) slots_.emplace_back();
+    slots_[size_t(s)] = Tensor1<T>("grad_slot", size_t(n));  // zeroed
+    values_ += n;
+    most_values_ = std::max(most_values_, values_);
+    most_slots_ = std::max(most_slots_, ++held_);
   }
   return V1<T>(slots_[size_t(s)].data(), n);
 }
@@ -104,7 +102,9 @@ int GradientSlots<T>::detach(int u) {
 
 template <class T>
 void GradientSlots<T>::free_slot(int slot) {
-  free_[int64_t(slots_[size_t(slot)].extent(0))].push_back(slot);
+  values_ -= int64_t(slots_[size_t(slot)].extent(0));
+  --held_;
+  slots_[size_t(slot)] = Tensor1<T>();
 }
 
 template class GradientSlots<float>;

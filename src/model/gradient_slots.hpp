@@ -5,11 +5,9 @@
 // only its part of every unit's summed gradient (ParamStore's owned gradients, in the
 // order of its AdamW moments); a unit's whole gradient exists only while a backward
 // writes it, in a slot taken (zeroed) at its first write and given back once the engine
-// has reduce-scattered it (optim/unit_gradient_sum.hpp). A slot is as large as its unit
-// and is reused by units of the same size, so a backward holds a few units' gradients at
-// a time, not the model's.
+// has reduce-scattered it (optim/unit_gradient_sum.hpp). A slot is as large as its unit,
+// so a backward holds a few units' gradients at a time, not the model's.
 #include <cstdint>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -58,18 +56,19 @@ class GradientSlots {
   int detach(int u);
   V1<T> slot_values_of(int slot) const { return V1<T>(slots_[size_t(slot)].data(), slots_[size_t(slot)].extent(0)); }
   void free_slot(int slot);
-  // Slots allocated so far (of each unit size, the most units of that size held at once),
-  // and the values they hold.
-  int slots_allocated() const { return int(slots_.size()); }
-  int64_t slot_values() const { return slot_values_; }
+  // The most slots held at once so far, and the most values they held at once (a slot is
+  // allocated when taken and freed when given back: units differ in size, and pools by
+  // size would keep the largest of each at once where the peak holds fewer).
+  int slots_allocated() const { return most_slots_; }
+  int64_t slot_values() const { return most_values_; }
 
  private:
   std::vector<GradientUnit> units_;
   T* owned_ = nullptr;
-  std::vector<int> slot_of_;  // per unit: its slot, or -1
-  std::vector<Tensor1<T>> slots_;
-  std::map<int64_t, std::vector<int>> free_;  // by size
-  int64_t slot_values_ = 0;
+  std::vector<int> slot_of_;       // per unit: its slot, or -1
+  std::vector<Tensor1<T>> slots_;  // (an empty one: free)
+  int held_ = 0, most_slots_ = 0;
+  int64_t values_ = 0, most_values_ = 0;
 };
 
 }  // namespace strata

@@ -34,15 +34,10 @@ void ParamGather<T>::post(int u) {
   if (unit.shards == 1 || held_.count(u)) return;
   const int64_t n = unit.end - unit.begin;
   Held h;
-  auto& free = free_[n];
-  if (free.empty()) {
-    h.slot = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "param_slot"), size_t(n));
-    ++allocated_;
-    slot_values_ += n;
-  } else {
-    h.slot = free.back();
-    free.pop_back();
-  }
+  h.slot = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "param_slot"), size_t(n));
+  values_ += n;
+  most_values_ = std::max(most_values_, values_);
+  most_slots_ = std::max(most_slots_, int(held_.size()) + 1);
   const int64_t part = unit.part();
   const auto mine = std::make_pair(unit.index * part, (unit.index + 1) * part);
   Kokkos::deep_copy(Kokkos::subview(h.slot, mine), V1<const T>(owned_ + unit.at, part));
@@ -67,8 +62,8 @@ template <class T>
 void ParamGather<T>::give_back(int u) {
   wait(u);  // a gather in flight completes on every rank of its group alike
   const auto it = held_.find(u);
-  free_[int64_t(it->second.slot.extent(0))].push_back(it->second.slot);
-  held_.erase(it);
+  values_ -= int64_t(it->second.slot.extent(0));
+  held_.erase(it);  // its slot freed
 }
 
 template <class T>
@@ -79,7 +74,7 @@ void ParamGather<T>::step(const std::vector<int>& now, const std::vector<std::ve
   std::vector<int> drop;
   for (const auto& [u, h] : held_)
     if (!keep.count(u)) drop.push_back(u);
-  for (int u : drop) give_back(u);  // first, so that their slots serve the posts below
+  for (int u : drop) give_back(u);  // first: their slots are freed before the posts below take others
   for (int u : now) post(u);
   for (size_t k = 0; k < depth; ++k)
     for (int u : ahead[k]) post(u);

@@ -6,10 +6,9 @@
 // to read (ParamStore::use_params), and this gathers them over the unit's group (the
 // replicas, or the experts' region over the expert replicas) into a slot, having posted
 // the gathers of the next `prefetch` steps before the current one computes, and gives back
-// the slots of units no longer in that window. A slot is as large as its unit and reused
-// by units of the same size. A unit of a group of one rank is read from the rank's part
-// itself. Every rank of a group names the same steps in the same order, so the gathers
-// (collectives) match.
+// the slots of units no longer in that window. A slot is as large as its unit. A unit of
+// a group of one rank is read from the rank's part itself. Every rank of a group names the same steps in the same
+// order, so the gathers (collectives) match.
 #include <deque>
 #include <map>
 #include <vector>
@@ -39,9 +38,12 @@ class ParamGather {
   // the gathers in flight complete.
   void release_all();
   int prefetch() const { return prefetch_; }
-  // Slots allocated so far (of each unit size, the most held at once) and their values.
-  int slots_allocated() const { return allocated_; }
-  int64_t slot_values() const { return slot_values_; }
+  // The most slots held at once so far, and the most values they held at once (a slot is
+  // allocated when its gather is posted and freed when given back: units differ in size,
+  // and pools by size would keep the largest of each at once, the tied embedding's among
+  // them, where the peak holds fewer).
+  int slots_allocated() const { return most_slots_; }
+  int64_t slot_values() const { return most_values_; }
 
  private:
   struct Held {
@@ -59,10 +61,9 @@ class ParamGather {
   Comm& data_;
   Comm& expert_data_;
   int prefetch_ = 1;
-  std::map<int, Held> held_;                         // by unit: gathered or in flight
-  std::map<int64_t, std::vector<Tensor1<T>>> free_;  // slots by size
-  int allocated_ = 0;
-  int64_t slot_values_ = 0;
+  std::map<int, Held> held_;  // by unit: gathered or in flight
+  int64_t values_ = 0, most_values_ = 0;
+  int most_slots_ = 0;
 };
 
 }  // namespace strata

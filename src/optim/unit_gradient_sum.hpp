@@ -30,16 +30,28 @@ std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_r
                         e > 1 ? data_ranks / e : 0, 0);
 }
 
-// The values ZeRO-2's slots hold at most in a step of `model` (UnitGradientSum over
-// GradientSlots, whose slots are reused by units of the same size), found by running its
-// order: each micro-batch's backward first writes the units it names last or not at all
+// The tied wte's unit where the stage runs both the head and the embedding (-1 elsewhere):
+// the backward names it twice, after the head and after the embedding, so that its head's
+// part is summed at once rather than held in a slot through every block's backward.
+template <class T>
+int tied_unit_named_twice(const StageFootprint<T>& model, const std::vector<GradientUnit>& units) {
+  const auto& place = model.placement();
+  if (model.tied_index() < 0 || !place.first() || !place.last()) return -1;
+  const int64_t from = model.params().infos()[size_t(model.tied_index())].offset;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].from == from) return int(u);
+  return -1;
+}
+
+// The values ZeRO-2's slots hold at most at once in a step of `model` (UnitGradientSum
+// over GradientSlots, each slot allocated when taken and freed when its sum completes),
+// found by running its order: each micro-batch's backward first writes the units it names last or not at all
 // (the tied wte where the head runs too; the experts' region and the last stage's copy of
 // wte, summed once at the end), then in the order the model makes them final each unit
 // is taken and handed to its sum, which completes the sum before it (one in flight); a
 // unit written again while its sum is in flight takes another slot.
 template <class T>
 int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<GradientUnit>& units, int micro_batches) {
-  const auto& place = model.placement();
   const auto size = [&](int u) { return units[size_t(u)].end - units[size_t(u)].begin; };
   const auto unit_from = [&](int64_t from) {
     for (size_t u = 0; u < units.size(); ++u)
@@ -49,13 +61,15 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   std::vector<int> order;
   for (const auto& [begin, end] : model.grad_ready_order())
     if (end > begin) order.push_back(unit_from(begin));
+  const int wte = tied_unit_named_twice(model, units);
+  if (wte >= 0) order.insert(order.begin() + 1, wte);  // after the final norm's
   std::vector<bool> held(units.size(), false), posted(units.size(), false);
-  std::map<int64_t, int> count, peak;  // slots taken, by size
+  int64_t values = 0, most = 0;  // held by the slots, now and at most
   // a write: the unit's slot, if it has none (a unit of one rank's group: its owned part)
   const auto take = [&](int u) {
     if (held[size_t(u)] || units[size_t(u)].shards == 1) return;
     held[size_t(u)] = true;
-    peak[size(u)] = std::max(peak[size(u)], ++count[size(u)]);
+    most = std::max(most, values += size(u));
   };
   std::deque<int64_t> in_flight;  // the sums' slots, by size
   const auto post = [&](int u) {  // its slot handed to the sum; completing the one before frees that one
@@ -65,39 +79,44 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
     held[size_t(u)] = false;
     in_flight.push_back(size(u));
     if (in_flight.size() > 1) {
-      --count[in_flight.front()];
+      values -= in_flight.front();
       in_flight.pop_front();
     }
   };
-  // written at each backward's start: the tied wte where the head runs too (named with the
-  // embedding, at the end), and every unit the backward writes but does not name (the
-  // experts' region, the last stage's copy of wte; summed once, at the end)
-  const bool tied_here = model.tied_index() >= 0 && place.first() && place.last();
-  const int wte = tied_here ? unit_from(model.params().infos()[size_t(model.tied_index())].offset) : -1;
+  // written at each backward's start: the tied wte where the head runs too (named after the
+  // head, and again after the embedding), and every unit the backward writes but does not
+  // name (the experts' region, the last stage's copy of wte; summed once, at the end); the
+  // embedding's backward writes its two units (wte and wpe, named last) before naming either
+  const size_t embedding = model.tied_index() >= 0 && model.placement().first() ? 2 : 0;
   for (int j = 0; j < micro_batches; ++j) {
     if (wte >= 0) take(wte);
     for (size_t u = 0; u < units.size(); ++u)
       if (!units[u].named && units[u].end > units[u].begin) take(int(u));
-    for (int u : order) post(u);
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (k + embedding == order.size())
+        for (size_t e = k; e < order.size(); ++e) take(order[e]);
+      post(order[k]);
+    }
   }
   for (size_t u = 0; u < units.size(); ++u)
     if (!posted[u]) post(int(u));
-  int64_t values = 0;
-  for (const auto& [n, most] : peak) values += n * most;
-  return values;
+  return most;
 }
 
 // What ZeRO-2 sends per step (comm/traffic.hpp): every unit reduce-scattered over its
 // group (the named ones each micro-batch, the others once), the norm's squares summed over
 // the replicas, every unit's updated parameters all-gathered (a unit of one rank's group:
 // nothing); ZeRO-3: each unit gathered `gathers[u]` times instead (optim/zero3_gathers.hpp).
+// named_twice: the unit summed twice a micro-batch (tied_unit_named_twice), or -1.
 inline void zero2_traffic(Traffic& out, const std::vector<GradientUnit>& units, int data_ranks, int micro_batches,
-                          int64_t value_bytes, const std::vector<int64_t>* gathers = nullptr) {
+                          int64_t value_bytes, int named_twice, const std::vector<int64_t>* gathers = nullptr) {
   const auto group = [](const GradientUnit& u) { return u.experts ? "expert_data" : "data"; };
-  for (const auto& u : units)
+  for (size_t k = 0; k < units.size(); ++k) {
+    const auto& u = units[k];
     if (u.shards > 1)
       out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes,
-              u.named ? micro_batches : 1);
+              u.named ? (int(k) == named_twice ? 2 : 1) * micro_batches : 1);
+  }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));
   for (size_t k = 0; k < units.size(); ++k) {
     const auto& u = units[k];

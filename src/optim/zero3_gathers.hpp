@@ -3,11 +3,10 @@
 // stage, found by running its rule over the passes the stage runs: at each step of a pass
 // the units it reads and those of the next `prefetch` steps are held, every other unit is
 // given back, and a unit not held is gathered (a unit of one rank's group never is); after
-// the update every unit is given back. The gathers per unit and the most values its slots
-// hold (slots reused by units of the same size) follow; the traffic is ZeRO-2's sums plus
+// the update every unit is given back. The gathers per unit and the most values the slots
+// hold at once follow; the traffic is ZeRO-2's sums plus
 // those gathers, in place of ZeRO-2's one gather after the update.
 #include <algorithm>
-#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -19,7 +18,7 @@ namespace strata {
 
 struct Zero3Gathers {
   std::vector<int64_t> gathers;  // per unit, in a step
-  int64_t slot_values = 0;       // the gathered parameters' slots
+  int64_t slot_values = 0;       // the most values the gathered parameters' slots hold at once
 };
 
 // passes: (chunk, backward) in the order the stage runs them in one step.
@@ -39,7 +38,7 @@ Zero3Gathers zero3_gathers(const StageFootprint<T>& model, const std::vector<Gra
   };
   const auto size = [&](int u) { return units[size_t(u)].end - units[size_t(u)].begin; };
   std::set<int> held;
-  std::map<int64_t, int> count, peak;  // slots taken, by size
+  int64_t values = 0;
   for (const auto& [chunk, backward] : passes) {
     std::vector<std::vector<int>> steps;
     for (const auto& ranges : model.param_steps(chunk, backward)) steps.push_back(units_of(ranges));
@@ -51,17 +50,17 @@ Zero3Gathers zero3_gathers(const StageFootprint<T>& model, const std::vector<Gra
         if (keep.count(*it)) {
           ++it;
         } else {
-          --count[size(*it)];
+          values -= size(*it);
           it = held.erase(it);
         }
       for (int u : keep)
         if (units[size_t(u)].shards > 1 && held.insert(u).second) {
           ++out.gathers[size_t(u)];
-          peak[size(u)] = std::max(peak[size(u)], ++count[size(u)]);
+          values += size(u);
+          out.slot_values = std::max(out.slot_values, values);
         }
     }
   }
-  for (const auto& [n, most] : peak) out.slot_values += n * most;
   return out;
 }
 

@@ -33,7 +33,8 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
     const auto units = zero2_units(model, data_ranks);
     const Zero3Gathers gathers =
         zero == 3 ? zero3_gathers(model, units, data_parallel_passes(micro_batches), prefetch) : Zero3Gathers{};
-    zero2_traffic(out, units, data_ranks, micro_batches, e, zero == 3 ? &gathers.gathers : nullptr);
+    zero2_traffic(out, units, data_ranks, micro_batches, e, tied_unit_named_twice(model, units),
+                  zero == 3 ? &gathers.gathers : nullptr);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
     return out;
   }
@@ -110,7 +111,8 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
       const auto units = zero2_units(model, data_ranks);
       const Zero3Gathers gathers =
           zero == 3 ? zero3_gathers(model, units, stage_passes(s.programs[place.stage]), prefetch) : Zero3Gathers{};
-      zero2_traffic(out, units, data_ranks, s.micro_batches, e, zero == 3 ? &gathers.gathers : nullptr);
+      zero2_traffic(out, units, data_ranks, s.micro_batches, e, tied_unit_named_twice(model, units),
+                    zero == 3 ? &gathers.gathers : nullptr);
       if (tied_ends) {
         const int64_t wte = model.params().infos()[size_t(model.tied_index())].offset;
         for (const auto& u : units)

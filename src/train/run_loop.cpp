@@ -434,7 +434,7 @@ void RunLoop::print_summary(const TrainResult& r) {
       buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
       store.params_sharded()
           ? strfmt(" (ZeRO-3: 1/%d of them, of the gradients and of the parameters, with %d unit gradient slots "
-                   "and %d gathered units)",
+                   "and at most %d units gathered at once)",
                    data, store.gradient_slots()->slots_allocated(), store.param_gather()->slots_allocated())
                 .c_str()
       : store.gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
