@@ -13,7 +13,9 @@
 #   a mixture layer's all-to-all (expert 2), a failed write with the experts split over
 #   the ranks (a restart from the surviving checkpoint reproduces the losses), and a
 #   failed write under interleaved 1F1B and under context 2 with ZeRO-1; under the 3D split
-#   (depth 2) a rank-local error and a failed write;
+#   (depth 2) a rank-local error and a failed write; under ZeRO-3 a rank-local error (the
+#   other rank in a parameter gather) and kill -9 inside a step and inside a checkpoint
+#   write (the newest checkpoint restarts on one rank);
 #   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
@@ -162,9 +164,43 @@ RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault expert-rank-error 1 "rank 1: intern
 three_d=(--set parallel.data=1 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2)
 RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault three-d-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${three_d[@]}"
 write_fault_restarts three-d "3D" "${three_d[@]}"
-# ... and under ZeRO-2: rank 0 waits in a unit's gradient reduce-scatter that rank 1 never
-# joins (ZeRO-2 checkpoints' restarts: tests/optim/test_zero2.cpp)
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zero2-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 --set parallel.data=2 --set parallel.zero=2
+# ... and under ZeRO-3: rank 0 waits in the embedding's parameter gather that rank 1 never
+# joins (ZeRO-2/3 checkpoints' restarts: tests/optim/test_zero_sharded.cpp)
+RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zero3-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 --set parallel.data=2 --set parallel.zero=3
+
+# --- ZeRO-3 (data 2): kill -9 of one rank inside a checkpoint write (rank 1, paused at
+# step 8) and inside a step (rank 0, waiting inside step 6 for rank 1,
+# which the test hook holds before it): the job ends, ckpt_00000004.h5 is LATEST and
+# verifies, and one rank without ZeRO restarts from it to the uninterrupted run's losses
+# (1e-5: another layout's sums)
+zero3_killed() {  # NAME WHAT PATTERN RANK RANK_ENV: kill RANK once the log shows PATTERN
+  local name=$1 what=$2 pattern=$3 rank=$4 job rc took t0
+  RANK_ENV="$5" run $name --set parallel.zero=3 >$name.log 2>&1 &
+  job=$!
+  if ! wait_for $name.log "$pattern" 60; then
+    fail "$name: never reached '$pattern'"; kill -9 $job; return
+  fi
+  t0=$(now)
+  kill -9 "$(pid_of_rank $name $rank)"
+  wait $job
+  rc=$?
+  took=$(elapsed $t0)
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && within $took 15 && ok "$name: kill -9 of rank $rank $what: the job ends (exit $rc) in $(printf %.1f $took) s" ||
+    { fail "$name: kill -9 $what: exit $rc after $took s"; return; }
+  local d=$out/$name/checkpoints
+  [ "$(cat $d/LATEST 2>/dev/null)" = ckpt_00000004.h5 ] && timeout 60 "$strata" inspect $d/ckpt_00000004.h5 2>&1 | grep -q "all checksums ok" ||
+    { fail "$name: LATEST is '$(cat $d/LATEST 2>/dev/null)' or does not verify"; return; }
+  if timeout 120 "$strata" train deck.toml --set run.out_dir=$out --set run.name=$name --set parallel.data=1 \
+       --restart latest >$name-restart.log 2>&1 &&
+     "$here/../../scripts/compare-losses.sh" $out/full/metrics.csv $out/$name/metrics.csv 1e-5 1e-5 >$name-compare.log; then
+    ok "$name: ckpt_00000004.h5 is LATEST, verifies, and restarts on one rank without ZeRO to the losses ($(cat $name-compare.log))"
+  else
+    fail "$name: the one-rank restart"; tail -3 $name-restart.log $name-compare.log
+  fi
+}
+zero3_killed zero3-kill9-write "inside a checkpoint write" "pausing inside the checkpoint write" 1 \
+  STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=8
+zero3_killed zero3-kill9-step "inside step 6" "rank 1 hangs before step 6" 0 STRATA_TEST_FAULT=hang:6:1
 inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
        --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
 write_fault_restarts inter "interleaved" "${inter[@]}"
