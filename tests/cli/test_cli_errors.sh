@@ -210,7 +210,7 @@ expect 1 'parallel.recompute must be "none", "selective" or "full" (got "all")' 
 expect 2 'parallel.recompute = "full" does not run with schedule = "xpipe"' -- train good.toml --set parallel.recompute=full --set parallel.pipeline=2 --set parallel.schedule=xpipe
 expect 2 'parallel.recompute = "selective" does not run with schedule = "zb-h1"' -- train good.toml --set parallel.recompute=selective --set parallel.pipeline=2 --set parallel.schedule=zb-h1
 expect 2 'parallel.zero = 1 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe
-expect 1 'parallel.zero must be in [0, 2]' -- train good.toml --set parallel.zero=3
+expect 1 'parallel.zero must be in [0, 3]' -- train good.toml --set parallel.zero=4
 
 # strata deck prints the resolved deck, which reads back to itself; docs/deck.md is the
 # reference the binary prints (regenerate: strata deck --reference > docs/deck.md)
