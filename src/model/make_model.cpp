@@ -48,23 +48,34 @@ std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
 
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
+  // A store the ZeRO stages will shard is built with its parameters only, where the kind can
+  // build a model without memory: the sharding allocates the rest, so no rank ever holds the
+  // unsharded gradients and moments (nor, under ZeRO-3, more than the parameters once).
+  const bool sharded = deck.parallel.zero > 0 && grid.replicas().size() > 1,
+             bare = sharded && model_kind_of(deck).dry_models;
   std::unique_ptr<StageModel<float>> model = make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data,
-                                                        true, context_parallel_of(grid), expert_parallel_of(grid));
+                                                        !bare, context_parallel_of(grid), expert_parallel_of(grid));
+  if (bare) {
+    model->params().allocate(deck.run.seed, false);
+    if (keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
+  }
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
   // replica's block only (optim/zero_sharding.hpp), before any step or checkpoint read
   // (with expert parallelism the experts' moments over the expert replicas)
   // (zero = 2: the gradients too, unit by unit: ParamStore::shard_gradients)
-  if (deck.parallel.zero > 0 && grid.replicas().size() > 1) {
+  if (sharded) {
     const bool experts = grid.shape().expert > 1;
     const int expert_shards = experts ? grid.expert_replicas().size() : 0,
               expert_index = experts ? grid.expert_replicas().rank() : 0;
     if (deck.parallel.zero >= 2 && grid.shape().mgrit())
       throw std::logic_error("make_model: ZeRO-2/3 with MGRIT (the deck check refuses it)");
-    if (deck.parallel.zero >= 2)
+    if (deck.parallel.zero == 2)
       model->params().shard_gradients(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
                                       expert_shards, expert_index);
     if (deck.parallel.zero == 3)
-      model->params().shard_parameters(grid.replicas(), grid.expert_replicas(), int(deck.parallel.zero_prefetch));
+      model->params().shard_parameters(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
+                                       expert_shards, expert_index, grid.replicas(), grid.expert_replicas(),
+                                       int(deck.parallel.zero_prefetch));
     if (deck.parallel.zero == 1)
       model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(), expert_shards, expert_index);
   }

@@ -52,11 +52,13 @@ int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init
 }
 
 template <class T>
-void ParamStore<T>::allocate(uint64_t seed) {
+void ParamStore<T>::allocate(uint64_t seed, bool state) {
   params_ = Tensor1<T>("params", total_);
-  grads_ = Tensor1<T>("grads", total_);
-  m_ = Tensor1<T>("adam_m", total_);
-  v_ = Tensor1<T>("adam_v", total_);
+  if (state) {
+    grads_ = Tensor1<T>("grads", total_);
+    m_ = Tensor1<T>("adam_m", total_);
+    v_ = Tensor1<T>("adam_v", total_);
+  }
   spans_ = {{0, total_, 0}};
   for (const auto& p : infos_) {
     V1<T> dst(params_.data() + p.offset, p.numel);
@@ -132,16 +134,43 @@ void ParamStore<T>::shard_moments(int shards, int index, int expert_shards, int 
 template <class T>
 void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
                                     int expert_shards, int expert_index) {
+  lay_out_units(ready_ranges, shards, index, expert_shards, expert_index, true);
+}
+
+template <class T>
+void ParamStore<T>::shard_parameters(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards,
+                                     int index, int expert_shards, int expert_index, Comm& data, Comm& expert_data,
+                                     int prefetch) {
+  lay_out_units(ready_ranges, shards, index, expert_shards, expert_index, false);
+  rounded_.reset();  // products round the gathered parameters per call
+  gather_ = std::make_unique<ParamGather<T>>(slots_->units(), owned_params_.data(), data, expert_data, prefetch);
+}
+
+template <class T>
+void ParamStore<T>::lay_out_units(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
+                                  int expert_shards, int expert_index, bool whole) {
   std::vector<GradientUnit> units =
       gradient_units(ready_ranges, expert_begin_, total_, shards, index, expert_shards, expert_index);
   const int64_t length = units.empty() ? 0 : units.back().end;
   int64_t owned = 0;
   for (const auto& u : units) owned += u.part();
-  m_ = v_ = grads_ = Tensor1<T>();      // freed first: never more than the unsharded store at once
-  Tensor1<T> params("params", length);  // zero padding
-  for (const auto& u : units)
-    Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(u.begin, u.used_end)),
-                      Kokkos::subview(params_, std::make_pair(u.from, u.from + (u.used_end - u.begin))));
+  m_ = v_ = grads_ = Tensor1<T>();  // freed first: never more than the unsharded store at once
+  // values [begin, end) of unit u's padded range into `to` at `at`, from where they lay
+  // (past the unit's parameters: padding, left zero)
+  const auto copy = [&](Tensor1<T>& to, int64_t at, const GradientUnit& u, int64_t begin, int64_t end) {
+    const int64_t used = std::clamp(u.used_end - u.begin, begin, end);
+    if (used > begin)
+      Kokkos::deep_copy(Kokkos::subview(to, std::make_pair(at, at + used - begin)),
+                        Kokkos::subview(params_, std::make_pair(u.from + begin, u.from + used)));
+  };
+  Tensor1<T> params;
+  if (whole) {
+    params = Tensor1<T>("params", length);
+    for (const auto& u : units) copy(params, u.begin, u, 0, u.end - u.begin);
+  } else {  // ZeRO-3: only this rank's part of each
+    owned_params_ = Tensor1<T>("owned_params", owned);
+    for (const auto& u : units) copy(owned_params_, u.at, u, u.index * u.part(), (u.index + 1) * u.part());
+  }
   // a flat offset in the new layout (the old end: the new end)
   const auto moved = [&](int64_t o) {
     for (const auto& u : units)
@@ -154,7 +183,7 @@ void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t
   total_ = length;
   params_ = params;
   ++changes_;
-  if (rounded_) keep_rounded_copy();  // of the padded buffer
+  if (rounded_ && whole) keep_rounded_copy();  // of the padded buffer
   m_ = Tensor1<T>("adam_m", owned);
   v_ = Tensor1<T>("adam_v", owned);
   owned_grads_ = Tensor1<T>("owned_grads", owned);
@@ -166,22 +195,6 @@ void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t
   moment_shards_ = shards;
   expert_shards_ = experts && expert_shards > 0 ? expert_shards : 0;
   slots_ = std::make_unique<GradientSlots<T>>(std::move(units), owned_grads_.data());
-}
-
-template <class T>
-void ParamStore<T>::shard_parameters(Comm& data, Comm& expert_data, int prefetch) {
-  if (!slots_) throw std::logic_error("ParamStore::shard_parameters before shard_gradients");
-  const auto& units = slots_->units();
-  owned_params_ = Tensor1<T>("owned_params", m_.extent(0));
-  for (const auto& u : units) {
-    const int64_t begin = u.begin + u.index * u.part();
-    Kokkos::deep_copy(Kokkos::subview(owned_params_, std::make_pair(u.at, u.at + u.part())),
-                      Kokkos::subview(params_, std::make_pair(begin, begin + u.part())));
-  }
-  params_ = Tensor1<T>();
-  rounded_.reset();  // products round the gathered parameters per call
-  ++changes_;
-  gather_ = std::make_unique<ParamGather<T>>(units, owned_params_.data(), data, expert_data, prefetch);
 }
 
 template <class T>

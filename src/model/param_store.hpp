@@ -92,8 +92,10 @@ class ParamStore {
   // Only the first `rows` rows (dimension 0) of tensor i are drawn, the rest start at zero
   // (a vocabulary's padding); before allocate().
   void draw_rows_below(int i, int64_t rows) { infos_[size_t(i)].drawn_rows = rows; }
-  // Allocates the flat buffers and fills parameters from the counter-based RNG.
-  void allocate(uint64_t seed);
+  // Allocates the flat buffers and fills parameters from the counter-based RNG; with
+  // state = false the parameters only (the ZeRO stages' sharding allocates the rest, so a
+  // rank never holds the unsharded gradients and moments).
+  void allocate(uint64_t seed, bool state = true);
   // ZeRO stage 1, after allocate(): the flat buffers are padded with zeros to `shards`
   // equal blocks (zero_block) and this rank keeps the AdamW moments of block `index` only;
   // every parameter and gradient stays (the gradients summed over the block only).
@@ -112,12 +114,15 @@ class ParamStore {
   // reduce-scatters the unit into this rank's part (model/gradient_slots.hpp).
   void shard_gradients(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
                        int expert_shards = 0, int expert_index = 0);
-  // ZeRO stage 3, after shard_gradients: this rank keeps its part of every unit's
-  // parameters too (owned_params(), in the order of its moments) and no flat parameters; a
-  // unit's whole parameters exist while a pass's step uses them (use_params), gathered over
-  // `data` (the experts' region over `expert_data`) with the next `prefetch` steps' posted
-  // ahead (model/param_gather.hpp).
-  void shard_parameters(Comm& data, Comm& expert_data, int prefetch);
+  // ZeRO stage 3, after allocate() (in place of shard_gradients, with its arguments): the
+  // units of ZeRO-2, and this rank keeps its part of every unit's parameters too
+  // (owned_params(), in the order of its moments) and no flat parameters (copied from the
+  // unsharded ones unit by unit, so the whole relaid buffer never exists); a unit's whole
+  // parameters exist while a pass's step uses them (use_params), gathered over `data` (the
+  // experts' region over `expert_data`) with the next `prefetch` steps' posted ahead
+  // (model/param_gather.hpp).
+  void shard_parameters(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
+                        int expert_shards, int expert_index, Comm& data, Comm& expert_data, int prefetch);
   // ZeRO-2's units and their working slots (nullptr otherwise).
   GradientSlots<T>* gradient_slots() const { return slots_.get(); }
   bool gradients_sharded() const { return bool(slots_); }
@@ -270,6 +275,11 @@ class ParamStore {
     if (gather_) throw std::logic_error("ParamStore: ZeRO-3 keeps no flat parameters (owned_params, param)");
     return params_;
   }
+  // shard_gradients' and shard_parameters' layout: the units, the parameters relaid (or,
+  // whole = false, only this rank's parts of them, in owned_params_), the moments and
+  // owned gradients, the slots
+  void lay_out_units(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
+                     int expert_shards, int expert_index, bool whole);
   std::vector<ParamInfo> infos_;
   std::unordered_map<std::string, int> by_name_;
   int64_t total_ = 0, dense_total_ = 0, expert_begin_ = 0;
