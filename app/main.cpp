@@ -101,8 +101,10 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "strata: error: %s\n", one_line(e.what()).c_str());
       } catch (const std::exception& e) {
         // past set-up an exception may be one rank's alone: report it and take the job down
-        std::fprintf(stderr, "strata: error: rank %d: internal error: %s\n", rank, one_line(e.what()).c_str());
-        code = strata::kExitInternal;
+        const std::string memory = strata::out_of_memory_text(e);
+        std::fprintf(stderr, "strata: error: rank %d: %s\n", rank,
+                     memory.empty() ? ("internal error: " + one_line(e.what())).c_str() : memory.c_str());
+        code = memory.empty() ? strata::kExitInternal : strata::kExitOutOfMemory;
         rank_alone = true;
       }
       if (rank_alone) strata::abort_job(MPI_COMM_WORLD, code);

@@ -24,8 +24,9 @@ void agree_on_error(MPI_Comm comm, std::exception_ptr local_error) {
       message = e.what();
       code = e.exit_code();
     } catch (const std::exception& e) {
-      message = e.what();
-      code = kExitInternal;
+      message = out_of_memory_text(e);
+      code = message.empty() ? kExitInternal : kExitOutOfMemory;
+      if (message.empty()) message = e.what();
     } catch (...) {
       message = "unknown error";
       code = kExitInternal;
