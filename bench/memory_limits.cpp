@@ -132,8 +132,10 @@ int main(int argc, char** argv) {
                                            {"full recomputation", false, Recompute::Full, 0},
                                            {"ZeRO-1", false, Recompute::None, 1},
                                            {"ZeRO-2", false, Recompute::None, 2},
+                                           {"ZeRO-3", false, Recompute::None, 3},
                                            {"all (accumulation, full, ZeRO-1)", true, Recompute::Full, 1},
-                                           {"all (accumulation, full, ZeRO-2)", true, Recompute::Full, 2}};
+                                           {"all (accumulation, full, ZeRO-2)", true, Recompute::Full, 2},
+                                           {"all (accumulation, full, ZeRO-3)", true, Recompute::Full, 3}};
       std::printf(
           "machine %s: %.1f GiB per rank; GPT shapes of GPT-3 and Megatron-LM%s, vocabulary 51200, T = 2048, "
           "512 sequences per step\n\n",
