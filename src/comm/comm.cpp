@@ -171,6 +171,44 @@ Comm::Request Comm::start_reduce_scatter_in_place(T* host_buf, int64_t n) {
 }
 
 template <class T>
+Comm::Request Comm::start_allgather_blocks(V1<T> buf) {
+  const int64_t n = buf.extent(0) / size_;
+  if (size_ == 1 || n == 0) return Request();
+  Kokkos::fence();  // the kernels that wrote this rank's block must be done
+  if (nccl_) {
+    const double t0 = Timers::now();
+    nccl_->allgather(buf.data(), n, sizeof(T) == sizeof(double), /*wait=*/false);
+    return posted(MPI_REQUEST_NULL, "allgather", n * int64_t(sizeof(T)), Collective::AllGather, t0);
+  }
+  auto host = Kokkos::create_mirror_view(buf);  // buf itself where the host can read it
+  const auto mine = std::make_pair(int64_t(rank_) * n, int64_t(rank_ + 1) * n);
+  if (host.data() != buf.data()) Kokkos::deep_copy(Kokkos::subview(host, mine), Kokkos::subview(buf, mine));
+  Request r = start_allgather_in_place(host.data(), n);
+  if (host.data() != buf.data()) r.land = [buf, host] { Kokkos::deep_copy(buf, host); };
+  return r;
+}
+
+template <class T>
+Comm::Request Comm::start_reduce_scatter_blocks(V1<T> buf) {
+  const int64_t n = buf.extent(0) / size_;
+  if (size_ == 1 || n == 0) return Request();
+  Kokkos::fence();  // the kernels that wrote the buffer must be done
+  if (nccl_) {
+    const double t0 = Timers::now();
+    nccl_->reduce_scatter_sum(buf.data(), n, sizeof(T) == sizeof(double), /*wait=*/false);
+    return posted(MPI_REQUEST_NULL, "reduce_scatter", n * int64_t(sizeof(T)), Collective::ReduceScatter, t0);
+  }
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buf);  // buf itself on the host
+  Request r = start_reduce_scatter_in_place(host.data(), n);
+  const auto mine = std::make_pair(int64_t(rank_) * n, int64_t(rank_ + 1) * n);
+  r.land = [buf, host, n, mine] {  // MPI's in-place form leaves the sum in block 0
+    if (mine.first > 0) std::memmove(host.data() + mine.first, host.data(), size_t(n) * sizeof(T));
+    if (host.data() != buf.data()) Kokkos::deep_copy(Kokkos::subview(buf, mine), Kokkos::subview(host, mine));
+  };
+  return r;
+}
+
+template <class T>
 Comm::Request Comm::start_allreduce_in_place(T* host_buf, int64_t n) {
   const double t0 = Timers::now();
   MPI_Request r = MPI_REQUEST_NULL;
@@ -207,6 +245,7 @@ void Comm::wait(Request& request, const char* kind) {
   if (request.post_end == 0) return;  // nothing was posted
   const double t0 = Timers::now();
   if (request.pending()) MPI_Wait(&request.r_, MPI_STATUS_IGNORE);
+  if (request.land) request.land();
   const double t1 = Timers::now();
   const double done = request.seen_done > 0 ? request.seen_done : t0;
   auto& s = stats_[kind];
@@ -354,6 +393,8 @@ void Comm::allgather_blocks(V1<T> buf) {
   template Comm::Request Comm::start_allgather_in_place<T>(T*, int64_t);        \
   template Comm::Request Comm::start_reduce_scatter_in_place<T>(T*, int64_t);   \
   template Comm::Request Comm::start_allreduce_in_place<T>(T*, int64_t);        \
+  template Comm::Request Comm::start_allgather_blocks<T>(V1<T>);                \
+  template Comm::Request Comm::start_reduce_scatter_blocks<T>(V1<T>);           \
   template void Comm::allgather<T>(V1<const T>, V1<T>);                         \
   template void Comm::reduce_scatter_sum<T>(V1<const T>, V1<T>);                \
   template void Comm::reduce_scatter_blocks<T>(V1<T>);                          \

@@ -9,6 +9,7 @@
 // in place on the device. Scalars and broadcast bytes are host memory and always go by MPI.
 #include <mpi.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,7 @@ class Comm {
     MPI_Request r_ = MPI_REQUEST_NULL;
     double posted_at = 0, post_end = 0;  // clock (Timers::now()) at the post's start and end
     double seen_done = 0;                // when progress() saw it complete (0: not yet)
+    std::function<void()> land;          // run by wait() once the transfer is complete (a staged copy's way back)
   };
 
   // Does not take ownership of comm. The NCCL backend is set up collectively here.
@@ -94,6 +96,16 @@ class Comm {
   Request start_allgather_in_place(T* host_buf, int64_t n);
   template <class T>
   Request start_reduce_scatter_in_place(T* host_buf, int64_t n);
+  // The same two in place on a buffer in MemSpace (device memory in GPU builds) of size()
+  // equal blocks, leaving the sum of the ranks' blocks rank() in block rank() (the others
+  // undefined) and every rank's block rank() everywhere. With NCCL they are queued on the
+  // device stream, after the kernels before them and before those after them, and wait()
+  // has nothing to do on the host; with MPI the buffer goes through a host copy (the buffer
+  // itself in host builds) that wait() brings back. Complete with wait().
+  template <class T>
+  Request start_allgather_blocks(V1<T> buf);
+  template <class T>
+  Request start_reduce_scatter_blocks(V1<T> buf);
   // Non-blocking sum over the ranks of n host values, in place (counted as "allreduce").
   template <class T>
   Request start_allreduce_in_place(T* host_buf, int64_t n);

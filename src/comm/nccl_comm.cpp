@@ -49,22 +49,22 @@ void NcclComm::allreduce_sum(void* device_buf, int64_t n, bool is_double, bool w
   if (wait) synchronize();
 }
 
-void NcclComm::reduce_scatter_sum(void* device_buf, int64_t n, bool is_double) {
+void NcclComm::reduce_scatter_sum(void* device_buf, int64_t n, bool is_double, bool wait) {
   const size_t value = is_double ? sizeof(double) : sizeof(float);
   void* mine = static_cast<char*>(device_buf) + size_t(impl_->rank) * size_t(n) * value;  // NCCL's in-place form
   check(ncclReduceScatter(device_buf, mine, size_t(n), is_double ? ncclDouble : ncclFloat, ncclSum, impl_->comm,
                           Kokkos::Cuda().cuda_stream()),
         "ncclReduceScatter");
-  synchronize();
+  if (wait) synchronize();
 }
 
-void NcclComm::allgather(void* device_buf, int64_t n, bool is_double) {
+void NcclComm::allgather(void* device_buf, int64_t n, bool is_double, bool wait) {
   const size_t value = is_double ? sizeof(double) : sizeof(float);
   const void* mine = static_cast<char*>(device_buf) + size_t(impl_->rank) * size_t(n) * value;
   check(ncclAllGather(mine, device_buf, size_t(n), is_double ? ncclDouble : ncclFloat, impl_->comm,
                       Kokkos::Cuda().cuda_stream()),
         "ncclAllGather");
-  synchronize();
+  if (wait) synchronize();
 }
 
 void NcclComm::alltoallv(const void* device_send, const int64_t* send_counts, void* device_recv,
@@ -107,8 +107,8 @@ NcclComm::NcclComm(MPI_Comm) {
 }
 NcclComm::~NcclComm() = default;
 void NcclComm::allreduce_sum(void*, int64_t, bool, bool) {}
-void NcclComm::reduce_scatter_sum(void*, int64_t, bool) {}
-void NcclComm::allgather(void*, int64_t, bool) {}
+void NcclComm::reduce_scatter_sum(void*, int64_t, bool, bool) {}
+void NcclComm::allgather(void*, int64_t, bool, bool) {}
 void NcclComm::alltoallv(const void*, const int64_t*, void*, const int64_t*, bool) {}
 void NcclComm::synchronize() {}
 bool nccl_available() { return false; }

@@ -19,9 +19,10 @@ class NcclComm {
   // on Kokkos' CUDA stream; with wait, returns when the result is in place.
   void allreduce_sum(void* device_buf, int64_t n, bool is_double, bool wait = true);
   // In place on size() blocks of n values (see Comm::reduce_scatter_blocks and
-  // allgather_blocks); they return when the result is in place.
-  void reduce_scatter_sum(void* device_buf, int64_t n, bool is_double);
-  void allgather(void* device_buf, int64_t n, bool is_double);
+  // allgather_blocks), queued on Kokkos' CUDA stream; with wait, they return when the
+  // result is in place.
+  void reduce_scatter_sum(void* device_buf, int64_t n, bool is_double, bool wait = true);
+  void allgather(void* device_buf, int64_t n, bool is_double, bool wait = true);
   // Blocks of any size to and from every rank (Comm::alltoallv), by grouped sends and
   // receives; counts in values, blocks back to back; returns when the blocks are in place.
   void alltoallv(const void* device_send, const int64_t* send_counts, void* device_recv, const int64_t* recv_counts,

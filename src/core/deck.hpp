@@ -114,8 +114,9 @@ struct ParallelConfig {
   bool weight_prediction = true;
   bool measure_staleness = false;
   Recompute recompute = Recompute::None;
-  int64_t zero = 0;           // ZeRO stage (0 to 3)
-  int64_t zero_prefetch = 1;  // ZeRO-3: the steps of a pass whose gathers are posted ahead
+  int64_t zero = 0;               // ZeRO stage (0 to 3)
+  int64_t zero_prefetch = 1;      // ZeRO-3: the steps of a pass whose gathers are posted ahead
+  bool zero_keep_params = false;  // ZeRO-3: gathered units kept from their first use to the update
 };
 
 struct OptimConfig {

@@ -75,7 +75,7 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
     if (deck.parallel.zero == 3)
       model->params().shard_parameters(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
                                        expert_shards, expert_index, grid.replicas(), grid.expert_replicas(),
-                                       int(deck.parallel.zero_prefetch));
+                                       gather_policy(deck.parallel));
     if (deck.parallel.zero == 1)
       model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(), expert_shards, expert_index);
   }

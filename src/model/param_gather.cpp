@@ -9,8 +9,10 @@ namespace strata {
 
 template <class T>
 ParamGather<T>::ParamGather(const std::vector<GradientUnit>& units, T* owned, Comm& data, Comm& expert_data,
-                            int prefetch)
-    : units_(units), owned_(owned), data_(data), expert_data_(expert_data), prefetch_(std::max(0, prefetch)) {}
+                            GatherPolicy policy)
+    : units_(units), owned_(owned), data_(data), expert_data_(expert_data), policy_(policy) {
+  policy_.prefetch = std::max(0, policy_.prefetch);
+}
 
 template <class T>
 V1<T> ParamGather<T>::values(int64_t offset, int64_t n) const {
@@ -41,11 +43,8 @@ void ParamGather<T>::post(int u) {
   const int64_t part = unit.part();
   const auto mine = std::make_pair(unit.index * part, (unit.index + 1) * part);
   Kokkos::deep_copy(Kokkos::subview(h.slot, mine), V1<const T>(owned_ + unit.at, part));
-  h.host = Kokkos::create_mirror_view(h.slot);  // the slot itself where the host can read it
-  if (h.host.data() != h.slot.data()) Kokkos::deep_copy(h.host, h.slot);
-  Kokkos::fence();
   h.group = unit.experts ? &expert_data_ : &data_;
-  h.request = h.group->start_allgather_in_place(h.host.data(), part);
+  h.request = h.group->start_allgather_blocks(V1<T>(h.slot));
   held_.emplace(u, std::move(h));
 }
 
@@ -53,9 +52,7 @@ template <class T>
 void ParamGather<T>::wait(int u) {
   const auto it = held_.find(u);
   if (it == held_.end() || !it->second.request.pending()) return;
-  Held& h = it->second;
-  h.group->wait(h.request, "allgather");
-  if (h.host.data() != h.slot.data()) Kokkos::deep_copy(h.slot, h.host);
+  it->second.group->wait(it->second.request, "allgather");
 }
 
 template <class T>
@@ -69,11 +66,11 @@ void ParamGather<T>::give_back(int u) {
 template <class T>
 void ParamGather<T>::step(const std::vector<int>& now, const std::vector<std::vector<int>>& ahead) {
   std::set<int> keep(now.begin(), now.end());
-  const size_t depth = std::min(ahead.size(), size_t(prefetch_));
+  const size_t depth = std::min(ahead.size(), size_t(policy_.prefetch));
   for (size_t k = 0; k < depth; ++k) keep.insert(ahead[k].begin(), ahead[k].end());
   std::vector<int> drop;
   for (const auto& [u, h] : held_)
-    if (!keep.count(u)) drop.push_back(u);
+    if (!policy_.keep && !keep.count(u)) drop.push_back(u);
   for (int u : drop) give_back(u);  // first: their slots are freed before the posts below take others
   for (int u : now) post(u);
   for (size_t k = 0; k < depth; ++k)

@@ -140,10 +140,10 @@ void ParamStore<T>::shard_gradients(const std::vector<std::pair<int64_t, int64_t
 template <class T>
 void ParamStore<T>::shard_parameters(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards,
                                      int index, int expert_shards, int expert_index, Comm& data, Comm& expert_data,
-                                     int prefetch) {
+                                     GatherPolicy policy) {
   lay_out_units(ready_ranges, shards, index, expert_shards, expert_index, false);
   rounded_.reset();  // products round the gathered parameters per call
-  gather_ = std::make_unique<ParamGather<T>>(slots_->units(), owned_params_.data(), data, expert_data, prefetch);
+  gather_ = std::make_unique<ParamGather<T>>(slots_->units(), owned_params_.data(), data, expert_data, policy);
 }
 
 template <class T>

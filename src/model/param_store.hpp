@@ -119,10 +119,9 @@ class ParamStore {
   // (owned_params(), in the order of its moments) and no flat parameters (copied from the
   // unsharded ones unit by unit, so the whole relaid buffer never exists); a unit's whole
   // parameters exist while a pass's step uses them (use_params), gathered over `data` (the
-  // experts' region over `expert_data`) with the next `prefetch` steps' posted ahead
-  // (model/param_gather.hpp).
+  // experts' region over `expert_data`) as `policy` says (model/param_gather.hpp).
   void shard_parameters(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
-                        int expert_shards, int expert_index, Comm& data, Comm& expert_data, int prefetch);
+                        int expert_shards, int expert_index, Comm& data, Comm& expert_data, GatherPolicy policy);
   // ZeRO-2's units and their working slots (nullptr otherwise).
   GradientSlots<T>* gradient_slots() const { return slots_.get(); }
   bool gradients_sharded() const { return bool(slots_); }

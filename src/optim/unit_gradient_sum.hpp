@@ -161,7 +161,6 @@ class UnitGradientSum {
     int unit = 0, slot = -1;
     Comm* group = nullptr;
     Comm::Request request;
-    typename V1<T>::HostMirror host;
   };
   void post(int u) {
     summed_[size_t(u)] = true;
@@ -173,22 +172,18 @@ class UnitGradientSum {
     f.slot = slots_.detach(u);  // the unit's next writes (another micro-batch's) take another slot
     const V1<T> slot = slots_.slot_values_of(f.slot);
     f.group = unit.experts ? &expert_data_ : &data_;
-    Kokkos::fence();
-    f.host = Kokkos::create_mirror_view(slot);  // the slot itself where the host can read it
-    Kokkos::deep_copy(f.host, slot);
-    f.request = f.group->start_reduce_scatter_in_place(f.host.data(), unit.part());
+    f.request = f.group->start_reduce_scatter_blocks(slot);
     in_flight_.push_back(std::move(f));
     if (in_flight_.size() > 1) complete();
   }
-  // the oldest sum: waited for, this rank's part (block 0 of the slot) added to its owned gradients
+  // the oldest sum: waited for, this rank's part (its block of the slot) added to its owned gradients
   void complete() {
     InFlight f = std::move(in_flight_.front());
     in_flight_.pop_front();
     f.group->wait(f.request, "reduce_scatter");
     const auto& unit = slots_.units()[size_t(f.unit)];
-    const V1<T> part(slots_.slot_values_of(f.slot).data(), unit.part());
-    Kokkos::deep_copy(part, Kokkos::subview(f.host, std::make_pair(int64_t(0), unit.part())));
-    kernels::residual_accumulate<T>(store_.owned_grads(unit), V1<const T>(part));
+    const V1<const T> part(slots_.slot_values_of(f.slot).data() + unit.index * unit.part(), unit.part());
+    kernels::residual_accumulate<T>(store_.owned_grads(unit), part);
     slots_.free_slot(f.slot);
   }
 

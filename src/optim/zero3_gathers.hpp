@@ -2,16 +2,17 @@
 // ZeRO-3 for the planner: what ParamGather (model/param_gather.hpp) does in a step of a
 // stage, found by running its rule over the passes the stage runs: at each step of a pass
 // the units it reads and those of the next `prefetch` steps are held, every other unit is
-// given back, and a unit not held is gathered (a unit of one rank's group never is); after
-// the update every unit is given back. The gathers per unit and the most values the slots
-// hold at once follow; the traffic is ZeRO-2's sums plus
-// those gathers, in place of ZeRO-2's one gather after the update.
+// given back (none where the policy keeps them), and a unit not held is gathered (a unit of
+// one rank's group never is); after the update every unit is given back. The gathers per unit and the most values the
+// slots hold at once follow; the traffic is ZeRO-2's sums plus those gathers, in place of ZeRO-2's one gather after the
+// update.
 #include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "model/gradient_slots.hpp"
+#include "model/param_gather.hpp"
 #include "model/stage_model.hpp"
 
 namespace strata {
@@ -24,7 +25,7 @@ struct Zero3Gathers {
 // passes: (chunk, backward) in the order the stage runs them in one step.
 template <class T>
 Zero3Gathers zero3_gathers(const StageFootprint<T>& model, const std::vector<GradientUnit>& units,
-                           const std::vector<std::pair<int, bool>>& passes, int prefetch) {
+                           const std::vector<std::pair<int, bool>>& passes, GatherPolicy policy) {
   Zero3Gathers out;
   out.gathers.assign(units.size(), 0);
   const auto units_of = [&](const std::vector<std::pair<int64_t, int64_t>>& ranges) {
@@ -44,10 +45,10 @@ Zero3Gathers zero3_gathers(const StageFootprint<T>& model, const std::vector<Gra
     for (const auto& ranges : model.param_steps(chunk, backward)) steps.push_back(units_of(ranges));
     for (size_t k = 0; k < steps.size(); ++k) {
       std::set<int> keep(steps[k].begin(), steps[k].end());
-      for (size_t j = k + 1; j < steps.size() && j <= k + size_t(prefetch); ++j)
+      for (size_t j = k + 1; j < steps.size() && j <= k + size_t(policy.prefetch); ++j)
         keep.insert(steps[j].begin(), steps[j].end());
       for (auto it = held.begin(); it != held.end();)
-        if (keep.count(*it)) {
+        if (policy.keep || keep.count(*it)) {
           ++it;
         } else {
           values -= size(*it);

@@ -25,14 +25,14 @@ std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program) {
 
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches, int zero, int prefetch) {
+                              int micro_batches, int zero, GatherPolicy policy) {
   Traffic out;
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
   if (zero >= 2 && data_ranks > 1) {
     const auto units = zero2_units(model, data_ranks);
     const Zero3Gathers gathers =
-        zero == 3 ? zero3_gathers(model, units, data_parallel_passes(micro_batches), prefetch) : Zero3Gathers{};
+        zero == 3 ? zero3_gathers(model, units, data_parallel_passes(micro_batches), policy) : Zero3Gathers{};
     zero2_traffic(out, units, data_ranks, micro_batches, e, tied_unit_named_twice(model, units),
                   zero == 3 ? &gathers.gathers : nullptr);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
@@ -55,7 +55,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         int zero, int prefetch) {
+                         int zero, GatherPolicy policy) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T);
@@ -110,7 +110,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
     if (zero >= 2 && data_ranks > 1) {  // each unit's sums (and gathers); the two copies of wte sum their parts
       const auto units = zero2_units(model, data_ranks);
       const Zero3Gathers gathers =
-          zero == 3 ? zero3_gathers(model, units, stage_passes(s.programs[place.stage]), prefetch) : Zero3Gathers{};
+          zero == 3 ? zero3_gathers(model, units, stage_passes(s.programs[place.stage]), policy) : Zero3Gathers{};
       zero2_traffic(out, units, data_ranks, s.micro_batches, e, tied_unit_named_twice(model, units),
                     zero == 3 ? &gathers.gathers : nullptr);
       if (tied_ends) {
@@ -128,9 +128,13 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   return out;
 }
 
-template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int, int);
-template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int, int);
-template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, int, int);
-template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, int, int);
+template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int,
+                                              GatherPolicy);
+template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int,
+                                               GatherPolicy);
+template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, int,
+                                         GatherPolicy);
+template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, int,
+                                          GatherPolicy);
 
 }  // namespace strata

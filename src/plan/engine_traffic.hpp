@@ -5,6 +5,7 @@
 // bench/plan_check compares these declarations with what a run counts.
 #include "comm/traffic.hpp"
 #include "engine/pipeline/schedule.hpp"
+#include "model/param_gather.hpp"
 #include "model/stage_model.hpp"
 
 namespace strata {
@@ -13,11 +14,11 @@ namespace strata {
 // for call: the model's tensor-parallel traffic (per micro-batch) and the data group's
 // gradient buckets; zero (the ZeRO stage): 1, ZeRO-1's reduce-scatter, norm and all-gather
 // instead; 2, each unit's reduce-scatter per micro-batch, the norm and each unit's all-gather;
-// 3, ZeRO-2's sums and each unit's gathers as the passes with `prefetch` make them
+// 3, ZeRO-2's sums and each unit's gathers as the passes under `policy` make them
 // (optim/zero3_gathers.hpp).
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches = 1, int zero = 0, int prefetch = 1);
+                              int micro_batches = 1, int zero = 0, GatherPolicy policy = {});
 
 // What the stage the model is placed on sends in one run of s (StageExecutor), call for
 // call: one mini-batch for the flushing schedules with the gradient sums after it, a
@@ -25,7 +26,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 // zero (the ZeRO stage): ZeRO-1's, ZeRO-2's or ZeRO-3's sums and gathers (flushing schedules only).
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         int zero = 0, int prefetch = 1);
+                         int zero = 0, GatherPolicy policy = {});
 // The passes (chunk, backward) a stage's list runs in one step, in order (ZeRO-3's gathers).
 std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program);
 

@@ -117,7 +117,7 @@ struct StageCosts {
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
-                                         int micro_batches, bool rounded_copy, int prefetch) {
+                                         int micro_batches, bool rounded_copy, GatherPolicy policy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
   const auto& store = model.params();
@@ -137,7 +137,7 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
     const int64_t params =
         zero == 3
             ? owned + zero3_gathers(model, units,
-                                    program ? stage_passes(*program) : data_parallel_passes(micro_batches), prefetch)
+                                    program ? stage_passes(*program) : data_parallel_passes(micro_batches), policy)
                           .slot_values
             : padded;
     values = params + 3 * owned + zero2_slot_values(model, units, micro_batches);
@@ -172,7 +172,7 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   for (int s = 0; s < p; ++s) {
     const auto [state, activations] =
         stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), l.zero,
-                     l.micro_batches, keeps_rounded_copy(deck), int(deck.parallel.zero_prefetch));
+                     l.micro_batches, keeps_rounded_copy(deck), gather_policy(deck.parallel));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -186,9 +186,9 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
     return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
-                                 l.zero, int(deck.parallel.zero_prefetch));
+                                 l.zero, gather_policy(deck.parallel));
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
-                          local_batch, l.zero, int(deck.parallel.zero_prefetch));
+                          local_batch, l.zero, gather_policy(deck.parallel));
 }
 
 StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps) {
@@ -294,9 +294,9 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     const int replicas = l.replicas();
     const Traffic round = p == 1
                               ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6, local_batch,
-                                                      l.micro_batches, l.zero, int(deck.parallel.zero_prefetch))
+                                                      l.micro_batches, l.zero, gather_policy(deck.parallel))
                               : pipeline_traffic(*model, xpipe ? longer : flush, replicas, local_batch, l.zero,
-                                                 int(deck.parallel.zero_prefetch));
+                                                 gather_policy(deck.parallel));
     double wire = round.wire_bytes();
     if (xpipe) wire = (wire - pipeline_traffic(*model, shorter, replicas, local_batch).wire_bytes()) / double(k2 - k1);
     out.wire_bytes = std::max(out.wire_bytes, wire);
@@ -309,13 +309,15 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
     const double grads = (double(store.numel()) - expert_values) * sizeof(float);
     // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once; ZeRO-3:
-    // the all-gather half about twice a micro-batch, a forward's and a backward's)
+    // the all-gather half about twice a micro-batch, a forward's and a backward's, or once a
+    // step where the gathered parameters are kept)
     const double data_sum =
         (links.of("data").seconds(Collective::AllReduce, replicas, grads) +
          links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float))) *
-        (l.zero == 2   ? double(l.micro_batches + 1) / 2.0
-         : l.zero == 3 ? 1.5 * double(l.micro_batches)
-                       : 1.0);
+        (l.zero == 2 ? double(l.micro_batches + 1) / 2.0
+         : l.zero == 3
+             ? (deck.parallel.zero_keep_params ? double(l.micro_batches + 1) / 2.0 : 1.5 * double(l.micro_batches))
+             : 1.0);
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
       // after it; with MPI they all run after it (Comm::start_allreduce_sum)
@@ -335,7 +337,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     }
     const auto [state, activations] =
         stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), l.zero, l.micro_batches,
-                     keeps_rounded_copy(deck), int(deck.parallel.zero_prefetch));
+                     keeps_rounded_copy(deck), gather_policy(deck.parallel));
     out.stage_state.push_back(state);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;

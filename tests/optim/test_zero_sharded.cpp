@@ -4,11 +4,12 @@
 // parameters too, each unit gathered for the step of a pass that reads it. Against the
 // same layout without ZeRO (1e-6 relative, the bound: float sums in another order;
 // each of those layouts has its own test against the serial run), on 2 and 4 ranks: alone,
-// with accumulation, full and selective recomputation, prefetch depths 0 and 2, a 1D and a
-// 3D tensor split, context parallelism, 1F1B and interleaved pipelines, mixtures of
-// experts with expert parallelism; each rank holds its part of the gradients, moments
-// (and ZeRO-3 parameters) and the slots of the units in the works (for ZeRO-2 what the
-// planner's simulation of the backward says). Checkpoints: a ZeRO-3 checkpoint restarts on
+// with accumulation, full and selective recomputation, prefetch depths 0 and 2, gathered
+// parameters kept through the step, a 1D split with sequence parallelism and a 3D tensor
+// split, context parallelism, 1F1B and interleaved pipelines, mixtures of experts with
+// expert parallelism, and on 8 ranks the 2D split; each rank holds its part of the
+// gradients, moments (and ZeRO-3 parameters) and the slots of the units in the works (what
+// the planner's simulations of the backward and of the gathers say). Checkpoints: a ZeRO-3 checkpoint restarts on
 // its layout bit for bit and on one rank without ZeRO; on 2 ranks under ZeRO-2, and a
 // ZeRO-2 and a plain one under ZeRO-3 (ZeRO-2 writes and reads its moments as ZeRO-3 does,
 // and its parameters as ZeRO-1 does); on 4 ranks on data 2 x pipeline 2 with ZeRO-3.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "optim/unit_gradient_sum.hpp"
+#include "optim/zero3_gathers.hpp"
 #include "support/bf16_gate.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
@@ -47,11 +49,12 @@ std::vector<std::vector<std::string>> zero2_layouts_for(int n) {
       return {{"parallel.data=2"},
               {"parallel.data=2", "parallel.micro_batches=2", "parallel.zero_prefetch=0"},
               {"parallel.data=2", "parallel.recompute=full"},
-              {"parallel.data=2", "parallel.recompute=selective", "parallel.zero_prefetch=2"}};
+              {"parallel.data=2", "parallel.recompute=selective", "parallel.zero_prefetch=2"},
+              {"parallel.data=2", "parallel.micro_batches=4", "parallel.zero_keep_params=true"}};
     case 4: {
       std::vector<std::vector<std::string>> out = {
           {"parallel.data=4"},
-          {"parallel.data=2", "parallel.tensor_cols=2"},
+          {"parallel.data=2", "parallel.tensor_cols=2", "parallel.sequence_parallel=true"},
           {"parallel.data=2", "parallel.tensor_mode=3d", "parallel.tensor_depth=2"},
           {"parallel.data=2", "parallel.context=2"},
           {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=2"},
@@ -64,6 +67,8 @@ std::vector<std::vector<std::string>> zero2_layouts_for(int n) {
       out.push_back(experts);  // over 1: written into the rank's part directly
       return out;
     }
+    case 8:  // the 2D split's 2 x 2 grid under 2 replicas (the mpi_np8_tensor_pipeline test)
+      return {{"parallel.data=2", "parallel.tensor_mode=2d", "parallel.tensor_rows=2", "parallel.tensor_cols=2"}};
     default:
       return {};
   }
@@ -76,7 +81,7 @@ std::vector<std::string> with(std::vector<std::string> layout, const std::string
 
 }  // namespace
 
-TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero]") {
+TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero][zero_2d]") {
   const int n = world_size(), rank = world_rank();
   for (const auto& layout : zero2_layouts_for(n)) {
     Training plain(zero2_deck(layout), MPI_COMM_WORLD, quiet());
@@ -101,6 +106,11 @@ TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero]") {
       if (stage == 3) {
         CHECK(int64_t(store.param_values().extent(0)) == owned);
         CHECK(store.param_bytes() == (owned + store.param_gather()->slot_values()) * int64_t(sizeof(float)));
+        if (d.parallel.pipeline == 1)  // the most gathered values at once: the planner's simulation of the passes
+          CHECK(store.param_gather()->slot_values() ==
+                zero3_gathers(par.model(), units, data_parallel_passes(int(d.parallel.micro_batches)),
+                              gather_policy(d.parallel))
+                    .slot_values);
       }
       if (rank == 0) {
         INFO(describe(layout) << " with zero = " << stage << " on " << n << " ranks");

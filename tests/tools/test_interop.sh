@@ -5,8 +5,10 @@
 #    read by check_gpt2_interop.py's own readers, every tensor equals the checkpoint's, and
 #    an independent PyTorch GPT-2 (written from GPT2LMHeadModel) gives strata's loss of a
 #    batch to 1e-5;
+#  - a ZeRO-3, a 2-stage and a 3D checkpoint exported the same way;
 #  - model.init_from of each export and of the checkpoint, on 1 rank, 2 ranks with a 1D
-#    tensor split and 2 pipeline stages: the same first loss everywhere (the same weights),
+#    tensor split, 2 pipeline stages, a 3D split and ZeRO-3 over 2 replicas (the weights
+#    read into each rank's parts): the same first loss everywhere (the same weights),
 #    the source recorded in the checkpoints' init_from attribute, and a restart that
 #    ignores init_from;
 #  - a padded vocabulary (llm.c's Vp) exported and read back;
@@ -56,9 +58,9 @@ timeout 120 "${check[@]}" llmc m.bin $ckpt && ok "llm.c export" || fail "llm.c e
 timeout 120 "${check[@]}" llmc mb.bin $ckpt && ok "llm.c bf16 export" || fail "llm.c bf16 export check"
 grep -q "ids 0-255\|token id b (0-255)" hf/README.md && ok "the export's README says how byte-level ids map" || fail "README of the export"
 
-# a ZeRO-1 checkpoint (moments sharded), a 2-stage one and a 3D one (1 x 1 x 2: weight
-# blocks sharded over depth) export the same way
-for layout in "parallel.zero=1" "parallel.pipeline=2 --set parallel.data=1" \
+# a ZeRO-3 checkpoint (parameters and moments written from each rank's parts), a 2-stage
+# one and a 3D one (1 x 1 x 2: weight blocks sharded over depth) export the same way
+for layout in "parallel.zero=3" "parallel.pipeline=2 --set parallel.data=1" \
     "parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1"; do
   name=ref-$(echo $layout | cut -c10-13)
   timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.name=$name --set $layout > $name.log 2>&1 ||
@@ -73,7 +75,7 @@ first_loss() { sed -n 's/^step *1\/2 | loss \([0-9.]*\).*/\1/p' "$1"; }
 losses=""
 k=0
 for layout in "1" "2 --set parallel.tensor_cols=2" "2 --set parallel.pipeline=2" \
-    "2 --set parallel.tensor_mode=3d --set parallel.tensor_y=2"; do
+    "2 --set parallel.tensor_mode=3d --set parallel.tensor_y=2" "2 --set parallel.data=2 --set parallel.zero=3"; do
   set -- $layout
   ranks=$1; shift
   for src in hf m.bin $ckpt; do
@@ -90,7 +92,8 @@ for layout in "1" "2 --set parallel.tensor_cols=2" "2 --set parallel.pipeline=2"
     fi
   done
 done
-all_equal 12 $losses && ok "init_from of hf, llm.c and the checkpoint on 1 rank, t=2, 2 stages and 3D 1x2x1: first loss $losses" ||
+all_equal 15 $losses &&
+  ok "init_from of hf, llm.c and the checkpoint on 1 rank, t=2, 2 stages, 3D 1x2x1 and ZeRO-3 over 2: first loss $losses" ||
   fail "first losses differ: $losses"
 name=ft-1  # hf on one rank
 # a restart continues from the run's own checkpoint, whatever init_from names now
