@@ -156,11 +156,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
                     " does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
-  if (p.zero >= 2 && splits_backward(p.schedule) && p.pipeline > 1)
-    throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) + " does not run with schedule = \"" +
-                    to_string(p.schedule) +
-                    "\" yet: its input halves write every block's layer-norm gradients, so each micro-batch "
-                    "between its two halves would hold the stage's whole gradient");
   if (p.zero >= 2 && mgrit)
     throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
                     " does not run with schedule = \"mgrit\" yet: its layer-parallel engine "

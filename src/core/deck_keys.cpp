@@ -486,10 +486,11 @@ std::vector<DeckKey> declare_keys() {
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
           "same traffic as the all-reduce; not with xpipe) or 2 (the gradients too: each unit of the model "
           "(a block, the embedding, ...) reduce-scattered as the backward makes it final, every micro-batch, "
-          "each rank keeping 1/data of it; not with xpipe, zb-h1, zb-h2 or mgrit) or 3 (the parameters too: "
+          "each rank keeping 1/data of it; under zb-h1 and zb-h2 a unit's slot lives from a micro-batch's input half "
+          "to its weight half; not with xpipe or mgrit) or 3 (the parameters too: "
           "each rank keeps 1/data of every unit, and a pass gathers each unit's whole parameters just before "
           "it uses them, the next zero_prefetch units' gathers posted ahead, and gives them back after; the "
-          "GPT only; not with xpipe, zb-h1, zb-h2 or mgrit)"),
+          "GPT only; not with xpipe or mgrit)"),
       key(par, &D::parallel, "zero_prefetch", &ParallelConfig::zero_prefetch, from_to(0, 16),
           "zero = 3: how many of a pass's next units (blocks) have their parameters' gathers posted before the "
           "current one computes (0: each gathered when it is reached; each one more holds one more unit's "

@@ -43,15 +43,29 @@ int tied_unit_named_twice(const StageFootprint<T>& model, const std::vector<Grad
   return -1;
 }
 
+// A stage's backwards in the order it runs them, as the slots see them: whole, or split
+// into an input half (the zero-bubble schedules' B: it writes the layer norms' gradients of
+// every block and of the final norm, naming none final) and a weight half (W: the rest,
+// naming each unit final as a whole backward does).
+enum class BackwardPart { Whole, Input, Weight };
+inline std::vector<BackwardPart> whole_backwards(int micro_batches) {
+  return std::vector<BackwardPart>(size_t(micro_batches), BackwardPart::Whole);
+}
+
 // The values ZeRO-2's slots hold at most at once in a step of `model` (UnitGradientSum
 // over GradientSlots, each slot allocated when taken and freed when its sum completes),
-// found by running its order: each micro-batch's backward first writes the units it names last or not at all
-// (the tied wte where the head runs too; the experts' region and the last stage's copy of
-// wte, summed once at the end), then in the order the model makes them final each unit
-// is taken and handed to its sum, which completes the sum before it (one in flight); a
-// unit written again while its sum is in flight takes another slot.
+// found by running its order over the stage's `backwards`: each backward (or input half)
+// first writes the units it names last or not at all (the tied wte where the head runs
+// too; the experts' region and the last stage's copy of wte, summed once at the end), an
+// input half every unit it writes too (all but the embedding's), then (a whole backward, a
+// weight half) in the order the model makes them final each unit is taken and handed to
+// its sum, which completes the sum before it (one in flight); a unit written again while
+// its sum is in flight takes another slot. So under the zero-bubble schedules a unit's slot
+// lives from a micro-batch's input half to its weight half, gathering the input halves of
+// the micro-batches between.
 template <class T>
-int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<GradientUnit>& units, int micro_batches) {
+int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<GradientUnit>& units,
+                          const std::vector<BackwardPart>& backwards) {
   const auto size = [&](int u) { return units[size_t(u)].end - units[size_t(u)].begin; };
   const auto unit_from = [&](int64_t from) {
     for (size_t u = 0; u < units.size(); ++u)
@@ -88,10 +102,16 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   // name (the experts' region, the last stage's copy of wte; summed once, at the end); the
   // embedding's backward writes its two units (wte and wpe, named last) before naming either
   const size_t embedding = model.tied_index() >= 0 && model.placement().first() ? 2 : 0;
-  for (int j = 0; j < micro_batches; ++j) {
-    if (wte >= 0) take(wte);
-    for (size_t u = 0; u < units.size(); ++u)
-      if (!units[u].named && units[u].end > units[u].begin) take(int(u));
+  for (const BackwardPart part : backwards) {
+    if (part != BackwardPart::Weight) {
+      if (wte >= 0) take(wte);
+      for (size_t u = 0; u < units.size(); ++u)
+        if (!units[u].named && units[u].end > units[u].begin) take(int(u));
+    }
+    if (part == BackwardPart::Input) {
+      for (size_t k = 0; k + embedding < order.size(); ++k) take(order[k]);
+      continue;
+    }
     for (size_t k = 0; k < order.size(); ++k) {
       if (k + embedding == order.size())
         for (size_t e = k; e < order.size(); ++e) take(order[e]);

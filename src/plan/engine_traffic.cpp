@@ -23,6 +23,16 @@ std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program) {
   return passes;
 }
 
+std::vector<BackwardPart> stage_backwards(const StageProgram& program) {
+  std::vector<BackwardPart> out;
+  for (const auto& in : program)
+    if (in.op == PipeOp::Backward || in.op == PipeOp::BackwardInput || in.op == PipeOp::BackwardWeight)
+      out.push_back(in.op == PipeOp::Backward        ? BackwardPart::Whole
+                    : in.op == PipeOp::BackwardInput ? BackwardPart::Input
+                                                     : BackwardPart::Weight);
+  return out;
+}
+
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
                               int micro_batches, int zero, GatherPolicy policy) {

@@ -7,6 +7,7 @@
 #include "engine/pipeline/schedule.hpp"
 #include "model/param_gather.hpp"
 #include "model/stage_model.hpp"
+#include "optim/unit_gradient_sum.hpp"
 
 namespace strata {
 
@@ -29,5 +30,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
                          int zero = 0, GatherPolicy policy = {});
 // The passes (chunk, backward) a stage's list runs in one step, in order (ZeRO-3's gathers).
 std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program);
+// The backwards a stage's list runs in one step, whole or by halves, in order (ZeRO-2's slots).
+std::vector<BackwardPart> stage_backwards(const StageProgram& program);
 
 }  // namespace strata

@@ -135,7 +135,7 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineF
       const int64_t replica_batch = deck.data.batch_size / l.data;
       for (const auto& [schedule, name] : schedule_names())
         if (!(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
-            !(splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence || l.zero >= 2)))
+            !(splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence)))
           for (int v = schedule == Schedule::Interleaved ? 2 : 1;
                v <= (schedule == Schedule::Interleaved ? kMaxVirtualStages : 1); ++v)
             for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)

@@ -25,8 +25,8 @@ bool fits(const StepPrediction& p, const MachineFile& machine) {
 // What a layout that needs more memory than a rank has can trade time for: selective or
 // full recomputation (not full under XPipe), without a pipeline gradient accumulation
 // over 2, 4, ... micro-batches (each with and without recomputation), and each of these
-// with ZeRO-1 where there are data replicas (not under XPipe), and with ZeRO-2 (not under
-// XPipe or the zero-bubble schedules); only variants the grid and batch admit.
+// with ZeRO-1 where there are data replicas (not under XPipe), and with ZeRO-2 and, for the
+// GPT, ZeRO-3; only variants the grid and batch admit.
 std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
   std::vector<Layout> out;
   const auto add = [&](const Layout& v) {
@@ -58,16 +58,13 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
       with_recomputation(v);
     }
   }
-  // ZeRO-1, and ZeRO-2 and ZeRO-3 where they run (not under the zero-bubble schedules;
-  // ZeRO-3 on the GPT only)
+  // ZeRO-1, ZeRO-2 and ZeRO-3 (the GPT only)
   if (l.zero == 0 && l.replicas() > 1 && !(l.pipeline > 1 && l.schedule == Schedule::XPipe)) {
     std::vector<Layout> sharded{l};
     sharded.insert(sharded.end(), out.begin(), out.end());
-    const bool zero2 = !(l.pipeline > 1 && splits_backward(l.schedule));
     for (Layout v : sharded) {
       v.zero = 1;
       add(v);
-      if (!zero2) continue;
       v.zero = 2;
       add(v);
       if (!model_kind_of(deck).gathers_params) continue;

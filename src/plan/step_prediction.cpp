@@ -131,6 +131,10 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
     // rank's part of each unit's gradients and moments; the slots of the units in the works
     // (ZeRO-3, shard_parameters: the parameters' part too, and the gathered units' slots)
     const auto units = zero2_units(model, zero_shards);
+    const bool split =
+        program && std::any_of(program->begin(), program->end(), [](const PipeInstr& in) {
+          return in.op == PipeOp::BackwardInput;
+        });  // the zero-bubble schedules' halves (a flushing list's backwards are whole: one per micro-batch)
     int64_t owned = 0;
     for (const auto& u : units) owned += u.part();
     padded = units.empty() ? 0 : units.back().end;
@@ -140,7 +144,8 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
                                     program ? stage_passes(*program) : data_parallel_passes(micro_batches), policy)
                           .slot_values
             : padded;
-    values = params + 3 * owned + zero2_slot_values(model, units, micro_batches);
+    values = params + 3 * owned +
+             zero2_slot_values(model, units, split ? stage_backwards(*program) : whole_backwards(micro_batches));
   } else if (zero_shards > 1 && e > 1 && experts > 0) {
     // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
     const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
@@ -308,16 +313,25 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
         1, store.expert_split() / l.tensor_size());  // parallel.expert (the 1D split's ranks are expert ranks too)
     const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
     const double grads = (double(store.numel()) - expert_values) * sizeof(float);
-    // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once; ZeRO-3:
-    // the all-gather half about twice a micro-batch, a forward's and a backward's, or once a
-    // step where the gathered parameters are kept)
-    const double data_sum =
-        (links.of("data").seconds(Collective::AllReduce, replicas, grads) +
-         links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float))) *
-        (l.zero == 2 ? double(l.micro_batches + 1) / 2.0
-         : l.zero == 3
-             ? (deck.parallel.zero_keep_params ? double(l.micro_batches + 1) / 2.0 : 1.5 * double(l.micro_batches))
-             : 1.0);
+    // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once. ZeRO-3:
+    // the reduce-scatter half every micro-batch, and the all-gather half about twice a
+    // micro-batch, a forward's and a backward's, or once a step where the gathered
+    // parameters are kept; with a prefetch a unit's gather runs under the previous unit's
+    // computation, so only each pass's first unit waits, and what the passes' computation
+    // cannot cover)
+    const double all_reduce =
+        links.of("data").seconds(Collective::AllReduce, replicas, grads) +
+        links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
+    const double m = double(l.micro_batches);
+    double data_sum = all_reduce * (l.zero == 2 ? (m + 1) / 2.0 : 1.0);
+    if (l.zero == 3) {
+      const GatherPolicy policy = gather_policy(deck.parallel);
+      const double passes = policy.keep ? 1.0 : 2.0 * m;
+      const double gathers = all_reduce / 2 * passes;
+      const double first = gathers / double(model->placement().held_layers() + 2);  // a pass's first unit's
+      const double exposed = policy.prefetch > 0 ? first + std::max(0.0, gathers - first - m * c.compute) : gathers;
+      data_sum = all_reduce / 2 * m + exposed;
+    }
     if (p == 1) {
       // with NCCL, buckets reduce during the backward and at least the last one is left
       // after it; with MPI they all run after it (Comm::start_allreduce_sum)

@@ -137,7 +137,6 @@ expect 2 'parallel layout data x pipeline x context x tensor_x x tensor_y x tens
 expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_cols > 1: the 3D split keeps the residual stream in (batch / depth) x (C / x) blocks already' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1
 expect 2 'model.moe_experts (3) must be divisible by parallel.expert x tensor_x x tensor_y x tensor_depth (under a 3D split the tensor ranks are expert ranks too) (2)' -- train good.toml --set model.moe_experts=3 --set model.moe_top_k=1 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2 --set parallel.data=1
 expect 2 'parallel.zero = 2 does not run with schedule = "mgrit" yet' -- train resnet.toml --set parallel.zero=2
-expect 2 'parallel.zero = 2 does not run with schedule = "zb-h1" yet: its input halves' -- train good.toml --set parallel.zero=2 --set parallel.pipeline=2 --set parallel.schedule=zb-h1 --set parallel.data=1 --set model.n_layer=2 --set parallel.micro_batches=2
 expect 2 'parallel.zero = 2 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=2 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set parallel.data=1 --set model.n_layer=2
 expect 2 'parallel.zero = 3 runs model.kind = "gpt" only: the softmax regression' -- train softmax.toml --set parallel.zero=3
 # mixtures of experts: the rules of model.moe_* and parallel.expert

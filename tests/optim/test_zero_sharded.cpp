@@ -6,7 +6,7 @@
 // each of those layouts has its own test against the serial run), on 2 and 4 ranks: alone,
 // with accumulation, full and selective recomputation, prefetch depths 0 and 2, gathered
 // parameters kept through the step, a 1D split with sequence parallelism and a 3D tensor
-// split, context parallelism, 1F1B and interleaved pipelines, mixtures of experts with
+// split, context parallelism, 1F1B, interleaved, ZB-H1 and ZB-H2 pipelines, mixtures of experts with
 // expert parallelism, and on 8 ranks the 2D split; each rank holds its part of the
 // gradients, moments (and ZeRO-3 parameters) and the slots of the units in the works (what
 // the planner's simulations of the backward and of the gathers say). Checkpoints: a ZeRO-3 checkpoint restarts on
@@ -24,6 +24,7 @@
 
 #include "optim/unit_gradient_sum.hpp"
 #include "optim/zero3_gathers.hpp"
+#include "plan/engine_traffic.hpp"
 #include "support/bf16_gate.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
@@ -59,7 +60,9 @@ std::vector<std::vector<std::string>> zero2_layouts_for(int n) {
           {"parallel.data=2", "parallel.context=2"},
           {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=2"},
           {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2",
-           "parallel.micro_batches=2", "model.n_layer=4"}};
+           "parallel.micro_batches=2", "model.n_layer=4"},
+          {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=zb-h1", "parallel.micro_batches=4"},
+          {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=zb-h2", "parallel.micro_batches=4"}};
       experts.push_back("parallel.data=4");
       out.push_back(experts);  // the experts' region over 2 expert replicas
       experts.back() = "parallel.data=4";
@@ -100,8 +103,13 @@ TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero][zero_2d]"
       for (const auto& u : store.gradient_slots()->units()) owned += u.part();
       CHECK(int64_t(store.adam_m().extent(0)) == owned);
       const auto units = zero2_units(par.model(), int(d.parallel.data * d.parallel.context));  // the same units
-      CHECK(store.gradient_slots()->slot_values() ==
-            zero2_slot_values(par.model(), units, int(d.parallel.micro_batches)));
+      const int m = int(d.parallel.micro_batches);
+      const auto backwards =  // by halves under the zero-bubble schedules
+          splits_backward(d.parallel.schedule) && d.parallel.pipeline > 1
+              ? stage_backwards(make_schedule(d.parallel.schedule, int(d.parallel.pipeline), m)
+                                    .programs[size_t(par.model().placement().stage)])
+              : whole_backwards(m);
+      CHECK(store.gradient_slots()->slot_values() == zero2_slot_values(par.model(), units, backwards));
       CHECK(store.grad_bytes() == (owned + store.gradient_slots()->slot_values()) * int64_t(sizeof(float)));
       if (stage == 3) {
         CHECK(int64_t(store.param_values().extent(0)) == owned);
