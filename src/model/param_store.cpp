@@ -60,25 +60,27 @@ void ParamStore<T>::allocate(uint64_t seed, bool state) {
     v_ = Tensor1<T>("adam_v", total_);
   }
   spans_ = {{0, total_, 0}};
-  for (const auto& p : infos_) {
-    V1<T> dst(params_.data() + p.offset, p.numel);
-    if (p.init == Init::Ones) {
-      Kokkos::deep_copy(dst, T(1));
-    } else if (p.init == Init::Normal) {
-      const uint64_t stream = name_stream(p.name);
-      const double sd = p.std;
-      // Local element i -> its global index, so every layout draws the same global values.
-      const ShardIndex index(p);
-      const int64_t drawn = p.drawn_rows < 0 ? p.global_numel : p.drawn_rows * (p.global_numel / p.shape[0]);
-      Kokkos::parallel_for(
-          "param_init", Range(0, p.numel), KOKKOS_LAMBDA(const int64_t i) {
-            const int64_t g = index.global(i);
-            dst(i) = g < drawn ? T(sd * counter_normal(seed, stream, uint64_t(g))) : T(0);
-          });
-    }
-  }
+  for (const auto& p : infos_) draw(p, V1<T>(params_.data() + p.offset, p.numel), 0, seed);
   Kokkos::fence();
   ++changes_;
+}
+
+template <class T>
+void ParamStore<T>::draw(const ParamInfo& p, V1<T> dst, int64_t from, uint64_t seed) {
+  if (p.init == Init::Ones) {
+    Kokkos::deep_copy(dst, T(1));
+  } else if (p.init == Init::Normal) {
+    const uint64_t stream = name_stream(p.name);
+    const double sd = p.std;
+    // Local element i -> its global index, so every layout draws the same global values.
+    const ShardIndex index(p);
+    const int64_t drawn = p.drawn_rows < 0 ? p.global_numel : p.drawn_rows * (p.global_numel / p.shape[0]);
+    Kokkos::parallel_for(
+        "param_init", Range(0, int64_t(dst.extent(0))), KOKKOS_LAMBDA(const int64_t i) {
+          const int64_t g = index.global(from + i);
+          dst(i) = g < drawn ? T(sd * counter_normal(seed, stream, uint64_t(g))) : T(0);
+        });
+  }  // (Init::Zeros: the buffers start at zero)
 }
 
 template <class T>
@@ -167,9 +169,22 @@ void ParamStore<T>::lay_out_units(const std::vector<std::pair<int64_t, int64_t>>
   if (whole) {
     params = Tensor1<T>("params", length);
     for (const auto& u : units) copy(params, u.begin, u, 0, u.end - u.begin);
-  } else {  // ZeRO-3: only this rank's part of each
+  } else {  // ZeRO-3: only this rank's part of each, copied, or drawn (defer_values)
     owned_params_ = Tensor1<T>("owned_params", owned);
-    for (const auto& u : units) copy(owned_params_, u.at, u, u.index * u.part(), (u.index + 1) * u.part());
+    for (const auto& u : units) {
+      const int64_t begin = u.index * u.part(), end = (u.index + 1) * u.part();
+      if (!deferred_seed_) {
+        copy(owned_params_, u.at, u, begin, end);
+        continue;
+      }
+      // the part's values [lo, hi) in the unsharded layout, parameter by parameter
+      const int64_t lo = u.from + begin, hi = u.from + std::clamp(u.used_end - u.begin, begin, end);
+      for (const auto& p : infos_) {
+        const int64_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel);
+        if (a < b) draw(p, V1<T>(owned_params_.data() + u.at + (a - lo), b - a), a - p.offset, *deferred_seed_);
+      }
+    }
+    Kokkos::fence();
   }
   // a flat offset in the new layout (the old end: the new end)
   const auto moved = [&](int64_t o) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -96,6 +97,13 @@ class ParamStore {
   // state = false the parameters only (the ZeRO stages' sharding allocates the rest, so a
   // rank never holds the unsharded gradients and moments).
   void allocate(uint64_t seed, bool state = true);
+  // In place of allocate() where shard_parameters follows (ZeRO-3): nothing is allocated,
+  // and shard_parameters draws this rank's parts of the initial values straight into its
+  // owned parameters, so no rank ever holds the whole parameters either.
+  void defer_values(uint64_t seed) { deferred_seed_ = seed; }
+  // Parameter p's initial values at its local elements [from, from + dst.extent(0)), from
+  // the counter-based RNG (public: nvcc's device lambdas cannot live in private members).
+  static void draw(const ParamInfo& p, V1<T> dst, int64_t from, uint64_t seed);
   // ZeRO stage 1, after allocate(): the flat buffers are padded with zeros to `shards`
   // equal blocks (zero_block) and this rank keeps the AdamW moments of block `index` only;
   // every parameter and gradient stays (the gradients summed over the block only).
@@ -290,6 +298,7 @@ class ParamStore {
   Tensor1<T> owned_params_;                  // ZeRO-3: this rank's part of each unit's parameters
   std::unique_ptr<ParamGather<T>> gather_;   // ZeRO-3: the units' gathered parameters
   uint64_t changes_ = 0;
+  std::optional<uint64_t> deferred_seed_;  // defer_values()
   kernels::ProductWorkspace product_workspace_;  // before rounded_, which it lists
   std::unique_ptr<kernels::RoundedCopy> rounded_;
 };
