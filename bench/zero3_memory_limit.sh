@@ -9,6 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 strata=${1:-build/release/bin/strata} limit=${2:-600}
 export OMP_WAIT_POLICY=passive
+# OpenBLAS with more threads reserves its buffers at load and loops forever if the limit
+# refuses them (before strata's main: README, exit codes)
+export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 model=(--set model.n_layer=12 --set model.n_embd=512 --set model.n_head=8 --set model.seq_len=128

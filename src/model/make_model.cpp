@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "kernels/gemm_probe.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "parallel/tensor_parallel.hpp"
@@ -48,6 +49,11 @@ std::unique_ptr<GPT<float>> as_gpt(std::unique_ptr<StageModel<float>> model) {
 
 std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid, const DataShape& data) {
   require_precision_runs(deck.model.precision);
+  // The BLAS library's buffers before the model's (OpenBLAS takes ~128 MiB per thread at its
+  // first product): under a memory limit that leaves no room for them OpenBLAS retried its
+  // failing allocation forever (seen under prlimit --data, MPICH's UCX hooking malloc),
+  // where a failing allocation of the model's is exit 6 with one line.
+  measure_gemm_gflops(64, 64, 64, 0.0, deck.model.precision);
   // A store the ZeRO stages will shard is built with its parameters only, where the kind can
   // build a model without memory: the sharding allocates the rest, so no rank ever holds the
   // unsharded gradients and moments (under ZeRO-3 nor the whole parameters: each rank draws

@@ -8,7 +8,6 @@
 #include "core/rank_threads.hpp"
 #include "data/deck_data.hpp"
 #include "engine/make_engine.hpp"
-#include "kernels/gemm_probe.hpp"
 #include "model/make_model.hpp"
 
 namespace strata {
@@ -18,11 +17,6 @@ TrainJob::TrainJob(const Deck& deck, MPI_Comm world, const JobOptions& options) 
   agreed(world, [&] {
     grid_ = std::make_unique<Grid>(par, world);
     require_precision_runs(deck_.model.precision);
-    // The BLAS library's buffers first (OpenBLAS takes ~128 MiB per thread at its first
-    // product): under a memory limit that leaves no room for them, OpenBLAS retried its
-    // failing allocation forever (seen under prlimit --data, MPICH's UCX hooking malloc),
-    // where a failing allocation of the model's is exit 6 with one line.
-    measure_gemm_gflops(64, 64, 64, 0.0, deck_.model.precision);
   });
   agreed(world, [&] {
     data_ = make_batch_source(deck_, *grid_);

@@ -235,7 +235,7 @@ if [ "$rc" -ne 2 ]; then echo "FAIL: unknown subcommand exits $rc, wanted 2"; fa
 # (prlimit --data: the kernel refuses the rank's private allocations past it): on 1 rank,
 # on 2 ranks both limited, and on 2 ranks with rank 1 alone limited (rank-local, agreed).
 # (OpenBLAS retried its own failing allocation forever there until strata took the BLAS
-# buffers before the model's: train_job.cpp. With more than one OpenBLAS thread it still
+# buffers before the model's: model/make_model.cpp. With more than one OpenBLAS thread it still
 # does, at load, before main, where no code of strata's runs: this relies on the suite's
 # OPENBLAS_NUM_THREADS=1; docs/checkpoints.md's exit codes say so. An allocation inside MPI
 # that fails (MPICH's non-blocking reduce-scatter takes a temporary buffer) ends the job
