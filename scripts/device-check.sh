@@ -86,6 +86,11 @@ moe=(--set model.moe_experts=4 --set model.moe_every=2)
 check "train, mixture of experts, expert 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml \
   "${text[@]}" "${moe[@]}" --set parallel.data=2 --set parallel.expert=2 --set run.out_dir="$runs/moe-2"
 
+# ZeRO-3 over 2 ranks sharing the GPU: each unit's gather and sum on device memory,
+# staged through the host by the MPI backend (the NCCL path needs 2 GPUs, as above)
+check "train, ZeRO-3, data 2" timeout 300 "$mpi" -n 2 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
+  --set parallel.data=2 --set parallel.zero=3 --set run.out_dir="$runs/zero3-2"
+
 step "GPT training on the GPU in bf16: 1 rank, and 2D 2x2"
 check "train, bf16, 1 rank" timeout 300 "$work/bin/strata" train inputs/device-check.toml "${text[@]}" \
   --set model.precision=bf16 --set run.out_dir="$runs/bf16-1"
@@ -103,7 +108,7 @@ check "train, T = 8192, bf16" timeout 300 "$work/bin/strata" train inputs/device
   --set run.out_dir="$runs/long-8192"
 
 step "losses against the CPU run of the same deck"
-for r in nccl-1 mpi-2 tp2d-4 pipe-2 context-2 sp-2; do
+for r in nccl-1 mpi-2 tp2d-4 pipe-2 context-2 sp-2 zero3-2; do
   check "losses $r vs CPU" scripts/compare-losses.sh "$work/cpu-reference/metrics-fp32.csv" \
     "$runs/$r/device-check/metrics.csv" 1e-4 2e-3
 done
