@@ -157,26 +157,17 @@ void ParamStore<T>::lay_out_units(const std::vector<std::pair<int64_t, int64_t>>
   int64_t owned = 0;
   for (const auto& u : units) owned += u.part();
   m_ = v_ = grads_ = Tensor1<T>();  // freed first: never more than the unsharded store at once
-  // values [begin, end) of unit u's padded range into `to` at `at`, from where they lay
-  // (past the unit's parameters: padding, left zero)
-  const auto copy = [&](Tensor1<T>& to, int64_t at, const GradientUnit& u, int64_t begin, int64_t end) {
-    const int64_t used = std::clamp(u.used_end - u.begin, begin, end);
-    if (used > begin)
-      Kokkos::deep_copy(Kokkos::subview(to, std::make_pair(at, at + used - begin)),
-                        Kokkos::subview(params_, std::make_pair(u.from + begin, u.from + used)));
-  };
   Tensor1<T> params;
-  if (whole) {
+  if (whole) {  // each unit's parameters where they lay, the padding past them left zero
     params = Tensor1<T>("params", length);
-    for (const auto& u : units) copy(params, u.begin, u, 0, u.end - u.begin);
-  } else {  // ZeRO-3: only this rank's part of each, copied, or drawn (defer_values)
+    for (const auto& u : units)
+      Kokkos::deep_copy(Kokkos::subview(params, std::make_pair(u.begin, u.used_end)),
+                        Kokkos::subview(params_, std::make_pair(u.from, u.from + (u.used_end - u.begin))));
+  } else {  // ZeRO-3: only this rank's part of each, drawn from the RNG (defer_values)
+    if (!deferred_seed_) throw std::logic_error("ParamStore::shard_parameters without defer_values");
     owned_params_ = Tensor1<T>("owned_params", owned);
     for (const auto& u : units) {
       const int64_t begin = u.index * u.part(), end = (u.index + 1) * u.part();
-      if (!deferred_seed_) {
-        copy(owned_params_, u.at, u, begin, end);
-        continue;
-      }
       // the part's values [lo, hi) in the unsharded layout, parameter by parameter
       const int64_t lo = u.from + begin, hi = u.from + std::clamp(u.used_end - u.begin, begin, end);
       for (const auto& p : infos_) {

@@ -122,10 +122,9 @@ class ParamStore {
   // reduce-scatters the unit into this rank's part (model/gradient_slots.hpp).
   void shard_gradients(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
                        int expert_shards = 0, int expert_index = 0);
-  // ZeRO stage 3, after allocate() (in place of shard_gradients, with its arguments): the
-  // units of ZeRO-2, and this rank keeps its part of every unit's parameters too
-  // (owned_params(), in the order of its moments) and no flat parameters (copied from the
-  // unsharded ones unit by unit, so the whole relaid buffer never exists); a unit's whole
+  // ZeRO stage 3, after defer_values() (in place of shard_gradients, with its arguments):
+  // the units of ZeRO-2, and this rank keeps its part of every unit's parameters too
+  // (owned_params(), in the order of its moments, drawn there) and no flat parameters; a unit's whole
   // parameters exist while a pass's step uses them (use_params), gathered over `data` (the
   // experts' region over `expert_data`) as `policy` says (model/param_gather.hpp).
   void shard_parameters(const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
@@ -298,7 +297,7 @@ class ParamStore {
   Tensor1<T> owned_params_;                  // ZeRO-3: this rank's part of each unit's parameters
   std::unique_ptr<ParamGather<T>> gather_;   // ZeRO-3: the units' gathered parameters
   uint64_t changes_ = 0;
-  std::optional<uint64_t> deferred_seed_;  // defer_values()
+  std::optional<uint64_t> deferred_seed_;        // defer_values()
   kernels::ProductWorkspace product_workspace_;  // before rounded_, which it lists
   std::unique_ptr<kernels::RoundedCopy> rounded_;
 };
