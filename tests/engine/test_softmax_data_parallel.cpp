@@ -37,7 +37,9 @@ lr = 1e-2
 warmup_steps = 2
 grad_clip = 1.0
 )";
-  return parse_deck(text, "softmax test deck", overrides);
+  std::vector<std::string> with_data = {"data.dir=" + test_image_dir()};  // a slice of Fashion-MNIST
+  with_data.insert(with_data.end(), overrides.begin(), overrides.end());
+  return parse_deck(text, "softmax test deck", with_data);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "engine/data_parallel.hpp"
 #include "model/gpt.hpp"
 #include "model/resnet.hpp"
+#include "support/test_images.hpp"
 #include "train/run_loop.hpp"
 #include "train/train_job.hpp"
 
@@ -98,7 +99,9 @@ min_lr = 3e-4
 warmup_steps = 2
 grad_clip = 1.0
 )";
-  return parse_deck(text, "resnet test deck", overrides);
+  std::vector<std::string> with_data = {"data.dir=" + test_image_dir()};
+  with_data.insert(with_data.end(), overrides.begin(), overrides.end());
+  return parse_deck(text, "resnet test deck", with_data);
 }
 
 // No printing, no GEMM probe; outputs (run directory, checkpoints) only when asked.

@@ -22,7 +22,17 @@ import sys
 
 import h5py
 import numpy as np
-import torch
+
+# PyTorch (1.5 s to import) only where a check needs it: the bf16 rounding and the
+# GPT-2 forward; the llm.c checks of fp32 files, the bad files and the 124M files do not
+torch = None
+
+
+def need_torch():
+    global torch
+    if torch is None:
+        import torch as t
+        torch = t
 
 DTYPES = {"F32": (np.float32, 4), "BF16": (np.uint16, 2), "F16": (np.float16, 2), "F64": (np.float64, 8)}
 
@@ -39,7 +49,7 @@ def read_safetensors(path):
     for name, e in header.items():
         b, end = e["data_offsets"]
         np_type, size = DTYPES[e["dtype"]]
-        raw = np.frombuffer(blob[base + b:base + end], dtype=np_type)
+        raw = np.frombuffer(blob, dtype=np_type, count=(end - b) // size, offset=base + b)
         assert raw.size * size == end - b and raw.size == int(np.prod(e["shape"], dtype=np.int64))
         if e["dtype"] == "BF16":
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
@@ -49,6 +59,7 @@ def read_safetensors(path):
 
 
 def bf16_rounded(a):
+    need_torch()
     return torch.from_numpy(np.ascontiguousarray(a)).to(torch.bfloat16).to(torch.float32).numpy()
 
 
@@ -73,25 +84,26 @@ def strata_names(n_layer):
 
 
 def gelu_new(x):
+    need_torch()
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
 def gpt2_loss(w, cfg, tokens, targets):
     """GPT2LMHeadModel's forward (pre-LN blocks, Conv1D weights [in, out], tied head),
     float64, mean cross-entropy over every position."""
+    need_torch()
     C, H, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
     t = {k: torch.from_numpy(v).double() for k, v in w.items()}
     B, T = tokens.shape
     ln = lambda x, p: torch.nn.functional.layer_norm(x, (C,), t[p + ".weight"], t[p + ".bias"], eps)
-    x = t["transformer.wte.weight"][tokens] + t["transformer.wpe.weight"][torch.arange(T)]
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    x = t["transformer.wte.weight"][tokens] + t["transformer.wpe.weight"][torch.arange(T)]
     for l in range(cfg["n_layer"]):
         p = f"transformer.h.{l}."
         qkv = ln(x, p + "ln_1") @ t[p + "attn.c_attn.weight"] + t[p + "attn.c_attn.bias"]
         q, k, v = (z.view(B, T, H, C // H).transpose(1, 2) for z in qkv.split(C, dim=2))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // H)
-        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        att = (q @ k.transpose(-2, -1)).mul_(1 / math.sqrt(C // H)).masked_fill_(mask, float("-inf"))
+        y = (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
         x = x + y @ t[p + "attn.c_proj.weight"] + t[p + "attn.c_proj.bias"]
         h = gelu_new(ln(x, p + "ln_2") @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"])
         x = x + h @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
@@ -122,6 +134,7 @@ def check_hf(folder, ckpt, grads):
     print(f"model.safetensors: {len(w)} tensors ({'BF16' if bf16 else 'F32'}) equal the checkpoint's "
           f"{'bf16-rounded ' if bf16 else ''}parameters bit for bit")
     if grads:
+        need_torch()
         with h5py.File(grads, "r") as f:
             tokens = torch.from_numpy(np.array(f["batch/tokens"])).long()
             targets = torch.from_numpy(np.array(f["batch/targets"])).long()
@@ -191,18 +204,20 @@ def check_llmc(path, ckpt):
 def write_safetensors(path, tensors, dtypes=None, order=None, tamper=None):
     """tensors: {name: float32 array}; tamper(header) may edit the header dict."""
     names = order or list(tensors)
-    header, at, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    header, at, arrays = {"__metadata__": {"format": "pt"}}, 0, []
     for name in names:
-        b = np.ascontiguousarray(tensors[name], dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [at, at + len(b)]}
-        blobs.append(b)
-        at += len(b)
+        a = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
+        arrays.append(a)
+        at += a.nbytes
     if tamper:
         tamper(header)
     text = json.dumps(header).encode()
     text += b" " * ((8 - (8 + len(text)) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    with open(path, "wb") as f:  # each array's memory written as it is, not copied into one blob
+        f.write(struct.pack("<Q", len(text)) + text)
+        for a in arrays:
+            f.write(memoryview(a).cast("B"))
 
 
 def make_bad(out, hf_dir, llmc_file):
@@ -295,6 +310,7 @@ def loss_124m(folder, shard):
     T = cfg["n_positions"]
     ids = np.fromfile(shard, np.uint16, offset=256 * 4).astype(np.int64)
     assert ids.size >= T + 1, (shard, ids.size)
+    need_torch()
     tokens = torch.from_numpy(ids[:T]).view(1, T)
     targets = torch.from_numpy(ids[1:T + 1]).view(1, T)
     print(f"{gpt2_loss(w, cfg, tokens, targets):.10f}")
