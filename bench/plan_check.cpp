@@ -10,10 +10,10 @@
 // on the warm steps (after the first), and only mean something where every rank has a core.
 //
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
-//       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--three-d] [--schedule NAME]
+//       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--three-d] [--schedule NAME[,NAME...]]
 //       [--set section.key=value ...]
 // --three-d: the 3D layouts only (without it, every layout but those, so that each run stays short).
-// --schedule NAME: of the pipelined layouts, only those of this schedule.
+// --schedule NAMES: of the pipelined layouts, only those of these schedules (a comma list).
 // --sequence-parallel: the 1D layouts with sequence parallelism (a deck cannot ask for it
 // without a 1D split, and the layouts here start from none).
 #include <mpi.h>
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
     int steps = 4;
     bool sequence_parallel = false, three_d = false;
-    std::string only_schedule;
+    std::string only_schedules;  // ",1f1b,zb-h1,": a schedule's name is looked up as ",name,"
     std::vector<std::string> overrides = {
         "parallel.data=1",        "parallel.pipeline=1",      "parallel.context=1", "parallel.tensor_rows=1",
         "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
       else if (a == "--three-d")
         three_d = true;
       else if (a == "--schedule" && i + 1 < argc)
-        only_schedule = argv[++i];
+        only_schedules = "," + std::string(argv[++i]) + ",";
       else
         deck_path = a;
     }
@@ -125,7 +125,9 @@ int main(int argc, char** argv) {
       }
       for (const Layout& l : feasible_layouts(deck, ranks)) {
         if ((l.tensor == TensorMode::ThreeD) != three_d) continue;
-        if (!only_schedule.empty() && l.pipeline > 1 && to_string(l.schedule) != only_schedule) continue;
+        if (!only_schedules.empty() && l.pipeline > 1 &&
+            only_schedules.find("," + to_string(l.schedule) + ",") == std::string::npos)
+          continue;
         const Deck d = l.applied_to(deck);
         TrainOptions opts;
         opts.write_outputs = false;
