@@ -7,7 +7,7 @@
 
 namespace strata {
 
-double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds, Precision precision) {
+double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds, Precision precision, int64_t most_calls) {
   Tensor2<float> a("probe.a", m, k), b("probe.b", k, n), c("probe.c", m, n);
   Kokkos::deep_copy(a, 0.5f);
   Kokkos::deep_copy(b, 0.25f);
@@ -17,13 +17,14 @@ double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds, Prec
   Kokkos::fence();
   double best = 0;
   const double t_end = Timers::now() + seconds;
+  int64_t calls = 0;
   do {
     const double t0 = Timers::now();
     kernels::product<float>(products, "N", "N", a, b, 0.0f, c);
     Kokkos::fence();
     const double dt = Timers::now() - t0;
     best = std::max(best, 2.0 * double(m) * double(k) * double(n) / dt / 1e9);
-  } while (Timers::now() < t_end);
+  } while (++calls < most_calls && Timers::now() < t_end);
   return best;
 }
 

@@ -8,8 +8,10 @@
 
 namespace strata {
 
-// Best GFLOP/s of (m x k) @ (k x n) over repeated calls lasting about `seconds`.
-double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds = 0.3,
-                           Precision precision = Precision::FP32);
+// Best GFLOP/s of (m x k) @ (k x n) over repeated calls lasting about `seconds`, or over
+// `most_calls` calls after the warm-up where those end sooner (small shapes: a run's
+// progress probe of a tiny model took 0.3 s of every short job for nothing).
+double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds = 0.3, Precision precision = Precision::FP32,
+                           int64_t most_calls = INT64_MAX);
 
 }  // namespace strata

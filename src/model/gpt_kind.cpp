@@ -114,8 +114,9 @@ RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const Ru
   const int64_t gb = deck.data.batch_size;
   RunDescription d;
   d.samples_per_step = gb * m.seq_len;
+  // (0.3 s, or 50 products where they take less: a tiny model's start no longer waits)
   const double gemm = run.probe_gemm ? measure_gemm_gflops(std::min<int64_t>(gb / run.data_ranks * m.seq_len, 2048),
-                                                           m.n_embd, 4 * m.n_embd, 0.3, m.precision)
+                                                           m.n_embd, 4 * m.n_embd, 0.3, m.precision, 50)
                                      : 0.0;
   d.metrics = std::make_unique<LanguageModelMetrics>(d.samples_per_step, gpt.flops_per_token(), gemm, run.ranks,
                                                      m.moe_experts > 0 ? &gpt : nullptr);
