@@ -156,6 +156,11 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
                     " does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
+  // the ZeRO-3 keys with another stage would be silently without effect: refused instead
+  if (p.zero != 3 && (p.zero_keep_params || p.zero_prefetch != 1))
+    throw UserError(
+        origin + ": parallel." + (p.zero_keep_params ? "zero_keep_params" : "zero_prefetch") +
+        " applies to zero = 3, whose passes gather the parameters; this deck has zero = " + std::to_string(p.zero));
   if (p.zero >= 2 && mgrit)
     throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
                     " does not run with schedule = \"mgrit\" yet: its layer-parallel engine "

@@ -494,12 +494,13 @@ std::vector<DeckKey> declare_keys() {
       key(par, &D::parallel, "zero_prefetch", &ParallelConfig::zero_prefetch, from_to(0, 16),
           "zero = 3: how many of a pass's next units (blocks) have their parameters' gathers posted before the "
           "current one computes (0: each gathered when it is reached; each one more holds one more unit's "
-          "parameters)"),
+          "parameters; refused with another zero stage)"),
       key(par, &D::parallel, "zero_keep_params", &ParallelConfig::zero_keep_params, any<bool>(),
           "zero = 3: keep each unit's gathered parameters from its first use in a step until the update "
           "(one gather per unit per step instead of one per forward and one per backward of every "
           "micro-batch, for the stage's whole parameters held through the step: worth it with many "
-          "micro-batches, where the gathers would cost 2 x micro_batches x the parameters' bytes)"),
+          "micro-batches, where the gathers would cost 2 x micro_batches x the parameters' bytes; refused with "
+          "another zero stage)"),
       key(par, &D::parallel, "virtual_stages", &ParallelConfig::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),

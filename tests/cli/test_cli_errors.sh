@@ -139,6 +139,8 @@ expect 2 'model.moe_experts (3) must be divisible by parallel.expert x tensor_x 
 expect 2 'parallel.zero = 2 does not run with schedule = "mgrit" yet' -- train resnet.toml --set parallel.zero=2
 expect 2 'parallel.zero = 2 does not run with schedule = "xpipe"' -- train good.toml --set parallel.zero=2 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set parallel.data=1 --set model.n_layer=2
 expect 2 'parallel.zero = 3 runs model.kind = "gpt" only: the softmax regression' -- train softmax.toml --set parallel.zero=3
+expect 2 'parallel.zero_keep_params applies to zero = 3, whose passes gather the parameters; this deck has zero = 2' -- train good.toml --set parallel.zero=2 --set parallel.zero_keep_params=true
+expect 2 'parallel.zero_prefetch applies to zero = 3, whose passes gather the parameters; this deck has zero = 0' -- train good.toml --set parallel.zero_prefetch=2
 # mixtures of experts: the rules of model.moe_* and parallel.expert
 expect 2 'parallel.expert = 2 splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)' -- train good.toml --set parallel.expert=2 --set parallel.data=2
 expect 2 'parallel.data (2) must be divisible by parallel.expert (the expert ranks are taken from the data group) (4)' -- train good.toml --set model.moe_experts=4 --set parallel.expert=4 --set parallel.data=2
