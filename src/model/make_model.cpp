@@ -57,16 +57,17 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
   // A store the ZeRO stages will shard is built with its parameters only, where the kind can
   // build a model without memory: the sharding allocates the rest, so no rank ever holds the
   // unsharded gradients and moments (under ZeRO-3 nor the whole parameters: each rank draws
-  // its parts of the initial values).
-  const bool sharded = deck.parallel.zero > 0 && grid.replicas().size() > 1,
-             bare = sharded && model_kind_of(deck).dry_models;
+  // its parts of the initial values). With model.init_from every value is read from the file
+  // (a tensor missing there is refused), so none is drawn: a 124M GPT's drawing took seconds.
+  const bool sharded = deck.parallel.zero > 0 && grid.replicas().size() > 1, read = !deck.model.init_from.empty(),
+             bare = (sharded || read) && model_kind_of(deck).dry_models;
   std::unique_ptr<StageModel<float>> model = make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data,
                                                         !bare, context_parallel_of(grid), expert_parallel_of(grid));
   if (bare) {
-    if (deck.parallel.zero == 3)
+    if (sharded && deck.parallel.zero == 3)
       model->params().defer_values(deck.run.seed);  // drawn into each rank's parts
     else
-      model->params().allocate(deck.run.seed, false);
+      model->params().allocate(deck.run.seed, !sharded, !read);
     if (keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
   }
   // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its

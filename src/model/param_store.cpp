@@ -52,7 +52,7 @@ int ParamStore<T>::add(const std::string& name, std::vector<int64_t> shape, Init
 }
 
 template <class T>
-void ParamStore<T>::allocate(uint64_t seed, bool state) {
+void ParamStore<T>::allocate(uint64_t seed, bool state, bool draw_values) {
   params_ = Tensor1<T>("params", total_);
   if (state) {
     grads_ = Tensor1<T>("grads", total_);
@@ -60,7 +60,8 @@ void ParamStore<T>::allocate(uint64_t seed, bool state) {
     v_ = Tensor1<T>("adam_v", total_);
   }
   spans_ = {{0, total_, 0}};
-  for (const auto& p : infos_) draw(p, V1<T>(params_.data() + p.offset, p.numel), 0, seed);
+  if (draw_values)
+    for (const auto& p : infos_) draw(p, V1<T>(params_.data() + p.offset, p.numel), 0, seed);
   Kokkos::fence();
   ++changes_;
 }

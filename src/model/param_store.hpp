@@ -95,8 +95,9 @@ class ParamStore {
   void draw_rows_below(int i, int64_t rows) { infos_[size_t(i)].drawn_rows = rows; }
   // Allocates the flat buffers and fills parameters from the counter-based RNG; with
   // state = false the parameters only (the ZeRO stages' sharding allocates the rest, so a
-  // rank never holds the unsharded gradients and moments).
-  void allocate(uint64_t seed, bool state = true);
+  // rank never holds the unsharded gradients and moments); with draw = false the parameters
+  // are left zero for a caller that writes every value (model.init_from).
+  void allocate(uint64_t seed, bool state = true, bool draw = true);
   // In place of allocate() where shard_parameters follows (ZeRO-3): nothing is allocated,
   // and shard_parameters draws this rank's parts of the initial values straight into its
   // owned parameters, so no rank ever holds the whole parameters either.
