@@ -30,7 +30,7 @@ for layout in tensor_cols; do
 done
 grep -q "1 tensors the model does not use\|12 tensors the model does not use" tensor_cols.log &&
   ok "the hub's mask buffers are left aside" || fail "no note of the tensors left aside"
-# (the test holds 2 processors: PyTorch's float64 forward, about 290 GFLOP, may use both)
+# (PyTorch's float64 forward, about 290 GFLOP, on both cores where they are free)
 torch_loss=$(OMP_NUM_THREADS=2 timeout 300 /usr/bin/python3 "$tests/tools/check_gpt2_interop.py" loss-124m gpt2 gpt2/synth_one.bin)
 /usr/bin/python3 - "$torch_loss" tensor_cols <<'PY' && ok "the first loss equals PyTorch's GPT-2's ($torch_loss)" || fail "losses"
 import csv, sys
