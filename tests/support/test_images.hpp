@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "io/idx_file.hpp"
 
