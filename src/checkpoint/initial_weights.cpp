@@ -262,8 +262,8 @@ std::string load_initial_weights(const std::string& given, const ModelConfig& m,
     }
     whole.assign(size_t(p.numel), 0.0f);
     read_box(file, p, layout[i], rows, whole.data());
-    const auto part = store.moments_of(p);
-    std::copy(whole.begin() + (part.begin - p.offset), whole.begin() + (part.end - p.offset), host.data() + part.at);
+    for (const auto& part : store.moment_parts(p))
+      std::copy(whole.begin() + (part.begin - p.offset), whole.begin() + (part.end - p.offset), host.data() + part.at);
   }
   Kokkos::deep_copy(params, host);
   return what + note;

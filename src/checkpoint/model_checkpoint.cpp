@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "checkpoint/checkpoint_file.hpp"
@@ -31,14 +32,18 @@ struct MomentPart {
   int64_t at = 0;
 };
 MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
-  const auto part = store.moments_of(p);
-  const int64_t begin = part.begin, end = part.end;
   MomentPart out;
-  out.at = part.at;
-  if (begin >= end) return out;
-  out.boxes = flat_range_hyperslabs(p.count, begin - p.offset, end - p.offset);
-  for (auto& b : out.boxes)
-    for (size_t d = 0; d < b.start.size(); ++d) b.start[d] += p.start[d];
+  int64_t next = -1;  // the parts' moments follow each other (ParamStore::moment_parts)
+  for (const auto& part : store.moment_parts(p)) {
+    if (next < 0) out.at = part.at;
+    if (next >= 0 && part.at != next)
+      throw std::logic_error("moment_part: " + p.name + "'s moments are not contiguous");
+    next = part.at + (part.end - part.begin);
+    for (auto b : flat_range_hyperslabs(p.count, part.begin - p.offset, part.end - p.offset)) {
+      for (size_t d = 0; d < b.start.size(); ++d) b.start[d] += p.start[d];
+      out.boxes.push_back(std::move(b));
+    }
+  }
   return out;
 }
 

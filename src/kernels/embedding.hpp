@@ -44,6 +44,18 @@ void embedding_lookup_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte
       });
 }
 
+// out (N, C_local) += wte_rows[token - vocab_begin] for tokens in range (a vocabulary chunk's
+// rows after the first chunk's lookup_range: each row gets its token's row once).
+template <class T>
+void embedding_add_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte_rows, int64_t vocab_begin) {
+  const int64_t c = out.extent(1), v = wte_rows.extent(0);
+  Kokkos::parallel_for(
+      "embedding_add_range", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+        const int64_t tok = int64_t(tokens(i)) - vocab_begin;
+        if (tok >= 0 && tok < v)
+          for (int64_t j = 0; j < c; ++j) out(i, j) += wte_rows(tok, j);
+      });
+}
 // out (N, C_local) += wpe[(first_row + row) % t_len]: out holds rows [first_row,
 // first_row + N) of whole sequences of t_len.
 template <class T>
@@ -71,4 +83,25 @@ void embedding_backward_range(V2<T> dwte_shard, V2<T> dwpe, V2<const T> dout, V1
       });
 }
 
+// embedding_backward_range's halves, each in its order (the same sums): dwte_rows += dout
+// rows of the tokens in [vocab_begin, vocab_begin + rows), and dwpe += dout by position.
+template <class T>
+void embedding_backward_tokens(V2<T> dwte_rows, V2<const T> dout, V1<const int32_t> tokens, int64_t vocab_begin) {
+  const int64_t n = dout.extent(0), c = dout.extent(1), v = dwte_rows.extent(0);
+  Kokkos::parallel_for(
+      "embedding_backward_tokens", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t tok = int64_t(tokens(i)) - vocab_begin;
+          if (tok >= 0 && tok < v) dwte_rows(tok, j) += dout(i, j);
+        }
+      });
+}
+template <class T>
+void embedding_backward_positions(V2<T> dwpe, V2<const T> dout, int64_t t_len) {
+  const int64_t n = dout.extent(0), c = dout.extent(1);
+  Kokkos::parallel_for(
+      "embedding_backward_positions", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
+        for (int64_t i = 0; i < n; ++i) dwpe(i % t_len, j) += dout(i, j);
+      });
+}
 }  // namespace strata::kernels

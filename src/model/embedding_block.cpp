@@ -1,5 +1,9 @@
 #include "model/embedding_block.hpp"
 
+#include <stdexcept>
+
+#include "kernels/embedding.hpp"
+
 #include "model/tensor_shard.hpp"
 #include "parallel/tp_traffic.hpp"
 #include "parallel/vocab_parallel.hpp"
@@ -25,23 +29,59 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
 }
 
 template <class T>
-void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const {
-  const int64_t c = store_.infos()[wpe_].count[1];
-  cache.ensure(local.rows() / tp_.row_split(), c);  // sequence parallelism: this rank's rows
-  cache.tokens = tokens;
+V2<const T> EmbeddingBlock<T>::positions(const BlockContext& local, EmbeddingCache<T>& cache) const {
   V2<const T> wpe = store_.param2(wpe_);
-  if (cp_.active()) {  // the local rows' positions
-    if (int64_t(cache.positions.extent(0)) != local.seq_len)
-      cache.positions = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "emb.positions"), local.seq_len, c);
-    gather_local_rows<T>(cp_, V1<T>(cache.positions.data(), cache.positions.size()),
-                         V1<const T>(wpe.data(), wpe.size()), 1, local.seq_len * cp_.size, c);
-    wpe = cache.positions;
-  }
-  tp_embedding_forward<T>(tp_, cache.out, tokens, store_.param2(wte_), wpe, local.seq_len, cache.scratch);
+  if (!cp_.active()) return wpe;
+  const int64_t c = store_.infos()[wpe_].count[1];
+  if (int64_t(cache.positions.extent(0)) != local.seq_len)
+    cache.positions = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "emb.positions"), local.seq_len, c);
+  gather_local_rows<T>(cp_, V1<T>(cache.positions.data(), cache.positions.size()), V1<const T>(wpe.data(), wpe.size()),
+                       1, local.seq_len * cp_.size, c);
+  return cache.positions;
 }
 
 template <class T>
-void EmbeddingBlock<T>::backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const {
+void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache,
+                                const UnitHooks* units) const {
+  const int64_t c = store_.infos()[wpe_].count[1];
+  cache.ensure(local.rows() / tp_.row_split(), c);  // sequence parallelism: this rank's rows
+  cache.tokens = tokens;
+  if (units) {
+    forward_chunks(local, tokens, cache, *units);
+    return;
+  }
+  tp_embedding_forward<T>(tp_, cache.out, tokens, store_.param2(wte_), positions(local, cache), local.seq_len,
+                          cache.scratch);
+}
+
+// The rows of each chunk, then the positions: the same sums as the lookup of whole rows
+// (a row is its token's row, or zeros plus it, before the position is added).
+template <class T>
+void EmbeddingBlock<T>::forward_chunks(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache,
+                                       const UnitHooks& units) const {
+  if (tp_.mode != TensorMode::Serial && (tp_.mode != TensorMode::OneD || tp_.row_split() > 1))
+    throw std::logic_error("EmbeddingBlock: vocabulary chunks under a 2D or 3D split or sequence parallelism");
+  const int64_t rows = store_.infos()[wte_].count[0], vb = wte_vocab_begin(tp_, rows);
+  for (const auto& [r0, r1] : vocab_chunks(rows, units.chunk_rows)) {
+    units.step();
+    const V2<const T> part = store_.param_rows(wte_, r0, r1);
+    if (r0 == 0)
+      kernels::embedding_lookup_range<T>(cache.out, tokens, part, vb);
+    else
+      kernels::embedding_add_range<T>(cache.out, tokens, part, vb + r0);
+  }
+  if (tp_.mode == TensorMode::OneD) tp_.group->allreduce_sum(V1<T>(cache.out.data(), cache.out.size()));
+  units.step();
+  kernels::add_positions<T>(cache.out, positions(local, cache), local.seq_len);
+}
+
+template <class T>
+void EmbeddingBlock<T>::backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache,
+                                 const UnitHooks* units) const {
+  if (units) {
+    backward_chunks(local, dout, cache, *units);
+    return;
+  }
   if (!cp_.active()) {
     tp_embedding_backward<T>(tp_, store_.grad2(wte_), store_.grad2(wpe_), dout, cache.tokens, local.seq_len,
                              cache.scratch);
@@ -50,6 +90,25 @@ void EmbeddingBlock<T>::backward(const BlockContext& local, V2<const T> dout, Em
   Kokkos::deep_copy(cache.positions, T(0));  // the local rows' position gradients, then added to theirs
   tp_embedding_backward<T>(tp_, store_.grad2(wte_), cache.positions, dout, cache.tokens, local.seq_len, cache.scratch);
   scatter_add_local_rows<T>(cp_, store_.grad2(wpe_), cache.positions);
+}
+
+template <class T>
+void EmbeddingBlock<T>::backward_chunks(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache,
+                                        const UnitHooks& units) const {
+  const int64_t rows = store_.infos()[wte_].count[0], vb = wte_vocab_begin(tp_, rows);
+  int k = 0;
+  for (const auto& [r0, r1] : vocab_chunks(rows, units.chunk_rows)) {
+    kernels::embedding_backward_tokens<T>(store_.grad_rows(wte_, r0, r1), dout, cache.tokens, vb + r0);
+    units.done(k++);
+  }
+  if (cp_.active()) {
+    Kokkos::deep_copy(cache.positions, T(0));
+    kernels::embedding_backward_positions<T>(cache.positions, dout, local.seq_len);
+    scatter_add_local_rows<T>(cp_, store_.grad2(wpe_), cache.positions);
+  } else {
+    kernels::embedding_backward_positions<T>(store_.grad2(wpe_), dout, local.seq_len);
+  }
+  units.done(k);
 }
 
 template <class T>

@@ -8,6 +8,7 @@
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
 #include "model/stage_placement.hpp"
+#include "model/unit_hooks.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
 
@@ -41,14 +42,24 @@ class EmbeddingBlock {
   // tokens: all B*T tokens of the replica (a context split's local rows of them: T/X per
   // sequence); local: the rows this rank computes (2D: its batch block) -> cache.out
   // (local.rows(), C').
-  void forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache) const;
-  // dout (local.rows(), C'): accumulates dwte, dwpe.
-  void backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache) const;
+  // units (ZeRO-3's finer units; no 2D or 3D split, no sequence parallelism): wte read
+  // chunk by chunk of vocabulary rows, then wpe (units 0 .. chunks - 1, then chunks).
+  void forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache,
+               const UnitHooks* units = nullptr) const;
+  // dout (local.rows(), C'): accumulates dwte, dwpe (units: each chunk's, then wpe's, each
+  // told final as it is made).
+  void backward(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache,
+                const UnitHooks* units = nullptr) const;
   // What one forward and backward on local sends (comm/traffic.hpp).
   void traffic(const BlockContext& local, Traffic& out) const;
   int wte_index() const { return wte_; }
 
  private:
+  V2<const T> positions(const BlockContext& local, EmbeddingCache<T>& cache) const;  // wpe's rows of the local rows
+  void forward_chunks(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache,
+                      const UnitHooks& units) const;
+  void backward_chunks(const BlockContext& local, V2<const T> dout, EmbeddingCache<T>& cache,
+                       const UnitHooks& units) const;
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   const ContextParallel& cp_;

@@ -72,7 +72,44 @@ std::pair<int64_t, int64_t> GPT<T>::lnf_range() const {
 }
 
 template <class T>
+void GPT<T>::use_fine_units(bool zero3, int shards) {
+  fine_ = zero3 && (tp_.mode == TensorMode::Serial || (tp_.mode == TensorMode::OneD && tp_.row_split() == 1));
+  // 4 C rows (the size of the largest linear's unit), a multiple of the shards so that no
+  // unit's padding falls inside wte
+  chunk_rows_ =
+      fine_ ? (4 * store_.infos()[size_t(embedding_->wte_index())].count[1] + shards - 1) / shards * shards : 0;
+}
+
+template <class T>
+std::vector<std::pair<int64_t, int64_t>> GPT<T>::wte_chunk_ranges() const {
+  const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (wte.numel == 0) return out;
+  const int64_t cols = wte.numel / wte.count[0];
+  for (const auto& [r0, r1] : vocab_chunks(wte.count[0], chunk_rows_))
+    out.emplace_back(wte.offset + r0 * cols, wte.offset + r1 * cols);
+  return out;
+}
+
+template <class T>
+std::vector<std::pair<int64_t, int64_t>> GPT<T>::block_unit_ranges(int l) const {
+  const std::vector<int64_t> starts = blocks_[size_t(l)].unit_starts();
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t u = 0; u < starts.size(); ++u)
+    out.emplace_back(starts[u], u + 1 < starts.size() ? starts[u + 1] : block_range(l).second);
+  return out;
+}
+
+template <class T>
+V2<T> GPT<T>::vocab_chunk(int64_t rows) {
+  if (int64_t(vocab_chunk_.extent(0)) != rows)
+    vocab_chunk_ = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.vocab_chunk"), rows, chunk_rows_);
+  return vocab_chunk_;
+}
+
+template <class T>
 typename GPT<T>::ParamSteps GPT<T>::param_steps(int chunk, bool backward) const {
+  if (fine_) return fine_param_steps(chunk, backward);
   ParamSteps steps;
   const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
   const std::pair<int64_t, int64_t> experts{store_.expert_begin(), store_.numel()};
@@ -91,6 +128,43 @@ typename GPT<T>::ParamSteps GPT<T>::param_steps(int chunk, bool backward) const 
   if (placement_.model_first(chunk)) steps.push_back({embedding_range()});
   for (int l = begin; l < end; ++l) block(l);
   if (head) steps.push_back(head_ranges);
+  return steps;
+}
+
+// The steps of the finer units: the layers take them (UnitHooks) in this order.
+template <class T>
+typename GPT<T>::ParamSteps GPT<T>::fine_param_steps(int chunk, bool backward) const {
+  ParamSteps steps;
+  const std::pair<int64_t, int64_t> experts{store_.expert_begin(), store_.numel()};
+  const auto [begin, end] = placement_.chunk(chunk);
+  const auto unit = [&](int l, size_t u) {
+    steps.push_back({block_unit_ranges(l)[u]});
+    if (u == 1 && blocks_[size_t(l)].mixture()) steps.back().push_back(experts);  // read with proj + ln2
+  };
+  const auto block_forward = [&](int l) {
+    for (size_t u = 0; u < block_unit_ranges(l).size(); ++u) unit(l, u);
+  };
+  const auto chunks = wte_chunk_ranges();
+  if (backward) {
+    if (placement_.model_last(chunk)) {
+      for (size_t j = chunks.size(); j-- > 0;) steps.push_back({chunks[j]});
+      steps.push_back({lnf_range()});
+    }
+    for (int l = end; l-- > begin;) {
+      if (recompute_ == Recompute::Full) block_forward(l);  // the forward again, then the backward
+      for (size_t u = block_unit_ranges(l).size(); u-- > 0;) unit(l, u);
+    }
+    return steps;  // (the embedding's backward reads no parameter)
+  }
+  if (placement_.model_first(chunk)) {
+    for (const auto& r : chunks) steps.push_back({r});
+    steps.push_back({wpe_range()});
+  }
+  for (int l = begin; l < end; ++l) block_forward(l);
+  if (placement_.model_last(chunk)) {
+    steps.push_back({lnf_range()});
+    for (const auto& r : chunks) steps.push_back({r});
+  }
   return steps;
 }
 
@@ -148,9 +222,16 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   const auto use_params = [&] { store_.use_params(steps, step++); };
+  UnitHooks hooks;  // finer units: the layers take the steps
+  hooks.step = use_params;
+  hooks.chunk_rows = chunk_rows_;
+  const UnitHooks* units = fine_ ? &hooks : nullptr;
+  const auto use_layer_params = [&] {
+    if (!fine_) use_params();
+  };
   if (placement_.model_first(act.chunk)) {
-    use_params();
-    embedding_->forward(local, tokens, act.emb);
+    use_layer_params();
+    embedding_->forward(local, tokens, act.emb, units);
     x = act.emb.out;
   }
   const bool full = recompute_ == Recompute::Full;
@@ -161,14 +242,15 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
                      like.extent(1));
   };
   for (int l = begin; l < end; ++l) {
-    use_params();
+    use_layer_params();
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
-      aux_loss_ += blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, grad_scratch_);
+      aux_loss_ += blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, grad_scratch_,
+                                      false, units);
       x = act.blocks[begin].out;
     } else {
-      aux_loss_ += blocks_[l].forward(local, x, act.blocks[l], act.recomputed, grad_scratch_);
+      aux_loss_ += blocks_[l].forward(local, x, act.blocks[l], act.recomputed, grad_scratch_, false, units);
       x = act.blocks[l].out;
     }
   }
@@ -178,8 +260,9 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     x = act.out;
   }
   if (!placement_.model_last(act.chunk)) return 0.0;
-  use_params();
-  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act));
+  use_layer_params();
+  const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act), units,
+                                     fine_ ? vocab_chunk(local.rows()) : V2<T>());
   // 2D: grid row i has batch block i's losses; the column adds up the blocks (3D: the
   // depth group)
   if (tp_.mode == TensorMode::ThreeD) return tp_.nz > 1 ? tp_.z->allreduce_sum(loss) : loss;
@@ -205,40 +288,64 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   const auto use_params = [&] { store_.use_params(steps, step++); };
-  if (placement_.model_last(act.chunk)) use_params();
-  start_backward(local, dloss_scale, dout, act, true);
+  // finer units: the layers take the steps and name each unit final
+  const auto hooks = [&](std::function<void(int)> done) {
+    UnitHooks h;
+    h.step = use_params;
+    h.done = std::move(done);
+    h.chunk_rows = chunk_rows_;
+    return h;
+  };
+  const auto chunks = fine_ ? wte_chunk_ranges() : std::vector<std::pair<int64_t, int64_t>>{};
+  // the tied wte's head part summed at once where the embedding's follows (ZeRO-2/3), not
+  // held through every block's backward; the last stage's copy is summed at the end, but
+  // for finer units, whose chunks are summed as the head makes them on every stage (the
+  // two stages' copies then have the same units, whose parts the pipeline sums)
+  const bool head_part_now = store_.gradients_sharded() && (placement_.first() || fine_);
   if (placement_.model_last(act.chunk)) {
+    if (!fine_) use_params();
+    const UnitHooks head = hooks([&](int j) {
+      if (head_part_now) ready(chunks[size_t(j)]);
+    });
+    start_backward(local, dloss_scale, dout, act, true, fine_ ? &head : nullptr);
     ready(lnf_range());  // the tied wte also got gradients here, but is not final until the embedding
-    if (store_.gradients_sharded() && placement_.first()) {  // ZeRO-2/3: its head's part summed now, not held
-      const auto& wte = store_.infos()[size_t(embedding_->wte_index())];  // through the blocks (the embedding's later)
+    if (head_part_now && !fine_) {
+      const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
       ready({wte.offset, wte.offset + wte.numel});
     }
+  } else {
+    start_backward(local, dloss_scale, dout, act, true);
   }
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
-    use_params();
+    const UnitHooks block = hooks([&](int u) { ready(block_unit_ranges(l)[size_t(u)]); });
+    const UnitHooks* units = fine_ ? &block : nullptr;
+    if (!fine_) use_params();
     auto& k = full ? act.blocks[begin] : act.blocks[l];
-    if (full)
-      blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true);  // the same values again
-    blocks_[l].backward(local, act.dres, k, grad_scratch_, act.recomputed, dloss_scale);
-    ready(block_range(l));
+    if (full)  // the same values again
+      blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true, units);
+    blocks_[l].backward(local, act.dres, k, grad_scratch_, act.recomputed, dloss_scale, units);
+    if (!fine_) ready(block_range(l));
   }
   if (placement_.model_first(act.chunk)) {
-    embedding_->backward(local, act.dres, act.emb);
-    ready_embedding(ready);
+    const UnitHooks embedding =
+        hooks([&](int j) { ready(size_t(j) < chunks.size() ? chunks[size_t(j)] : wpe_range()); });
+    embedding_->backward(local, act.dres, act.emb, fine_ ? &embedding : nullptr);
+    if (!fine_) ready_embedding(ready);
   }
 }
 
 template <class T>
 void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
-                            bool whole_head) {
+                            bool whole_head, const UnitHooks* units) {
   const auto& out = output(act);
   if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
   if (placement_.model_last(act.chunk)) {
     grad_scratch_.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
     if (whole_head)  // dlnf through the blocks' scratch
-      head_->backward(dloss_scale, act.dres, grad_scratch_.dc, head_cache(act), grad_scratch_.rows);
+      head_->backward(dloss_scale, act.dres, grad_scratch_.dc, head_cache(act), grad_scratch_.rows, units,
+                      units ? vocab_chunk(local.rows()) : V2<T>());
     else
       head_->backward_input(dloss_scale, act.dres, grad_scratch_.dc, head_cache(act), grad_scratch_.rows);
   } else {
@@ -250,6 +357,7 @@ template <class T>
 void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) {
   if (recompute_ != Recompute::None)
     throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
+  if (fine_) throw std::logic_error("GPT: the backward's halves run apart with ZeRO-3's finer units");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
   const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
@@ -303,6 +411,23 @@ void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chun
 template <class T>
 std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
   std::vector<std::pair<int64_t, int64_t>> order;
+  if (fine_) {  // as run_backward names them
+    const auto chunks = wte_chunk_ranges();
+    if (placement_.last()) {
+      order.insert(order.end(), chunks.rbegin(), chunks.rend());
+      order.push_back(lnf_range());
+    }
+    for (int k = placement_.chunk_count(); k-- > 0;)
+      for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) {
+        const auto units = block_unit_ranges(l);
+        order.insert(order.end(), units.rbegin(), units.rend());
+      }
+    if (placement_.first()) {
+      order.insert(order.end(), chunks.begin(), chunks.end());
+      order.push_back(wpe_range());
+    }
+    return order;
+  }
   if (placement_.last()) order.push_back(lnf_range());
   for (int k = placement_.chunk_count(); k-- > 0;)
     for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_range(l));
@@ -318,6 +443,8 @@ int64_t GPT<T>::workspace_bytes_for(const BlockContext& ctx) const {
   int64_t b = TransformerGradScratch<T>::bytes_for(local.rows(), blocks_[first].widths());
   if (cp_.active() && placement_.held_layers() > 0)
     b += ContextWorkspace<T>::bytes_for(cp_.all_to_all, local.batch * local.seq_len, blocks_[first].widths().a);
+  if (fine_ && placement_.last())
+    b += local.rows() * chunk_rows_ * int64_t(sizeof(T));  // the head's chunk of logits (vocab_chunk)
   // the bf16 products' stack (ParamStore::product_workspace): the most any layer holds
   int64_t stack = placement_.last() ? head_->product_stack_elements(local.rows()) : 0;
   for (int k = 0; k < placement_.chunk_count(); ++k)

@@ -125,6 +125,17 @@ class GPT : public StageModel<T> {
   // head, each block back (the embedding's backward reads no parameter).
   using typename StageModel<T>::ParamSteps;
   ParamSteps param_steps(int chunk, bool backward) const override;
+  // ZeRO-3's finer units (with zero3 = true, where the model allows them: no 2D or 3D split,
+  // no sequence parallelism; the caller passes false for the zero-bubble schedules, whose
+  // backward halves keep whole blocks): each block is four units (ln1 + qkv, proj + ln2,
+  // fc, fc_proj; a mixture block two), the tied wte one unit per chunk of 4 C vocabulary
+  // rows, and wpe one; the layers step through them (UnitHooks), so a rank holds one or two
+  // such units' parameters and gradients at a time (shards: the data group's size, which
+  // the chunks' rows are a multiple of). Call before the store is sharded.
+  // grad_ready_order() is then the sequence the backward names, the chunks of wte twice
+  // where the stage runs the head and the embedding.
+  void use_fine_units(bool zero3, int shards);
+  bool fine_units() const override { return fine_; }
   int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
   // On the last stage: one LM-head cache (logits, the largest piece) for every micro-batch.
   // Its weight half then runs with its input half (the next forward overwrites the logits).
@@ -147,7 +158,9 @@ class GPT : public StageModel<T> {
   double attention_kernel_flops(const BlockContext& ctx) const;
 
  protected:
-  int64_t layer_workspace_bytes() const override { return context_workspace_.bytes() + grad_scratch_.bytes(); }
+  int64_t layer_workspace_bytes() const override {
+    return context_workspace_.bytes() + grad_scratch_.bytes() + view_bytes(vocab_chunk_);
+  }
   // block by block: each block's input half, then its weight half
   void run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache,
                     const GradReadyFn& on_ready) override;
@@ -160,9 +173,16 @@ class GPT : public StageModel<T> {
   // The backward's common start: sizes dres, and fills it with dout or (last stage) with
   // the head's input half.
   // dres from dout, or on the last stage from the head's backward: its input half, or
-  // with whole_head both halves at once (LMHead::backward).
+  // with whole_head both halves at once (LMHead::backward; with units, chunk by chunk).
   void start_backward(const BlockContext& local, T dloss_scale, V2<const T> dout, GPTActivations<T>& act,
-                      bool whole_head);
+                      bool whole_head, const UnitHooks* units = nullptr);
+  // The finer units' ranges: wte's vocabulary chunks, wpe, block l's units (in the order
+  // its forward reads them); and the buffer a head's chunk of logits is made in.
+  std::vector<std::pair<int64_t, int64_t>> wte_chunk_ranges() const;
+  std::pair<int64_t, int64_t> wpe_range() const { return {wte_end_offset(), embedding_range().second}; }
+  std::vector<std::pair<int64_t, int64_t>> block_unit_ranges(int l) const;
+  ParamSteps fine_param_steps(int chunk, bool backward) const;
+  V2<T> vocab_chunk(int64_t rows);
   LMHeadCache<T>& head_cache(GPTActivations<T>& act) { return share_head_ ? shared_head_ : act.head; }
   static GPTActivations<T>& as_acts(StageCache& c) { return static_cast<GPTActivations<T>&>(c); }
   static const GPTActivations<T>& as_acts(const StageCache& c) { return static_cast<const GPTActivations<T>&>(c); }
@@ -186,6 +206,9 @@ class GPT : public StageModel<T> {
   std::unique_ptr<LMHead<T>> head_;
   GPTActivations<T> act_;
   bool share_head_ = false;  // share_loss_layer_cache
+  bool fine_ = false;        // use_fine_units
+  int64_t chunk_rows_ = 0;   // of a vocabulary chunk (fine units)
+  Tensor2<T> vocab_chunk_;   // a chunk of the head's logits (fine units)
   LMHeadCache<T> shared_head_;
   double aux_loss_ = 0;  // take_aux_loss
   // Flat-buffer ranges [begin, end) of the embedding, of each block, of the final norm

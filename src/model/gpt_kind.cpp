@@ -104,8 +104,12 @@ std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const ModelPart& p
   const auto placement =
       StagePlacement::interleaved(int(deck.model.n_layer), int(par.pipeline),
                                   par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, part.stage);
-  return std::make_unique<GPT<float>>(deck.model, deck.run.seed, part.tp, placement, par.recompute, part.allocate,
-                                      part.cp, part.ep);
+  auto gpt = std::make_unique<GPT<float>>(deck.model, deck.run.seed, part.tp, placement, par.recompute, part.allocate,
+                                          part.cp, part.ep);
+  // ZeRO-3 over more than one replica, each backward whole (the zero-bubble schedules run its halves apart)
+  const int replicas = int(par.data * par.context);
+  gpt->use_fine_units(par.zero == 3 && replicas > 1 && !(splits_backward(par.schedule) && par.pipeline > 1), replicas);
+  return gpt;
 }
 
 RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const RunSetting& run) {

@@ -12,6 +12,7 @@ std::vector<GradientUnit> gradient_units(std::vector<std::pair<int64_t, int64_t>
   for (const auto& r : ready_ranges)
     if (r.second > r.first) ranges.push_back(r);
   std::sort(ranges.begin(), ranges.end());
+  ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());  // a range named twice (the tied wte's)
   std::vector<std::pair<int64_t, int64_t>> tiles;
   std::vector<bool> named;
   int64_t covered = 0;

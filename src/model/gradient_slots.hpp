@@ -27,8 +27,8 @@ struct GradientUnit {
 };
 
 // The units of a flat buffer of `total` values whose experts' region starts at
-// expert_begin, from the ranges whose gradients become final together (any order; the
-// other ranges before expert_begin and the experts' region become units of their own), in
+// expert_begin, from the ranges whose gradients become final together (any order, a range
+// possibly named twice; the other ranges before expert_begin and the experts' region become units of their own), in
 // flat order and laid out anew: each padded to its group's parts (the experts' region to
 // expert_shards parts when expert_shards > 0, else to shards), this rank's part index and
 // its place among the parts it keeps.

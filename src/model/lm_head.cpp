@@ -1,5 +1,8 @@
 #include "model/lm_head.hpp"
 
+#include <stdexcept>
+#include <utility>
+
 #include "kernels/products.hpp"
 #include "model/tensor_shard.hpp"
 #include "parallel/tp_layers.hpp"
@@ -18,21 +21,33 @@ LMHead<T>::LMHead(ParamStore<T>& store, const TensorParallel& tp, kernels::Produ
 }
 
 template <class T>
-double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& k) const {
+double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& k,
+                          const UnitHooks* units, V2<T> chunk) const {
   const auto& s = store_;
-  const auto wte = s.param2(wte_);  // (V', C')
   // the logits block has as many vocabulary columns as the wte shard has rows
   const int split = tp_.row_split();
-  k.ensure(ctx.rows(), split, x.extent(1), wte.extent(0));
+  const int64_t v_local = s.infos()[wte_].count[0];
+  k.ensure(ctx.rows(), split, x.extent(1), v_local);
   k.x_in = x;
   k.targets = targets;
-  if (split > 1) {  // the layer norm on this rank's rows, the logits on every row
+  if (units) {
+    if (tp_.mode != TensorMode::Serial && (tp_.mode != TensorMode::OneD || split > 1))
+      throw std::logic_error("LMHead: vocabulary chunks under a 2D or 3D split or sequence parallelism");
+    units->step();
+    tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
+    for (const auto& [r0, r1] : vocab_chunks(v_local, units->chunk_rows)) {  // (BT, C)(C, V_chunk)
+      units->step();
+      const V2<T> part(chunk.data(), k.logits.extent(0), r1 - r0);
+      kernels::product<T>(precision_, "N", "T", k.lnf, s.param_rows(wte_, r0, r1), T(0), part);
+      Kokkos::deep_copy(Kokkos::subview(k.logits, Kokkos::ALL, std::make_pair(r0, r1)), part);
+    }
+  } else if (split > 1) {  // the layer norm on this rank's rows, the logits on every row
     tp_layernorm_forward<T>(tp_, c_, k.lnf_local, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
     tp_gather_rows<T>(tp_, k.lnf, k.lnf_local);
   } else {
     tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
   }
-  tp_head_logits<T>(tp_, precision_, k.logits, k.lnf, wte);  // (BT, C')(C', V') -> (BT, V')
+  if (!units) tp_head_logits<T>(tp_, precision_, k.logits, k.lnf, s.param2(wte_));  // (BT, C')(C', V') -> (BT, V')
   if (store_.infos()[wte_].shape[0] > vocab_) tp_mask_padded_logits<T>(tp_, k.logits, vocab_);
   return tp_cross_entropy_forward<T>(tp_, k.losses, k.lse, k.logits, targets);
 }
@@ -52,11 +67,40 @@ void LMHead<T>::backward_weight(LMHeadCache<T>& k) const {
 }
 
 template <class T>
-void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, V2<T> rows) const {
+void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, V2<T> rows, const UnitHooks* units,
+                         V2<T> chunk) const {
+  if (units) {
+    backward_chunks(dloss_scale, dx, dlnf, k, *units, chunk);
+    return;
+  }
   // made at the first product that reads it, after the cross-entropy wrote the dlogits
   const auto dlogits_once = kernels::round_for_pass(precision_, k.logits.data(), int64_t(k.logits.size()));
   backward_input(dloss_scale, dx, dlnf, k, rows);
   backward_weight(k);
+}
+
+// Each chunk's dlogits copied out of the cache's, then dlnf += dlogits_chunk wte_chunk and
+// dwte_chunk += dlogits_chunk^T lnf(x); the sum over the vocabulary in chunks, last first.
+template <class T>
+void LMHead<T>::backward_chunks(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, const UnitHooks& units,
+                                V2<T> chunk) const {
+  const auto& s = store_;
+  tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
+  const auto chunks = vocab_chunks(s.infos()[wte_].count[0], units.chunk_rows);
+  for (size_t j = chunks.size(); j-- > 0;) {
+    const auto [r0, r1] = chunks[j];
+    units.step();
+    const V2<T> part(chunk.data(), k.logits.extent(0), r1 - r0);
+    Kokkos::deep_copy(part, Kokkos::subview(k.logits, Kokkos::ALL, std::make_pair(r0, r1)));
+    kernels::product<T>(precision_, "N", "N", V2<const T>(part), s.param_rows(wte_, r0, r1),
+                        T(j + 1 == chunks.size() ? 0 : 1), dlnf);
+    kernels::product<T>(precision_, "T", "N", V2<const T>(part), V2<const T>(k.lnf), T(1), s.grad_rows(wte_, r0, r1));
+    units.done(int(j));
+  }
+  if (tp_.mode == TensorMode::OneD) tp_.group->allreduce_sum(V1<T>(dlnf.data(), dlnf.size()));
+  units.step();
+  tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), dlnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
+                           k.lnf_rstd, false);
 }
 
 template <class T>

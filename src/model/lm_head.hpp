@@ -8,6 +8,7 @@
 #include "kernels/products.hpp"
 #include "model/block_context.hpp"
 #include "model/param_store.hpp"
+#include "model/unit_hooks.hpp"
 #include "parallel/tensor_parallel.hpp"
 
 namespace strata {
@@ -56,7 +57,11 @@ class LMHead {
          int64_t vocab, bool held = true);
   // x (BT, C'; under sequence parallelism this rank's BT/t rows), targets (BT) of this
   // rank's rows -> sum of those rows' token losses.
-  double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache) const;
+  // units (ZeRO-3's finer units; no 2D or 3D split, no sequence parallelism): lnf read,
+  // then wte chunk by chunk of vocabulary rows, each chunk's logits made in `chunk` (rows,
+  // units->chunk_rows) and copied into the cache's.
+  double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache,
+                 const UnitHooks* units = nullptr, V2<T> chunk = {}) const;
   // The backward in two halves (zero-bubble schedules run them apart). backward_input:
   // dloss_scale = dL/d(loss of each token); writes dL/dx into dx (x's shape) through dlnf
   // (x's shape, scratch; under sequence parallelism reduce-scattered through rows, (BT,
@@ -68,7 +73,10 @@ class LMHead {
   // products read, are rounded once (a copy of 2 bytes per logit while it runs) rather
   // than once by each, and the weight half then reads them transposed where they lie
   // (a transposing rounding of B T x V values cost more than the product itself).
-  void backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, V2<T> rows = {}) const;
+  // With units (as forward's): wte read chunk by chunk, last first, each chunk's gradient
+  // told final (unit k: chunk k) as it is made, then lnf read and its gradients made.
+  void backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, V2<T> rows = {},
+                const UnitHooks* units = nullptr, V2<T> chunk = {}) const;
   // What one forward and backward on ctx sends (comm/traffic.hpp).
   void traffic(const BlockContext& ctx, Traffic& out) const;
   // As TransformerBlock::product_stack_elements: the dlogits' pass copy and the head's
@@ -76,6 +84,8 @@ class LMHead {
   int64_t product_stack_elements(int64_t rows) const;
 
  private:
+  void backward_chunks(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, const UnitHooks& units,
+                       V2<T> chunk) const;
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   kernels::ProductPrecision precision_;  // of the products (model.precision, model.bf16_round_once)

@@ -155,6 +155,11 @@ void ParamStore<T>::lay_out_units(const std::vector<std::pair<int64_t, int64_t>>
   std::vector<GradientUnit> units =
       gradient_units(ready_ranges, expert_begin_, total_, shards, index, expert_shards, expert_index);
   const int64_t length = units.empty() ? 0 : units.back().end;
+  for (const auto& u : units)  // a unit's padding between two parts of one tensor would cut it in two
+    for (const auto& p : infos_)
+      if (u.end > u.used_end && p.offset < u.from + (u.used_end - u.begin) &&
+          u.from + (u.used_end - u.begin) < p.offset + p.numel)
+        throw std::logic_error("ParamStore: a unit ends inside " + p.name + " with padding after it");
   int64_t owned = 0;
   for (const auto& u : units) owned += u.part();
   m_ = v_ = grads_ = Tensor1<T>();  // freed first: never more than the unsharded store at once

@@ -177,6 +177,10 @@ class ParamStore {
     const auto& p = infos_[i];
     return slots_ && p.numel > 0 ? as_matrix(grad(i).data(), p.count[0], p.numel / p.count[0]) : matrix(grads_, i);
   }
+  // Rows [r0, r1) of parameter i's 2D view (ZeRO-3: they lie in one unit, e.g. a chunk of
+  // the vocabulary, which may be all a step gathered of the parameter).
+  V2<T> param_rows(int i, int64_t r0, int64_t r1) const { return rows_of(i, r0, r1, false); }
+  V2<T> grad_rows(int i, int64_t r0, int64_t r1) const { return rows_of(i, r0, r1, true); }
   bool held(int i) const { return infos_[i].numel > 0; }
 
   // The parameters for writing: every call counts as a change, so that what is made from
@@ -206,14 +210,17 @@ class ParamStore {
   Tensor1<T>& adam_m() { return m_; }
   Tensor1<T>& adam_v() { return v_; }
   const std::vector<MomentSpan>& moment_spans() const { return spans_; }
-  // The part of tensor p whose moments this rank keeps (empty: begin == end); a tensor
-  // lies in one region, so in one span at most.
-  MomentSpan moments_of(const ParamInfo& p) const {
+  // The parts of tensor p whose moments this rank keeps, in flat order (none: empty); a
+  // tensor lies in one span, or under ZeRO-3's finer units (the tied wte's vocabulary
+  // chunks) in one per unit, whose moments follow each other (each part's `at` where the
+  // one before ends).
+  std::vector<MomentSpan> moment_parts(const ParamInfo& p) const {
+    std::vector<MomentSpan> out;
     for (const auto& s : spans_) {
       const int64_t begin = std::max(p.offset, s.begin), end = std::min(p.offset + p.numel, s.end);
-      if (begin < end) return {begin, end, s.at + begin - s.begin};
+      if (begin < end) out.push_back({begin, end, s.at + begin - s.begin});
     }
-    return {};
+    return out;
   }
   // The summed gradients of the flat elements a moment span (or a part of one) covers:
   // [part.begin, part.end) of the flat gradients, or under ZeRO-2 the owned ones at part.at.
@@ -274,6 +281,13 @@ class ParamStore {
   }
 
  private:
+  V2<T> rows_of(int i, int64_t r0, int64_t r1, bool grad) const {
+    const auto& p = infos_[i];
+    const int64_t cols = p.numel / p.count[0], offset = p.offset + r0 * cols, n = (r1 - r0) * cols;
+    const V1<T> values = grad ? (slots_ ? slots_->values(offset, n) : V1<T>(grads_.data() + offset, n))
+                              : (gather_ ? gather_->values(offset, n) : V1<T>(params_.data() + offset, n));
+    return as_matrix(values.data(), r1 - r0, cols);
+  }
   V2<T> matrix(const Tensor1<T>& buf, int i) const {
     const auto& p = infos_[i];
     return p.numel == 0 ? V2<T>(buf.data(), 0, 0) : as_matrix(buf.data() + p.offset, p.count[0], p.numel / p.count[0]);

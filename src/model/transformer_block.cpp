@@ -129,9 +129,12 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
 
 template <class T>
 double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
-                                    TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g,
-                                    bool again) const {
+                                    TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g, bool again,
+                                    const UnitHooks* units) const {
   using namespace kernels;
+  const auto unit = [&] {  // ZeRO-3's finer units: ln1 + qkv, proj + ln2, fc, fc_proj
+    if (units) units->step();
+  };
   const auto& s = store_;
   const auto& tp = tp_;
   const bool keep = !selective_;
@@ -149,6 +152,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
   // bf16 written rounded (ProductOperand).
   prefetch(true, qkv_w_);
+  unit();
   k.ln1.write([&](auto ln1) {
     tp_layernorm_forward<T>(tp, c_, ln1, k.ln1_mean, k.ln1_rstd, x, s.param(ln1_w_), s.param(ln1_b_));
   });
@@ -165,6 +169,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   else
     attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
   if (!moe_) prefetch(true, fc_w_);
+  unit();
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows,
                            block);                                         // (BT', C')
   residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
@@ -179,10 +184,12 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
     return aux;
   }
   prefetch(false, fcp_w_);
+  unit();
   k.ln2.read([&](auto ln2) {
     tp_linear_in_forward<T>(tp, precision_, k.fch, ln2, s.param2(fc_w_), s.param(fc_b_), rows, block);
   });  // (BT, F)
   fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
+  unit();
   fch_gelu.read([&](auto h) {
     tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows, block);
   });                                                  // (BT', C')
@@ -195,15 +202,15 @@ template <class T>
 void TransformerBlock<T>::backward_input(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
                                          TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
                                          T dloss_scale) const {
-  backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, false);
+  backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, false, nullptr);
 }
 
 template <class T>
 void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
-                                   TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
-                                   T dloss_scale) const {
-  if (w_.weight_block > 0) {  // 3D: each linear's weight gradient under its input gradient's sum
-    backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, true);
+                                   TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed, T dloss_scale,
+                                   const UnitHooks* units) const {
+  if (w_.weight_block > 0 || units) {  // 3D: each linear's weight gradient under its input gradient's sum
+    backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, true, units);  // finer units: each unit final in turn
     return;
   }
   backward_input(ctx, dres, k, g, recomputed, dloss_scale);
@@ -213,7 +220,7 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
 template <class T>
 void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
                                              TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
-                                             T dloss_scale, bool weights) const {
+                                             T dloss_scale, bool weights, const UnitHooks* units) const {
   using namespace kernels;
   const auto& s = store_;
   const auto& tp = tp_;
@@ -238,8 +245,15 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   const auto weight = [&](Linear which) {
     if (!weights) return;
     weight_gradient(which, k, recomputed, g);
-    block->input_sum();
+    if (block) block->input_sum();
   };
+  const auto unit = [&] {  // ZeRO-3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
+    if (units) units->step();
+  };
+  const auto done = [&](int u) {
+    if (units) units->done(u);
+  };
+  unit();      // (a mixture's: proj + ln2 with the experts)
   if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2) (3D: under the gather of proj's block)
     prefetch(false, proj_w_);
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
@@ -249,10 +263,14 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     prefetch(true, fc_w_);
     tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp, block);
     weight(Linear::FcProj);
+    done(3);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
     prefetch(false, proj_w_);
+    unit();
     tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
     weight(Linear::Fc);
+    done(2);
+    unit();
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
@@ -261,6 +279,8 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   prefetch(true, qkv_w_);
   tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn, block);
   weight(Linear::Proj);
+  done(1);
+  unit();
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
                                      w_.heads, precision_);
@@ -274,6 +294,7 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   weight(Linear::Qkv);
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
+  done(0);
   if (block) {
     block->finish();
     block->input_sums_in_flight(false);
@@ -335,6 +356,14 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   weight_gradient(Linear::Proj, k, recomputed, g);
   weight_gradient(Linear::Qkv, k, recomputed, g);
   if (w_.weight_block > 0) g.transfers.finish();
+}
+
+template <class T>
+std::vector<int64_t> TransformerBlock<T>::unit_starts() const {
+  const auto& info = store_.infos();
+  std::vector<int64_t> starts = {info[size_t(ln1_w_)].offset, info[size_t(proj_w_)].offset};
+  if (!moe_) starts.insert(starts.end(), {info[size_t(fc_w_)].offset, info[size_t(fcp_w_)].offset});
+  return starts;
 }
 
 template <class T>

@@ -11,6 +11,7 @@
 // keeps a rank's q, k and v columns of the same heads together in one hyperslab.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/traffic.hpp"
 #include "kernels/attention.hpp"
@@ -18,6 +19,7 @@
 #include "model/moe_layer.hpp"
 #include "model/param_store.hpp"
 #include "model/product_operand.hpp"
+#include "model/unit_hooks.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/context_workspace.hpp"
 #include "parallel/tensor_parallel.hpp"
@@ -176,8 +178,11 @@ class TransformerBlock {
   // parallelism (unused otherwise). Returns the mixture of experts' auxiliary losses
   // (MoeLayer::forward; 0 for a dense block); again: full recomputation's second forward
   // (the routing is not counted in the load twice).
+  // units (ZeRO-3's finer units, unit_starts; not under the 3D split or sequence
+  // parallelism): told before each unit's parameters are read.
   double forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
-                 TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& scratch, bool again = false) const;
+                 TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& scratch, bool again = false,
+                 const UnitHooks* units = nullptr) const;
   // The backward in two halves (zero-bubble schedules run them apart).
   // backward_input works in place on the residual-stream gradient: dres holds dL/d(out) on
   // entry and dL/d(x) on return. It accumulates the layer norms' gradients and leaves
@@ -195,9 +200,16 @@ class TransformerBlock {
                        TransformerGradScratch<T>& s) const;
   // Both halves, one after the other; under the 3D split interleaved, as AxoNN runs them:
   // each linear's weight gradient is multiplied while its input gradient's all-reduce is
-  // in flight (the same values as the halves run apart).
+  // in flight (the same values as the halves run apart). With units, interleaved too:
+  // told before each unit's parameters are read (backwards) and as soon as each unit's
+  // gradients are final.
   void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
-                TransformerRecomputed<T>& recomputed, T dloss_scale) const;
+                TransformerRecomputed<T>& recomputed, T dloss_scale, const UnitHooks* units = nullptr) const;
+  // ZeRO-3's finer units, in the order the forward reads them: where each starts in the
+  // flat buffers (each runs to the next, the last to the block's end): ln1 + qkv,
+  // proj + ln2 (with a mixture's router; the experts lie in their own region), fc,
+  // fc_proj (a mixture block: the first two).
+  std::vector<int64_t> unit_starts() const;
   const BlockWidths& widths() const { return w_; }
   const MoeLayer<T>* mixture() const { return moe_.get(); }
   // What one forward and backward on ctx sends (comm/traffic.hpp), call for call.
@@ -214,7 +226,8 @@ class TransformerBlock {
   enum class Linear { Qkv, Proj, Fc, FcProj };
   // backward_input, and with weights each linear's weight gradient right after its input gradient
   void backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
-                          TransformerRecomputed<T>& recomputed, T dloss_scale, bool weights) const;
+                          TransformerRecomputed<T>& recomputed, T dloss_scale, bool weights,
+                          const UnitHooks* units) const;
   // one linear's weight and bias gradients from what the input half left in the cache
   // (no sequence parallelism)
   void weight_gradient(Linear which, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,

@@ -12,12 +12,12 @@ void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
   // the part of each tensor whose moments this rank keeps (all of it without ZeRO-1)
   for (const auto& p : store.infos()) {
     if (&p - store.infos().data() == skip) continue;
-    const auto part = store.moments_of(p);
-    if (part.begin >= part.end) continue;
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-    const int64_t n = part.end - part.begin;
-    kernels::adamw_update<T>(store.moment_params(part), V1<T>(store.adam_m().data() + part.at, n),
-                             V1<T>(store.adam_v().data() + part.at, n), store.moment_grads(part), h);
+    for (const auto& part : store.moment_parts(p)) {
+      const int64_t n = part.end - part.begin;
+      kernels::adamw_update<T>(store.moment_params(part), V1<T>(store.adam_m().data() + part.at, n),
+                               V1<T>(store.adam_v().data() + part.at, n), store.moment_grads(part), h);
+    }
   }
 }
 

@@ -23,13 +23,14 @@ double owned_grad_sum_of_squares(const ParamStore<T>& store, bool experts = fals
     if (run.end > run.begin) sum += kernels::sum_of_squares<T>(V1<const T>(store.moment_grads(run)));
   };
   for (const auto& p : store.infos()) {
-    const auto part = store.moments_of(p);
-    if (p.replica != 0 || part.begin >= part.end || p.expert != experts) continue;
-    if (part.begin != run.end || part.at != run.at + (run.end - run.begin)) {
-      flush();
-      run = part;
+    if (p.replica != 0 || p.expert != experts) continue;
+    for (const auto& part : store.moment_parts(p)) {
+      if (part.begin != run.end || part.at != run.at + (run.end - run.begin)) {
+        flush();
+        run = part;
+      }
+      run.end = part.end;
     }
-    run.end = part.end;
   }
   flush();
   return sum;

@@ -6,6 +6,7 @@
 // sum completes. One sum stays in flight while the next unit's gradients are made (MPI
 // moves it inside the MPI calls the backward makes meanwhile); its slot is the only one
 // held beyond those being written. The same bytes as the all-reduce's reduce-scatter half.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <vector>
@@ -43,6 +44,21 @@ int tied_unit_named_twice(const StageFootprint<T>& model, const std::vector<Grad
   return -1;
 }
 
+// The units the backward names twice a micro-batch: the tied wte's (tied_unit_named_twice),
+// or with finer units the chunks of it that grad_ready_order() lists twice.
+template <class T>
+std::vector<int> units_named_twice(const StageFootprint<T>& model, const std::vector<GradientUnit>& units) {
+  if (!model.fine_units()) {
+    const int wte = tied_unit_named_twice(model, units);
+    return wte >= 0 ? std::vector<int>{wte} : std::vector<int>{};
+  }
+  std::vector<int> named(units.size(), 0), twice;
+  for (const auto& [begin, end] : model.grad_ready_order())
+    for (size_t u = 0; u < units.size(); ++u)
+      if (end > begin && units[u].from == begin && ++named[u] == 2) twice.push_back(int(u));
+  return twice;
+}
+
 // A stage's backwards in the order it runs them, as the slots see them: whole, or split
 // into an input half (the zero-bubble schedules' B: it writes the layer norms' gradients of
 // every block and of the final norm, naming none final) and a weight half (W: the rest,
@@ -75,7 +91,8 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   std::vector<int> order;
   for (const auto& [begin, end] : model.grad_ready_order())
     if (end > begin) order.push_back(unit_from(begin));
-  const int wte = tied_unit_named_twice(model, units);
+  const bool fine = model.fine_units();  // the sequence the backward names, each unit written just before
+  const int wte = fine ? -1 : tied_unit_named_twice(model, units);
   if (wte >= 0) order.insert(order.begin() + 1, wte);  // after the final norm's
   std::vector<bool> held(units.size(), false), posted(units.size(), false);
   int64_t values = 0, most = 0;  // held by the slots, now and at most
@@ -101,7 +118,7 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   // head, and again after the embedding), and every unit the backward writes but does not
   // name (the experts' region, the last stage's copy of wte; summed once, at the end); the
   // embedding's backward writes its two units (wte and wpe, named last) before naming either
-  const size_t embedding = model.tied_index() >= 0 && model.placement().first() ? 2 : 0;
+  const size_t embedding = !fine && model.tied_index() >= 0 && model.placement().first() ? 2 : 0;
   for (const BackwardPart part : backwards) {
     if (part != BackwardPart::Weight) {
       if (wte >= 0) take(wte);
@@ -127,15 +144,17 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
 // group (the named ones each micro-batch, the others once), the norm's squares summed over
 // the replicas, every unit's updated parameters all-gathered (a unit of one rank's group:
 // nothing); ZeRO-3: each unit gathered `gathers[u]` times instead (optim/zero3_gathers.hpp).
-// named_twice: the unit summed twice a micro-batch (tied_unit_named_twice), or -1.
+// named_twice: the units summed twice a micro-batch (units_named_twice).
 inline void zero2_traffic(Traffic& out, const std::vector<GradientUnit>& units, int data_ranks, int micro_batches,
-                          int64_t value_bytes, int named_twice, const std::vector<int64_t>* gathers = nullptr) {
+                          int64_t value_bytes, const std::vector<int>& named_twice,
+                          const std::vector<int64_t>* gathers = nullptr) {
   const auto group = [](const GradientUnit& u) { return u.experts ? "expert_data" : "data"; };
   for (size_t k = 0; k < units.size(); ++k) {
     const auto& u = units[k];
+    const bool twice = std::find(named_twice.begin(), named_twice.end(), int(k)) != named_twice.end();
     if (u.shards > 1)
       out.add(group(u), "reduce_scatter", Collective::ReduceScatter, u.shards, u.part() * value_bytes,
-              u.named ? (int(k) == named_twice ? 2 : 1) * micro_batches : 1);
+              u.named ? (twice ? 2 : 1) * micro_batches : 1);
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));
   for (size_t k = 0; k < units.size(); ++k) {
@@ -163,9 +182,14 @@ class UnitGradientSum {
     const auto& units = slots_.units();
     for (int u = slots_.unit_at(offset); u < int(units.size()) && units[size_t(u)].begin < offset + count; ++u) post(u);
   }
-  // The unit that holds parameter i of the store.
-  const GradientUnit& unit_of(int i) const {
-    return slots_.units()[size_t(slots_.unit_at(store_.infos()[size_t(i)].offset))];
+  // This rank's part of parameter i's summed gradient: the parts of the units it spans
+  // (one, or ZeRO-3's vocabulary chunks of the tied wte), which follow each other.
+  V1<T> owned_grads_of(int i) const {
+    const auto& p = store_.infos()[size_t(i)];
+    const auto& units = slots_.units();
+    const auto& first = units[size_t(slots_.unit_at(p.offset))];
+    const auto& last = units[size_t(slots_.unit_at(p.offset + p.numel - 1))];
+    return V1<T>(store_.owned_grads(first).data(), last.at + last.part() - first.at);
   }
   // The units no ready() named in this step (in flat order: the same on every rank; they
   // gathered every micro-batch's gradients in their slots), then every sum completed.

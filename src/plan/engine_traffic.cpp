@@ -43,7 +43,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
     const auto units = zero2_units(model, data_ranks);
     const Zero3Gathers gathers =
         zero == 3 ? zero3_gathers(model, units, data_parallel_passes(micro_batches), policy) : Zero3Gathers{};
-    zero2_traffic(out, units, data_ranks, micro_batches, e, tied_unit_named_twice(model, units),
+    zero2_traffic(out, units, data_ranks, micro_batches, e, units_named_twice(model, units),
                   zero == 3 ? &gathers.gathers : nullptr);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
     return out;
@@ -121,12 +121,14 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
       const auto units = zero2_units(model, data_ranks);
       const Zero3Gathers gathers =
           zero == 3 ? zero3_gathers(model, units, stage_passes(s.programs[place.stage]), policy) : Zero3Gathers{};
-      zero2_traffic(out, units, data_ranks, s.micro_batches, e, tied_unit_named_twice(model, units),
+      zero2_traffic(out, units, data_ranks, s.micro_batches, e, units_named_twice(model, units),
                     zero == 3 ? &gathers.gathers : nullptr);
-      if (tied_ends) {
-        const int64_t wte = model.params().infos()[size_t(model.tied_index())].offset;
+      if (tied_ends) {  // the parts of the units it spans (ZeRO-3's finer units: its vocabulary chunks), at once
+        const auto& wte = model.params().infos()[size_t(model.tied_index())];
+        int64_t part = 0;
         for (const auto& u : units)
-          if (u.from == wte) out.add("tied_emb", "allreduce", Collective::AllReduce, 2, u.part() * e);
+          if (u.from >= wte.offset && u.from < wte.offset + wte.numel) part += u.part();
+        out.add("tied_emb", "allreduce", Collective::AllReduce, 2, part * e);
       }
     } else {
       if (tied_ends) out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);

@@ -452,8 +452,7 @@ void RunLoop::print_summary(const TrainResult& r) {
     for (const auto& p : store.infos())
       if (p.expert) {
         experts += p.numel;
-        const auto part = store.moments_of(p);
-        moments += 2 * (part.end - part.begin);
+        for (const auto& part : store.moment_parts(p)) moments += 2 * (part.end - part.begin);
       }
     // ZeRO-2's gradients (ZeRO-3's parameters too): the experts' region's part, and its
     // slot where it has a group to sum (gather) over

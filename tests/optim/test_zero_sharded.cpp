@@ -56,6 +56,7 @@ std::vector<std::vector<std::string>> zero2_layouts_for(int n) {
       std::vector<std::vector<std::string>> out = {
           {"parallel.data=4"},
           {"parallel.data=2", "parallel.tensor_cols=2", "parallel.sequence_parallel=true"},
+          {"parallel.data=2", "parallel.tensor_cols=2"},  // (ZeRO-3's finer units under a 1D split)
           {"parallel.data=2", "parallel.tensor_mode=3d", "parallel.tensor_depth=2"},
           {"parallel.data=2", "parallel.context=2"},
           {"parallel.data=2", "parallel.pipeline=2", "parallel.schedule=1f1b", "parallel.micro_batches=2"},
@@ -213,15 +214,23 @@ TEST_CASE("ZeRO-3 in bf16 equals the bf16 run without ZeRO", "[mpi][zero][bf16]"
   const auto params = global_params_of(par), plain_params = global_params_of(plain);
   if (rank == 0) {
     REQUIRE(r.losses.size() == p.losses.size());
-    std::printf("zero-3 in bf16 on %d ranks: worst loss rel diff %.2e to zero 0 (params %.2e)\n", n,
-                max_rel_diff(r.losses, p.losses), max_abs_diff(params, plain_params));
+    size_t moved = 0;  // parameters more than a tenth of a step (lr = 3e-3) apart
+    for (size_t i = 0; i < params.size(); ++i) moved += std::abs(params[i] - plain_params[i]) > 3e-4 ? 1 : 0;
+    std::printf(
+        "zero-3 in bf16 on %d ranks: worst loss rel diff %.2e to zero 0 (params %.2e; %zu of %zu apart by > 3e-4)\n", n,
+        max_rel_diff(r.losses, p.losses), max_abs_diff(params, plain_params), moved, params.size());
     // the first step's loss, on the same weights, within what the sums' order moves; later
     // ones as every bf16 layout's (model/test_precision.cpp): a gradient summed in another
     // order moves a weight by 1e-7, and one that crosses a bf16 rounding boundary moves
-    // its operand by 2^-8 (4 ranks: 2.2e-6 in the losses, 3.7e-4 in the parameters)
+    // its operand by 2^-8. ZeRO-3's finer units sum the head's input gradient over the
+    // vocabulary in chunks (another order of fp32 sums): a weight whose gradient is at
+    // that noise can then step the other way, AdamW moving it by up to lr (3e-3) a step
+    // (2 and 4 ranks: 5.3e-6 and 5.9e-6 in the losses, 3.4e-3 at most in the parameters,
+    // 49 of 34176 apart by more than a tenth of a step)
     CHECK(std::abs(r.losses[0] - p.losses[0]) / p.losses[0] < 5e-6);
     CHECK(max_rel_diff(r.losses, p.losses) < 1e-4);
-    CHECK(max_abs_diff(params, plain_params) < 2e-3);
+    CHECK(max_abs_diff(params, plain_params) < 2 * 3e-3);
+    CHECK(moved < params.size() / 200);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
