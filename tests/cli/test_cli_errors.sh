@@ -261,6 +261,25 @@ if command -v prlimit > /dev/null; then
   oom "1 rank" 1 prlimit $limit
   oom "2 ranks" 2 prlimit $limit
   oom "rank 1 of 2" 2 sh -c 'if [ "$PMI_RANK" = 1 ]; then exec prlimit "$0" "$@"; else exec "$@"; fi' $limit
+  # ZeRO-3 trains under a limit its state without ZeRO does not fit: a 41.9M-parameter GPT
+  # (640 MiB of parameters, gradients and moments unsharded) on 2 ranks of 750 MiB each
+  # (bench/zero3_memory_limit.sh; docs/parallelism.md)
+  wide=(--set model.n_embd=512 --set model.n_layer=12 --set model.n_head=8 --set model.seq_len=128
+    --set model.vocab_size=8192 --set data.batch_size=2 --set run.steps=1 --set parallel.data=2)
+  out=$(timeout 60 "$mpiexec" -n 2 prlimit --data=$((750 << 20)) "$strata" train good.toml "${wide[@]}" \
+    --set run.name=wide0 2>&1 >/dev/null)
+  rc=$?
+  out3=$(timeout 60 "$mpiexec" -n 2 prlimit --data=$((750 << 20)) "$strata" train good.toml "${wide[@]}" \
+    --set parallel.zero=3 --set run.name=wide3 2>&1 >/dev/null)
+  rc3=$?
+  if [ "$rc" -eq 6 ] && [ "$(printf '%s\n' "$out" | grep -c 'strata: error')" -eq 1 ] &&
+    printf '%s' "$out" | grep -q 'out of memory' && [ "$rc3" -eq 0 ] && [ -s runs/wide3/metrics.csv ]; then
+    echo "ok: under 750 MiB a rank, zero 0 exits 6 ($(printf '%s' "$out" | cut -c15-60)...) and zero 3 trains"
+  else
+    echo "FAIL: under 750 MiB a rank: zero 0 exit $rc, zero 3 exit $rc3; got:"
+    printf '%s\n' "$out" "$out3" | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
 else
   echo "skipped: out of memory (no prlimit)"
 fi
