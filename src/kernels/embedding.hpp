@@ -32,30 +32,26 @@ void embedding_backward(V2<T> dwte, V2<T> dwpe, V2<const T> dout, V1<const int32
 
 // The pieces of a vocabulary-parallel embedding, where a rank holds the rows
 // [vocab_begin, vocab_begin + V_local) of wte (and possibly a column block of C):
-// out (N, C_local) = wte_shard[token - vocab_begin] for tokens in range, 0 otherwise.
+// out (N, C_local) = wte_shard[token - vocab_begin] for tokens in range, 0 otherwise; with
+// add, out += those rows and the others are left (a vocabulary chunk's rows after the
+// first chunk's: each row gets its token's row once).
 template <class T>
-void embedding_lookup_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte_shard, int64_t vocab_begin) {
+void embedding_lookup_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte_shard, int64_t vocab_begin,
+                            bool add = false) {
   const int64_t c = out.extent(1), v = wte_shard.extent(0);
   Kokkos::parallel_for(
       "embedding_lookup_range", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
         const int64_t tok = int64_t(tokens(i)) - vocab_begin;
         const bool mine = tok >= 0 && tok < v;
-        for (int64_t j = 0; j < c; ++j) out(i, j) = mine ? wte_shard(tok, j) : T(0);
+        if (add) {
+          if (mine)
+            for (int64_t j = 0; j < c; ++j) out(i, j) += wte_shard(tok, j);
+        } else {
+          for (int64_t j = 0; j < c; ++j) out(i, j) = mine ? wte_shard(tok, j) : T(0);
+        }
       });
 }
 
-// out (N, C_local) += wte_rows[token - vocab_begin] for tokens in range (a vocabulary chunk's
-// rows after the first chunk's lookup_range: each row gets its token's row once).
-template <class T>
-void embedding_add_range(V2<T> out, V1<const int32_t> tokens, V2<const T> wte_rows, int64_t vocab_begin) {
-  const int64_t c = out.extent(1), v = wte_rows.extent(0);
-  Kokkos::parallel_for(
-      "embedding_add_range", Range(0, out.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
-        const int64_t tok = int64_t(tokens(i)) - vocab_begin;
-        if (tok >= 0 && tok < v)
-          for (int64_t j = 0; j < c; ++j) out(i, j) += wte_rows(tok, j);
-      });
-}
 // out (N, C_local) += wpe[(first_row + row) % t_len]: out holds rows [first_row,
 // first_row + N) of whole sequences of t_len.
 template <class T>

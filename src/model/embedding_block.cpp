@@ -65,10 +65,7 @@ void EmbeddingBlock<T>::forward_chunks(const BlockContext& local, V1<const int32
   for (const auto& [r0, r1] : vocab_chunks(rows, units.chunk_rows)) {
     units.step();
     const V2<const T> part = store_.param_rows(wte_, r0, r1);
-    if (r0 == 0)
-      kernels::embedding_lookup_range<T>(cache.out, tokens, part, vb);
-    else
-      kernels::embedding_add_range<T>(cache.out, tokens, part, vb + r0);
+    kernels::embedding_lookup_range<T>(cache.out, tokens, part, vb + r0, r0 > 0);
   }
   if (tp_.mode == TensorMode::OneD) tp_.group->allreduce_sum(V1<T>(cache.out.data(), cache.out.size()));
   units.step();

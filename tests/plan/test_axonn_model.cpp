@@ -8,18 +8,10 @@
 
 #include "parallel/tp_traffic.hpp"
 #include "plan/axonn_model.hpp"
+#include "support/source_file.hpp"
 
 using namespace strata;
-
-namespace {
-
-// a file of the source tree (CTest sets STRATA_MACHINES_DIR to its machines/)
-std::string source_file(const std::string& relative) {
-  const char* dir = std::getenv("STRATA_MACHINES_DIR");
-  return std::string(dir ? dir : "machines") + "/../" + relative;
-}
-
-}  // namespace
+using strata::test::source_file;
 
 TEST_CASE("AxoNN model: a block's linears send what the engine's 3D linears declare", "[plan][axonn]") {
   const int64_t c = 48, rows = 40, e = 4;

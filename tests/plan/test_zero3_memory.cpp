@@ -9,18 +9,10 @@
 
 #include "plan/layout.hpp"
 #include "plan/step_prediction.hpp"
+#include "support/source_file.hpp"
 
 using namespace strata;
-
-namespace {
-
-// a file of the source tree (CTest sets STRATA_MACHINES_DIR to its machines/)
-std::string source_file(const std::string& relative) {
-  const char* dir = std::getenv("STRATA_MACHINES_DIR");
-  return std::string(dir ? dir : "machines") + "/../" + relative;
-}
-
-}  // namespace
+using strata::test::source_file;
 
 TEST_CASE("ZeRO-3 holds at most 55% of ZeRO-0's state on 'small' over 2 data ranks", "[plan][zero]") {
   const Deck deck = load_deck(source_file("inputs/bench-gpt-small.toml"));
