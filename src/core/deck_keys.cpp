@@ -492,7 +492,9 @@ std::vector<DeckKey> declare_keys() {
           "it uses them, the next zero_prefetch units' gathers posted ahead, and gives them back after; the "
           "GPT only; not with xpipe or mgrit)"),
       key(par, &D::parallel, "zero_prefetch", &ParallelConfig::zero_prefetch, from_to(0, 16),
-          "zero = 3: how many of a pass's next units (blocks) have their parameters' gathers posted before the "
+          "zero = 3: how many of a pass's next units (a block's linears and the vocabulary's chunks; whole "
+          "blocks under a 2D or 3D split, sequence parallelism or zb-h1/zb-h2) have their parameters' gathers "
+          "posted before the "
           "current one computes (0: each gathered when it is reached; each one more holds one more unit's "
           "parameters; refused with another zero stage)"),
       key(par, &D::parallel, "zero_keep_params", &ParallelConfig::zero_keep_params, any<bool>(),
