@@ -42,7 +42,7 @@ class EmbeddingBlock {
   // tokens: all B*T tokens of the replica (a context split's local rows of them: T/X per
   // sequence); local: the rows this rank computes (2D: its batch block) -> cache.out
   // (local.rows(), C').
-  // units (ZeRO-3's finer units; no 2D or 3D split, no sequence parallelism): wte read
+  // units (ZeRO-2/3's finer units; no 2D or 3D split, no sequence parallelism): wte read
   // chunk by chunk of vocabulary rows, then wpe (units 0 .. chunks - 1, then chunks).
   void forward(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache,
                const UnitHooks* units = nullptr) const;

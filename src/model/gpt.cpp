@@ -72,8 +72,8 @@ std::pair<int64_t, int64_t> GPT<T>::lnf_range() const {
 }
 
 template <class T>
-void GPT<T>::use_fine_units(bool zero3, int shards) {
-  fine_ = zero3 && (tp_.mode == TensorMode::Serial || (tp_.mode == TensorMode::OneD && tp_.row_split() == 1));
+void GPT<T>::use_fine_units(bool sharded, int shards) {
+  fine_ = sharded && (tp_.mode == TensorMode::Serial || (tp_.mode == TensorMode::OneD && tp_.row_split() == 1));
   // 4 C rows (the size of the largest linear's unit), a multiple of the shards so that no
   // unit's padding falls inside wte
   chunk_rows_ =
@@ -357,7 +357,7 @@ template <class T>
 void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) {
   if (recompute_ != Recompute::None)
     throw std::logic_error("GPT: the backward's halves run apart need parallel.recompute = \"none\"");
-  if (fine_) throw std::logic_error("GPT: the backward's halves run apart with ZeRO-3's finer units");
+  if (fine_) throw std::logic_error("GPT: the backward's halves run apart with ZeRO-2/3's finer units");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
   const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers

@@ -125,7 +125,7 @@ class GPT : public StageModel<T> {
   // head, each block back (the embedding's backward reads no parameter).
   using typename StageModel<T>::ParamSteps;
   ParamSteps param_steps(int chunk, bool backward) const override;
-  // ZeRO-3's finer units (with zero3 = true, where the model allows them: no 2D or 3D split,
+  // ZeRO-2/3's finer units (with sharded = true, where the model allows them: no 2D or 3D split,
   // no sequence parallelism; the caller passes false for the zero-bubble schedules, whose
   // backward halves keep whole blocks): each block is four units (ln1 + qkv, proj + ln2,
   // fc, fc_proj; a mixture block two), the tied wte one unit per chunk of 4 C vocabulary
@@ -134,7 +134,7 @@ class GPT : public StageModel<T> {
   // the chunks' rows are a multiple of). Call before the store is sharded.
   // grad_ready_order() is then the sequence the backward names, the chunks of wte twice
   // where the stage runs the head and the embedding.
-  void use_fine_units(bool zero3, int shards);
+  void use_fine_units(bool sharded, int shards);
   bool fine_units() const override { return fine_; }
   int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
   // On the last stage: one LM-head cache (logits, the largest piece) for every micro-batch.

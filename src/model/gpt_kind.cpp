@@ -106,9 +106,9 @@ std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const ModelPart& p
                                   par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, part.stage);
   auto gpt = std::make_unique<GPT<float>>(deck.model, deck.run.seed, part.tp, placement, par.recompute, part.allocate,
                                           part.cp, part.ep);
-  // ZeRO-3 over more than one replica, each backward whole (the zero-bubble schedules run its halves apart)
+  // ZeRO-2/3 over more than one replica, each backward whole (the zero-bubble schedules run its halves apart)
   const int replicas = int(par.data * par.context);
-  gpt->use_fine_units(par.zero == 3 && replicas > 1 && !(splits_backward(par.schedule) && par.pipeline > 1), replicas);
+  gpt->use_fine_units(par.zero >= 2 && replicas > 1 && !(splits_backward(par.schedule) && par.pipeline > 1), replicas);
   return gpt;
 }
 

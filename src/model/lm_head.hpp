@@ -57,7 +57,7 @@ class LMHead {
          int64_t vocab, bool held = true);
   // x (BT, C'; under sequence parallelism this rank's BT/t rows), targets (BT) of this
   // rank's rows -> sum of those rows' token losses.
-  // units (ZeRO-3's finer units; no 2D or 3D split, no sequence parallelism): lnf read,
+  // units (ZeRO-2/3's finer units; no 2D or 3D split, no sequence parallelism): lnf read,
   // then wte chunk by chunk of vocabulary rows, each chunk's logits made in `chunk` (rows,
   // units->chunk_rows) and copied into the cache's.
   double forward(const BlockContext& ctx, V2<const T> x, V1<const int32_t> targets, LMHeadCache<T>& cache,

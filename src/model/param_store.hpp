@@ -211,7 +211,7 @@ class ParamStore {
   Tensor1<T>& adam_v() { return v_; }
   const std::vector<MomentSpan>& moment_spans() const { return spans_; }
   // The parts of tensor p whose moments this rank keeps, in flat order (none: empty); a
-  // tensor lies in one span, or under ZeRO-3's finer units (the tied wte's vocabulary
+  // tensor lies in one span, or under ZeRO-2/3's finer units (the tied wte's vocabulary
   // chunks) in one per unit, whose moments follow each other (each part's `at` where the
   // one before ends).
   std::vector<MomentSpan> moment_parts(const ParamInfo& p) const {

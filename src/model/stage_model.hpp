@@ -100,7 +100,7 @@ class StageFootprint {
   // backward reads, in order; empty: a model that does not name them (it runs zero <= 2).
   using ParamSteps = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
   virtual ParamSteps param_steps(int /*chunk*/, bool /*backward*/) const { return {}; }
-  // ZeRO-3's finer units (GPT::use_fine_units): grad_ready_order() is the sequence of ranges
+  // ZeRO-2/3's finer units (GPT::use_fine_units): grad_ready_order() is the sequence of ranges
   // the backward names, each written and named in turn (a range named twice: the tied
   // wte's chunks, after the head and after the embedding).
   virtual bool fine_units() const { return false; }

@@ -132,7 +132,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
                                     TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g, bool again,
                                     const UnitHooks* units) const {
   using namespace kernels;
-  const auto unit = [&] {  // ZeRO-3's finer units: ln1 + qkv, proj + ln2, fc, fc_proj
+  const auto unit = [&] {  // ZeRO-2/3's finer units: ln1 + qkv, proj + ln2, fc, fc_proj
     if (units) units->step();
   };
   const auto& s = store_;
@@ -247,7 +247,7 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     weight_gradient(which, k, recomputed, g);
     if (block) block->input_sum();
   };
-  const auto unit = [&] {  // ZeRO-3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
+  const auto unit = [&] {  // ZeRO-2/3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
     if (units) units->step();
   };
   const auto done = [&](int u) {

@@ -178,7 +178,7 @@ class TransformerBlock {
   // parallelism (unused otherwise). Returns the mixture of experts' auxiliary losses
   // (MoeLayer::forward; 0 for a dense block); again: full recomputation's second forward
   // (the routing is not counted in the load twice).
-  // units (ZeRO-3's finer units, unit_starts; not under the 3D split or sequence
+  // units (ZeRO-2/3's finer units, unit_starts; not under the 3D split or sequence
   // parallelism): told before each unit's parameters are read.
   double forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
                  TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& scratch, bool again = false,
@@ -205,7 +205,7 @@ class TransformerBlock {
   // gradients are final.
   void backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
                 TransformerRecomputed<T>& recomputed, T dloss_scale, const UnitHooks* units = nullptr) const;
-  // ZeRO-3's finer units, in the order the forward reads them: where each starts in the
+  // ZeRO-2/3's finer units, in the order the forward reads them: where each starts in the
   // flat buffers (each runs to the next, the last to the block's end): ln1 + qkv,
   // proj + ln2 (with a mixture's router; the experts lie in their own region), fc,
   // fc_proj (a mixture block: the first two).

@@ -1,5 +1,5 @@
 #pragma once
-// ZeRO-3's finer units (GPT::fine_units): a layer whose parameters are several units, a
+// ZeRO-2/3's finer units (GPT::fine_units): a layer whose parameters are several units, a
 // block's linears or the tied embedding's vocabulary chunks, says where one unit's use
 // starts and when one unit's gradients are final, so a rank holds one or two such units at
 // a time rather than the layer's whole parameters and gradients. The model that owns the

@@ -123,7 +123,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
           zero == 3 ? zero3_gathers(model, units, stage_passes(s.programs[place.stage]), policy) : Zero3Gathers{};
       zero2_traffic(out, units, data_ranks, s.micro_batches, e, units_named_twice(model, units),
                     zero == 3 ? &gathers.gathers : nullptr);
-      if (tied_ends) {  // the parts of the units it spans (ZeRO-3's finer units: its vocabulary chunks), at once
+      if (tied_ends) {  // the parts of the units it spans (ZeRO-2/3's finer units: its vocabulary chunks), at once
         const auto& wte = model.params().infos()[size_t(model.tied_index())];
         int64_t part = 0;
         for (const auto& u : units)
