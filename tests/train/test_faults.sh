@@ -304,8 +304,11 @@ stuck() {  # NAME SIGNALS... : signals go to both ranks, 2.5 s apart
 }
 stop_timeout=3 stuck watchdog TERM
 read rc took <watchdog.rc
-[ "$rc" = 143 ] && within $took 8 && grep -q "SIGTERM asked to stop 3 s ago, but this rank never reached a step boundary" watchdog.err &&
-  ok "SIGTERM to a stuck job: the watchdog ends it (exit 143) in $(printf %.1f $took) s" || { fail "watchdog: exit $rc after $took s"; cat watchdog.err; }
+# (exit 143, each rank's watchdog ending it; or 9 where one rank's watchdog fired first and
+# the launcher killed the other before its own did: seen under load, with a bash trace)
+{ [ "$rc" = 143 ] || [ "$rc" = 9 ]; } && within $took 8 &&
+  grep -q "SIGTERM asked to stop 3 s ago, but this rank never reached a step boundary" watchdog.err &&
+  ok "SIGTERM to a stuck job: the watchdog ends it (exit $rc) in $(printf %.1f $took) s" || { fail "watchdog: exit $rc after $took s"; cat watchdog.err; }
 survives watchdog ckpt_00000004.h5
 stop_timeout=600 stuck second TERM TERM
 read rc took <second.rc
