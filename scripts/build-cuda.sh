@@ -11,4 +11,4 @@ export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH   # nvcc_wrapper calls nvcc
 scripts/build-kokkos.sh cuda >/dev/null
 scripts/configure.sh cuda
-cmake --build --preset cuda -j "$(nproc)" "$@"   # e.g. --target strata test_mpi
+cmake --build --preset cuda -j "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" "$@"  # e.g. --target strata test_mpi; (nproc alone counts OMP_NUM_THREADS)

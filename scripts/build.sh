@@ -10,4 +10,4 @@ scripts/install-deps.sh
 preset=${STRATA_PRESET:-release}
 scripts/build-kokkos.sh openmp >/dev/null   # once per machine (strata's cache), then only linked
 scripts/configure.sh "$preset"
-cmake --build --preset "$preset" -j "$(nproc)"
+cmake --build --preset "$preset" -j "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # (nproc alone counts OMP_NUM_THREADS)
