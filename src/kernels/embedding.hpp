@@ -63,24 +63,9 @@ void add_positions(V2<T> out, V2<const T> wpe, int64_t t_len, int64_t first_row 
       });
 }
 
-// dwte_shard += dout rows of the tokens in range; dwpe += dout by position. Column-parallel
-// and deterministic, like embedding_backward.
-template <class T>
-void embedding_backward_range(V2<T> dwte_shard, V2<T> dwpe, V2<const T> dout, V1<const int32_t> tokens,
-                              int64_t vocab_begin, int64_t t_len) {
-  const int64_t n = dout.extent(0), c = dout.extent(1), v = dwte_shard.extent(0);
-  Kokkos::parallel_for(
-      "embedding_backward_range", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t tok = int64_t(tokens(i)) - vocab_begin;
-          if (tok >= 0 && tok < v) dwte_shard(tok, j) += dout(i, j);
-          dwpe(i % t_len, j) += dout(i, j);
-        }
-      });
-}
-
-// embedding_backward_range's halves, each in its order (the same sums): dwte_rows += dout
-// rows of the tokens in [vocab_begin, vocab_begin + rows), and dwpe += dout by position.
+// dwte_rows += dout rows of the tokens in [vocab_begin, vocab_begin + rows) (a vocabulary
+// shard's, or a chunk of it); dwpe += dout by position. Column-parallel and deterministic,
+// like embedding_backward (each sum in the rows' order).
 template <class T>
 void embedding_backward_tokens(V2<T> dwte_rows, V2<const T> dout, V1<const int32_t> tokens, int64_t vocab_begin) {
   const int64_t n = dout.extent(0), c = dout.extent(1), v = dwte_rows.extent(0);
@@ -99,5 +84,12 @@ void embedding_backward_positions(V2<T> dwpe, V2<const T> dout, int64_t t_len) {
       "embedding_backward_positions", Range(0, c), KOKKOS_LAMBDA(const int64_t j) {
         for (int64_t i = 0; i < n; ++i) dwpe(i % t_len, j) += dout(i, j);
       });
+}
+// Both (a vocabulary-parallel embedding's backward).
+template <class T>
+void embedding_backward_range(V2<T> dwte_shard, V2<T> dwpe, V2<const T> dout, V1<const int32_t> tokens,
+                              int64_t vocab_begin, int64_t t_len) {
+  embedding_backward_tokens<T>(dwte_shard, dout, tokens, vocab_begin);
+  embedding_backward_positions<T>(dwpe, dout, t_len);
 }
 }  // namespace strata::kernels
