@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
             o.fcf = fcf;
             o.tolerance = 1e-10;
             o.max_iterations = 12;
-            OdeForwardSteps<double> app(net, batch, c);
+            OdeForwardSteps<double> app(*net.ode_network(), batch, c);
             Mgrit<double> mgrit(app, self, n, o);
             net.open_forward(x, app.as_state(mgrit.point(0)));
             mgrit.zero_guess();

@@ -10,9 +10,9 @@ namespace strata {
 namespace {
 
 std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& grid, StageModel<float>& model) {
-  auto* ode = model.ode_network();
-  if (!ode)
-    throw UserError("parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\")");
+  if (!model.ode_network())
+    throw UserError(
+        "parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\" or \"gpt\")");
   const auto& lp = deck.layerpar;
   LayerParallelOptions o;
   o.forward.levels = o.backward.levels = int(lp.levels);
@@ -22,7 +22,7 @@ std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& gri
   o.forward.max_iterations = int(lp.fwd_iterations);
   o.backward.max_iterations = int(lp.bwd_iterations);
   o.warm_start = lp.warm_start;
-  return std::make_unique<LayerParallel<float>>(*ode, grid, deck.data.batch_size / grid.data_size(), o);
+  return std::make_unique<LayerParallel<float>>(model, grid, deck.data.batch_size / grid.data_size(), o);
 }
 
 }  // namespace

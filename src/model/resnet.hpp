@@ -9,7 +9,8 @@
 // im2col and a gemm (kernels/im2col.hpp); the closing layer reads the whole state. The steps are the "time
 // steps" a layer-parallel solver (engine/layer_parallel/) distributes; this class offers them
 // one at a time, forward, adjoint (transposed Jacobian) and parameter gradient, with any
-// step size, so a coarse multigrid level can take one step of c h with step n's weights.
+// step size, so a coarse multigrid level can take one step of c h with step n's weights
+// (as an OdeNetwork: resnet_steps.hpp).
 // Under layer parallelism a rank holds a contiguous range of steps (StagePlacement), the
 // first also the opening layer and the last the closing one; every rank declares every
 // parameter (empty where another rank holds it), so checkpoints stay global.
@@ -18,6 +19,7 @@
 // train it with exact backpropagation: a stage is a block of steps, the first opening,
 // the last closing with the loss; what passes between stages is the state u.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/deck_choices.hpp"
@@ -26,6 +28,25 @@
 #include "model/stage_placement.hpp"
 
 namespace strata {
+
+// Work space of a step, reused by every step of a batch: the pre-activation and its
+// gradient, and (convolutional steps) the im2col matrix and its gradient.
+template <class T>
+struct StepScratch {
+  Tensor2<T> z, dz;        // (rows, width)
+  Tensor2<T> cols, dcols;  // (rows, 9 x input channels)
+  void ensure(int64_t rows, int64_t width) {
+    if (int64_t(z.extent(0)) == rows && int64_t(z.extent(1)) == width) return;
+    z = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.z")), rows, width);
+    dz = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.dz")), rows, width);
+  }
+  void ensure_cols(int64_t rows, int64_t n) {
+    if (int64_t(cols.extent(0)) == rows && int64_t(cols.extent(1)) == n) return;
+    cols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.cols")), rows, n);
+    dcols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.dcols")), rows, n);
+  }
+  int64_t bytes() const { return view_bytes(z, dz, cols, dcols); }
+};
 
 struct ResNetConfig {
   int64_t inputs = 784;  // pixels per image
@@ -66,44 +87,45 @@ struct ResNetActivations : StageCache {
 };
 
 template <class T>
-class ResNet : public OdeNetwork<T> {
+class ResNet : public StageModel<T> {
  public:
   using StageModel<T>::backward;
   using typename StageModel<T>::GradReadyFn;
 
   // placement.layer_begin/end: the steps this rank holds (default: all of them).
   ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placement = {});
+  ResNet(const ResNet&) = delete;  // its steps' view keeps its address
+  ResNet& operator=(const ResNet&) = delete;
   const ResNetConfig& config() const { return cfg_; }
   const StagePlacement& placement() const override { return placement_; }
   ParamStore<T>& params() override { return store_; }
   const ParamStore<T>& params() const override { return store_; }
-  T h() const override { return T(cfg_.t_final / double(cfg_.steps)); }
-  int64_t steps() const override { return cfg_.steps; }
-  int64_t classes() const override { return cfg_.classes; }
+  T h() const { return T(cfg_.t_final / double(cfg_.steps)); }
+  int64_t steps() const { return cfg_.steps; }
+  int64_t classes() const { return cfg_.classes; }
   bool convolutional() const { return cfg_.channels > 0; }
   // values per sample of a state: width, or side x side x channels
-  int64_t state_size() const override { return convolutional() ? side_ * side_ * cfg_.channels : cfg_.width; }
+  int64_t state_size() const { return convolutional() ? side_ * side_ * cfg_.channels : cfg_.width; }
 
   // x (B, inputs) -> u0 (B, width). First rank only.
-  void open_forward(V2<const T> x, V2<T> u0) const override;
+  void open_forward(V2<const T> x, V2<T> u0) const;
   // Accumulates the opening layer's gradients from du0 = dL/du0.
-  void open_backward(V2<const T> x, V2<const T> du0, StepScratch<T>& s) override;
+  void open_backward(V2<const T> x, V2<const T> du0, StepScratch<T>& s);
 
   // u_out = u + dt tanh(u W_n + b_n) (u_out may not alias u).
-  void step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const override;
+  void step_forward(int64_t n, T dt, V2<const T> u, V2<T> u_out, StepScratch<T>& s) const;
   // lambda_in = lambda_out + dt (J_n(u)^T lambda_out): the adjoint of step_forward at u,
   // i.e. dL/du_n from dL/du_{n+1}. With grads, also accumulates step n's weight and bias
   // gradients dt u^T dz and dt 1^T dz (dz = lambda_out * tanh'). lambda_in may not alias.
   void step_adjoint(int64_t n, T dt, V2<const T> u, V2<const T> lambda_out, V2<T> lambda_in, StepScratch<T>& s,
-                    bool grads) override;
+                    bool grads);
 
   // Last rank: logits (B, classes) = uN W_out + b_out; writes lse and losses (B); returns
   // the sum of the cross-entropy losses.
-  double close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse, V1<T> losses) const override;
+  double close_forward(V2<const T> u_n, V1<const int32_t> labels, V2<T> logits, V1<T> lse, V1<T> losses) const;
   // From close_forward's logits and lse: duN = dL/duN for L = scale * sum of losses, and
   // the closing layer's gradients. Overwrites logits with dlogits.
-  void close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse,
-                      V2<T> du_n) override;
+  void close_backward(V2<const T> u_n, V1<const int32_t> labels, T scale, V2<T> logits, V1<const T> lse, V2<T> du_n);
 
   // Serial reference: every step on this rank, states u (N + 1 of them, (B, width) each).
   // forward returns the summed loss; backward accumulates every gradient.
@@ -135,6 +157,8 @@ class ResNet : public OdeNetwork<T> {
   int64_t cache_bytes_for(const BlockContext& ctx, int = 0) const override;
   bool counts_correct() const override { return true; }
   int64_t correct(const StageCache& cache) const override;
+  // Its steps for layer-parallel training (resnet_steps.hpp).
+  OdeNetwork<T>* ode_network() override { return steps_.get(); }
 
  protected:
   // step by step, each step's adjoint with its gradients
@@ -157,6 +181,7 @@ class ResNet : public OdeNetwork<T> {
   kernels::ProductPrecision products_;  // model.precision, with the store's workspace
   int open_w_ = -1, open_b_ = -1, close_w_ = -1, close_b_ = -1;
   std::vector<int> step_w_, step_b_;
+  std::unique_ptr<OdeNetwork<T>> steps_;  // ode_network()
 };
 
 }  // namespace strata

@@ -152,7 +152,7 @@ struct Parallel {
   Mgrit<double> mgrit;
   Parallel(const ResNetConfig& c, int64_t batch, MgritOptions opt, std::vector<int64_t> blocks = {})
       : bounds(blocks.empty() ? MgritLayout::balanced(c.steps, world_size()) : blocks), net(c, 3, placement_of(bounds)),
-        comm(MPI_COMM_WORLD), steps(net, batch, opt.cfactor), mgrit(steps, comm, c.steps, opt, bounds) {}
+        comm(MPI_COMM_WORLD), steps(*net.ode_network(), batch, opt.cfactor), mgrit(steps, comm, c.steps, opt, bounds) {}
   MgritStats forward(const Data& d) {
     if (world_rank() == 0) net.open_forward(d.x, steps.as_state(mgrit.point(0)));
     mgrit.zero_guess();
@@ -250,7 +250,7 @@ TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients"
     ParallelConfig layers;  // the grid's reversed pipeline group: the adjoint's ranks
     layers.pipeline = world_size();
     const Grid grid(layers, MPI_COMM_WORLD);
-    OdeAdjointSteps<double> adj(net, par.mgrit, batch, opt.cfactor);
+    OdeAdjointSteps<double> adj(*net.ode_network(), par.mgrit, batch, opt.cfactor);
     Mgrit<double> adjoint(adj, grid.pipeline_reversed(), c.steps, opt, par.mgrit.layout().reversed().bounds());
     adjoint.zero_guess();
     double ploss = 0;

@@ -1,11 +1,12 @@
 #pragma once
-// The layer-parallel driver for a network of ODE steps (OdeNetwork: the residual network): the forward propagation is
-// an MGRIT solve over the ranks of the layer group (each holds a contiguous block of residual steps, the first also the
-// opening layer, the last the closing layer and the loss), the backward an adjoint MGRIT solve in reverse layer order,
-// after which every rank accumulates the weight gradients of its own steps from the adjoint states. With a fixed number
-// of iterations (torchbraid trains with 2 forward and 1 backward) the gradient is inexact; iterated to tolerance it is
-// the serial gradient. Each solve starts from the previous batch's solution (warm start) unless told otherwise. Data
-// replicas sum their gradients afterwards.
+// The layer-parallel driver for a model whose layers are ODE steps (OdeNetwork: the residual network, the GPT): the
+// forward propagation is an MGRIT solve over the ranks of the layer group (each holds a contiguous block of steps, the
+// first also the opening part, the last the closing part and the loss), the backward an adjoint MGRIT solve in reverse
+// layer order, after which every rank makes the weight gradients of its own steps from the adjoint states. With a
+// fixed number of iterations (torchbraid trains with 2 forward and 1 backward) the gradient is inexact; iterated to
+// tolerance it is the serial gradient. Each solve starts from the previous batch's solution (warm start) unless told
+// otherwise. The tied embedding's two copies (the GPT's, on the first and the last layer rank) sum their gradients,
+// and data replicas theirs, afterwards.
 #include <memory>
 
 #include "comm/grid.hpp"
@@ -21,31 +22,33 @@ struct LayerParallelOptions {
 
 struct LayerParallelResult {
   double loss = 0;      // global mean loss (every rank)
-  int64_t correct = 0;  // global count of correct predictions
+  int64_t correct = 0;  // global count of correct predictions (classifiers)
   MgritStats forward, backward;
 };
 
-// As a StepEngine (the classifier's engine for parallel.schedule = "mgrit"), a batch's
-// features and targets are the images and labels.
+// The engine for parallel.schedule = "mgrit".
 template <class T>
 class LayerParallel : public StepEngine<T> {
  public:
-  // net: this rank's block of steps. The grid's pipeline group is the layer group in layer
-  // order (its rank r holds block r; the adjoint runs on its reversed copy), its data
-  // group the replicas of this block. local_batch: samples per replica.
-  LayerParallel(OdeNetwork<T>& net, const Grid& grid, int64_t local_batch, LayerParallelOptions options);
+  // model: this rank's part, whose ode_network() holds its block of steps. The grid's
+  // pipeline group is the layer group in layer order (its rank r holds block r; the
+  // adjoint runs on its reversed copy), its data group the replicas of this block.
+  // local_batch: samples per replica.
+  LayerParallel(StageModel<T>& model, const Grid& grid, int64_t local_batch, LayerParallelOptions options);
   ~LayerParallel() override;
-  // Zeroes the gradients, then forward and backward of this replica's x (B, inputs) and
-  // labels (B); the gradients end summed over the data replicas, scaled by 1/global_batch.
-  LayerParallelResult forward_backward(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
-  // Forward only (the same forward solve as training).
-  LayerParallelResult evaluate(V2<const T> x, V1<const int32_t> labels, int64_t global_batch);
+  // Zeroes the gradients, then forward and backward of this replica's batch; the gradients
+  // end summed over the data replicas, scaled by 1 / (global_batch x targets per sample).
+  LayerParallelResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch);
+  // The same for a classifier's images x (B, inputs) and labels (B).
+  LayerParallelResult forward_backward(V2<const T> x, V1<const int32_t> labels, int64_t global_batch) {
+    return forward_backward(images(x, labels), global_batch);
+  }
   const LayerParallelOptions& options() const { return opt_; }
 
   // StepEngine: the same solves; last() keeps the last training step's solver statistics.
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;
-  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;
-  int64_t activation_bytes() const override;  // the solvers' states on every level, logits
+  BatchResult evaluate(const SampleBatch<T>& batch, int64_t global_batch) override;  // the same forward solve
+  int64_t activation_bytes() const override;  // the solvers' states on every level, the network's own
   const LayerParallelResult& last() const { return last_; }
   // The next solves start from zero instead of the last solution (the job does this at
   // every checkpoint step, so a restart from a checkpoint repeats the run bit for bit).
@@ -55,14 +58,23 @@ class LayerParallel : public StepEngine<T> {
   std::string progress(std::vector<double>& row) const override;
 
  private:
-  MgritStats solve_forward(V2<const T> x);
+  static SampleBatch<T> images(V2<const T> x, V1<const int32_t> labels) {
+    SampleBatch<T> b;
+    b.samples = x.extent(0);
+    b.features = x;
+    b.targets = labels;
+    return b;
+  }
+  MgritStats solve_forward(const SampleBatch<T>& batch);
   // the last layer rank's loss and correct count, summed over the layer group and the
-  // replicas; leaves the logits and lse for the backward
-  std::pair<double, int64_t> loss_and_accuracy(V1<const int32_t> labels);
+  // replicas (the network keeps what its backward needs)
+  LossSums loss_and_accuracy(const SampleBatch<T>& batch);
+  V2<const T> last_state() { return forward_steps_.as_state(V1<const T>(forward_.point(forward_.points()))); }
 
   OdeNetwork<T>& net_;
   Comm& layers_;
   Comm& data_;
+  Comm* embedding_;  // the first and the last layer rank, for the tied embedding (else null)
   LayerParallelOptions opt_;
   int64_t batch_;
   OdeForwardSteps<T> forward_steps_;
@@ -70,9 +82,6 @@ class LayerParallel : public StepEngine<T> {
   std::unique_ptr<OdeAdjointSteps<T>> adjoint_steps_;
   std::unique_ptr<Mgrit<T>> adjoint_;
   bool forward_warm_ = false, adjoint_warm_ = false;
-  StepScratch<T> scratch_;
-  Tensor2<T> logits_;
-  Tensor1<T> lse_, losses_;
   LayerParallelResult last_;
 };
 

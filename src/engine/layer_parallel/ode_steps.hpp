@@ -28,7 +28,7 @@ class OdeForwardSteps : public TimeStepper<T> {
   void step(int level, int64_t i, V1<const T> in, V1<T> out) override {
     int64_t scale = 1;
     for (int l = 0; l < level; ++l) scale *= c_;
-    net_.step_forward((i + 1) * scale - 1, T(scale) * net_.h(), as_state(in), as_state(out), scratch_);
+    net_.step_forward((i + 1) * scale - 1, T(scale) * net_.h(), as_state(in), as_state(out));
   }
   V2<T> as_state(V1<T> x) const { return V2<T>(x.data(), batch_, net_.state_size()); }
   V2<const T> as_state(V1<const T> x) const { return V2<const T>(x.data(), batch_, net_.state_size()); }
@@ -37,7 +37,6 @@ class OdeForwardSteps : public TimeStepper<T> {
   OdeNetwork<T>& net_;
   int64_t batch_;
   int c_;
-  StepScratch<T> scratch_;
 };
 
 template <class T>
@@ -52,19 +51,19 @@ class OdeAdjointSteps : public TimeStepper<T> {
     int64_t scale = 1;
     for (int l = 0; l < level; ++l) scale *= c_;
     const int64_t n = net_.steps() - (i + 1) * scale;
-    net_.step_adjoint(n, T(scale) * net_.h(), forward_state(n), as_state(in), as_state(out), scratch_, false);
+    net_.step_adjoint(n, T(scale) * net_.h(), forward_state(n), as_state(in), as_state(out), false);
   }
-  // After the adjoint solve: accumulates the gradients of this rank's layers, given the
-  // adjoint solver's points (reversed order, ghost included).
+  // After the adjoint solve: makes the gradients of this rank's layers, given the adjoint
+  // solver's points (reversed order, ghost included); one pass with grads per step.
   void accumulate_gradients(Mgrit<T>& adjoint) {
     const int64_t n_total = net_.steps();
-    Tensor2<T> discard("ode.lambda_discard", batch_, net_.state_size());
+    if (int64_t(discard_.extent(0)) != batch_) discard_ = Tensor2<T>("ode.lambda_discard", batch_, net_.state_size());
     for (int64_t n = forward_.first_point(); n < forward_.first_point() + forward_.points(); ++n) {
       const int64_t j = n_total - n - 1 - adjoint.first_point();  // lambda_{n+1}
-      net_.step_adjoint(n, net_.h(), forward_state(n), as_state(V1<const T>(adjoint.point(j))), discard, scratch_,
-                        true);
+      net_.step_adjoint(n, net_.h(), forward_state(n), as_state(V1<const T>(adjoint.point(j))), discard_, true);
     }
   }
+  int64_t bytes() const { return view_bytes(discard_); }
 
  private:
   V2<const T> forward_state(int64_t n) { return as_state(V1<const T>(forward_.point(n - forward_.first_point()))); }
@@ -74,7 +73,7 @@ class OdeAdjointSteps : public TimeStepper<T> {
   Mgrit<T>& forward_;
   int64_t batch_;
   int c_;
-  StepScratch<T> scratch_;
+  Tensor2<T> discard_;  // the gradient pass's lambda_n, which the solve has already
 };
 
 }  // namespace strata
