@@ -140,6 +140,8 @@ struct LayerParConfig {
   double tolerance = 0.0;
   Relaxation relaxation = Relaxation::F;
   bool warm_start = true;
+  int64_t buffer_open = 0;   // gpt: serial blocks before the MGRIT steps ...
+  int64_t buffer_close = 0;  // ... and after them
 };
 
 struct Deck {

@@ -531,7 +531,8 @@ std::vector<DeckKey> declare_keys() {
           "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)"),
       // [layerpar]
       key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
-          "MGRIT levels (1: sequential propagation; model.steps must be a multiple of cfactor^(levels-1))"),
+          "MGRIT levels (1: sequential propagation; the steps (resnet: model.steps; gpt: model.n_layer less the "
+          "buffers) must be a multiple of cfactor^(levels-1))"),
       key(lp, &D::layerpar, "cfactor", &LayerParConfig::cfactor, at_least<int64_t>(2), "coarsening factor"),
       key(lp, &D::layerpar, "fwd_iterations", &LayerParConfig::fwd_iterations, at_least<int64_t>(1),
           "MGRIT V-cycles of the forward solve"),
@@ -543,6 +544,10 @@ std::vector<DeckKey> declare_keys() {
                   "finest level's relaxation (coarser levels use FCF)"),
       key(lp, &D::layerpar, "warm_start", &LayerParConfig::warm_start, any<bool>(),
           "start each solve from the previous batch's solution"),
+      key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
+          "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps"),
+      key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),
+          "gpt: the last blocks, run serially with the head on the last layer rank after the MGRIT steps"),
   };
 }
 
@@ -556,8 +561,8 @@ const std::vector<DeckSection>& deck_sections() {
       {"parallel", "The rank grid data x pipeline x tensor_rows x tensor_cols, and how each axis runs"},
       {"optim", "AdamW with warm-up, cosine decay and gradient clipping"},
       {"layerpar",
-       "Layer-parallel training of the residual network by MGRIT (model.kind = \"resnet\", parallel.schedule = "
-       "\"mgrit\")"},
+       "Layer-parallel training by MGRIT (parallel.schedule = \"mgrit\"): the residual network's steps, or the "
+       "GPT's blocks between two serial buffers"},
   };
   return sections;
 }

@@ -1,8 +1,10 @@
 #include "model/gpt.hpp"
 
 #include <algorithm>
+
 #include <stdexcept>
 #include <string>
+#include "model/gpt_layer_steps.hpp"
 
 namespace strata {
 
@@ -10,9 +12,12 @@ template <class T>
 GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, StagePlacement placement,
             Recompute recompute, bool allocate, const ContextParallel& cp, const ExpertParallel& ep)
     : cfg_(cfg), tp_(tp), cp_(cp), recompute_(recompute),
-      placement_(placement.stages == 1 ? StagePlacement::balanced(int(cfg.n_layer), 1, 0) : placement) {
+      placement_(placement.stages == 1 && !placement.holds_layer_steps()
+                     ? StagePlacement::balanced(int(cfg.n_layer), 1, 0)
+                     : placement) {
   for (int k = 0; k < placement_.chunk_count(); ++k)
-    if (placement_.chunk(k).second <= placement_.chunk(k).first)
+    if (placement_.chunk(k).second <= placement_.chunk(k).first &&
+        !(placement_.holds_layer_steps() && k != placement_.steps_chunk()))  // a layer-step buffer may be empty
       throw std::logic_error("pipeline stage " + std::to_string(placement_.stage) + " of " +
                              std::to_string(placement_.stages) + " holds no layer in its chunk " + std::to_string(k) +
                              " (n_layer " + std::to_string(cfg.n_layer) + ")");
@@ -37,6 +42,34 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   for (int l = 0; l < cfg.n_layer; ++l)
     block_first_.push_back(store_.index("blocks." + std::to_string(l) + ".ln1.weight"));
   lnf_first_ = store_.index("lnf.weight");
+  if (placement_.holds_layer_steps()) layer_steps_ = std::make_unique<GPTLayerSteps<T>>(*this);
+}
+
+template <class T>
+GPT<T>::~GPT() = default;
+
+template <class T>
+int GPT<T>::held_block() const {
+  for (int k = 0; k < placement_.chunk_count(); ++k)
+    if (placement_.chunk(k).second > placement_.chunk(k).first) return placement_.chunk(k).first;
+  throw std::logic_error("GPT: the stage holds no block");
+}
+
+template <class T>
+void GPT<T>::block_forward(int l, const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache, T scale) {
+  aux_loss_ += blocks_[size_t(l)].forward(ctx, x, cache, act_.recomputed, grad_scratch_, false, nullptr, scale);
+}
+
+template <class T>
+void GPT<T>::block_backward(int l, const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, bool weights) {
+  const auto& block = blocks_[size_t(l)];
+  if (!weights) {
+    block.backward_input(ctx, dres, cache, grad_scratch_, act_.recomputed, T(0));
+    return;
+  }
+  const auto [begin, end] = block_range(l);  // set, not added to: the passes without weights left the norms' there
+  Kokkos::deep_copy(Kokkos::subview(store_.grads(), std::make_pair(begin, end)), T(0));
+  block.backward(ctx, dres, cache, grad_scratch_, act_.recomputed, T(0));
 }
 
 template <class T>
@@ -218,6 +251,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   }
   const auto [begin, end] = placement_.chunk(act.chunk);
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
+  act.input = input;
   V2<const T> x = input;
   const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
@@ -272,8 +306,10 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
 template <class T>
 V2<const T> GPT<T>::output(const StageCache& cache) const {
   const auto& act = as_acts(cache);
-  return recompute_ == Recompute::Full ? V2<const T>(act.out)
-                                       : V2<const T>(act.blocks[placement_.chunk(act.chunk).second - 1].out);
+  const auto [begin, end] = placement_.chunk(act.chunk);
+  if (begin == end)  // a layer-step buffer without layers
+    return placement_.model_first(act.chunk) ? V2<const T>(act.emb.out) : act.input;
+  return recompute_ == Recompute::Full ? V2<const T>(act.out) : V2<const T>(act.blocks[end - 1].out);
 }
 
 template <class T>
@@ -342,7 +378,7 @@ void GPT<T>::start_backward(const BlockContext& local, T dloss_scale, V2<const T
   if (act.dres.extent(0) != out.extent(0) || act.dres.extent(1) != out.extent(1))
     act.dres = Tensor2<T>("dres", out.extent(0), out.extent(1));
   if (placement_.model_last(act.chunk)) {
-    grad_scratch_.ensure(local.rows(), blocks_[placement_.chunk(act.chunk).first].widths());
+    grad_scratch_.ensure(local.rows(), blocks_[held_block()].widths());
     if (whole_head)  // dlnf through the blocks' scratch
       head_->backward(dloss_scale, act.dres, grad_scratch_.dc, head_cache(act), grad_scratch_.rows, units,
                       units ? vocab_chunk(local.rows()) : V2<T>());

@@ -16,6 +16,7 @@
 #include "core/deck.hpp"
 #include "model/embedding_block.hpp"
 #include "model/lm_head.hpp"
+#include "model/ode_network.hpp"
 #include "model/stage_model.hpp"
 #include "model/stage_placement.hpp"
 #include "model/transformer_block.hpp"
@@ -37,6 +38,7 @@ struct GPTActivations : StageCache {
   // what is sent on); the blocks share one cache, the first held block's
   std::vector<Tensor2<T>> block_inputs;
   Tensor2<T> out;
+  V2<const T> input;  // the stage's input (the previous stage's output), owned by the caller
   int64_t bytes() const override {
     int64_t b = emb.bytes() + head.bytes() + recomputed.bytes() + view_bytes(dres, out, tokens, targets);
     for (const auto& c : blocks) b += c.bytes();
@@ -62,6 +64,7 @@ class GPT : public StageModel<T> {
       const ExpertParallel& ep = {});
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
+  ~GPT() override;
 
   // The whole model (one stage) on the replica's batch: tokens, targets (batch*seq_len)
   // on device, ctx.batch sequences. Returns the sum of its token losses, the same on every
@@ -137,6 +140,16 @@ class GPT : public StageModel<T> {
   void use_fine_units(bool sharded, int shards);
   bool fine_units() const override { return fine_; }
   int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
+  // Layer-parallel training (placement.holds_layer_steps()): the blocks between the
+  // buffers as ODE steps (gpt_layer_steps.hpp), else nullptr.
+  OdeNetwork<T>* ode_network() override { return layer_steps_.get(); }
+  // For them, one block l at a time as a step of size scale (TransformerBlock::forward) on
+  // ctx.batch whole sequences (no tensor or context split), in a cache of the caller's,
+  // with the model's scratch; and its backward: dres holds dL/d(out) on entry and dL/d(x)
+  // on return. With weights the block's gradients are set to this pass's (a pass without
+  // them leaves its layer norms' gains and biases with theirs).
+  void block_forward(int l, const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache, T scale);
+  void block_backward(int l, const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, bool weights);
   // On the last stage: one LM-head cache (logits, the largest piece) for every micro-batch.
   // Its weight half then runs with its input half (the next forward overwrites the logits).
   void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }
@@ -222,8 +235,10 @@ class GPT : public StageModel<T> {
   void ready_embedding(const Ready& ready) const;
   std::pair<int64_t, int64_t> block_range(int l) const;
   std::pair<int64_t, int64_t> lnf_range() const;
-  std::vector<int> block_first_;  // each block's first parameter (its ln1 weight)
-  int lnf_first_ = 0;             // the final norm's weight
+  int held_block() const;                       // the first block this rank holds (its widths are every held block's)
+  std::unique_ptr<OdeNetwork<T>> layer_steps_;  // ode_network()
+  std::vector<int> block_first_;                // each block's first parameter (its ln1 weight)
+  int lnf_first_ = 0;                           // the final norm's weight
 };
 
 }  // namespace strata

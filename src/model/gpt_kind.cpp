@@ -12,6 +12,38 @@
 namespace strata {
 namespace {
 
+// parallel.schedule = "mgrit" (gpt_layer_steps.hpp): the buffers leave steps for every
+// layer rank, the levels fit them, and the splits it does not run with are refused.
+void check_gpt_layer_steps(const Deck& d, const DeckRule& rule) {
+  const auto& p = d.parallel;
+  const auto& m = d.model;
+  const auto& lp = d.layerpar;
+  const int64_t steps = m.n_layer - lp.buffer_open - lp.buffer_close;
+  const std::string buffers = "layerpar.buffer_open + buffer_close (" +
+                              std::to_string(lp.buffer_open + lp.buffer_close) + ") of model.n_layer (" +
+                              std::to_string(m.n_layer) + ")";
+  rule(steps >= 1, buffers, "leave no block for the MGRIT steps");
+  rule(steps >= p.pipeline, "the MGRIT steps (" + buffers + " leave " + std::to_string(steps) + ")",
+       "must be at least the layer ranks, parallel.pipeline (" + std::to_string(p.pipeline) +
+           "): every layer rank holds at least one step");
+  check_mgrit_steps(d, steps, "the MGRIT steps (" + std::to_string(steps) + ": " + buffers + " less the buffers)",
+                    rule);
+  const std::string refused = "does not run with schedule = \"mgrit\": ";
+  rule(p.tensor_size() == 1 || (p.tensor_mode == TensorMode::OneD && !p.sequence_parallel), "parallel.tensor_mode",
+       "= \"" + to_string(p.tensor_mode) + "\"" + (p.sequence_parallel ? " with sequence_parallel" : "") + " " +
+           refused +
+           "the solver's states are whole (B T, C) residual streams, which only the 1D split without sequence "
+           "parallelism keeps whole on every tensor rank");
+  rule(p.context == 1, "parallel.context",
+       refused +
+           "a state would be a chunk of each sequence, and every step's "
+           "attention a ring exchange inside the solver");
+  rule(m.moe_experts == 0, "model.moe_experts",
+       refused +
+           "a coarse step scales each branch, and a mixture's routing and capacity are not a function a "
+           "step can scale");
+}
+
 // The splits must divide what they split: heads, widths, vocabulary, tokens, experts.
 void check_gpt(const Deck& d, const DeckRule& rule) {
   const auto& p = d.parallel;
@@ -93,6 +125,7 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
          "parallel.tensor_x x parallel.tensor_y for a mixture of experts (each rank of an X x Y plane routes a "
          "share)");
   }
+  if (p.mgrit()) check_gpt_layer_steps(d, rule);
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
     rule(m.n_layer >= p.pipeline * p.virtual_stages, "model.n_layer",
          "(" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline x parallel.virtual_stages (" +
@@ -101,9 +134,13 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
 
 std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const ModelPart& part) {
   const auto& par = deck.parallel;
+  const auto& lp = deck.layerpar;
+  const int layers = int(deck.model.n_layer), stages = int(par.pipeline);
   const auto placement =
-      StagePlacement::interleaved(int(deck.model.n_layer), int(par.pipeline),
-                                  par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, part.stage);
+      par.mgrit()
+          ? StagePlacement::layer_steps(layers, int(lp.buffer_open), int(lp.buffer_close), stages, part.stage)
+          : StagePlacement::interleaved(
+                layers, stages, par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, part.stage);
   auto gpt = std::make_unique<GPT<float>>(deck.model, deck.run.seed, part.tp, placement, par.recompute, part.allocate,
                                           part.cp, part.ep);
   // ZeRO-2/3 over more than one replica, each backward whole (the zero-bubble schedules run its halves apart)
@@ -173,7 +210,7 @@ ModelKind gpt_kind() {
   k.reads = {DataKind::Text, DataKind::Tokens, DataKind::Random};
   k.schedules = {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved,
                  Schedule::ZBH1,  Schedule::ZBH2,     Schedule::XPipe};
-  k.pipeline = k.tensor_split = k.context_split = k.selective_recompute = k.gathers_params = true;
+  k.pipeline = k.layer_parallel = k.tensor_split = k.context_split = k.selective_recompute = k.gathers_params = true;
   k.dry_models = true;
   k.layers = [](const ModelConfig& m) { return m.n_layer; };
   k.layers_key = "model.n_layer";

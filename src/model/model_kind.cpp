@@ -1,6 +1,8 @@
 #include "model/model_kind.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <toml.hpp>
 
 #include "core/error.hpp"
 
@@ -99,6 +101,22 @@ void check_model_deck(const Deck& d, const std::string& origin) {
   rule(k.layers(d.model) >= p.pipeline, k.layers_key,
        "(" + std::to_string(k.layers(d.model)) + ") must be at least parallel.pipeline (" + std::to_string(p.pipeline) +
            "): every stage holds at least one layer");
+}
+
+void check_mgrit_steps(const Deck& d, int64_t steps, const std::string& steps_what, const DeckRule& rule) {
+  const auto& lp = d.layerpar;
+  // cfactor^(levels-1) must divide the steps; it is multiplied out only while it cannot
+  // overflow, and shown in floating point beyond that
+  int64_t unit = 1;
+  bool beyond = false;
+  for (int64_t l = 1; l < lp.levels && !beyond; ++l) {
+    beyond = unit > steps / lp.cfactor;
+    if (!beyond) unit *= lp.cfactor;
+  }
+  const double power = std::pow(double(lp.cfactor), double(lp.levels - 1));
+  rule(!beyond && steps % unit == 0, "layerpar.levels",
+       "and layerpar.cfactor do not fit: " + steps_what + " must be a multiple of cfactor^(levels-1) (" +
+           (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
 }
 
 namespace {

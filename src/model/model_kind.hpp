@@ -68,6 +68,10 @@ const std::vector<ModelKind>& model_kinds();
 // The deck's kind; a UserError naming the kinds when model.kind names none.
 const ModelKind& model_kind_of(const Deck& deck);
 
+// Layer-parallel training's rule on a kind's ODE steps (steps_what names them): the
+// coarsest MGRIT level must divide them (cfactor^(levels-1)).
+void check_mgrit_steps(const Deck& d, int64_t steps, const std::string& steps_what, const DeckRule& rule);
+
 // A deck as the core reads it (load_deck, parse_deck), then checked against its model
 // kind (check_model_deck): what every command that runs or plans a model reads.
 Deck load_model_deck(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -1,9 +1,6 @@
 // model.kind = "resnet": the residual network for images (resnet.hpp), whose steps are an
 // ODE's (layer-parallel training by MGRIT); its deck rules, how it is built, how a run
 // describes it.
-#include <cmath>
-#include <toml.hpp>
-
 #include "core/log.hpp"
 #include "model/model_kind.hpp"
 #include "model/resnet.hpp"
@@ -19,21 +16,10 @@ void check_resnet(const Deck& d, const DeckRule& rule) {
   rule(p.recompute != Recompute::Selective, "parallel.recompute",
        "= \"selective\" is the GPT's: the residual network keeps only its states already (each step's activation is "
        "remade in its backward); \"full\" keeps every k-th");
-  if (p.mgrit()) {
-    // cfactor^(levels-1) must divide the steps; it is multiplied out only while it cannot
-    // overflow, and shown in floating point beyond that
-    int64_t unit = 1;
-    bool beyond = false;
-    for (int64_t l = 1; l < lp.levels && !beyond; ++l) {
-      beyond = unit > m.steps / lp.cfactor;
-      if (!beyond) unit *= lp.cfactor;
-    }
-    const double power = std::pow(double(lp.cfactor), double(lp.levels - 1));
-    rule(!beyond && m.steps % unit == 0, "layerpar.levels",
-         "and layerpar.cfactor do not fit: model.steps (" + std::to_string(m.steps) +
-             ") must be a multiple of cfactor^(levels-1) (" +
-             (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
-  }
+  if (p.mgrit()) check_mgrit_steps(d, m.steps, "model.steps (" + std::to_string(m.steps) + ")", rule);
+  rule(lp.buffer_open == 0 && lp.buffer_close == 0, "layerpar.buffer_open",
+       "and buffer_close apply to model.kind = \"gpt\": the residual network's opening and closing layers are its "
+       "serial parts already");
 }
 
 std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const ModelPart& part) {

@@ -130,7 +130,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
 template <class T>
 double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& k,
                                     TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& g, bool again,
-                                    const UnitHooks* units) const {
+                                    const UnitHooks* units, T scale) const {
   using namespace kernels;
   const auto unit = [&] {  // ZeRO-2/3's finer units: ln1 + qkv, proj + ln2, fc, fc_proj
     if (units) units->step();
@@ -148,7 +148,15 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
     if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
   };
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
+  if (scale != T(1) && moe_) throw std::logic_error("TransformerBlock: a scaled step of a mixture-of-experts block");
   k.x_in = x;
+  k.scale = scale;
+  const auto add_branch = [&](Tensor2<T>& branch, V1<const T> stream) {  // branch := stream + scale branch
+    if (scale == T(1))
+      residual_accumulate<T>(flat(branch), stream);
+    else
+      residual_accumulate_scaled<T>(flat(branch), stream, scale);
+  };
   // attention branch; x is (BT, C'). ln1, ln2 and the GELU output only feed products: T, or
   // bf16 written rounded (ProductOperand).
   prefetch(true, qkv_w_);
@@ -171,8 +179,8 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   if (!moe_) prefetch(true, fc_w_);
   unit();
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows,
-                           block);                                         // (BT', C')
-  residual_accumulate<T>(flat(k.x_mid), V1<const T>(x.data(), x.size()));  // x_mid = x + proj
+                           block);                       // (BT', C')
+  add_branch(k.x_mid, V1<const T>(x.data(), x.size()));  // x_mid = x + proj
   // MLP branch
   k.ln2.write([&](auto ln2) {
     tp_layernorm_forward<T>(tp, c_, ln2, k.ln2_mean, k.ln2_rstd, k.x_mid, s.param(ln2_w_), s.param(ln2_b_));
@@ -192,8 +200,8 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   unit();
   fch_gelu.read([&](auto h) {
     tp_linear_out_forward<T>(tp, precision_, k.out, h, s.param2(fcp_w_), s.param(fcp_b_), rows, block);
-  });                                                  // (BT', C')
-  residual_accumulate<T>(flat(k.out), flat(k.x_mid));  // out = x_mid + mlp
+  });                                // (BT', C')
+  add_branch(k.out, flat(k.x_mid));  // out = x_mid + mlp
   if (block) block->finish();
   return 0.0;
 }
@@ -253,15 +261,23 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   const auto done = [&](int u) {
     if (units) units->done(u);
   };
+  // an out-linear's output gradient, kept in place of a value no longer read: the
+  // stream's gradient, times the step the forward took
+  const auto branch_gradient = [&](Tensor2<T>& kept, V2<T> dstream) {
+    if (k.scale == T(1))
+      Kokkos::deep_copy(kept, dstream);
+    else
+      scaled_copy<T>(flat(kept), V1<const T>(dstream.data(), dstream.size()), k.scale);
+  };
   unit();      // (a mixture's: proj + ln2 with the experts)
   if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2) (3D: under the gather of proj's block)
     prefetch(false, proj_w_);
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
   } else {
     prefetch(false, fcp_w_);
-    Kokkos::deep_copy(k.out, dres);
+    branch_gradient(k.out, dres);
     prefetch(true, fc_w_);
-    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dres, s.param2(fcp_w_), g.dy_mlp, block);
+    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, k.out, s.param2(fcp_w_), g.dy_mlp, block);
     weight(Linear::FcProj);
     done(3);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
@@ -274,10 +290,10 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
-  Kokkos::deep_copy(k.x_mid, dres);
+  branch_gradient(k.x_mid, dres);
   // attention branch
   prefetch(true, qkv_w_);
-  tp_linear_out_backward_input<T>(tp, precision_, g.da, dres, s.param2(proj_w_), g.dy_attn, block);
+  tp_linear_out_backward_input<T>(tp, precision_, g.da, k.x_mid, s.param2(proj_w_), g.dy_attn, block);
   weight(Linear::Proj);
   done(1);
   unit();

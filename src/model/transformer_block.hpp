@@ -74,6 +74,7 @@ struct TransformerCache {
   ProductOperand<T> fch_gelu;                         // (BT, F), T or bf16
   Tensor2<T> out;                                     // (BT', C') block output
   MoeCache<T> moe;                                    // a mixture-of-experts block's MLP (fch, fch_gelu empty)
+  T scale = T(1);  // the step the forward took: each branch's output scaled by it (layer-parallel coarse steps)
   // keep_recomputable = false (parallel.recompute = "selective"): fch_gelu is left
   // empty; the block uses the model's TransformerRecomputed instead.
   void ensure(const BlockContext& ctx, const BlockWidths& w, bool keep_recomputable = true);
@@ -180,9 +181,12 @@ class TransformerBlock {
   // (the routing is not counted in the load twice).
   // units (ZeRO-2/3's finer units, unit_starts; not under the 3D split or sequence
   // parallelism): told before each unit's parameters are read.
+  // scale: the step the block takes as an ODE step (model/gpt_layer_steps.hpp):
+  //   x_mid = x + scale proj(attn(ln1(x))),  out = x_mid + scale mlp(ln2(x_mid)),
+  // the block itself at 1 (a dense block only); the backward takes the same (cache.scale).
   double forward(const BlockContext& ctx, V2<const T> x, TransformerCache<T>& cache,
                  TransformerRecomputed<T>& recomputed, TransformerGradScratch<T>& scratch, bool again = false,
-                 const UnitHooks* units = nullptr) const;
+                 const UnitHooks* units = nullptr, T scale = T(1)) const;
   // The backward in two halves (zero-bubble schedules run them apart).
   // backward_input works in place on the residual-stream gradient: dres holds dL/d(out) on
   // entry and dL/d(x) on return. It accumulates the layer norms' gradients and leaves

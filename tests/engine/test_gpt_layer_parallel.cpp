@@ -1,0 +1,203 @@
+// Layer-parallel training of the GPT (model/gpt_layer_steps.hpp, LayerParallel): with one
+// level the MGRIT solves are the serial passes, so the GPT<double> loss and gradients are
+// the serial backward's (1e-12); iterated to tolerance on two levels they are again
+// (1e-10 of the largest gradient); on 1, 2 and 4 ranks, with data replicas, with and
+// without serial buffer blocks (an empty buffer included), and under a 1D tensor split.
+// A training run with schedule = "mgrit" equals the serial run's losses and parameters,
+// and a checkpoint written by one restarts in the other, each way, exactly.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "comm/grid.hpp"
+#include "engine/layer_parallel/layer_parallel.hpp"
+#include "model/gpt.hpp"
+#include "support/gather_params.hpp"
+#include "support/mpi_test_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+struct Buffers {
+  int open, close;
+};
+
+ModelConfig deep_narrow_gpt() {
+  ModelConfig m;
+  m.n_layer = 10;
+  m.n_embd = 12;
+  m.n_head = 4;
+  m.vocab_size = 40;
+  m.seq_len = 5;
+  return m;
+}
+
+LayerParallelOptions solver(int levels) {
+  LayerParallelOptions o;
+  o.forward.levels = o.backward.levels = levels;
+  o.forward.cfactor = o.backward.cfactor = 2;
+  o.forward.tolerance = o.backward.tolerance = 1e-13;
+  o.forward.max_iterations = o.backward.max_iterations = 40;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the layer-parallel GPT<double>: one level, or two to tolerance, gives the serial loss and gradients",
+          "[mpi][mgrit][gpt]") {
+  const int n = world_size();
+  const ModelConfig m = deep_narrow_gpt();
+  const int64_t batch = 4;
+  const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
+  GPT<double> serial(m, 7);
+  const double scale = 1.0 / double(batch * m.seq_len);
+  serial.params().zero_grads();
+  const double serial_loss = serial.forward({batch, m.seq_len}, tokens, targets) * scale;
+  serial.backward({batch, m.seq_len}, scale);
+  const auto serial_grads = to_host<double>(serial.params().grads());
+  const double largest = max_abs(serial_grads);
+
+  for (const int data : {1, 2})
+    for (const int tensor : {1, 2}) {
+      if (n % (data * tensor) != 0 || (data > 1 && tensor > 1)) continue;
+      ParallelConfig pc;
+      pc.data = data;
+      pc.tensor_cols = tensor;
+      pc.pipeline = n / (data * tensor);
+      pc.layer_method = LayerMethod::MGRIT;
+      Grid grid(pc, MPI_COMM_WORLD);
+      const TensorParallel tp = tensor_parallel_of(grid);
+      const int64_t local = batch / data, first = grid.data_rank() * local * m.seq_len;
+      SampleBatch<double> mine;
+      mine.samples = local;
+      mine.tokens = Kokkos::subview(V1<const int32_t>(tokens), std::make_pair(first, first + local * m.seq_len));
+      mine.targets = Kokkos::subview(V1<const int32_t>(targets), std::make_pair(first, first + local * m.seq_len));
+      for (const Buffers b : {Buffers{1, 1}, Buffers{0, 0}, Buffers{2, 0}})
+        for (const int levels : {1, 2}) {
+          GPT<double> model(
+              m, 7, tp,
+              StagePlacement::layer_steps(int(m.n_layer), b.open, b.close, int(pc.pipeline), grid.coords().pipeline));
+          LayerParallel<double> engine(model, grid, local, solver(levels));
+          const LayerParallelResult r = engine.forward_backward(mine, batch);
+          const auto grads = gather_global(model.params(), model.params().grads(), grid.model().raw());
+          double worst = 0;
+          for (size_t i = 0; i < grads.size(); ++i) worst = std::max(worst, std::abs(grads[i] - serial_grads[i]));
+          INFO("data " << data << " x tensor " << tensor << " x layers " << pc.pipeline << ", buffers " << b.open
+                       << " + " << b.close << ", " << levels << " level(s)");
+          if (world_rank() == 0)
+            std::printf(
+                "layer-parallel GPT, data %d x tensor %d x layers %lld, buffers %d + %d, %d level(s): loss "
+                "rel diff %.1e, gradient max diff %.1e of %.1e (%d/%d iterations)\n",
+                data, tensor, (long long)pc.pipeline, b.open, b.close, levels,
+                std::abs(r.loss - serial_loss) / serial_loss, worst, largest, r.forward.iterations,
+                r.backward.iterations);
+          CHECK(r.loss == Approx(serial_loss).epsilon(1e-12));
+          if (levels == 1) {
+            CHECK(worst <= 1e-12 * largest);
+          } else {
+            CHECK(r.forward.converged);
+            CHECK(r.backward.converged);
+            CHECK(worst <= 1e-10 * largest);
+          }
+        }
+    }
+}
+
+namespace {
+
+Deck mgrit_deck(const std::vector<std::string>& overrides, const std::string& name, int64_t steps = 8,
+                int64_t every = 0) {
+  std::vector<std::string> all = {"run.out_dir=gpt_mgrit_test_runs",
+                                  "run.val_every=4",
+                                  "run.val_batches=1",
+                                  "run.seed=5",
+                                  "model.n_layer=6",
+                                  "run.name=" + name,
+                                  "run.steps=" + std::to_string(steps),
+                                  "run.checkpoint_every=" + std::to_string(every)};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return small_gpt_deck(all);
+}
+
+std::vector<std::string> mgrit_layout(int layers, int data, int levels) {
+  return {"parallel.schedule=mgrit",
+          "parallel.pipeline=" + std::to_string(layers),
+          "parallel.data=" + std::to_string(data),
+          "layerpar.levels=" + std::to_string(levels),
+          "layerpar.cfactor=2",
+          "layerpar.buffer_open=1",
+          "layerpar.buffer_close=1"};
+}
+
+}  // namespace
+
+TEST_CASE("training the GPT with schedule = \"mgrit\" and one level equals the serial run", "[mpi][mgrit][gpt]") {
+  const int n = world_size(), rank = world_rank();
+  const auto [ser, ser_params] = serial_run<Training>(mgrit_deck({}, "serial"));
+  for (const int data : {1, 2}) {
+    if (n % data != 0) continue;
+    const auto layout = mgrit_layout(n / data, data, 1);
+    Training par(mgrit_deck(layout, "mgrit"), MPI_COMM_WORLD, quiet());
+    const TrainResult r = par.run();
+    const auto params = global_params_of(par);
+    if (rank == 0) {
+      INFO(describe(layout) << " on " << n << " ranks");
+      const double worst = compare_runs(r, ser);
+      std::printf("GPT mgrit equivalence, %s on %d ranks: worst loss rel diff %.2e, param max diff %.2e\n",
+                  describe(layout).c_str(), n, worst, max_abs_diff(params, ser_params));
+      // the same products in the same order but the tied embedding's two copies summed
+      // (and the replicas' gradients): float rounding only
+      CHECK(worst < 1e-6);
+      CHECK(max_abs_diff(params, ser_params) < 5e-5);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a GPT checkpoint restarts across the MGRIT and serial layouts, and two-level MGRIT restarts exactly",
+          "[mpi][mgrit][gpt][checkpoint]") {
+  const int n = world_size(), rank = world_rank();
+  if (n == 1) return;
+  if (rank == 0) std::filesystem::remove_all("gpt_mgrit_test_runs");
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto one = mgrit_layout(n, 1, 1), two = mgrit_layout(n, 1, 2);
+  const auto ckpt4 = [](const std::string& run) {
+    return "gpt_mgrit_test_runs/" + run + "/checkpoints/ckpt_00000004.h5";
+  };
+  // MGRIT (one level) and the serial run, each writing at step 4
+  const TrainResult lp = Training(mgrit_deck(one, "lp", 8, 4), MPI_COMM_WORLD, quiet(true)).run();
+  TrainResult serial;
+  if (rank == 0) serial = Training(mgrit_deck({}, "serial", 8, 4), MPI_COMM_SELF, quiet(true)).run();
+  MPI_Barrier(MPI_COMM_WORLD);
+  // the serial run's checkpoint continued under MGRIT, and MGRIT's serially
+  const TrainResult lp_from_serial =
+      Training(mgrit_deck(one, "lp-from-serial", 8), MPI_COMM_WORLD, quiet(false, ckpt4("serial"))).run();
+  REQUIRE(lp_from_serial.losses.size() == 4);
+  if (rank == 0) {
+    const TrainResult serial_from_lp =
+        Training(mgrit_deck({}, "serial-from-lp", 8), MPI_COMM_SELF, quiet(false, ckpt4("lp"))).run();
+    REQUIRE(serial_from_lp.losses.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+      CHECK(serial_from_lp.losses[i] == Approx(lp.losses[4 + i]).epsilon(1e-6));
+      CHECK(lp_from_serial.losses[i] == Approx(serial.losses[4 + i]).epsilon(1e-6));
+    }
+  }
+  // two levels, 2 forward and 1 backward iteration: the warm starts reset at the
+  // checkpoint, so the restart repeats the run bit for bit
+  const TrainResult full2 = Training(mgrit_deck(two, "lp2", 8, 4), MPI_COMM_WORLD, quiet(true)).run();
+  const TrainResult resumed2 =
+      Training(mgrit_deck(two, "lp2-resumed", 8), MPI_COMM_WORLD, quiet(false, ckpt4("lp2"))).run();
+  REQUIRE(resumed2.losses.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(resumed2.losses[i] == full2.losses[4 + i]);
+  // inexact gradients: other losses than the exact run's, but near them
+  CHECK(full2.losses[7] != lp.losses[7]);
+  CHECK(std::abs(full2.losses[7] - lp.losses[7]) < 0.05 * lp.losses[7]);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
