@@ -19,15 +19,16 @@ void check_gpt_layer_steps(const Deck& d, const DeckRule& rule) {
   const auto& m = d.model;
   const auto& lp = d.layerpar;
   const int64_t steps = m.n_layer - lp.buffer_open - lp.buffer_close;
-  const std::string buffers = "layerpar.buffer_open + buffer_close (" +
-                              std::to_string(lp.buffer_open + lp.buffer_close) + ") of model.n_layer (" +
-                              std::to_string(m.n_layer) + ")";
-  rule(steps >= 1, buffers, "leave no block for the MGRIT steps");
-  rule(steps >= p.pipeline, "the MGRIT steps (" + buffers + " leave " + std::to_string(steps) + ")",
+  rule(steps >= 1,
+       "layerpar.buffer_open + buffer_close (" + std::to_string(lp.buffer_open + lp.buffer_close) +
+           ") of model.n_layer (" + std::to_string(m.n_layer) + ")",
+       "leave no block for the MGRIT steps");
+  const std::string what = "the MGRIT steps (" + std::to_string(steps) +
+                           " = model.n_layer less layerpar.buffer_open and buffer_close)";
+  rule(steps >= p.pipeline, what,
        "must be at least the layer ranks, parallel.pipeline (" + std::to_string(p.pipeline) +
            "): every layer rank holds at least one step");
-  check_mgrit_steps(d, steps, "the MGRIT steps (" + std::to_string(steps) + ": " + buffers + " less the buffers)",
-                    rule);
+  check_mgrit_steps(d, steps, what, rule);
   const std::string refused = "does not run with schedule = \"mgrit\": ";
   rule(p.tensor_size() == 1 || (p.tensor_mode == TensorMode::OneD && !p.sequence_parallel), "parallel.tensor_mode",
        "= \"" + to_string(p.tensor_mode) + "\"" + (p.sequence_parallel ? " with sequence_parallel" : "") + " " +

@@ -5,6 +5,8 @@
 #    run's losses exactly;
 #  - layer-parallel MGRIT (warm-started, inexact solves) restarted from a checkpoint
 #    repeats the uninterrupted run's losses and test accuracy exactly;
+#  - the GPT under MGRIT: SIGTERM to one rank stops at a step boundary with a checkpoint,
+#    and the restart continues exactly;
 #  - SIGUSR1 to one rank: all ranks stop at the same step, write a checkpoint, exit 0;
 #  - run.max_walltime stops early with a checkpoint;
 #  - corrupt, truncated and mismatched checkpoints: one line naming file and tensor,
@@ -73,6 +75,40 @@ if rrun --set run.name=mgrit-full >mgrit-full.log 2>&1 &&
   fi
 else
   fail "the MGRIT runs"; tail -3 mgrit-full.log mgrit-resumed.log
+fi
+
+# --- the GPT under MGRIT (two levels, inexact): SIGTERM to one rank stops every rank at a
+# step boundary with a checkpoint; the restart continues exactly as a run that wrote its
+# checkpoint at that step
+loss_at() { awk -F, -v s="$2" '$1 == s { v = $2 } END { print v }' "$1"; }
+grun() {
+  timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.out_dir=runs-$marker "$@" --set parallel.data=1 \
+    --set parallel.pipeline=2 --set parallel.schedule=mgrit --set model.n_layer=6 --set layerpar.levels=2 \
+    --set layerpar.cfactor=2 --set layerpar.buffer_open=1 --set layerpar.buffer_close=1 \
+    --set optim.lr=1e-3 --set optim.min_lr=1e-3 --set optim.warmup_steps=0  # the same rates whatever run.steps
+}
+grun --set run.name=gpt-term --set run.steps=100000 --set run.checkpoint_every=0 >gpt-term.log 2>&1 &
+job=$!
+if wait_for gpt-term.log "step     3/" 60; then
+  kill -TERM "$(rank_pid "runs-$marker --set run.name=gpt-term")"
+  wait $job
+  rc=$?
+  step=$(sed -nE 's/.*stopping after step ([0-9]+) of 100000 .*/\1/p' gpt-term.log)
+  if [ $rc -eq 0 ] && [ -n "$step" ] && [ "$(cat runs-$marker/gpt-term/checkpoints/LATEST)" = "$(printf 'ckpt_%08d.h5' "$step")" ]; then
+    grun --set run.name=gpt-term --set run.steps=$((step + 2)) --restart latest >gpt-term2.log 2>&1
+    grun --set run.name=gpt-ref --set run.steps=$((step + 2)) --set run.checkpoint_every=$step >gpt-ref.log 2>&1
+    a="$(loss_at runs-$marker/gpt-term/metrics.csv $((step + 1))) $(loss_at runs-$marker/gpt-term/metrics.csv $((step + 2)))"
+    b="$(loss_at runs-$marker/gpt-ref/metrics.csv $((step + 1))) $(loss_at runs-$marker/gpt-ref/metrics.csv $((step + 2)))"
+    if [ "$a" = "$b" ] && [ "$a" != " " ]; then
+      ok "GPT under MGRIT: SIGTERM stopped at step $step with a checkpoint; the restart's next losses ($a) are the uninterrupted run's"
+    else
+      fail "GPT MGRIT restart after SIGTERM: '$a' against '$b'"; tail -3 gpt-term2.log gpt-ref.log
+    fi
+  else
+    fail "GPT MGRIT SIGTERM: exit $rc, step '$step'"; cat gpt-term.log
+  fi
+else
+  fail "the GPT MGRIT run never started"; cat gpt-term.log; kill -9 $job
 fi
 
 # --- SIGUSR1 to one rank only: a collective stop with a checkpoint, exit 0

@@ -179,7 +179,7 @@ expect 2 "the softmax regression's layers (1) must be at least parallel.pipeline
 expect 2 'model.kind = "softmax" has no tensor split: it runs data parallelism' -- train softmax.toml --set parallel.tensor_cols=2
 expect 2 "the softmax regression's samples are not sequences: use parallel.data" -- train softmax.toml --set parallel.context=2
 expect 1 'data.kind "random" goes with model.kind = "gpt"' -- train softmax.toml --set data.kind=random
-expect 1 '"mgrit" solves the layers of model.kind = "resnet" in parallel (ODE steps); the softmax regression runs data parallelism' -- train softmax.toml --set parallel.schedule=mgrit
+expect 1 '"mgrit" solves the layers of model.kind = "gpt" or "resnet" in parallel (ODE steps); the softmax regression runs data parallelism' -- train softmax.toml --set parallel.schedule=mgrit
 expect 1 'model.kind "transformer" names no model kind: it must be "gpt", "resnet" or "softmax"' -- deck good.toml --set model.kind=transformer
 expect 1 "layerpar.levels and layerpar.cfactor do not fit: model.steps (8) must be a multiple of cfactor^(levels-1) (" -- train resnet.toml --set layerpar.levels=64 --set layerpar.cfactor=1024
 expect 1 "optim.lr must be a finite number (got inf)" -- train good.toml --set optim.lr=inf
@@ -201,7 +201,16 @@ fi
 
 expect 1 "strata deck: give a deck file, or --reference (not both)" -- deck
 expect 1 'parallel.schedule must be "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "xpipe" or "mgrit" (got "zigzag")' -- deck good.toml --set parallel.schedule=zigzag
-expect 1 'parallel.schedule "mgrit" solves the layers of model.kind = "resnet" in parallel' -- deck good.toml --set parallel.schedule=mgrit
+# layer-parallel training of the GPT: buffers, ranks, levels and the splits it refuses
+mgrit_gpt=(--set parallel.schedule=mgrit --set model.n_layer=4)
+expect 1 'layerpar.buffer_open + buffer_close (4) of model.n_layer (4) leave no block for the MGRIT steps' -- deck good.toml "${mgrit_gpt[@]}" --set layerpar.buffer_open=2 --set layerpar.buffer_close=2
+expect 1 'the MGRIT steps (3 = model.n_layer less layerpar.buffer_open and buffer_close) must be at least the layer ranks, parallel.pipeline (4): every layer rank holds at least one step' -- deck good.toml "${mgrit_gpt[@]}" --set layerpar.buffer_open=1 --set parallel.pipeline=4
+expect 1 'layerpar.levels and layerpar.cfactor do not fit: the MGRIT steps (3 = model.n_layer less layerpar.buffer_open and buffer_close) must be a multiple of cfactor^(levels-1) (2)' -- deck good.toml "${mgrit_gpt[@]}" --set layerpar.buffer_close=1 --set layerpar.levels=2 --set layerpar.cfactor=2
+expect 1 'parallel.tensor_mode = "2d" does not run with schedule = "mgrit": the solver'"'"'s states are whole (B T, C) residual streams' -- deck good.toml "${mgrit_gpt[@]}" --set parallel.tensor_mode=2d --set parallel.tensor_rows=2 --set parallel.tensor_cols=2
+expect 1 'parallel.tensor_mode = "1d" with sequence_parallel does not run with schedule = "mgrit"' -- deck good.toml "${mgrit_gpt[@]}" --set parallel.tensor_cols=2 --set parallel.sequence_parallel=true
+expect 1 'parallel.context does not run with schedule = "mgrit"' -- deck good.toml "${mgrit_gpt[@]}" --set parallel.context=2
+expect 1 'model.moe_experts does not run with schedule = "mgrit"' -- deck good.toml "${mgrit_gpt[@]}" --set model.moe_experts=2
+expect 1 'layerpar.buffer_open and buffer_close apply to model.kind = "gpt"' -- deck resnet.toml --set layerpar.buffer_open=1
 expect 1 'parallel.schedule "xpipe" runs model.kind = "gpt"; the residual network runs data x pipeline (gpipe, 1f1b, zb-h1 or zb-h2) or data x layer-parallel (mgrit)' -- deck resnet.toml --set parallel.schedule=xpipe
 expect 1 'parallel.schedule "interleaved" runs model.kind = "gpt"' -- deck resnet.toml --set parallel.schedule=interleaved --set parallel.virtual_stages=2
 expect 1 'model.precision must be "fp32" or "bf16" (got "fp16")' -- train good.toml --set model.precision=fp16
