@@ -112,6 +112,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
   w.write_attribute("deck", deck.resolved_toml);
   w.write_attribute("layout", layout);
   if (!state.init_from.empty()) w.write_attribute("init_from", state.init_from);
+  if (!state.engine.empty()) w.write_attribute("engine", state.engine);
   w.write_attribute("ranks", int64_t(size));
   w.write_attribute("sampler", std::string("counter-based: sequence i of step s is a function of (seed, s, i); "
                                            "training resumes at step = the 'step' attribute"));
@@ -221,6 +222,7 @@ TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& sto
   s.val_loss = r.double_attribute("val_loss");
   s.deck = r.string_attribute("deck");
   if (r.has_attribute("init_from")) s.init_from = r.string_attribute("init_from");
+  if (r.has_attribute("engine")) s.engine = r.string_attribute("engine");
   for (int g = 0; g < 3; ++g) Kokkos::deep_copy(*buffers[g], host[g]);
   return s;
 }

@@ -7,7 +7,9 @@
 //   /optim/adam_v/<global name>    AdamW second moment, same shape
 //   attributes on /: format, step, optim_steps, tokens_seen, seed, val_loss, deck (the
 //   resolved TOML), layout (e.g. "data=2"), ranks, sampler, init_from (what model.init_from
-//   read at step 0, carried through restarts; absent when the run started from its seed)
+//   read at step 0, carried through restarts; absent when the run started from its seed),
+//   engine (the engine's decisions a restart continues with, e.g. MGRIT's gradient control
+//   "switched at step 120"; absent when there are none)
 // Every dataset is chunked with a Fletcher32 checksum per chunk.
 #include <functional>
 #include <string>
@@ -26,6 +28,7 @@ struct TrainState {
   std::string deck;       // read_model_checkpoint: the resolved deck the checkpoint was written with
   std::string tokenizer;  // the data's SentencePiece model, as /tokenizer/model ("": none)
   std::string init_from;  // where the run's first weights came from (model.init_from; "": its seed)
+  std::string engine;     // what the engine decided that a restart continues with (TrainEngine::checkpoint_state)
 };
 
 // The SentencePiece model a checkpoint carries ("" when it has none: byte-level or random

@@ -147,6 +147,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   if (mgrit) {
     check(p.micro_batches == 1, "parallel.micro_batches",
           "must be 1 for schedule = \"mgrit\" (it solves whole batches)");
+    check(d.layerpar.control == GradientControl::None || d.layerpar.check_every > 0, "layerpar.control",
+          "= \"" + to_string(d.layerpar.control) +
+              "\" acts on the gradient checks: set layerpar.check_every to how often they run");
   }
   if (p.recompute == Recompute::Full && p.pipeline > 1 && p.schedule == Schedule::XPipe)
     throw UserError(origin +

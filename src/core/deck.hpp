@@ -142,6 +142,13 @@ struct LayerParConfig {
   bool warm_start = true;
   int64_t buffer_open = 0;   // gpt: serial blocks before the MGRIT steps ...
   int64_t buffer_close = 0;  // ... and after them
+  // the inexact gradients' control: every check_every steps the step's gradient is
+  // compared with the exact one (a one-level solve of the same batch); past
+  // max_gradient_error (relative) the control switches to exact solves or adds an
+  // iteration to each solve
+  GradientControl control = GradientControl::None;
+  int64_t check_every = 0;
+  double max_gradient_error = 0.3;
 };
 
 struct Deck {

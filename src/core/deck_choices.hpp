@@ -17,6 +17,8 @@ enum class CommBackend { Mpi, Nccl };
 enum class OnNonfinite { Stop, Skip };
 // MGRIT's relaxation on the finest level (layerpar.relaxation): F, or F then C then F.
 enum class Relaxation { F, FCF };
+// layerpar.control: what layer-parallel training does once its inexact gradients hurt
+enum class GradientControl { None, Switch, Tighten };
 // The SentencePiece model strata tokenize trains (data.tokenizer_type).
 enum class TokenizerType { BPE, Unigram };
 
@@ -120,6 +122,12 @@ inline const std::string& to_string(DataKind k) { return name_in(data_kind_names
 inline const std::string& to_string(CommBackend b) { return name_in(comm_backend_names(), b); }
 inline const std::string& to_string(OnNonfinite o) { return name_in(on_nonfinite_names(), o); }
 inline const std::string& to_string(Relaxation r) { return name_in(relaxation_names(), r); }
+inline const std::vector<std::pair<GradientControl, std::string>>& gradient_control_names() {
+  static const std::vector<std::pair<GradientControl, std::string>> names = {
+      {GradientControl::None, "none"}, {GradientControl::Switch, "switch"}, {GradientControl::Tighten, "tighten"}};
+  return names;
+}
+inline const std::string& to_string(GradientControl c) { return name_in(gradient_control_names(), c); }
 inline const std::string& to_string(TokenizerType t) { return name_in(tokenizer_type_names(), t); }
 
 }  // namespace strata

@@ -544,6 +544,14 @@ std::vector<DeckKey> declare_keys() {
                   "finest level's relaxation (coarser levels use FCF)"),
       key(lp, &D::layerpar, "warm_start", &LayerParConfig::warm_start, any<bool>(),
           "start each solve from the previous batch's solution"),
+      enum_choice(lp, &D::layerpar, "control", &LayerParConfig::control, gradient_control_names(),
+                  "when the checked gradient error exceeds max_gradient_error: go on (none), switch to exact "
+                  "one-level solves for the rest of the run (switch), or add one iteration to each solve (tighten)"),
+      key(lp, &D::layerpar, "check_every", &LayerParConfig::check_every, at_least<int64_t>(0),
+          "compare the step's gradient with the exact one (a one-level solve of the same batch) every this many "
+          "steps, logged as grad_error and grad_cosine (0: never)"),
+      key(lp, &D::layerpar, "max_gradient_error", &LayerParConfig::max_gradient_error, at_least(0.0),
+          "the relative gradient error |g - g_exact| / |g_exact| at which layerpar.control acts"),
       key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
           "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps"),
       key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),

@@ -22,6 +22,9 @@ std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& gri
   o.forward.max_iterations = int(lp.fwd_iterations);
   o.backward.max_iterations = int(lp.bwd_iterations);
   o.warm_start = lp.warm_start;
+  o.control = lp.control;
+  o.check_every = lp.check_every;
+  o.max_gradient_error = lp.max_gradient_error;
   return std::make_unique<LayerParallel<float>>(model, grid, deck.data.batch_size / grid.data_size(), o);
 }
 

@@ -54,6 +54,11 @@ class TrainEngine {
     (void)row;
     return "";
   }
+  // What the engine has decided during the run that a restart must continue with (MGRIT's
+  // gradient control: switched to exact solves, or tightened), as a checkpoint attribute
+  // ("" for nothing); and its restore from a checkpoint's.
+  virtual std::string checkpoint_state() const { return ""; }
+  virtual void restore_state(const std::string& state) { (void)state; }
 
  protected:
   StageModel<T>& model_;
@@ -73,6 +78,7 @@ class StepEngine : public TrainEngine<T> {
     (void)stop_requested;  // a step is not interrupted
     std::vector<StepOutcome> out;
     for (size_t k = 0; k < batches.size(); ++k) {
+      step_ = first_step + int64_t(k);
       const BatchResult r = forward_backward(batches[k], global_batch, timers);
       timers.start("optimizer");
       StepOutcome o = update.apply(this->model_.params(), first_step + int64_t(k), r.loss);
@@ -82,6 +88,9 @@ class StepEngine : public TrainEngine<T> {
     }
     return out;
   }
+
+ protected:
+  int64_t step_ = 0;  // the step forward_backward runs (0-based; train_steps sets it)
 };
 
 }  // namespace strata

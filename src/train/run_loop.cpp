@@ -94,12 +94,14 @@ void RunLoop::set_up() {
     if (from.path.empty()) return;
     const double t0 = Timers::now();
     start_ = read_model_checkpoint(from.path, job_.params());
+    job_.restore_engine_state(start_.engine);
     const double dt = Timers::now() - t0;
     const std::string changed = check_deck_against_checkpoint(from.path, start_.deck, deck_.resolved_toml);
     const double mib = double(checkpoint_bytes(job_.params())) / double(1 << 20);
     log_.info(strfmt("strata: restart: read %s (step %lld, %.1f MiB of tensors) in %.3f s (%.0f MB/s)",
                      from.path.c_str(), (long long)start_.step, mib, dt, mib * 1.048576 / std::max(dt, 1e-9)));
     if (!changed.empty()) log_.info("strata: restart: changed since the checkpoint: " + changed);
+    if (!start_.engine.empty()) log_.info("strata: restart: the engine continues as it was: " + start_.engine);
   });
   // a fresh run from weights made elsewhere (model.init_from; a restart has its own)
   agreed(world, [&] {
@@ -148,6 +150,7 @@ TrainState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, do
   s.val_loss = val;
   s.tokenizer = job_.facts().tokenizer_model;
   s.init_from = start_.init_from;
+  s.engine = job_.engine_state();
   return s;
 }
 

@@ -63,6 +63,10 @@ class TrainSteps {
     (void)log;
     (void)result;
   }
+  // What the engine decided that a restart continues with (TrainEngine::checkpoint_state),
+  // and its restore from a checkpoint.
+  virtual std::string engine_state() const { return ""; }
+  virtual void restore_engine_state(const std::string& state) { (void)state; }
 };
 
 struct JobOptions {
@@ -80,6 +84,8 @@ class TrainJob : public TrainSteps {
   ~TrainJob() override;
   StageModel<float>& model() { return *model_; }
   TrainEngine<float>& engine() { return *engine_; }
+  std::string engine_state() const override { return engine_->checkpoint_state(); }
+  void restore_engine_state(const std::string& state) override { engine_->restore_state(state); }
 
   const Grid& grid() const override { return *grid_; }
   ParamStore<float>& params() override { return model_->params(); }

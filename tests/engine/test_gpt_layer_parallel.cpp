@@ -110,6 +110,50 @@ TEST_CASE("the layer-parallel GPT<double>: one level, or two to tolerance, gives
     }
 }
 
+TEST_CASE("the gradient check measures the inexact gradient's error against the serial backward's",
+          "[mpi][mgrit][gpt]") {
+  const int n = world_size();
+  const ModelConfig m = deep_narrow_gpt();
+  const int64_t batch = 4;
+  const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
+  GPT<double> serial(m, 7);
+  const double scale = 1.0 / double(batch * m.seq_len);
+  serial.params().zero_grads();
+  serial.forward({batch, m.seq_len}, tokens, targets);
+  serial.backward({batch, m.seq_len}, scale);
+  const auto exact = to_host<double>(serial.params().grads());
+  ParallelConfig pc;
+  pc.pipeline = n;
+  pc.layer_method = LayerMethod::MGRIT;
+  Grid grid(pc, MPI_COMM_WORLD);
+  GPT<double> model(m, 7, {}, StagePlacement::layer_steps(int(m.n_layer), 1, 1, n, grid.coords().pipeline));
+  LayerParallelOptions o = solver(2);
+  o.forward.tolerance = o.backward.tolerance = 0;
+  o.forward.max_iterations = 1;  // far from converged: a visible error
+  o.backward.max_iterations = 1;
+  LayerParallel<double> engine(model, grid, batch, o);
+  SampleBatch<double> all;
+  all.samples = batch;
+  all.tokens = tokens;
+  all.targets = targets;
+  const LayerParallelResult r = engine.forward_backward(all, batch, true);
+  // the store keeps the step's own (inexact) gradient; its error, computed here
+  const auto inexact = gather_global(model.params(), model.params().grads(), grid.model().raw());
+  double dd = 0, ee = 0, ge = 0, gg = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    dd += (inexact[i] - exact[i]) * (inexact[i] - exact[i]);
+    ee += exact[i] * exact[i];
+    gg += inexact[i] * inexact[i];
+    ge += inexact[i] * exact[i];
+  }
+  if (world_rank() == 0)
+    std::printf("gradient check, 2 levels 1/1 iterations on %d layer ranks: error %.4f (direct %.4f), cosine %.4f\n", n,
+                r.check.error, std::sqrt(dd / ee), r.check.cosine);
+  CHECK(r.check.error > 1e-3);
+  CHECK(r.check.error == Approx(std::sqrt(dd / ee)).epsilon(1e-9));
+  CHECK(r.check.cosine == Approx(ge / std::sqrt(gg * ee)).epsilon(1e-9));
+}
+
 namespace {
 
 Deck mgrit_deck(const std::vector<std::string>& overrides, const std::string& name, int64_t steps = 8,
@@ -199,5 +243,48 @@ TEST_CASE("a GPT checkpoint restarts across the MGRIT and serial layouts, and tw
   // inexact gradients: other losses than the exact run's, but near them
   CHECK(full2.losses[7] != lp.losses[7]);
   CHECK(std::abs(full2.losses[7] - lp.losses[7]) < 0.05 * lp.losses[7]);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("the gradient control switches to exact solves or tightens them, and a restart continues so",
+          "[mpi][mgrit][gpt][checkpoint]") {
+  const int n = world_size(), rank = world_rank();
+  if (n == 1) return;
+  if (rank == 0) std::filesystem::remove_all("gpt_mgrit_test_runs/control");
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto layout = mgrit_layout(n, 1, 2);
+  const auto engine_of = [](Training& t) -> LayerParallel<float>& {
+    return dynamic_cast<LayerParallel<float>&>(t.job().engine());
+  };
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), layout.begin(), layout.end());
+    // 8 steps, 4 coarse intervals: the solves are exact only at 4 iterations
+    more.insert(more.end(), {"layerpar.check_every=3", "model.n_layer=10", "run.out_dir=gpt_mgrit_test_runs/control"});
+    return more;
+  };
+  // a bound no check meets: nothing happens; one every check exceeds: the first check acts
+  Training calm(mgrit_deck(with({"layerpar.control=switch", "layerpar.max_gradient_error=1e9"}), "calm"),
+                MPI_COMM_WORLD, quiet());
+  calm.run();
+  CHECK(engine_of(calm).acted_at() == -1);
+  CHECK_FALSE(engine_of(calm).exact());
+  Training sw(mgrit_deck(with({"layerpar.control=switch", "layerpar.max_gradient_error=1e-4"}), "switch", 8, 4),
+              MPI_COMM_WORLD, quiet(true));
+  const TrainResult switched = sw.run();
+  CHECK(engine_of(sw).acted_at() == 2);  // step 3, the first check
+  CHECK(engine_of(sw).exact());
+  Training tight(mgrit_deck(with({"layerpar.control=tighten", "layerpar.max_gradient_error=1e-4"}), "tighten"),
+                 MPI_COMM_WORLD, quiet());
+  tight.run();
+  CHECK(engine_of(tight).acted_at() == 5);  // tightened at step 3 and again at step 6
+  CHECK_FALSE(engine_of(tight).exact());
+  CHECK(engine_of(tight).checkpoint_state() == "iterations 4/3 tightened at step 6");
+  // the switch is in the step-4 checkpoint: the restart continues with exact solves
+  Training resumed(mgrit_deck(with({"layerpar.control=switch", "layerpar.max_gradient_error=1e-4"}), "resumed"),
+                   MPI_COMM_WORLD, quiet(false, "gpt_mgrit_test_runs/control/switch/checkpoints/ckpt_00000004.h5"));
+  const TrainResult again = resumed.run();
+  CHECK(engine_of(resumed).exact());
+  REQUIRE(again.losses.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(again.losses[i] == switched.losses[4 + i]);
   MPI_Barrier(MPI_COMM_WORLD);
 }
