@@ -551,7 +551,8 @@ std::vector<DeckKey> declare_keys() {
           "compare the step's gradient with the exact one (a one-level solve of the same batch) every this many "
           "steps, logged as grad_error and grad_cosine (0: never)"),
       key(lp, &D::layerpar, "max_gradient_error", &LayerParConfig::max_gradient_error, at_least(0.0),
-          "the relative gradient error |g - g_exact| / |g_exact| at which layerpar.control acts"),
+          "the relative gradient error |g - g_exact| / |g_exact| at which layerpar.control acts (after "
+          "optim.warmup_steps)"),
       key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
           "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps"),
       key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),

@@ -25,6 +25,7 @@ std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& gri
   o.control = lp.control;
   o.check_every = lp.check_every;
   o.max_gradient_error = lp.max_gradient_error;
+  o.control_after = deck.optim.warmup_steps;
   return std::make_unique<LayerParallel<float>>(model, grid, deck.data.batch_size / grid.data_size(), o);
 }
 

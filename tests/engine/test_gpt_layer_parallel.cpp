@@ -259,7 +259,8 @@ TEST_CASE("the gradient control switches to exact solves or tightens them, and a
   const auto with = [&](std::vector<std::string> more) {
     more.insert(more.begin(), layout.begin(), layout.end());
     // 8 steps, 4 coarse intervals: the solves are exact only at 4 iterations
-    more.insert(more.end(), {"layerpar.check_every=3", "model.n_layer=10", "run.out_dir=gpt_mgrit_test_runs/control"});
+    more.insert(more.end(), {"layerpar.check_every=3", "model.n_layer=10", "optim.warmup_steps=2",
+                             "run.out_dir=gpt_mgrit_test_runs/control"});
     return more;
   };
   // a bound no check meets: nothing happens; one every check exceeds: the first check acts

@@ -111,7 +111,9 @@ LayerParallelResult LayerParallel<T>::forward_backward(const SampleBatch<T>& bat
   LayerParallelResult r = run(*active_, batch, global_batch);
   if (check && !active_->exact()) {
     r.check = this->check(batch, global_batch);
-    if (opt_.control != GradientControl::None && r.check.error > opt_.max_gradient_error) act();
+    if (opt_.control != GradientControl::None && this->step_ >= opt_.control_after &&
+        r.check.error > opt_.max_gradient_error)
+      act();
   }
   return r;
 }

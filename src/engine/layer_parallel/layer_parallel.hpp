@@ -11,7 +11,9 @@
 // The gradient control (Jiang et al., arXiv 2601.09026: the inexact gradients' bias slows training near a minimum):
 // every check_every steps the step's gradient is compared with the exact one, made by one-level solves of the same
 // batch (the layer ranks' chain: the serial network); the update uses the step's own gradient, so a check changes
-// nothing but the step's time. Where the relative error exceeds max_gradient_error, "switch" makes every later solve
+// nothing but the step's time. Where the relative error exceeds max_gradient_error after the learning rate's warm-up
+// (where the error is large but the steps small: the weights are still far from anything the bias could hold them
+// off), "switch" makes every later solve
 // the exact one-level chain (serial training on the same ranks, as a one-micro-batch pipeline) and "tighten" adds one
 // iteration to each solve (checking on); checkpoint_state() carries either decision through a restart.
 #include <memory>
@@ -30,6 +32,7 @@ struct LayerParallelOptions {
   GradientControl control = GradientControl::None;
   int64_t check_every = 0;  // steps between gradient checks (0: none)
   double max_gradient_error = 0.3;
+  int64_t control_after = 0;  // steps before the control may act (the learning rate's warm-up)
 };
 
 struct LayerParallelResult {
