@@ -23,14 +23,11 @@
 #include "engine/layer_parallel/layer_parallel.hpp"
 #include "engine/layer_parallel/mgrit_cost.hpp"
 #include "model/resnet.hpp"
+#include "state_message.hpp"
 
 using namespace strata;
 
 namespace {
-
-struct StepTimes {
-  double forward = 0, adjoint = 0, gradient = 0, open = 0, close = 0, message = 0;
-};
 
 template <class F>
 double seconds_per_call(F f, int reps) {
@@ -41,7 +38,7 @@ double seconds_per_call(F f, int reps) {
   return (Timers::now() - t0) / reps;
 }
 
-StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
+LayerStepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
   ResNetConfig cfg;
   cfg.width = width;
   cfg.steps = 4;
@@ -52,10 +49,11 @@ StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
   Tensor1<int32_t> labels("labels", batch);
   Kokkos::deep_copy(u, 0.1);
   Kokkos::deep_copy(x, 0.5);
-  StepTimes t;
+  LayerStepTimes t;
   t.forward = seconds_per_call([&] { net.step_forward(0, 0.1, u, v, s); }, 400);
   t.adjoint = seconds_per_call([&] { net.step_adjoint(0, 0.1, u, v, u, s, false); }, 400);
   t.gradient = seconds_per_call([&] { net.step_adjoint(0, 0.1, u, v, u, s, true); }, 400);
+  t.serial_step = t.forward + t.gradient;  // the serial network's backward remakes each step's product too
   t.open = seconds_per_call([&] { net.open_forward(x, u); }, 100) +
            seconds_per_call([&] { net.open_backward(x, u, s); }, 100);
   t.close = seconds_per_call(
@@ -64,50 +62,14 @@ StepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
         net.close_backward(u, labels, 0.01, logits, lse, v);
       },
       100);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  if (size >= 2 && rank < 2) {  // ping-pong of one state between ranks 0 and 1
-    std::vector<double> buf(size_t(batch * width), 1.0);
-    const int reps = 200;
-    Comm pair(world);
-    const auto send = [&](int peer) {
-      auto r = pair.start_send(buf.data(), int64_t(buf.size()), peer, 0);
-      pair.wait(r, "send");
-    };
-    const auto recv = [&](int peer) {
-      auto r = pair.start_recv(buf.data(), int64_t(buf.size()), peer, 0);
-      pair.wait(r, "recv");
-    };
-    barrier(world);
-    const double t0 = MPI_Wtime();
-    for (int i = 0; i < reps; ++i) {
-      if (rank == 0) {
-        send(1);
-        recv(1);
-      } else {
-        recv(0);
-        send(0);
-      }
-    }
-    t.message = (MPI_Wtime() - t0) / (2.0 * reps);
-  } else if (size >= 2) {
-    barrier(world);
-  }
-  t.message = broadcast_value(world, t.message, 0);
+  t.message = state_message_seconds<double>(world, batch * width);  // a ping-pong between ranks 0 and 1
   return t;
 }
 
-double serial_time(int64_t n, const StepTimes& t) { return t.open + t.close + double(n) * (t.forward + t.gradient); }
+double serial_time(int64_t n, const LayerStepTimes& t) { return serial_network_seconds(n, t); }
 
-double parallel_time(int64_t n, int ranks, const LayerParallelOptions& o, const StepTimes& t) {
-  const double msg = ranks > 1 ? t.message : 0.0;
-  const MgritLayout fwd(n, o.forward.cfactor, o.forward.levels, MgritLayout::balanced(n, ranks));
-  const MgritLayout bwd(n, o.backward.cfactor, o.backward.levels, fwd.bounds());
-  int64_t largest = 0;
-  for (int r = 0; r < ranks; ++r) largest = std::max(largest, fwd.count(0, r));
-  return t.open + t.close + mgrit_cost(fwd, o.forward, t.forward, msg).time +
-         mgrit_cost(bwd.reversed(), o.backward, t.adjoint, msg).time + double(largest) * t.gradient;
+double parallel_time(int64_t n, int ranks, const LayerParallelOptions& o, const LayerStepTimes& t) {
+  return layer_parallel_seconds(n, ranks, o.forward, o.backward, t);
 }
 
 }  // namespace
@@ -133,7 +95,7 @@ int main(int argc, char** argv) {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const StepTimes t = measure(batch, width, MPI_COMM_WORLD);
+    const LayerStepTimes t = measure(batch, width, MPI_COMM_WORLD);
     if (rank == 0)
       std::printf(
           "measured (batch %lld, width %lld, double): step forward %.1f us, adjoint %.1f us, adjoint + "

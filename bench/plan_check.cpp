@@ -13,6 +13,7 @@
 //       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--three-d] [--schedule NAME[,NAME...]]
 //       [--set section.key=value ...]
 // --three-d: the 3D layouts only (without it, every layout but those, so that each run stays short).
+// Layer-parallel (mgrit) layouts are left out: tests/plan/test_mgrit_plan.cpp weighs them.
 // --schedule NAMES: of the pipelined layouts, only those of these schedules (a comma list).
 // --sequence-parallel: the 1D layouts with sequence parallelism (a deck cannot ask for it
 // without a 1D split, and the layouts here start from none).
@@ -125,6 +126,9 @@ int main(int argc, char** argv) {
       }
       for (const Layout& l : feasible_layouts(deck, ranks)) {
         if ((l.tensor == TensorMode::ThreeD) != three_d) continue;
+        // layer-parallel layouts: their messages are the solvers' (mgrit_cost counts them, and test_mgrit checks
+        // the count against the solver's, rank by rank); their memory and time the plan's mgrit tests weigh
+        if (l.mgrit) continue;
         if (!only_schedules.empty() && l.pipeline > 1 &&
             only_schedules.find("," + to_string(l.schedule) + ",") == std::string::npos)
           continue;

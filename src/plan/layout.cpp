@@ -8,7 +8,12 @@
 
 namespace strata {
 
-std::string Layout::name() const { return layout_name(applied_to(Deck{}).parallel); }
+std::string Layout::name() const {
+  const std::string n = layout_name(applied_to(Deck{}).parallel);
+  if (!mgrit) return n;
+  const size_t at = n.find(":mgrit");  // the levels beside the schedule
+  return n.substr(0, at + 6) + ":L" + std::to_string(levels) + n.substr(at + 6);
+}
 
 Deck Layout::applied_to(const Deck& deck) const {
   Deck d = deck;
@@ -31,29 +36,33 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.recompute = recompute;
   p.zero = zero;
   p.expert = expert;
+  p.layer_method = mgrit ? LayerMethod::MGRIT : LayerMethod::Pipeline;
+  if (mgrit) d.layerpar.levels = levels;
   return d;
 }
 
 std::vector<std::string> Layout::overrides() const {
   const Deck d = applied_to(Deck{});
   const auto& p = d.parallel;
-  return {"parallel.data=" + std::to_string(p.data),
-          "parallel.pipeline=" + std::to_string(p.pipeline),
-          "parallel.context=" + std::to_string(p.context),
-          "parallel.context_mode=" + to_string(p.context_mode),
-          "parallel.tensor_mode=" + to_string(p.tensor_mode),
-          "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
-          "parallel.tensor_cols=" + std::to_string(p.tensor_cols),
-          "parallel.tensor_x=" + std::to_string(p.tensor_x),
-          "parallel.tensor_y=" + std::to_string(p.tensor_y),
-          "parallel.tensor_depth=" + std::to_string(p.tensor_depth),
-          std::string("parallel.sequence_parallel=") + (p.sequence_parallel ? "true" : "false"),
-          "parallel.schedule=" + to_string(p.schedule),
-          "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
-          "parallel.micro_batches=" + std::to_string(p.micro_batches),
-          "parallel.recompute=" + to_string(p.recompute),
-          "parallel.zero=" + std::to_string(p.zero),
-          "parallel.expert=" + std::to_string(p.expert)};
+  std::vector<std::string> out = {"parallel.data=" + std::to_string(p.data),
+                                  "parallel.pipeline=" + std::to_string(p.pipeline),
+                                  "parallel.context=" + std::to_string(p.context),
+                                  "parallel.context_mode=" + to_string(p.context_mode),
+                                  "parallel.tensor_mode=" + to_string(p.tensor_mode),
+                                  "parallel.tensor_rows=" + std::to_string(p.tensor_rows),
+                                  "parallel.tensor_cols=" + std::to_string(p.tensor_cols),
+                                  "parallel.tensor_x=" + std::to_string(p.tensor_x),
+                                  "parallel.tensor_y=" + std::to_string(p.tensor_y),
+                                  "parallel.tensor_depth=" + std::to_string(p.tensor_depth),
+                                  std::string("parallel.sequence_parallel=") + (p.sequence_parallel ? "true" : "false"),
+                                  "parallel.schedule=" + (mgrit ? std::string("mgrit") : to_string(p.schedule)),
+                                  "parallel.virtual_stages=" + std::to_string(p.virtual_stages),
+                                  "parallel.micro_batches=" + std::to_string(p.micro_batches),
+                                  "parallel.recompute=" + to_string(p.recompute),
+                                  "parallel.zero=" + std::to_string(p.zero),
+                                  "parallel.expert=" + std::to_string(p.expert)};
+  if (mgrit) out.push_back("layerpar.levels=" + std::to_string(levels));
+  return out;
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine) {
@@ -133,6 +142,18 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineF
       }
       if (deck.data.batch_size % l.data != 0) continue;
       const int64_t replica_batch = deck.data.batch_size / l.data;
+      if (model_kind_of(deck).layer_parallel && deck.model.is_gpt() && base.context == 1 && !base.sequence &&
+          (base.tensor == TensorMode::Serial || base.tensor == TensorMode::OneD)) {
+        Layout lp = l;  // the layer ranks solved by MGRIT: the deck's levels, and 2 where it has one
+        lp.mgrit = true;
+        lp.micro_batches = 1;
+        std::vector<int> levels = {int(deck.layerpar.levels)};
+        if (deck.layerpar.levels == 1) levels.push_back(2);
+        for (const int lv : levels) {
+          lp.levels = lv;
+          admit(lp);  // (the deck's rules: steps for every layer rank, the levels fit them)
+        }
+      }
       for (const auto& [schedule, name] : schedule_names())
         if (!(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
             !(splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence)))

@@ -28,6 +28,10 @@ struct Layout {
   Recompute recompute = Recompute::None;
   int zero = 0;    // ZeRO stage (0 or 1)
   int expert = 1;  // mixtures of experts: data ranks the experts are split over
+  // layer-parallel training (parallel.schedule = "mgrit"): the pipeline's ranks are layer
+  // ranks, whose blocks MGRIT solves with this many levels (the rest of [layerpar] as the deck says)
+  bool mgrit = false;
+  int levels = 1;
   int tensor_size() const {
     return tensor == TensorMode::OneD     ? t
            : tensor == TensorMode::TwoD   ? q * q
@@ -36,7 +40,7 @@ struct Layout {
   }
   int ranks() const { return data * pipeline * context * tensor_size(); }
   int replicas() const { return data * context; }  // the ranks holding the same parameters
-  // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2"
+  // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2" (MGRIT: "pipeline=4:mgrit:L2")
   std::string name() const;
   // the deck's [parallel] keys for this layout (the rest of the deck unchanged)
   Deck applied_to(const Deck& deck) const;
@@ -57,7 +61,10 @@ struct Layout {
 // experts), and no 2D or 3D split (which the deck refuses with them). 3D splits: of each
 // tensor size the two best by AxoNN's communication model (plan/axonn_model.hpp; timed on
 // machine, or by bytes without one), every one where the deck asks for 3D on at most 8
-// ranks.
+// ranks. For the GPT also its layer-parallel layouts (mgrit) of p >= 2 layer ranks, serial
+// or with a 1D split without sequence parallelism: with the deck's layerpar.levels, and
+// where that is 1 (a sequential chain through the ranks) also with 2 levels where the
+// steps allow them.
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine = nullptr);

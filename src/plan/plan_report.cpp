@@ -228,6 +228,14 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
     out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs "
         << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
         << " a rank has\n";
+  bool mgrit_shown = false;
+  for (size_t i = 0; i < shown; ++i) mgrit_shown = mgrit_shown || ranked[i].layout.mgrit;
+  if (mgrit_shown || r.layout.mgrit)
+    out << strfmt(
+        "(mgrit: layer ranks solved by MGRIT with :L levels, %lld forward / %lld backward V-cycles, timed per step; "
+        "with more than one level its gradients are inexact, so it may need more steps to the same loss than the "
+        "exact layouts (docs/parallelism.md measures it); layerpar.control = \"switch\" bounds the bias)\n",
+        (long long)deck.layerpar.fwd_iterations, (long long)deck.layerpar.bwd_iterations);
   if (shown < ranked.size()) out << "(" << ranked.size() - shown << " slower layouts not shown; --top 0 shows all)\n";
   out << "(! = needs more memory than a rank has; of GEMM: the model's FLOPs per second over all ranks' GEMM rate)\n";
   return best;

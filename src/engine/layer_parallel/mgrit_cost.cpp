@@ -132,4 +132,15 @@ MgritCost mgrit_cost(const MgritLayout& layout, const MgritOptions& options, dou
   return Replay(layout, options, t_step, t_message).run();
 }
 
+double layer_parallel_seconds(int64_t steps, int ranks, const MgritOptions& forward, const MgritOptions& backward,
+                              const LayerStepTimes& t) {
+  const double message = ranks > 1 ? t.message : 0.0;
+  const MgritLayout fwd(steps, forward.cfactor, forward.levels, MgritLayout::balanced(steps, ranks));
+  const MgritLayout bwd(steps, backward.cfactor, backward.levels, fwd.bounds());
+  int64_t largest = 0;
+  for (int r = 0; r < ranks; ++r) largest = std::max(largest, fwd.count(0, r));
+  return t.open + t.close + mgrit_cost(fwd, forward, t.forward, message).time +
+         mgrit_cost(bwd.reversed(), backward, t.adjoint, message).time + double(largest) * t.gradient;
+}
+
 }  // namespace strata

@@ -26,4 +26,25 @@ struct MgritCost {
 // sequential solve with one level; the final ghost exchange included.
 MgritCost mgrit_cost(const MgritLayout& layout, const MgritOptions& options, double t_step, double t_message);
 
+// What a layer-parallel network's pieces cost (measured, or predicted from FLOPs), in seconds.
+struct LayerStepTimes {
+  double forward = 0;      // one step forward
+  double adjoint = 0;      // one adjoint step without weight gradients (the GPT: the block's forward, then its input half)
+  double gradient = 0;     // one step of the gradient pass (the same with the weight gradients)
+  double open = 0;         // the opening part, forward and backward (the GPT: embedding and open buffer)
+  double close = 0;        // the closing part, forward and backward (the GPT: close buffer, head and loss)
+  double message = 0;      // one state from one layer rank to the next
+  double serial_step = 0;  // one step forward and backward in the serial network (activations kept)
+};
+
+// One batch of LayerParallel on `ranks` layer ranks (balanced blocks of `steps` steps):
+//   open + forward solve (forward, message) + close + adjoint solve (adjoint, message)
+//   + the largest block's gradient pass,
+// each solve the replay's critical path. The serial network: open + close + steps x serial_step.
+double layer_parallel_seconds(int64_t steps, int ranks, const MgritOptions& forward, const MgritOptions& backward,
+                              const LayerStepTimes& t);
+inline double serial_network_seconds(int64_t steps, const LayerStepTimes& t) {
+  return t.open + t.close + double(steps) * t.serial_step;
+}
+
 }  // namespace strata

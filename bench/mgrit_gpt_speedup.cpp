@@ -1,0 +1,230 @@
+// The layer-parallel cost model (src/engine/layer_parallel/mgrit_cost.hpp) for the GPT's
+// blocks (model/gpt_layer_steps.hpp), from this machine's measured cost of one block as a
+// step forward, as an adjoint step (its forward again, then its input half) and as a step
+// of the gradient pass (forward and the whole backward), of the opening part (embedding,
+// open buffer) and the closing part (close buffer, head, loss) forward and backward, of
+// one (B, T, C) state message (a ping-pong, on 2 ranks or more) and of the serial GPT's
+// forward and backward. It checks itself against LayerParallel's measured time per batch
+// at 1, 2, 4 ... ranks (sequential and MGRIT); with more ranks than cores the ranks share
+// them, so the prediction there is scaled by ranks / cores. Then it predicts the speed-up
+// over the serial network of GPTs of 64, 256 and 1024 blocks of width 384 and 1024 on 16
+// to 1024 ranks (block times measured here at those widths, the best number of levels).
+//
+//   mpiexec -n 4 build/release/bench/mgrit_gpt_speedup [--layers 18] [--width 128] [--batch 4] [--seq 64]
+//       [--levels 2] [--cfactor 2] [--cores 2]
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "comm/comm.hpp"
+#include "comm/control.hpp"
+#include "core/timers.hpp"
+#include "engine/layer_parallel/layer_parallel.hpp"
+#include "engine/layer_parallel/mgrit_cost.hpp"
+#include "model/gpt.hpp"
+#include "state_message.hpp"
+
+using namespace strata;
+
+namespace {
+
+template <class F>
+double seconds_per_call(F f, int reps) {
+  f();  // warm-up (allocations)
+  Kokkos::fence();
+  const double t0 = Timers::now();
+  for (int i = 0; i < reps; ++i) f();
+  Kokkos::fence();
+  return (Timers::now() - t0) / reps;
+}
+
+ModelConfig gpt_of(int64_t layers, int64_t width, int64_t seq) {
+  ModelConfig m;
+  m.n_layer = layers;
+  m.n_embd = width;
+  m.n_head = std::max<int64_t>(1, width / 64);
+  m.vocab_size = 256;
+  m.seq_len = seq;
+  return m;
+}
+
+SampleBatch<float> batch_of(const Tensor1<int32_t>& tokens, int64_t samples) {
+  SampleBatch<float> b;
+  b.samples = samples;
+  b.tokens = tokens;
+  b.targets = tokens;
+  return b;
+}
+
+// The block's times on one rank (every rank measures; rank 0's are used).
+LayerStepTimes measure(int64_t layers, int64_t width, int64_t batch, int64_t seq, int open, int close, int reps,
+                       MPI_Comm world) {
+  const ModelConfig m = gpt_of(layers, width, seq);
+  Tensor1<int32_t> tokens("tokens", batch * seq);
+  Kokkos::deep_copy(tokens, 7);
+  const SampleBatch<float> b = batch_of(tokens, batch);
+  GPT<float> lp(m, 1, {}, StagePlacement::layer_steps(int(layers), open, close, 1, 0));
+  OdeNetwork<float>& steps = *lp.ode_network();
+  Tensor2<float> u("u", batch, steps.state_size()), v("v", batch, steps.state_size());
+  Kokkos::deep_copy(u, 0.1f);
+  LayerStepTimes t;
+  t.forward = seconds_per_call([&] { steps.step_forward(0, 1.0f, u, v); }, reps);
+  t.adjoint = seconds_per_call([&] { steps.step_adjoint(0, 1.0f, u, v, u, false); }, reps);
+  t.gradient = seconds_per_call([&] { steps.step_adjoint(0, 1.0f, u, v, u, true); }, reps);
+  t.open = seconds_per_call(
+      [&] {
+        steps.open_forward(b, u);
+        steps.open_backward(b, v);
+      },
+      reps);
+  t.close = seconds_per_call(
+      [&] {
+        steps.close_forward(u, b);
+        steps.close_backward(u, b, 1e-3f, v);
+      },
+      reps);
+  GPT<float> serial(m, 1);
+  const BlockContext ctx{batch, seq};
+  const double whole = seconds_per_call(
+      [&] {
+        serial.forward(ctx, tokens, tokens);
+        serial.backward(ctx, 1e-3f);
+      },
+      reps);
+  t.serial_step = std::max(0.0, whole - t.open - t.close) / double(layers - open - close);
+  t.message = state_message_seconds<float>(world, batch * seq * width);
+  // rank 0's measurements for every rank
+  for (double* x : {&t.forward, &t.adjoint, &t.gradient, &t.open, &t.close, &t.serial_step})
+    *x = broadcast_value(world, *x, 0);
+  return t;
+}
+
+int levels_fitting(int64_t steps, int cfactor, int most) {
+  int levels = 1;
+  int64_t unit = cfactor;
+  while (levels < most && steps % unit == 0 && steps / unit >= 1) {
+    ++levels;
+    unit *= cfactor;
+  }
+  return levels;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    int64_t layers = 18, width = 128, batch = 4, seq = 64;
+    int cores = int(std::thread::hardware_concurrency());
+    LayerParallelOptions o;
+    o.forward.levels = o.backward.levels = 2;
+    o.forward.cfactor = o.backward.cfactor = 2;
+    o.forward.max_iterations = 2;
+    o.backward.max_iterations = 1;
+    o.forward.tolerance = o.backward.tolerance = 0;
+    const int open = 1, close = 1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string a = argv[i];
+      if (a == "--layers") layers = std::atoll(argv[i + 1]);
+      if (a == "--width") width = std::atoll(argv[i + 1]);
+      if (a == "--batch") batch = std::atoll(argv[i + 1]);
+      if (a == "--seq") seq = std::atoll(argv[i + 1]);
+      if (a == "--levels") o.forward.levels = o.backward.levels = std::atoi(argv[i + 1]);
+      if (a == "--cfactor") o.forward.cfactor = o.backward.cfactor = std::atoi(argv[i + 1]);
+      if (a == "--cores") cores = std::atoi(argv[i + 1]);
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int64_t n = layers - open - close;
+    const LayerStepTimes t = measure(layers, width, batch, seq, open, close, 5, MPI_COMM_WORLD);
+    if (rank == 0)
+      std::printf(
+          "measured (GPT block C=%lld, %lld heads, B=%lld, T=%lld, fp32, 1 thread): step forward %.2f ms, adjoint "
+          "%.2f ms, gradient pass %.2f ms, serial forward + backward %.2f ms; opening %.2f ms, closing %.2f ms; one "
+          "state (%.2f MiB) %.3f ms%s\n",
+          (long long)width, (long long)std::max<int64_t>(1, width / 64), (long long)batch, (long long)seq,
+          t.forward * 1e3, t.adjoint * 1e3, t.gradient * 1e3, t.serial_step * 1e3, t.open * 1e3, t.close * 1e3,
+          double(batch * seq * width * 4) / (1 << 20), t.message * 1e3, size < 2 ? " (1 rank: not measured)" : "");
+
+    // the model against LayerParallel on this machine
+    const ModelConfig m = gpt_of(layers, width, seq);
+    Tensor1<int32_t> tokens("tokens", batch * seq);
+    Kokkos::deep_copy(tokens, 7);
+    if (rank == 0)
+      std::printf(
+          "\n%lld blocks (%lld MGRIT steps between buffers of %d and %d), c = %d, %d levels, %d forward / %d backward "
+          "iterations; %d cores:\n| ranks | solver | predicted ms/batch | measured ms/batch | measured / "
+          "predicted |\n|---|---|---|---|---|\n",
+          (long long)layers, (long long)n, open, close, o.forward.cfactor, o.forward.levels, o.forward.max_iterations,
+          o.backward.max_iterations, cores);
+    if (rank == 0) std::printf("| 1 | serial network | %.2f | - | - |\n", 1e3 * serial_network_seconds(n, t));
+    for (int p = 1; p <= size; p *= 2) {
+      for (const bool mgrit : {false, true}) {
+        LayerParallelOptions run = o;
+        if (!mgrit) run.forward.levels = run.backward.levels = 1;
+        if (mgrit && levels_fitting(n, run.forward.cfactor, run.forward.levels) < run.forward.levels) continue;
+        if (n < p) continue;
+        MPI_Comm sub = first_ranks(MPI_COMM_WORLD, p);
+        double measured = 0;
+        if (sub != MPI_COMM_NULL) {
+          ParallelConfig layout;
+          layout.pipeline = p;
+          layout.layer_method = LayerMethod::MGRIT;
+          const Grid grid(layout, sub);
+          GPT<float> model(m, 1, {}, StagePlacement::layer_steps(int(layers), open, close, p, rank));
+          LayerParallel<float> engine(model, grid, batch, run);
+          const SampleBatch<float> b = batch_of(tokens, batch);
+          engine.forward_backward(b, batch);
+          const int reps = 5;
+          barrier(sub);
+          const double t0 = Timers::now();
+          for (int i = 0; i < reps; ++i) engine.forward_backward(b, batch);
+          measured = (Timers::now() - t0) / reps;
+          free_ranks(sub);
+        }
+        barrier(MPI_COMM_WORLD);
+        const double shared = std::max(1.0, double(p) / double(cores));  // ranks time-sharing the cores
+        const double predicted = shared * layer_parallel_seconds(n, p, run.forward, run.backward, t);
+        if (rank == 0)
+          std::printf("| %d | %s | %.2f | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
+                      1e3 * predicted, 1e3 * measured, measured / predicted);
+      }
+    }
+
+    // beyond this machine: deep GPTs, this machine's block and message times at their widths
+    if (rank == 0)
+      std::printf(
+          "\npredicted speed-up over the serial network (B=%lld, T=%lld, c = %d, %d forward / %d backward "
+          "iterations, no buffers, the best number of levels; a rank per core):\n| blocks | width | ranks | "
+          "steps per rank | best levels | ms per batch | serial ms | speed-up |\n|---|---|---|---|---|---|---|---|\n",
+          (long long)batch, (long long)seq, o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
+    for (const int64_t w : {int64_t(384), int64_t(1024)}) {
+      const LayerStepTimes tw = measure(4, w, batch, seq, 0, 0, 2, MPI_COMM_WORLD);  // every block a step
+      for (const int64_t blocks : {int64_t(64), int64_t(256), int64_t(1024)}) {
+        const int64_t steps = blocks;
+        const double serial = serial_network_seconds(steps, tw);
+        for (int p = 16; p <= 1024 && p <= steps; p *= 2) {
+          double best = 0;
+          int best_levels = 0;
+          for (int levels = 2; levels <= levels_fitting(steps, o.forward.cfactor, 12); ++levels) {
+            LayerParallelOptions run = o;
+            run.forward.levels = run.backward.levels = levels;
+            const double tp = layer_parallel_seconds(steps, p, run.forward, run.backward, tw);
+            if (best_levels == 0 || tp < best) best = tp, best_levels = levels;
+          }
+          if (rank == 0 && best_levels > 0)
+            std::printf("| %lld | %lld | %d | %lld | %d | %.1f | %.1f | %.2f |\n", (long long)blocks, (long long)w, p,
+                        (long long)((steps + p - 1) / p), best_levels, 1e3 * best, 1e3 * serial, serial / best);
+        }
+      }
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,48 @@
+#pragma once
+// The layer-parallel benches' message cost: one state of `values` values from rank 0 to
+// rank 1 and back, `reps` times; half a round trip, the same on every rank (0 on one rank).
+#include <mpi.h>
+
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "comm/control.hpp"
+
+namespace strata {
+
+template <class T>
+double state_message_seconds(MPI_Comm world, int64_t values, int reps = 200) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  double seconds = 0;
+  if (size >= 2 && rank < 2) {
+    std::vector<T> buf(size_t(values), T(1));
+    Comm pair(world);
+    const auto send = [&](int peer) {
+      auto r = pair.start_send(buf.data(), int64_t(buf.size()), peer, 0);
+      pair.wait(r, "send");
+    };
+    const auto recv = [&](int peer) {
+      auto r = pair.start_recv(buf.data(), int64_t(buf.size()), peer, 0);
+      pair.wait(r, "recv");
+    };
+    barrier(world);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < reps; ++i) {
+      if (rank == 0) {
+        send(1);
+        recv(1);
+      } else {
+        recv(0);
+        send(0);
+      }
+    }
+    seconds = (MPI_Wtime() - t0) / (2.0 * reps);
+  } else if (size >= 2) {
+    barrier(world);
+  }
+  return broadcast_value(world, seconds, 0);
+}
+
+}  // namespace strata
