@@ -24,22 +24,12 @@
 #include "core/timers.hpp"
 #include "engine/layer_parallel/layer_parallel.hpp"
 #include "engine/layer_parallel/mgrit_cost.hpp"
+#include "layer_parallel_bench.hpp"
 #include "model/gpt.hpp"
-#include "state_message.hpp"
 
 using namespace strata;
 
 namespace {
-
-template <class F>
-double seconds_per_call(F f, int reps) {
-  f();  // warm-up (allocations)
-  Kokkos::fence();
-  const double t0 = Timers::now();
-  for (int i = 0; i < reps; ++i) f();
-  Kokkos::fence();
-  return (Timers::now() - t0) / reps;
-}
 
 ModelConfig gpt_of(int64_t layers, int64_t width, int64_t seq) {
   ModelConfig m;

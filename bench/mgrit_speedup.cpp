@@ -22,21 +22,12 @@
 #include "core/timers.hpp"
 #include "engine/layer_parallel/layer_parallel.hpp"
 #include "engine/layer_parallel/mgrit_cost.hpp"
+#include "layer_parallel_bench.hpp"
 #include "model/resnet.hpp"
-#include "state_message.hpp"
 
 using namespace strata;
 
 namespace {
-
-template <class F>
-double seconds_per_call(F f, int reps) {
-  f();  // warm-up (allocations)
-  const double t0 = Timers::now();
-  for (int i = 0; i < reps; ++i) f();
-  Kokkos::fence();
-  return (Timers::now() - t0) / reps;
-}
 
 LayerStepTimes measure(int64_t batch, int64_t width, MPI_Comm world) {
   ResNetConfig cfg;

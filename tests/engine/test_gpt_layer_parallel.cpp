@@ -54,20 +54,34 @@ LayerParallelOptions solver(int levels) {
   return o;
 }
 
+// The serial GPT<double>'s mean loss and gradients on a batch of `batch` pattern sequences.
+struct SerialGpt {
+  ModelConfig m = deep_narrow_gpt();
+  int64_t batch = 4;
+  std::pair<Tensor1<int32_t>, Tensor1<int32_t>> data = pattern_tokens(batch * m.seq_len, m.vocab_size);
+  double loss = 0;
+  std::vector<double> grads;
+  SerialGpt() {
+    GPT<double> serial(m, 7);
+    const double scale = 1.0 / double(batch * m.seq_len);
+    serial.params().zero_grads();
+    loss = serial.forward({batch, m.seq_len}, data.first, data.second) * scale;
+    serial.backward({batch, m.seq_len}, scale);
+    grads = to_host<double>(serial.params().grads());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the layer-parallel GPT<double>: one level, or two to tolerance, gives the serial loss and gradients",
           "[mpi][mgrit][gpt]") {
   const int n = world_size();
-  const ModelConfig m = deep_narrow_gpt();
-  const int64_t batch = 4;
-  const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
-  GPT<double> serial(m, 7);
-  const double scale = 1.0 / double(batch * m.seq_len);
-  serial.params().zero_grads();
-  const double serial_loss = serial.forward({batch, m.seq_len}, tokens, targets) * scale;
-  serial.backward({batch, m.seq_len}, scale);
-  const auto serial_grads = to_host<double>(serial.params().grads());
+  const SerialGpt ref;
+  const ModelConfig& m = ref.m;
+  const int64_t batch = ref.batch;
+  const auto& [tokens, targets] = ref.data;
+  const double serial_loss = ref.loss;
+  const auto& serial_grads = ref.grads;
   const double largest = max_abs(serial_grads);
 
   for (const int data : {1, 2})
@@ -119,15 +133,11 @@ TEST_CASE("the layer-parallel GPT<double>: one level, or two to tolerance, gives
 TEST_CASE("the gradient check measures the inexact gradient's error against the serial backward's",
           "[mpi][mgrit][gpt]") {
   const int n = world_size();
-  const ModelConfig m = deep_narrow_gpt();
-  const int64_t batch = 4;
-  const auto [tokens, targets] = pattern_tokens(batch * m.seq_len, m.vocab_size);
-  GPT<double> serial(m, 7);
-  const double scale = 1.0 / double(batch * m.seq_len);
-  serial.params().zero_grads();
-  serial.forward({batch, m.seq_len}, tokens, targets);
-  serial.backward({batch, m.seq_len}, scale);
-  const auto exact = to_host<double>(serial.params().grads());
+  const SerialGpt ref;
+  const ModelConfig& m = ref.m;
+  const int64_t batch = ref.batch;
+  const auto& [tokens, targets] = ref.data;
+  const auto& exact = ref.grads;
   ParallelConfig pc;
   pc.pipeline = n;
   pc.layer_method = LayerMethod::MGRIT;

@@ -1,15 +1,28 @@
 #pragma once
-// The layer-parallel benches' message cost: one state of `values` values from rank 0 to
-// rank 1 and back, `reps` times; half a round trip, the same on every rank (0 on one rank).
+// What the layer-parallel benches (mgrit_speedup, mgrit_gpt_speedup) measure alike.
 #include <mpi.h>
 
 #include <vector>
 
 #include "comm/comm.hpp"
 #include "comm/control.hpp"
+#include "core/timers.hpp"
 
 namespace strata {
 
+// Seconds per call of f, after one call (allocations).
+template <class F>
+double seconds_per_call(F f, int reps) {
+  f();
+  Kokkos::fence();
+  const double t0 = Timers::now();
+  for (int i = 0; i < reps; ++i) f();
+  Kokkos::fence();
+  return (Timers::now() - t0) / reps;
+}
+
+// One state of `values` values from rank 0 to rank 1 and back, `reps` times: half a round
+// trip, the same on every rank (0 on one rank).
 template <class T>
 double state_message_seconds(MPI_Comm world, int64_t values, int reps = 200) {
   int rank = 0, size = 1;
