@@ -1,9 +1,9 @@
 #include "model/gpt.hpp"
 
 #include <algorithm>
-
 #include <stdexcept>
 #include <string>
+
 #include "model/gpt_layer_steps.hpp"
 
 namespace strata {
