@@ -1,7 +1,7 @@
 #include "engine/layer_parallel/layer_parallel.hpp"
 
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "core/error.hpp"
