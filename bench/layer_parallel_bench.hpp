@@ -10,21 +10,16 @@
 
 namespace strata {
 
-// Seconds of f's fastest call of `reps`, after one call (allocations): the figure a noisy
-// machine disturbs least.
+// Seconds per call of f, the mean of `reps` calls after one (allocations): a batch of the
+// model is many such calls, so its time goes with their mean.
 template <class F>
 double seconds_per_call(F f, int reps) {
   f();
   Kokkos::fence();
-  double best = 0;
-  for (int i = 0; i < reps; ++i) {
-    const double t0 = Timers::now();
-    f();
-    Kokkos::fence();
-    const double t = Timers::now() - t0;
-    if (i == 0 || t < best) best = t;
-  }
-  return best;
+  const double t0 = Timers::now();
+  for (int i = 0; i < reps; ++i) f();
+  Kokkos::fence();
+  return (Timers::now() - t0) / reps;
 }
 
 // One state of `values` values from rank 0 to rank 1 and back, `reps` times: half the

@@ -7,7 +7,7 @@
 #                            (its gradient checked every 10 steps, for the record only)
 #   switch, tighten          L2 P2 whose control acts past a relative gradient error of 0.25
 # on the byte-level text and, with BPE, on the 4096-piece SentencePiece tokens (serial, L2
-# P2, switch; tokenized first if need be). Each run's metrics.csv goes to OUT; the table
+# P2, switch, and switch at 0.2; tokenized first if need be). Each run's metrics.csv goes to OUT; the table
 # (final validation loss, its difference to serial, where the control acted, seconds) is
 # printed, and bench/plot_mgrit_convergence.py draws validation loss against step.
 # Usage: bench/mgrit_gpt_convergence.sh [STRATA (build/release/bin/strata)] [STEPS (200)] [OUT (runs/mgrit-convergence)]
@@ -42,6 +42,7 @@ run bytes-tighten 2 --set layerpar.control=tighten
 run bpe-serial 1 "${serial[@]}" "${bpe[@]}"
 run bpe-L2P2 2 "${none[@]}" "${bpe[@]}"
 run bpe-switch 2 "${bpe[@]}"
+run bpe-switch02 2 "${bpe[@]}" --set layerpar.max_gradient_error=0.2
 echo "| run | final val loss | vs serial | control acted | seconds |"
 echo "|---|---|---|---|---|"
 while read -r name secs; do

@@ -5,7 +5,8 @@
 // open buffer) and the closing part (close buffer, head, loss) forward and backward, of
 // one (B, T, C) state message (a ping-pong, on 2 ranks or more) and of the serial GPT's
 // forward and backward. It checks itself against LayerParallel's measured time per batch
-// at 1, 2, 4 ... ranks (sequential and MGRIT); with more ranks than cores the ranks share
+// at 1, 2, 4 ... ranks (sequential and MGRIT; the step times measured again just before
+// each row's batches); with more ranks than cores the ranks share
 // them, so the prediction there is at least all ranks' work over the cores. Then it predicts the speed-up
 // over the serial network of GPTs of 64, 256 and 1024 blocks of width 384 and 1024 on 16
 // to 1024 ranks (block times measured here at those widths, the best number of levels).
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int64_t n = layers - open - close;
-    const LayerStepTimes t = measure(layers, width, batch, seq, open, close, 5, MPI_COMM_WORLD);
+    const LayerStepTimes t = measure(layers, width, batch, seq, open, close, 20, MPI_COMM_WORLD);
     if (rank == 0)
       std::printf(
           "measured (GPT block C=%lld, %lld heads, B=%lld, T=%lld, fp32, 1 thread): step forward %.2f ms, adjoint "
@@ -179,6 +180,8 @@ int main(int argc, char** argv) {
         if (!mgrit) run.forward.levels = run.backward.levels = 1;
         if (mgrit && levels_fitting(n, run.forward.cfactor, run.forward.levels) < run.forward.levels) continue;
         if (n < p) continue;
+        // this machine's speed moves (2x between minutes, seen): the step times again, just before the batches
+        const LayerStepTimes t = measure(layers, width, batch, seq, open, close, 10, MPI_COMM_WORLD);
         MPI_Comm sub = first_ranks(MPI_COMM_WORLD, p);
         double measured = 0;
         if (sub != MPI_COMM_NULL) {
@@ -190,7 +193,7 @@ int main(int argc, char** argv) {
           LayerParallel<float> engine(model, grid, batch, run);
           const SampleBatch<float> b = batch_of(tokens, batch);
           barrier(sub);
-          measured = seconds_per_call([&] { engine.forward_backward(b, batch); }, 5);  // the fastest batch
+          measured = seconds_per_call([&] { engine.forward_backward(b, batch); }, 5);
           measured = broadcast_value(sub, measured, 0);
           free_ranks(sub);
         }

@@ -16,7 +16,8 @@ import matplotlib.pyplot as plt
 out = sys.argv[1] if len(sys.argv) > 1 else "runs/mgrit-convergence"
 png = sys.argv[2] if len(sys.argv) > 2 else "docs/gpt-mgrit-convergence.png"
 labels = {"serial": "serial (exact)", "L2P2": "MGRIT 2 levels, 2 ranks", "L3P2": "MGRIT 3 levels, 2 ranks",
-          "L2P4": "MGRIT 2 levels, 4 ranks", "switch": "MGRIT + switch", "tighten": "MGRIT + tighten"}
+          "L2P4": "MGRIT 2 levels, 4 ranks", "switch": "MGRIT + switch (0.25)", "switch02": "MGRIT + switch (0.2)",
+          "tighten": "MGRIT + tighten (0.25)"}
 
 
 def curve(run, column):
