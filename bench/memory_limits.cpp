@@ -74,6 +74,7 @@ std::vector<Layout> layouts_with(const Deck& base, int ranks, int data, const Op
   d.parallel.zero = o.zero;
   std::vector<Layout> out;
   for (const Layout& l : feasible_layouts(d, ranks)) {
+    if (l.mgrit) continue;  // (layer-parallel layouts: the planner weighs them; this bench, the memory options)
     if ((l.pipeline > 1 && l.schedule != Schedule::OneFOneB) || (data > 0 && l.data != data)) continue;
     const bool same_grid = !out.empty() && out.back().pipeline > 1 && out.back().data == l.data &&
                            out.back().pipeline == l.pipeline && out.back().tensor_size() == l.tensor_size() &&

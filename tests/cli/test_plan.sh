@@ -19,13 +19,15 @@ vm=$src/machines/debian-2core-vm.toml
 if timeout 60 "$strata" plan "$deck" --ranks 4 --machine "$vm" --top 0 >"$work/p4.log" 2>&1; then
   rows=$(grep -cE '^ +[0-9]+[ !] +data=' "$work/p4.log")
   said=$(sed -nE 's/^([0-9]+) layouts fit.*/\1/p' "$work/p4.log")
-  if [ "$rows" -eq 136 ] && [ "$said" = 136 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+  if [ "$rows" -eq 142 ] && [ "$said" = 142 ] && grep -q 'data=1 tensor=2d:2x2' "$work/p4.log" &&
+     grep -q 'data=1 pipeline=4:mgrit:L2 ' "$work/p4.log" && grep -q 'data=2 pipeline=2:mgrit:L1 ' "$work/p4.log" &&
+     grep -q '^(mgrit: layer ranks solved by MGRIT' "$work/p4.log" &&
      grep -q 'data=1 tensor=3d:' "$work/p4.log" && grep -q 'data=2 tensor=3d:' "$work/p4.log" &&
      [ "$(grep -cE '^  (none|1d|2d|3d) +data=' "$work/p4.log")" -eq 4 ] &&
      grep -qE '^  why: the fastest layout that fits; the best of the next split, .* is [0-9.]+% slower' "$work/p4.log" &&
      grep -q 'data=1 context=4 ' "$work/p4.log" && grep -q 'data=2 context=2 ' "$work/p4.log" &&
      grep -q 'data=1 pipeline=4:xpipe:8mb' "$work/p4.log" && grep -q 'data=1 pipeline=4:zb-h1:8mb' "$work/p4.log" && grep -q '^recommended: ' "$work/p4.log"; then
-    ok "4 ranks of the tiny deck: all 136 layouts (data, pipeline x 6 schedules x micro-batches, context, 1D, 2D, the best 3D splits), the best of each split and a recommendation"
+    ok "4 ranks of the tiny deck: all 142 layouts (data, pipeline x 6 schedules x micro-batches, layer-parallel MGRIT with 1 and 2 levels and its caveat, context, 1D, 2D, the best 3D splits), the best of each split and a recommendation"
   else
     fail "plan --ranks 4: $rows rows, '$said' said"; cat "$work/p4.log"
   fi
