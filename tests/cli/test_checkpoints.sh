@@ -95,7 +95,9 @@ if wait_for gpt-term.log "step     3/" 60; then
   rc=$?
   step=$(sed -nE 's/.*stopping after step ([0-9]+) of 100000 .*/\1/p' gpt-term.log)
   if [ $rc -eq 0 ] && [ -n "$step" ] && [ "$(cat runs-$marker/gpt-term/checkpoints/LATEST)" = "$(printf 'ckpt_%08d.h5' "$step")" ]; then
-    grun --set run.name=gpt-term --set run.steps=$((step + 2)) --restart latest >gpt-term2.log 2>&1
+    # (both with checkpoints every `step` steps: a checkpoint step drops MGRIT's warm starts,
+    # so the two must have the same ones: the deck's every 4 would differ where 4 divides step + 1)
+    grun --set run.name=gpt-term --set run.steps=$((step + 2)) --set run.checkpoint_every=$step --restart latest >gpt-term2.log 2>&1
     grun --set run.name=gpt-ref --set run.steps=$((step + 2)) --set run.checkpoint_every=$step >gpt-ref.log 2>&1
     a="$(loss_at runs-$marker/gpt-term/metrics.csv $((step + 1))) $(loss_at runs-$marker/gpt-term/metrics.csv $((step + 2)))"
     b="$(loss_at runs-$marker/gpt-ref/metrics.csv $((step + 1))) $(loss_at runs-$marker/gpt-ref/metrics.csv $((step + 2)))"
