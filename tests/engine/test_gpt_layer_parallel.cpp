@@ -318,7 +318,7 @@ TEST_CASE("the planner's memory for a layer-parallel layout is the run's", "[mpi
     const TrainResult r = run.run();
     double fullest = double(r.state_bytes + r.activation_bytes);
     MPI_Allreduce(MPI_IN_PLACE, &fullest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    Layout l;
+    strata::Layout l;  // (test_mgrit.cpp has a Layout of its own: the unity build of the GPU tests sees both)
     l.pipeline = n;
     l.mgrit = true;
     l.levels = 2;
