@@ -7,6 +7,8 @@
 //                     too many skipped steps in a row): the last good checkpoint stands
 //   out of memory  6  an allocation failed (std::bad_alloc, or Kokkos' allocation error):
 //                     out_of_memory_text names what and how much
+//   noisy          7  `strata calibrate` measured a busy node (other processes, or rates that
+//                     moved between repeats): no machine file written
 // Anything else that escapes is an internal error, exit code 1. An error that every rank
 // agreed on (comm/agree.hpp) is printed once by rank 0 and ends every rank normally; an
 // error one rank sees alone after set-up is printed by that rank and aborts the job.
@@ -25,6 +27,7 @@ constexpr int kExitChecksum = 3;  // `strata inspect` found a tensor failing its
 constexpr int kExitIoError = 4;
 constexpr int kExitDiverged = 5;
 constexpr int kExitOutOfMemory = 6;
+constexpr int kExitNoisyMeasurement = 7;
 
 // A failure with its exit code. `agreed`: every rank of the job holds the same error
 // (thrown by agree_on_error), so nobody waits in a collective and no abort is needed.

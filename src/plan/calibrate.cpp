@@ -10,6 +10,8 @@
 #include <memory>
 
 #include "comm/comm.hpp"
+#include "comm/control.hpp"
+#include "core/cpu_time.hpp"
 #include "core/log.hpp"
 #include "core/rank_threads.hpp"
 #include "core/timers.hpp"
@@ -68,6 +70,25 @@ double product_rate(const Deck& deck, Precision precision, double seconds_each,
                          gf);
   }
   return flops / seconds;
+}
+
+// Seconds per call of f: the fastest of 5 timings, each of as many calls as fill `window`
+// seconds (one warm-up call first, which also sizes them): a kernel of microseconds timed
+// alone moved 2-4x between repeats on a quiet VM.
+template <class F>
+double fastest_seconds_per_call(F f, double window = 0.02) {
+  double t0 = Timers::now();
+  f();
+  Kokkos::fence();
+  const int64_t calls = std::clamp<int64_t>(int64_t(window / std::max(1e-7, Timers::now() - t0)), 1, 100000);
+  double best = 1e30;
+  for (int timing = 0; timing < 5; ++timing) {
+    t0 = Timers::now();
+    for (int64_t i = 0; i < calls; ++i) f();
+    Kokkos::fence();
+    best = std::min(best, (Timers::now() - t0) / double(calls));
+  }
+  return best;
 }
 
 // Streaming bytes/s of one rank on `threads` OpenMP threads (a triad over 64 MiB arrays,
@@ -186,16 +207,13 @@ double triad_bandwidth() {
   Tensor1<float> a("triad.a", n), b("triad.b", n), c("triad.c", n);
   Kokkos::deep_copy(b, 1.0f);
   Kokkos::deep_copy(c, 2.0f);
-  double best = 0;
-  for (int rep = 0; rep < 6; ++rep) {
-    const double t0 = Timers::now();
-    Kokkos::parallel_for(
-        "triad", Range(0, n), KOKKOS_LAMBDA(const int64_t i) { a(i) = b(i) + 0.5f * c(i); });
-    Kokkos::fence();
-    const double dt = Timers::now() - t0;
-    if (rep > 0) best = std::max(best, 3.0 * double(n) * sizeof(float) / dt);
-  }
-  return best;
+  const double seconds = fastest_seconds_per_call(
+      [&] {
+        Kokkos::parallel_for(
+            "triad", Range(0, n), KOKKOS_LAMBDA(const int64_t i) { a(i) = b(i) + 0.5f * c(i); });
+      },
+      0.05);
+  return 3.0 * double(n) * sizeof(float) / seconds;
 }
 
 // A one-layer model of the deck's shapes on this rank alone (make_model), for the two
@@ -209,7 +227,7 @@ std::unique_ptr<GPT<float>> one_layer(const Deck& deck) {
 
 // FLOP/s of the fused attention, forward and backward, at the deck's shapes (one rank's
 // micro-batch of sequences, at most 2048 tokens as the GEMM probe; all heads), counted as
-// GPT::attention_kernel_flops counts it: the best of 3 after a warm-up.
+// GPT::attention_kernel_flops counts it.
 double attention_flops(const Deck& deck, Precision type) {
   const int64_t t = deck.model.seq_len, h = deck.model.n_head, c = deck.model.n_embd;
   const int64_t local = std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches);
@@ -221,40 +239,42 @@ double attention_flops(const Deck& deck, Precision type) {
       KOKKOS_LAMBDA(const int64_t i) { qkv.data()[i] = 0.02f * float(i % 97) - 0.9f; });
   kernels::ProductWorkspace workspace;  // as the model's: Q, K, V rounded once per pass
   const kernels::ProductPrecision precision(type, true, &workspace);
-  double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
-    const double t0 = Timers::now();
+  const double best = fastest_seconds_per_call([&] {
     kernels::attention_forward<float>(out, lse, qkv, b, t, h, precision);
     kernels::attention_backward<float>(dqkv, qkv, out, lse, out, b, t, h, precision);
-    Kokkos::fence();
-    if (rep > 0) best = std::min(best, Timers::now() - t0);
-  }
+  });
   return 6.0 * double(t + 1) * double(c) * double(rows) / best;
 }
 
-// Bytes of kept activations per second that the model's non-GEMM work gets through
-// (layernorms, GELU, residual adds, copies, the cross-entropy): the one-layer model runs
-// forward and backward on the deck's batch, and what its products do not explain (the
-// dense ones at the GEMM rate, attention at its own: product_seconds) is set against the
-// activation bytes it keeps. The planner times every stage with the same rates.
-double activation_rate(const Deck& deck, GPT<float>& model, const MachineFile& rates) {
-  const BlockContext ctx{std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
-                         deck.model.seq_len};
+// The one-layer model's micro-batch: the deck's, one rank's share.
+BlockContext micro_batch(const Deck& deck) {
+  return {std::max<int64_t>(1, deck.data.batch_size / deck.parallel.data / deck.parallel.micro_batches),
+          deck.model.seq_len};
+}
+
+// Seconds of the one-layer model's forward and backward on the deck's micro-batch.
+double forward_backward_seconds(const Deck& deck, GPT<float>& model) {
+  const BlockContext ctx = micro_batch(deck);
   Tensor1<int32_t> tokens("calibrate.tokens", ctx.rows());
   const int64_t vocab = deck.model.vocab_size;  // token ids: the real vocabulary, not its padding
   Kokkos::parallel_for(
       "calibrate_tokens", Range(0, ctx.rows()),
       KOKKOS_LAMBDA(const int64_t i) { tokens(i) = int32_t((i * 7919) % vocab); });
-  double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
-    const double t0 = Timers::now();
+  return fastest_seconds_per_call([&] {
     model.params().zero_grads();
     model.forward(ctx, tokens, tokens);
     model.backward(ctx, 1.0f / float(ctx.rows()));
-    Kokkos::fence();
-    if (rep > 0) best = std::min(best, Timers::now() - t0);
-  }
-  const double rest = std::max(0.05 * best, best - product_seconds(model, ctx, rates, Precision::FP32));
+  });
+}
+
+// Bytes of kept activations per second that the model's non-GEMM work gets through
+// (layernorms, GELU, residual adds, copies, the cross-entropy): of the one-layer model's
+// forward and backward (`seconds`), what its products do not explain (the dense ones at
+// the GEMM rate, attention at its own: product_seconds) set against the activation bytes
+// it keeps. The planner times every stage with the same rates.
+double activation_rate(const Deck& deck, const GPT<float>& model, double seconds, const MachineFile& rates) {
+  const BlockContext ctx = micro_batch(deck);
+  const double rest = std::max(0.05 * seconds, seconds - product_seconds(model, ctx, rates, Precision::FP32));
   return double(model.cache_bytes_for(ctx)) / rest;
 }
 
@@ -265,14 +285,10 @@ double adam_rate(const Deck& deck, GPT<float>& model) {
   Kokkos::deep_copy(store.adam_m(), 1e-3f);
   Kokkos::deep_copy(store.adam_v(), 1e-6f);
   WeightPredictor<float> predictor(deck.optim);
-  double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
-    const double t0 = Timers::now();
+  const double best = fastest_seconds_per_call([&] {
     predictor.predict(store, deck.optim.lr, {1, 10});
     predictor.restore(store);
-    Kokkos::fence();
-    if (rep > 0) best = std::min(best, Timers::now() - t0);
-  }
+  });
   return double(store.numel()) / best;
 }
 
@@ -294,7 +310,7 @@ double per_call(Comm& comm, int iters, F f) {
 
 }  // namespace
 
-Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name) {
+Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name, int repeats) {
   Comm comm(world);
   const int p = comm.size(), rank = comm.rank();
   Calibration cal;
@@ -304,23 +320,49 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
   m.threads_per_rank = rank_threads();
   m.cores_per_node = cores_online();
 
-  m.gemm_flops = comm.allreduce_sum(product_rate(deck, Precision::FP32, 0.2, &cal.gemm)) / p;  // the ranks' mean
+  // the node's busy time and the ranks' own, from here to the end of the measurements
+  comm.barrier();
+  const double start = Timers::now(), node_start = node_busy_cpu_seconds(), own_start = process_cpu_seconds();
+
   const bool bf16 = kernels::bf16_products_unavailable().empty();
-  if (bf16) {  // the same shapes with bf16 operands
-    m.bf16_gemm_flops = comm.allreduce_sum(product_rate(deck, Precision::BF16, 0.2, &cal.gemm)) / p;
-    m.bf16_rounds_in_product = !kernels::RoundedCopy::pays();
+  const bool gpt = deck.model.is_gpt();
+  const auto model = gpt ? one_layer(deck) : nullptr;
+  double forward_backward = 0;  // the one-layer model's, the fastest repeat
+  cal.repeats = std::max(1, repeats);
+  for (int round = 0; round < cal.repeats; ++round) {
+    // each rate the ranks' mean this round, the best round kept
+    const auto keep = [&](const char* key, double& into, double value) {
+      value = comm.allreduce_sum(value) / p;
+      auto it = std::find_if(cal.repeated.begin(), cal.repeated.end(), [&](const auto& r) { return r.name == key; });
+      if (it == cal.repeated.end()) {
+        cal.repeated.push_back({key, value, value});
+      } else {
+        it->best = std::max(it->best, value);
+        it->worst = std::min(it->worst, value);
+      }
+      into = std::max(into, value);
+    };
+    std::vector<std::pair<std::string, double>> shapes;
+    keep("gemm_flops", m.gemm_flops, product_rate(deck, Precision::FP32, 0.1, &shapes));
+    if (bf16) keep("bf16_gemm_flops", m.bf16_gemm_flops, product_rate(deck, Precision::BF16, 0.1, &shapes));
+    if (cal.gemm.empty()) cal.gemm = shapes;
+    for (size_t i = 0; i < shapes.size(); ++i) cal.gemm[i].second = std::max(cal.gemm[i].second, shapes[i].second);
+    keep("memory_bandwidth", m.memory_bandwidth, triad_bandwidth());
+    if (gpt) {
+      keep("attention_flops", m.attention_flops, attention_flops(deck, Precision::FP32));
+      if (bf16) keep("bf16_attention_flops", m.bf16_attention_flops, attention_flops(deck, Precision::BF16));
+      double speed = 0;  // forward and backward per second
+      keep("one-layer forward + backward", speed, 1.0 / forward_backward_seconds(deck, *model));
+      forward_backward = 1.0 / speed;
+      keep("adam_rate", m.adam_rate, adam_rate(deck, *model));
+    }
   }
+  if (bf16) m.bf16_rounds_in_product = !kernels::RoundedCopy::pays();
 #if !defined(KOKKOS_ENABLE_CUDA)
   m.threads = measure_thread_scaling(deck, comm, bf16);
 #endif
-  m.memory_bandwidth = comm.allreduce_sum(triad_bandwidth()) / p;
-  const bool gpt = deck.model.is_gpt();
   if (gpt) {
-    m.attention_flops = comm.allreduce_sum(attention_flops(deck, Precision::FP32)) / p;
-    if (m.bf16_gemm_flops > 0) m.bf16_attention_flops = comm.allreduce_sum(attention_flops(deck, Precision::BF16)) / p;
-    const auto model = one_layer(deck);
-    m.activation_rate = comm.allreduce_sum(activation_rate(deck, *model, m)) / p;
-    m.adam_rate = comm.allreduce_sum(adam_rate(deck, *model)) / p;
+    m.activation_rate = activation_rate(deck, *model, forward_backward, m);
   } else {  // the planner plans GPTs: rough streaming estimates, and the source line says so
     m.activation_rate = m.memory_bandwidth / 6;
     m.adam_rate = m.memory_bandwidth / 32;
@@ -363,6 +405,13 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name)
     fit("allreduce", Collective::AllReduce, allreduce, m.intra_node.allreduce_alpha, m.intra_node.allreduce_beta);
     fit("broadcast", Collective::Broadcast, broadcast, m.intra_node.broadcast_alpha, m.intra_node.broadcast_beta);
   }
+  comm.barrier();
+  const double own = comm.allreduce_sum(process_cpu_seconds() - own_start);
+  const double node_end = node_busy_cpu_seconds(), seconds = Timers::now() - start;
+  if (node_start >= 0 && node_end >= 0 && seconds > 0)
+    cal.other_load = std::max(0.0, (node_end - node_start - own) / (seconds * double(m.cores_per_node)));
+  cal.other_load = broadcast_value(world, cal.other_load, 0);  // rank 0's reading of the node
+
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));

@@ -17,6 +17,11 @@
 //    8 MiB (4x apart), each fitted to t = steps(p) alpha + wire(p) bytes beta
 //    (comm/wire_model.hpp) by least squares in relative error; send is timed as half a
 //    ping-pong of ranks 0 and 1.
+// The rates above (not the link costs, each already the best of 3, nor the [threads]
+// table's ratios) are measured `repeats` times in turn and the best is kept: a busy minute
+// only slows a measurement, so the fastest is the machine's. Each rate's spread over the
+// repeats, and the share of the node's core time that other processes used meanwhile,
+// say whether the node was quiet (the command refuses to write from a noisy one).
 // With one rank there is nothing to time: the link costs are left at zero and the file
 // says so in its source line.
 #include <string>
@@ -35,15 +40,28 @@ struct CommSample {
   double fitted = 0;   // the fit's prediction
 };
 
+// One rate over the repeats, the ranks' mean in each.
+struct RepeatedRate {
+  std::string name;  // the machine file's key
+  double best = 0, worst = 0;
+  double spread() const { return best > 0 ? (best - worst) / best : 0.0; }
+};
+
 struct Calibration {
   MachineFile machine;
   std::vector<CommSample> samples;
-  std::vector<std::pair<std::string, double>> gemm;  // shape "m x k x n" -> GFLOP/s
+  std::vector<std::pair<std::string, double>> gemm;  // shape "m x k x n" -> GFLOP/s, the best repeat
+  std::vector<RepeatedRate> repeated;
+  int repeats = 0;
+  // the share of the node's core time (cores_per_node x the measurement's seconds) that
+  // other processes than strata's ranks used while it measured; < 0 where the node's CPU
+  // time cannot be read (no /proc/stat). The same on every rank, as are the rates.
+  double other_load = -1;
 };
 
 // Least squares in relative error of t = a + b x over (x, t) pairs; a >= 0.
 std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, double>>& x_t);
 
-Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name);
+Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name, int repeats = 5);
 
 }  // namespace strata

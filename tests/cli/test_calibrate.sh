@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # `strata calibrate` on 2 ranks writes a machine file that has every section, positive
 # GEMM rate, bandwidth and link costs, and prints the measured and fitted times it came
-# from; on 1 rank (of 2 threads) it says no link costs were measured; an unwritable --out
-# is refused before measuring (exit 2, one line).
+# from and each rate's spread over its repeats; on 1 rank (of 2 threads) it says no link
+# costs were measured; beside CPU burners (another job on the node) it refuses to write
+# (exit 7, one line naming the other processes and the spread past --max-spread) and
+# leaves the existing machine file as it was, and with --accept-noisy writes one that says
+# it is noisy; an unwritable --out is refused before measuring (exit 2, one line).
+# The runs that must write pass --accept-noisy: whether this machine is quiet while the
+# suite runs is not what they test.
 # Usage: test_calibrate.sh STRATA MPIEXEC DECK
 set -u
 strata=$1
@@ -10,7 +15,7 @@ mpiexec=$2
 deck=$3
 source "$(dirname "$0")/../support/test_lib.sh"
 
-if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" --name test-box >"$work/out.log" 2>&1; then
+if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" --name test-box --repeats 2 --accept-noisy >"$work/out.log" 2>&1; then
   value() { sed -nE "s/^$1 = ([-0-9.e+]+).*/\1/p" "$work/m.toml"; }
   bad=
   for key in gemm_flops attention_flops memory_bandwidth memory_capacity activation_rate send_alpha send_beta allreduce_alpha allreduce_beta broadcast_alpha broadcast_beta; do
@@ -18,7 +23,8 @@ if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" 
     awk -v v="$v" 'BEGIN { exit !(v + 0 > 0) }' || bad="$bad $key=$v"
   done
   if [ -z "$bad" ] && grep -q '^name = "test-box"' "$work/m.toml" && grep -q '^ranks_per_node = 2' "$work/m.toml" &&
-     grep -q "^allreduce .* 8388608 " "$work/out.log"; then
+     grep -q "^allreduce .* 8388608 " "$work/out.log" && grep -qE "^  gemm_flops +[0-9.e+]+ +[0-9.e+]+ +[0-9.]+%" "$work/out.log" &&
+     grep -q "^repeats (2; the best is kept" "$work/out.log" && grep -q "^other processes: " "$work/out.log"; then
     ok "calibrate on 2 ranks: a complete machine file with positive costs ($(value gemm_flops) FLOP/s, allreduce $(value allreduce_beta) s/byte)"
   else
     fail "machine file:$bad"; cat "$work/m.toml" "$work/out.log"
@@ -29,7 +35,7 @@ fi
 
 # one rank of 2 threads: its rates per thread count, 1 and 2, in the [threads] table (the
 # elementwise kernels' row measured on a one-thread partition of the rank's pool)
-if timeout 120 "$mpiexec" -n 1 "$strata" calibrate "$deck" --threads 2 --out "$work/t2.toml" >"$work/t2.log" 2>&1 &&
+if timeout 120 "$mpiexec" -n 1 "$strata" calibrate "$deck" --threads 2 --repeats 1 --accept-noisy --out "$work/t2.toml" >"$work/t2.log" 2>&1 &&
    grep -q '^threads_per_rank = 2' "$work/t2.toml" && grep -qE '^cores_per_node = [0-9]+' "$work/t2.toml" &&
    grep -q '^counts = \[1, 2\]' "$work/t2.toml" && grep -qE '^gemm = \[1\.0, [0-9.]+\]' "$work/t2.toml" &&
    grep -qE '^memory = \[1\.0, [0-9.]+\]' "$work/t2.toml" && grep -qE '^activation = \[1\.0, [0-9.]+\]' "$work/t2.toml" &&
@@ -39,6 +45,33 @@ if timeout 120 "$mpiexec" -n 1 "$strata" calibrate "$deck" --threads 2 --out "$w
 else
   fail "calibrate --threads 2"; cat "$work/t2.log" "$work/t2.toml" "$work/t2plan.log" 2>/dev/null
 fi
+
+# another job on the node: a CPU burner per core, for as long as calibrate runs
+burners=()
+for _ in $(seq "$(nproc)"); do
+  (while :; do :; done) &
+  burners+=($!)
+done
+on_exit "kill ${burners[*]} 2>/dev/null"
+printf 'name = "good"\n' >"$work/good.toml"
+out=$(timeout 120 "$mpiexec" -n 1 "$strata" calibrate "$deck" --repeats 2 --max-spread 0 --out "$work/good.toml" 2>&1)
+rc=$?
+if [ $rc -eq 7 ] && [ "$(grep -c 'strata: error' <<<"$out")" -eq 1 ] &&
+   grep -qE "strata: error: the node was not quiet while calibrate measured it: other processes used [0-9]+% of the node's cores \(at most 10%\); gemm_flops moved [0-9]+% between its 2 repeats \(--max-spread 0.00\).*no machine file written" <<<"$out" &&
+   [ "$(cat "$work/good.toml")" = 'name = "good"' ] && [ ! -e "$work/good.toml.tmp" ]; then
+  ok "beside a busy core per core: refused (exit 7, one line: $(grep -oE "other processes used [0-9]+%" <<<"$out")), the existing file as it was"
+else
+  fail "calibrate beside burners: exit $rc: $out"
+fi
+if timeout 120 "$mpiexec" -n 1 "$strata" calibrate "$deck" --repeats 1 --accept-noisy --out "$work/noisy.toml" >"$work/noisy.log" 2>&1 &&
+   grep -q '^source = .*noisy, written with --accept-noisy: other processes used' "$work/noisy.toml" &&
+   grep -q '^strata: warning: other processes used' "$work/noisy.log"; then
+  ok "beside the burners with --accept-noisy: written, and its source line says it is noisy"
+else
+  fail "calibrate --accept-noisy beside burners"; cat "$work/noisy.log" "$work/noisy.toml" 2>/dev/null
+fi
+kill "${burners[@]}" 2>/dev/null
+wait "${burners[@]}" 2>/dev/null
 
 out=$(timeout 60 "$mpiexec" -n 1 "$strata" calibrate "$deck" --out /nonexistent/m.toml 2>&1 >/dev/null)
 rc=$?
