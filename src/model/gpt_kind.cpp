@@ -4,8 +4,8 @@
 
 #include "core/blas_library.hpp"
 #include "core/log.hpp"
-#include "kernels/gemm_probe.hpp"
 #include "model/gpt.hpp"
+#include "model/make_model.hpp"
 #include "model/model_kind.hpp"
 #include "model/run_metrics.hpp"
 
@@ -23,8 +23,8 @@ void check_gpt_layer_steps(const Deck& d, const DeckRule& rule) {
        "layerpar.buffer_open + buffer_close (" + std::to_string(lp.buffer_open + lp.buffer_close) +
            ") of model.n_layer (" + std::to_string(m.n_layer) + ")",
        "leave no block for the MGRIT steps");
-  const std::string what = "the MGRIT steps (" + std::to_string(steps) +
-                           " = model.n_layer less layerpar.buffer_open and buffer_close)";
+  const std::string what =
+      "the MGRIT steps (" + std::to_string(steps) + " = model.n_layer less layerpar.buffer_open and buffer_close)";
   rule(steps >= p.pipeline, what,
        "must be at least the layer ranks, parallel.pipeline (" + std::to_string(p.pipeline) +
            "): every layer rank holds at least one step");
@@ -156,10 +156,9 @@ RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const Ru
   const int64_t gb = deck.data.batch_size;
   RunDescription d;
   d.samples_per_step = gb * m.seq_len;
-  // (0.3 s, or 50 products where they take less: a tiny model's start no longer waits)
-  const double gemm = run.probe_gemm ? measure_gemm_gflops(std::min<int64_t>(gb / run.data_ranks * m.seq_len, 2048),
-                                                           m.n_embd, 4 * m.n_embd, 0.3, m.precision, 50)
-                                     : 0.0;
+  // the rate at the model's product shapes (model_gemm_rate, as strata calibrate and
+  // bench/limit measure it), each shape 0.06 s or 10 products where those take less
+  const double gemm = run.probe_gemm ? model_gemm_rate(deck, m.precision, 0.06, 10) / 1e9 : 0.0;
   d.metrics = std::make_unique<LanguageModelMetrics>(d.samples_per_step, gpt.flops_per_token(), gemm, run.ranks,
                                                      m.moe_experts > 0 ? &gpt : nullptr);
   const bool bf16 = m.precision == Precision::BF16;

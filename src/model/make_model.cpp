@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "kernels/gemm_probe.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
@@ -16,6 +17,22 @@ RunDescription describe_model(const Deck& deck, StageModel<float>& model, const 
 
 std::vector<std::array<int64_t, 3>> model_product_shapes(const Deck& deck) {
   return model_kind_of(deck).product_shapes(deck);
+}
+
+double model_gemm_rate(const Deck& deck, Precision precision, double seconds_each, int64_t most_calls,
+                       std::vector<std::pair<std::string, double>>* each) {
+  double flops = 0, seconds = 0;
+  for (const auto& [r, k, n] : model_product_shapes(deck)) {
+    const double gf = measure_gemm_gflops(r, k, n, seconds_each, precision, most_calls);
+    const double f = 2.0 * double(r) * double(k) * double(n);
+    flops += f;
+    seconds += f / (gf * 1e9);
+    if (each)
+      each->emplace_back(strfmt("%lld x %lld x %lld%s", (long long)r, (long long)k, (long long)n,
+                                precision == Precision::BF16 ? " bf16" : ""),
+                         gf);
+  }
+  return flops / seconds;
 }
 
 void require_precision_runs(Precision precision) {

@@ -2,7 +2,10 @@
 // The one place a deck's model is built: its kind's (model.kind, model_kind.hpp), as the
 // part this rank holds (its pipeline stage and tensor shard) on a Grid.
 #include <array>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/grid.hpp"
@@ -50,6 +53,15 @@ bool keeps_rounded_copy(const Deck& deck);
 // probes them (strata calibrate measures the GEMM rate there); images are taken as
 // Fashion-MNIST's (784 pixels, 10 classes).
 std::vector<std::array<int64_t, 3>> model_product_shapes(const Deck& deck);
+
+// The GEMM rate at the deck's model's product shapes (model_product_shapes), in FLOP/s:
+// each shape probed (measure_gemm_gflops: the best call over `seconds_each`, or over
+// `most_calls` calls where those end sooner) and the rates weighted by their FLOPs, so
+// that it is the rate a pass of those products runs at. The limit a step is set against:
+// the progress line's "% of gemm", strata calibrate's gemm_flops and bench/limit use it.
+// Each shape's GFLOP/s goes into `each` if given, named "m x k x n" (" bf16").
+double model_gemm_rate(const Deck& deck, Precision precision, double seconds_each, int64_t most_calls = INT64_MAX,
+                       std::vector<std::pair<std::string, double>>* each = nullptr);
 
 // model.precision = "bf16" where this build and machine cannot multiply in bf16: one line.
 void require_precision_runs(Precision precision);

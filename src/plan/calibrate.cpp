@@ -53,25 +53,6 @@ std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, dou
 
 namespace {
 
-// FLOP/s of the model's products at its shapes (their time-weighted mean: the rate a step
-// of them sees), each shape's GFLOP/s into `each` if given, on the products' current
-// thread count.
-double product_rate(const Deck& deck, Precision precision, double seconds_each,
-                    std::vector<std::pair<std::string, double>>* each) {
-  double flops = 0, seconds = 0;
-  for (const auto& [r, k, n] : model_product_shapes(deck)) {
-    const double gf = measure_gemm_gflops(r, k, n, seconds_each, precision);
-    const double f = 2.0 * double(r) * double(k) * double(n);
-    flops += f;
-    seconds += f / (gf * 1e9);
-    if (each)
-      each->emplace_back(strfmt("%lld x %lld x %lld%s", (long long)r, (long long)k, (long long)n,
-                                precision == Precision::BF16 ? " bf16" : ""),
-                         gf);
-  }
-  return flops / seconds;
-}
-
 // Seconds per call of f: the fastest of 5 timings, each of as many calls as fill `window`
 // seconds (one warm-up call first, which also sizes them): a kernel of microseconds timed
 // alone moved 2-4x between repeats on a quiet VM.
@@ -193,8 +174,8 @@ ThreadScaling measure_thread_scaling(const Deck& deck, Comm& comm, bool bf16) {
   s.counts.erase(std::unique(s.counts.begin(), s.counts.end()), s.counts.end());
   for (const int c : s.counts) {
     ProductThreads scope(c);
-    s.gemm.push_back(product_rate(deck, Precision::FP32, 0.1, nullptr));
-    if (bf16) s.bf16_gemm.push_back(product_rate(deck, Precision::BF16, 0.1, nullptr));
+    s.gemm.push_back(model_gemm_rate(deck, Precision::FP32, 0.1));
+    if (bf16) s.bf16_gemm.push_back(model_gemm_rate(deck, Precision::BF16, 0.1));
     s.memory.push_back(openmp_triad(c));
     if (deck.model.is_gpt()) on_threads(c, [&] { s.activation.push_back(1.0 / elementwise_seconds(deck)); });
   }
@@ -343,8 +324,9 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
       into = std::max(into, value);
     };
     std::vector<std::pair<std::string, double>> shapes;
-    keep("gemm_flops", m.gemm_flops, product_rate(deck, Precision::FP32, 0.1, &shapes));
-    if (bf16) keep("bf16_gemm_flops", m.bf16_gemm_flops, product_rate(deck, Precision::BF16, 0.1, &shapes));
+    keep("gemm_flops", m.gemm_flops, model_gemm_rate(deck, Precision::FP32, 0.1, INT64_MAX, &shapes));
+    if (bf16)
+      keep("bf16_gemm_flops", m.bf16_gemm_flops, model_gemm_rate(deck, Precision::BF16, 0.1, INT64_MAX, &shapes));
     if (cal.gemm.empty()) cal.gemm = shapes;
     for (size_t i = 0; i < shapes.size(); ++i) cal.gemm[i].second = std::max(cal.gemm[i].second, shapes[i].second);
     keep("memory_bandwidth", m.memory_bandwidth, triad_bandwidth());
