@@ -7,7 +7,7 @@
 // fraction of both GEMM rates. The GEMM rates and the steps are measured in turn,
 // `--rounds` times, and each is the best seen (this VM's speed moves between minutes).
 //
-//   mpiexec -n 1 build/release/bench/limit --threads N [--steps 3] [--rounds 2] [DECK ...]
+//   mpiexec -n 1 build/release/bench/limit --threads N [--steps 3] [--rounds 2] [--set KEY=VALUE ...] [DECK ...]
 //   (decks by default: inputs/bench-gpt-tiny.toml, inputs/bench-gpt-small.toml,
 //    inputs/bench-gpt2-124m.toml, from the repository's root)
 #include <mpi.h>
@@ -63,8 +63,9 @@ struct Row {
   double model_gemm = 0, square_gemm = 0, step_seconds = 1e30, flops_per_step = 0;
 };
 
-Row measure(const std::string& path, Precision precision, int steps, int rounds) {
-  Deck deck = load_model_deck(path, {std::string("model.precision=\"") + to_string(precision) + "\""});
+Row measure(const std::string& path, std::vector<std::string> overrides, Precision precision, int steps, int rounds) {
+  overrides.push_back(std::string("model.precision=\"") + to_string(precision) + "\"");
+  Deck deck = load_model_deck(path, overrides);
   deck.run.steps = int64_t(rounds) * (steps + 1);
   JobOptions quiet;
   quiet.print = false;
@@ -105,12 +106,14 @@ int main(int argc, char** argv) {
       code = 2;
     } else {
       int steps = 3, rounds = 2;
-      std::vector<std::string> decks;
+      std::vector<std::string> decks, overrides;
       const auto& args = kokkos.args();
       for (size_t i = 1; i < args.size(); ++i) {
         const std::string a = args[i];
         if (a == "--steps" && i + 1 < args.size()) {
           steps = std::atoi(args[++i]);
+        } else if (a == "--set" && i + 1 < args.size()) {
+          overrides.push_back(args[++i]);
         } else if (a == "--rounds" && i + 1 < args.size()) {
           rounds = std::atoi(args[++i]);
         } else {
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
             "GFLOP/s | step / 2048^3 |\n|---|---|---|---|---|---|---|---|\n");
         for (const auto& path : decks)
           for (const Precision p : precisions) {
-            const Row r = measure(path, p, steps, rounds);
+            const Row r = measure(path, overrides, p, steps, rounds);
             const double step = r.flops_per_step / r.step_seconds;
             std::printf("| %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.0f%% |\n", path.c_str(),
                         to_string(p).c_str(), 1e3 * r.step_seconds, step / 1e9, r.model_gemm / 1e9,
