@@ -2,8 +2,6 @@
 // What the layer-parallel benches (mgrit_speedup, mgrit_gpt_speedup) measure alike.
 #include <mpi.h>
 
-#include <unistd.h>
-
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -28,18 +26,6 @@ double seconds_per_call(F f, int reps, int rounds = 1) {
     if (r == 0 || t < best) best = t;
   }
   return best;
-}
-
-// A barrier that leaves the core free while it waits: MPI's own polls (the test shim
-// yields, but a polling rank still takes turns on a core), so with more ranks than cores
-// the waiting ranks would slow the one being timed.
-inline void idle_barrier(MPI_Comm comm) {
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  for (int done = 0; !done;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (!done) ::usleep(500);
-  }
 }
 
 // One state of `values` values from rank 0 to rank 1 and back, `reps` times: half the

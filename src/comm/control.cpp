@@ -1,5 +1,7 @@
 #include "comm/control.hpp"
 
+#include <unistd.h>
+
 namespace strata {
 namespace {
 
@@ -96,6 +98,15 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& min
 }
 
 void barrier(MPI_Comm comm) { MPI_Barrier(comm); }
+
+void idle_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  for (int done = 0; !done;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done) ::usleep(500);
+  }
+}
 
 MPI_Comm first_ranks(MPI_Comm comm, int n) {
   int rank = 0;

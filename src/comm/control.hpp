@@ -29,6 +29,10 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
 
 void barrier(MPI_Comm comm);
+// A barrier that leaves the core free while it waits (it sleeps between tests, where MPI's
+// own polls): for benchmarks that time one rank while the others wait, on a machine with
+// fewer cores than ranks.
+void idle_barrier(MPI_Comm comm);
 
 // A new communicator of comm's ranks 0 .. n-1 (MPI_COMM_NULL on the others), for the
 // benchmarks that time a job on a growing share of the ranks; free it with free_ranks.
