@@ -308,7 +308,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
   const bool bf16 = kernels::bf16_products_unavailable().empty();
   const bool gpt = deck.model.is_gpt();
   const auto model = gpt ? one_layer(deck) : nullptr;
-  double forward_backward = 0;  // the one-layer model's, the fastest repeat
+  double forward_backward_speed = 0;  // the one-layer model's forward and backward per second, the fastest repeat
   cal.repeats = std::max(1, repeats);
   for (int round = 0; round < cal.repeats; ++round) {
     // each rate the ranks' mean this round, the best round kept
@@ -333,9 +333,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
     if (gpt) {
       keep("attention_flops", m.attention_flops, attention_flops(deck, Precision::FP32));
       if (bf16) keep("bf16_attention_flops", m.bf16_attention_flops, attention_flops(deck, Precision::BF16));
-      double speed = 0;  // forward and backward per second
-      keep("one-layer forward + backward", speed, 1.0 / forward_backward_seconds(deck, *model));
-      forward_backward = 1.0 / speed;
+      keep("one-layer forward + backward", forward_backward_speed, 1.0 / forward_backward_seconds(deck, *model));
       keep("adam_rate", m.adam_rate, adam_rate(deck, *model));
     }
   }
@@ -344,7 +342,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
   m.threads = measure_thread_scaling(deck, comm, bf16);
 #endif
   if (gpt) {
-    m.activation_rate = activation_rate(deck, *model, forward_backward, m);
+    m.activation_rate = activation_rate(deck, *model, 1.0 / forward_backward_speed, m);
   } else {  // the planner plans GPTs: rough streaming estimates, and the source line says so
     m.activation_rate = m.memory_bandwidth / 6;
     m.adam_rate = m.memory_bandwidth / 32;

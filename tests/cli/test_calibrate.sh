@@ -48,7 +48,7 @@ fi
 
 # another job on the node: a CPU burner per core, for as long as calibrate runs
 burners=()
-for _ in $(seq "$(nproc)"); do
+for _ in $(seq "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"); do  # (nproc alone counts OMP_NUM_THREADS)
   (while :; do :; done) &
   burners+=($!)
 done
