@@ -100,9 +100,15 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int code = 0;
   {
+    int ranks = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     KokkosStart kokkos(argc, argv, 0);
-    if (!kokkos.error().empty()) {
-      std::fprintf(stderr, "limit: %s\n", kokkos.error().c_str());
+    if (!kokkos.error().empty() || ranks != 1) {  // one rank: the step and the GEMM rates on the same cores
+      if (rank == 0)
+        std::fprintf(
+            stderr, "limit: %s\n",
+            ranks != 1 ? "measures one rank (mpiexec -n 1; --threads N for its cores)" : kokkos.error().c_str());
       code = 2;
     } else {
       int steps = 3, rounds = 2;
