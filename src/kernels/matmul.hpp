@@ -14,6 +14,12 @@ template <class T, class X>
 void matmul_forward_as(V2<T> out, V2<const X> inp, V2<const T> weight, V1<const T> bias,
                        ProductPrecision precision = Precision::FP32) {
   const int64_t n = out.extent(0), oc = out.extent(1);
+  if constexpr (std::is_same_v<T, float>)
+    if (precision == Precision::BF16 && bias.extent(0) > 0 && bf16_bias_in_product()) {
+      // the bias in the product's epilogue (oneDNN): the same sums, no pass over out
+      matmul_bf16_bias(precision.bf16_workspace(), false, false, inp, weight, bias, out);
+      return;
+    }
   T beta = 0;
   if (bias.extent(0) > 0) {
     // Seed out with the bias so that the gemm adds into it: no extra pass for the bias.

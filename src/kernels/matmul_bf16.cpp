@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -131,9 +132,10 @@ struct Bf16Shape {
   bool ta, tb;
   float beta;
   int64_t lda, sa, ldb, sb, ldc, sc;
+  bool bias = false;                          // C = op(A) op(B) + a bias row (one matrix, beta 0)
   bool a_rounded = false, b_rounded = false;  // the operand comes from a RoundedCopy
   auto key() const {
-    return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc, a_rounded, b_rounded);
+    return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc, bias, a_rounded, b_rounded);
   }
   bool operator<(const Bf16Shape& o) const { return key() < o.key(); }
 };
@@ -147,6 +149,7 @@ int64_t operand_extent(int64_t batch, int64_t rows, int64_t cols, int64_t ld, in
 // One shape's matmul and the reorders that round its operands to bf16, made once.
 struct Bf16Product {
   dnnl::memory::desc a_f32, b_f32, c_f32;  // the caller's float layouts (strides)
+  dnnl::memory::desc bias_f32;             // (1, 1, n), where the shape has a bias
   dnnl::memory::desc a_bf16, b_bf16;       // dense bf16 copies of the operands
   dnnl::reorder round_a, round_b;
   dnnl::matmul product;
@@ -160,9 +163,10 @@ class Bf16Products {
   Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
   // a_bits: A already rounded (a kernel wrote it as bf16), else nullptr and A is a. The
-  // operands no copy holds are rounded into buffers of the stack.
+  // operands no copy holds are rounded into buffers of the stack. bias: n values added to
+  // every row of C in the product's epilogue (shape.bias), else nullptr.
   void run(ProductWorkspace& ws, Bf16Stack& stack, Bf16Shape shape, const float* a, const uint16_t* a_bits,
-           const float* b, float* c) {
+           const float* b, float* c, const float* bias = nullptr) {
     const Bf16Shape& s = shape;
     const uint16_t* a_copy = a_bits ? a_bits : ws.lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
     const uint16_t* b_copy = ws.lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
@@ -184,7 +188,10 @@ class Bf16Products {
       dnnl::memory b_user(p.b_f32, engine_, const_cast<float*>(b));
       p.round_b.execute(stream_, b_user, b_bf16);
     }
-    p.product.execute(stream_, {{DNNL_ARG_SRC, a_bf16}, {DNNL_ARG_WEIGHTS, b_bf16}, {DNNL_ARG_DST, c_user}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, a_bf16}, {DNNL_ARG_WEIGHTS, b_bf16}, {DNNL_ARG_DST, c_user}};
+    if (s.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias_f32, engine_, const_cast<float*>(bias)));
+    p.product.execute(stream_, args);
     stream_.wait();
     if (b_round) stack.give_back(b_round);
     if (a_round) stack.give_back(a_round);
@@ -236,8 +243,14 @@ class Bf16Products {
       ops.append_sum(s.beta);
       attr.set_post_ops(ops);
     }
-    p.product =
-        dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_bf16, p.b_bf16, p.c_f32), attr, engine_));
+    if (s.bias) {
+      p.bias_f32 = dnnl::memory::desc({1, 1, s.n}, dnnl_dt::f32, dnnl::memory::dims{s.n, s.n, 1});
+      p.product = dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_bf16, p.b_bf16, p.bias_f32, p.c_f32), attr, engine_));
+    } else {
+      p.product =
+          dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_bf16, p.b_bf16, p.c_f32), attr, engine_));
+    }
     return p;
   }
 
@@ -382,6 +395,56 @@ void matmul_bf16(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<con
   const auto o = operands_of(trans_a, trans_b, a, b, c);
   matmul_bf16_strided_batched(workspace, trans_a, trans_b, o.m, o.n, o.k, a.data(), o.lda, o.lda * int64_t(a.extent(0)),
                               b.data(), o.ldb, o.ldb * int64_t(b.extent(0)), beta, c.data(), o.ldc, o.ldc * o.m, 1);
+}
+
+bool bf16_bias_in_product() {
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+template <class A>
+void bias_product(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<const A> a, V2<const float> b,
+                  V1<const float> bias, V2<float> c) {
+  const auto o = operands_of(trans_a, trans_b, a, b, c);
+  if (int64_t(bias.extent(0)) != o.n) throw std::logic_error("matmul_bf16_bias: the bias is not one value per column");
+  if (o.m == 0 || o.n == 0) return;
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  auto& st = workspace.state();
+  Bf16Shape shape{1,
+                  o.m,
+                  o.n,
+                  o.k,
+                  trans_a,
+                  trans_b,
+                  0.0f,
+                  o.lda,
+                  o.lda * int64_t(a.extent(0)),
+                  o.ldb,
+                  o.ldb * int64_t(b.extent(0)),
+                  o.ldc,
+                  o.ldc * o.m};
+  shape.bias = true;
+  const bool rounded = std::is_same_v<A, bf16>;
+  st.products.run(workspace, st.stack, shape, rounded ? nullptr : reinterpret_cast<const float*>(a.data()),
+                  rounded ? reinterpret_cast<const uint16_t*>(a.data()) : nullptr, b.data(), c.data(), bias.data());
+#else
+  (void)workspace, (void)bias;
+  throw std::logic_error("matmul_bf16_bias: only where bf16_bias_in_product()");
+#endif
+}
+}  // namespace
+
+void matmul_bf16_bias(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<const float> a, V2<const float> b,
+                      V1<const float> bias, V2<float> c) {
+  bias_product<float>(workspace, trans_a, trans_b, a, b, bias, c);
+}
+void matmul_bf16_bias(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<const bf16> a, V2<const float> b,
+                      V1<const float> bias, V2<float> c) {
+  bias_product<bf16>(workspace, trans_a, trans_b, a, b, bias, c);
 }
 
 }  // namespace strata::kernels

@@ -217,8 +217,12 @@ template <class T>
 void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
                                    TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed, T dloss_scale,
                                    const UnitHooks* units) const {
-  if (w_.weight_block > 0 || units) {  // 3D: each linear's weight gradient under its input gradient's sum
-    backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, true, units);  // finer units: each unit final in turn
+  // each linear's weight gradient right after its input gradient: 3D, its weight gradient
+  // under its input gradient's sum; ZeRO-2/3's finer units, each unit final in turn; bf16
+  // products that round in a pass of their own, its output gradient rounded once for both
+  // (the same sums in the same order per gradient either way: the same bits)
+  if (w_.weight_block > 0 || units || w_.bf16_operands) {
+    backward_input_and(ctx, dres, k, g, recomputed, dloss_scale, true, units);
     return;
   }
   backward_input(ctx, dres, k, g, recomputed, dloss_scale);
@@ -250,6 +254,12 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
   };
   if (block) block->input_sums_in_flight(weights);
+  // a linear's output gradient, which its input product and (with `weights`) its weight
+  // product both read: rounded to bf16 once for the two, where products round in a pass of
+  // their own and both multiply this rank's rows as they lie (w_.bf16_operands)
+  const auto rounded_for_both = [&](const Tensor2<T>& dy) {
+    return weights && w_.bf16_operands ? kernels::round_for_pass(precision_, dy.data(), int64_t(dy.size())) : nullptr;
+  };
   const auto weight = [&](Linear which) {
     if (!weights) return;
     weight_gradient(which, k, recomputed, g);
@@ -277,14 +287,20 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     prefetch(false, fcp_w_);
     branch_gradient(k.out, dres);
     prefetch(true, fc_w_);
-    tp_linear_out_backward_input<T>(tp, precision_, g.dfch, k.out, s.param2(fcp_w_), g.dy_mlp, block);
-    weight(Linear::FcProj);
+    {
+      const auto dy = rounded_for_both(k.out);
+      tp_linear_out_backward_input<T>(tp, precision_, g.dfch, k.out, s.param2(fcp_w_), g.dy_mlp, block);
+      weight(Linear::FcProj);
+    }
     done(3);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
     prefetch(false, proj_w_);
     unit();
-    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
-    weight(Linear::Fc);
+    {
+      const auto dy = rounded_for_both(k.fch);
+      tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
+      weight(Linear::Fc);
+    }
     done(2);
     unit();
   }
@@ -293,8 +309,11 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   branch_gradient(k.x_mid, dres);
   // attention branch
   prefetch(true, qkv_w_);
-  tp_linear_out_backward_input<T>(tp, precision_, g.da, k.x_mid, s.param2(proj_w_), g.dy_attn, block);
-  weight(Linear::Proj);
+  {
+    const auto dy = rounded_for_both(k.x_mid);
+    tp_linear_out_backward_input<T>(tp, precision_, g.da, k.x_mid, s.param2(proj_w_), g.dy_attn, block);
+    weight(Linear::Proj);
+  }
   done(1);
   unit();
   if (cp_.active() && cp_.all_to_all)
@@ -306,8 +325,11 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
   Kokkos::deep_copy(k.qkv, g.dqkv);
-  tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, block);
-  weight(Linear::Qkv);
+  {
+    const auto dy = rounded_for_both(k.qkv);
+    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, block);
+    weight(Linear::Qkv);
+  }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
   done(0);

@@ -154,6 +154,42 @@ TEST_CASE("matmul_bf16 is the fp32-accumulated product of the bf16-rounded opera
       }
 }
 
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("matmul_bf16_bias adds the bias in the product's epilogue: the bits of a C seeded with it and accumulated",
+          "[kernels][bf16]") {
+  REQUIRE_BF16_PRODUCTS();
+  REQUIRE(kernels::bf16_bias_in_product());
+  kernels::ProductWorkspace workspace;
+  // a K of several of oneDNN's blocks, and one that is not a multiple of any
+  for (const int k : {53, 1536}) {
+    const int m = 67, n = 96;
+    INFO("k " << k);
+    const auto a = random_vector<float>(m * k, 21), b = random_vector<float>(k * n, 22),
+               bias = random_vector<float>(n, 23);
+    auto da = to_device(a), db = to_device(b), dbias = to_device(bias);
+    std::vector<float> seeded(size_t(m) * n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) seeded[i * n + j] = bias[j];
+    auto want = to_device(seeded), got = to_device(std::vector<float>(size_t(m) * n, 7.0f));  // got: overwritten
+    kernels::matmul_bf16(workspace, false, false, mat(da, m, k), mat(db, k, n), 1.0f, mat(want, m, n));
+    kernels::matmul_bf16_bias(workspace, false, false, mat(da, m, k), mat(db, k, n), V1<const float>(dbias),
+                              mat(got, m, n));
+    const auto w = to_host<float>(want), g = to_host<float>(got);
+    CHECK(std::memcmp(w.data(), g.data(), w.size() * sizeof(float)) == 0);
+    // and with A already rounded (a kernel wrote it as bf16)
+    std::vector<kernels::bf16> a16(a.size());
+    for (size_t i = 0; i < a.size(); ++i) a16[i] = kernels::to_bf16(a[i]);
+    Tensor1<kernels::bf16> da16("a16", a16.size());
+    std::memcpy(da16.data(), a16.data(), a16.size() * sizeof(kernels::bf16));
+    auto got16 = to_device(std::vector<float>(size_t(m) * n, 7.0f));
+    kernels::matmul_bf16_bias(workspace, false, false, V2<const kernels::bf16>(da16.data(), m, k), mat(db, k, n),
+                              V1<const float>(dbias), mat(got16, m, n));
+    const auto g16 = to_host<float>(got16);
+    CHECK(std::memcmp(w.data(), g16.data(), w.size() * sizeof(float)) == 0);
+  }
+}
+#endif
+
 TEST_CASE("matmul_bf16_strided_batched multiplies submatrices a stride apart and writes nothing else",
           "[kernels][bf16]") {
   REQUIRE_BF16_PRODUCTS();
