@@ -4,6 +4,7 @@
 // logits (no (N, V) probability buffer).
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/fast_exp.hpp"
 #include "kernels/lanes.hpp"
 #include "kernels/row_reduce.hpp"
@@ -25,8 +26,8 @@ double total_loss(V1<const T> losses) {
 template <class T>
 double cross_entropy_forward(V1<T> losses, V1<T> lse, V2<const T> logits, V1<const int32_t> targets) {
   const int64_t v = logits.extent(1);
-  Kokkos::parallel_for(
-      "cross_entropy_forward", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_row(
+      "cross_entropy_forward", logits.extent(0), KOKKOS_LAMBDA(const int64_t i) {
         const T* row = &logits(i, 0);
         const T mx = lane_max<T>(v, [&](int64_t j) { return row[j]; });
         const T sum = lane_sum<T>(v, [&](int64_t j) { return fast_exp(row[j] - mx); });
@@ -45,8 +46,8 @@ template <class T>
 void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, V1<const int32_t> targets, T scale,
                             int64_t vocab_begin = 0) {
   const int64_t n = logits.extent(0), v = logits.extent(1);
-  Kokkos::parallel_for(
-      "cross_entropy_backward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_row(
+      "cross_entropy_backward", n, KOKKOS_LAMBDA(const int64_t i) {
         const T l = lse(i);
         const T* x = &logits(i, 0);
         T* d = &dlogits(i, 0);
@@ -61,8 +62,8 @@ void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, 
 template <class T>
 void row_max(V1<T> mx, V2<const T> logits) {
   const int64_t v = logits.extent(1);
-  Kokkos::parallel_for(
-      "row_max", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_row(
+      "row_max", logits.extent(0), KOKKOS_LAMBDA(const int64_t i) {
         const T* row = &logits(i, 0);
         mx(i) = lane_max<T>(v, [&](int64_t j) { return row[j]; });
       });
@@ -74,8 +75,8 @@ template <class T>
 void row_sumexp_and_target(V1<T> sums, V2<const T> logits, V1<const T> mx, V1<const int32_t> targets,
                            int64_t vocab_begin) {
   const int64_t v = logits.extent(1);
-  Kokkos::parallel_for(
-      "row_sumexp_and_target", Range(0, logits.extent(0)), KOKKOS_LAMBDA(const int64_t i) {
+  for_each_row(
+      "row_sumexp_and_target", logits.extent(0), KOKKOS_LAMBDA(const int64_t i) {
         const T* row = &logits(i, 0);
         const T m = mx(i);
         const T s = lane_sum<T>(v, [&](int64_t j) { return fast_exp(row[j] - m); });

@@ -16,14 +16,16 @@
 // x86-64-v3), the host loops are compiled twice, for x86-64-v4 (AVX-512: GELU's forward and
 // backward ran in 2.9 instead of 4.7 ms over 2048 x 1536 values on one core) and for the
 // build's target, and the CPU picks one when the program starts (target_clones: an
-// ifunc). Both fuse the same multiplies and adds (both have FMA) and sum in the same order
+// ifunc), with f inlined into each (flatten: a large f, called from two clones, was left
+// a call, and its loops, reading f's captures through a pointer, went scalar). Both fuse
+// the same multiplies and adds (both have FMA) and sum in the same order
 // (kernels/lanes.hpp), so both compute the same bits; a build for a target without FMA
 // keeps its one loop, since an AVX-512 clone would fuse where it does not.
 #include "core/tensor.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(KOKKOS_ENABLE_CUDA) && \
     defined(__AVX2__) && defined(__FMA__)
-#define STRATA_HOST_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#define STRATA_HOST_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "default"), flatten))
 #else
 #define STRATA_HOST_ISA_CLONES
 #endif

@@ -38,8 +38,8 @@ void gelu_forward(V1<bf16> out, V1<const T> inp) {
     // in chunks rounded by the CPU's own conversion (bf16.hpp: round_rows_to_bf16)
     constexpr int64_t kChunk = 1024;
     const int64_t n = inp.extent(0);
-    Kokkos::parallel_for(
-        "gelu_forward", Range(0, (n + kChunk - 1) / kChunk), KOKKOS_LAMBDA(const int64_t chunk) {
+    for_each_row(
+        "gelu_forward", (n + kChunk - 1) / kChunk, KOKKOS_LAMBDA(const int64_t chunk) {
           const int64_t j0 = chunk * kChunk, nj = n - j0 < kChunk ? n - j0 : kChunk;
           float values[kChunk];
 #pragma GCC ivdep

@@ -2,6 +2,7 @@
 // Layer normalisation over the last dimension, eps = 1e-5 (as GPT-2 and PyTorch).
 #include "core/kmath.hpp"
 #include "kernels/bf16.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/lanes.hpp"
 #include "kernels/row_reduce.hpp"
 
@@ -23,8 +24,8 @@ void layernorm_forward_as(V2<Out> out, V1<T> mean, V1<T> rstd, V2<const T> inp, 
   if constexpr (std::is_same_v<Out, bf16> && std::is_same_v<T, float> &&
                 Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
     // host memory: each row in segments, rounded by the CPU's own conversion (round_rows_to_bf16)
-    Kokkos::parallel_for(
-        "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+    for_each_row(
+        "layernorm_forward", n, KOKKOS_LAMBDA(const int64_t i) {
           const T* x = &inp(i, 0);
           T m, s;
           row_moments(x, c, m, s);
@@ -39,8 +40,8 @@ void layernorm_forward_as(V2<Out> out, V1<T> mean, V1<T> rstd, V2<const T> inp, 
           rstd(i) = s;
         });
   } else {
-    Kokkos::parallel_for(
-        "layernorm_forward", Range(0, n), KOKKOS_LAMBDA(const int64_t i) {
+    for_each_row(
+        "layernorm_forward", n, KOKKOS_LAMBDA(const int64_t i) {
           const T* x = &inp(i, 0);
           T m, s;
           row_moments(x, c, m, s);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace strata::kernels {
 
@@ -45,8 +46,8 @@ Tensor1<T> reduce_rows(const char* label, int64_t rows, int64_t width, RowFn fn)
     // chunk c's rows summed in order into partial row c; the partials added in chunk order
     const int64_t chunks = row_chunks(rows), per = (rows + chunks - 1) / chunks;
     Tensor2<T> partial(std::string(label) + ".partial", chunks, width);
-    Kokkos::parallel_for(
-        label, Range(0, chunks), KOKKOS_LAMBDA(const int64_t c) {
+    for_each_row(
+        label, chunks, KOKKOS_LAMBDA(const int64_t c) {
           T* s = &partial(c, 0);
           const int64_t end = (c + 1) * per < rows ? (c + 1) * per : rows;
           for (int64_t i = c * per; i < end; ++i) fn(i, s);

@@ -257,12 +257,12 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   // a linear's output gradient, which its input product and (with `weights`) its weight
   // product both read: rounded to bf16 once for the two, where products round in a pass of
   // their own and both multiply this rank's rows as they lie (w_.bf16_operands)
-  const auto rounded_for_both = [&](const Tensor2<T>& dy) {
+  const auto rounded_for_both = [&](V2<const T> dy) {
     return weights && w_.bf16_operands ? kernels::round_for_pass(precision_, dy.data(), int64_t(dy.size())) : nullptr;
   };
-  const auto weight = [&](Linear which) {
+  const auto weight = [&](Linear which, V2<const T> dy) {
     if (!weights) return;
-    weight_gradient(which, k, recomputed, g);
+    weight_gradient(which, k, recomputed, g, dy);
     if (block) block->input_sum();
   };
   const auto unit = [&] {  // ZeRO-2/3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
@@ -271,13 +271,18 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   const auto done = [&](int u) {
     if (units) units->done(u);
   };
-  // an out-linear's output gradient, kept in place of a value no longer read: the
-  // stream's gradient, times the step the forward took
-  const auto branch_gradient = [&](Tensor2<T>& kept, V2<T> dstream) {
+  // an out-linear's output gradient: the stream's gradient, times the step the forward
+  // took, kept in place of a value no longer read for a weight half that runs later; read
+  // where it lies (no copy) where the weight gradient follows at once, unscaled, and the
+  // stream is this rank's rows as the products read them (bf16 operands kept: 1D)
+  const bool read_in_place = weights && w_.bf16_operands && k.scale == T(1);
+  const auto branch_gradient = [&](Tensor2<T>& kept, V2<T> dstream) -> V2<const T> {
+    if (read_in_place) return dstream;
     if (k.scale == T(1))
       Kokkos::deep_copy(kept, dstream);
     else
       scaled_copy<T>(flat(kept), V1<const T>(dstream.data(), dstream.size()), k.scale);
+    return kept;
   };
   unit();      // (a mixture's: proj + ln2 with the experts)
   if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2) (3D: under the gather of proj's block)
@@ -285,12 +290,12 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
   } else {
     prefetch(false, fcp_w_);
-    branch_gradient(k.out, dres);
+    const V2<const T> dy_mlp = branch_gradient(k.out, dres);
     prefetch(true, fc_w_);
     {
-      const auto dy = rounded_for_both(k.out);
-      tp_linear_out_backward_input<T>(tp, precision_, g.dfch, k.out, s.param2(fcp_w_), g.dy_mlp, block);
-      weight(Linear::FcProj);
+      const auto dy = rounded_for_both(dy_mlp);
+      tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dy_mlp, s.param2(fcp_w_), g.dy_mlp, block);
+      weight(Linear::FcProj, dy_mlp);
     }
     done(3);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
@@ -299,20 +304,20 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     {
       const auto dy = rounded_for_both(k.fch);
       tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
-      weight(Linear::Fc);
+      weight(Linear::Fc, k.fch);
     }
     done(2);
     unit();
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
-  branch_gradient(k.x_mid, dres);
+  const V2<const T> dy_attn = branch_gradient(k.x_mid, dres);
   // attention branch
   prefetch(true, qkv_w_);
   {
-    const auto dy = rounded_for_both(k.x_mid);
-    tp_linear_out_backward_input<T>(tp, precision_, g.da, k.x_mid, s.param2(proj_w_), g.dy_attn, block);
-    weight(Linear::Proj);
+    const auto dy = rounded_for_both(dy_attn);
+    tp_linear_out_backward_input<T>(tp, precision_, g.da, dy_attn, s.param2(proj_w_), g.dy_attn, block);
+    weight(Linear::Proj, dy_attn);
   }
   done(1);
   unit();
@@ -324,11 +329,12 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
                                precision_);
   else
     attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
-  Kokkos::deep_copy(k.qkv, g.dqkv);
+  if (!read_in_place) Kokkos::deep_copy(k.qkv, g.dqkv);
   {
-    const auto dy = rounded_for_both(k.qkv);
-    tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.qkv, s.param2(qkv_w_), g.rows, block);
-    weight(Linear::Qkv);
+    const V2<const T> dqkv = read_in_place ? V2<const T>(g.dqkv) : V2<const T>(k.qkv);
+    const auto dy = rounded_for_both(dqkv);
+    tp_linear_in_backward_input<T>(tp, precision_, g.dc, dqkv, s.param2(qkv_w_), g.rows, block);
+    weight(Linear::Qkv, dqkv);
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
@@ -340,28 +346,43 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
 }
 
 template <class T>
+V2<const T> TransformerBlock<T>::kept_gradient(Linear which, const TransformerCache<T>& k) const {
+  switch (which) {
+    case Linear::FcProj:
+      return k.out;
+    case Linear::Fc:
+      return k.fch;
+    case Linear::Proj:
+      return k.x_mid;
+    case Linear::Qkv:
+      break;
+  }
+  return k.qkv;
+}
+
+template <class T>
 void TransformerBlock<T>::weight_gradient(Linear which, TransformerCache<T>& k, TransformerRecomputed<T>& recomputed,
-                                          TransformerGradScratch<T>& g) const {
+                                          TransformerGradScratch<T>& g, V2<const T> dy) const {
   const auto& s = store_;
   const auto& tp = tp_;
   Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
   switch (which) {
     case Linear::FcProj:
       (selective_ ? recomputed.fch_gelu : k.fch_gelu).read([&](auto h) {
-        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), k.out, h, block);
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), dy, h, block);
       });
       return;
     case Linear::Fc:
       k.ln2.read([&](auto ln2) {
-        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), k.fch, ln2, block);
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), dy, ln2, block);
       });
       return;
     case Linear::Proj:
-      tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), k.x_mid, k.atty, block);
+      tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), dy, k.atty, block);
       return;
     case Linear::Qkv:
       k.ln1.read([&](auto ln1) {
-        tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), k.qkv, ln1, block);
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), dy, ln1, block);
       });
       return;
   }
@@ -388,11 +409,11 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   }
   // 3D: each weight gradient's reduce-scatter over depth in flight under the next product
   if (!moe_) {
-    weight_gradient(Linear::FcProj, k, recomputed, g);
-    weight_gradient(Linear::Fc, k, recomputed, g);
+    for (const Linear which : {Linear::FcProj, Linear::Fc})
+      weight_gradient(which, k, recomputed, g, kept_gradient(which, k));
   }
-  weight_gradient(Linear::Proj, k, recomputed, g);
-  weight_gradient(Linear::Qkv, k, recomputed, g);
+  for (const Linear which : {Linear::Proj, Linear::Qkv})
+    weight_gradient(which, k, recomputed, g, kept_gradient(which, k));
   if (w_.weight_block > 0) g.transfers.finish();
 }
 

@@ -232,10 +232,13 @@ class TransformerBlock {
   void backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
                           TransformerRecomputed<T>& recomputed, T dloss_scale, bool weights,
                           const UnitHooks* units) const;
-  // one linear's weight and bias gradients from what the input half left in the cache
-  // (no sequence parallelism)
+  // one linear's weight and bias gradients from its output gradient dy: what the input
+  // half left in the cache, or where it lies while the input half runs (no sequence
+  // parallelism)
   void weight_gradient(Linear which, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
-                       TransformerGradScratch<T>& s) const;
+                       TransformerGradScratch<T>& s, V2<const T> dy) const;
+  // the output gradient of `which` that the input half left in the cache
+  V2<const T> kept_gradient(Linear which, const TransformerCache<T>& cache) const;
   ParamStore<T>& store_;
   const TensorParallel& tp_;
   const ContextParallel& cp_;
