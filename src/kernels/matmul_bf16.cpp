@@ -133,9 +133,11 @@ struct Bf16Shape {
   float beta;
   int64_t lda, sa, ldb, sb, ldc, sc;
   bool bias = false;                          // C = op(A) op(B) + a bias row (one matrix, beta 0)
+  bool rows_vary = false;                     // m and k at run time (ProductWorkspace::RowsVary)
   bool a_rounded = false, b_rounded = false;  // the operand comes from a RoundedCopy
   auto key() const {
-    return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc, bias, a_rounded, b_rounded);
+    return std::make_tuple(batch, m, n, k, ta, tb, beta, lda, sa, ldb, sb, ldc, sc, bias, rows_vary, a_rounded,
+                           b_rounded);
   }
   bool operator<(const Bf16Shape& o) const { return key() < o.key(); }
 };
@@ -170,6 +172,10 @@ class Bf16Products {
     const Bf16Shape& s = shape;
     const uint16_t* a_copy = a_bits ? a_bits : ws.lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
     const uint16_t* b_copy = ws.lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
+    if (s.rows_vary && s.batch == 1) {
+      run_any_rows(stack, shape, a, a_copy, b, b_copy, c, bias);
+      return;
+    }
     shape.a_rounded = a_copy != nullptr;
     shape.b_rounded = b_copy != nullptr;
     auto it = cache_.find(shape);
@@ -197,6 +203,8 @@ class Bf16Products {
     if (a_round) stack.give_back(a_round);
   }
 
+  int64_t primitives() const { return int64_t(cache_.size() + any_rows_.size()); }
+
   // dst = src rounded to bf16, n values (a RoundedCopy's making): oneDNN's reorder, the
   // rounding the products' own reorders do.
   void round(const float* src, uint16_t* dst, int64_t n) {
@@ -217,6 +225,59 @@ class Bf16Products {
                                     dnnl_dt type = dnnl_dt::f32) {
     return dnnl::memory::desc({batch, rows, cols}, type,
                               transposed ? dnnl::memory::dims{s, 1, ld} : dnnl::memory::dims{s, ld, 1});
+  }
+
+  // One matrix whose m and k the primitive takes at run time (its kind: transposes, n,
+  // beta, bias). An operand no copy holds is rounded as it lies into a dense buffer
+  // (round_rows_to_bf16: the products' rounding); a copy is read where it lies.
+  void run_any_rows(Bf16Stack& stack, const Bf16Shape& s, const float* a, const uint16_t* a_copy, const float* b,
+                    const uint16_t* b_copy, float* c, const float* bias) {
+    constexpr int64_t R = DNNL_RUNTIME_DIM_VAL;
+    const auto kind = std::make_tuple(s.ta, s.tb, s.n, s.beta, s.bias);
+    auto it = any_rows_.find(kind);
+    if (it == any_rows_.end()) {
+      const auto any = [](bool transposed, int64_t cols, dnnl_dt type) {
+        return dnnl::memory::desc({1, R, cols}, type,
+                                  transposed ? dnnl::memory::dims{R, 1, R} : dnnl::memory::dims{R, R, 1});
+      };
+      const dnnl::memory::desc a_any = any(s.ta, R, dnnl_dt::bf16), b_any = any(s.tb, s.n, dnnl_dt::bf16);
+      const dnnl::memory::desc c_any({1, R, s.n}, dnnl_dt::f32, dnnl::memory::dims{R, R, 1});
+      dnnl::primitive_attr attr;
+      if (s.beta != 0.0f) {
+        dnnl::post_ops ops;
+        ops.append_sum(s.beta);
+        attr.set_post_ops(ops);
+      }
+      const auto desc =
+          s.bias
+              ? dnnl::matmul::desc(
+                    a_any, b_any, dnnl::memory::desc({1, 1, s.n}, dnnl_dt::f32, dnnl::memory::dims{s.n, s.n, 1}), c_any)
+              : dnnl::matmul::desc(a_any, b_any, c_any);
+      it = any_rows_.emplace(kind, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine_))).first;
+    }
+    // each operand as it lies: (rows, cols) with rows ld apart
+    const int64_t a_rows = s.ta ? s.k : s.m, a_cols = s.ta ? s.m : s.k;
+    const int64_t b_rows = s.tb ? s.n : s.k, b_cols = s.tb ? s.k : s.n;
+    uint16_t* a_round = a_copy ? nullptr : stack.take(a_rows * a_cols);
+    uint16_t* b_round = b_copy ? nullptr : stack.take(b_rows * b_cols);
+    static_assert(sizeof(bf16) == sizeof(uint16_t));
+    if (a_round) round_rows_to_bf16(a, s.lda, reinterpret_cast<bf16*>(a_round), a_cols, a_rows, a_cols);
+    if (b_round) round_rows_to_bf16(b, s.ldb, reinterpret_cast<bf16*>(b_round), b_cols, b_rows, b_cols);
+    const int64_t lda = a_copy ? s.lda : a_cols, ldb = b_copy ? s.ldb : b_cols;
+    const auto a_desc = logical(1, s.m, s.k, lda, a_rows * lda, s.ta, dnnl_dt::bf16);
+    const auto b_desc = logical(1, s.k, s.n, ldb, b_rows * ldb, s.tb, dnnl_dt::bf16);
+    dnnl::memory a_mem(a_desc, engine_, const_cast<uint16_t*>(a_copy ? a_copy : a_round));
+    dnnl::memory b_mem(b_desc, engine_, const_cast<uint16_t*>(b_copy ? b_copy : b_round));
+    dnnl::memory c_mem(logical(1, s.m, s.n, s.ldc, s.m * s.ldc, false), engine_, c);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+    if (s.bias)
+      args.emplace(DNNL_ARG_BIAS,
+                   dnnl::memory(dnnl::memory::desc({1, 1, s.n}, dnnl_dt::f32, dnnl::memory::dims{s.n, s.n, 1}), engine_,
+                                const_cast<float*>(bias)));
+    it->second.execute(stream_, args);
+    stream_.wait();
+    if (b_round) stack.give_back(b_round);
+    if (a_round) stack.give_back(a_round);
   }
 
   // A rounded operand is read where its copy lies, in the caller's layout; the others are
@@ -257,6 +318,7 @@ class Bf16Products {
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::map<Bf16Shape, Bf16Product> cache_;
+  std::map<std::tuple<bool, bool, int64_t, float, bool>, dnnl::matmul> any_rows_;  // run_any_rows' kinds
   std::map<int64_t, dnnl::reorder> rounds_;
 };
 
@@ -266,6 +328,7 @@ class Bf16Products {
 struct ProductWorkspace::State {
   std::vector<RoundedCopy*> live;
   int64_t copy_reads = 0;
+  int rows_vary = 0;  // RowsVary objects alive
   Bf16Stack stack;
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
   Bf16Products products;
@@ -276,6 +339,17 @@ ProductWorkspace::ProductWorkspace() : state_(std::make_unique<State>()) {}
 ProductWorkspace::~ProductWorkspace() = default;
 int64_t ProductWorkspace::bytes() const { return state_->stack.bytes(); }
 int64_t ProductWorkspace::copy_reads() const { return state_->copy_reads; }
+int64_t ProductWorkspace::primitives() const {
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+  return state_->products.primitives();
+#else
+  return 0;
+#endif
+}
+ProductWorkspace::RowsVary::RowsVary(ProductWorkspace& workspace) : workspace_(workspace) {
+  ++workspace_.state().rows_vary;
+}
+ProductWorkspace::RowsVary::~RowsVary() { --workspace_.state().rows_vary; }
 
 const uint16_t* ProductWorkspace::lookup(const float* begin, int64_t extent) {
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
@@ -338,9 +412,9 @@ void matmul_bf16_strided_batched(ProductWorkspace& workspace, bool trans_a, bool
       "cublasGemmStridedBatchedEx (bf16)");
 #elif defined(STRATA_HAVE_DNNL)
   auto& st = workspace.state();
-  st.products.run(workspace, st.stack,
-                  {batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c}, a, nullptr, b,
-                  c);
+  Bf16Shape shape{batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c};
+  shape.rows_vary = st.rows_vary > 0;
+  st.products.run(workspace, st.stack, shape, a, nullptr, b, c);
 #else
   (void)workspace, (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
   (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c;
@@ -378,9 +452,9 @@ void matmul_bf16_strided_batched(ProductWorkspace& workspace, bool trans_a, bool
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
   static_assert(sizeof(bf16) == sizeof(uint16_t));
   auto& st = workspace.state();
-  st.products.run(workspace, st.stack,
-                  {batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c}, nullptr,
-                  reinterpret_cast<const uint16_t*>(a), b, c);
+  Bf16Shape shape{batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c};
+  shape.rows_vary = st.rows_vary > 0;
+  st.products.run(workspace, st.stack, shape, nullptr, reinterpret_cast<const uint16_t*>(a), b, c);
 #else
   (void)workspace, (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
   (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c;
@@ -428,6 +502,7 @@ void bias_product(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<co
                   o.ldc,
                   o.ldc * o.m};
   shape.bias = true;
+  shape.rows_vary = st.rows_vary > 0;
   const bool rounded = std::is_same_v<A, bf16>;
   st.products.run(workspace, st.stack, shape, rounded ? nullptr : reinterpret_cast<const float*>(a.data()),
                   rounded ? reinterpret_cast<const uint16_t*>(a.data()) : nullptr, b.data(), c.data(), bias.data());

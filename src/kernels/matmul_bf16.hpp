@@ -48,6 +48,26 @@ class ProductWorkspace {
   // apart), for the models' predictions of its size.
   static int64_t stack_elements(int64_t n) { return (n + 31) / 32 * 32; }
 
+  // While one lives, the products of this workspace whose row count changes from call to
+  // call (a mixture's experts: the tokens routed to each) take their rows and reduction
+  // length at run time (oneDNN's runtime dimensions): one primitive per kind of product
+  // instead of one per row count. Making a primitive JIT-compiles its kernel (0.3-0.7 ms
+  // each), and the experts met a new row count at nearly every product of every step;
+  // their operands are rounded by round_rows_to_bf16 (the same rounding), not by reorders
+  // made per shape. Nested uses are fine.
+  class RowsVary {
+   public:
+    explicit RowsVary(ProductWorkspace& workspace);
+    ~RowsVary();
+    RowsVary(const RowsVary&) = delete;
+    RowsVary& operator=(const RowsVary&) = delete;
+
+   private:
+    ProductWorkspace& workspace_;
+  };
+  // The primitives made so far (tests: that row counts share one).
+  int64_t primitives() const;
+
   struct State;  // kernels/matmul_bf16.cpp
   State& state() { return *state_; }
 

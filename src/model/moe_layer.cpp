@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "kernels/column_blocks.hpp"
@@ -12,7 +13,14 @@
 #include "model/tensor_shard.hpp"
 
 namespace strata {
+
 namespace {
+// The experts' row counts (the tokens routed to each) change at every step: their bf16
+// products take them at run time (ProductWorkspace::RowsVary) while this lives.
+std::unique_ptr<kernels::ProductWorkspace::RowsVary> rows_vary(const kernels::ProductPrecision& precision) {
+  if (precision.type != Precision::BF16 || !precision.workspace) return nullptr;
+  return std::make_unique<kernels::ProductWorkspace::RowsVary>(*precision.workspace);
+}
 
 template <class V, class... N>
 void ensure_row_capacity(V& v, const char* label, int64_t rows, N... cols) {
@@ -316,6 +324,7 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
     kernels::gather_rows<T>(xe, x, r.send_token);
   }
   const V2<T> ye = ep_.active() ? leading_rows(work_, R) : yk;
+  const auto vary = rows_vary(precision_);
   int64_t o = 0;
   for (int64_t l = 0; l < local_experts_; ++l) {
     const int64_t rows = r.expert_rows[size_t(l)];
@@ -374,6 +383,7 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
     to_experts(dyk, dye, r);
   }
   const V2<T> xe = leading_rows(k.xe, R);
+  const auto vary = rows_vary(precision_);
   int64_t o = 0;
   for (int64_t l = 0; l < local_experts_; ++l) {
     const int64_t rows = r.expert_rows[size_t(l)];

@@ -190,6 +190,67 @@ TEST_CASE("matmul_bf16_bias adds the bias in the product's epilogue: the bits of
 }
 #endif
 
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE(
+    "under RowsVary, products of any row count share one primitive per kind and are the rounded operands' "
+    "fp32 product",
+    "[kernels][bf16]") {
+  REQUIRE_BF16_PRODUCTS();
+  kernels::ProductWorkspace workspace;
+  const int n = 48, inner = 40;
+  const auto b = random_vector<float>(inner * n, 31), bias = random_vector<float>(n, 32);
+  auto db = to_device(b), dbias = to_device(bias);
+  // a parameter buffer the products read from its rounded copy (as the experts' weights)
+  uint64_t changes = 1;
+  kernels::RoundedCopy copy(workspace, db.data(), int64_t(b.size()), &changes);
+  const kernels::ProductWorkspace::RowsVary vary(workspace);
+  int64_t kinds = 0;
+  for (const int rows : {7, 64, 33, 129, 1}) {
+    INFO("rows " << rows);
+    const auto a = random_vector<float>(rows * inner, 33 + rows), g = random_vector<float>(rows * n, 34 + rows);
+    auto da = to_device(a), dg = to_device(g);
+    // forward with a bias: (rows, inner) (inner, n); input gradient: (rows, n) (inner, n)^T;
+    // weight gradient, accumulated: (rows, inner)^T (rows, n), the rows the reduction
+    auto out = to_device(std::vector<float>(size_t(rows) * n, 5.0f));
+    auto dx = to_device(std::vector<float>(size_t(rows) * inner, 5.0f));
+    const auto w0 = random_vector<float>(inner * n, 35);
+    auto dw = to_device(w0);
+    kernels::matmul_bf16_bias(workspace, false, false, mat(da, rows, inner), mat(db, inner, n), V1<const float>(dbias),
+                              mat(out, rows, n));
+    kernels::matmul_bf16(workspace, false, true, mat(dg, rows, n), mat(db, inner, n), 0.0f, mat(dx, rows, inner));
+    kernels::matmul_bf16(workspace, true, false, mat(da, rows, inner), mat(dg, rows, n), 1.0f, mat(dw, inner, n));
+    const auto r = [](float x) { return double(kernels::round_to_bf16(x)); };
+    std::vector<double> want_out(size_t(rows) * n), want_dx(size_t(rows) * inner), want_dw(size_t(inner) * n);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < n; ++j) {
+        double s = bias[j];
+        for (int p = 0; p < inner; ++p) s += r(a[i * inner + p]) * r(b[p * n + j]);
+        want_out[i * n + j] = s;
+      }
+    for (int i = 0; i < rows; ++i)
+      for (int p = 0; p < inner; ++p) {
+        double s = 0;
+        for (int j = 0; j < n; ++j) s += r(g[i * n + j]) * r(b[p * n + j]);
+        want_dx[i * inner + p] = s;
+      }
+    for (int p = 0; p < inner; ++p)
+      for (int j = 0; j < n; ++j) {
+        double s = w0[p * n + j];
+        for (int i = 0; i < rows; ++i) s += r(a[i * inner + p]) * r(g[i * n + j]);
+        want_dw[p * n + j] = s;
+      }
+    const auto as_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    CHECK(max_rel_error(as_double(to_host<float>(out)), want_out) < 1e-5);
+    CHECK(max_rel_error(as_double(to_host<float>(dx)), want_dx) < 1e-5);
+    CHECK(max_rel_error(as_double(to_host<float>(dw)), want_dw) < 1e-5);
+    if (kinds == 0) kinds = workspace.primitives();
+    CHECK(workspace.primitives() == kinds);  // no primitive per row count
+  }
+  CHECK(kinds == 3);
+  CHECK(workspace.copy_reads() > 0);  // the weights were read from their copy
+}
+#endif
+
 TEST_CASE("matmul_bf16_strided_batched multiplies submatrices a stride apart and writes nothing else",
           "[kernels][bf16]") {
   REQUIRE_BF16_PRODUCTS();
