@@ -2,8 +2,12 @@
 // Softmax cross-entropy over a vocabulary, fused: the forward keeps only each row's
 // log-sum-exp, the backward recomputes the probabilities and may write dlogits over the
 // logits (no (N, V) probability buffer).
+#include <stdexcept>
+#include <type_traits>
+
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/bf16.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/fast_exp.hpp"
 #include "kernels/lanes.hpp"
@@ -55,6 +59,35 @@ void cross_entropy_backward(V2<T> dlogits, V2<const T> logits, V1<const T> lse, 
         const int64_t t = int64_t(targets(i)) - vocab_begin;
         if (t >= 0 && t < v) d[t] -= scale;
       });
+}
+
+// The same written as bf16 only (dlogits (N, V), rows ld apart), rounded as the products
+// round (round_rows_to_bf16): the values cross_entropy_backward writes, rounded, for a
+// dlogits only bf16 products read. Host memory only (where products round in a pass of
+// their own).
+template <class T>
+void cross_entropy_backward_bf16(bf16* dlogits, V2<const T> logits, V1<const T> lse, V1<const int32_t> targets, T scale,
+                                 int64_t vocab_begin = 0) {
+  if constexpr (std::is_same_v<T, float> && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    const int64_t n = logits.extent(0), v = logits.extent(1);
+    for_each_row(
+        "cross_entropy_backward", n, KOKKOS_LAMBDA(const int64_t i) {
+          constexpr int64_t kSegment = 1024;
+          float d[kSegment];
+          const T l = lse(i);
+          const T* x = &logits(i, 0);
+          const int64_t t = int64_t(targets(i)) - vocab_begin;
+          for (int64_t j0 = 0; j0 < v; j0 += kSegment) {
+            const int64_t nj = v - j0 < kSegment ? v - j0 : kSegment;
+            for (int64_t j = 0; j < nj; ++j) d[j] = scale * fast_exp(x[j0 + j] - l);  // vectorises
+            if (t >= j0 && t < j0 + nj) d[t - j0] -= scale;
+            round_rows_to_bf16(d, 0, dlogits + i * v + j0, 0, 1, nj);
+          }
+        });
+  } else {
+    (void)dlogits, (void)logits, (void)lse, (void)targets, (void)scale, (void)vocab_begin;
+    throw std::logic_error("cross_entropy_backward_bf16: host float only");
+  }
 }
 
 // The local half of a vocabulary-parallel cross-entropy: per row, the maximum of this

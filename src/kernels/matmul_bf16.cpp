@@ -386,6 +386,12 @@ RoundedCopy::~RoundedCopy() {
   if (!owned_) workspace_.state().stack.give_back(copy_);
 }
 
+bf16* RoundedCopy::fill() {
+  made_at_ = *changes_;
+  static_assert(sizeof(bf16) == sizeof(uint16_t));
+  return reinterpret_cast<bf16*>(copy_);
+}
+
 bool RoundedCopy::pays() {
 #if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
   return true;

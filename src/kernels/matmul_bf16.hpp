@@ -136,6 +136,10 @@ class RoundedCopy {
 
   // Whether products here round their operands in a separate pass (so a copy pays).
   static bool pays();
+  // The copy's memory, for a kernel that writes every value of it rounded (to_bf16, the
+  // products' rounding) instead of the float buffer: the copy counts as made, so products
+  // read it and not the buffer (the cross-entropy's dlogits, written as bf16 only).
+  bf16* fill();
 
  private:
   friend class ProductWorkspace;

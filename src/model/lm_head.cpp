@@ -1,6 +1,7 @@
 #include "model/lm_head.hpp"
 
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/products.hpp"
@@ -54,8 +55,13 @@ double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32
 
 template <class T>
 void LMHead<T>::backward_input(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, V2<T> rows) const {
-  const auto& s = store_;
   tp_cross_entropy_backward<T>(tp_, k.logits, k.lse, k.targets, dloss_scale);  // logits := dlogits
+  backward_from_dlogits(dx, dlnf, k, rows);
+}
+
+template <class T>
+void LMHead<T>::backward_from_dlogits(V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k, V2<T> rows) const {
+  const auto& s = store_;
   tp_head_backward_input<T>(tp_, precision_, dlnf, k.logits, s.param2(wte_), rows);
   tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), dlnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
                            k.lnf_rstd, false);
@@ -73,9 +79,19 @@ void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k,
     backward_chunks(dloss_scale, dx, dlnf, k, *units, chunk);
     return;
   }
-  // made at the first product that reads it, after the cross-entropy wrote the dlogits
+  // the dlogits rounded once for both products; where only products that look them up read
+  // them (no 2D or 3D split: SUMMA and the depth group's blocks read the floats), the
+  // cross-entropy writes them into the copy as bf16 only (the logits stay in the cache)
   const auto dlogits_once = kernels::round_for_pass(precision_, k.logits.data(), int64_t(k.logits.size()));
-  backward_input(dloss_scale, dx, dlnf, k, rows);
+  if constexpr (std::is_same_v<T, float>) {
+    if (dlogits_once && (tp_.mode == TensorMode::Serial || tp_.mode == TensorMode::OneD)) {
+      tp_cross_entropy_backward_bf16(tp_, dlogits_once->fill(), k.logits, k.lse, k.targets, dloss_scale);
+      backward_from_dlogits(dx, dlnf, k, rows);
+      backward_weight(k);
+      return;
+    }
+  }
+  backward_input(dloss_scale, dx, dlnf, k, rows);  // the copy made at the first product that reads it
   backward_weight(k);
 }
 

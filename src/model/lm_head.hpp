@@ -84,6 +84,9 @@ class LMHead {
   int64_t product_stack_elements(int64_t rows) const;
 
  private:
+  // backward_input after the cross-entropy: dlnf = dlogits wte, then the final layer norm's
+  // backward into dx (the dlogits where the cache's logits were, or in their bf16 copy)
+  void backward_from_dlogits(V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, V2<T> rows) const;
   void backward_chunks(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& cache, const UnitHooks& units,
                        V2<T> chunk) const;
   ParamStore<T>& store_;

@@ -207,6 +207,12 @@ void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const 
   kernels::cross_entropy_backward<T>(logits, logits, lse, targets, scale, logits_vocab_begin(tp, logits.extent(1)));
 }
 
+void tp_cross_entropy_backward_bf16(const TensorParallel& tp, kernels::bf16* dlogits, V2<const float> logits,
+                                    V1<const float> lse, V1<const int32_t> targets, float scale) {
+  kernels::cross_entropy_backward_bf16<float>(dlogits, logits, lse, targets, scale,
+                                              logits_vocab_begin(tp, logits.extent(1)));
+}
+
 #define STRATA_VOCAB_PARALLEL_INSTANTIATE(T)                                                                           \
   template void tp_embedding_forward<T>(const TensorParallel&, V2<T>, V1<const int32_t>, V2<const T>, V2<const T>,     \
                                         int64_t, Tensor2<T>&);                                                         \

@@ -62,5 +62,10 @@ void tp_mask_padded_logits(const TensorParallel& tp, V2<T> logits, int64_t vocab
 template <class T>
 void tp_cross_entropy_backward(const TensorParallel& tp, V2<T> logits, V1<const T> lse, V1<const int32_t> targets,
                                T scale);
+// The same values written as bf16 into dlogits (the logits' shape, dense), the logits
+// left as they are: for a dlogits that only bf16 products read, through the copy whose
+// memory this is (kernels::RoundedCopy::fill). Host float only.
+void tp_cross_entropy_backward_bf16(const TensorParallel& tp, kernels::bf16* dlogits, V2<const float> logits,
+                                    V1<const float> lse, V1<const int32_t> targets, float scale);
 
 }  // namespace strata

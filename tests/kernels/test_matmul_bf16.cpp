@@ -9,6 +9,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/bf16.hpp"
+#include "kernels/cross_entropy.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul_bf16.hpp"
@@ -248,6 +249,43 @@ TEST_CASE(
   }
   CHECK(kinds == 3);
   CHECK(workspace.copy_reads() > 0);  // the weights were read from their copy
+}
+#endif
+
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("cross_entropy_backward_bf16 writes the float backward's dlogits rounded, bit for bit", "[kernels][bf16]") {
+  // a vocabulary of more than one of the kernel's 1024-value segments, targets in each,
+  // and a vocabulary block that does not hold every row's target (vocab_begin)
+  const int n = 9, v = 2500;
+  for (const int64_t vocab_begin : {0, 700}) {
+    INFO("vocab_begin " << vocab_begin);
+    const auto logits = random_vector<float>(n * v, 41);
+    std::vector<int32_t> targets(n);
+    for (int i = 0; i < n; ++i) targets[i] = int32_t((i * 977 + 5) % (v + 700));
+    std::vector<float> lse(n);
+    for (int i = 0; i < n; ++i) {
+      double s = 0;
+      for (int j = 0; j < v; ++j) s += std::exp(double(logits[i * v + j]));
+      lse[i] = float(std::log(s));
+    }
+    auto dl = to_device(logits), dlse = to_device(lse);
+    Tensor1<int32_t> dt("targets", n);
+    std::memcpy(dt.data(), targets.data(), n * sizeof(int32_t));
+    auto want = to_device(std::vector<float>(size_t(n) * v));
+    kernels::cross_entropy_backward<float>(mat(want, n, v), mat(dl, n, v), V1<const float>(dlse), V1<const int32_t>(dt),
+                                           0.25f, vocab_begin);
+    std::vector<kernels::bf16> got(size_t(n) * v);
+    kernels::cross_entropy_backward_bf16<float>(got.data(), mat(dl, n, v), V1<const float>(dlse), V1<const int32_t>(dt),
+                                                0.25f, vocab_begin);
+    const auto w = to_host<float>(want);
+    int64_t differ = 0, targets_seen = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      differ += kernels::to_bf16(w[i]).bits != got[i].bits;
+      targets_seen += w[i] < 0;
+    }
+    CHECK(differ == 0);
+    CHECK(targets_seen > 0);
+  }
 }
 #endif
 
