@@ -8,6 +8,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/attention_reference.hpp"
+#include "kernels/column_sums.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
@@ -88,6 +89,33 @@ void BM_layernorm_forward_backward(benchmark::State& state) {
   set_flops(state, double(kRows) * double(kC) * (8.0 + 16.0));  // ~8 flops/element forward, ~16 backward
 }
 BENCHMARK(BM_layernorm_forward_backward)->Unit(benchmark::kMillisecond);
+
+// A linear's output gradient (rows x 4C) made ready for its bf16 products and its bias
+// gradient: 0, the column sums and then the products' rounding of it (oneDNN's reorder,
+// as a pass copy is made); 1, both in one pass (add_column_sums_rounding).
+void BM_bias_gradient_and_rounding(benchmark::State& state) {
+  if (!kernels::RoundedCopy::pays()) {
+    state.SkipWithError("bf16 products do not round in a pass of their own here");
+    return;
+  }
+  const int64_t cols = 4 * kC;
+  Tensor2<float> dy("dy", kRows, cols);
+  Tensor1<float> db("db", cols);
+  fill(dy, 0.3f);
+  kernels::ProductWorkspace workspace;
+  for (auto _ : state) {
+    kernels::RoundedCopy copy(workspace, dy.data(), kRows * cols);
+    if (state.range(0) == 0) {
+      kernels::add_column_sums<float>(db, dy);
+      benchmark::DoNotOptimize(workspace.lookup(dy.data(), kRows * cols));
+    } else {
+      kernels::add_column_sums_rounding<float>(db, dy, copy.fill());
+    }
+    Kokkos::fence();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kRows * cols * 4);
+}
+BENCHMARK(BM_bias_gradient_and_rounding)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 void BM_gelu_forward_backward(benchmark::State& state) {
   const int64_t n = kRows * 4 * kC;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "kernels/column_sums.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
@@ -257,12 +258,18 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   // a linear's output gradient, which its input product and (with `weights`) its weight
   // product both read: rounded to bf16 once for the two, where products round in a pass of
   // their own and both multiply this rank's rows as they lie (w_.bf16_operands)
-  const auto rounded_for_both = [&](V2<const T> dy) {
-    return weights && w_.bf16_operands ? kernels::round_for_pass(precision_, dy.data(), int64_t(dy.size())) : nullptr;
+  // their own and both multiply this rank's rows as they lie (w_.bf16_operands); the copy
+  // written in the pass that adds dy's column sums to the linear's bias gradient
+  const auto rounded_for_both = [&](Linear which, V2<const T> dy) {
+    auto copy =
+        weights && w_.bf16_operands ? kernels::round_for_pass(precision_, dy.data(), int64_t(dy.size())) : nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (copy) kernels::add_column_sums_rounding<T>(s.grad(bias_of(which)), dy, copy->fill());
+    return copy;
   };
-  const auto weight = [&](Linear which, V2<const T> dy) {
+  const auto weight = [&](Linear which, V2<const T> dy, bool bias_summed) {
     if (!weights) return;
-    weight_gradient(which, k, recomputed, g, dy);
+    weight_gradient(which, k, recomputed, g, dy, bias_summed);
     if (block) block->input_sum();
   };
   const auto unit = [&] {  // ZeRO-2/3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
@@ -293,18 +300,18 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     const V2<const T> dy_mlp = branch_gradient(k.out, dres);
     prefetch(true, fc_w_);
     {
-      const auto dy = rounded_for_both(dy_mlp);
+      const auto dy = rounded_for_both(Linear::FcProj, dy_mlp);
       tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dy_mlp, s.param2(fcp_w_), g.dy_mlp, block);
-      weight(Linear::FcProj, dy_mlp);
+      weight(Linear::FcProj, dy_mlp, dy != nullptr);
     }
     done(3);
     gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
     prefetch(false, proj_w_);
     unit();
     {
-      const auto dy = rounded_for_both(k.fch);
+      const auto dy = rounded_for_both(Linear::Fc, k.fch);
       tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
-      weight(Linear::Fc, k.fch);
+      weight(Linear::Fc, k.fch, dy != nullptr);
     }
     done(2);
     unit();
@@ -315,9 +322,9 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   // attention branch
   prefetch(true, qkv_w_);
   {
-    const auto dy = rounded_for_both(dy_attn);
+    const auto dy = rounded_for_both(Linear::Proj, dy_attn);
     tp_linear_out_backward_input<T>(tp, precision_, g.da, dy_attn, s.param2(proj_w_), g.dy_attn, block);
-    weight(Linear::Proj, dy_attn);
+    weight(Linear::Proj, dy_attn, dy != nullptr);
   }
   done(1);
   unit();
@@ -332,9 +339,9 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   if (!read_in_place) Kokkos::deep_copy(k.qkv, g.dqkv);
   {
     const V2<const T> dqkv = read_in_place ? V2<const T>(g.dqkv) : V2<const T>(k.qkv);
-    const auto dy = rounded_for_both(dqkv);
+    const auto dy = rounded_for_both(Linear::Qkv, dqkv);
     tp_linear_in_backward_input<T>(tp, precision_, g.dc, dqkv, s.param2(qkv_w_), g.rows, block);
-    weight(Linear::Qkv, dqkv);
+    weight(Linear::Qkv, dqkv, dy != nullptr);
   }
   tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
                            k.ln1_rstd, true);  // dres is now dL/d(x)
@@ -343,6 +350,21 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     block->finish();
     block->input_sums_in_flight(false);
   }
+}
+
+template <class T>
+int TransformerBlock<T>::bias_of(Linear which) const {
+  switch (which) {
+    case Linear::FcProj:
+      return fcp_b_;
+    case Linear::Fc:
+      return fc_b_;
+    case Linear::Proj:
+      return proj_b_;
+    case Linear::Qkv:
+      break;
+  }
+  return qkv_b_;
 }
 
 template <class T>
@@ -362,28 +384,25 @@ V2<const T> TransformerBlock<T>::kept_gradient(Linear which, const TransformerCa
 
 template <class T>
 void TransformerBlock<T>::weight_gradient(Linear which, TransformerCache<T>& k, TransformerRecomputed<T>& recomputed,
-                                          TransformerGradScratch<T>& g, V2<const T> dy) const {
+                                          TransformerGradScratch<T>& g, V2<const T> dy, bool bias_summed) const {
   const auto& s = store_;
   const auto& tp = tp_;
   Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
+  const V1<T> db = bias_summed ? V1<T>() : s.grad(bias_of(which));
   switch (which) {
     case Linear::FcProj:
       (selective_ ? recomputed.fch_gelu : k.fch_gelu).read([&](auto h) {
-        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), s.grad(fcp_b_), dy, h, block);
+        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fcp_w_), db, dy, h, block);
       });
       return;
     case Linear::Fc:
-      k.ln2.read([&](auto ln2) {
-        tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), s.grad(fc_b_), dy, ln2, block);
-      });
+      k.ln2.read([&](auto ln2) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(fc_w_), db, dy, ln2, block); });
       return;
     case Linear::Proj:
-      tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), s.grad(proj_b_), dy, k.atty, block);
+      tp_linear_backward_weight<T>(tp, precision_, s.grad2(proj_w_), db, dy, k.atty, block);
       return;
     case Linear::Qkv:
-      k.ln1.read([&](auto ln1) {
-        tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), s.grad(qkv_b_), dy, ln1, block);
-      });
+      k.ln1.read([&](auto ln1) { tp_linear_backward_weight<T>(tp, precision_, s.grad2(qkv_w_), db, dy, ln1, block); });
       return;
   }
 }
@@ -410,10 +429,10 @@ void TransformerBlock<T>::backward_weight(TransformerCache<T>& k, TransformerRec
   // 3D: each weight gradient's reduce-scatter over depth in flight under the next product
   if (!moe_) {
     for (const Linear which : {Linear::FcProj, Linear::Fc})
-      weight_gradient(which, k, recomputed, g, kept_gradient(which, k));
+      weight_gradient(which, k, recomputed, g, kept_gradient(which, k), false);
   }
   for (const Linear which : {Linear::Proj, Linear::Qkv})
-    weight_gradient(which, k, recomputed, g, kept_gradient(which, k));
+    weight_gradient(which, k, recomputed, g, kept_gradient(which, k), false);
   if (w_.weight_block > 0) g.transfers.finish();
 }
 

@@ -235,8 +235,10 @@ class TransformerBlock {
   // one linear's weight and bias gradients from its output gradient dy: what the input
   // half left in the cache, or where it lies while the input half runs (no sequence
   // parallelism)
+  // (bias_summed: its bias gradient was added where dy was rounded)
   void weight_gradient(Linear which, TransformerCache<T>& cache, TransformerRecomputed<T>& recomputed,
-                       TransformerGradScratch<T>& s, V2<const T> dy) const;
+                       TransformerGradScratch<T>& s, V2<const T> dy, bool bias_summed) const;
+  int bias_of(Linear which) const;  // the linear's bias parameter
   // the output gradient of `which` that the input half left in the cache
   V2<const T> kept_gradient(Linear which, const TransformerCache<T>& cache) const;
   ParamStore<T>& store_;
