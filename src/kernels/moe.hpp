@@ -7,6 +7,7 @@
 
 #include "core/kmath.hpp"
 #include "core/tensor.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace strata::kernels {
 
@@ -14,12 +15,26 @@ namespace strata::kernels {
 template <class T>
 void router_forward(V2<T> probs, V1<T> lse, V2<const T> x, V2<const T> w) {
   const int64_t c = x.extent(1), e = w.extent(1);
-  Kokkos::parallel_for(
-      "moe_router", Range(0, x.extent(0)), KOKKOS_LAMBDA(const int64_t t) {
-        for (int64_t i = 0; i < e; ++i) probs(t, i) = 0;
-        for (int64_t k = 0; k < c; ++k) {
-          const T xv = x(t, k);
-          for (int64_t i = 0; i < e; ++i) probs(t, i) += xv * w(k, i);
+  // on the thread's own copy of the lambda, the logits summed in a local array where the
+  // experts fit one (for_each_row: vectorised); each logit's terms in the same order
+  // either way
+  constexpr int64_t kLocal = 64;
+  for_each_row(
+      "moe_router", x.extent(0), KOKKOS_LAMBDA(const int64_t t) {
+        if (e <= kLocal) {
+          T acc[kLocal] = {};
+          for (int64_t k = 0; k < c; ++k) {
+            const T xv = x(t, k);
+            const T* wk = &w(k, 0);
+            for (int64_t i = 0; i < e; ++i) acc[i] += xv * wk[i];
+          }
+          for (int64_t i = 0; i < e; ++i) probs(t, i) = acc[i];
+        } else {
+          for (int64_t i = 0; i < e; ++i) probs(t, i) = 0;
+          for (int64_t k = 0; k < c; ++k) {
+            const T xv = x(t, k);
+            for (int64_t i = 0; i < e; ++i) probs(t, i) += xv * w(k, i);
+          }
         }
         T m = probs(t, 0);
         for (int64_t i = 1; i < e; ++i) m = probs(t, i) > m ? probs(t, i) : m;
