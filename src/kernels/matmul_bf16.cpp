@@ -151,7 +151,6 @@ int64_t operand_extent(int64_t batch, int64_t rows, int64_t cols, int64_t ld, in
 // One shape's matmul and the reorders that round its operands to bf16, made once.
 struct Bf16Product {
   dnnl::memory::desc a_f32, b_f32, c_f32;  // the caller's float layouts (strides)
-  dnnl::memory::desc bias_f32;             // (1, 1, n), where the shape has a bias
   dnnl::memory::desc a_bf16, b_bf16;       // dense bf16 copies of the operands
   dnnl::reorder round_a, round_b;
   dnnl::matmul product;
@@ -196,7 +195,7 @@ class Bf16Products {
     }
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, a_bf16}, {DNNL_ARG_WEIGHTS, b_bf16}, {DNNL_ARG_DST, c_user}};
-    if (s.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias_f32, engine_, const_cast<float*>(bias)));
+    if (s.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc(s.n), engine_, const_cast<float*>(bias)));
     p.product.execute(stream_, args);
     stream_.wait();
     if (b_round) stack.give_back(b_round);
@@ -227,6 +226,22 @@ class Bf16Products {
                               transposed ? dnnl::memory::dims{s, 1, ld} : dnnl::memory::dims{s, ld, 1});
   }
 
+  // A bias of n values added to every row, and a product's matmul: C = A B (+ bias) + beta C.
+  static dnnl::memory::desc bias_desc(int64_t n) {
+    return dnnl::memory::desc({1, 1, n}, dnnl_dt::f32, dnnl::memory::dims{n, n, 1});
+  }
+  dnnl::matmul matmul_of(const dnnl::memory::desc& a, const dnnl::memory::desc& b, const dnnl::memory::desc& c,
+                         float beta, bool bias, int64_t n) const {
+    dnnl::primitive_attr attr;
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    const auto desc = bias ? dnnl::matmul::desc(a, b, bias_desc(n), c) : dnnl::matmul::desc(a, b, c);
+    return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine_));
+  }
+
   // One matrix whose m and k the primitive takes at run time (its kind: transposes, n,
   // beta, bias). An operand no copy holds is rounded as it lies into a dense buffer
   // (round_rows_to_bf16: the products' rounding); a copy is read where it lies.
@@ -242,18 +257,7 @@ class Bf16Products {
       };
       const dnnl::memory::desc a_any = any(s.ta, R, dnnl_dt::bf16), b_any = any(s.tb, s.n, dnnl_dt::bf16);
       const dnnl::memory::desc c_any({1, R, s.n}, dnnl_dt::f32, dnnl::memory::dims{R, R, 1});
-      dnnl::primitive_attr attr;
-      if (s.beta != 0.0f) {
-        dnnl::post_ops ops;
-        ops.append_sum(s.beta);
-        attr.set_post_ops(ops);
-      }
-      const auto desc =
-          s.bias
-              ? dnnl::matmul::desc(
-                    a_any, b_any, dnnl::memory::desc({1, 1, s.n}, dnnl_dt::f32, dnnl::memory::dims{s.n, s.n, 1}), c_any)
-              : dnnl::matmul::desc(a_any, b_any, c_any);
-      it = any_rows_.emplace(kind, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine_))).first;
+      it = any_rows_.emplace(kind, matmul_of(a_any, b_any, c_any, s.beta, s.bias, s.n)).first;
     }
     // each operand as it lies: (rows, cols) with rows ld apart
     const int64_t a_rows = s.ta ? s.k : s.m, a_cols = s.ta ? s.m : s.k;
@@ -270,10 +274,7 @@ class Bf16Products {
     dnnl::memory b_mem(b_desc, engine_, const_cast<uint16_t*>(b_copy ? b_copy : b_round));
     dnnl::memory c_mem(logical(1, s.m, s.n, s.ldc, s.m * s.ldc, false), engine_, c);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
-    if (s.bias)
-      args.emplace(DNNL_ARG_BIAS,
-                   dnnl::memory(dnnl::memory::desc({1, 1, s.n}, dnnl_dt::f32, dnnl::memory::dims{s.n, s.n, 1}), engine_,
-                                const_cast<float*>(bias)));
+    if (s.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc(s.n), engine_, const_cast<float*>(bias)));
     it->second.execute(stream_, args);
     stream_.wait();
     if (b_round) stack.give_back(b_round);
@@ -298,20 +299,7 @@ class Bf16Products {
                            : dnnl::memory::desc({s.batch, s.k, s.n}, dnnl_dt::bf16, dnnl::memory::format_tag::abc);
     if (!s.a_rounded) p.round_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.a_f32, engine_, p.a_bf16));
     if (!s.b_rounded) p.round_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, p.b_f32, engine_, p.b_bf16));
-    dnnl::primitive_attr attr;
-    if (s.beta != 0.0f) {
-      dnnl::post_ops ops;
-      ops.append_sum(s.beta);
-      attr.set_post_ops(ops);
-    }
-    if (s.bias) {
-      p.bias_f32 = dnnl::memory::desc({1, 1, s.n}, dnnl_dt::f32, dnnl::memory::dims{s.n, s.n, 1});
-      p.product = dnnl::matmul(
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_bf16, p.b_bf16, p.bias_f32, p.c_f32), attr, engine_));
-    } else {
-      p.product =
-          dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_bf16, p.b_bf16, p.c_f32), attr, engine_));
-    }
+    p.product = matmul_of(p.a_bf16, p.b_bf16, p.c_f32, s.beta, s.bias, s.n);
     return p;
   }
 
