@@ -11,6 +11,9 @@
 
 namespace strata::kernels {
 
+// The most experts whose router logits a row sums in a local array.
+constexpr int64_t kRouterLocalExperts = 64;
+
 // probs (N, E) = softmax(x (N, C) w (C, E)) row by row; lse (N) its logsumexp.
 template <class T>
 void router_forward(V2<T> probs, V1<T> lse, V2<const T> x, V2<const T> w) {
@@ -18,11 +21,10 @@ void router_forward(V2<T> probs, V1<T> lse, V2<const T> x, V2<const T> w) {
   // on the thread's own copy of the lambda, the logits summed in a local array where the
   // experts fit one (for_each_row: vectorised); each logit's terms in the same order
   // either way
-  constexpr int64_t kLocal = 64;
   for_each_row(
       "moe_router", x.extent(0), KOKKOS_LAMBDA(const int64_t t) {
-        if (e <= kLocal) {
-          T acc[kLocal] = {};
+        if (e <= kRouterLocalExperts) {
+          T acc[kRouterLocalExperts] = {};
           for (int64_t k = 0; k < c; ++k) {
             const T xv = x(t, k);
             const T* wk = &w(k, 0);
