@@ -43,6 +43,7 @@ template <class T>
 void add_column_sums_rounding(V1<T> acc, V2<const T> m, bf16* rounded) {
   if constexpr (std::is_same_v<T, float> && Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
     const int64_t rows = m.extent(0), cols = m.extent(1);
+    if (int64_t(acc.extent(0)) != cols) throw std::logic_error("add_column_sums_rounding: acc is not one per column");
     const Tensor1<T> sums = reduce_rows<T>(
         "column_sums", rows, cols, KOKKOS_LAMBDA(const int64_t i, T* s) {
           const T* row = &m(i, 0);

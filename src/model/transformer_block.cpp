@@ -257,7 +257,6 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
   if (block) block->input_sums_in_flight(weights);
   // a linear's output gradient, which its input product and (with `weights`) its weight
   // product both read: rounded to bf16 once for the two, where products round in a pass of
-  // their own and both multiply this rank's rows as they lie (w_.bf16_operands)
   // their own and both multiply this rank's rows as they lie (w_.bf16_operands); the copy
   // written in the pass that adds dy's column sums to the linear's bias gradient
   const auto rounded_for_both = [&](Linear which, V2<const T> dy) {

@@ -9,6 +9,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/bf16.hpp"
+#include "kernels/column_sums.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
@@ -285,6 +286,28 @@ TEST_CASE("cross_entropy_backward_bf16 writes the float backward's dlogits round
     }
     CHECK(differ == 0);
     CHECK(targets_seen > 0);
+  }
+}
+#endif
+
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("add_column_sums_rounding adds add_column_sums' bits and writes the matrix rounded, bit for bit",
+          "[kernels][bf16]") {
+  // row counts below, at and above the reductions' chunking (16 rows a chunk, 64 chunks)
+  for (const int rows : {5, 16, 333, 2048}) {
+    const int cols = 77;
+    INFO("rows " << rows);
+    const auto m = random_vector<float>(rows * cols, 51 + rows), acc0 = random_vector<float>(cols, 52);
+    auto dm = to_device(m), want = to_device(acc0), got = to_device(acc0);
+    kernels::add_column_sums<float>(V1<float>(want), mat(dm, rows, cols));
+    std::vector<kernels::bf16> rounded(size_t(rows) * cols);
+    kernels::add_column_sums_rounding<float>(V1<float>(got), mat(dm, rows, cols), rounded.data());
+    const auto w = to_host<float>(want), g = to_host<float>(got);
+    CHECK(std::memcmp(w.data(), g.data(), w.size() * sizeof(float)) == 0);
+    CHECK(w != acc0);
+    int64_t differ = 0;
+    for (size_t i = 0; i < m.size(); ++i) differ += kernels::to_bf16(m[i]).bits != rounded[i].bits;
+    CHECK(differ == 0);
   }
 }
 #endif
