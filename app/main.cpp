@@ -30,8 +30,12 @@
 #include "cli/kokkos_start.hpp"
 #include "comm/agree.hpp"
 #include "core/error.hpp"
+#include "core/exit_deadline.hpp"
 
 namespace {
+
+// MPI_Finalize takes well under a second; past this it is waiting on a peer that has left
+constexpr double kFinalizeSeconds = 30;
 
 // An exception's text on one line (Kokkos' allocation failures span several).
 std::string one_line(std::string s) {
@@ -110,6 +114,9 @@ int main(int argc, char** argv) {
       if (rank_alone) strata::abort_job(MPI_COMM_WORLD, code);
     }
   }
-  MPI_Finalize();
+  {
+    const strata::ExitDeadline deadline(kFinalizeSeconds, rank, code);
+    MPI_Finalize();
+  }
   return code;
 }

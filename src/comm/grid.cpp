@@ -1,5 +1,9 @@
 #include "comm/grid.hpp"
 
+#include <algorithm>
+
+#include "comm/control.hpp"
+#include "comm/node_map.hpp"
 #include "core/error.hpp"
 
 namespace strata {
@@ -22,9 +26,24 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
                                              : " (use mpirun -n " + std::to_string(cfg.ranks()) + ")"));
   }
   const CommBackend backend = cfg.comm_backend;
-  MPI_Comm_dup(parent, &world_);
-  MPI_Comm_dup(parent, &control_);
+  // the grid's numbering: node order, or the launcher's (rank 0 stays rank 0 either way)
+  const NodeMap nodes = node_map(parent);
+  std::vector<int> order(size_t(size), 0);  // grid rank -> parent rank
+  for (int i = 0; i < size; ++i) order[size_t(i)] = i;
+  if (cfg.placement == Placement::Nodes) order = nodes.by_node();
+  int parent_rank = 0;
+  MPI_Comm_rank(parent, &parent_rank);
+  const int position = int(std::find(order.begin(), order.end(), parent_rank) - order.begin());
+  MPI_Comm_split(parent, 0, position, &world_);
+  MPI_Comm_dup(world_, &control_);
   MPI_Comm_rank(world_, &world_rank_);
+  nodes_ = nodes.nodes();
+  nodes_line_ = nodes.describe(order);
+  std::vector<int> node_of_grid_rank(size_t(size), 0);
+  for (int i = 0; i < size; ++i) {
+    node_of_grid_rank[size_t(i)] = nodes.node_of[size_t(order[size_t(i)])];
+    reordered_ = reordered_ || order[size_t(i)] != i;
+  }
   world_size_ = size;
   rows_ = three_d ? 1 : int(cfg.tensor_rows);
   cols_ = three_d ? int(cfg.tensor_size()) : int(cfg.tensor_cols);
@@ -76,6 +95,26 @@ Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
   }
   const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
   embedding_ = split(end_stage ? (dx * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
+  find_node_spans(node_of_grid_rank);
+}
+
+// Each reported group kind: across nodes if any of its groups has ranks on two nodes. (Not
+// every rank holds every kind, tied_emb only the end stages: a rank without one says -1.)
+void Grid::find_node_spans(const std::vector<int>& node_of_grid_rank) {
+  static const std::vector<std::string> kinds = {"tensor",       "grid_row", "grid_col", "tensor_x",     "tensor_y",
+                                                 "tensor_depth", "context",  "expert",   "expert_peers", "expert_data",
+                                                 "pipeline",     "tied_emb", "data"};
+  std::vector<double> spans(kinds.size(), -1.0);  // -1: none here; 0 within a node; 1 across
+  const int mine = node_of_grid_rank[size_t(world_rank_)];
+  for (const auto& [name, c] : named_comms()) {
+    const size_t k = size_t(std::find(kinds.begin(), kinds.end(), name) - kinds.begin());
+    if (k < kinds.size()) spans[k] = max_over(c->raw(), mine) != min_over(c->raw(), mine) ? 1.0 : 0.0;
+  }
+  max_over(world_, spans);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (spans[k] > 0.5) across_.push_back(kinds[k]);
+    if (spans[k] == 0.0) within_.push_back(kinds[k]);
+  }
 }
 
 int Grid::rank_of(const GridCoords& g) const {

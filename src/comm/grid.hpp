@@ -4,10 +4,16 @@
 // owner of every communicator the run uses (as Megatron's parallel state is): it is the
 // only place that splits or duplicates one. Ranks are numbered tensor-fastest,
 //   rank = (((d * P + p) * X + x) * R + r) * C + c,
-// so a tensor group (the most communication-hungry) sits on consecutive ranks, i.e. on
-// one node when ranks are placed by node, and a context group (keys and values of every
-// layer, forward and backward) next to it; the pipeline (one activation per micro-batch
-// and stage) and the data group (one gradient sum per step) are farther apart.
+// so a tensor group (the most communication-hungry) sits on consecutive ranks and a
+// context group (keys and values of every layer, forward and backward) next to it; the
+// pipeline (one activation per micro-batch and stage) and the data group (one gradient sum
+// per step) are farther apart. With parallel.placement = "nodes" (the default) the ranks
+// are numbered in node order (comm/node_map.hpp) before that, so consecutive ranks share a
+// node whatever order the launcher gave them (srun -m cyclic, mpirun --map-by node): the
+// tensor and context groups stay inside a node as long as they fit in one, and the data
+// and pipeline groups are the ones that cross the network. "launcher" keeps the launcher's
+// order. world() and everything split from it use the grid's numbering; its rank 0 is the
+// launcher's rank 0 either way.
 #include <mpi.h>
 
 #include <memory>
@@ -89,6 +95,15 @@ class Grid {
   // names the summary gives them: "data" (the replicas), and where the layout has them
   // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col", "expert", "expert_data".
   std::vector<std::pair<std::string, const Comm*>> reported_comms() const;
+  // Where the ranks run: "node1 (ranks 0-1), node2 (ranks 2-3)" in the grid's numbering;
+  // whether that numbering differs from the launcher's; and the reported groups (by name)
+  // that span more than one node, and those that stay inside one.
+  const std::string& nodes_line() const { return nodes_line_; }
+  int nodes() const { return nodes_; }
+  bool reordered() const { return reordered_; }
+  const std::vector<std::string>& groups_across_nodes() const { return across_; }
+  const std::vector<std::string>& groups_within_nodes() const { return within_; }
+
   // Attaches a timeline to the reported communicators (nullptr detaches): their
   // non-blocking transfers and waits become events (Comm::set_trace).
   void set_trace(TraceRecorder* trace) const;
@@ -103,6 +118,11 @@ class Grid {
       pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_, embedding_;
   int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)
   int world_rank_ = 0, world_size_ = 1;
+  std::string nodes_line_;
+  int nodes_ = 1;
+  bool reordered_ = false;
+  std::vector<std::string> across_, within_;
+  void find_node_spans(const std::vector<int>& node_of_grid_rank);
 };
 
 }  // namespace strata

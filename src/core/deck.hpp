@@ -97,6 +97,7 @@ struct ParallelConfig {
   bool tensor_overlap = true;      // 3D: the depth group's gathers and reduce-scatters in flight under the products
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
   int64_t expert = 1;              // ranks of the data group the experts are split over (expert parallelism)
+  Placement placement = Placement::Nodes;  // grid coordinates given in node order, or in the launcher's rank order
   int64_t tensor_size() const {
     return tensor_mode == TensorMode::ThreeD ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols;
   }

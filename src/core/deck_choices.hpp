@@ -36,6 +36,14 @@ enum class TensorMode { Serial, OneD, TwoD, ThreeD };
 
 // How context parallelism runs attention: keys and values round a ring (Ring), or an
 // all-to-all from sequence-split to head-split and back (AllToAll, DeepSpeed-Ulysses).
+// parallel.placement: how ranks take their grid coordinates
+enum class Placement { Nodes, Launcher };
+inline const std::vector<std::pair<Placement, std::string>>& placement_names() {
+  static const std::vector<std::pair<Placement, std::string>> names = {{Placement::Nodes, "nodes"},
+                                                                       {Placement::Launcher, "launcher"}};
+  return names;
+}
+
 enum class ContextMode { Ring, AllToAll };
 inline const std::vector<std::pair<ContextMode, std::string>>& context_mode_names() {
   static const std::vector<std::pair<ContextMode, std::string>> names = {{ContextMode::Ring, "ring"},

@@ -458,6 +458,11 @@ std::vector<DeckKey> declare_keys() {
           "each holds moe_experts / expert of them, and under a 1D or 3D tensor split the tensor ranks split "
           "them further; tokens go to their experts and back by all-to-alls); "
           "dividing parallel.data"),
+      enum_choice(par, &D::parallel, "placement", &ParallelConfig::placement, placement_names(),
+                  "how ranks take their places in the grid (tensor fastest, then context, pipeline, data): "
+                  "\"nodes\" (the ranks in node order, so the tensor and context groups stay inside a node and "
+                  "the data and pipeline groups cross the network, however the launcher numbered them) or "
+                  "\"launcher\" (in the launcher's rank order as it is)"),
       enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
                   "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),

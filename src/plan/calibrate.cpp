@@ -11,6 +11,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/control.hpp"
+#include "comm/node_map.hpp"
 #include "core/cpu_time.hpp"
 #include "core/log.hpp"
 #include "core/rank_threads.hpp"
@@ -289,15 +290,60 @@ double per_call(Comm& comm, int iters, F f) {
   return best;
 }
 
+// Send (half a ping-pong of ranks 0 and 1), all-reduce and broadcast over comm at payloads
+// from 8 B to 8 MiB, each fitted to steps(p) alpha + wire(p) bytes beta; the samples named
+// "<level> <kind>". Collective over comm.
+void measure_link(Comm& comm, const char* level, LinkCosts& out, std::vector<CommSample>& samples) {
+  const int p = comm.size(), rank = comm.rank();
+  std::vector<std::pair<double, double>> send, allreduce, broadcast;
+  std::vector<float> host(size_t(4) << 20);
+  Tensor1<float> dev("calibrate.buf", int64_t(4) << 20);
+  for (int64_t bytes = 8; bytes <= (int64_t(8) << 20); bytes *= 4) {
+    const int64_t n = bytes / int64_t(sizeof(float));
+    const int iters = int(std::clamp<int64_t>((int64_t(8) << 20) / (bytes + 4096), 4, 2000));
+    const double pingpong = per_call(comm, iters, [&] {
+      if (rank == 0) {
+        Comm::Request s = comm.start_send(host.data(), n, 1, 7);
+        comm.wait(s, "send");
+        Comm::Request r = comm.start_recv(host.data(), n, 1, 8);
+        comm.wait(r, "recv");
+      } else if (rank == 1) {
+        Comm::Request r = comm.start_recv(host.data(), n, 0, 7);
+        comm.wait(r, "recv");
+        Comm::Request s = comm.start_send(host.data(), n, 0, 8);
+        comm.wait(s, "send");
+      }
+    });
+    send.emplace_back(double(bytes), pingpong / 2);
+    auto view = Kokkos::subview(dev, std::make_pair(int64_t(0), n));
+    allreduce.emplace_back(double(bytes), per_call(comm, iters, [&] { comm.allreduce_sum(V1<float>(view)); }));
+    broadcast.emplace_back(double(bytes), per_call(comm, iters, [&] { comm.broadcast(host.data(), bytes, 0); }));
+  }
+  auto fit = [&](const char* kind, Collective k, const std::vector<std::pair<double, double>>& xt, double& alpha,
+                 double& beta) {
+    const auto [a, b] = fit_alpha_beta(xt);
+    alpha = a / latency_steps(k, p);
+    beta = b / wire_factor(k, p);
+    for (const auto& [x, t] : xt)
+      samples.push_back({std::string(level) + " " + kind, x, t, collective_seconds(k, p, x, alpha, beta)});
+  };
+  fit("send", Collective::Send, send, out.send_alpha, out.send_beta);
+  fit("allreduce", Collective::AllReduce, allreduce, out.allreduce_alpha, out.allreduce_beta);
+  fit("broadcast", Collective::Broadcast, broadcast, out.broadcast_alpha, out.broadcast_beta);
+}
+
 }  // namespace
 
 Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name, int repeats) {
   Comm comm(world);
-  const int p = comm.size(), rank = comm.rank();
+  const int p = comm.size();
+  const NodeGroups groups(world);
+  Comm node(groups.node()), across(groups.across());
+  const int node_size = max_over(world, node.size());  // the fullest node's ranks
   Calibration cal;
   MachineFile& m = cal.machine;
   m.name = name;
-  m.ranks_per_node = p;
+  m.ranks_per_node = node_size;
   m.threads_per_rank = rank_threads();
   m.cores_per_node = cores_online();
 
@@ -347,44 +393,21 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
     m.activation_rate = m.memory_bandwidth / 6;
     m.adam_rate = m.memory_bandwidth / 32;
   }
-  m.memory_capacity = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / p;  // the node's, shared
+  m.memory_capacity =
+      double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / m.ranks_per_node;  // the node's, shared
 
-  std::vector<std::pair<double, double>> send, allreduce, broadcast;
-  if (p > 1) {
-    std::vector<float> host(size_t(4) << 20);
-    Tensor1<float> dev("calibrate.buf", int64_t(4) << 20);
-    for (int64_t bytes = 8; bytes <= (int64_t(8) << 20); bytes *= 4) {
-      const int64_t n = bytes / int64_t(sizeof(float));
-      const int iters = int(std::clamp<int64_t>((int64_t(8) << 20) / (bytes + 4096), 4, 2000));
-      const double pingpong = per_call(comm, iters, [&] {
-        if (rank == 0) {
-          Comm::Request s = comm.start_send(host.data(), n, 1, 7);
-          comm.wait(s, "send");
-          Comm::Request r = comm.start_recv(host.data(), n, 1, 8);
-          comm.wait(r, "recv");
-        } else if (rank == 1) {
-          Comm::Request r = comm.start_recv(host.data(), n, 0, 7);
-          comm.wait(r, "recv");
-          Comm::Request s = comm.start_send(host.data(), n, 0, 8);
-          comm.wait(s, "send");
-        }
-      });
-      send.emplace_back(double(bytes), pingpong / 2);
-      auto view = Kokkos::subview(dev, std::make_pair(int64_t(0), n));
-      allreduce.emplace_back(double(bytes), per_call(comm, iters, [&] { comm.allreduce_sum(V1<float>(view)); }));
-      broadcast.emplace_back(double(bytes), per_call(comm, iters, [&] { comm.broadcast(host.data(), bytes, 0); }));
-    }
-    auto fit = [&](const char* kind, Collective k, const std::vector<std::pair<double, double>>& xt, double& alpha,
-                   double& beta) {
-      const auto [a, b] = fit_alpha_beta(xt);
-      alpha = a / latency_steps(k, p);
-      beta = b / wire_factor(k, p);
-      for (const auto& [x, t] : xt) cal.samples.push_back({kind, x, t, collective_seconds(k, p, x, alpha, beta)});
-    };
-    fit("send", Collective::Send, send, m.intra_node.send_alpha, m.intra_node.send_beta);
-    fit("allreduce", Collective::AllReduce, allreduce, m.intra_node.allreduce_alpha, m.intra_node.allreduce_beta);
-    fit("broadcast", Collective::Broadcast, broadcast, m.intra_node.broadcast_alpha, m.intra_node.broadcast_beta);
+  // the links: among the ranks of a node, and (on 2 or more nodes) between the ranks of
+  // one node-local index on every node; each node (each index) measures at once, as a
+  // run's groups communicate at once, and rank 0's groups give the file's numbers
+  if (node_size > 1) measure_link(node, "intra", m.intra_node, cal.samples);
+  if (groups.nodes() > 1) {
+    measure_link(across, "inter", m.inter_node, cal.samples);
+    m.has_inter_node = true;
   }
+  for (LinkCosts* c : {&m.intra_node, &m.inter_node})
+    for (double* x : {&c->send_alpha, &c->send_beta, &c->allreduce_alpha, &c->allreduce_beta, &c->broadcast_alpha,
+                      &c->broadcast_beta})
+      *x = broadcast_value(world, *x, 0);
   comm.barrier();
   const double own = comm.allreduce_sum(process_cpu_seconds() - own_start);
   const double node_end = node_busy_cpu_seconds(), seconds = Timers::now() - start;
@@ -395,7 +418,8 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%d", std::gmtime(&now));
-  m.description = strfmt("%d ranks on one node", p);
+  m.description =
+      groups.nodes() > 1 ? strfmt("%d ranks on %d nodes", p, groups.nodes()) : strfmt("%d ranks on one node", p);
   m.source = strfmt("measured by `strata calibrate` on %s (%d ranks, model %s, C = %lld)%s", when, p,
                     deck.model.kind.c_str(), (long long)(gpt ? deck.model.n_embd : deck.model.width),
                     p > 1 ? "" : "; one rank: no link costs measured");

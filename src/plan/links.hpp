@@ -15,6 +15,10 @@ class Links {
  public:
   Links(const Layout& l, const MachineFile& m) : l_(l), m_(m) {}
   const LinkCosts& of(const std::string& group) const {
+    return crosses_nodes(group) && m_.has_inter_node ? m_.inter_node : m_.intra_node;
+  }
+  // whether a group of this kind spans more than one node
+  bool crosses_nodes(const std::string& group) const {
     const int64_t ts = l_.tensor_size(), x = l_.context, p = l_.pipeline, d = l_.data;
     int64_t span = 1;
     if (group == "tensor")
@@ -37,8 +41,7 @@ class Links {
       span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
     else if (group == "expert")
       span = ts * x * p * (l_.expert - 1) + ts;  // consecutive data ranks (and their tensor ranks)
-    const bool crosses = span > m_.ranks_per_node;
-    return crosses && m_.has_inter_node ? m_.inter_node : m_.intra_node;
+    return span > m_.ranks_per_node;
   }
   // seconds of the entries `which` selects (by group and kind)
   template <class Which>

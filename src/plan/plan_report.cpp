@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "plan/links.hpp"
 
 namespace strata {
 namespace {
@@ -143,6 +144,14 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
                 machine.name.c_str(), machine.ranks_per_node, gemm_rate / 1e12,
                 m.precision == Precision::BF16 ? " (bf16)" : "", machine.memory_bandwidth / 1e9,
                 bytes_text(machine.memory_capacity).c_str());
+  if (ranks > machine.ranks_per_node && machine.has_inter_node) {
+    const auto link = [](const LinkCosts& c) {
+      return strfmt("all-reduce %.3g GB/s, %.3g us", 1e-9 / c.allreduce_beta, 1e6 * c.allreduce_alpha);
+    };
+    out << strfmt("links: %d nodes; within a node %s, across nodes %s (the groups that span nodes pay the latter)\n",
+                  (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node, link(machine.intra_node).c_str(),
+                  link(machine.inter_node).c_str());
+  }
   if (ranks > machine.ranks_per_node && !machine.has_inter_node)
     out << strfmt(
         "note: %d ranks span %d nodes of %d ranks, and the machine file has no [inter_node] costs: the "
@@ -209,6 +218,20 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   out << "\n  run it with:";
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
+  if (ranks > machine.ranks_per_node) {  // which of its groups the network carries
+    const Links links(r.layout, machine);
+    std::string across, within;
+    for (const auto& [group, size] : std::vector<std::pair<std::string, int>>{{"tensor", r.layout.tensor_size()},
+                                                                              {"context", r.layout.context},
+                                                                              {"pipeline", r.layout.pipeline},
+                                                                              {"data", r.layout.data}}) {
+      if (size < 2) continue;
+      std::string& to = links.crosses_nodes(group) ? across : within;
+      to += (to.empty() ? "" : ", ") + group;
+    }
+    out << "  nodes: " << (across.empty() ? "no group" : across) << " across nodes"
+        << (within.empty() ? "" : "; " + within + " within a node") << " (ranks placed by node, tensor fastest)\n";
+  }
   if (runner_up) {  // why this split: what the best of the next one loses, and where
     const double comm = runner_up->comm_s - r.comm_s, compute = runner_up->compute_s - r.compute_s;
     const double idle = (runner_up->step_s - r.step_s) - comm - compute;  // the bubble and waits between stages

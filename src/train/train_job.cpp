@@ -76,6 +76,26 @@ std::string TrainJob::threads_line(const std::string& origin) const {
   return line;
 }
 
+// "strata: nodes node1 (ranks 0-1), node2 (ranks 2-3); across nodes: data; within a node:
+// tensor", in the grid's numbering (said where it is not the launcher's)
+std::string TrainJob::nodes_line() const {
+  const bool moe = deck_.model.moe_experts > 0;  // (the expert groups exist without experts, unused)
+  const auto list = [&](const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names)
+      if (moe || n.rfind("expert", 0) != 0) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  std::string line = std::string("strata: ") + (grid_->nodes() == 1 ? "node " : "nodes ") + grid_->nodes_line();
+  if (grid_->nodes() > 1) {
+    const std::string across = list(grid_->groups_across_nodes()), within = list(grid_->groups_within_nodes());
+    if (!across.empty()) line += "; across nodes: " + across;
+    if (!within.empty()) line += "; within a node: " + within;
+  }
+  if (grid_->reordered()) line += "; ranks numbered in node order (parallel.placement = \"nodes\")";
+  return line;
+}
+
 void TrainJob::describe(const JobOptions& options) {
   facts_.layout = layout_name(deck_.parallel) + engine_->layout_detail();
   facts_.max_round_steps = engine_->max_steps_per_call();
@@ -88,7 +108,7 @@ void TrainJob::describe(const JobOptions& options) {
   RunDescription d = describe_model(deck_, *model_, run);
   facts_.description = std::move(d.lines);
   facts_.description.insert(facts_.description.end() - (facts_.description.empty() ? 0 : 1),
-                            threads_line(options.threads_origin));
+                            {threads_line(options.threads_origin), nodes_line()});
   facts_.samples_per_step = d.samples_per_step;
   facts_.validates_at_end = d.validates_at_end;
   metrics_ = std::make_unique<ModelAndEngineMetrics>(std::move(d.metrics), *engine_);

@@ -104,6 +104,7 @@ class TrainJob : public TrainSteps {
  private:
   void describe(const JobOptions& options);
   std::string threads_line(const std::string& origin) const;
+  std::string nodes_line() const;
 
   Deck deck_;
   std::unique_ptr<Grid> grid_;

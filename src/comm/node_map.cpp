@@ -1,0 +1,84 @@
+#include "comm/node_map.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "comm/control.hpp"
+
+namespace strata {
+
+NodeMap node_map(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  const int first = min_over(node, rank);  // the node's first rank names it
+  MPI_Comm_free(&node);
+  std::vector<int> firsts(size_t(size), 0);
+  MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, comm);
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  const std::vector<std::string> names = allgather_strings(comm, std::string(name, size_t(length)));
+  NodeMap m;
+  std::map<int, int> number;  // first rank -> node number, in the order of first ranks
+  for (int r = 0; r < size; ++r) {
+    if (!number.count(firsts[size_t(r)])) {
+      number[firsts[size_t(r)]] = m.nodes();
+      m.names.push_back(names[size_t(firsts[size_t(r)])]);
+    }
+    m.node_of.push_back(number[firsts[size_t(r)]]);
+  }
+  return m;
+}
+
+NodeGroups::NodeGroups(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
+  int local = 0;
+  MPI_Comm_rank(node_, &local);
+  MPI_Comm_split(comm, local, rank, &across_);
+  nodes_ = max_over(comm, [&] {
+    int n = 1;
+    MPI_Comm_size(across_, &n);
+    return n;
+  }());
+}
+
+NodeGroups::~NodeGroups() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  MPI_Comm_free(&node_);
+  MPI_Comm_free(&across_);
+}
+
+std::vector<int> NodeMap::by_node() const {
+  std::vector<int> order(node_of.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = int(r);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return node_of[size_t(a)] < node_of[size_t(b)]; });
+  return order;
+}
+
+std::string NodeMap::describe(const std::vector<int>& order) const {
+  std::string out;
+  for (int n = 0; n < nodes(); ++n) {
+    std::string ranks;
+    int count = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (node_of[size_t(order[i])] != n) continue;
+      ++count;
+      // runs of consecutive positions as "a-b"
+      const bool starts = i == 0 || node_of[size_t(order[i - 1])] != n;
+      const bool ends = i + 1 == order.size() || node_of[size_t(order[i + 1])] != n;
+      if (starts) ranks += (ranks.empty() ? "" : ",") + std::to_string(i);
+      if (ends && !starts) ranks += "-" + std::to_string(i);
+    }
+    out += (out.empty() ? "" : ", ") + names[size_t(n)] + (count == 1 ? " (rank " : " (ranks ") + ranks + ")";
+  }
+  return out;
+}
+
+}  // namespace strata
