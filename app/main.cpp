@@ -2,7 +2,7 @@
 //   strata train DECK [--set section.key=value ...] [--restart PATH|latest | --fresh] [--trace FILE]
 //   strata plan DECK --schedule [--set section.key=value ...]
 //   strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
-//   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node)
+//   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node, or more)
 //   strata deck DECK [--set ...] | strata deck --reference
 //   strata inspect CKPT.h5
 //   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S] [--tokenizer M]

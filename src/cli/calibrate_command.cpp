@@ -1,5 +1,5 @@
 // strata calibrate DECK [--out MACHINE.toml] [--name NAME] [--repeats N] [--max-spread F]
-//                       [--accept-noisy]   (with the ranks of one node)
+//                       [--accept-noisy]   (with the ranks of one node, or of 2 or more)
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,7 +27,8 @@ class CalibrateCommand : public Command {
     auto* sub = app.add_subcommand(
         "calibrate",
         "measure this machine's GEMM rate at a deck's shapes, memory bandwidth and MPI costs (alpha, "
-        "beta) and write a machine file for the planner; run with the ranks of one node");
+        "beta) and write a machine file for the planner; run with the ranks of one node (one per core or GPU), "
+        "or of 2 or more nodes to measure the links between nodes too");
     deck_.add_to(*sub, "deck file (TOML): the model whose shapes to measure");
     sub->add_option("--out", out_, "machine file to write (default: print it)");
     sub->add_option("--name", name_, "the machine's name in the file");
@@ -99,9 +100,9 @@ class CalibrateCommand : public Command {
     else
       std::printf("other processes: not measured (no /proc/stat)\n");
     if (!cal.samples.empty()) {
-      std::printf("%-10s %12s %14s %14s\n", "link", "bytes", "measured_us", "fitted_us");
+      std::printf("%-16s %12s %14s %14s\n", "link", "bytes", "measured_us", "fitted_us");
       for (const auto& s : cal.samples)
-        std::printf("%-10s %12.0f %14.2f %14.2f\n", s.kind.c_str(), s.bytes, s.seconds * 1e6, s.fitted * 1e6);
+        std::printf("%-16s %12.0f %14.2f %14.2f\n", s.kind.c_str(), s.bytes, s.seconds * 1e6, s.fitted * 1e6);
     }
   }
 

@@ -1,7 +1,7 @@
 #pragma once
 // `strata calibrate`: measures what the planner needs to know of this machine and writes
 // it as a machine file (machine_file.hpp). Collective over the ranks of `world` (run it
-// with the ranks of one node, one per core or GPU):
+// with the ranks of one node, one per core or GPU, or with those of 2 or more nodes):
 //  - gemm_flops: one rank's float GEMM rate at the deck's model shapes (every linear layer
 //    of a block and the head, time-weighted), with the trainer's probe; bf16_gemm_flops
 //    the same with bf16 operands where bf16 products run here (left out otherwise);
@@ -16,14 +16,18 @@
 //  - send, all-reduce and broadcast through strata's own Comm at payloads from 8 B to
 //    8 MiB (4x apart), each fitted to t = steps(p) alpha + wire(p) bytes beta
 //    (comm/wire_model.hpp) by least squares in relative error; send is timed as half a
-//    ping-pong of ranks 0 and 1.
+//    ping-pong of a group's first two ranks. [intra_node] is timed over the ranks of each
+//    node, and on 2 or more nodes (comm/node_map.hpp) [inter_node] over the ranks of one
+//    node-local index, one per node: every node, and every index, measures at once, as a
+//    run's groups communicate at once; the first node's (the first index's) numbers are
+//    written. ranks_per_node is the fullest node's rank count.
 // The rates above (not the link costs, each already the best of 3, nor the [threads]
 // table's ratios) are measured `repeats` times in turn and the best is kept: a busy minute
 // only slows a measurement, so the fastest is the machine's. Each rate's spread over the
 // repeats, and the share of the node's core time that other processes used meanwhile,
 // say whether the node was quiet (the command refuses to write from a noisy one).
 // With one rank there is nothing to time: the link costs are left at zero and the file
-// says so in its source line.
+// says so in its source line; with one rank per node, the intra-node ones are left at zero.
 #include <string>
 #include <vector>
 
@@ -34,7 +38,7 @@
 namespace strata {
 
 struct CommSample {
-  std::string kind;    // "send", "allreduce", "broadcast"
+  std::string kind;    // "intra send", "inter allreduce", ...: the level and the collective
   double bytes = 0;    // payload
   double seconds = 0;  // measured
   double fitted = 0;   // the fit's prediction

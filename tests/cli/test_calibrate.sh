@@ -23,7 +23,7 @@ if timeout 120 "$mpiexec" -n 2 "$strata" calibrate "$deck" --out "$work/m.toml" 
     awk -v v="$v" 'BEGIN { exit !(v + 0 > 0) }' || bad="$bad $key=$v"
   done
   if [ -z "$bad" ] && grep -q '^name = "test-box"' "$work/m.toml" && grep -q '^ranks_per_node = 2' "$work/m.toml" &&
-     grep -q "^allreduce .* 8388608 " "$work/out.log" && grep -qE "^  gemm_flops +[0-9.e+]+ +[0-9.e+]+ +[0-9.]+%" "$work/out.log" &&
+     grep -q "^intra allreduce .* 8388608 " "$work/out.log" && grep -qE "^  gemm_flops +[0-9.e+]+ +[0-9.e+]+ +[0-9.]+%" "$work/out.log" &&
      grep -q "^repeats (2; the best is kept" "$work/out.log" && grep -q "^other processes: " "$work/out.log"; then
     ok "calibrate on 2 ranks: a complete machine file with positive costs ($(value gemm_flops) FLOP/s, allreduce $(value allreduce_beta) s/byte)"
   else

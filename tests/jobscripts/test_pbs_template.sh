@@ -29,8 +29,8 @@ job 1
 rc=$?
 k=$(sed -nE 's/.*stopping after step ([0-9]+) of 100000 \(run.max_walltime\).*/\1/p' 1.out)
 if [ $rc -eq 0 ] && grep -q ": 2 ranks:" 1.out && grep -q "strata: 2 ranks" 1.out && [ -n "$k" ] &&
-   grep -q "run.max_walltime=8" 1.out; then
-  ok "train.pbs: 2 ranks from the node file, stopped before the walltime at step $k with a checkpoint, exit 0"
+   grep -q "run.max_walltime=8" 1.out && grep -q "^strata: node $(hostname) (ranks 0-1)$" 1.out; then
+  ok "train.pbs: 2 ranks from the node file, both on this node ($(hostname)), stopped before the walltime at step $k with a checkpoint, exit 0"
 else
   fail "first PBS job: exit $rc, k '$k'"; cat 1.out
 fi

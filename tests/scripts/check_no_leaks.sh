@@ -4,7 +4,9 @@
 # environment, which its children inherit (ranks, launchers, the Slurm test's munged,
 # slurmctld and slurmd); a process that still carries it once every test has ended is a
 # leak. The check gives a process that is on its way out 20 s to go (polling /proc, no
-# fixed sleep), then names each survivor (pid, command line), kills it, and fails.
+# fixed sleep), then names each survivor (pid, command line), kills it, and fails. Run as
+# root, it also fails on (and removes) any network namespace, bridge or namespace mount
+# that scripts/slurm-local.sh made for a cluster of several nodes and a test left.
 # Usage: check_no_leaks.sh MARKER   (the value of STRATA_TEST_SUITE)
 set -u
 marker="STRATA_TEST_SUITE=$1"
@@ -17,12 +19,31 @@ while [ -n "$left" ] && [ "$(date +%s)" -lt $deadline ]; do
   sleep 0.2
   left=$(survivors)
 done
+status=0
 if [ -z "$left" ]; then
   echo "ok: no process started by the suite survives it"
-  exit 0
+else
+  for p in $left; do
+    echo "FAIL: left running by the suite: pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-200)"
+  done
+  kill -9 $left 2>/dev/null
+  status=1
 fi
-for p in $left; do
-  echo "FAIL: left running by the suite: pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-200)"
-done
-kill -9 $left 2>/dev/null
-exit 1
+# What scripts/slurm-local.sh makes for a cluster of several nodes and removes at `down`: a
+# test killed before its clean-up (SIGKILL) leaves it. Names: sl<port>-n<k> (network
+# namespaces), sl<port>-br (bridges), nsfs mounts on .../ns/uts-node<k> and ipc-node<k>.
+if [ "$(id -u)" -eq 0 ]; then
+  spaces=$(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E '^sl[0-9]+-n[0-9]+$')
+  bridges=$(ip -br link show type bridge 2>/dev/null | awk '{ print $1 }' | grep -E '^sl[0-9]+-br$')
+  mounts=$(awk '$3 == "nsfs" && $2 ~ /\/ns\/(uts|ipc)-node[0-9]+$/ { print $2 }' /proc/mounts)
+  if [ -n "$spaces$bridges$mounts" ]; then
+    echo "FAIL: left by the suite's Slurm clusters: $(echo $spaces $bridges $mounts)"
+    for n in $spaces; do ip netns pids "$n" | xargs -r kill -9; ip netns del "$n"; done
+    for b in $bridges; do ip link del "$b"; done
+    for m in $mounts; do umount "$m"; done
+    status=1
+  else
+    echo "ok: no namespace, bridge or namespace mount of a test cluster is left"
+  fi
+fi
+exit $status
