@@ -12,6 +12,7 @@
 # the virtual ethernet, as on a cluster (tests/jobscripts/test_slurm_two_nodes.sh). That
 # needs root and iproute2 (`ip netns`), and util-linux (nsenter, unshare).
 #
+#   slurm-local.sh install install (apt) what is missing: slurm-wlm, munge (and iproute2 for N nodes)
 #   slurm-local.sh up      install (apt) if missing, write config, start daemons, wait for nodes
 #   slurm-local.sh down    cancel jobs, stop the daemons this script started (by pid file only),
 #                          remove the namespaces and the bridge
@@ -60,14 +61,15 @@ live_pid() {
 }
 
 install_pkgs() {
-  local b missing=0
-  for b in munged mungekey slurmctld slurmd sbatch; do command -v "$b" >/dev/null || missing=1; done
-  ((missing)) || return 0
-  log "installing slurm-wlm + munge with apt-get"
+  local b pkgs=()
+  for b in munged mungekey slurmctld slurmd sbatch; do command -v "$b" >/dev/null || pkgs=(slurm-wlm munge); done
+  if ((NODES > 1)) && ! command -v ip >/dev/null; then pkgs+=(iproute2); fi  # ip netns (Debian's minimal root lacks it)
+  ((${#pkgs[@]})) || return 0
+  log "installing ${pkgs[*]} with apt-get"
   export DEBIAN_FRONTEND=noninteractive
   local lock=(-o DPkg::Lock::Timeout=600)   # wait for concurrent apt/dpkg runs
   apt-get "${lock[@]}" update -q
-  apt-get "${lock[@]}" install -y -q --no-install-recommends slurm-wlm munge
+  apt-get "${lock[@]}" install -y -q --no-install-recommends "${pkgs[@]}"
 }
 
 write_config() {
@@ -288,10 +290,11 @@ status() {
 
 [[ $(id -u) == 0 || ${1:-} == env ]] || { log "run as root (e.g. sudo -E $0 $*)"; exit 1; }
 case ${1:-} in
+  install) install_pkgs ;;
   up) up ;;
   down) trap reap_leftovers EXIT; down ;;   # (the reaping also when a step of down fails)
   status) status ;;
   env) echo "export SLURM_CONF=$SLURM_CONF" ;;
   crash) ((NODES > 1)) || { log "crash needs SLURM_LOCAL_NODES of 2 or more"; exit 2; }; crash "${2:-}" ;;
-  *) echo "usage: $0 up|down|status|env|crash NODE" >&2; exit 2 ;;
+  *) echo "usage: $0 install|up|down|status|env|crash NODE" >&2; exit 2 ;;
 esac

@@ -29,15 +29,7 @@ cp "$repo/tests/jobscripts/tiny-gpt.toml" deck.toml
 export DECK=$work/deck.toml STRATA=$strata
 template=$repo/jobscripts/slurm/train.sbatch
 
-# the state and exit code of a job ("COMPLETED 0:0"), once it has ended
-job_end() {
-  local state
-  for _ in $(seq 1 240); do
-    state=$(scontrol show job "$1" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
-    case $state in PENDING | RUNNING | CONFIGURING | COMPLETING | "") sleep 0.5 ;; *) break ;; esac
-  done
-  echo "$state $(scontrol show job "$1" | sed -nE 's/.* ExitCode=([0-9:]+).*/\1/p')"
-}
+source "$repo/tests/jobscripts/slurm_lib.sh"  # job_end
 
 # (a) a training job on 2 tasks
 if timeout 180 sbatch --wait --output=a-%j.out "$template" --set run.name=a >sbatch-a.log 2>&1; then

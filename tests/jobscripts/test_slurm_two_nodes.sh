@@ -30,9 +30,13 @@ repo=$(realpath "$1")
 strata=$(realpath "$2")
 mpiexec=$3
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: starting the Slurm daemons and making namespaces needs root"; exit 77; }
+source "$(dirname "$0")/../support/test_lib.sh"  # $work is searchable: munged wants that of its socket's dirs
+if ! SLURM_LOCAL_NODES=2 "$repo/scripts/slurm-local.sh" install >"$work/install.log" 2>&1; then
+  echo "FAIL: could not install Slurm, munge and iproute2:"; tail -5 "$work/install.log"; exit 1
+fi
 probe=strata-probe-$$
 if ! ip netns add "$probe" 2>/dev/null; then
-  echo "SKIP: this machine cannot make network namespaces (ip netns add failed: no iproute2, or no CAP_SYS_ADMIN)"
+  echo "SKIP: this machine cannot make network namespaces (ip netns add failed: no CAP_SYS_ADMIN here, or a kernel without network namespaces)"
   exit 77
 fi
 ip netns del "$probe"
@@ -40,7 +44,6 @@ if ! unshare --uts --ipc true 2>/dev/null; then
   echo "SKIP: this machine cannot make UTS and IPC namespaces (unshare --uts --ipc failed)"
   exit 77
 fi
-source "$(dirname "$0")/../support/test_lib.sh"  # $work is searchable: munged wants that of its socket's dirs
 export SLURM_LOCAL_DIR=$work/slurm SLURM_LOCAL_TIMEOUT=60 SLURM_LOCAL_NODES=2
 export SLURM_LOCAL_PORT=$((20000 + ($$ * 2 + 1) % 20000))  # not the one-node test's port, nor a site's
 net=sl$SLURM_LOCAL_PORT
@@ -56,15 +59,7 @@ export STRATA=$strata
 template=$repo/jobscripts/slurm/train.sbatch
 two_nodes=(--nodes=2 --ntasks-per-node=2)
 
-# the state and exit code of a job ("COMPLETED 0:0"), once it has ended
-job_end() {
-  local state
-  for _ in $(seq 1 240); do
-    state=$(scontrol show job "$1" 2>/dev/null | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
-    case $state in PENDING | RUNNING | CONFIGURING | COMPLETING | "") sleep 0.5 ;; *) break ;; esac
-  done
-  echo "$state $(scontrol show job "$1" | sed -nE 's/.* ExitCode=([0-9:]+).*/\1/p')"
-}
+source "$repo/tests/jobscripts/slurm_lib.sh"  # job_end
 # wait_for JOB FILE PATTERN: until FILE holds PATTERN (polled every 0.2 s, for at most a
 # minute), or JOB has ended
 wait_for() {
