@@ -17,7 +17,7 @@
 #      [inter_node] costs, and `strata plan` with it prices the groups that span nodes
 #      with the inter-node ones and says which they are;
 #  (e) node2 crashes mid-run (everything in its namespaces SIGKILLed, its link cut: no
-#      process of it says goodbye): Slurm finds the node dead (SlurmdTimeout = 5 s) and
+#      process of it says goodbye): Slurm finds the node dead (SlurmdTimeout = 10 s) and
 #      ends the job, node1's ranks are gone within strata's stop timeout of that, the
 #      newest checkpoint passes `strata inspect`, and the chain's next job resumes from it
 #      on node1 alone.
@@ -175,7 +175,7 @@ next=${next%%;*}
 if wait_for "$id" runs/d/checkpoints/LATEST "ckpt_00000040.h5"; then
   t0=$(date +%s)
   "$repo/scripts/slurm-local.sh" crash node2 >crash.log 2>&1
-  # Slurm finds node2 dead when it stops answering pings (SlurmdTimeout = 5 s, pinged every
+  # Slurm finds node2 dead when it stops answering pings (SlurmdTimeout = 10 s, pinged every
   # few seconds) and ends the job; from then on node1's ranks have strata's stop timeout
   detected="" gone=""
   for _ in $(seq 1 600); do
