@@ -123,7 +123,7 @@ SchedulerParameters=batch_sched_delay=0
 MpiDefault=pmi2
 ReturnToService=2
 # a node whose slurmd stops answering is set DOWN, and its jobs ended (slurmctld found a
-# crashed node of a two-node cluster so in 27-29 s, with 5 s as with 10)
+# crashed node of a two-node cluster so in about 28 s, with 5 s as with 10)
 SlurmdTimeout=10
 # keep finished jobs visible to "scontrol show job" for an hour (there is no sacct)
 MinJobAge=3600
