@@ -153,11 +153,11 @@ net_up() {
   local k ns
   for ((k = 1; k <= NODES; k++)); do
     ns=$NET-n$k
-    if ! ip netns list | grep -qw "$ns"; then
+    if ! ip netns list | grep -qw "$ns"; then  # (nsenter, not `ip -n`: that remounts /, which a chroot refuses)
       { ip netns add "$ns" && ip link add "$NET-v$k" type veth peer name eth0 netns "$ns" &&
         ip link set "$NET-v$k" master "$NET-br" up &&
-        ip -n "$ns" addr add "$SUBNET.$((10 + k))/24" dev eth0 &&
-        ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up; } || return 1
+        nsenter --net="/run/netns/$ns" ip addr add "$SUBNET.$((10 + k))/24" dev eth0 &&
+        nsenter --net="/run/netns/$ns" ip link set eth0 up && nsenter --net="/run/netns/$ns" ip link set lo up; } || return 1
     fi
     if ! mountpoint -q "$D/ns/uts-node$k"; then
       : >"$D/ns/uts-node$k"
