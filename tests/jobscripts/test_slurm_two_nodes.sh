@@ -4,7 +4,7 @@
 # ethernet, one slurmd in each. MPI ranks of one node share memory; ranks of the two nodes
 # reach each other only over TCP. Two ranks per node:
 #  (a) jobscripts/slurm/train.sbatch --nodes=2 --ntasks-per-node=2 trains the default deck
-#      (inputs/gpt-fortunes.toml, data = 4, 20 steps) to the losses the same deck gives on
+#      (inputs/gpt-fortunes.toml, data = 4, 8 steps) to the losses the same deck gives on
 #      one node (mpiexec -n 4 here), and its summary names each rank's node and says the
 #      data group crosses the nodes;
 #  (b) tensor 2 x data 2, the ranks dealt to the nodes in turn (sbatch --distribution=cyclic):
@@ -88,7 +88,7 @@ PY
 
 # (a) the default deck on 2 nodes x 2 ranks, against the same deck on one node
 deck=$repo/inputs/gpt-fortunes.toml
-steps=(--set parallel.data=4 --set run.steps=20 --set run.log_every=5)
+steps=(--set parallel.data=4 --set run.steps=8 --set run.log_every=2)
 if ! timeout 180 "$mpiexec" -n 4 "$strata" train "$deck" "${steps[@]}" --set run.out_dir=one-node >one-node.log 2>&1; then
   fail "the one-node run of the default deck failed"; tail -5 one-node.log
 fi
@@ -128,16 +128,16 @@ fi
 # (c) USR1 to the batch shell of the first job of a chain: every rank of both nodes stops
 # after the same step with a checkpoint; the second job resumes there on both nodes
 mapfile -t ids < <(JOBS=2 SBATCH_ARGS="${two_nodes[*]} --output=c-%j.out" "$repo/jobscripts/slurm/chain.sh" \
-  --set run.name=c --set parallel.data=4 --set run.steps=300 --set run.checkpoint_every=0)
+  --set run.name=c --set parallel.data=4 --set run.steps=150 --set run.checkpoint_every=0)
 if [ "${#ids[@]}" -eq 2 ] && wait_for "${ids[0]}" "c-${ids[0]}.out" "step     3/"; then
   scancel --signal=USR1 --batch "${ids[0]}"
   first=$(job_end "${ids[0]}")
   second=$(job_end "${ids[1]}")
-  k=$(sed -nE 's/.*stopping after step ([0-9]+) of 300.*/\1/p' "c-${ids[0]}.out")
+  k=$(sed -nE 's/.*stopping after step ([0-9]+) of 150.*/\1/p' "c-${ids[0]}.out")
   if [ "$first" = "COMPLETED 0:0" ] && [ "$second" = "COMPLETED 0:0" ] && [ -n "$k" ] &&
      grep -q "got SIGUSR1" "c-${ids[0]}.out" &&
      grep -q "restart: read runs/c/checkpoints/$(printf 'ckpt_%08d.h5' "$k") (step $k" "c-${ids[1]}.out" &&
-     grep -q "step $(printf '%5d' $((k + 1)))/300" "c-${ids[1]}.out" && grep -q "step   300/300" "c-${ids[1]}.out" &&
+     grep -q "step $(printf '%5d' $((k + 1)))/150" "c-${ids[1]}.out" && grep -q "step   150/150" "c-${ids[1]}.out" &&
      grep -q "strata: nodes node1 (ranks 0-1), node2" "c-${ids[1]}.out"; then
     ok "scancel --signal=USR1 --batch on 2 nodes: checkpoint at step $k, COMPLETED; the chain's next job resumed there on both nodes and finished"
   else
