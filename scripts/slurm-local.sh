@@ -15,7 +15,7 @@
 #   slurm-local.sh install install (apt) what is missing: slurm-wlm, munge (and iproute2 for N nodes)
 #   slurm-local.sh up      install (apt) if missing, write config, start daemons, wait for nodes
 #   slurm-local.sh down    cancel jobs, stop the daemons this script started (by pid file only),
-#                          remove the namespaces and the bridge
+#                          remove the namespaces, veths and the bridge
 #   slurm-local.sh status  show daemons / sinfo / squeue (exit 3 if not fully up)
 #   slurm-local.sh env     print "export SLURM_CONF=..." (use: eval "$(slurm-local.sh env)")
 #   slurm-local.sh crash NODE   (N nodes) a node failure: SIGKILL to everything in NODE's
@@ -83,8 +83,13 @@ write_config() {
   # addresses, each with the machine's CPUs and memory (they share them); the controller
   # on the bridge (slurmctld accepts only this host's own name as the controller's)
   local ctld="$host(127.0.0.1)" nodes="$node NodeAddr=127.0.0.1 State=UNKNOWN" spool=$D/spool slurmd=slurmd k
+  local timeouts="SlurmdTimeout=10"
   if ((NODES > 1)); then
     ctld="$(hostname -s)($SUBNET.1)" nodes="" spool=$D/spool/%n slurmd=slurmd-%n
+    # A ping to a dead node fails only after MessageTimeout (10 s by default), and the node is
+    # set DOWN at the first ping round after SlurmdTimeout: a crashed node of two was found in
+    # 28-31 s with 10/10, 19 s with 10/4 and 15 s with 5/5 (sleep jobs, link cut; docs/tests.md)
+    timeouts="SlurmdTimeout=5"$'\n'"MessageTimeout=5"
     for ((k = 1; k <= NODES; k++)); do
       mkdir -p "$D/spool/node$k"
       nodes+="NodeName=node$k NodeAddr=$SUBNET.$((10 + k)) ${node#* } State=UNKNOWN"$'\n'
@@ -122,9 +127,8 @@ SchedulerParameters=batch_sched_delay=0
 # Debian MPICH speaks PMI-1, which the pmi2 plugin serves: plain "srun ./mpi_app" just works
 MpiDefault=pmi2
 ReturnToService=2
-# a node whose slurmd stops answering is set DOWN, and its jobs ended (slurmctld found a
-# crashed node of a two-node cluster so in about 28 s, with 5 s as with 10)
-SlurmdTimeout=10
+# a node whose slurmd stops answering is set DOWN, and its jobs ended
+$timeouts
 # keep finished jobs visible to "scontrol show job" for an hour (there is no sacct)
 MinJobAge=3600
 KillWait=5
@@ -176,6 +180,9 @@ net_down() {
       [[ -z ${p// /} ]] || { log "killing what is left in $ns: $p"; kill -9 $p 2>/dev/null || true; }
       ip netns del "$ns" || log "could not remove network namespace $ns"
     fi
+    # the veth pair by name: a namespace lives on, unnamed, while sockets of it do (those of a
+    # crashed node's peers retry for minutes), and with it its end of the pair
+    if ip link show "$NET-v$k" >/dev/null 2>&1; then ip link del "$NET-v$k" || log "could not remove link $NET-v$k"; fi
     for f in "$D/ns/uts-node$k" "$D/ns/ipc-node$k"; do
       if mountpoint -q "$f" 2>/dev/null; then umount "$f" || log "could not unmount $f"; fi
     done

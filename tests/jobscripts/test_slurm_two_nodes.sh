@@ -17,12 +17,12 @@
 #      [inter_node] costs, and `strata plan` with it prices the groups that span nodes
 #      with the inter-node ones and says which they are;
 #  (e) node2 crashes mid-run (everything in its namespaces SIGKILLed, its link cut: no
-#      process of it says goodbye): Slurm finds the node dead (SlurmdTimeout = 10 s) and
-#      ends the job, node1's ranks are gone within strata's stop timeout of that, the
+#      process of it says goodbye): Slurm finds the node dead (SlurmdTimeout and MessageTimeout
+#      5 s: in about 15 s) and ends the job, node1's ranks are gone within strata's stop timeout of that, the
 #      newest checkpoint passes `strata inspect`, and the chain's next job resumes from it
 #      on node1 alone.
-# At the end (and on every exit path) the cluster is torn down: no daemon, namespace or
-# bridge is left. Needs root, `ip netns` and unshare; exits 77 (skipped) where it cannot
+# At the end (and on every exit path) the cluster is torn down: no daemon, namespace,
+# bridge or veth is left. Needs root, `ip netns` and unshare; exits 77 (skipped) where it cannot
 # make namespaces, saying why.
 # Usage: test_slurm_two_nodes.sh REPO_DIR STRATA MPIEXEC
 set -u
@@ -164,19 +164,21 @@ fi
 
 # (e) node2 fails mid-run: the job ends on node1, the newest checkpoint is intact, and the
 # chain's next job (afterany: it runs after a failure too) resumes from it on one node.
-# (--no-requeue: Slurm would otherwise put the job back in the queue to wait for 2 nodes.)
+# (--no-requeue: Slurm would otherwise put the job back in the queue to wait for 2 nodes.
+# --hold: the next job starts once the newest checkpoint of the failed one has been read,
+# not as soon as node1 is free, when it would add checkpoints of its own.)
 stop_timeout=15
 id=$(sbatch --parsable --no-requeue "${two_nodes[@]}" --output=d-%j.out "$template" --set run.name=d \
   --set parallel.data=4 --set run.steps=100000 --set run.checkpoint_every=20 --set run.stop_timeout=$stop_timeout)
 id=${id%%;*}
-next=$(sbatch --parsable --dependency=afterany:"$id" --nodes=1 --ntasks-per-node=2 --output=d2-%j.out "$template" \
-  --set run.name=d --set parallel.data=2 --set run.steps=100000 --set run.max_walltime=7)
+next=$(sbatch --parsable --hold --dependency=afterany:"$id" --nodes=1 --ntasks-per-node=2 --output=d2-%j.out "$template" \
+  --set run.name=d --set parallel.data=2 --set run.steps=100000 --set run.max_walltime=4)
 next=${next%%;*}
 if wait_for "$id" runs/d/checkpoints/LATEST "ckpt_00000040.h5"; then
   t0=$(date +%s)
   "$repo/scripts/slurm-local.sh" crash node2 >crash.log 2>&1
-  # Slurm finds node2 dead when it stops answering pings (SlurmdTimeout = 10 s, pinged every
-  # few seconds) and ends the job; from then on node1's ranks have strata's stop timeout
+  # Slurm finds node2 dead when its pings have failed for SlurmdTimeout (each failing after
+  # MessageTimeout; both 5 s here) and ends the job; from then on node1's ranks have strata's stop timeout
   detected="" gone=""
   for _ in $(seq 1 600); do
     state=$(scontrol show job "$id" | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
@@ -197,6 +199,7 @@ if wait_for "$id" runs/d/checkpoints/LATEST "ckpt_00000040.h5"; then
     fail "(e): job '$state' after '${detected}'s, ranks left on node1 '$left' at '${gone}'s, checkpoint '$latest'"
     tail -n 5 d-*.out inspect.log
   fi
+  scontrol release "$next"
   end=$(job_end "$next")
   if [ "$end" = "COMPLETED 0:0" ] && grep -q "restart: read runs/d/checkpoints/$latest (step $k" d2-*.out &&
      grep -q "strata: node node1 (ranks 0-1)" d2-*.out && grep -q "step $(printf '%5d' $((k + 1)))/100000" d2-*.out; then
@@ -211,11 +214,11 @@ fi
 
 # the cluster down: nothing of it may be left
 "$repo/scripts/slurm-local.sh" down >down.log 2>&1
-if ip netns list | grep -q "$net-" || ip link show "$net-br" >/dev/null 2>&1 ||
+if ip netns list | grep -q "$net-" || ip -br link | grep -q "^$net-" ||
    grep -lsxzF "SLURM_CONF=$SLURM_CONF" /proc/[0-9]*/environ >/dev/null 2>&1; then
   fail "the cluster left something behind: $(ip netns list | grep "$net-") $(ip -br link | grep "$net")"
 else
-  ok "slurm-local.sh down: no daemon, namespace or bridge left"
+  ok "slurm-local.sh down: no daemon, namespace, bridge or veth left"
 fi
 
 finish

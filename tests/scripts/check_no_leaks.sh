@@ -31,19 +31,20 @@ else
 fi
 # What scripts/slurm-local.sh makes for a cluster of several nodes and removes at `down`: a
 # test killed before its clean-up (SIGKILL) leaves it. Names: sl<port>-n<k> (network
-# namespaces), sl<port>-br (bridges), nsfs mounts on .../ns/uts-node<k> and ipc-node<k>.
+# namespaces), sl<port>-br (bridges), sl<port>-v<k> (the nodes' veth pairs), nsfs mounts on .../ns/uts-node<k> and ipc-node<k>.
 if [ "$(id -u)" -eq 0 ]; then
   spaces=$(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E '^sl[0-9]+-n[0-9]+$')
   bridges=$(ip -br link show type bridge 2>/dev/null | awk '{ print $1 }' | grep -E '^sl[0-9]+-br$')
+  veths=$(ip -br link show type veth 2>/dev/null | awk '{ sub(/@.*/, "", $1); print $1 }' | grep -E '^sl[0-9]+-v[0-9]+$')
   mounts=$(awk '$3 == "nsfs" && $2 ~ /\/ns\/(uts|ipc)-node[0-9]+$/ { print $2 }' /proc/mounts)
-  if [ -n "$spaces$bridges$mounts" ]; then
-    echo "FAIL: left by the suite's Slurm clusters: $(echo $spaces $bridges $mounts)"
+  if [ -n "$spaces$bridges$veths$mounts" ]; then
+    echo "FAIL: left by the suite's Slurm clusters: $(echo $spaces $bridges $veths $mounts)"
     for n in $spaces; do ip netns pids "$n" | xargs -r kill -9; ip netns del "$n"; done
-    for b in $bridges; do ip link del "$b"; done
+    for b in $bridges $veths; do ip link del "$b" ; done
     for m in $mounts; do umount "$m"; done
     status=1
   else
-    echo "ok: no namespace, bridge or namespace mount of a test cluster is left"
+    echo "ok: no namespace, bridge, veth or namespace mount of a test cluster is left"
   fi
 fi
 exit $status
