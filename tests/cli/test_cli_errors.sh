@@ -57,7 +57,7 @@ expect() {
   local np=$1 want=$2
   shift 3
   local out rc lines
-  out=$(timeout 60 "$mpiexec" -n "$np" "$strata" "$@" 2>&1 >/dev/null)
+  out=$(timeout -k 10 60 "$mpiexec" -n "$np" "$strata" "$@" 2>&1 >/dev/null)
   rc=$?
   lines=$(printf '%s\n' "$out" | grep -c 'strata: error')
   if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! printf '%s' "$out" | grep -qF -- "$want"; then
@@ -238,14 +238,18 @@ else
 fi
 
 # command-line errors: exit 2 as well
-timeout 60 "$mpiexec" -n 1 "$strata" frobnicate >/dev/null 2>&1
+timeout -k 10 60 "$mpiexec" -n 1 "$strata" frobnicate >/dev/null 2>&1
 rc=$?
 if [ "$rc" -ne 2 ]; then echo "FAIL: unknown subcommand exits $rc, wanted 2"; failures=$((failures + 1)); else echo "ok: unknown subcommand"; fi
 
 # out of memory: exit 6 and one line naming the buffer, not a hang or a library's abort. A
-# 63M-parameter model (241 MiB a flat buffer) under a 200 MiB data segment per rank
+# 63M-parameter model (241 MiB a flat buffer) under a 320 MiB data segment per rank
 # (prlimit --data: the kernel refuses the rank's private allocations past it): on 1 rank,
 # on 2 ranks both limited, and on 2 ranks with rank 1 alone limited (rank-local, agreed).
+# The limit leaves room for OpenBLAS's buffers and not for the model: OpenBLAS maps 128 MiB
+# at load and, where its kernels pack (its Zen and Haswell ones on an AVX-only EPYC,
+# 2026-12-06; not its SkylakeX ones on a small product), 128 MiB more at the first product;
+# under 200 MiB that second buffer failed and OpenBLAS retried it forever.
 # (OpenBLAS retried its own failing allocation forever there until strata took the BLAS
 # buffers before the model's: model/make_model.cpp. With more than one OpenBLAS thread it still
 # does, at load, before main, where no code of strata's runs: this relies on the suite's
@@ -255,7 +259,7 @@ if [ "$rc" -ne 2 ]; then echo "FAIL: unknown subcommand exits $rc, wanted 2"; fa
 oom() {  # description, mpiexec -n, then a command prefix before strata
   local what=$1 np=$2 out rc
   shift 2
-  out=$(timeout 60 "$mpiexec" -n "$np" "$@" "$strata" train good.toml --set model.n_embd=1024 --set model.n_layer=5 \
+  out=$(timeout -k 10 60 "$mpiexec" -n "$np" "$@" "$strata" train good.toml --set model.n_embd=1024 --set model.n_layer=5 \
     --set model.n_head=8 --set parallel.data="$np" --set run.name=oom 2>&1 >/dev/null)
   rc=$?
   if [ "$rc" -eq 6 ] && [ "$(printf '%s\n' "$out" | grep -c 'strata: error')" -eq 1 ] &&
@@ -267,7 +271,7 @@ oom() {  # description, mpiexec -n, then a command prefix before strata
   fi
 }
 if command -v prlimit > /dev/null; then
-  limit=--data=$((200 << 20))
+  limit=--data=$((320 << 20))
   oom "1 rank" 1 prlimit $limit
   oom "2 ranks" 2 prlimit $limit
   oom "rank 1 of 2" 2 sh -c 'if [ "$PMI_RANK" = 1 ]; then exec prlimit "$0" "$@"; else exec "$@"; fi' $limit
@@ -276,10 +280,10 @@ if command -v prlimit > /dev/null; then
   # (bench/zero3_memory_limit.sh; docs/parallelism.md)
   wide=(--set model.n_embd=512 --set model.n_layer=12 --set model.n_head=8 --set model.seq_len=128
     --set model.vocab_size=8192 --set data.batch_size=2 --set run.steps=1 --set parallel.data=2)
-  out=$(timeout 60 "$mpiexec" -n 2 prlimit --data=$((750 << 20)) "$strata" train good.toml "${wide[@]}" \
+  out=$(timeout -k 10 60 "$mpiexec" -n 2 prlimit --data=$((750 << 20)) "$strata" train good.toml "${wide[@]}" \
     --set run.name=wide0 2>&1 >/dev/null)
   rc=$?
-  out3=$(timeout 60 "$mpiexec" -n 2 prlimit --data=$((750 << 20)) "$strata" train good.toml "${wide[@]}" \
+  out3=$(timeout -k 10 60 "$mpiexec" -n 2 prlimit --data=$((750 << 20)) "$strata" train good.toml "${wide[@]}" \
     --set parallel.zero=3 --set run.name=wide3 2>&1 >/dev/null)
   rc3=$?
   if [ "$rc" -eq 6 ] && [ "$(printf '%s\n' "$out" | grep -c 'strata: error')" -eq 1 ] &&
@@ -295,7 +299,7 @@ else
 fi
 
 # the good deck runs
-if ! timeout 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 >run.log 2>&1; then
+if ! timeout -k 10 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 >run.log 2>&1; then
   echo "FAIL: the good deck did not run:"; cat run.log; failures=$((failures + 1))
 elif ! grep -q "step     2/2 | loss" run.log || [ ! -s runs/run/metrics.csv ] || [ ! -s runs/run/deck.toml ]; then
   echo "FAIL: the good deck ran but its progress line or run directory is missing:"; cat run.log; failures=$((failures + 1))
@@ -304,7 +308,7 @@ else
 fi
 # a rank that dies mid-run brings the job down (non-zero exit), it does not hang
 name="killed-$$"  # only this test's ranks carry it
-timeout 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 --set run.steps=100000 \
+timeout -k 10 120 "$mpiexec" -n 2 "$strata" train good.toml --set parallel.data=2 --set run.steps=100000 \
   --set run.name=$name >killed.log 2>&1 &
 job=$!
 for _ in $(seq 1 100); do grep -q "step     1/" killed.log 2>/dev/null && break; sleep 0.2; done
