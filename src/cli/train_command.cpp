@@ -12,6 +12,8 @@
 #include "plan/memory_fit.hpp"
 #include "train/run_loop.hpp"
 #include "train/stop_signals.hpp"
+#include "train/stop_watchdog.hpp"
+#include "train/test_faults.hpp"
 #include "train/train_job.hpp"
 
 namespace strata {
@@ -61,8 +63,14 @@ class TrainCommand : public Command {
     });
     install_stop_signal_handlers(rank);
     opts_.job.threads_origin = chosen_threads().why;
+    // A stop asked while the job is built and set up (the model, the BLAS library's buffers,
+    // the data, a checkpoint read) is taken up at the first step; a rank stuck there (OpenBLAS
+    // retried an allocation under a memory limit for ever; a stalled file system) ends after
+    // run.stop_timeout like one stuck in a step.
+    StopWatchdog watchdog(deck.run.stop_timeout, rank);
+    TestFaults::from_environment().before_step(0, rank);  // "hang:0:R": stuck in the set-up
     TrainJob job(deck, MPI_COMM_WORLD, opts_.job);
-    RunLoop(deck, opts_, job).run();
+    RunLoop(deck, opts_, job, &watchdog).run();
     return kExitOk;
   }
 

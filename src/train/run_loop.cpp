@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "checkpoint/checkpoint_dir.hpp"
 #include "checkpoint/initial_weights.hpp"
@@ -70,8 +71,8 @@ std::string check_deck_against_checkpoint(const std::string& path, const std::st
 
 }  // namespace
 
-RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job)
-    : deck_(deck), opts_(opts), job_(job), log_(opts.job.print ? job.grid().world_rank() : -1) {
+RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job, StopWatchdog* watchdog)
+    : deck_(deck), opts_(opts), job_(job), watchdog_(watchdog), log_(opts.job.print ? job.grid().world_rank() : -1) {
   rank_ = job_.grid().world_rank();
   if (opts_.write_outputs) run_dir_ = deck_.run.out_dir + "/" + deck_.run.name;
 }
@@ -212,7 +213,8 @@ TrainResult RunLoop::run() {
 TrainResult RunLoop::train() {
   const auto& rc = deck_.run;
   const TestFaults faults = TestFaults::from_environment();
-  StopWatchdog watchdog(rc.stop_timeout, rank_);
+  std::optional<StopWatchdog> own;
+  StopWatchdog& watchdog = watchdog_ ? *watchdog_ : own.emplace(rc.stop_timeout, rank_);
 
   OptimizerStep<float> update(deck_.optim, rc.steps, job_.optimizer_groups());
   update.adamw().set_steps_taken(start_.optim_steps);

@@ -15,8 +15,9 @@
 //  - checkpoints, published all or nothing (checkpoint_publisher.hpp);
 //  - the summary (timers, memory, communication per group and kind);
 //  - with --trace, every rank's timeline.
-// main builds the job, then RunLoop(deck, options, job).run(): the loop owns the job's
-// run; constructing either writes nothing.
+// main builds the job, then RunLoop(deck, options, job, &watchdog).run(): the loop owns the
+// job's run; constructing either writes nothing. The watchdog, made before the job is built,
+// also ends a rank stuck in the building (without one the loop makes its own).
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "io/metrics_csv.hpp"
 #include "io/run_lock.hpp"
 #include "train/run_result.hpp"
+#include "train/stop_watchdog.hpp"
 #include "train/train_job.hpp"
 
 namespace strata {
@@ -44,7 +46,7 @@ struct TrainOptions {
 
 class RunLoop {
  public:
-  RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job);
+  RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job, StopWatchdog* watchdog = nullptr);
   ~RunLoop();
   // Collective: the set-up (every failure agreed: the same error on every rank, before
   // any training; the restart checkpoint is read into job.params()), then the steps from
@@ -81,6 +83,7 @@ class RunLoop {
   const Deck& deck_;
   TrainOptions opts_;
   TrainSteps& job_;
+  StopWatchdog* watchdog_;  // the caller's, or null
   Log log_;
   int rank_ = 0;
   std::string run_dir_;

@@ -36,7 +36,7 @@ void StopWatchdog::watch() {
     if (waited > limit) {
       std::fprintf(stderr,
                    "strata: error: rank %d: %s asked to stop %.0f s ago, but this rank never reached a step "
-                   "boundary (stuck in a collective or a stalled write?): exiting without a checkpoint "
+                   "boundary (stuck in the set-up, a collective or a stalled write?): exiting without a checkpoint "
                    "(run.stop_timeout = %g)\n",
                    rank_, signal_name(sig), waited, timeout_);
       std::fflush(stderr);

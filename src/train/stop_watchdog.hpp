@@ -1,10 +1,9 @@
 #pragma once
 // Ends this rank when a stop request (stop_signals.hpp) has not been taken up by the run
-// loop within `timeout` seconds (or what the loop expects a healthy round to need, if
-// longer): a rank stuck in a collective (a peer hangs, a file
-// system stalls) never reaches the step boundary where stops are agreed. It prints one
-// line naming the rank and the signal, and exits with 128 + signal without MPI_Finalize,
-// which makes the launcher (mpiexec, srun) end the other ranks. Rank 0 goes first, the
+// loop (or, made before the job is built, by the end of the set-up) within `timeout` seconds (or what the loop expects
+// a healthy round to need, if longer): a rank stuck in a collective (a peer hangs, a file system stalls) never reaches
+// the step boundary where stops are agreed. It prints one line naming the rank and the signal, and exits with 128 +
+// signal without MPI_Finalize, which makes the launcher (mpiexec, srun) end the other ranks. Rank 0 goes first, the
 // others kGraceAfterRank0 seconds later, so the launcher sees one rank's exit code: when
 // every rank exited within the same poll, MPICH's mpiexec sometimes returned 1 instead of
 // 143 (about 1 run in 6 of the faults test; the same exit 1 of the second signal was a

@@ -28,7 +28,10 @@ void TestFaults::before_step(int64_t at, int my_rank) const {
   if (kind.empty() || at != step || my_rank != rank) return;
   if (kind == "error") throw std::runtime_error("test fault: a rank-local error before step " + std::to_string(at));
   if (kind == "hang") {
-    std::fprintf(stderr, "strata: test fault: rank %d hangs before step %lld\n", my_rank, (long long)at);
+    if (at == 0)
+      std::fprintf(stderr, "strata: test fault: rank %d hangs in the set-up\n", my_rank);
+    else
+      std::fprintf(stderr, "strata: test fault: rank %d hangs before step %lld\n", my_rank, (long long)at);
     std::fflush(stderr);
     for (;;) ::sleep(1000);
   }

@@ -4,7 +4,8 @@
 // start-up and nothing per step.
 //   STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=S   the checkpoint of step S sleeps halfway
 //                                            through its write (a test kills the job there)
-//   STRATA_TEST_FAULT=KIND:STEP:RANK         before step STEP (1-based), on world rank RANK:
+//   STRATA_TEST_FAULT=KIND:STEP:RANK         before step STEP (1-based; 0: before the job is
+//                                            built, in the train command), on world rank RANK:
 //                                            KIND "error" throws a rank-local error,
 //                                            "hang" sleeps for ever, ignoring stop requests
 #include <cstdint>

@@ -281,13 +281,15 @@ else
   fail "kill9: the test hook never paused"; kill -9 $job
 fi
 
-# --- SIGTERM to a job stuck in a collective: rank 1 hangs before step 6, rank 0 waits in it
+# --- SIGTERM to a job stuck in a collective: rank 1 hangs before step 6 (or with at=0 in
+# the set-up, before the job is built), rank 0 waits in it
 stuck() {  # NAME SIGNALS... : signals go to both ranks, 2.5 s apart
-  local name=$1
+  local name=$1 at=${at:-6} where="before step ${at:-6}"
+  [ "$at" = 0 ] && where="in the set-up"
   shift
-  RANK_ENV="STRATA_TEST_FAULT=hang:6:1" run $name --set run.stop_timeout=$stop_timeout >$name.out 2>$name.err &
+  RANK_ENV="STRATA_TEST_FAULT=hang:$at:1" run $name --set run.stop_timeout=$stop_timeout >$name.out 2>$name.err &
   local job=$! t0
-  wait_for $name.err "rank 1 hangs before step 6" 60 || { fail "$name: never hung"; kill -9 $job; return; }
+  wait_for $name.err "rank 1 hangs $where" 60 || { fail "$name: never hung"; kill -9 $job; return; }
   # (rank 0 is stuck from here whether it has entered step 6's collective yet or not: the
   # stop agreement it would reach first is a collective too)
   local first=1
@@ -310,6 +312,13 @@ read rc took <watchdog.rc
   grep -q "SIGTERM asked to stop 3 s ago, but this rank never reached a step boundary" watchdog.err &&
   ok "SIGTERM to a stuck job: the watchdog ends it (exit $rc) in $(printf %.1f $took) s" || { fail "watchdog: exit $rc after $took s"; cat watchdog.err; }
 survives watchdog ckpt_00000004.h5
+# stuck in the set-up (an allocation a library retries for ever, a stalled file system):
+# the watchdog the train command makes before the job is built ends it the same way
+at=0 stop_timeout=3 stuck setup TERM
+read rc took <setup.rc
+{ [ "$rc" = 143 ] || [ "$rc" = 9 ]; } && within $took 8 &&
+  grep -q "SIGTERM asked to stop 3 s ago, but this rank never reached a step boundary (stuck in the set-up" setup.err &&
+  ok "SIGTERM to a job stuck in its set-up: the watchdog ends it (exit $rc) in $(printf %.1f $took) s" || { fail "set-up watchdog: exit $rc after $took s"; cat setup.err; }
 stop_timeout=600 stuck second TERM TERM
 read rc took <second.rc
 [ "$rc" = 143 ] && within $took 4 && grep -q "second SIGTERM: exiting at once, without a checkpoint" second.err &&
