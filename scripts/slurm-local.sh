@@ -10,9 +10,9 @@
 # namespace (hostname nodeK), one slurmd in each, munged and slurmctld shared in the
 # machine's own namespace. Tasks of different nodes then reach each other only over TCP on
 # the virtual ethernet, as on a cluster (tests/jobscripts/test_slurm_two_nodes.sh). That
-# needs root and iproute2 (`ip netns`), and util-linux (nsenter, unshare).
+# needs root, iproute2 (`ip netns`), mount (umount) and util-linux (nsenter, unshare).
 #
-#   slurm-local.sh install install (apt) what is missing: slurm-wlm, munge (and iproute2 for N nodes)
+#   slurm-local.sh install install (apt) what is missing: slurm-wlm, munge (iproute2, mount for N nodes)
 #   slurm-local.sh up      install (apt) if missing, write config, start daemons, wait for nodes
 #   slurm-local.sh down    cancel jobs, stop the daemons this script started (by pid file only),
 #                          remove the namespaces, veths and the bridge
@@ -64,6 +64,7 @@ install_pkgs() {
   local b pkgs=()
   for b in munged mungekey slurmctld slurmd sbatch; do command -v "$b" >/dev/null || pkgs=(slurm-wlm munge); done
   if ((NODES > 1)) && ! command -v ip >/dev/null; then pkgs+=(iproute2); fi  # ip netns (Debian's minimal root lacks it)
+  if ((NODES > 1)) && ! command -v umount >/dev/null; then pkgs+=(mount); fi  # the namespaces' bind mounts (nor umount)
   ((${#pkgs[@]})) || return 0
   log "installing ${pkgs[*]} with apt-get"
   export DEBIAN_FRONTEND=noninteractive

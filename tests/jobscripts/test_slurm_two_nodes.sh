@@ -214,11 +214,11 @@ fi
 
 # the cluster down: nothing of it may be left
 "$repo/scripts/slurm-local.sh" down >down.log 2>&1
-if ip netns list | grep -q "$net-" || ip -br link | grep -q "^$net-" ||
+if ip netns list | grep -q "$net-" || ip -br link | grep -q "^$net-" || grep -q " $SLURM_LOCAL_DIR/ns/" /proc/mounts ||
    grep -lsxzF "SLURM_CONF=$SLURM_CONF" /proc/[0-9]*/environ >/dev/null 2>&1; then
-  fail "the cluster left something behind: $(ip netns list | grep "$net-") $(ip -br link | grep "$net")"
+  fail "the cluster left something behind: $(ip netns list | grep "$net-") $(ip -br link | grep "$net") $(grep -o " $SLURM_LOCAL_DIR/ns/[^ ]*" /proc/mounts)"
 else
-  ok "slurm-local.sh down: no daemon, namespace, bridge or veth left"
+  ok "slurm-local.sh down: no daemon, namespace, bridge, veth or namespace mount left"
 fi
 
 finish
