@@ -70,6 +70,12 @@ cleanup() {
     umount -R "${mounts[i]}" 2>/dev/null || umount -R -l "${mounts[i]}" 2>/dev/null ||
       echo "check-bare-debian: warning: could not unmount ${mounts[i]}" >&2
   done
+  # and what the root's own programs mounted in it (`ip netns add` binds its /run/netns
+  # onto itself, and that mount outlives the namespaces), deepest first
+  local m
+  for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || echo "check-bare-debian: warning: could not unmount $m" >&2
+  done
   if [ "${STRATA_BARE_KEEP:-0}" != 1 ] && [ -d "$root" ] && ! grep -q " $root" /proc/mounts; then
     rm -rf --one-file-system "$root"
   fi
