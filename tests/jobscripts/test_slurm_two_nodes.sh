@@ -22,7 +22,7 @@
 #      newest checkpoint passes `strata inspect`, and the chain's next job resumes from it
 #      on node1 alone.
 # At the end (and on every exit path) the cluster is torn down: no daemon, namespace,
-# bridge or veth is left. Needs root, `ip netns` and unshare; exits 77 (skipped) where it cannot
+# bridge or veth is left. Needs root, `ip netns`, umount and unshare; exits 77 (skipped) where it cannot
 # make namespaces, saying why.
 # Usage: test_slurm_two_nodes.sh REPO_DIR STRATA MPIEXEC
 set -u
