@@ -31,6 +31,7 @@
 #include "comm/agree.hpp"
 #include "core/error.hpp"
 #include "core/exit_deadline.hpp"
+#include "core/process_exit.hpp"
 
 namespace {
 
@@ -48,6 +49,9 @@ std::string one_line(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // the launcher's signals reach one thread of this rank, started before any other
+  // (core/process_exit.hpp): MPI's, OpenMP's and the watchdog's threads inherit the mask
+  strata::start_signal_thread();
   // HDF5's exit-time clean-up closes open files with collective MPI-IO calls; in a job
   // that is being aborted (a failed checkpoint write on another rank) that runs inside
   // MPI's progress engine and crashes it. strata closes its files itself.

@@ -8,6 +8,7 @@
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/error.hpp"
+#include "core/memory.hpp"
 #include "model/model_kind.hpp"
 #include "plan/memory_fit.hpp"
 #include "train/run_loop.hpp"
@@ -19,19 +20,34 @@
 namespace strata {
 namespace {
 
-// The memory one rank's share may use and how many ranks share it: one GPU (CUDA builds)
-// or the node's physical memory.
-std::pair<int64_t, int> memory_capacity() {
+// The memory a rank may use: one GPU's (CUDA builds), or the node's physical memory (or its
+// memory cgroup's limit, if tighter: Slurm's --mem) shared by the node's ranks, and the
+// process's own limits (ulimit -d, -v).
+MemoryCapacity memory_capacity() {
+  MemoryCapacity c;
   const int on_node = node_share(MPI_COMM_WORLD).local_size;
 #if defined(KOKKOS_ENABLE_CUDA)
   size_t free = 0, total = 0;
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 || cudaMemGetInfo(&free, &total) != cudaSuccess)
-    return {0, 1};
-  return {int64_t(total), (on_node + devices - 1) / devices};
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && cudaMemGetInfo(&free, &total) == cudaSuccess) {
+    c.node_bytes = int64_t(total);
+    c.sharers = (on_node + devices - 1) / devices;
+    c.node_source = "one GPU";
+  }
 #else
-  return {int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE)), on_node};
+  c.node_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
+  c.sharers = on_node;
+  c.node_source = "the node's memory";
+  const MemoryLimit cgroup = cgroup_memory_limit();
+  if (cgroup.bytes > 0 && cgroup.bytes < c.node_bytes) {
+    c.node_bytes = cgroup.bytes;
+    c.node_source = cgroup.source;
+  }
 #endif
+  const MemoryLimit own = process_memory_limit();
+  c.rank_bytes = own.bytes;
+  c.rank_source = own.source;
+  return c;
 }
 
 class TrainCommand : public Command {
@@ -55,11 +71,11 @@ class TrainCommand : public Command {
   // before anything is allocated; the outcome is agreed, so a deck one node cannot read
   // ends every rank with one message.
   int run(int rank) override {
-    const auto memory = memory_capacity();  // (bytes, ranks that share them)
+    const MemoryCapacity memory = memory_capacity();
     Deck deck;
     agreed(MPI_COMM_WORLD, [&] {
       deck = load_model_deck(deck_.path, deck_.overrides);
-      check_fits_in_memory(deck, memory.first, memory.second);
+      check_fits_in_memory(deck, memory);
     });
     install_stop_signal_handlers(rank);
     opts_.job.threads_origin = chosen_threads().why;

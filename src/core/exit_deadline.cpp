@@ -13,11 +13,11 @@ ExitDeadline::ExitDeadline(double seconds, int rank, int code) {
   thread_ = std::thread([this, seconds, rank, code] {
     std::unique_lock<std::mutex> lock(m_);
     if (cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return returned_; })) return;
+    claim_exit();
     std::fprintf(stderr,
                  "strata: rank %d: MPI_Finalize did not return within %.0f s: ending the rank with exit code %d\n",
                  rank, seconds, code);
     std::fflush(stderr);
-    ignore_terminating_signals();
     _exit(code);
   });
 }

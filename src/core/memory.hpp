@@ -1,5 +1,7 @@
 #pragma once
-// Process memory as the kernel reports it (Linux /proc/self/status).
+// Process memory as the kernel reports it (Linux /proc/self/status), and the limits it
+// enforces on this process: the rlimits (ulimit -d, -v: a batch system's per-process
+// memory, PBS's pvmem) and the memory cgroup it runs in (Slurm's --mem, a container's).
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -21,5 +23,17 @@ inline int64_t peak_rss_bytes() {
   }
   return 0;
 }
+
+// A limit on memory and where it comes from; bytes 0: none.
+struct MemoryLimit {
+  int64_t bytes = 0;
+  std::string source;  // "ulimit -d", "ulimit -v" or "the memory cgroup /PATH"
+};
+
+// The tighter of this process's data and address-space rlimits (RLIMIT_DATA, RLIMIT_AS).
+MemoryLimit process_memory_limit();
+// The memory.max (cgroup v2) or memory.limit_in_bytes (v1) of the cgroup this process is
+// in, and of its ancestors, the tightest; shared by every process in that cgroup.
+MemoryLimit cgroup_memory_limit();
 
 }  // namespace strata

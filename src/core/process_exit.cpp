@@ -1,15 +1,75 @@
 #include "core/process_exit.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
 #include <initializer_list>
+#include <thread>
 
 namespace strata {
+namespace {
 
-void ignore_terminating_signals() {
+std::atomic<bool> g_exit_claimed{false};
+std::atomic<bool> g_thread_started{false};
+std::atomic<void (*)(int)> g_action{nullptr};
+
+sigset_t launcher_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGHUP, SIGINT, SIGTERM, SIGUSR1}) sigaddset(&set, s);
+  return set;
+}
+
+// The signal's default action, taken in this thread (the only one where it is unblocked):
+// the process ends by the signal, as it would without the signal thread.
+[[noreturn]] void default_action(int sig) {
+  claim_exit();
+  signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);
+  _exit(128 + sig);  // (not reached: each of the signals ends the process by default)
+}
+
+void wait_for_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    void (*action)(int) = g_action.load();
+    if (action)
+      action(sig);
+    else
+      default_action(sig);
+  }
+}
+
+}  // namespace
+
+void start_signal_thread() {
+  if (g_thread_started.exchange(true)) return;
+  const sigset_t set = launcher_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread(wait_for_signals, set).detach();  // ends with the process
+}
+
+void on_terminating_signal(void (*action)(int sig)) { g_action = action; }
+
+void claim_exit() {
+  if (g_exit_claimed.exchange(true))
+    for (;;) ::pause();  // another thread is ending the process
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   for (int s : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2}) sigaction(s, &ignore, nullptr);
+}
+
+void exit_claimed(int code) {
+  claim_exit();
+  ::_exit(code);
 }
 
 }  // namespace strata

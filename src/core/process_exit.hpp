@@ -1,16 +1,40 @@
 #pragma once
+// The launcher's signals and the rank's ways out.
+//
+// A rank has many threads (OpenMP's workers, the stop watchdog, MPI's and the libraries'),
+// and a process-directed signal (mpiexec's or srun's SIGTERM, SIGINT, SIGUSR1, SIGHUP) is
+// delivered to any thread that does not block it. So strata blocks those signals in the
+// main thread before any other thread exists (every thread inherits the mask), and one
+// thread, the signal thread, takes them with sigwait and acts on them in ordinary code, not
+// in a handler: by default as the signal's default action would (the process ends by the
+// signal), in `strata train` as a stop request (train/stop_signals.hpp).
+//
 // Ending a rank on purpose with a code of its own (a second stop signal, the stop watchdog,
-// an error no agreement can reach): MPICH's launcher reports the wait status of the rank
-// that ends first and ends the others, and a rank on its way out was seen to die by a
-// SIGHUP between its last line and its exit; the job then returned 1 (that signal's
-// status) instead of the rank's code. Ignoring the terminating signals first closes that
-// window, process-wide (a handler's mask covers only its own thread). SIGKILL cannot be
-// ignored; the launcher records a rank it kills so as exit 0.
+// an error no agreement can reach, MPI_Finalize past its deadline) goes through
+// claim_exit: the first thread to claim the exit takes it, every later one (the signal
+// thread with a launcher's signal among them) waits until the process is gone. MPICH's
+// launcher reports the wait status of the rank that ends first and SIGKILLs the others
+// (recorded as 0), so a rank that had printed its line and was killed by a SIGHUP on its
+// way to _exit made the job return 1 instead of its code; that window is now closed in
+// every thread. SIGKILL cannot be blocked.
 
 namespace strata {
 
-// Sets SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2 to be ignored.
-// Async-signal-safe; only for a rank that is about to exit.
-void ignore_terminating_signals();
+// Blocks SIGHUP, SIGINT, SIGTERM and SIGUSR1 in the calling thread and starts the signal
+// thread. Call first thing in main, before any other thread is started. Idempotent.
+void start_signal_thread();
+
+// What the signal thread does with each of those signals from now on (nullptr: their
+// default action). Runs in the signal thread, one signal at a time; it may print, lock and
+// exit (through claim_exit).
+void on_terminating_signal(void (*action)(int sig));
+
+// The one exit on purpose: the first caller returns (the launcher's signals are ignored
+// from here on, for processes without the signal thread); a later caller, in any thread,
+// waits until the process has ended. Then print the line and _exit.
+void claim_exit();
+
+// claim_exit, then _exit(code).
+[[noreturn]] void exit_claimed(int code);
 
 }  // namespace strata

@@ -41,6 +41,35 @@ Deck Layout::applied_to(const Deck& deck) const {
   return d;
 }
 
+Layout layout_of(const Deck& deck) {
+  const auto& p = deck.parallel;
+  Layout l;
+  l.data = int(p.data);
+  l.pipeline = int(p.pipeline);
+  l.context = int(p.context);
+  l.context_mode = p.context_mode;
+  if (p.tensor_mode == TensorMode::TwoD) {
+    l.tensor = TensorMode::TwoD;
+    l.q = int(p.tensor_rows);
+  } else if (p.tensor_mode == TensorMode::ThreeD) {
+    l.tensor = TensorMode::ThreeD;
+    l.tx = int(p.tensor_x), l.ty = int(p.tensor_y), l.tz = int(p.tensor_depth);
+  } else if (p.tensor_cols > 1) {
+    l.tensor = TensorMode::OneD;
+    l.t = int(p.tensor_cols);
+    l.sequence = p.sequence_parallel;
+  }
+  l.schedule = p.schedule;
+  l.virtual_stages = int(p.virtual_stages);
+  l.micro_batches = int(p.micro_batches);
+  l.recompute = p.recompute;
+  l.zero = int(p.zero);
+  l.expert = int(p.expert);
+  l.mgrit = p.mgrit();
+  l.levels = l.mgrit ? int(deck.layerpar.levels) : 1;
+  return l;
+}
+
 std::vector<std::string> Layout::overrides() const {
   const Deck d = applied_to(Deck{});
   const auto& p = d.parallel;

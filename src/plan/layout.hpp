@@ -26,7 +26,7 @@ struct Layout {
   int virtual_stages = 1;                  // interleaved: chunks per stage
   int micro_batches = 1;                   // with pipeline = 1: gradient accumulation
   Recompute recompute = Recompute::None;
-  int zero = 0;    // ZeRO stage (0 or 1)
+  int zero = 0;    // ZeRO stage (0 to 3)
   int expert = 1;  // mixtures of experts: data ranks the experts are split over
   // layer-parallel training (parallel.schedule = "mgrit"): the pipeline's ranks are layer
   // ranks, whose blocks MGRIT solves with this many levels (the rest of [layerpar] as the deck says)
@@ -47,6 +47,12 @@ struct Layout {
   // --set overrides that select it
   std::vector<std::string> overrides() const;
 };
+
+// The layout a deck runs: every dimension its [parallel] keys (and layerpar.levels) set,
+// the inverse of Layout::applied_to (layout_of(l.applied_to(d)) is l; tests/plan/test_layout.cpp
+// walks every feasible layout of decks with each split). What the memory check before a
+// run weighs (plan/memory_fit.hpp).
+Layout layout_of(const Deck& deck);
 
 // Every layout of exactly `ranks` ranks that the deck's model and batch admit (the
 // deck's own checks, check_model_fits_grid): all factorisations data x pipeline x

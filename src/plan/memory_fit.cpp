@@ -10,33 +10,11 @@
 namespace strata {
 namespace {
 
-Layout layout_of(const Deck& d) {
-  Layout l;
-  l.data = int(d.parallel.data);
-  l.pipeline = int(d.parallel.pipeline);
-  l.context = int(d.parallel.context);
-  l.context_mode = d.parallel.context_mode;
-  l.schedule = d.parallel.schedule;
-  l.virtual_stages = int(d.parallel.virtual_stages);
-  l.zero = int(d.parallel.zero);
-  l.micro_batches = int(d.parallel.micro_batches);
-  l.recompute = d.parallel.recompute;
-  if (d.parallel.tensor_mode == TensorMode::TwoD) {
-    l.tensor = TensorMode::TwoD;
-    l.q = int(d.parallel.tensor_rows);
-  } else if (d.parallel.tensor_cols > 1) {
-    l.tensor = TensorMode::OneD;
-    l.t = int(d.parallel.tensor_cols);
-    l.sequence = d.parallel.sequence_parallel;
-  }
-  return l;
-}
-
 double gib(double bytes) { return bytes / double(1 << 30); }
 
 }  // namespace
 
-void check_fits_in_memory(const Deck& deck, int64_t capacity_bytes, int sharers) {
+void check_fits_in_memory(const Deck& deck, const MemoryCapacity& capacity) {
   const auto& m = deck.model;
   // Counts in floating point first: a model or batch this large would overflow int64
   // inside the engine before any allocation could fail.
@@ -49,15 +27,26 @@ void check_fits_in_memory(const Deck& deck, int64_t capacity_bytes, int sharers)
                                        "activation values): check model.n_layer, n_embd, vocab_size, seq_len and "
                                        "data.batch_size",
                                        weights, activations));
-  if (!m.is_gpt() || capacity_bytes <= 0) return;
-  const MemoryPrediction need = predict_memory(deck, layout_of(deck));
+  if (!m.is_gpt() || (capacity.node_bytes <= 0 && capacity.rank_bytes <= 0)) return;
+  const Layout layout = layout_of(deck);
+  const MemoryPrediction need = predict_memory(deck, layout);
   const double per_rank = double(need.state_bytes + need.activation_bytes);
-  if (per_rank * sharers <= double(capacity_bytes)) return;
-  throw UserError(deck.path + strfmt(": the run needs about %.2f GiB per rank (parameters, gradients and AdamW moments "
-                                     "%.2f GiB, activations %.2f GiB), %d rank(s) sharing %.2f GiB need %.2f GiB; "
-                                     "strata plan --ranks N shows layouts that need less",
-                                     gib(per_rank), gib(double(need.state_bytes)), gib(double(need.activation_bytes)),
-                                     sharers, gib(double(capacity_bytes)), gib(per_rank * sharers)));
+  const std::string needs =
+      strfmt(": the run needs about %.2f GiB per rank as laid out (%s: parameters, gradients and AdamW moments "
+             "%.2f GiB, activations %.2f GiB), ",
+             gib(per_rank), layout.name().c_str(), gib(double(need.state_bytes)), gib(double(need.activation_bytes)));
+  const std::string advice = "; strata plan --ranks N shows layouts that need less";
+  if (capacity.rank_bytes > 0 && per_rank > double(capacity.rank_bytes))
+    throw UserError(deck.path + needs +
+                    strfmt("but %s limits each rank to %.2f GiB", capacity.rank_source.c_str(),
+                           gib(double(capacity.rank_bytes))) +
+                    advice);
+  if (capacity.node_bytes > 0 && per_rank * capacity.sharers > double(capacity.node_bytes))
+    throw UserError(deck.path + needs +
+                    strfmt("%d rank(s) sharing %.2f GiB of %s need %.2f GiB", capacity.sharers,
+                           gib(double(capacity.node_bytes)), capacity.node_source.c_str(),
+                           gib(per_rank * capacity.sharers)) +
+                    advice);
 }
 
 }  // namespace strata

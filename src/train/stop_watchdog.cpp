@@ -34,13 +34,13 @@ void StopWatchdog::watch() {
     const double waited = std::chrono::duration<double>(clock::now() - seen).count();
     const double limit = std::max(timeout_, floor_.load()) + (rank_ == 0 ? 0.0 : kGraceAfterRank0);
     if (waited > limit) {
-      std::fprintf(stderr,
-                   "strata: error: rank %d: %s asked to stop %.0f s ago, but this rank never reached a step "
-                   "boundary (stuck in the set-up, a collective or a stalled write?): exiting without a checkpoint "
-                   "(run.stop_timeout = %g)\n",
-                   rank_, signal_name(sig), waited, timeout_);
-      std::fflush(stderr);
-      exit_now(sig);
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "strata: error: rank %d: %s asked to stop %.0f s ago, but this rank never reached a step "
+                    "boundary (stuck in the set-up, a collective or a stalled write?): exiting without a checkpoint "
+                    "(run.stop_timeout = %g)",
+                    rank_, signal_name(sig), waited, timeout_);
+      exit_now(sig, line);
     }
   }
 }

@@ -242,28 +242,63 @@ timeout -k 10 60 "$mpiexec" -n 1 "$strata" frobnicate >/dev/null 2>&1
 rc=$?
 if [ "$rc" -ne 2 ]; then echo "FAIL: unknown subcommand exits $rc, wanted 2"; failures=$((failures + 1)); else echo "ok: unknown subcommand"; fi
 
-# out of memory: exit 6 and one line naming the buffer, not a hang or a library's abort. A
-# 63M-parameter model (241 MiB a flat buffer) under a 320 MiB data segment per rank
-# (prlimit --data: the kernel refuses the rank's private allocations past it): on 1 rank,
-# on 2 ranks both limited, and on 2 ranks with rank 1 alone limited (rank-local, agreed).
-# The limit leaves room for OpenBLAS's buffers and not for the model: OpenBLAS maps 128 MiB
-# at load and, where its kernels pack (its Zen and Haswell ones on an AVX-only EPYC,
-# 2026-12-06; not its SkylakeX ones on a small product), 128 MiB more at the first product;
-# under 200 MiB that second buffer failed and OpenBLAS retried it forever.
+# Memory. Before anything is allocated, every rank checks the planner's figure for the
+# deck's own layout (every split, the schedule, ZeRO, MGRIT) against what it may use: the
+# node's memory or its memory cgroup shared by its ranks, and its own rlimits (prlimit
+# --data here; plan/memory_fit.hpp). A deck over it is refused in one line, exit 2; the same
+# model under a split that fits runs.
+fits() {  # description, mpiexec -n, prlimit --data MiB, "refused" or "runs", strata args...
+  local what=$1 np=$2 mib=$3 want=$4 out rc
+  shift 4
+  out=$(timeout -k 10 60 "$mpiexec" -n "$np" prlimit --data=$((mib << 20)) "$strata" train good.toml "$@" \
+    --set run.steps=1 --set run.name=fits 2>&1 >/dev/null)
+  rc=$?
+  if [ $want = refused ] && [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | grep -c 'strata: error')" -eq 1 ] &&
+    printf '%s' "$out" | grep -q "the run needs about .* GiB per rank as laid out (.*), but ulimit -d limits each rank to"; then
+    echo "ok: $what under $mib MiB a rank: refused, exit 2: $(printf '%s' "$out" | cut -c15-120)..."
+  elif [ $want = runs ] && [ $rc -eq 0 ]; then
+    echo "ok: $what under $mib MiB a rank: runs"
+  else
+    echo "FAIL: $what under $mib MiB a rank: exit $rc, wanted it $want; got:"; printf '%s\n' "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+}
+# a 50M-parameter GPT (770 MiB of parameters, gradients and moments unsplit) on 4 ranks,
+# and a mixture of 8 experts (1.04 GiB unsplit) on 2
+wide3d=(--set model.n_embd=1024 --set model.n_head=8 --set model.n_layer=4)
+experts=(--set model.n_embd=256 --set model.n_head=8 --set model.n_layer=4 --set model.moe_experts=8
+  --set model.moe_every=1 --set model.moe_ffn_hidden=4096 --set parallel.data=2)
+if command -v prlimit > /dev/null; then
+  fits "data=4" 4 600 refused "${wide3d[@]}" --set parallel.data=4
+  fits "3D 2x2x1" 4 600 runs "${wide3d[@]}" --set parallel.tensor_mode=3d --set parallel.tensor_x=2 --set parallel.tensor_y=2
+  fits "8 experts on each of 2 ranks" 2 900 refused "${experts[@]}"
+  fits "8 experts split over 2 ranks" 2 900 runs "${experts[@]}" --set parallel.expert=2
+fi
+
+# Out of memory past the check: exit 6 and one line naming the buffer, not a hang or a
+# library's abort. A 63M-parameter model (241 MiB a flat buffer) under a data segment per
+# rank 32 MiB above the check's figure (prlimit --data: the kernel refuses the rank's
+# private allocations past it; the figure counts the model's buffers, not the process's
+# code, libraries and OpenBLAS's buffers, over 200 MiB here): on 1 rank, on 2 ranks both
+# limited, and on 2 ranks with rank 1 alone limited (rank-local, agreed).
+# OpenBLAS maps 128 MiB at load and, where its kernels pack (its Zen and Haswell ones on an
+# AVX-only EPYC, 2026-12-06; not its SkylakeX ones on a small product), 128 MiB more at the
+# first product.
 # (OpenBLAS retried its own failing allocation forever there until strata took the BLAS
 # buffers before the model's: model/make_model.cpp. With more than one OpenBLAS thread it still
 # does, at load, before main, where no code of strata's runs: this relies on the suite's
 # OPENBLAS_NUM_THREADS=1; docs/checkpoints.md's exit codes say so. An allocation inside MPI
 # that fails (MPICH's non-blocking reduce-scatter takes a temporary buffer) ends the job
 # through MPI's own abort, not exit 6.)
+big=(--set model.n_embd=1024 --set model.n_layer=5 --set model.n_head=8)
 oom() {  # description, mpiexec -n, then a command prefix before strata
   local what=$1 np=$2 out rc
   shift 2
-  out=$(timeout -k 10 60 "$mpiexec" -n "$np" "$@" "$strata" train good.toml --set model.n_embd=1024 --set model.n_layer=5 \
-    --set model.n_head=8 --set parallel.data="$np" --set run.name=oom 2>&1 >/dev/null)
+  out=$(timeout -k 10 60 "$mpiexec" -n "$np" "$@" "$strata" train good.toml "${big[@]}" \
+    --set parallel.data="$np" --set run.name=oom 2>&1 >/dev/null)
   rc=$?
   if [ "$rc" -eq 6 ] && [ "$(printf '%s\n' "$out" | grep -c 'strata: error')" -eq 1 ] &&
-    printf '%s' "$out" | grep -q 'out of memory: 241.3 MiB for "params" could not be allocated'; then
+    printf '%s' "$out" | grep -q 'out of memory: [0-9.]* MiB for "[a-z_0-9.]*" could not be allocated'; then
     echo "ok: out of memory, $what: exit 6, $(printf '%s' "$out" | cut -c1-90)"
   else
     echo "FAIL: out of memory, $what: exit $rc; got:"; printf '%s\n' "$out" | sed 's/^/    /'
@@ -271,7 +306,11 @@ oom() {  # description, mpiexec -n, then a command prefix before strata
   fi
 }
 if command -v prlimit > /dev/null; then
-  limit=--data=$((320 << 20))
+  # the check's figure for the model on 1 rank, from its refusal under 320 MiB (GiB, 2 decimals;
+  # OpenBLAS takes its first 128 MiB at load, and retries for ever under much less)
+  need=$(timeout -k 10 60 "$mpiexec" -n 1 prlimit --data=$((320 << 20)) "$strata" train good.toml "${big[@]}" 2>&1 |
+    sed -nE 's/.*the run needs about ([0-9.]+) GiB per rank.*/\1/p')
+  limit=--data=$(echo "($need + 0.005) * 1073741824 / 1 + 32 * 1048576" | bc)
   oom "1 rank" 1 prlimit $limit
   oom "2 ranks" 2 prlimit $limit
   oom "rank 1 of 2" 2 sh -c 'if [ "$PMI_RANK" = 1 ]; then exec prlimit "$0" "$@"; else exec "$@"; fi' $limit

@@ -323,6 +323,12 @@ stop_timeout=600 stuck second TERM TERM
 read rc took <second.rc
 [ "$rc" = 143 ] && within $took 4 && grep -q "second SIGTERM: exiting at once, without a checkpoint" second.err &&
   ok "a second SIGTERM ends a stuck job at once (exit 143, $(printf %.1f $took) s after it)" || { fail "second signal: exit $rc after $took s"; cat second.err; }
+# SIGHUP (a closed session, a launcher's hang-up) is a stop request like the others: after a
+# SIGTERM, a SIGHUP is the second request
+stop_timeout=600 stuck hangup TERM HUP
+read rc took <hangup.rc
+[ "$rc" = 129 ] && within $took 4 && grep -q "second SIGHUP: exiting at once, without a checkpoint" hangup.err &&
+  ok "a SIGHUP after a SIGTERM ends a stuck job at once (exit 129, $(printf %.1f $took) s after it)" || { fail "SIGHUP after SIGTERM: exit $rc after $took s"; cat hangup.err; }
 
 # --- XPipe looks at stop requests inside its streams
 xpipe=(--set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=xpipe --set parallel.micro_batches=2
