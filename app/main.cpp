@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  strata::set_rank_end(strata::abort_world);  // a rank ending on purpose aborts the job with its code
   if (provided < MPI_THREAD_FUNNELED) {
     if (rank == 0) std::fprintf(stderr, "strata: error: this MPI library does not support MPI_THREAD_FUNNELED\n");
     MPI_Finalize();
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
       if (rank_alone) strata::abort_job(MPI_COMM_WORLD, code);
     }
   }
+  strata::set_rank_end(nullptr);  // (from MPI_Finalize on, an exit on purpose is an _exit)
   {
     const strata::ExitDeadline deadline(kFinalizeSeconds, rank, code);
     MPI_Finalize();

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     overrides.push_back("run.steps=" + std::to_string(steps));
     overrides.push_back("run.log_every=" + std::to_string(steps));
     try {
-      Deck deck = load_model_deck(deck_path, overrides);
+      Deck deck = load_model_deck(deck_path, overrides, KeyEffect::Ignore);  // (the layouts are the planner's)
       deck.parallel.sequence_parallel = sequence_parallel;          // feasible_layouts gives it to the 1D splits
       if (three_d) deck.parallel.tensor_mode = TensorMode::ThreeD;  // (and the 3D ones where the deck asks)
       const MachineFile machine = read_machine_file(machine_path);

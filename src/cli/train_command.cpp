@@ -71,13 +71,13 @@ class TrainCommand : public Command {
   // before anything is allocated; the outcome is agreed, so a deck one node cannot read
   // ends every rank with one message.
   int run(int rank) override {
+    install_stop_signal_handlers(rank);  // first: a stop asked during the set-up is a stop request too
     const MemoryCapacity memory = memory_capacity();
     Deck deck;
     agreed(MPI_COMM_WORLD, [&] {
       deck = load_model_deck(deck_.path, deck_.overrides);
       check_fits_in_memory(deck, memory);
     });
-    install_stop_signal_handlers(rank);
     opts_.job.threads_origin = chosen_threads().why;
     // A stop asked while the job is built and set up (the model, the BLAS library's buffers,
     // the data, a checkpoint read) is taken up at the first step; a rank stuck there (OpenBLAS

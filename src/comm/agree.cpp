@@ -64,6 +64,11 @@ void abort_job(MPI_Comm comm, int exit_code) {
   MPI_Comm_rank(comm, &rank);
   ::usleep(rank == 0 ? 300 * 1000 : 1300 * 1000);
   claim_exit();  // the job's code is this one, not a launcher signal's (core/process_exit.hpp)
+  abort_world(exit_code);
+}
+
+void abort_world(int exit_code) {
+  std::fflush(stderr);
   // On MPI_COMM_WORLD, MPICH's abort goes to the launcher, which returns its code whatever
   // the other ranks do (30 of 30 runs); on another communicator the rank only exits with
   // it, and mpiexec reports whichever rank it sees end first: 2 faults runs in 40 returned

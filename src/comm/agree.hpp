@@ -25,5 +25,9 @@ void agreed(MPI_Comm comm, const std::function<void()>& phase);
 // (mpiexec then reported exit 1 instead of their code), and the launcher's terminating
 // signals are ignored before the abort (core/process_exit.hpp).
 [[noreturn]] void abort_job(MPI_Comm comm, int exit_code);
+// MPI_Abort on MPI_COMM_WORLD with exit_code, at once: how a rank that has claimed its exit
+// (core/process_exit.hpp) ends while MPI runs (set_rank_end); MPICH's launcher returns the
+// code. (It may be called from a thread other than MPI's: the process is ending.)
+[[noreturn]] void abort_world(int exit_code);
 
 }  // namespace strata

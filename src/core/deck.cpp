@@ -104,6 +104,21 @@ Deck read_keys(const toml::value& root, const std::string& origin, const ModelRu
   return d;
 }
 
+// A key set to other than its default where it has no effect (deck_keys.hpp: inert) is
+// refused: a user who forgot parallel.pipeline learns it here. A deck a checkpoint stored
+// is read as it was written (strata before this rule wrote such decks).
+void check_keys_act(const Deck& d, const std::string& origin) {
+  const Deck defaults;
+  for (const auto& k : deck_keys()) {
+    if (!k.misplaced(d).empty()) continue;
+    const std::string value = format_deck_value(k.get(d));
+    if (value == format_deck_value(k.get(defaults))) continue;
+    if (const std::string needs = k.inert(d); !needs.empty())
+      throw UserError(origin + ": " + k.section + "." + k.name + " = " + value + " has no effect in this deck: it needs " +
+                      needs);
+  }
+}
+
 // The rules that tie keys together (each key's own range is in the table).
 void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto check = [&](bool ok, const std::string& key, const std::string& why) {
@@ -129,13 +144,10 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                                             : "applies to schedule = \"interleaved\" only");
   check(!p.measure_staleness || xpipe, "parallel.measure_staleness", "applies to schedule = \"xpipe\" only");
   const std::string grid = std::to_string(p.tensor_rows) + " x " + std::to_string(p.tensor_cols);
-  if (p.tensor_mode == TensorMode::ThreeD)
+  if (p.tensor_mode == TensorMode::ThreeD)  // (tensor_x, tensor_y, ... act only with "3d": deck_keys.cpp)
     check(p.tensor_rows == 1 && p.tensor_cols == 1, "parallel.tensor_rows",
           "and tensor_cols must be 1 for tensor_mode = \"3d\" (got " + grid +
               "; its groups are tensor_x, tensor_y and tensor_depth)");
-  else
-    check(p.tensor_x == 1 && p.tensor_y == 1 && p.tensor_depth == 1 && p.tensor_overlap,
-          "parallel.tensor_x, tensor_y, tensor_depth and tensor_overlap", "apply to tensor_mode = \"3d\" only");
   if (p.tensor_mode == TensorMode::TwoD)
     check(p.tensor_rows == p.tensor_cols, "parallel.tensor_cols",
           "must equal tensor_rows for tensor_mode = \"2d\": the grid " + grid + " is not square");
@@ -239,7 +251,7 @@ std::string layout_name(const ParallelConfig& p) {
 }
 
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides,
-                const ModelRules& model_rules) {
+                const ModelRules& model_rules, KeyEffect effect) {
   toml::value root;
   if (int64_t(toml_text.size()) > kMaxTomlBytes)
     throw UserError(origin + ": larger than a deck can be (" + std::to_string(toml_text.size()) + " bytes; at most " +
@@ -262,13 +274,15 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
   Deck d = read_keys(root, origin, model_rules);
   check_cross_keys(d, origin);
   if (model_rules.check) model_rules.check(d, origin);
+  if (effect == KeyEffect::Refuse) check_keys_act(d, origin);  // (after the rules with more to say)
   check_model_fits_grid(d, origin);
   d.resolved_toml = resolved_toml(d);
   return d;
 }
 
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, const ModelRules& model_rules) {
-  return parse_deck(read_toml_file(path, "deck"), path, overrides, model_rules);
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, const ModelRules& model_rules,
+               KeyEffect effect) {
+  return parse_deck(read_toml_file(path, "deck"), path, overrides, model_rules, effect);
 }
 
 }  // namespace strata

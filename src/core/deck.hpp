@@ -173,12 +173,17 @@ struct ModelRules {
   std::function<void(const std::string& kind)> names_kind;
   std::function<void(const Deck&, const std::string& origin)> check;
 };
+// What a key set where it has no effect gets (deck_keys.hpp: inert): refused (a deck a user
+// wrote), or let be (a deck a checkpoint stored, which older strata wrote so; a deck whose
+// layout the planner chooses).
+enum class KeyEffect { Refuse, Ignore };
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {},
-               const ModelRules& model_rules = {});
+               const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);
 
-// The same from TOML text already in memory (tests, tools). origin names it in errors.
+
+// The same from TOML text already in memory (tests, tools, checkpoints' decks). origin names it in errors.
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides = {},
-                const ModelRules& model_rules = {});
+                const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);
 
 // Throws a UserError when the deck's parallel layout does not fit its model and batch:
 // sizes the tensor split must divide (Megatron 1D over t ranks; Optimus 2D over q x q),

@@ -34,6 +34,10 @@ struct DeckKey {
   // \"gpt\" only"): such a key is refused when the deck sets it, and not written in the
   // resolved deck
   std::function<std::string(const Deck&)> misplaced = [](const Deck&) { return std::string(); };
+  // "" when the key acts in this deck's layout, else what it needs to act ("parallel.pipeline
+  // > 1"): a value other than the default is then refused, as having no effect (the keys that
+  // act in every deck keep the default, which says nothing)
+  std::function<std::string(const Deck&)> inert = [](const Deck&) { return std::string(); };
 };
 
 struct DeckSection {

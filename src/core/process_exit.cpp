@@ -14,6 +14,7 @@ namespace {
 std::atomic<bool> g_exit_claimed{false};
 std::atomic<bool> g_thread_started{false};
 std::atomic<void (*)(int)> g_action{nullptr};
+std::atomic<void (*)(int)> g_rank_end{nullptr};
 
 sigset_t launcher_signals() {
   sigset_t set;
@@ -67,9 +68,16 @@ void claim_exit() {
   for (int s : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2}) sigaction(s, &ignore, nullptr);
 }
 
+void set_rank_end(void (*end)(int code)) { g_rank_end = end; }
+
+void end_claimed(int code) {
+  if (void (*end)(int) = g_rank_end.load()) end(code);
+  ::_exit(code);
+}
+
 void exit_claimed(int code) {
   claim_exit();
-  ::_exit(code);
+  end_claimed(code);
 }
 
 }  // namespace strata

@@ -34,7 +34,17 @@ void on_terminating_signal(void (*action)(int sig));
 // waits until the process has ended. Then print the line and _exit.
 void claim_exit();
 
-// claim_exit, then _exit(code).
+// How a rank that has claimed the exit ends with its code: nullptr (the default), _exit;
+// in an MPI job, main sets MPI_Abort on the world (comm/agree.hpp: abort_world) while MPI
+// runs. MPICH's launcher records a rank whose PMI connection closes before it finalizes
+// with a provisional status 1 (and kills the others), and keeps it where it sees the closed
+// connection before the rank's own status: the job then returned 1 (what its launcher
+// prints as "Hangup (signal 1)") instead of 143, 3 runs in 110 of the second-signal cases
+// here; an abort goes to the launcher with its code, which it returns.
+void set_rank_end(void (*end)(int code));
+// After claim_exit: ends the rank with `code` as set_rank_end says.
+[[noreturn]] void end_claimed(int code);
+// claim_exit, then end_claimed(code).
 [[noreturn]] void exit_claimed(int code);
 
 }  // namespace strata

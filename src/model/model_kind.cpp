@@ -131,12 +131,12 @@ ModelRules kind_rules() {
 }  // namespace
 
 Deck parse_model_deck(const std::string& toml_text, const std::string& origin,
-                      const std::vector<std::string>& overrides) {
-  return parse_deck(toml_text, origin, overrides, kind_rules());
+                      const std::vector<std::string>& overrides, KeyEffect effect) {
+  return parse_deck(toml_text, origin, overrides, kind_rules(), effect);
 }
 
-Deck load_model_deck(const std::string& path, const std::vector<std::string>& overrides) {
-  return load_deck(path, overrides, kind_rules());
+Deck load_model_deck(const std::string& path, const std::vector<std::string>& overrides, KeyEffect effect) {
+  return load_deck(path, overrides, kind_rules(), effect);
 }
 
 std::string model_kinds_reference() {

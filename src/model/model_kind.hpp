@@ -74,9 +74,12 @@ void check_mgrit_steps(const Deck& d, int64_t steps, const std::string& steps_wh
 
 // A deck as the core reads it (load_deck, parse_deck), then checked against its model
 // kind (check_model_deck): what every command that runs or plans a model reads.
-Deck load_model_deck(const std::string& path, const std::vector<std::string>& overrides = {});
+// KeyEffect::Ignore where the deck's layout keys are the planner's to choose (strata plan
+// --ranks, plan_check): a key without effect in the deck's own layout is no mistake there.
+Deck load_model_deck(const std::string& path, const std::vector<std::string>& overrides = {},
+                     KeyEffect effect = KeyEffect::Refuse);
 Deck parse_model_deck(const std::string& toml_text, const std::string& origin,
-                      const std::vector<std::string>& overrides = {});
+                      const std::vector<std::string>& overrides = {}, KeyEffect effect = KeyEffect::Refuse);
 // The kind's rules: it exists, reads data.kind, runs parallel.schedule, has at least
 // parallel.pipeline layers, and its own check. origin prefixes the message.
 void check_model_deck(const Deck& deck, const std::string& origin);

@@ -21,7 +21,7 @@ Deck Layout::applied_to(const Deck& deck) const {
   p.data = data;
   p.pipeline = pipeline;
   p.context = context;
-  p.context_mode = context_mode;
+  p.context_mode = context > 1 ? context_mode : ContextMode::Ring;  // (acts only with a context split)
   p.tensor_mode = tensor == TensorMode::TwoD || tensor == TensorMode::ThreeD ? tensor : TensorMode::OneD;
   p.tensor_rows = tensor == TensorMode::TwoD ? q : 1;
   p.tensor_cols = tensor == TensorMode::TwoD ? q : tensor == TensorMode::OneD ? t : 1;

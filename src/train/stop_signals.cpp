@@ -46,7 +46,10 @@ void exit_now(int sig, const char* line) {
   claim_exit();  // the launcher's signals, and any other thread's exit, wait from here on
   std::fprintf(stderr, "%s\n", line);
   std::fflush(stderr);
-  ::_exit(128 + sig);
+  // rank 0 ends first, the others a second later, so the launcher sees one rank's end (it
+  // ends the others meanwhile): two aborts at once were seen to make MPICH's mpiexec return 1
+  if (g_rank != 0) ::usleep(1000 * 1000);
+  end_claimed(128 + sig);
 }
 
 void install_stop_signal_handlers(int rank) {

@@ -25,6 +25,12 @@ TestFaults TestFaults::from_environment() {
 }
 
 void TestFaults::before_step(int64_t at, int my_rank) const {
+  if (kind == "hang" && at == 0 && step == 0 && my_rank != rank) {
+    // the other ranks of a set-up hang say they are there too (their stop requests are
+    // taken from here on), so a test signals them no sooner
+    std::fprintf(stderr, "strata: test fault: rank %d is at the set-up\n", my_rank);
+    std::fflush(stderr);
+  }
   if (kind.empty() || at != step || my_rank != rank) return;
   if (kind == "error") throw std::runtime_error("test fault: a rank-local error before step " + std::to_string(at));
   if (kind == "hang") {

@@ -129,8 +129,10 @@ expect 2 'parallel.sequence_parallel applies to tensor_mode = "1d" with tensor_c
 expect 2 'parallel.sequence_parallel does not run with schedule = "zb-h1": a block' -- train good.toml --set parallel.sequence_parallel=true --set parallel.tensor_cols=2 --set parallel.pipeline=2 --set parallel.schedule=zb-h1 --set model.n_layer=2 --set parallel.data=1 --set parallel.micro_batches=2
 expect 2 'the heads a tensor rank holds (model.n_head / tensor_cols = 2) must be divisible by parallel.context (4) for context_mode = "all-to-all"' -- train good.toml --set parallel.context=4 --set parallel.context_mode=all-to-all --set parallel.data=1
 # the 3D (AxoNN) split: its own keys, its group sizes against the widths and the ranks
-expect 2 'parallel.tensor_x, tensor_y, tensor_depth and tensor_overlap apply to tensor_mode = "3d" only' -- train good.toml --set parallel.tensor_x=2 --set parallel.data=1
-expect 2 'parallel.tensor_x, tensor_y, tensor_depth and tensor_overlap apply to tensor_mode = "3d" only' -- train good.toml --set parallel.tensor_overlap=false
+expect 2 'parallel.tensor_x = 2 has no effect in this deck: it needs parallel.tensor_mode = "3d"' -- train good.toml --set parallel.tensor_x=2 --set parallel.data=1
+expect 2 'parallel.tensor_overlap = false has no effect in this deck: it needs parallel.tensor_mode = "3d"' -- train good.toml --set parallel.tensor_overlap=false
+# a key without effect in the deck's layout is refused, naming what it needs (every key: tests/core/test_deck_key_effect.cpp)
+expect 2 'parallel.schedule = "xpipe" has no effect in this deck: it needs parallel.pipeline > 1 (pipeline stages)' -- train good.toml --set parallel.schedule=xpipe --set parallel.zero=3 --set parallel.data=2
 expect 2 'parallel.tensor_rows and tensor_cols must be 1 for tensor_mode = "3d" (got 1 x 2; its groups are tensor_x, tensor_y and tensor_depth)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_cols=2 --set parallel.data=1
 expect 2 'model.n_head (1) must be divisible by parallel.tensor_y (2)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_y=2 --set model.n_head=1 --set parallel.data=1
 expect 2 'parallel layout data x pipeline x context x tensor_x x tensor_y x tensor_depth = 1 x 1 x 1 x 2 x 2 x 1 = 4 ranks, but the job has 2 (use mpirun -n 4)' -- train good.toml --set parallel.tensor_mode=3d --set parallel.tensor_x=2 --set parallel.tensor_y=2 --set parallel.data=1

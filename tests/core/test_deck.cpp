@@ -124,8 +124,9 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
   CHECK(error_of(resnet, {"layerpar.levels=3", "layerpar.cfactor=4611686018427387904"}).find("cfactor^(levels-1)") !=
         std::string::npos);
   CHECK(error_of(resnet, {"layerpar.levels=4", "layerpar.cfactor=2"}) == "");
-  // [layerpar] is checked where MGRIT runs: the residual network's pipeline ignores it
-  CHECK(error_of(resnet, {"parallel.schedule=1f1b", "layerpar.levels=70"}) == "");
+  // [layerpar] acts where MGRIT runs: the residual network's pipeline refuses it as having no effect
+  CHECK(error_of(resnet, {"parallel.schedule=1f1b", "layerpar.levels=70"}) ==
+        "deck.toml: layerpar.levels = 70 has no effect in this deck: it needs parallel.schedule = \"mgrit\"");
   CHECK(error_of(ok, {"run.on_nonfinite=ignore"}) ==
         "deck.toml: run.on_nonfinite must be \"stop\" or \"skip\" (got \"ignore\")");
   CHECK(error_of(ok, {"run.max_skipped_steps=0"}) == "deck.toml: run.max_skipped_steps must be >= 1");

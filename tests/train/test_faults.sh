@@ -290,6 +290,8 @@ stuck() {  # NAME SIGNALS... : signals go to both ranks, 2.5 s apart
   RANK_ENV="STRATA_TEST_FAULT=hang:$at:1" run $name --set run.stop_timeout=$stop_timeout >$name.out 2>$name.err &
   local job=$! t0
   wait_for $name.err "rank 1 hangs $where" 60 || { fail "$name: never hung"; kill -9 $job; return; }
+  # (in the set-up: rank 0 says when it is there, past where its stop requests are taken)
+  [ "$at" != 0 ] || wait_for $name.err "rank 0 is at the set-up" 60 || { fail "$name: rank 0 never at the set-up"; kill -9 $job; return; }
   # (rank 0 is stuck from here whether it has entered step 6's collective yet or not: the
   # stop agreement it would reach first is a collective too)
   local first=1
