@@ -11,10 +11,13 @@
 //
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n N build/release/bench/plan_check DECK
 //       [--machine MACHINE.toml] [--steps S] [--sequence-parallel] [--three-d] [--schedule NAME[,NAME...]]
+//       [--expect N]
 //       [--set section.key=value ...]
 // --three-d: the 3D layouts only (without it, every layout but those, so that each run stays short).
 // Layer-parallel (mgrit) layouts are left out: tests/plan/test_mgrit_plan.cpp weighs them.
 // --schedule NAMES: of the pipelined layouts, only those of these schedules (a comma list).
+// --expect N: fail unless at least N layouts were checked (1 by default): a check of none
+// would agree with anything.
 // --sequence-parallel: the 1D layouts with sequence parallelism (a deck cannot ask for it
 // without a 1D split, and the layouts here start from none).
 #include <mpi.h>
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
     int steps = 4;
+    int expected = 1, checked = 0;  // --expect N: fail when fewer layouts were checked
     bool sequence_parallel = false, three_d = false;
     std::string only_schedules;  // ",1f1b,zb-h1,": a schedule's name is looked up as ",name,"
     std::vector<std::string> overrides = {
@@ -104,6 +108,8 @@ int main(int argc, char** argv) {
         sequence_parallel = true;
       else if (a == "--three-d")
         three_d = true;
+      else if (a == "--expect" && i + 1 < argc)
+        expected = std::atoi(argv[++i]);
       else if (a == "--schedule" && i + 1 < argc)
         only_schedules = "," + std::string(argv[++i]) + ",";
       else
@@ -132,6 +138,7 @@ int main(int argc, char** argv) {
         if (!only_schedules.empty() && l.pipeline > 1 &&
             only_schedules.find("," + to_string(l.schedule) + ",") == std::string::npos)
           continue;
+        ++checked;
         const Deck d = l.applied_to(deck);
         TrainOptions opts;
         opts.write_outputs = false;
@@ -215,10 +222,15 @@ int main(int argc, char** argv) {
                       act_differ ? "!" : "", params_differ ? "DIFFER" : "exact");
         if (params_differ || act_differ || memory_differs) ++failures;
       }
+      // a check of no layout agrees with anything: the test names how many it expects
+      if (rank == 0) std::printf("plan_check: %d layouts checked (at least %d expected)\n", checked, expected);
+      const bool too_few = checked < std::max(expected, 1);
       if (rank == 0)
-        std::printf("plan_check: %s\n", failures == 0 ? "bytes and calls agree exactly on every rank, group and kind; "
-                                                        "parameters, activations and memory too"
-                                                      : "MISMATCHES (see above)");
+        std::printf("plan_check: %s\n", too_few         ? "FEWER LAYOUTS THAN EXPECTED"
+                                        : failures == 0 ? "bytes and calls agree exactly on every rank, group and "
+                                                          "kind; parameters, activations and memory too"
+                                                        : "MISMATCHES (see above)");
+      if (too_few) ++failures;
     } catch (const UserError& e) {
       if (rank == 0) std::fprintf(stderr, "plan_check: %s\n", e.what());
       failures = 1;

@@ -12,6 +12,11 @@
 #include <string>
 #else
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 #endif
 
 namespace strata::kernels {
@@ -76,8 +81,8 @@ inline void cblas_gemm(char ta, char tb, int m, int n, int k, double alpha, cons
 // each one OpenBLAS block, so a product's bits do not depend on the thread count.
 constexpr int kSliceK = 256;
 template <class T>
-void gemm_rowmajor(char ta, char tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
-                   T* c, int ldc) {
+void gemm_sliced(char ta, char tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
+                 T* c, int ldc) {
   if (k <= kSliceK) return cblas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   for (int k0 = 0; k0 < k; k0 += kSliceK) {
     const int kk = k - k0 < kSliceK ? k - k0 : kSliceK;
@@ -86,6 +91,55 @@ void gemm_rowmajor(char ta, char tb, int m, int n, int k, T alpha, const T* a, i
     const T* b0 = tb == 'T' ? b + k0 : b + int64_t(k0) * ldb;
     cblas_gemm(ta, tb, m, n, kk, alpha, a0, lda, b0, ldb, k0 == 0 ? beta : T(1), c, ldc);
   }
+}
+
+// The output blocks a product is cut into, by its shape alone: along the longer of C's
+// rows and columns, at most kMaxBlocks blocks of at least kMinBlock (a multiple of 16).
+constexpr int kMaxBlocks = 16, kMinBlock = 32;
+inline int block_size(int extent) {
+  const int blocks = std::max(1, std::min(kMaxBlocks, extent / kMinBlock));
+  const int size = (extent + blocks - 1) / blocks;
+  return (size + 15) / 16 * 16;
+}
+
+// Whether the rank's threads share a product strata's way (the default) or OpenBLAS's
+// (STRATA_GEMM_THREADS=openblas: its own threading, whose bits depend on the thread count
+// with some of its kernels; for measuring what strata's way costs, docs/benchmarks.md).
+inline bool openblas_threads_products() {
+  static const bool openblas = [] {
+    const char* v = std::getenv("STRATA_GEMM_THREADS");
+    return v && std::string(v) == "openblas";
+  }();
+  return openblas;
+}
+
+// C = alpha op(A) op(B) + beta C, the same bits on any thread count: C is cut into fixed
+// blocks (block_size: by the shape, not the threads), each block one single-threaded BLAS
+// call (OpenBLAS runs single-threaded inside a parallel region) on its rows of op(A) or
+// columns of op(B), K added up in slices (gemm_sliced); the rank's threads take the blocks.
+// So every element of C is summed by the same call, in the same order, whatever the thread
+// count or the kernels OpenBLAS picked for the CPU.
+template <class T>
+void gemm_rowmajor(char ta, char tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
+                   T* c, int ldc) {
+  if (openblas_threads_products()) return gemm_sliced(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const bool by_rows = m >= n;
+  const int extent = by_rows ? m : n, size = block_size(extent), blocks = (extent + size - 1) / size;
+  const auto block = [=](int i) {
+    const int lo = i * size, len = std::min(size, extent - lo);
+    if (by_rows)  // rows lo.. of op(A) and of C
+      gemm_sliced(ta, tb, len, n, k, alpha, ta == 'T' ? a + lo : a + int64_t(lo) * lda, lda, b, ldb, beta,
+                  c + int64_t(lo) * ldc, ldc);
+    else  // columns lo.. of op(B) and of C
+      gemm_sliced(ta, tb, m, len, k, alpha, a, lda, tb == 'T' ? b + int64_t(lo) * ldb : b + lo, ldb, beta, c + lo,
+                  ldc);
+  };
+  if (blocks == 1 || omp_in_parallel() || Kokkos::DefaultHostExecutionSpace().concurrency() == 1) {
+    for (int i = 0; i < blocks; ++i) block(i);
+    return;
+  }
+  Kokkos::parallel_for("gemm_blocks", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, blocks),
+                       [=](const int i) { block(i); });
 }
 }  // namespace detail
 #endif

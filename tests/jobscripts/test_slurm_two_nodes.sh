@@ -174,7 +174,12 @@ id=${id%%;*}
 next=$(sbatch --parsable --hold --dependency=afterany:"$id" --nodes=1 --ntasks-per-node=2 --output=d2-%j.out "$template" \
   --set run.name=d --set parallel.data=2 --set run.steps=100000 --set run.max_walltime=4)
 next=${next%%;*}
+node1_ranks() {  # this job's strata ranks in node1's namespace
+  for p in $(ip netns pids "$net-n1"); do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done |
+    grep -c "^$strata train .*run.name=d .*parallel.data=4"
+}
 if wait_for "$id" runs/d/checkpoints/LATEST "ckpt_00000040.h5"; then
+  before=$(node1_ranks)  # the pattern must find node1's 2 ranks, or "gone" below would pass on nothing
   t0=$(date +%s)
   "$repo/scripts/slurm-local.sh" crash node2 >crash.log 2>&1
   # Slurm finds node2 dead when its pings have failed for SlurmdTimeout (each failing after
@@ -182,8 +187,7 @@ if wait_for "$id" runs/d/checkpoints/LATEST "ckpt_00000040.h5"; then
   detected="" gone=""
   for _ in $(seq 1 600); do
     state=$(scontrol show job "$id" | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p')
-    left=$(for p in $(ip netns pids "$net-n1"); do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done |
-      grep -c "^$strata train .*run.name=d .*parallel.data=4")
+    left=$(node1_ranks)
     [ -z "$detected" ] && [ "$state" != RUNNING ] && detected=$(($(date +%s) - t0))
     [ -n "$detected" ] && [ "$left" -eq 0 ] && gone=$(($(date +%s) - t0)) && break
     sleep 0.2
@@ -192,11 +196,11 @@ if wait_for "$id" runs/d/checkpoints/LATEST "ckpt_00000040.h5"; then
   state=${state%% *}
   latest=$(cat runs/d/checkpoints/LATEST)
   k=$(echo "$latest" | sed -E 's/ckpt_0*([0-9]+)\.h5/\1/')
-  if [ -n "$gone" ] && [ "$detected" -le 60 ] && [ $((gone - detected)) -le $((stop_timeout + 5)) ] &&
+  if [ "$before" -eq 2 ] && [ -n "$gone" ] && [ "$detected" -le 60 ] && [ $((gone - detected)) -le $((stop_timeout + 5)) ] &&
      [ "$state" = NODE_FAIL ] && "$strata" inspect "runs/d/checkpoints/$latest" >inspect.log 2>&1; then
-    ok "node2 crashed: Slurm ended the job (NODE_FAIL) after ${detected}s, node1's ranks were gone $((gone - detected))s later, the newest checkpoint ($latest) intact"
+    ok "node2 crashed: Slurm ended the job (NODE_FAIL) after ${detected}s, node1's $before ranks were gone $((gone - detected))s later, the newest checkpoint ($latest) intact"
   else
-    fail "(e): job '$state' after '${detected}'s, ranks left on node1 '$left' at '${gone}'s, checkpoint '$latest'"
+    fail "(e): job '$state' after '${detected}'s, node1's ranks $before before the crash and '$left' left at '${gone}'s, checkpoint '$latest'"
     tail -n 5 d-*.out inspect.log
   fi
   scontrol release "$next"

@@ -6,10 +6,16 @@ set -euo pipefail
 program=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-for n in 1 2 4; do
-  "$program" --threads "$n" > "$dir/$n.txt"
-done
 status=0
+for n in 1 2 4; do
+  "$program" --threads "$n" > "$dir/$n.txt" 2> "$dir/$n.err"
+  # the pool the kernels ran on, as the program found it (Kokkos' concurrency): a --threads
+  # that stopped taking effect would compare 1 thread with itself
+  if ! grep -q "^thread_bits: $n threads\? (Kokkos OpenMP)" "$dir/$n.err"; then
+    echo "thread_bits: asked for $n threads, ran on: $(grep '^thread_bits:' "$dir/$n.err")"
+    status=1
+  fi
+done
 for n in 2 4; do
   if ! diff "$dir/1.txt" "$dir/$n.txt" > "$dir/diff"; then
     echo "thread_bits: these kernels give other bits with $n threads than with 1:"
