@@ -303,14 +303,9 @@ DeckKey schedule_key(const char* section, const char* doc) {
   return k;
 }
 
-std::vector<DeckKey> declare_keys() {
+std::vector<DeckKey> run_keys() {
   using D = Deck;
   const char* run = "run";
-  const char* model = "model";
-  const char* data = "data";
-  const char* par = "parallel";
-  const char* opt = "optim";
-  const char* lp = "layerpar";
   return {
       // [run]
       key(run, &D::run, "name", &RunConfig::name, any<std::string>(),
@@ -333,12 +328,20 @@ std::vector<DeckKey> declare_keys() {
           "seconds: checkpoint and stop before this much has passed (0: no limit)"),
       enum_choice(run, &D::run, "on_nonfinite", &RunConfig::on_nonfinite, on_nonfinite_names(),
                   "a step with a non-finite loss or gradient norm: stop (exit 5) or skip its update"),
-      acts_when(key(run, &D::run, "max_skipped_steps", &RunConfig::max_skipped_steps, at_least<int64_t>(1),
-          "on_nonfinite = \"skip\": stop (exit 5) after this many skipped steps in a row"),
-                [](const Deck& d) { return d.run.on_nonfinite == OnNonfinite::Skip; }, "run.on_nonfinite = \"skip\""),
+      acts_when(
+          key(run, &D::run, "max_skipped_steps", &RunConfig::max_skipped_steps, at_least<int64_t>(1),
+              "on_nonfinite = \"skip\": stop (exit 5) after this many skipped steps in a row"),
+          [](const Deck& d) { return d.run.on_nonfinite == OnNonfinite::Skip; }, "run.on_nonfinite = \"skip\""),
       key(run, &D::run, "stop_timeout", &RunConfig::stop_timeout, at_least(0.0),
           "seconds a rank may take to reach a step boundary after a stop signal before it exits without a "
           "checkpoint (0: wait for ever; at least 10x the slowest step)"),
+  };
+}
+
+std::vector<DeckKey> model_keys() {
+  using D = Deck;
+  const char* model = "model";
+  return {
       // [model]
       key(model, &D::model, "kind", &ModelConfig::kind, name_word(),
           "the model: one of the kinds src/model defines (listed under Model kinds below; keys marked gpt: or "
@@ -378,33 +381,43 @@ std::vector<DeckKey> declare_keys() {
                   "bf16 operands with fp32 accumulation (CPUs with AVX512-BF16 or AMX, GPUs of compute capability 8.0 "
                   "or later); softmax, norms, the loss, gradient sums and AdamW stay fp32, the parameters are fp32 "
                   "masters"),
-      acts_when(key(model, &D::model, "bf16_round_once", &ModelConfig::bf16_round_once, any<bool>(),
-          "bf16 on CPUs: round the operands that many products read once: the parameters once per change (an "
-          "optimizer update, a checkpoint read, XPipe's prediction; a copy of 2 bytes per parameter), attention's "
-          "Q, K, V and output gradient once per pass and its probability blocks once each; and keep the "
-          "activations that only feed products (layer-norm and GELU outputs) in bf16, 2 bytes a value (not under "
-          "the 2D split); false rounds them in every product and keeps those activations fp32: the same losses, "
-          "bit for bit (GPUs round inside the product and keep nothing in bf16)"),
-                [](const Deck& d) { return d.model.precision == Precision::BF16; }, "model.precision = \"bf16\""),
+      acts_when(
+          key(model, &D::model, "bf16_round_once", &ModelConfig::bf16_round_once, any<bool>(),
+              "bf16 on CPUs: round the operands that many products read once: the parameters once per change (an "
+              "optimizer update, a checkpoint read, XPipe's prediction; a copy of 2 bytes per parameter), attention's "
+              "Q, K, V and output gradient once per pass and its probability blocks once each; and keep the "
+              "activations that only feed products (layer-norm and GELU outputs) in bf16, 2 bytes a value (not under "
+              "the 2D split); false rounds them in every product and keeps those activations fp32: the same losses, "
+              "bit for bit (GPUs round inside the product and keep nothing in bf16)"),
+          [](const Deck& d) { return d.model.precision == Precision::BF16; }, "model.precision = \"bf16\""),
       gpt_only(key(model, &D::model, "moe_experts", &ModelConfig::moe_experts, at_least<int64_t>(0),
                    "gpt: experts E of a mixture-of-experts MLP (0: every MLP dense); a router sends each token to "
                    "moe_top_k of them")),
-      acts_when(gpt_only(key(model, &D::model, "moe_top_k", &ModelConfig::moe_top_k, from_to(1, 2),
-                   "gpt: experts per token (1: the router's probability weighs the expert's output, as Switch does; "
-                   "2: the two probabilities renormalised to sum to 1)")),
+      acts_when(gpt_only(key(
+                    model, &D::model, "moe_top_k", &ModelConfig::moe_top_k, from_to(1, 2),
+                    "gpt: experts per token (1: the router's probability weighs the expert's output, as Switch does; "
+                    "2: the two probabilities renormalised to sum to 1)")),
                 has_experts, kNeedsExperts),
-      acts_when(gpt_only(key(model, &D::model, "moe_every", &ModelConfig::moe_every, at_least<int64_t>(1),
-                   "gpt: every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ... from 0) has a mixture "
-                   "of experts for its MLP, the others a dense MLP")),
+      acts_when(gpt_only(key(
+                    model, &D::model, "moe_every", &ModelConfig::moe_every, at_least<int64_t>(1),
+                    "gpt: every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ... from 0) has a mixture "
+                    "of experts for its MLP, the others a dense MLP")),
                 has_experts, kNeedsExperts),
       acts_when(gpt_only(key(model, &D::model, "moe_capacity_factor", &ModelConfig::moe_capacity_factor, at_least(0.0),
-                   "gpt: an expert takes at most ceil(factor x tokens x top_k / E) of a global micro-batch's "
-                   "assignments, first choices before second ones, then by position in the global batch; the "
-                   "others are dropped (the token's residual passes on); 0: dropless")),
+                             "gpt: an expert takes at most ceil(factor x tokens x top_k / E) of a global micro-batch's "
+                             "assignments, first choices before second ones, then by position in the global batch; the "
+                             "others are dropped (the token's residual passes on); 0: dropless")),
                 has_experts, kNeedsExperts),
       acts_when(gpt_only(key(model, &D::model, "moe_ffn_hidden", &ModelConfig::moe_ffn_hidden, at_least<int64_t>(0),
-                   "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
+                             "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
                 has_experts, kNeedsExperts),
+  };
+}
+
+std::vector<DeckKey> data_keys() {
+  using D = Deck;
+  const char* data = "data";
+  return {
       // [data]
       enum_choice(data, &D::data, "kind", &DataConfig::kind, data_kind_names(),
                   "\"text\" (bytes of files), \"tokens\" (token shards, from strata tokenize or llm.c) or \"random\" "
@@ -414,10 +427,11 @@ std::vector<DeckKey> declare_keys() {
           "paths or globs of the text files: what kind = \"text\" trains on and strata tokenize encodes"),
       key(data, &D::data, "token_dir", &DataConfig::token_dir, any<std::string>(),
           "folder strata tokenize writes (shard_NNNNNN.tok and tokenizer.model) and kind = \"tokens\" reads"),
-      acts_when(key(data, &D::data, "shards", &DataConfig::shards, any<std::vector<std::string>>(),
-          "kind = \"tokens\": token shards to read instead of token_dir's (paths or globs; strata .tok or llm.c "
-          ".bin files)"),
-                [](const Deck& d) { return d.data.kind == DataKind::Tokens; }, "data.kind = \"tokens\""),
+      acts_when(
+          key(data, &D::data, "shards", &DataConfig::shards, any<std::vector<std::string>>(),
+              "kind = \"tokens\": token shards to read instead of token_dir's (paths or globs; strata .tok or llm.c "
+              ".bin files)"),
+          [](const Deck& d) { return d.data.kind == DataKind::Tokens; }, "data.kind = \"tokens\""),
       key(data, &D::data, "val_shards", &DataConfig::val_shards, any<std::vector<std::string>>(),
           "kind = \"tokens\": validation shards (e.g. llm.c's *_val_*.bin); then val_fraction is not used"),
       key(data, &D::data, "tokenizer", &DataConfig::tokenizer, any<std::string>(),
@@ -427,17 +441,27 @@ std::vector<DeckKey> declare_keys() {
                   "the model strata tokenize trains, of model.vocab_size pieces"),
       key(data, &D::data, "shard_mb", &DataConfig::shard_mb, above(0.0),
           "strata tokenize: MB of text per token shard (each is encoded by one rank)"),
-      acts_when(key(data, &D::data, "dir", &DataConfig::dir, any<std::string>(), "kind = \"images\": the IDX files' directory"),
-                [](const Deck& d) { return d.data.kind == DataKind::Images; }, "data.kind = \"images\""),
-      acts_when(key(data, &D::data, "val_fraction", &DataConfig::val_fraction, below_from(0.0, 1.0, true),
-          "share of the text (or tokens) held out for validation, in chunks of 4096"),
-                [](const Deck& d) {
-                  return d.data.kind == DataKind::Text || (d.data.kind == DataKind::Tokens && d.data.val_shards.empty());
-                },
-                "data.kind = \"text\", or \"tokens\" without data.val_shards"),
+      acts_when(
+          key(data, &D::data, "dir", &DataConfig::dir, any<std::string>(),
+              "kind = \"images\": the IDX files' directory"),
+          [](const Deck& d) { return d.data.kind == DataKind::Images; }, "data.kind = \"images\""),
+      acts_when(
+          key(data, &D::data, "val_fraction", &DataConfig::val_fraction, below_from(0.0, 1.0, true),
+              "share of the text (or tokens) held out for validation, in chunks of 4096"),
+          [](const Deck& d) {
+            return d.data.kind == DataKind::Text || (d.data.kind == DataKind::Tokens && d.data.val_shards.empty());
+          },
+          "data.kind = \"text\", or \"tokens\" without data.val_shards"),
       key(data, &D::data, "batch_size", &DataConfig::batch_size, at_least<int64_t>(1),
           "global sequences (or images) per step, split over the data-parallel ranks (a multiple of parallel.data)"),
-      // [parallel]
+  };
+}
+
+std::vector<DeckKey> parallel_grid_keys() {
+  using D = Deck;
+  const char* par = "parallel";
+  return {
+      // [parallel]: the grid and where its ranks go
       key(par, &D::parallel, "data", &ParallelConfig::data, at_least<int64_t>(1), "data-parallel replicas"),
       key(par, &D::parallel, "pipeline", &ParallelConfig::pipeline, at_least<int64_t>(1),
           "ranks along the layers: pipeline stages, or MGRIT's layer blocks"),
@@ -446,41 +470,48 @@ std::vector<DeckKey> declare_keys() {
           "chunks and rank r holds chunks r and 2 x context - 1 - r (the causal work balanced); attention passes "
           "keys and values around the ring; the parameters are replicated and their gradients summed over data x "
           "context; model.seq_len a multiple of 2 x context"),
-      acts_when(enum_choice(par, &D::parallel, "context_mode", &ParallelConfig::context_mode, context_mode_names(),
-                  "how context parallelism runs attention: \"ring\" (keys and values passed round the context "
-                  "group, overlapped with attention's blocks) or \"all-to-all\" (DeepSpeed-Ulysses: an all-to-all "
-                  "gives each rank whole sequences of 1/context of the heads; the local heads must divide by context)"),
-                [](const Deck& d) { return d.parallel.context > 1; }, "parallel.context > 1"),
+      acts_when(
+          enum_choice(
+              par, &D::parallel, "context_mode", &ParallelConfig::context_mode, context_mode_names(),
+              "how context parallelism runs attention: \"ring\" (keys and values passed round the context "
+              "group, overlapped with attention's blocks) or \"all-to-all\" (DeepSpeed-Ulysses: an all-to-all "
+              "gives each rank whole sequences of 1/context of the heads; the local heads must divide by context)"),
+          [](const Deck& d) { return d.parallel.context > 1; }, "parallel.context > 1"),
       key(par, &D::parallel, "tensor_rows", &ParallelConfig::tensor_rows, at_least<int64_t>(1),
           "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
       key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),
           "tensor-parallel grid columns: t of the 1D split, or q of the 2D q x q grid"),
-      acts_when(enum_choice(
-          par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
-          {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}},
-          "\"1d\" (Megatron: heads, MLP and vocabulary split t ways), \"2d\" (Optimus: SUMMA on a square grid) "
-          "or \"3d\" (AxoNN: every linear's weight split over tensor_x x tensor_y and sharded over tensor_depth)"),
-                [](const Deck& d) {
-                  const auto& p = d.parallel;
-                  return p.tensor_mode != TensorMode::ThreeD || p.tensor_x * p.tensor_y * p.tensor_depth > 1;
-                },
-                "a split of more than one rank (3d: tensor_x, tensor_y, tensor_depth)"),
-      acts_when(key(par, &D::parallel, "tensor_x", &ParallelConfig::tensor_x, at_least<int64_t>(1),
-          "tensor_mode = \"3d\": the X group, over which the model width C of the residual stream is split (a "
-          "block's first linears split their input features over it, its second ones their output features)"),
-                [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
-      acts_when(key(par, &D::parallel, "tensor_y", &ParallelConfig::tensor_y, at_least<int64_t>(1),
-          "tensor_mode = \"3d\": the Y group, over which the heads and the MLP's hidden units are split"),
-                [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
-      acts_when(key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
-          "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
-          "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
-                [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
-      acts_when(key(par, &D::parallel, "tensor_overlap", &ParallelConfig::tensor_overlap, any<bool>(),
-          "tensor_mode = \"3d\": the next linear's weight gather over depth posted before this linear's product "
-          "and the weight gradients' reduce-scatters left in flight under the next product (AxoNN's overlap; the "
-          "same values either way, false: each transfer completed where it is needed)"),
-                [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
+      acts_when(
+          enum_choice(
+              par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
+              {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}},
+              "\"1d\" (Megatron: heads, MLP and vocabulary split t ways), \"2d\" (Optimus: SUMMA on a square grid) "
+              "or \"3d\" (AxoNN: every linear's weight split over tensor_x x tensor_y and sharded over tensor_depth)"),
+          [](const Deck& d) {
+            const auto& p = d.parallel;
+            return p.tensor_mode != TensorMode::ThreeD || p.tensor_x * p.tensor_y * p.tensor_depth > 1;
+          },
+          "a split of more than one rank (3d: tensor_x, tensor_y, tensor_depth)"),
+      acts_when(
+          key(par, &D::parallel, "tensor_x", &ParallelConfig::tensor_x, at_least<int64_t>(1),
+              "tensor_mode = \"3d\": the X group, over which the model width C of the residual stream is split (a "
+              "block's first linears split their input features over it, its second ones their output features)"),
+          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
+      acts_when(
+          key(par, &D::parallel, "tensor_y", &ParallelConfig::tensor_y, at_least<int64_t>(1),
+              "tensor_mode = \"3d\": the Y group, over which the heads and the MLP's hidden units are split"),
+          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
+      acts_when(
+          key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
+              "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
+              "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
+          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
+      acts_when(
+          key(par, &D::parallel, "tensor_overlap", &ParallelConfig::tensor_overlap, any<bool>(),
+              "tensor_mode = \"3d\": the next linear's weight gather over depth posted before this linear's product "
+              "and the weight gradients' reduce-scatters left in flight under the next product (AxoNN's overlap; the "
+              "same values either way, false: each transfer completed where it is needed)"),
+          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
       key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
           "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "
@@ -498,22 +529,32 @@ std::vector<DeckKey> declare_keys() {
                   "\"launcher\" (in the launcher's rank order as it is)"),
       enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
                   "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
+  };
+}
+
+std::vector<DeckKey> parallel_run_keys() {
+  using D = Deck;
+  const char* par = "parallel";
+  return {
+      // [parallel]: how the grid runs: sums, micro-batches, schedules, recomputation, ZeRO
       key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
           "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
       key(par, &D::parallel, "micro_batches", &ParallelConfig::micro_batches, at_least<int64_t>(1),
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
           "kept)"),
-      acts_when(schedule_key(
-          par,
-          "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, interleaved 1F1B (gpt: "
-          "virtual_stages chunks per stage, (p-1)/(v m) of bubble, v times the messages), the zero-bubble ZB-H1 "
-          "(1F1B's "
-          "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
-          "each backward as an input half and a weight half that fills the bubbles (recompute = \"none\"), "
-          "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
-          "[layerpar])"),
-                [](const Deck& d) { return d.parallel.pipeline > 1 || d.parallel.mgrit(); }, "parallel.pipeline > 1 (pipeline stages)"),
+      acts_when(
+          schedule_key(
+              par,
+              "how the pipeline ranks work through the layers: GPipe (fill-drain), 1F1B, interleaved 1F1B (gpt: "
+              "virtual_stages chunks per stage, (p-1)/(v m) of bubble, v times the messages), the zero-bubble ZB-H1 "
+              "(1F1B's "
+              "peak memory, about a third of its bubble) and ZB-H2 (up to 2p-1 micro-batches in flight), which run "
+              "each backward as an input half and a weight half that fills the bubbles (recompute = \"none\"), "
+              "XPipe (gpt: asynchronous, no flush), or MGRIT (resnet: the layers solved in parallel like time steps, "
+              "[layerpar])"),
+          [](const Deck& d) { return d.parallel.pipeline > 1 || d.parallel.mgrit(); },
+          "parallel.pipeline > 1 (pipeline stages)"),
       enum_choice(par, &D::parallel, "recompute", &ParallelConfig::recompute, recompute_names(),
                   "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the GELU output "
                   "of every block, 4C per token: one copy per micro-batch instead of one per block; the fused "
@@ -549,6 +590,13 @@ std::vector<DeckKey> declare_keys() {
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),
           "xpipe: report how far each pass's weights are from its target's"),
+  };
+}
+
+std::vector<DeckKey> optim_keys() {
+  using D = Deck;
+  const char* opt = "optim";
+  return {
       // [optim]
       key(opt, &D::optim, "lr", &OptimConfig::lr, above(0.0), "peak learning rate (AdamW)"),
       key(opt, &D::optim, "min_lr", &OptimConfig::min_lr, at_least(0.0),
@@ -562,55 +610,79 @@ std::vector<DeckKey> declare_keys() {
       key(opt, &D::optim, "eps", &OptimConfig::eps, above(0.0), "AdamW's epsilon"),
       key(opt, &D::optim, "grad_clip", &OptimConfig::grad_clip, at_least(0.0),
           "largest global gradient norm; larger ones are scaled down (0: no clipping)"),
-      acts_when(key(opt, &D::model, "moe_aux_loss", &ModelConfig::moe_aux_loss, at_least(0.0),
-          "gpt with model.moe_experts: the load-balancing loss alpha E sum_i f_i P_i of every mixture layer "
-          "(Switch Transformer; f_i the share of a global micro-batch's assignments to expert i, P_i its mean "
-          "router probability), averaged over the micro-batches"),
-                has_experts, kNeedsExperts),
+      acts_when(
+          key(opt, &D::model, "moe_aux_loss", &ModelConfig::moe_aux_loss, at_least(0.0),
+              "gpt with model.moe_experts: the load-balancing loss alpha E sum_i f_i P_i of every mixture layer "
+              "(Switch Transformer; f_i the share of a global micro-batch's assignments to expert i, P_i its mean "
+              "router probability), averaged over the micro-batches"),
+          has_experts, kNeedsExperts),
       acts_when(key(opt, &D::model, "moe_z_loss", &ModelConfig::moe_z_loss, at_least(0.0),
-          "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)"),
+                    "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)"),
                 has_experts, kNeedsExperts),
+  };
+}
+
+std::vector<DeckKey> layerpar_keys() {
+  using D = Deck;
+  const char* lp = "layerpar";
+  return {
       // [layerpar]
-      acts_when(key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
-          "MGRIT levels (1: sequential propagation; the steps (resnet: model.steps; gpt: model.n_layer less the "
-          "buffers) must be a multiple of cfactor^(levels-1))"),
-                is_mgrit, kNeedsMgrit),
+      acts_when(
+          key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
+              "MGRIT levels (1: sequential propagation; the steps (resnet: model.steps; gpt: model.n_layer less the "
+              "buffers) must be a multiple of cfactor^(levels-1))"),
+          is_mgrit, kNeedsMgrit),
       acts_when(key(lp, &D::layerpar, "cfactor", &LayerParConfig::cfactor, at_least<int64_t>(2), "coarsening factor"),
                 is_mgrit, kNeedsMgrit),
       acts_when(key(lp, &D::layerpar, "fwd_iterations", &LayerParConfig::fwd_iterations, at_least<int64_t>(1),
-          "MGRIT V-cycles of the forward solve"),
+                    "MGRIT V-cycles of the forward solve"),
                 is_mgrit, kNeedsMgrit),
       acts_when(key(lp, &D::layerpar, "bwd_iterations", &LayerParConfig::bwd_iterations, at_least<int64_t>(1),
-          "MGRIT V-cycles of the adjoint (backward) solve"),
+                    "MGRIT V-cycles of the adjoint (backward) solve"),
                 is_mgrit, kNeedsMgrit),
       acts_when(key(lp, &D::layerpar, "tolerance", &LayerParConfig::tolerance, at_least(0.0),
-          "stop the cycles earlier when the residual norm falls below this (0: never)"),
+                    "stop the cycles earlier when the residual norm falls below this (0: never)"),
                 is_mgrit, kNeedsMgrit),
       acts_when(enum_choice(lp, &D::layerpar, "relaxation", &LayerParConfig::relaxation, relaxation_names(),
-                  "finest level's relaxation (coarser levels use FCF)"),
+                            "finest level's relaxation (coarser levels use FCF)"),
                 is_mgrit, kNeedsMgrit),
       acts_when(key(lp, &D::layerpar, "warm_start", &LayerParConfig::warm_start, any<bool>(),
-          "start each solve from the previous batch's solution"),
+                    "start each solve from the previous batch's solution"),
                 is_mgrit, kNeedsMgrit),
-      acts_when(enum_choice(lp, &D::layerpar, "control", &LayerParConfig::control, gradient_control_names(),
-                  "when the checked gradient error exceeds max_gradient_error: go on (none), switch to exact "
-                  "one-level solves for the rest of the run (switch), or add one iteration to each solve (tighten)"),
+      acts_when(enum_choice(
+                    lp, &D::layerpar, "control", &LayerParConfig::control, gradient_control_names(),
+                    "when the checked gradient error exceeds max_gradient_error: go on (none), switch to exact "
+                    "one-level solves for the rest of the run (switch), or add one iteration to each solve (tighten)"),
                 is_mgrit, kNeedsMgrit),
-      acts_when(key(lp, &D::layerpar, "check_every", &LayerParConfig::check_every, at_least<int64_t>(0),
-          "compare the step's gradient with the exact one (a one-level solve of the same batch) every this many "
-          "steps, logged as grad_error and grad_cosine (0: never)"),
-                is_mgrit, kNeedsMgrit),
+      acts_when(
+          key(lp, &D::layerpar, "check_every", &LayerParConfig::check_every, at_least<int64_t>(0),
+              "compare the step's gradient with the exact one (a one-level solve of the same batch) every this many "
+              "steps, logged as grad_error and grad_cosine (0: never)"),
+          is_mgrit, kNeedsMgrit),
       acts_when(key(lp, &D::layerpar, "max_gradient_error", &LayerParConfig::max_gradient_error, at_least(0.0),
-          "the relative gradient error |g - g_exact| / |g_exact| at which layerpar.control acts (after "
-          "optim.warmup_steps)"),
+                    "the relative gradient error |g - g_exact| / |g_exact| at which layerpar.control acts (after "
+                    "optim.warmup_steps)"),
                 is_mgrit, kNeedsMgrit),
-      acts_when(key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
-          "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps"),
-                [](const Deck& d) { return d.parallel.mgrit() && d.model.kind == "gpt"; }, "parallel.schedule = \"mgrit\" with model.kind = \"gpt\""),
-      acts_when(key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),
-          "gpt: the last blocks, run serially with the head on the last layer rank after the MGRIT steps"),
-                [](const Deck& d) { return d.parallel.mgrit() && d.model.kind == "gpt"; }, "parallel.schedule = \"mgrit\" with model.kind = \"gpt\""),
+      acts_when(
+          key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
+              "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps"),
+          [](const Deck& d) { return d.parallel.mgrit() && d.model.kind == "gpt"; },
+          "parallel.schedule = \"mgrit\" with model.kind = \"gpt\""),
+      acts_when(
+          key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),
+              "gpt: the last blocks, run serially with the head on the last layer rank after the MGRIT steps"),
+          [](const Deck& d) { return d.parallel.mgrit() && d.model.kind == "gpt"; },
+          "parallel.schedule = \"mgrit\" with model.kind = \"gpt\""),
   };
+}
+
+// Every key, section by section, in the order the reference lists them.
+std::vector<DeckKey> declare_keys() {
+  std::vector<DeckKey> keys;
+  for (auto section :
+       {run_keys, model_keys, data_keys, parallel_grid_keys, parallel_run_keys, optim_keys, layerpar_keys})
+    for (auto& k : section()) keys.push_back(std::move(k));
+  return keys;
 }
 
 }  // namespace
@@ -659,7 +731,8 @@ std::string deck_reference() {
       "A deck is a TOML file of the sections below. Every key is optional: a key left out takes its default. An "
       "unknown section or key, a value of the wrong type or out of range, and a key set to other than its default "
       "where it has no effect (a schedule without parallel.pipeline, [layerpar] without schedule = \"mgrit\", the "
-      "moe_ keys without model.moe_experts, ...) are refused with one line naming the key (exit 2). `--set section.key=value` overrides a key from the command line, and `strata deck DECK` prints the "
+      "moe_ keys without model.moe_experts, ...) are refused with one line naming the key (exit 2). `--set "
+      "section.key=value` overrides a key from the command line, and `strata deck DECK` prints the "
       "resolved deck, which every run also writes to its run directory as `deck.toml`.\n";
   for (const auto& s : deck_sections()) {
     out += "\n## [" + s.name + "]\n\n" + s.doc + ".\n\n";
