@@ -94,31 +94,30 @@ std::vector<std::string> Layout::overrides() const {
   return out;
 }
 
-std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine) {
-  // beyond 8 micro-batches per stage a flushing schedule's bubble, (p-1)/(m+p-1), is
-  // under 1/9 and the simulations only grow
-  Layout serial;
-  serial.recompute = deck.parallel.recompute;  // as the deck asks; the planner may add them (rank_layouts)
-  serial.zero = int(deck.parallel.zero);
-  std::vector<Layout> tensor_splits{serial};
+namespace {
+
+// The serial layout and every tensor split of a size dividing `ranks`: 1D (t >= 2), 2D
+// (q x q) and, for the GPT, 3D: of each tensor size the best kBest3D by AxoNN's
+// communication model (plan/axonn_model.hpp; the search over every X x Y x depth would
+// multiply the layouts many times), and every split where the deck asks for 3D at no more
+// than 8 ranks.
+std::vector<Layout> tensor_splits(const Deck& deck, int ranks, const MachineFile* machine, const Layout& serial) {
+  std::vector<Layout> splits{serial};
   for (int t = 2; t <= ranks; ++t)
     if (ranks % t == 0) {
       Layout l = serial;
       l.tensor = TensorMode::OneD;
       l.t = t;
       l.sequence = deck.parallel.sequence_parallel;
-      tensor_splits.push_back(l);
+      splits.push_back(l);
     }
   for (int q = 2; q * q <= ranks; ++q)
     if (ranks % (q * q) == 0) {
       Layout l = serial;
       l.tensor = TensorMode::TwoD;
       l.q = q;
-      tensor_splits.push_back(l);
+      splits.push_back(l);
     }
-  // 3D splits: of each tensor size, the best kBest3D by AxoNN's communication model
-  // (plan/axonn_model.hpp; the search over every X x Y x depth would multiply the layouts
-  // many times), and every split where the deck asks for 3D at no more than 8 ranks
   constexpr int kBest3D = 2;
   const bool all_3d = deck.parallel.tensor_mode == TensorMode::ThreeD && ranks <= 8;
   for (int size = 2; size <= ranks; ++size) {
@@ -127,12 +126,34 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineF
       Layout split = serial;
       split.tensor = TensorMode::ThreeD;
       split.tx = l.tx, split.ty = l.ty, split.tz = l.tz;
-      tensor_splits.push_back(split);
+      splits.push_back(split);
     }
   }
-  std::vector<Layout> out;
-  const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
-  const auto admit = [&](Layout l) {
+  return splits;
+}
+
+// The tensor splits, each with every context split that fits the ranks and the sequence.
+std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector<Layout>& splits) {
+  std::vector<Layout> bases;
+  for (const Layout& split : splits)
+    for (int x = 1; x <= ranks / split.tensor_size(); ++x)
+      if ((ranks / split.tensor_size()) % x == 0 &&
+          (x == 1 || (deck.model.is_gpt() && deck.model.seq_len % (2 * x) == 0))) {
+        Layout l = split;
+        l.context = x;
+        l.context_mode = deck.parallel.context_mode;  // as the deck asks
+        bases.push_back(l);
+      }
+  return bases;
+}
+
+// Adds a layout, with each expert split e dividing data, where the deck's and its model
+// kind's rules admit it (no 2D split with mixtures).
+struct Admit {
+  const Deck& deck;
+  std::vector<Layout>& out;
+  void operator()(Layout l) const {
+    const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
     if (experts > 0 && l.tensor == TensorMode::TwoD) return;
     for (int e = 1; e <= l.data; ++e) {
       if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
@@ -147,54 +168,62 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineF
       }
       out.push_back(l);
     }
-  };
-  std::vector<Layout> bases;  // the tensor splits, each with every context split that fits
-  for (const Layout& split : tensor_splits)
-    for (int x = 1; x <= ranks / split.tensor_size(); ++x)
-      if ((ranks / split.tensor_size()) % x == 0 &&
-          (x == 1 || (deck.model.is_gpt() && deck.model.seq_len % (2 * x) == 0))) {
-        Layout l = split;
-        l.context = x;
-        l.context_mode = deck.parallel.context_mode;  // as the deck asks
-        bases.push_back(l);
-      }
-  for (const Layout& base : bases) {
+  }
+};
+
+// The layouts of `l` (p = l.pipeline >= 2 stages): MGRIT's layer ranks where the kind and
+// split allow (the deck's levels, and 2 where it has one), and each schedule with each
+// micro-batch count m dividing the replica's batch, up to kMaxMicroBatchesPerStage * p.
+void add_staged(const Deck& deck, Layout l, const Admit& admit) {
+  const int p = l.pipeline;
+  const int64_t replica_batch = deck.data.batch_size / l.data;
+  if (model_kind_of(deck).layer_parallel && deck.model.is_gpt() && l.context == 1 && !l.sequence &&
+      (l.tensor == TensorMode::Serial || l.tensor == TensorMode::OneD)) {
+    Layout lp = l;
+    lp.mgrit = true;
+    lp.micro_batches = 1;
+    std::vector<int> levels = {int(deck.layerpar.levels)};
+    if (deck.layerpar.levels == 1) levels.push_back(2);
+    for (const int lv : levels) {
+      lp.levels = lv;
+      admit(lp);  // (the deck's rules: steps for every layer rank, the levels fit them)
+    }
+  }
+  for (const auto& [schedule, name] : schedule_names()) {
+    if ((schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) ||
+        (splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence)))
+      continue;
+    const bool interleaved = schedule == Schedule::Interleaved;
+    for (int v = interleaved ? 2 : 1; v <= (interleaved ? kMaxVirtualStages : 1); ++v)
+      for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
+        if (replica_batch % m == 0) {
+          l.schedule = schedule;
+          l.virtual_stages = v;
+          l.micro_batches = int(m);
+          admit(l);  // interleaved: n_layer >= p v and p | m (check_model_fits_grid)
+        }
+  }
+}
+
+}  // namespace
+
+std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine) {
+  Layout serial;
+  serial.recompute = deck.parallel.recompute;  // as the deck asks; the planner may add them (rank_layouts)
+  serial.zero = int(deck.parallel.zero);
+  std::vector<Layout> out;
+  const Admit admit{deck, out};
+  for (const Layout& base : context_bases(deck, ranks, tensor_splits(deck, ranks, machine, serial))) {
     const int rest = ranks / base.tensor_size() / base.context;
     for (int p = 1; p <= rest; ++p) {
       if (rest % p != 0) continue;
       Layout l = base;
       l.pipeline = p;
       l.data = rest / p;
-      if (p == 1) {
+      if (p == 1)
         admit(l);
-        continue;
-      }
-      if (deck.data.batch_size % l.data != 0) continue;
-      const int64_t replica_batch = deck.data.batch_size / l.data;
-      if (model_kind_of(deck).layer_parallel && deck.model.is_gpt() && base.context == 1 && !base.sequence &&
-          (base.tensor == TensorMode::Serial || base.tensor == TensorMode::OneD)) {
-        Layout lp = l;  // the layer ranks solved by MGRIT: the deck's levels, and 2 where it has one
-        lp.mgrit = true;
-        lp.micro_batches = 1;
-        std::vector<int> levels = {int(deck.layerpar.levels)};
-        if (deck.layerpar.levels == 1) levels.push_back(2);
-        for (const int lv : levels) {
-          lp.levels = lv;
-          admit(lp);  // (the deck's rules: steps for every layer rank, the levels fit them)
-        }
-      }
-      for (const auto& [schedule, name] : schedule_names())
-        if (!(schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) &&
-            !(splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence)))
-          for (int v = schedule == Schedule::Interleaved ? 2 : 1;
-               v <= (schedule == Schedule::Interleaved ? kMaxVirtualStages : 1); ++v)
-            for (int64_t m = 1; m <= std::min<int64_t>(replica_batch, kMaxMicroBatchesPerStage * p); ++m)
-              if (replica_batch % m == 0) {
-                l.schedule = schedule;
-                l.virtual_stages = v;
-                l.micro_batches = int(m);
-                admit(l);  // interleaved: n_layer >= p v and p | m (check_model_fits_grid)
-              }
+      else if (deck.data.batch_size % l.data == 0)
+        add_staged(deck, l, admit);
     }
   }
   return out;
