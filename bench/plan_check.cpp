@@ -78,6 +78,175 @@ std::string compare(const Traffic& predicted, const TrainJob& trainer, double& r
 
 double max_over_ranks(double x) { return max_over(MPI_COMM_WORLD, x); }
 
+struct Options {
+  std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
+  int steps = 4;
+  int expected = 1;  // --expect N: fail when fewer layouts were checked
+  bool sequence_parallel = false, three_d = false;
+  std::string only_schedules;  // ",1f1b,zb-h1,": a schedule's name is looked up as ",name,"
+  std::vector<std::string> overrides = {"parallel.data=1",        "parallel.pipeline=1",    "parallel.context=1",
+                                        "parallel.tensor_rows=1", "parallel.tensor_cols=1", "parallel.micro_batches=1",
+                                        "run.val_every=0"};
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--machine" && i + 1 < argc)
+      o.machine_path = argv[++i];
+    else if (a == "--steps" && i + 1 < argc)
+      o.steps = std::max(2, std::atoi(argv[++i]));
+    else if (a == "--set" && i + 1 < argc)
+      o.overrides.push_back(argv[++i]);
+    else if (a == "--sequence-parallel")
+      o.sequence_parallel = true;
+    else if (a == "--three-d")
+      o.three_d = true;
+    else if (a == "--expect" && i + 1 < argc)
+      o.expected = std::atoi(argv[++i]);
+    else if (a == "--schedule" && i + 1 < argc)
+      o.only_schedules = "," + std::string(argv[++i]) + ",";
+    else
+      o.deck_path = a;
+  }
+  o.overrides.push_back("run.steps=" + std::to_string(o.steps));
+  o.overrides.push_back("run.log_every=" + std::to_string(o.steps));
+  return o;
+}
+
+// Whether plan_check weighs this layout: its kind of tensor split, not MGRIT's (their
+// messages are the solvers': mgrit_cost counts them, and test_mgrit checks the count against
+// the solver's, rank by rank), and the schedules asked for.
+bool weighed(const Layout& l, const Options& o) {
+  if ((l.tensor == TensorMode::ThreeD) != o.three_d || l.mgrit) return false;
+  return o.only_schedules.empty() || l.pipeline == 1 ||
+         o.only_schedules.find("," + to_string(l.schedule) + ",") != std::string::npos;
+}
+
+// What this rank's stage should have sent over the run, against what it counted: one
+// round per step, or for XPipe the trainer's two streams (the first step alone, then the
+// rest). Dropless mixtures send every assignment's row to its expert and back, forward and
+// backward: summed over the ranks the bytes are the formula's whatever the routing.
+std::string traffic_mismatch(const Deck& d, const Layout& l, const TrainJob& trainer, int steps, Traffic& predicted,
+                             double& routed) {
+  const int stage = trainer.grid().coords().pipeline;
+  if (l.pipeline > 1 && l.schedule == Schedule::XPipe) {
+    predicted.add(stage_traffic(d, l, stage, 1));
+    predicted.add(stage_traffic(d, l, stage, steps - 1));
+  } else {
+    predicted.add(stage_traffic(d, l, stage, 1), steps);
+  }
+  std::pair<double, double> routed_bytes{0, 0};
+  std::string mismatch = compare(predicted, trainer, routed, routed_bytes);
+  std::vector<double> routed_sum = {routed_bytes.first, routed_bytes.second};
+  sum_over(MPI_COMM_WORLD, routed_sum);
+  if (d.model.moe_experts > 0 && d.model.moe_capacity_factor == 0 && routed_sum[0] != routed_sum[1])
+    mismatch += strfmt(" expert/alltoallv summed over the ranks: formula %.0f B, counted %.0f B;", routed_sum[0],
+                       routed_sum[1]);
+  return mismatch;
+}
+
+// The activations of the fullest rank (state + activations; of equals the lowest), as the
+// planner reports the fullest stage's.
+double fullest_rank_activations(const TrainResult& result, int rank, int ranks) {
+  std::vector<double> totals(size_t(ranks), 0.0), acts(size_t(ranks), 0.0);
+  totals[size_t(rank)] = double(result.state_bytes + result.activation_bytes);
+  acts[size_t(rank)] = double(result.activation_bytes);
+  sum_over(MPI_COMM_WORLD, totals);
+  sum_over(MPI_COMM_WORLD, acts);
+  return acts[size_t(std::max_element(totals.begin(), totals.end()) - totals.begin())];
+}
+
+// Trains `l` for o.steps and holds its traffic, parameters, activations and memory to the
+// planner's prediction; prints its row. Returns the failures (0, 1 or 2).
+int check_layout(const Deck& deck, const Layout& l, const Options& o, const MachineFile& machine, int rank, int ranks) {
+  const Deck d = l.applied_to(deck);
+  TrainOptions opts;
+  opts.write_outputs = false;
+  opts.job.print = false;
+  opts.job.probe_gemm = false;
+  TrainJob trainer(d, MPI_COMM_WORLD, opts.job);
+  const TrainResult result = RunLoop(d, opts, trainer).run();
+  const int steps = o.steps, stage = trainer.grid().coords().pipeline;
+  const bool xpipe = l.pipeline > 1 && l.schedule == Schedule::XPipe;
+  Traffic predicted;
+  double routed = 0;  // mixtures of experts: the rows' bytes counted over the balanced routing's
+  const std::string mismatch = traffic_mismatch(d, l, trainer, steps, predicted, routed);
+  if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
+  double counted_wire = 0;
+  for (const auto& [group, comm] : trainer.grid().reported_comms())
+    for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;
+  const int bad = int(max_over_ranks(mismatch.empty() ? 0.0 : 1.0));
+  const double pred_wire = max_over_ranks(predicted.wire_bytes()) / steps / double(1 << 20);
+  const double meas_wire = max_over_ranks(counted_wire) / steps / double(1 << 20);
+  const StepPrediction p = predict_step(d, l, machine, xpipe ? steps - 1 : 0);
+  const double meas_ms = 1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
+  const double meas_act = fullest_rank_activations(result, rank, ranks) / double(1 << 20);
+  // mixtures of experts: their caches hold the rows the router sent (the prediction is
+  // the balanced routing's), so the activations and the memory are reported, not required equal
+  const bool routing = d.model.moe_experts > 0;
+  const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20) && !routing;
+  int64_t held = 0;  // the parameters' values (with ZeRO-1 over two regions the buffers have a gap)
+  for (const auto& info : trainer.model().params().infos()) held += info.numel;
+  const bool params_differ = max_over_ranks(held != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
+  // parameters, gradients and moments (ZeRO-1: a block of them) with the activations, on the fullest rank
+  const double meas_memory = max_over_ranks(double(result.state_bytes + result.activation_bytes));
+  const double meas_state = max_over_ranks(double(result.state_bytes));
+  const double pred_state = double(*std::max_element(p.stage_state.begin(), p.stage_state.end()));
+  const bool memory_differs = routing ? meas_state != pred_state : meas_memory != double(p.memory_bytes());
+  routed = max_over_ranks(routed);
+  if (routing && routed > 0 && rank == 0)
+    std::printf(
+        "  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
+        "predicted at balance; state %s\n",
+        l.name().c_str(), routed, meas_act, double(p.activation_bytes) / double(1 << 20),
+        memory_differs ? "DIFFERS" : "exact");
+  if (memory_differs && rank == 0)
+    std::fprintf(stderr, "plan_check: %s: %s per rank predicted %.0f B, measured %.0f B\n", l.name().c_str(),
+                 routing ? "state" : "memory", routing ? pred_state : double(p.memory_bytes()),
+                 routing ? meas_state : meas_memory);
+  if (rank == 0)
+    std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(), pred_wire,
+                meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),
+                double(p.activation_bytes) / double(1 << 20), meas_act, act_differ ? "!" : "",
+                params_differ ? "DIFFER" : "exact");
+  return bad + (params_differ || act_differ || memory_differs ? 1 : 0);
+}
+
+// Every weighed layout of the deck on this job's ranks; the summary lines. Returns the failures.
+int check_layouts(const Options& o, int rank, int ranks) {
+  Deck deck = load_model_deck(o.deck_path, o.overrides, KeyEffect::Ignore);  // (the layouts are the planner's)
+  deck.parallel.sequence_parallel = o.sequence_parallel;          // feasible_layouts gives it to the 1D splits
+  if (o.three_d) deck.parallel.tensor_mode = TensorMode::ThreeD;  // (and the 3D ones where the deck asks)
+  const MachineFile machine = read_machine_file(o.machine_path);
+  if (rank == 0) {
+    std::printf("plan_check: %s on %d ranks, machine %s, %d steps per layout%s\n", o.deck_path.c_str(), ranks,
+                machine.name.c_str(), o.steps,
+                ranks > machine.ranks_per_node
+                    ? " (more ranks than the machine file's node has cores: times not comparable)"
+                    : "");
+    std::printf("%-40s %12s %12s %7s %10s %10s %6s %10s %10s %11s\n", "layout", "pred MiB/st", "counted", "bytes",
+                "pred ms", "meas ms", "ratio", "pred act", "meas act", "params");
+  }
+  int failures = 0, checked = 0;
+  for (const Layout& l : feasible_layouts(deck, ranks))
+    if (weighed(l, o)) {
+      ++checked;
+      failures += check_layout(deck, l, o, machine, rank, ranks);
+    }
+  // a check of no layout agrees with anything: the test names how many it expects
+  const bool too_few = checked < std::max(o.expected, 1);
+  if (rank == 0) {
+    std::printf("plan_check: %d layouts checked (at least %d expected)\n", checked, o.expected);
+    std::printf("plan_check: %s\n", too_few         ? "FEWER LAYOUTS THAN EXPECTED"
+                                    : failures == 0 ? "bytes and calls agree exactly on every rank, group and kind; "
+                                                      "parameters, activations and memory too"
+                                                    : "MISMATCHES (see above)");
+  }
+  return failures + (too_few ? 1 : 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,149 +257,8 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard kokkos(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    std::string deck_path, machine_path = STRATA_MACHINES_DIR "/debian-2core-vm.toml";
-    int steps = 4;
-    int expected = 1, checked = 0;  // --expect N: fail when fewer layouts were checked
-    bool sequence_parallel = false, three_d = false;
-    std::string only_schedules;  // ",1f1b,zb-h1,": a schedule's name is looked up as ",name,"
-    std::vector<std::string> overrides = {
-        "parallel.data=1",        "parallel.pipeline=1",      "parallel.context=1", "parallel.tensor_rows=1",
-        "parallel.tensor_cols=1", "parallel.micro_batches=1", "run.val_every=0"};
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "--machine" && i + 1 < argc)
-        machine_path = argv[++i];
-      else if (a == "--steps" && i + 1 < argc)
-        steps = std::max(2, std::atoi(argv[++i]));
-      else if (a == "--set" && i + 1 < argc)
-        overrides.push_back(argv[++i]);
-      else if (a == "--sequence-parallel")
-        sequence_parallel = true;
-      else if (a == "--three-d")
-        three_d = true;
-      else if (a == "--expect" && i + 1 < argc)
-        expected = std::atoi(argv[++i]);
-      else if (a == "--schedule" && i + 1 < argc)
-        only_schedules = "," + std::string(argv[++i]) + ",";
-      else
-        deck_path = a;
-    }
-    overrides.push_back("run.steps=" + std::to_string(steps));
-    overrides.push_back("run.log_every=" + std::to_string(steps));
     try {
-      Deck deck = load_model_deck(deck_path, overrides, KeyEffect::Ignore);  // (the layouts are the planner's)
-      deck.parallel.sequence_parallel = sequence_parallel;          // feasible_layouts gives it to the 1D splits
-      if (three_d) deck.parallel.tensor_mode = TensorMode::ThreeD;  // (and the 3D ones where the deck asks)
-      const MachineFile machine = read_machine_file(machine_path);
-      const bool oversubscribed = ranks > machine.ranks_per_node;
-      if (rank == 0) {
-        std::printf("plan_check: %s on %d ranks, machine %s, %d steps per layout%s\n", deck_path.c_str(), ranks,
-                    machine.name.c_str(), steps,
-                    oversubscribed ? " (more ranks than the machine file's node has cores: times not comparable)" : "");
-        std::printf("%-40s %12s %12s %7s %10s %10s %6s %10s %10s %11s\n", "layout", "pred MiB/st", "counted", "bytes",
-                    "pred ms", "meas ms", "ratio", "pred act", "meas act", "params");
-      }
-      for (const Layout& l : feasible_layouts(deck, ranks)) {
-        if ((l.tensor == TensorMode::ThreeD) != three_d) continue;
-        // layer-parallel layouts: their messages are the solvers' (mgrit_cost counts them, and test_mgrit checks
-        // the count against the solver's, rank by rank); their memory and time the plan's mgrit tests weigh
-        if (l.mgrit) continue;
-        if (!only_schedules.empty() && l.pipeline > 1 &&
-            only_schedules.find("," + to_string(l.schedule) + ",") == std::string::npos)
-          continue;
-        ++checked;
-        const Deck d = l.applied_to(deck);
-        TrainOptions opts;
-        opts.write_outputs = false;
-        opts.job.print = false;
-        opts.job.probe_gemm = false;
-        TrainJob trainer(d, MPI_COMM_WORLD, opts.job);
-        const TrainResult result = RunLoop(d, opts, trainer).run();
-        // what this rank's stage should have sent over the run: one round per step, or for
-        // XPipe the trainer's two streams (the first step alone, then the rest)
-        const int stage = trainer.grid().coords().pipeline;
-        const bool xpipe = l.pipeline > 1 && l.schedule == Schedule::XPipe;
-        Traffic predicted;
-        if (xpipe) {
-          predicted.add(stage_traffic(d, l, stage, 1));
-          predicted.add(stage_traffic(d, l, stage, steps - 1));
-        } else {
-          predicted.add(stage_traffic(d, l, stage, 1), steps);
-        }
-        double routed = 0;  // mixtures of experts: the rows' bytes counted over the balanced routing's
-        std::pair<double, double> routed_bytes{0, 0};
-        std::string mismatch = compare(predicted, trainer, routed, routed_bytes);
-        // dropless, every assignment's row goes to its expert and back, forward and
-        // backward: summed over the ranks the bytes are the formula's (4 N k C values a
-        // layer and micro-batch per rank), whatever the routing
-        std::vector<double> routed_sum = {routed_bytes.first, routed_bytes.second};
-        sum_over(MPI_COMM_WORLD, routed_sum);
-        routed_bytes = {routed_sum[0], routed_sum[1]};
-        if (d.model.moe_experts > 0 && d.model.moe_capacity_factor == 0 && routed_bytes.first != routed_bytes.second)
-          mismatch += strfmt(" expert/alltoallv summed over the ranks: formula %.0f B, counted %.0f B;",
-                             routed_bytes.first, routed_bytes.second);
-        if (!mismatch.empty())
-          std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
-        double counted_wire = 0;
-        for (const auto& [group, comm] : trainer.grid().reported_comms())
-          for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;
-        const int bad = int(max_over_ranks(mismatch.empty() ? 0.0 : 1.0));
-        failures += bad;
-        const double pred_wire = max_over_ranks(predicted.wire_bytes()) / steps / double(1 << 20);
-        const double meas_wire = max_over_ranks(counted_wire) / steps / double(1 << 20);
-        const StepPrediction p = predict_step(d, l, machine, xpipe ? steps - 1 : 0);
-        const double meas_ms =
-            1e3 * max_over_ranks(result.warm_seconds / double(std::max<int64_t>(1, result.warm_steps)));
-        // the activations of the fullest rank (state + activations; of equals the lowest),
-        // as the planner reports the fullest stage's
-        std::vector<double> totals(size_t(ranks), 0.0), acts(size_t(ranks), 0.0);
-        totals[size_t(rank)] = double(result.state_bytes + result.activation_bytes);
-        acts[size_t(rank)] = double(result.activation_bytes);
-        sum_over(MPI_COMM_WORLD, totals);
-        sum_over(MPI_COMM_WORLD, acts);
-        const size_t fullest =
-            size_t(std::max_element(totals.begin(), totals.end()) - totals.begin());  // the lowest rank of a tie
-        const double fullest_act = acts[fullest];
-        const double meas_act = fullest_act / double(1 << 20);
-        // mixtures of experts: their caches hold the rows the router sent (the prediction is
-        // the balanced routing's), so the activations and the memory are reported, not required equal
-        const bool routing = d.model.moe_experts > 0;
-        const bool act_differ = meas_act != double(p.activation_bytes) / double(1 << 20) && !routing;
-        int64_t held = 0;  // the parameters' values (with ZeRO-1 over two regions the buffers have a gap)
-        for (const auto& info : trainer.model().params().infos()) held += info.numel;
-        const bool params_differ = max_over_ranks(held != p.stage_params[size_t(stage)] ? 1.0 : 0.0) > 0;
-        // parameters, gradients and moments (ZeRO-1: a block of them) with the activations, on the fullest rank
-        const double meas_memory = max_over_ranks(double(result.state_bytes + result.activation_bytes));
-        const double meas_state = max_over_ranks(double(result.state_bytes));
-        const double pred_state = double(*std::max_element(p.stage_state.begin(), p.stage_state.end()));
-        const bool memory_differs = routing ? meas_state != pred_state : meas_memory != double(p.memory_bytes());
-        routed = max_over_ranks(routed);
-        if (routing && routed > 0 && rank == 0)
-          std::printf(
-              "  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
-              "predicted at balance; state %s\n",
-              l.name().c_str(), routed, meas_act, double(p.activation_bytes) / double(1 << 20),
-              memory_differs ? "DIFFERS" : "exact");
-        if (memory_differs && rank == 0)
-          std::fprintf(stderr, "plan_check: %s: %s per rank predicted %.0f B, measured %.0f B\n", l.name().c_str(),
-                       routing ? "state" : "memory", routing ? pred_state : double(p.memory_bytes()),
-                       routing ? meas_state : meas_memory);
-        if (rank == 0)
-          std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(),
-                      pred_wire, meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms,
-                      meas_ms / (1e3 * p.step_s), double(p.activation_bytes) / double(1 << 20), meas_act,
-                      act_differ ? "!" : "", params_differ ? "DIFFER" : "exact");
-        if (params_differ || act_differ || memory_differs) ++failures;
-      }
-      // a check of no layout agrees with anything: the test names how many it expects
-      if (rank == 0) std::printf("plan_check: %d layouts checked (at least %d expected)\n", checked, expected);
-      const bool too_few = checked < std::max(expected, 1);
-      if (rank == 0)
-        std::printf("plan_check: %s\n", too_few         ? "FEWER LAYOUTS THAN EXPECTED"
-                                        : failures == 0 ? "bytes and calls agree exactly on every rank, group and "
-                                                          "kind; parameters, activations and memory too"
-                                                        : "MISMATCHES (see above)");
-      if (too_few) ++failures;
+      failures = check_layouts(parse_options(argc, argv), rank, ranks);
     } catch (const UserError& e) {
       if (rank == 0) std::fprintf(stderr, "plan_check: %s\n", e.what());
       failures = 1;
