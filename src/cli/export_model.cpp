@@ -213,7 +213,8 @@ std::string export_model(const std::string& checkpoint, const ExportOptions& giv
   if (format != kCheckpointFormat)
     throw UserError("'" + checkpoint + "' has checkpoint format '" + format + "', this strata reads '" +
                     kCheckpointFormat + "'");
-  const Deck deck = parse_model_deck(ck.reader().string_attribute("deck"), checkpoint + " (its deck)", {}, KeyEffect::Ignore);
+  const Deck deck =
+      parse_model_deck(ck.reader().string_attribute("deck"), checkpoint + " (its deck)", {}, KeyEffect::Ignore);
   if (const std::string why = gpt2_export_refusal(deck.model); !why.empty())
     throw UserError("strata export: " + checkpoint + " cannot be written as GPT-2: " + why);
   // strata's tensors in the model's own order (a dry serial model declares them)

@@ -19,7 +19,8 @@ namespace strata {
 std::string generate_text(const std::string& checkpoint, const GenerateOptions& opts) {
   if (opts.tokens < 0) throw UserError("--tokens must be >= 0");
   if (opts.temperature < 0) throw UserError("--temperature must be >= 0");
-  const Deck deck = parse_model_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)", {}, KeyEffect::Ignore);
+  const Deck deck = parse_model_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)",
+                                     {}, KeyEffect::Ignore);
   const auto& m = deck.model;
   if (!m.is_gpt())
     throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + m.kind + "\", not a GPT");

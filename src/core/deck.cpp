@@ -114,8 +114,8 @@ void check_keys_act(const Deck& d, const std::string& origin) {
     const std::string value = format_deck_value(k.get(d));
     if (value == format_deck_value(k.get(defaults))) continue;
     if (const std::string needs = k.inert(d); !needs.empty())
-      throw UserError(origin + ": " + k.section + "." + k.name + " = " + value + " has no effect in this deck: it needs " +
-                      needs);
+      throw UserError(origin + ": " + k.section + "." + k.name + " = " + value +
+                      " has no effect in this deck: it needs " + needs);
   }
 }
 

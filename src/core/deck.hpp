@@ -180,7 +180,6 @@ enum class KeyEffect { Refuse, Ignore };
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {},
                const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);
 
-
 // The same from TOML text already in memory (tests, tools, checkpoints' decks). origin names it in errors.
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides = {},
                 const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);

@@ -81,8 +81,8 @@ inline void cblas_gemm(char ta, char tb, int m, int n, int k, double alpha, cons
 // each one OpenBLAS block, so a product's bits do not depend on the thread count.
 constexpr int kSliceK = 256;
 template <class T>
-void gemm_sliced(char ta, char tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
-                 T* c, int ldc) {
+void gemm_sliced(char ta, char tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
+                 int ldc) {
   if (k <= kSliceK) return cblas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   for (int k0 = 0; k0 < k; k0 += kSliceK) {
     const int kk = k - k0 < kSliceK ? k - k0 : kSliceK;
@@ -131,8 +131,7 @@ void gemm_rowmajor(char ta, char tb, int m, int n, int k, T alpha, const T* a, i
       gemm_sliced(ta, tb, len, n, k, alpha, ta == 'T' ? a + lo : a + int64_t(lo) * lda, lda, b, ldb, beta,
                   c + int64_t(lo) * ldc, ldc);
     else  // columns lo.. of op(B) and of C
-      gemm_sliced(ta, tb, m, len, k, alpha, a, lda, tb == 'T' ? b + int64_t(lo) * ldb : b + lo, ldb, beta, c + lo,
-                  ldc);
+      gemm_sliced(ta, tb, m, len, k, alpha, a, lda, tb == 'T' ? b + int64_t(lo) * ldb : b + lo, ldb, beta, c + lo, ldc);
   };
   if (blocks == 1 || omp_in_parallel() || Kokkos::DefaultHostExecutionSpace().concurrency() == 1) {
     for (int i = 0; i < blocks; ++i) block(i);

@@ -31,16 +31,16 @@ void check_fits_in_memory(const Deck& deck, const MemoryCapacity& capacity) {
   const Layout layout = layout_of(deck);
   const MemoryPrediction need = predict_memory(deck, layout);
   const double per_rank = double(need.state_bytes + need.activation_bytes);
-  const std::string needs =
-      strfmt(": the run needs about %.2f GiB per rank as laid out (%s: parameters, gradients and AdamW moments "
-             "%.2f GiB, activations %.2f GiB), ",
-             gib(per_rank), layout.name().c_str(), gib(double(need.state_bytes)), gib(double(need.activation_bytes)));
+  const std::string needs = strfmt(
+      ": the run needs about %.2f GiB per rank as laid out (%s: parameters, gradients and AdamW moments "
+      "%.2f GiB, activations %.2f GiB), ",
+      gib(per_rank), layout.name().c_str(), gib(double(need.state_bytes)), gib(double(need.activation_bytes)));
   const std::string advice = "; strata plan --ranks N shows layouts that need less";
   if (capacity.rank_bytes > 0 && per_rank > double(capacity.rank_bytes))
-    throw UserError(deck.path + needs +
-                    strfmt("but %s limits each rank to %.2f GiB", capacity.rank_source.c_str(),
-                           gib(double(capacity.rank_bytes))) +
-                    advice);
+    throw UserError(
+        deck.path + needs +
+        strfmt("but %s limits each rank to %.2f GiB", capacity.rank_source.c_str(), gib(double(capacity.rank_bytes))) +
+        advice);
   if (capacity.node_bytes > 0 && per_rank * capacity.sharers > double(capacity.node_bytes))
     throw UserError(deck.path + needs +
                     strfmt("%d rank(s) sharing %.2f GiB of %s need %.2f GiB", capacity.sharers,

@@ -67,8 +67,7 @@ std::map<std::string, Witness> witnesses() {
       {"layerpar.tolerance", {{"layerpar.tolerance=1e-6"}, kMgrit}},
       {"layerpar.relaxation", {{"layerpar.relaxation=\"FCF\""}, kMgrit}},
       {"layerpar.warm_start", {{"layerpar.warm_start=false"}, kMgrit}},
-      {"layerpar.control",
-       {{"layerpar.control=\"switch\"", "layerpar.check_every=5"}, kMgrit}},
+      {"layerpar.control", {{"layerpar.control=\"switch\"", "layerpar.check_every=5"}, kMgrit}},
       {"layerpar.check_every", {{"layerpar.check_every=5"}, kMgrit}},
       {"layerpar.max_gradient_error", {{"layerpar.max_gradient_error=0.5"}, kMgrit}},
       {"layerpar.buffer_open", {{"layerpar.buffer_open=1"}, kMgrit}},
@@ -93,8 +92,7 @@ const std::set<std::string> kAlwaysAct = {
     // the grid's sizes and how every layout runs; the bucket size tunes the data-parallel sum
     // and is harmless on the layouts without one (a deck serves several layouts: plan_check's)
     "parallel.data", "parallel.pipeline", "parallel.context", "parallel.tensor_cols", "parallel.placement",
-    "parallel.comm_backend", "parallel.grad_bucket_mb", "parallel.micro_batches", "parallel.recompute",
-    "parallel.zero",
+    "parallel.comm_backend", "parallel.grad_bucket_mb", "parallel.micro_batches", "parallel.recompute", "parallel.zero",
     // AdamW and its schedule
     "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps",
     "optim.grad_clip"};
@@ -145,7 +143,6 @@ TEST_CASE("a key without effect is refused naming what it needs; a checkpoint's 
   }
   // its default says nothing, and a deck a checkpoint stored is read as it was written
   CHECK_NOTHROW(parse({"parallel.schedule=\"1f1b\""}));
-  CHECK(parse_deck("[data]\nkind = \"random\"\n[parallel]\nschedule = \"zb-h1\"\n", "stored", {}, {},
-                   KeyEffect::Ignore)
+  CHECK(parse_deck("[data]\nkind = \"random\"\n[parallel]\nschedule = \"zb-h1\"\n", "stored", {}, {}, KeyEffect::Ignore)
             .parallel.schedule == Schedule::ZBH1);
 }

@@ -76,8 +76,8 @@ void require_fits_only_split(const Deck& split, const Layout& by_hand, const Dec
 
 TEST_CASE("layout_of inverts applied_to on every layout the planner considers", "[plan][layout]") {
   SECTION("1D, 2D, context, pipelines, ZeRO, recomputation") {
-    for (int ranks : {1, 2, 4, 8}) require_round_trip(tiny({"parallel.zero=1", "parallel.recompute=\"selective\""}),
-                                                      ranks, 1);
+    for (int ranks : {1, 2, 4, 8})
+      require_round_trip(tiny({"parallel.zero=1", "parallel.recompute=\"selective\""}), ranks, 1);
     require_round_trip(tiny({"parallel.sequence_parallel=true", "parallel.tensor_cols=2"}), 4, 20);
   }
   SECTION("3D splits") { require_round_trip(tiny({"parallel.tensor_mode=\"3d\"", "parallel.tensor_x=2"}), 8, 40); }
