@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/timers.hpp"
+#include "kernels/gemm_pieces.hpp"
 #include "kernels/residual.hpp"
 #include "parallel/tp3d_linear.hpp"
 
@@ -98,26 +99,11 @@ void Linear3DTransfers<T>::pieces(kernels::ProductPrecision precision, const cha
   }
   progress();
 #if !defined(KOKKOS_ENABLE_CUDA)
-  // The inner dimension K in whole slices of gemm's own kSliceK: gemm makes the same BLAS
-  // calls, slice by slice, whether cut here or not, so the bits do not change (cutting
-  // rows instead would not do: OpenBLAS picks other kernels for smaller products). bf16
-  // products add their K in one call, and are not cut.
-  const bool ta_t = ta[0] == 'T', tb_t = tb[0] == 'T';
-  const int64_t m = c.extent(0), n = c.extent(1), k = ta_t ? a.extent(0) : a.extent(1);
-  const int64_t slice = kernels::detail::kSliceK;
-  if (precision.type != Precision::BF16 && k > slice && m > 0 && n > 0) {
-    constexpr int64_t kPieces = 4;
-    const int64_t step = std::max<int64_t>(1, (k / slice + kPieces - 1) / kPieces) * slice;
-    const int lda = int(a.extent(1)), ldb = int(b.extent(1)), ldc = int(c.extent(1));
-    for (int64_t k0 = 0; k0 < k; k0 += step) {
-      const int64_t kk = std::min(step, k - k0);
-      // op(A) (m x k): columns k0.. of A, or rows k0.. of a transposed A; op(B) likewise
-      const T* a0 = ta_t ? a.data() + k0 * lda : a.data() + k0;
-      const T* b0 = tb_t ? b.data() + k0 : b.data() + k0 * ldb;
-      kernels::detail::gemm_rowmajor<T>(ta[0], tb[0], int(m), int(n), int(kk), T(1), a0, lda, b0, ldb,
-                                        k0 == 0 ? T(0) : T(1), c.data(), ldc);
-      progress();
-    }
+  // fp32 and fp64 products in up to four pieces along K, the transfers progressed between
+  // them (the same bits as uncut: gemm_pieces.hpp); bf16 products add their K in one call.
+  const int64_t k = ta[0] == 'T' ? a.extent(0) : a.extent(1);
+  if (precision.type != Precision::BF16 && k > kernels::detail::kSliceK) {
+    kernels::gemm_in_k_pieces<T>(ta[0], tb[0], a, b, c, 4, [this] { progress(); });
     return;
   }
 #endif

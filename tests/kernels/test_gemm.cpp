@@ -1,7 +1,9 @@
-// gemm (all transposes, batched) against a plain triple loop; the linear layer's
-// backward against central differences.
+// gemm (all transposes, batched) against a plain triple loop; a product cut along K into
+// pieces against the uncut product, bit for bit; the linear layer's backward against
+// central differences.
 #include <catch2/catch.hpp>
 
+#include "kernels/gemm_pieces.hpp"
 #include "kernels/matmul.hpp"
 #include "support/host_views.hpp"
 
@@ -32,6 +34,37 @@ TEST_CASE("gemm matches a triple loop for every transpose", "[kernels][gemm]") {
       REQUIRE(max_rel_error(to_host<double>(dc), ref_gemm(ta, tb, a, b, m, n, k)) < 1e-12);
     }
 }
+
+#if !defined(KOKKOS_ENABLE_CUDA)
+template <class T>
+void check_pieces(int m, int n, int k, int pieces) {
+  for (char ta : {'N', 'T'})
+    for (char tb : {'N', 'T'}) {
+      const auto da = to_device(random_vector<T>(size_t(m) * k, 11)), db = to_device(random_vector<T>(size_t(k) * n, 12));
+      const V2<const T> a = ta == 'T' ? mat(da, k, m) : mat(da, m, k), b = tb == 'T' ? mat(db, n, k) : mat(db, k, n);
+      Tensor1<T> whole("whole", size_t(m) * n), cut("cut", size_t(m) * n);
+      kernels::gemm<T>(&ta, &tb, T(1), a, b, T(0), mat(whole, m, n));
+      int between = 0;
+      kernels::gemm_in_k_pieces<T>(ta, tb, a, b, mat(cut, m, n), pieces, [&] { ++between; });
+      INFO(ta << tb << " m " << m << " n " << n << " k " << k << " in " << pieces);
+      const int slices = (k + kernels::detail::kSliceK - 1) / kernels::detail::kSliceK,
+                per_piece = (slices + pieces - 1) / pieces;
+      CHECK(between >= 2);  // really cut, into whole slices
+      CHECK(between == (slices + per_piece - 1) / per_piece);
+      CHECK(to_host<T>(cut) == to_host<T>(whole));
+    }
+}
+
+TEST_CASE("a product cut into pieces along K gives the uncut product's bits, every transpose", "[kernels][gemm]") {
+  // the 3D layers' forward (N N), input gradient (N T) and weight gradient (T N) cuts
+  for (int k : {257, 700, 1040})
+    for (int pieces : {2, 4}) {
+      check_pieces<float>(37, 70, k, pieces);
+      check_pieces<float>(70, 37, k, pieces);
+      check_pieces<double>(37, 70, k, pieces);
+    }
+}
+#endif
 
 TEST_CASE("gemm_strided_batched applies gemm per slice and honours beta", "[kernels][gemm]") {
   const int batch = 3, m = 4, n = 6, k = 5;

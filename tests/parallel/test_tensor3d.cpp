@@ -114,9 +114,9 @@ double relative_error(const std::vector<T>& got, const std::vector<T>& want) {
 // under the one before, the weight gradients' reduce-scatters left in flight) or not, and
 // checks every part against the reference; returns them all, for comparing runs.
 template <class T>
-std::vector<T> check_pair(int nx, int ny, int nz, double tol, bool overlap = true, int64_t R = 12) {
+std::vector<T> check_pair(int nx, int ny, int nz, double tol, bool overlap = true, int64_t R = 12, int64_t C = 8) {
   Groups3D g(nx, ny, nz);
-  const int64_t C = 8, H = 16;  // rows (over Z), model width C (over X), hidden H (over Y)
+  const int64_t H = 16;  // rows R (over Z), model width C (over X), hidden H (over Y)
   const Mat X = from_type(test::random_vector<double>(size_t(R * C), 31));
   const Mat W1 = from_type(test::random_vector<double>(size_t(C * H), 32));
   const Mat B1 = from_type(test::random_vector<double>(size_t(H), 33));
@@ -206,6 +206,18 @@ TEST_CASE("3D linear pair: overlapped transfers give the blocking schedule's bit
   for (const auto& [nx, ny, nz] : shapes()) {
     const auto on = check_pair<float>(nx, ny, nz, 1e-5, true, 1040),
                off = check_pair<float>(nx, ny, nz, 1e-5, false, 1040);
+    INFO("X x Y x Z = " << nx << " x " << ny << " x " << nz);
+    CHECK(on == off);
+  }
+}
+
+TEST_CASE("3D linear pair: products cut along a long K give the uncut products' bits", "[mpi][tensor_parallel][tp3d]") {
+  // a model width of 520 columns: the first linear's forward (N N) and the second's input
+  // gradient (N T) have K = 520 / X > 256 and are cut while the other's gather is in flight
+  for (const auto& [nx, ny, nz] : shapes()) {
+    if (nz == 1 || nx > 2) continue;  // no gather in flight, or K = 130
+    const auto on = check_pair<float>(nx, ny, nz, 1e-5, true, 12, 520),
+               off = check_pair<float>(nx, ny, nz, 1e-5, false, 12, 520);
     INFO("X x Y x Z = " << nx << " x " << ny << " x " << nz);
     CHECK(on == off);
   }
