@@ -14,7 +14,10 @@
 //       [--expect N]
 //       [--set section.key=value ...]
 // --three-d: the 3D layouts only (without it, every layout but those, so that each run stays short).
-// Layer-parallel (mgrit) layouts are left out: tests/plan/test_mgrit_plan.cpp weighs them.
+// Layer-parallel (mgrit) layouts are left out: their messages are the solvers' states, and
+// tests/engine/test_gpt_layer_parallel.cpp holds the planner to the GPT's MGRIT runs
+// ("[mgrit][gpt][plan]": each layer rank's steps per level and messages exactly, the
+// fullest rank's memory within 1%).
 // --schedule NAMES: of the pipelined layouts, only those of these schedules (a comma list).
 // --expect N: fail unless at least N layouts were checked (1 by default): a check of none
 // would agree with anything.
@@ -115,9 +118,8 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// Whether plan_check weighs this layout: its kind of tensor split, not MGRIT's (their
-// messages are the solvers': mgrit_cost counts them, and test_mgrit checks the count against
-// the solver's, rank by rank), and the schedules asked for.
+// Whether plan_check weighs this layout: its kind of tensor split, not MGRIT's (above), and
+// the schedules asked for.
 bool weighed(const Layout& l, const Options& o) {
   if ((l.tensor == TensorMode::ThreeD) != o.three_d || l.mgrit) return false;
   return o.only_schedules.empty() || l.pipeline == 1 ||

@@ -49,7 +49,7 @@ struct Layout {
 };
 
 // The layout a deck runs: every dimension its [parallel] keys (and layerpar.levels) set,
-// the inverse of Layout::applied_to (layout_of(l.applied_to(d)) is l; tests/plan/test_layout.cpp
+// the inverse of Layout::applied_to (layout_of(l.applied_to(d)) is l; tests/plan/test_memory_fit.cpp
 // walks every feasible layout of decks with each split). What the memory check before a
 // run weighs (plan/memory_fit.hpp).
 Layout layout_of(const Deck& deck);
@@ -64,15 +64,22 @@ Layout layout_of(const Deck& deck);
 // to kMaxMicroBatchesPerStage * p. Recomputation, ZeRO and sequence parallelism (on the
 // 1D splits) as the deck asks (not the schedules that refuse them). With mixtures of
 // experts, every expert split e dividing data (with a 1D split of t ranks, e t dividing the
-// experts), and no 2D or 3D split (which the deck refuses with them). 3D splits: of each
-// tensor size the two best by AxoNN's communication model (plan/axonn_model.hpp; timed on
-// machine, or by bytes without one), every one where the deck asks for 3D on at most 8
-// ranks. For the GPT also its layer-parallel layouts (mgrit) of p >= 2 layer ranks, serial
+// experts), and no 2D split (which the deck refuses with them). 3D splits: of each
+// tensor size the two that ranked_3d_splits puts first with data = ranks / size, and the
+// two it puts first with data = 1 (the most rows a micro-batch can have), every one where
+// the deck asks for 3D on at most 8 ranks. For the GPT also its layer-parallel layouts (mgrit) of p >= 2 layer ranks, serial
 // or with a 1D split without sequence parallelism: with the deck's layerpar.levels, and
 // where that is 1 (a sequential chain through the ranks) also with 2 levels where the
 // steps allow them.
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine = nullptr);
+
+// The X x Y x depth splits of `size` tensor ranks (size dividing ranks) that the deck
+// admits, each with `data` data-parallel replicas (0: ranks / size) and no pipeline or
+// context, fastest first: by the step prediction itself on `machine`
+// (plan/step_prediction.hpp), or, without a machine, by the bytes a rank sends in AxoNN's
+// closed form (plan/axonn_model.hpp); ties by the bytes.
+std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, const MachineFile* machine, int data = 0);
 
 }  // namespace strata

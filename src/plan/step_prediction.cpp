@@ -58,6 +58,7 @@ std::shared_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int sta
   if (active_cache->size() >= kMostModels && !active_cache->count(key)) active_cache->clear();
   auto& slot = (*active_cache)[key];
   if (!slot) slot = build_dry_model(deck, shape, stage);
+  slot->share_loss_layer_cache(false);  // as built: what an earlier layout's schedule set is undone
   return slot;
 }
 
@@ -321,16 +322,30 @@ StepPrediction predict_layer_parallel(const Deck& deck, const Layout& l, const M
   out.comm_s = sums;
   out.step_s = out.compute_s + out.comm_s;
   // the busiest rank's messages (forward and adjoint solves) and its gradient sum
-  const MgritLayout fwd(c.steps, c.forward.cfactor, c.forward.levels, MgritLayout::balanced(c.steps, p));
-  const auto f = mgrit_cost(fwd, c.forward, 1, 1), b = mgrit_cost(fwd.reversed(), c.backward, 1, 1);
+  const LayerParallelSolves solves = planned_solves(deck, l);
   int64_t messages = 0;
-  for (int r = 0; r < p; ++r) messages = std::max(messages, f.messages[size_t(r)] + b.messages[size_t(p - 1 - r)]);
+  for (int r = 0; r < p; ++r)
+    messages = std::max(messages, solves.forward.messages[size_t(r)] + solves.adjoint.messages[size_t(r)]);
   out.wire_bytes = double(messages) * c.state_bytes +
                    (l.replicas() > 1 ? 2.0 * double(out.stage_params.front()) * sizeof(float) : 0.0);
   return out;
 }
 
 }  // namespace
+
+LayerParallelSolves planned_solves(const Deck& deck, const Layout& l) {
+  const auto& lp = deck.layerpar;
+  const int p = l.pipeline;
+  const int64_t steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
+  const MgritOptions f = solver_options(lp, l.levels, int(lp.fwd_iterations)),
+                     b = solver_options(lp, l.levels, int(lp.bwd_iterations));
+  const MgritLayout fwd(steps, f.cfactor, f.levels, MgritLayout::balanced(steps, p));
+  LayerParallelSolves out{mgrit_cost(fwd, f, 1, 1), mgrit_cost(fwd.reversed(), b, 1, 1)};
+  // the adjoint runs on the reversed layout: its position p - 1 - r is layer rank r
+  std::reverse(out.adjoint.steps.begin(), out.adjoint.steps.end());
+  std::reverse(out.adjoint.messages.begin(), out.adjoint.messages.end());
+  return out;
+}
 
 MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   if (l.mgrit) return layer_parallel_memory(deck, l);
@@ -391,7 +406,11 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
   std::vector<StageCosts> costs(static_cast<size_t>(p));
   double transfer = 0, tied_transfer = 0;
   for (int s = 0; s < p; ++s) {
+    // the loss layer's cache kept once where the stage's list allows it, as the engines
+    // decide it (stage_memory): its bytes count in the work below
+    const bool shared_head = p > 1 && one_forward_at_a_time(unit.programs[size_t(s)]);
     const auto model = dry_model(deck, l, s);
+    model->share_loss_layer_cache(shared_head);
     const auto& store = model->params();
     StageCosts& c = costs[size_t(s)];
     if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
@@ -404,6 +423,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     Deck as_fp32 = deck;
     as_fp32.model.bf16_round_once = false;
     const auto fp32_model = dry_model(as_fp32, l, s);
+    fp32_model->share_loss_layer_cache(shared_head);
     double kept = 0;  // every chunk's
     for (int k = 0; k < model->placement().chunk_count(); ++k) kept += double(fp32_model->cache_bytes_for(micro, k));
     if (l.recompute != Recompute::None) {
@@ -414,6 +434,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       Layout plain = l;
       plain.recompute = Recompute::None;
       const auto plain_model = dry_model(as_fp32, plain, s);
+      plain_model->share_loss_layer_cache(shared_head);
       double plain_kept = 0;
       for (int k = 0; k < plain_model->placement().chunk_count(); ++k)
         plain_kept += double(plain_model->cache_bytes_for(micro, k));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/traffic.hpp"
+#include "engine/layer_parallel/mgrit_cost.hpp"
 #include "model/block_context.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
@@ -78,6 +79,15 @@ class DryModelCache {
   std::map<std::string, std::shared_ptr<GPT<float>>> models_;
   bool owner_ = false;
 };
+
+// The MGRIT solves the planner replays for a layer-parallel layout (l.mgrit: the deck's
+// [layerpar] options with l.levels, every V-cycle run, the steps balanced over the layer
+// ranks): each layer rank's step evaluations per level and states sent, as the solvers
+// count them (MgritStats), in the forward solve and in the adjoint's.
+struct LayerParallelSolves {
+  MgritCost forward, adjoint;  // both indexed by layer rank
+};
+LayerParallelSolves planned_solves(const Deck& deck, const Layout& layout);
 
 // stream_steps: XPipe's stream length to time (0: its steady state, streams without end).
 StepPrediction predict_step(const Deck& deck, const Layout& layout, const MachineFile& machine, int stream_steps = 0);

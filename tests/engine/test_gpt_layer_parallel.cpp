@@ -256,9 +256,12 @@ TEST_CASE("a GPT checkpoint restarts across the MGRIT and serial layouts, and tw
       Training(mgrit_deck(two, "lp2-resumed", 8), MPI_COMM_WORLD, quiet(false, ckpt4("lp2"))).run();
   REQUIRE(resumed2.losses.size() == 4);
   for (size_t i = 0; i < 4; ++i) CHECK(resumed2.losses[i] == full2.losses[4 + i]);
-  // inexact gradients: other losses than the exact run's, but near them
+  // inexact gradients: other losses than the exact run's, but near them. The bound, 1% of
+  // every step's loss, is the widest gap between two-level and serial training losses on
+  // the same batches in the convergence runs (docs/parallelism.md: 0.2-1% over 200 steps,
+  // 2 levels); seen here: at most 0.05% in 8 steps, at 2 and 4 layer ranks
   CHECK(full2.losses[7] != lp.losses[7]);
-  CHECK(std::abs(full2.losses[7] - lp.losses[7]) < 0.05 * lp.losses[7]);
+  for (size_t i = 0; i < 8; ++i) CHECK(std::abs(full2.losses[i] - lp.losses[i]) <= 0.01 * lp.losses[i]);
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -351,5 +354,41 @@ TEST_CASE("training the GPT in bf16 with schedule = \"mgrit\" and one level equa
     CHECK(worst < 1e-6);
     CHECK(max_abs_diff(params, ser_params) < 5e-5);
   }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("the planner's MGRIT solves are the GPT run's: steps per level and messages, rank by rank",
+          "[mpi][mgrit][gpt][plan]") {
+  const int n = world_size(), rank = world_rank();
+  if (n == 1) return;
+  // 8 MGRIT steps (10 blocks, buffers 1 + 1) over the layer ranks: 2 and 3 levels, F and FCF
+  int compared = 0;
+  for (const int levels : {2, 3})
+    for (const char* relaxation : {"F", "FCF"}) {
+      auto layout = mgrit_layout(n, 1, levels);
+      layout.insert(layout.end(), {"model.n_layer=10", "layerpar.fwd_iterations=2", "layerpar.bwd_iterations=1",
+                                   std::string("layerpar.relaxation=") + relaxation});
+      const Deck deck = mgrit_deck(layout, "solves", 1);
+      Training run(deck, MPI_COMM_WORLD, quiet());
+      run.run();
+      const LayerParallelResult& got = dynamic_cast<LayerParallel<float>&>(run.job().engine()).last();
+      strata::Layout l;
+      l.pipeline = n;
+      l.mgrit = true;
+      l.levels = levels;
+      const LayerParallelSolves planned = planned_solves(deck, l);
+      INFO(levels << " levels, " << relaxation << " relaxation, layer rank " << rank << " of " << n);
+      REQUIRE(got.forward.steps.size() == size_t(levels));
+      REQUIRE(got.backward.steps.size() == size_t(levels));
+      for (int lv = 0; lv < levels; ++lv) {
+        CHECK(got.forward.steps[size_t(lv)] == planned.forward.steps[size_t(rank)][size_t(lv)]);
+        CHECK(got.backward.steps[size_t(lv)] == planned.adjoint.steps[size_t(rank)][size_t(lv)]);
+      }
+      CHECK(got.forward.messages == planned.forward.messages[size_t(rank)]);
+      CHECK(got.backward.messages == planned.adjoint.messages[size_t(rank)]);
+      CHECK(got.forward.iterations == 2);
+      ++compared;
+    }
+  CHECK(compared == 4);
   MPI_Barrier(MPI_COMM_WORLD);
 }
