@@ -7,7 +7,7 @@
 # Python tools run from there (plot_metrics.py draws the run; ckpt_to_torch.py, which
 # imports its PyTorch GPT from beside it, reproduces the checkpoint's validation loss); the
 # installed workstation job script runs the installed strata; and `strata plan` finds the
-# installed machine files.
+# installed machine files with the source tree hidden (a tmpfs over it).
 # Usage: test_install.sh BUILD_DIR MPIEXEC
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +59,19 @@ if DATA=2 timeout 120 "$STRATA_JOBSCRIPTS/workstation.sh" --set run.steps=5 --se
 else
   fail "workstation.sh from the prefix"; tail -5 ws.log
 fi
-timeout 120 strata plan "$STRATA_EXAMPLES/gpt-fortunes.toml" --ranks 2 > plan.log 2>&1 && grep -qi "recommend" plan.log &&
-  ok "strata plan with the installed machine file" || { fail "strata plan"; tail -5 plan.log; }
+# `strata plan` with the source tree out of sight (a tmpfs mounted over it in a mount
+# namespace of its own): the machine file it reads can only be the installed one, not the
+# source's machines/ that a binary of the build tree falls back to
+source_tree=$(cd "$here/../.." && pwd)
+hidden=(unshare --mount --propagation private)
+"${hidden[@]}" true 2>/dev/null || hidden=(unshare --user --map-root-user --mount --propagation private)
+if ! "${hidden[@]}" true 2>/dev/null; then
+  fail "no mount namespace to hide the source tree in (unshare --mount, as root or in a user namespace)"
+elif timeout 120 "${hidden[@]}" sh -c 'mount -t tmpfs tmpfs "$1" && [ ! -e "$1/machines" ] && shift && exec "$@"' \
+       sh "$source_tree" strata plan "$STRATA_EXAMPLES/gpt-fortunes.toml" --ranks 2 > plan.log 2>&1 &&
+     grep -q "^machine: debian-2core-vm" plan.log && grep -qi "recommend" plan.log; then
+  ok "strata plan with the source tree hidden: the installed machine file ($(grep '^machine:' plan.log | cut -c1-60))"
+else
+  fail "strata plan with the source tree hidden"; tail -5 plan.log
+fi
 finish
