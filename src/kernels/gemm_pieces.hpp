@@ -27,8 +27,8 @@ void gemm_in_k_pieces(char ta, char tb, V2<const T> a, V2<const T> b, V2<T> c, i
     const T* a0 = ta_t ? a.data() + k0 * lda : a.data() + k0;
     const T* b0 = tb_t ? b.data() + k0 : b.data() + k0 * ldb;
     if (m > 0 && n > 0)
-      detail::gemm_rowmajor<T>(ta, tb, int(m), int(n), int(kk), T(1), a0, lda, b0, ldb, k0 == 0 ? T(0) : T(1),
-                               c.data(), ldc);
+      detail::gemm_rowmajor<T>(ta, tb, int(m), int(n), int(kk), T(1), a0, lda, b0, ldb, k0 == 0 ? T(0) : T(1), c.data(),
+                               ldc);
     between();
   }
 }

@@ -1,6 +1,5 @@
 #include "plan/axonn_model.hpp"
 
-
 namespace strata {
 
 Traffic axonn_block_traffic(int64_t c, int64_t rows, int tx, int ty, int tz, int64_t e) {

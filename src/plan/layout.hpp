@@ -67,10 +67,9 @@ Layout layout_of(const Deck& deck);
 // experts), and no 2D split (which the deck refuses with them). 3D splits: of each
 // tensor size the two that ranked_3d_splits puts first with data = ranks / size, and the
 // two it puts first with data = 1 (the most rows a micro-batch can have), every one where
-// the deck asks for 3D on at most 8 ranks. For the GPT also its layer-parallel layouts (mgrit) of p >= 2 layer ranks, serial
-// or with a 1D split without sequence parallelism: with the deck's layerpar.levels, and
-// where that is 1 (a sequential chain through the ranks) also with 2 levels where the
-// steps allow them.
+// the deck asks for 3D on at most 8 ranks. For the GPT also its layer-parallel layouts (mgrit) of p >= 2 layer ranks,
+// serial or with a 1D split without sequence parallelism: with the deck's layerpar.levels, and where that is 1 (a
+// sequential chain through the ranks) also with 2 levels where the steps allow them.
 constexpr int64_t kMaxMicroBatchesPerStage = 8;
 constexpr int kMaxVirtualStages = 8;
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine = nullptr);

@@ -40,7 +40,8 @@ template <class T>
 void check_pieces(int m, int n, int k, int pieces) {
   for (char ta : {'N', 'T'})
     for (char tb : {'N', 'T'}) {
-      const auto da = to_device(random_vector<T>(size_t(m) * k, 11)), db = to_device(random_vector<T>(size_t(k) * n, 12));
+      const auto da = to_device(random_vector<T>(size_t(m) * k, 11)),
+                 db = to_device(random_vector<T>(size_t(k) * n, 12));
       const V2<const T> a = ta == 'T' ? mat(da, k, m) : mat(da, m, k), b = tb == 'T' ? mat(db, n, k) : mat(db, k, n);
       Tensor1<T> whole("whole", size_t(m) * n), cut("cut", size_t(m) * n);
       kernels::gemm<T>(&ta, &tb, T(1), a, b, T(0), mat(whole, m, n));

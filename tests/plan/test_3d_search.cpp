@@ -66,10 +66,10 @@ TEST_CASE("3D search: a tensor size's splits are those the widths allow, fastest
 }
 
 // Every GPT deck of inputs/ as strata plan --ranks reads it, on each machine file at 8
-// ranks and on the H100 cluster's also at 16 (two nodes): the fastest 3D layout of the planner's pruned search (feasible_layouts: of
-// each tensor size the two splits ranked_3d_splits puts first, at data x split alone) is
-// as fast as the fastest of the full search, which gives every one of those layouts
-// (pipelines, schedules, context, experts) every other split of its size.
+// ranks and on the H100 cluster's also at 16 (two nodes): the fastest 3D layout of the planner's pruned search
+// (feasible_layouts: of each tensor size the two splits ranked_3d_splits puts first, at data x split alone) is as fast
+// as the fastest of the full search, which gives every one of those layouts (pipelines, schedules, context, experts)
+// every other split of its size.
 TEST_CASE("3D search: the pruned search loses no layout the full prediction ranks first", "[plan][axonn]") {
   int decks = 0, weighed = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_file("inputs"))) {
@@ -100,8 +100,8 @@ TEST_CASE("3D search: the pruned search loses no layout the full prediction rank
             if (full_s == 0 || sv < full_s) full_s = sv, full = key(v);
           }
         }
-        INFO(entry.path().filename().string() << " on " << machine << ", " << ranks << " ranks: pruned best "
-                                              << pruned << ", full best " << full);
+        INFO(entry.path().filename().string()
+             << " on " << machine << ", " << ranks << " ranks: pruned best " << pruned << ", full best " << full);
         CHECK(pruned_s <= full_s * (1 + 1e-12));
       }
     }
