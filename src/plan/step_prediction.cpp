@@ -379,6 +379,36 @@ Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_s
 
 namespace {
 
+// A micro-batch's tensor-parallel communication on a stage that its computation does not
+// hide (gemm: the micro-batch's product seconds).
+double exposed_tensor_seconds(const Deck& deck, const Layout& l, const MachineFile& machine, const Links& links,
+                              const BlockContext& micro, const GPT<float>& model, double gemm) {
+  Traffic tensor;
+  for (int c = 0; c < model.placement().chunk_count(); ++c) model.micro_batch_traffic(micro, tensor, c);
+  // SUMMA's broadcasts and reduces run under its GEMMs (double buffering), the ring's
+  // blocks under attention's products (each posted before the step's computation); the
+  // rest blocks
+  const auto summa = [](const std::string&, const std::string& kind) {
+    return kind == "broadcast" || kind == "reduce";
+  };
+  const auto ring = [](const std::string& group, const std::string& kind) {
+    return group == "context" && kind == "send";
+  };
+  // 3D with overlap: the depth group's weight gathers and gradient reduce-scatters run
+  // under the linears' products, but a quarter of them (a pass's first has no product
+  // before it)
+  const bool overlap_3d = l.tensor == TensorMode::ThreeD && deck.parallel.tensor_overlap;
+  const auto depth = [&](const std::string& group, const std::string& kind) {
+    return overlap_3d && group == "tensor_depth" && (kind == "allgather" || kind == "reduce_scatter");
+  };
+  const double depth_s = links.seconds(tensor, depth);
+  return links.seconds(tensor, [&](const std::string& g,
+                                   const std::string& k) { return !summa(g, k) && !ring(g, k) && !depth(g, k); }) +
+         std::max(0.0, links.seconds(tensor, summa) - gemm) +
+         std::max(0.0, links.seconds(tensor, ring) - attention_seconds(model, micro, machine, deck.model.precision)) +
+         depth_s / 4 + std::max(0.0, 0.75 * depth_s - gemm);
+}
+
 // One micro-batch on stage s (its model given, the loss layer's cache shared or not): the
 // GEMMs, the non-GEMM work as calibrate measures it (per byte of the activations a forward
 // and backward keep without recomputation), the weight half, the tensor-parallel
@@ -420,31 +450,7 @@ void micro_batch_costs(StageCosts& c, const Deck& deck, const Layout& l, int s, 
   // the weight half: dW = X^T dY of every dense product, as many flops as the forward's
   // (2 per parameter and token; attention's products have no weights)
   c.weight_half = (model.stage_flops(micro) - model.attention_model_flops(micro)) / 3 / rate;
-  Traffic tensor;
-  for (int c = 0; c < model.placement().chunk_count(); ++c) model.micro_batch_traffic(micro, tensor, c);
-  // SUMMA's broadcasts and reduces run under its GEMMs (double buffering), the ring's
-  // blocks under attention's products (each posted before the step's computation); the
-  // rest blocks
-  const auto summa = [](const std::string&, const std::string& kind) {
-    return kind == "broadcast" || kind == "reduce";
-  };
-  const auto ring = [](const std::string& group, const std::string& kind) {
-    return group == "context" && kind == "send";
-  };
-  // 3D with overlap: the depth group's weight gathers and gradient reduce-scatters run
-  // under the linears' products, but a quarter of them (a pass's first has no product
-  // before it)
-  const bool overlap_3d = l.tensor == TensorMode::ThreeD && deck.parallel.tensor_overlap;
-  const auto depth = [&](const std::string& group, const std::string& kind) {
-    return overlap_3d && group == "tensor_depth" && (kind == "allgather" || kind == "reduce_scatter");
-  };
-  const double depth_s = links.seconds(tensor, depth);
-  c.tensor =
-      links.seconds(tensor, [&](const std::string& g,
-                                const std::string& k) { return !summa(g, k) && !ring(g, k) && !depth(g, k); }) +
-      std::max(0.0, links.seconds(tensor, summa) - c.gemm) +
-      std::max(0.0, links.seconds(tensor, ring) - attention_seconds(model, micro, machine, deck.model.precision)) +
-      depth_s / 4 + std::max(0.0, 0.75 * depth_s - c.gemm);
+  c.tensor = exposed_tensor_seconds(deck, l, machine, links, micro, model, c.gemm);
   // AdamW's update (with ZeRO-1, of the rank's block) and XPipe's prediction are the same
   // arithmetic over the weights and moments
   c.predict = double(model.params().numel()) / machine.adam_rate;
