@@ -1,307 +1,13 @@
 #include "core/deck_keys.hpp"
 
-#include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
+
+#include "core/deck_key_builders.hpp"
 
 namespace strata {
 namespace {
 
-// ---- values: reading one from TOML, and back --------------------------------------------
-
-std::string type_of(const toml::value& v) {
-  std::ostringstream os;
-  os << v.type();
-  return os.str();
-}
-
-// The integer literal as the deck wrote it ("18446744073709551616", "0xff", "1_000"), from
-// the value's place in its source; empty when the value has none (made, not parsed).
-std::string literal_of(const toml::value& v) {
-  const auto loc = v.location();
-  const std::string line = loc.line_str();
-  if (loc.column() < 1 || loc.column() - 1 + loc.region() > line.size()) return {};
-  return line.substr(loc.column() - 1, loc.region());
-}
-
-// Whether a TOML integer literal (sign, 0x/0o/0b prefix, underscores) fits in int64_t.
-bool fits_int64(const std::string& literal) {
-  size_t i = 0;
-  bool negative = false;
-  if (i < literal.size() && (literal[i] == '+' || literal[i] == '-')) negative = literal[i++] == '-';
-  unsigned base = 10;
-  if (literal.size() > i + 1 && literal[i] == '0' && std::strchr("xob", literal[i + 1])) {
-    base = literal[i + 1] == 'x' ? 16 : literal[i + 1] == 'o' ? 8 : 2;
-    i += 2;
-  }
-  using Wide = unsigned __int128;
-  const Wide limit = Wide(INT64_MAX) + (negative ? 1 : 0);
-  Wide x = 0;
-  for (; i < literal.size(); ++i) {
-    const char c = literal[i];
-    if (c == '_') continue;
-    const unsigned d = c >= '0' && c <= '9'   ? unsigned(c - '0')
-                       : c >= 'a' && c <= 'f' ? unsigned(c - 'a' + 10)
-                       : c >= 'A' && c <= 'F' ? unsigned(c - 'A' + 10)
-                                              : base;
-    if (d >= base) return true;  // not an integer literal after all: the parser judged it
-    x = x * base + d;
-    if (x > limit) return false;
-  }
-  return true;
-}
-
-// toml11 reads an integer that does not fit in 64 bits as INT64_MAX or INT64_MIN without
-// a word (2^64 would have become "never"): such a literal is refused here, for every key.
-int64_t integer_of(const toml::value& v) {
-  if (!v.is_integer()) throw KeyProblem{"must be an integer, got " + type_of(v)};
-  const int64_t x = v.as_integer();
-  if (x == INT64_MAX || x == INT64_MIN) {
-    const std::string literal = literal_of(v);
-    if (!literal.empty() && !fits_int64(literal))
-      throw KeyProblem{"must be an integer that fits in 64 bits, got " + literal};
-  }
-  return x;
-}
-
-void from_toml(const toml::value& v, int64_t& out) { out = integer_of(v); }
-void from_toml(const toml::value& v, uint64_t& out) {
-  const int64_t x = integer_of(v);
-  if (x < 0) throw KeyProblem{"must be >= 0"};
-  out = uint64_t(x);
-}
-void from_toml(const toml::value& v, double& out) {
-  if (v.is_floating())
-    out = v.as_floating();
-  else if (v.is_integer())
-    out = double(v.as_integer());
-  else
-    throw KeyProblem{"must be a number, got " + type_of(v)};
-  if (!std::isfinite(out)) throw KeyProblem{"must be a finite number (got " + toml::format(v) + ")"};
-}
-void from_toml(const toml::value& v, bool& out) {
-  if (!v.is_boolean()) throw KeyProblem{"must be true or false, got " + type_of(v)};
-  out = v.as_boolean();
-}
-void from_toml(const toml::value& v, std::string& out) {
-  if (!v.is_string()) throw KeyProblem{"must be a string, got " + type_of(v)};
-  out = v.as_string();
-}
-void from_toml(const toml::value& v, std::vector<std::string>& out) {
-  if (v.is_string()) {
-    out = {v.as_string()};
-    return;
-  }
-  if (!v.is_array()) throw KeyProblem{"must be an array of strings, got " + type_of(v)};
-  out.clear();
-  for (const auto& e : v.as_array()) {
-    if (!e.is_string()) throw KeyProblem{"must be an array of strings, got " + type_of(v)};
-    out.push_back(e.as_string());
-  }
-}
-
-toml::value to_toml(int64_t x) { return toml::value(x); }
-toml::value to_toml(uint64_t x) { return toml::value(int64_t(x)); }
-toml::value to_toml(double x) { return toml::value(x); }
-toml::value to_toml(bool x) { return toml::value(x); }
-toml::value to_toml(const std::string& x) { return toml::value(x); }
-toml::value to_toml(const std::vector<std::string>& x) {
-  toml::array a;
-  for (const auto& s : x) a.push_back(toml::value(s));
-  return toml::value(a);
-}
-
-template <class T>
-const char* type_name();
-template <>
-const char* type_name<int64_t>() {
-  return "integer";
-}
-template <>
-const char* type_name<uint64_t>() {
-  return "integer";
-}
-template <>
-const char* type_name<double>() {
-  return "number";
-}
-template <>
-const char* type_name<bool>() {
-  return "boolean";
-}
-template <>
-const char* type_name<std::string>() {
-  return "string";
-}
-template <>
-const char* type_name<std::vector<std::string>>() {
-  return "strings";
-}
-
-// The shortest text that reads back to x; integers without an exponent.
-std::string number_text(double x) {
-  char buf[40];
-  if (x == std::floor(x) && std::fabs(x) < 1e15) {
-    std::snprintf(buf, sizeof buf, "%.0f", x);
-    return buf;
-  }
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
-}
-std::string number_text(int64_t x) { return std::to_string(x); }
-
-// ---- rules: the allowed values of one key ------------------------------------------------
-
-template <class T>
-struct Rule {
-  std::string text;                  // as the reference shows it
-  std::function<bool(const T&)> ok;  // null: any value
-};
-
-template <class T>
-Rule<T> any() {
-  return {"", nullptr};
-}
-template <class T>
-Rule<T> at_least(T low) {
-  return {">= " + number_text(low), [low](const T& v) { return v >= low; }};
-}
-Rule<int64_t> from_to(int64_t low, int64_t high) {
-  return {"in [" + number_text(low) + ", " + number_text(high) + "]",
-          [=](const int64_t& v) { return v >= low && v <= high; }};
-}
-Rule<double> above(double low) {
-  return {"> " + number_text(low), [low](const double& v) { return v > low; }};
-}
-// low <= v < high, or low < v < high when low_open
-Rule<double> below_from(double low, double high, bool low_open) {
-  return {std::string(low_open ? "in (" : "in [") + number_text(low) + ", " + number_text(high) + ")",
-          [=](const double& v) { return (low_open ? v > low : v >= low) && v < high; }};
-}
-
-// A name: letters, digits, '-' and '_', not empty (model.kind)
-Rule<std::string> name_word() {
-  return {"a name (letters, digits, - and _)", [](const std::string& v) {
-            return !v.empty() && v.size() <= 64 && std::all_of(v.begin(), v.end(), [](char c) {
-              return std::isalnum((unsigned char)c) || c == '-' || c == '_';
-            });
-          }};
-}
-
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
-// "\"a\", \"b\" or \"c\""
-std::string choices_text(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + in_quotes(names[i]);
-  return out;
-}
-
-// ---- declaring keys ----------------------------------------------------------------------
-
-template <class Sec, class T>
-DeckKey key(const char* section, Sec Deck::*sec, const char* name, T Sec::*field, Rule<T> rule, const char* doc) {
-  DeckKey k;
-  k.section = section;
-  k.name = name;
-  k.type = type_name<T>();
-  k.allowed = rule.text;
-  k.doc = doc;
-  k.set = [sec, field](Deck& d, const toml::value& v) { from_toml(v, d.*sec.*field); };
-  k.get = [sec, field](const Deck& d) { return to_toml(d.*sec.*field); };
-  k.problem = [sec, field, rule](const Deck& d) {
-    return !rule.ok || rule.ok(d.*sec.*field) ? std::string() : "must be " + rule.text;
-  };
-  return k;
-}
-
-// An enum key, read from the names the deck uses for its values (only those listed).
-template <class Sec, class E>
-DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec::*field,
-                    std::vector<std::pair<E, std::string>> names, const char* doc) {
-  std::vector<std::string> words;
-  for (const auto& n : names) words.push_back(n.second);
-  DeckKey k;
-  k.section = section;
-  k.name = name;
-  k.type = "string";
-  k.allowed = choices_text(words);
-  k.doc = doc;
-  k.set = [sec, field, names, words](Deck& d, const toml::value& v) {
-    std::string s;
-    from_toml(v, s);
-    for (const auto& [value, word] : names)
-      if (word == s) {
-        d.*sec.*field = value;
-        return;
-      }
-    throw KeyProblem{"must be " + choices_text(words) + " (got " + in_quotes(s) + ")"};
-  };
-  k.get = [sec, field, names](const Deck& d) { return toml::value(name_in(names, d.*sec.*field)); };
-  k.problem = [](const Deck&) { return std::string(); };
-  return k;
-}
-
-// A [model] key of one model kind (owner, named `title` in messages); every other kind
-// refuses it. The kind `other` (titled other_title) is told its own key for the same
-// thing, `counterpart`, where it has one.
-DeckKey for_kind(DeckKey k, const std::string& owner, const std::string& title, const std::string& other = "",
-                 const std::string& counterpart = "") {
-  const std::string only = "applies to kind = \"" + owner + "\" only";
-  const std::string hint = "is " + title + "'s: for kind = \"" + other + "\" use model." + counterpart;
-  k.misplaced = [owner, other, counterpart, only, hint](const Deck& d) {
-    if (d.model.kind == owner) return std::string();
-    return !counterpart.empty() && d.model.kind == other ? hint : only;
-  };
-  return k;
-}
-DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") {
-  return for_kind(std::move(k), "gpt", "the GPT", "resnet", resnet_key);
-}
-DeckKey resnet_only(DeckKey k) { return for_kind(std::move(k), "resnet", "the residual network"); }
-
-// A key that acts only in decks where `acts` holds; elsewhere it needs `needs` (deck.cpp
-// refuses a value other than its default there).
-DeckKey acts_when(DeckKey k, std::function<bool(const Deck&)> acts, const std::string& needs) {
-  k.inert = [acts, needs](const Deck& d) { return acts(d) ? std::string() : needs; };
-  return k;
-}
-bool has_experts(const Deck& d) { return d.model.moe_experts > 0; }
-const char* kNeedsExperts = "model.moe_experts > 0 (a mixture of experts)";
-bool is_mgrit(const Deck& d) { return d.parallel.mgrit(); }
-const char* kNeedsMgrit = "parallel.schedule = \"mgrit\"";
-
-// parallel.schedule: a pipeline schedule's name (ParallelConfig::schedule), or "mgrit"
-// (ParallelConfig::layer_method).
-DeckKey schedule_key(const char* section, const char* doc) {
-  std::vector<std::pair<Schedule, std::string>> pipeline = schedule_names();
-  DeckKey k = enum_choice(section, &Deck::parallel, "schedule", &ParallelConfig::schedule, pipeline, doc);
-  std::vector<std::string> words;
-  for (const auto& n : pipeline) words.push_back(n.second);
-  words.push_back("mgrit");
-  k.allowed = choices_text(words);
-  k.set = [pipeline, words](Deck& d, const toml::value& v) {
-    std::string s;
-    from_toml(v, s);
-    d.parallel.layer_method = s == "mgrit" ? LayerMethod::MGRIT : LayerMethod::Pipeline;
-    for (const auto& [value, word] : pipeline)
-      if (word == s) d.parallel.schedule = value;
-    if (s != "mgrit" && name_in(pipeline, d.parallel.schedule) != s)
-      throw KeyProblem{"must be " + choices_text(words) + " (got " + in_quotes(s) + ")"};
-  };
-  k.get = [](const Deck& d) {
-    return toml::value(d.parallel.mgrit() ? std::string("mgrit") : to_string(d.parallel.schedule));
-  };
-  return k;
-}
+using namespace deck_key_builders;
 
 std::vector<DeckKey> run_keys() {
   using D = Deck;
@@ -496,22 +202,20 @@ std::vector<DeckKey> parallel_grid_keys() {
           key(par, &D::parallel, "tensor_x", &ParallelConfig::tensor_x, at_least<int64_t>(1),
               "tensor_mode = \"3d\": the X group, over which the model width C of the residual stream is split (a "
               "block's first linears split their input features over it, its second ones their output features)"),
-          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
-      acts_when(
-          key(par, &D::parallel, "tensor_y", &ParallelConfig::tensor_y, at_least<int64_t>(1),
-              "tensor_mode = \"3d\": the Y group, over which the heads and the MLP's hidden units are split"),
-          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
-      acts_when(
-          key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
-              "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
-              "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
-          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
+          is_3d, kNeeds3D),
+      acts_when(key(par, &D::parallel, "tensor_y", &ParallelConfig::tensor_y, at_least<int64_t>(1),
+                    "tensor_mode = \"3d\": the Y group, over which the heads and the MLP's hidden units are split"),
+                is_3d, kNeeds3D),
+      acts_when(key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
+                    "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
+                    "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
+                is_3d, kNeeds3D),
       acts_when(
           key(par, &D::parallel, "tensor_overlap", &ParallelConfig::tensor_overlap, any<bool>(),
               "tensor_mode = \"3d\": the next linear's weight gather over depth posted before this linear's product "
               "and the weight gradients' reduce-scatters left in flight under the next product (AxoNN's overlap; the "
               "same values either way, false: each transfer completed where it is needed)"),
-          [](const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }, "parallel.tensor_mode = \"3d\""),
+          is_3d, kNeeds3D),
       key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
           "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "
