@@ -69,6 +69,7 @@ void abort_job(MPI_Comm comm, int exit_code) {
 
 void abort_world(int exit_code) {
   std::fflush(stderr);
+  wait_for_stderr_read(1000);  // the rank's last line reaches the job's stderr first
   // On MPI_COMM_WORLD, MPICH's abort goes to the launcher, which returns its code whatever
   // the other ranks do (30 of 30 runs); on another communicator the rank only exits with
   // it, and mpiexec reports whichever rank it sees end first: 2 faults runs in 40 returned

@@ -1,6 +1,9 @@
 #include "core/process_exit.hpp"
 
 #include <pthread.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -66,6 +69,17 @@ void claim_exit() {
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   for (int s : {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2}) sigaction(s, &ignore, nullptr);
+}
+
+void wait_for_stderr_read(int limit_ms) {
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  const timespec one_ms{0, 1000 * 1000};
+  for (int waited = 0; waited < limit_ms; ++waited) {
+    int unread = 0;
+    if (::ioctl(STDERR_FILENO, FIONREAD, &unread) != 0 || unread == 0) return;
+    ::nanosleep(&one_ms, nullptr);
+  }
 }
 
 void set_rank_end(void (*end)(int code)) { g_rank_end = end; }

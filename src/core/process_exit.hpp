@@ -42,6 +42,13 @@ void claim_exit();
 // prints as "Hangup (signal 1)") instead of 143, 3 runs in 110 of the second-signal cases
 // here; an abort goes to the launcher with its code, which it returns.
 void set_rank_end(void (*end)(int code));
+// Returns once what this rank wrote to stderr has been read, or after `limit_ms`, where
+// stderr is a pipe (a launcher's: MPICH's proxy, srun's step daemon); at once otherwise.
+// For an abort: MPICH's proxy reads a rank's stderr and its PMI socket side by side, so a
+// line written just before MPI_Abort can be read after the abort has gone to mpiexec, which
+// then need not print it. One faults run ended 143 with neither rank's line nor MPICH's own
+// "Abort(143)" line, the likely cause (not reproduced in 25 runs beside a busy machine).
+void wait_for_stderr_read(int limit_ms);
 // After claim_exit: ends the rank with `code` as set_rank_end says.
 [[noreturn]] void end_claimed(int code);
 // claim_exit, then end_claimed(code).
