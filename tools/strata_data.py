@@ -1,8 +1,8 @@
 """strata's data pipeline in Python, for tools that must see the exact batches strata saw:
 the counter-based hash (src/core/rng.hpp), the byte-level text dataset with its chunked
-train/validation split (src/io/text_dataset.cpp), token shards (src/io/token_shard.hpp: strata's
+train/validation split (io/text_dataset.cpp), token shards (io/token_shard.hpp: strata's
 .tok files and llm.c's .bin files, memory-mapped) with the same split over their tokens
-(src/io/token_corpus.cpp), and random tokens (src/io/random_tokens.hpp)."""
+(io/token_corpus.cpp), and random tokens (io/random_tokens.hpp)."""
 import glob
 import os
 

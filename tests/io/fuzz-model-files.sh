@@ -21,7 +21,7 @@ w = [20240326, 3, 4, 8, 1, 2, 4, 8] + [0] * 248
 n = 8 * 4 + 4 * 4 + 4 + 4 + 4 * 12 + 12 + 16 * 4 + 16 + 16 * 4 + 4 + 4 + 4 + 4 + 4 + 4
 open(d + "/seed.bin", "wb").write(struct.pack("<256i", *w) + bytes(4 * n))
 PY
-clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -Isrc tests/io/fuzz_model_files.cpp src/io/json_text.cpp \
-  src/io/stored_tensor.cpp src/io/safetensors.cpp src/io/llmc_model_file.cpp -o "$out/fuzz_model_files"
+clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address -I. -Isrc tests/io/fuzz_model_files.cpp io/json_text.cpp \
+  io/stored_tensor.cpp io/safetensors.cpp io/llmc_model_file.cpp -o "$out/fuzz_model_files"
 cd "$out"
 exec ./fuzz_model_files -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 -timeout=5 corpus

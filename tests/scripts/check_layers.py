@@ -25,8 +25,8 @@ import sys
 # bottom to top: (folder, the include prefix that names it, its CMake targets)
 LEVELS = [
     ("src/core", "core", ["strata_core"]),
-    ("src/io", "io", ["strata_io"]),
-    ("src/kernels", "kernels", ["strata_kernels", "strata_gemm_probe", "strata_bf16"]),
+    ("io", "io", ["strata_io"]),
+    ("kernels", "kernels", ["strata_kernels", "strata_gemm_probe", "strata_bf16"]),
     ("src/comm", "comm", ["strata_comm"]),
     ("src/parallel", "parallel", ["strata_parallel"]),
     ("src/model", "model", ["strata_model"]),
@@ -39,7 +39,7 @@ LEVELS = [
     ("src/cli", "cli", ["strata_cli"]),
     ("app", None, ["strata"]),
 ]
-CMAKE_FILES = ["src/CMakeLists.txt", "src/io/CMakeLists.txt", "src/kernels/CMakeLists.txt", "app/CMakeLists.txt"]
+CMAKE_FILES = ["src/CMakeLists.txt", "io/CMakeLists.txt", "kernels/CMakeLists.txt", "app/CMakeLists.txt"]
 SOURCES = (".hpp", ".cpp", ".h", ".c")
 MPI_EVERYWHERE = {"MPI_Comm_rank", "MPI_Comm_size", "MPI_Wtime"}
 MPI_MAINS = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort"}
@@ -113,7 +113,7 @@ def main(repo):
             bad.append(f"{folder}: its files include {name(includes[i] - links[i])}, which its libraries do not link")
 
     # MPI calls, on the text without comments, a call's name and parenthesis on any lines
-    for top in ("src", "app", "bench"):
+    for top in ("src", "io", "kernels", "app", "bench"):
         for path in files_under(top):
             if path.startswith("src/comm/"):
                 continue
