@@ -36,7 +36,7 @@ class CheckpointPublisher {
     double check_seconds = 0;  // of it, the checks before the write and the read-back after it
   };
   // Collective. place: this rank among the ranks that hold the same values (they share the writing).
-  // pause_midway: the test hook of write_model_checkpoint.
+  // pause_midway: --inject-fault pause-checkpoint (write_model_checkpoint).
   Written publish(const TrainState& state, ParamStore<float>& params, const Deck& deck, const std::string& layout,
                   const ReplicaPlace& place, bool pause_midway = false);
 

@@ -74,7 +74,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
   for (size_t i = 0; i < infos.size(); ++i) {
     if (pause_midway && i == infos.size() / 2) {
       if (rank == 0)
-        std::fprintf(stderr, "strata: test hook: pausing inside the checkpoint write of %s\n", path.c_str());
+        std::fprintf(stderr, "strata: injected fault: pausing inside the checkpoint write of %s\n", path.c_str());
       std::fflush(stderr);
       ::sleep(600);
     }

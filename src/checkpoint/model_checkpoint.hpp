@@ -50,7 +50,7 @@ struct ReplicaPlace {
 // count); the ranks that hold the same shard (its tensor-group replicas times the data
 // replicas, or for an expert's parameter its expert replicas: `place`) split its rows between them, so every value is
 // written once; with ZeRO-1 each data rank writes the moments it keeps (ParamStore::shard_moments). If pause_midway,
-// sleeps for a long time after half the tensors (a test hook: a test kills the job inside the write). Returns bytes of
+// sleeps for a long time after half the tensors (--inject-fault pause-checkpoint: a rehearsal or a test kills the job inside the write). Returns bytes of
 // (global) tensor data. A failed flush or close throws IoError on the ranks that saw it, after every collective call
 // was made (the caller agrees on the outcome and discards the file); a failed tensor or attribute write calls
 // on_write_failure (CheckpointWriter says why it cannot be agreed).

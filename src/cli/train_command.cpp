@@ -1,4 +1,4 @@
-// strata train DECK [--set ...] [--restart PATH|latest | --fresh] [--trace FILE]
+// strata train DECK [--set ...] [--restart PATH|latest | --fresh] [--trace FILE] [--inject-fault SPEC]
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
@@ -14,7 +14,6 @@
 #include "train/run_loop.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
-#include "train/test_faults.hpp"
 #include "train/train_job.hpp"
 
 namespace strata {
@@ -61,6 +60,9 @@ class TrainCommand : public Command {
     sub->add_flag("--fresh", opts_.fresh,
                   "start from step 0 although the run directory has checkpoints (they are moved aside, "
                   "not deleted)");
+    sub->add_option("--inject-fault", fault_specs_,
+                    "make the run fail on purpose, to rehearse a failure: error:STEP:RANK, hang:STEP:RANK or "
+                    "pause-checkpoint:STEP (docs/checkpoints.md)");
     sub->add_option("--trace", opts_.trace,
                     "write a Chrome/Perfetto timeline (JSON) of every rank's compute and communication; "
                     "for short runs");
@@ -77,6 +79,7 @@ class TrainCommand : public Command {
     agreed(MPI_COMM_WORLD, [&] {
       deck = load_model_deck(deck_.path, deck_.overrides);
       check_fits_in_memory(deck, memory);
+      opts_.faults = FaultInjection::parse(fault_specs_);
     });
     opts_.job.threads_origin = chosen_threads().why;
     // A stop asked while the job is built and set up (the model, the BLAS library's buffers,
@@ -84,7 +87,7 @@ class TrainCommand : public Command {
     // retried an allocation under a memory limit for ever; a stalled file system) ends after
     // run.stop_timeout like one stuck in a step.
     StopWatchdog watchdog(deck.run.stop_timeout, rank);
-    TestFaults::from_environment().before_step(0, rank);  // "hang:0:R": stuck in the set-up
+    opts_.faults.before_step(0, rank);  // "hang:0:R": stuck in the set-up
     TrainJob job(deck, MPI_COMM_WORLD, opts_.job);
     RunLoop(deck, opts_, job, &watchdog).run();
     return kExitOk;
@@ -95,6 +98,7 @@ class TrainCommand : public Command {
  private:
   DeckArgs deck_;
   TrainOptions opts_;
+  std::vector<std::string> fault_specs_;
 };
 
 }  // namespace

@@ -18,7 +18,6 @@
 #include "io/trace_file.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
-#include "train/test_faults.hpp"
 
 namespace strata {
 namespace {
@@ -212,7 +211,7 @@ TrainResult RunLoop::run() {
 
 TrainResult RunLoop::train() {
   const auto& rc = deck_.run;
-  const TestFaults faults = TestFaults::from_environment();
+  const FaultInjection& faults = opts_.faults;
   std::optional<StopWatchdog> own;
   StopWatchdog& watchdog = watchdog_ ? *watchdog_ : own.emplace(rc.stop_timeout, rank_);
 

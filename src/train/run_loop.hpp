@@ -30,6 +30,7 @@
 #include "core/timers.hpp"
 #include "io/metrics_csv.hpp"
 #include "io/run_lock.hpp"
+#include "train/fault_injection.hpp"
 #include "train/run_result.hpp"
 #include "train/stop_watchdog.hpp"
 #include "train/train_job.hpp"
@@ -42,6 +43,7 @@ struct TrainOptions {
   std::string restart;        // "" (fresh), "latest" (newest in run_dir/checkpoints, if any), or a path
   bool fresh = false;         // start over a run directory that has checkpoints (they are moved aside)
   std::string trace;          // write a Chrome/Perfetto timeline of every rank here ("" = none)
+  FaultInjection faults;      // --inject-fault (none by default)
 };
 
 class RunLoop {

@@ -37,7 +37,7 @@ run() { timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set run.out_dir=
 run --set run.name=full >full.log 2>&1 || { fail "uninterrupted run"; cat full.log; }
 
 # --- killed inside the write of the step-8 checkpoint
-STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=8 run --set run.name=crash >crash.log 2>&1 &
+run --set run.name=crash --inject-fault pause-checkpoint:8 >crash.log 2>&1 &
 job=$!
 if wait_for crash.log "pausing inside the checkpoint write" 60; then
   pkill -9 -f "runs-$marker --set run.name=crash"; wait $job 2>/dev/null
@@ -60,7 +60,7 @@ if wait_for crash.log "pausing inside the checkpoint write" 60; then
     fail "losses after restart differ:"; diff <(cut -d, -f1,2 runs-$marker/full/metrics.csv) <(cut -d, -f1,2 runs-$marker/crash/metrics.csv)
   fi
 else
-  fail "the test hook never paused"; cat crash.log; kill -9 $job 2>/dev/null
+  fail "the injected pause never came"; cat crash.log; kill -9 $job 2>/dev/null
 fi
 
 # --- layer-parallel MGRIT (inexact, warm-started solves): a restart repeats the run bit for bit

@@ -244,6 +244,17 @@ timeout -k 10 60 "$mpiexec" -n 1 "$strata" frobnicate >/dev/null 2>&1
 rc=$?
 if [ "$rc" -ne 2 ]; then echo "FAIL: unknown subcommand exits $rc, wanted 2"; failures=$((failures + 1)); else echo "ok: unknown subcommand"; fi
 
+# a fault to inject that cannot be read: one line, exit 2, before the run
+out=$(timeout -k 10 60 "$mpiexec" -n 2 "$strata" train good.toml --set run.out_dir=$work/inject \
+  --inject-fault hang:x 2>&1)
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(printf '%s\n' "$out" | grep -c "strata: error: --inject-fault 'hang:x': expected error:STEP:RANK")" -eq 1 ] &&
+   [ ! -e $work/inject ]; then
+  echo "ok: --inject-fault hang:x: exit 2, one line, no run directory"
+else
+  echo "FAIL: --inject-fault hang:x: exit $rc: $out"; failures=$((failures + 1))
+fi
+
 # Memory. Before anything is allocated, every rank checks the planner's figure for the
 # deck's own layout (every split, the schedule, ZeRO, MGRIT) against what it may use: the
 # node's memory or its memory cgroup shared by its ranks, and its own rlimits (prlimit

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Outside CTest: the faults test's second-signal case N times, each job's exit code and
 # the ranks' statuses as MPICH's mpiexec records them (-print-all-exitcodes). A 2-rank job
-# whose rank 1 hangs before step 6 (STRATA_TEST_FAULT) gets SIGTERM twice, 2.5 s apart, on
+# whose rank 1 hangs before step 6 (--inject-fault hang:6:1) gets SIGTERM twice, 2.5 s apart, on
 # both ranks; every run must end 143, within 4 s of the second, with the rank's line. Run it with the machine
 # busy (a build beside it).
 # Usage: tests/train/repeat-second-signal.sh BUILD_DIR [N]    (docs/tests.md)
@@ -25,8 +25,8 @@ pid_of_rank() {  # NAME RANK
 wait_for() { for _ in $(seq 1 $(($3 * 10))); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 for i in $(seq 1 "$n"); do
   name=second$i
-  timeout 120 mpiexec -print-all-exitcodes -n 2 env STRATA_TEST_FAULT=hang:6:1 "$strata" train deck.toml \
-    --set run.out_dir=runs-$marker --set run.name=$name --set run.stop_timeout=600 >$name.out 2>$name.err &
+  timeout 120 mpiexec -print-all-exitcodes -n 2 "$strata" train deck.toml \
+    --set run.out_dir=runs-$marker --set run.name=$name --set run.stop_timeout=600 --inject-fault hang:6:1 >$name.out 2>$name.err &
   job=$!
   wait_for $name.err "rank 1 hangs before step 6" 60 || { fail "run $i never hung"; kill -9 $job; continue; }
   kill -TERM "$(pid_of_rank $name 0)" "$(pid_of_rank $name 1)"

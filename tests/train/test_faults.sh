@@ -149,33 +149,33 @@ write_fault_restarts expert "expert-parallel" --set model.moe_experts=4 --set mo
 # 1 under interleaved 1F1B leaves the step-4 checkpoint LATEST, verified, and a restart
 # from it reproduces the uninterrupted interleaved run's losses
 zb=(--set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=zb-h1 --set parallel.micro_batches=4)
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zb-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${zb[@]}"
+fault zb-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 "${zb[@]}" --inject-fault error:6:1
 # ... and with each sequence split over the two ranks: rank 0 waits inside ring attention
 # for keys and values rank 1 never sends
 ctx=(--set parallel.data=1 --set parallel.context=2)
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault context-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${ctx[@]}"
+fault context-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 "${ctx[@]}" --inject-fault error:6:1
 # ... and with the experts split over the two ranks: rank 0 waits inside a mixture layer's
 # all-to-all for the rows rank 1 never sends
 moe=(--set parallel.data=2 --set parallel.expert=2 --set model.moe_experts=4 --set model.moe_every=1)
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault expert-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${moe[@]}"
+fault expert-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 "${moe[@]}" --inject-fault error:6:1
 # ... and under the 3D split: rank 0 waits in the depth group's weight gather that rank 1
 # never joins; a failed write of the depth-sharded weights leaves the step-4 checkpoint
 # LATEST, verified, and the restart reproduces the uninterrupted 3D run's losses
 three_d=(--set parallel.data=1 --set parallel.tensor_mode=3d --set parallel.tensor_depth=2)
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault three-d-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 "${three_d[@]}"
+fault three-d-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 "${three_d[@]}" --inject-fault error:6:1
 write_fault_restarts three-d "3D" "${three_d[@]}"
 # ... and under ZeRO-3: rank 0 waits in the embedding's parameter gather that rank 1 never
 # joins (ZeRO-2/3 checkpoints' restarts: tests/optim/test_zero_sharded.cpp)
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault zero3-rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15 --set parallel.data=2 --set parallel.zero=3
+fault zero3-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 --set parallel.data=2 --set parallel.zero=3 --inject-fault error:6:1
 
 # --- ZeRO-3 (data 2): kill -9 of one rank inside a checkpoint write (rank 1, paused at
 # step 8) and inside a step (rank 0, waiting inside step 6 for rank 1,
-# which the test hook holds before it): the job ends, ckpt_00000004.h5 is LATEST and
+# which the injected fault holds before it): the job ends, ckpt_00000004.h5 is LATEST and
 # verifies, and one rank without ZeRO restarts from it to the uninterrupted run's losses
 # (1e-5: another layout's sums)
-zero3_killed() {  # NAME WHAT PATTERN RANK RANK_ENV: kill RANK once the log shows PATTERN
+zero3_killed() {  # NAME WHAT PATTERN RANK FAULT: kill RANK once the log shows PATTERN
   local name=$1 what=$2 pattern=$3 rank=$4 job rc took t0
-  RANK_ENV="$5" run $name --set parallel.zero=3 >$name.log 2>&1 &
+  run $name --set parallel.zero=3 --inject-fault "$5" >$name.log 2>&1 &
   job=$!
   if ! wait_for $name.log "$pattern" 60; then
     fail "$name: never reached '$pattern'"; kill -9 $job; return
@@ -199,8 +199,8 @@ zero3_killed() {  # NAME WHAT PATTERN RANK RANK_ENV: kill RANK once the log show
   fi
 }
 zero3_killed zero3-kill9-write "inside a checkpoint write" "pausing inside the checkpoint write" 1 \
-  STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=8
-zero3_killed zero3-kill9-step "inside step 6" "rank 1 hangs before step 6" 0 STRATA_TEST_FAULT=hang:6:1
+  pause-checkpoint:8
+zero3_killed zero3-kill9-step "inside step 6" "rank 1 hangs before step 6" 0 hang:6:1
 inter=(--set model.n_layer=4 --set parallel.data=1 --set parallel.pipeline=2 --set parallel.schedule=interleaved
        --set parallel.virtual_stages=2 --set parallel.micro_batches=4)
 write_fault_restarts inter "interleaved" "${inter[@]}"
@@ -262,11 +262,11 @@ fault skip 5 "3 steps in a row skipped (run.max_skipped_steps)" 20 --restart $ou
 grep -q "skipped (run.on_nonfinite = \"skip\")" skip.err && ok "skip: each skipped step is logged" || fail "skip: no warnings"
 
 # --- a rank-local error after set-up ends every rank
-RANK_ENV="STRATA_TEST_FAULT=error:6:1" fault rank-error 1 "rank 1: internal error: test fault: a rank-local error before step 6" 15
+fault rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 --inject-fault error:6:1
 survives rank-error ckpt_00000004.h5
 
 # --- kill -9 of one rank inside the step-8 checkpoint write
-RANK_ENV="STRATA_TEST_PAUSE_CHECKPOINT_AT_STEP=8" run kill9 >kill9.log 2>&1 &
+run kill9 --inject-fault pause-checkpoint:8 >kill9.log 2>&1 &
 job=$!
 if wait_for kill9.log "pausing inside the checkpoint write" 60; then
   t0=$(now)
@@ -278,7 +278,7 @@ if wait_for kill9.log "pausing inside the checkpoint write" 60; then
     fail "kill -9 mid-write: exit $rc after $took s"
   survives kill9 ckpt_00000004.h5 killed
 else
-  fail "kill9: the test hook never paused"; kill -9 $job
+  fail "kill9: the injected pause never came"; kill -9 $job
 fi
 
 # --- SIGTERM to a job stuck in a collective: rank 1 hangs before step 6 (or with at=0 in
@@ -287,7 +287,7 @@ stuck() {  # NAME SIGNALS... : signals go to both ranks, 2.5 s apart
   local name=$1 at=${at:-6} where="before step ${at:-6}"
   [ "$at" = 0 ] && where="in the set-up"
   shift
-  RANK_ENV="STRATA_TEST_FAULT=hang:$at:1" run $name --set run.stop_timeout=$stop_timeout >$name.out 2>$name.err &
+  run $name --set run.stop_timeout=$stop_timeout --inject-fault hang:$at:1 >$name.out 2>$name.err &
   local job=$! t0
   wait_for $name.err "rank 1 hangs $where" 60 || { fail "$name: never hung"; kill -9 $job; return; }
   # (in the set-up: rank 0 says when it is there, past where its stop requests are taken)
