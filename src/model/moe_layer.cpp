@@ -89,9 +89,9 @@ MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const Expe
 
 template <class T>
 double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const {
-  const int64_t n = x.extent(0), E = experts_, k = top_k_, El = local_experts_;
+  const int64_t n = x.extent(0), k = top_k_;
   if (int64_t(r.probs.extent(0)) != n) {
-    r.probs = Tensor2<T>("moe.probs", n, E);
+    r.probs = Tensor2<T>("moe.probs", n, experts_);
     r.lse = Tensor1<T>("moe.lse", n);
     r.expert = Tensor2<int32_t>("moe.expert", n, k);
     r.gate = Tensor2<T>("moe.gate", n, k);
@@ -103,8 +103,36 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
   const auto hlse = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.lse);
   auto he = Kokkos::create_mirror_view(r.expert);
   auto hg = Kokkos::create_mirror_view(r.gate);
-  auto hrow = Kokkos::create_mirror_view(r.row);
-  // the top k of each token (ties to the lower expert), and the assignments per expert
+  const std::vector<int64_t> assigned = choose_top_k(hp, he, hg);
+  // f_i over the global micro-batch: the assignments summed over the ranks that hold it
+  const std::vector<int64_t> global = summed_over_routing_ranks(assigned);
+  const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
+  r.aux.assign(size_t(experts_), 0.0);
+  for (int64_t i = 0; i < experts_; ++i)
+    r.aux[size_t(i)] = aux_alpha_ * double(experts_) * double(global[size_t(i)]) / (double(tokens) * double(k));
+  // these rows' auxiliary losses, per unit of the loss scale
+  double aux = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < experts_; ++i) aux += r.aux[size_t(i)] * double(hp(t, i));
+    aux += z_beta_ * double(hlse(t)) * double(hlse(t));
+  }
+  int64_t dropped_global = 0;
+  const std::vector<char> kept = kept_within_capacity(ctx, he, global, tokens, dropped_global);
+  if (count_load) {
+    for (int64_t i = 0; i < experts_; ++i) load_.assigned[size_t(i)] += global[size_t(i)];
+    load_.dropped += dropped_global;
+    for (char kept_one : kept) dropped_here_ += kept_one ? 0 : 1;
+  }
+  const std::vector<int64_t> per_expert = dispatch_order(he, kept, r);
+  exchange_counts(per_expert, r);
+  Kokkos::deep_copy(r.expert, he);
+  Kokkos::deep_copy(r.gate, hg);
+  return aux;
+}
+
+template <class T>
+std::vector<int64_t> MoeLayer<T>::choose_top_k(const HostRows<T>& hp, HostRows<int32_t>& he, HostRows<T>& hg) const {
+  const int64_t n = hp.extent(0), E = experts_, k = top_k_;
   std::vector<int64_t> assigned(size_t(E), 0);
   for (int64_t t = 0; t < n; ++t) {
     T sum = 0;
@@ -121,63 +149,64 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     }
     for (int64_t j = 0; j < k; ++j) hg(t, j) = k == 1 ? hp(t, he(t, j)) : hp(t, he(t, j)) / sum;
   }
-  // f_i over the global micro-batch: the assignments summed over the ranks that hold it
-  std::vector<int64_t> global = assigned;
-  if (peers_) peers_->allreduce_sum(global);  // the tensor ranks' shares of the rows
-  if (ep_.tokens) ep_.tokens->allreduce_sum(global);
-  const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
-  r.aux.assign(size_t(E), 0.0);
-  for (int64_t i = 0; i < E; ++i)
-    r.aux[size_t(i)] = aux_alpha_ * double(E) * double(global[size_t(i)]) / (double(tokens) * double(k));
-  // these rows' auxiliary losses, per unit of the loss scale
-  double aux = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < E; ++i) aux += r.aux[size_t(i)] * double(hp(t, i));
-    aux += z_beta_ * double(hlse(t)) * double(hlse(t));
-  }
-  // capacity: each assignment's rank among its expert's, in the order (slot, sequence of
-  // the global micro-batch, chunk of the sequence, position), from a table of counts per
-  // (slot, sequence, chunk, tensor part, expert) summed over the ranks
+  return assigned;
+}
+
+template <class T>
+std::vector<int64_t> MoeLayer<T>::summed_over_routing_ranks(std::vector<int64_t> counts) const {
+  if (peers_) peers_->allreduce_sum(counts);  // the tensor ranks' shares of the rows
+  if (ep_.tokens) ep_.tokens->allreduce_sum(counts);
+  return counts;
+}
+
+// Capacity: each assignment's rank among its expert's, in the order (slot, sequence of the
+// global micro-batch, chunk of the sequence, position), from a table of counts per (slot,
+// sequence, chunk, tensor part, expert) summed over the ranks.
+template <class T>
+std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, const HostRows<int32_t>& he,
+                                                    const std::vector<int64_t>& global, int64_t tokens,
+                                                    int64_t& dropped_global) const {
+  const int64_t n = he.extent(0), E = experts_, k = top_k_;
   std::vector<char> kept(size_t(n * k), 1);
-  int64_t dropped_global = 0;
-  if (capacity_factor_ > 0) {
-    const int64_t cap = int64_t(std::ceil(capacity_factor_ * double(tokens) * double(k) / double(E)));
-    const int64_t X = place_.context_size, chunks = X == 1 ? 1 : 2 * X, half = ctx.seq_len / 2;
-    const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
-    // a tensor rank's rows are [part N/t, (part+1) N/t) of the replica's (3D: of the depth
-    // rank's): (chunk, part) orders them as (chunk, position) does
-    const int64_t row0 = part_ * (ctx.rows() / parts_);
-    const auto key = [&](int64_t t, int64_t j) {
-      const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
-      const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
-      return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * parts_ + part_) * E;
-    };
-    std::vector<int64_t> table(size_t(k * sequences * chunks * parts_ * E), 0);
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
-    if (peers_) peers_->allreduce_sum(table);
-    if (ep_.tokens) ep_.tokens->allreduce_sum(table);
-    std::vector<int64_t> running(size_t(E), 0);  // exclusive prefix sums per expert
-    for (size_t at = 0; at < table.size(); at += size_t(E))
-      for (int64_t i = 0; i < E; ++i) {
-        const int64_t c = table[at + size_t(i)];
-        table[at + size_t(i)] = running[size_t(i)];
-        running[size_t(i)] += c;
-      }
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t t = 0; t < n; ++t) {  // local rows run in the key's order
-        int64_t& place = table[size_t(key(t, j) + he(t, j))];
-        kept[size_t(t * k + j)] = place < cap;
-        ++place;
-      }
-    for (int64_t i = 0; i < E; ++i) dropped_global += std::max<int64_t>(0, global[size_t(i)] - cap);
-  }
-  if (count_load) {
-    for (int64_t i = 0; i < E; ++i) load_.assigned[size_t(i)] += global[size_t(i)];
-    load_.dropped += dropped_global;
-    for (char k : kept) dropped_here_ += k ? 0 : 1;
-  }
-  // dispatch order: expert-major, then token, then slot
+  if (capacity_factor_ <= 0) return kept;
+  const int64_t cap = int64_t(std::ceil(capacity_factor_ * double(tokens) * double(k) / double(E)));
+  const int64_t X = place_.context_size, chunks = X == 1 ? 1 : 2 * X, half = ctx.seq_len / 2;
+  const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
+  // a tensor rank's rows are [part N/t, (part+1) N/t) of the replica's (3D: of the depth
+  // rank's): (chunk, part) orders them as (chunk, position) does
+  const int64_t row0 = part_ * (ctx.rows() / parts_);
+  const auto key = [&](int64_t t, int64_t j) {
+    const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
+    const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
+    return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * parts_ + part_) * E;
+  };
+  std::vector<int64_t> table(size_t(k * sequences * chunks * parts_ * E), 0);
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
+  table = summed_over_routing_ranks(std::move(table));
+  std::vector<int64_t> running(size_t(E), 0);  // exclusive prefix sums per expert
+  for (size_t at = 0; at < table.size(); at += size_t(E))
+    for (int64_t i = 0; i < E; ++i) {
+      const int64_t c = table[at + size_t(i)];
+      table[at + size_t(i)] = running[size_t(i)];
+      running[size_t(i)] += c;
+    }
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < n; ++t) {  // local rows run in the key's order
+      int64_t& place = table[size_t(key(t, j) + he(t, j))];
+      kept[size_t(t * k + j)] = place < cap;
+      ++place;
+    }
+  for (int64_t i = 0; i < E; ++i) dropped_global += std::max<int64_t>(0, global[size_t(i)] - cap);
+  return kept;
+}
+
+// The dispatch order, expert-major, then token, then slot: each kept assignment's row in it
+// (r.row, -1 where dropped) and each row's token (r.send_token); returns the rows per expert.
+template <class T>
+std::vector<int64_t> MoeLayer<T>::dispatch_order(const HostRows<int32_t>& he, const std::vector<char>& kept,
+                                                 MoeRouting<T>& r) const {
+  const int64_t n = he.extent(0), E = experts_, k = top_k_;
   std::vector<int64_t> per_expert(size_t(E), 0);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j)
@@ -188,6 +217,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
   if (int64_t(r.send_token.extent(0)) < r.dispatched || r.send_token.data() == nullptr)
     r.send_token = Tensor1<int32_t>("moe.send_token", size_t(std::max<int64_t>(r.dispatched, 1)));
   auto hs = Kokkos::create_mirror_view(r.send_token);
+  auto hrow = Kokkos::create_mirror_view(r.row);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
       if (!kept[size_t(t * k + j)]) {
@@ -198,42 +228,46 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
       hrow(t, j) = int32_t(row);
       hs(row) = int32_t(t);
     }
-  // what goes to each expert rank, and what comes from each
+  Kokkos::deep_copy(r.row, hrow);
+  Kokkos::deep_copy(r.send_token, hs);
+  return per_expert;
+}
+
+// What goes to each expert rank and what comes from each (r.send_rows, r.recv_rows), the
+// rows per local expert, and where each received row lies in the local experts' order.
+template <class T>
+void MoeLayer<T>::exchange_counts(const std::vector<int64_t>& per_expert, MoeRouting<T>& r) const {
   const int e = ep_.size;
+  const int64_t El = local_experts_;
   r.send_rows.assign(size_t(e), 0);
-  for (int64_t i = 0; i < E; ++i) r.send_rows[size_t(i / El)] += per_expert[size_t(i)];
-  if (ep_.active()) {
-    const std::vector<int64_t> from = ep_.experts->alltoall_counts(per_expert);  // [src][local expert]
-    r.recv_rows.assign(size_t(e), 0);
-    r.expert_rows.assign(size_t(El), 0);
-    for (int src = 0; src < e; ++src)
-      for (int64_t l = 0; l < El; ++l) {
-        r.recv_rows[size_t(src)] += from[size_t(src * El + l)];
-        r.expert_rows[size_t(l)] += from[size_t(src * El + l)];
-      }
-    r.received = 0;
-    for (auto v : r.recv_rows) r.received += v;
-    if (int64_t(r.recv_place.extent(0)) < r.received || r.recv_place.data() == nullptr)
-      r.recv_place = Tensor1<int32_t>("moe.recv_place", size_t(std::max<int64_t>(r.received, 1)));
-    auto hplace = Kokkos::create_mirror_view(r.recv_place);
-    // received: (src, local expert, row); the experts' order: (local expert, src, row)
-    std::vector<int64_t> start(size_t(El), 0);
-    for (int64_t l = 1; l < El; ++l) start[size_t(l)] = start[size_t(l - 1)] + r.expert_rows[size_t(l - 1)];
-    int64_t q = 0;
-    for (int src = 0; src < e; ++src)
-      for (int64_t l = 0; l < El; ++l)
-        for (int64_t c = 0; c < from[size_t(src * El + l)]; ++c) hplace(q++) = int32_t(start[size_t(l)]++);
-    Kokkos::deep_copy(r.recv_place, hplace);
-  } else {
+  for (int64_t i = 0; i < experts_; ++i) r.send_rows[size_t(i / El)] += per_expert[size_t(i)];
+  if (!ep_.active()) {
     r.recv_rows = r.send_rows;
     r.expert_rows = per_expert;
     r.received = r.dispatched;
+    return;
   }
-  Kokkos::deep_copy(r.expert, he);
-  Kokkos::deep_copy(r.gate, hg);
-  Kokkos::deep_copy(r.row, hrow);
-  Kokkos::deep_copy(r.send_token, hs);
-  return aux;
+  const std::vector<int64_t> from = ep_.experts->alltoall_counts(per_expert);  // [src][local expert]
+  r.recv_rows.assign(size_t(e), 0);
+  r.expert_rows.assign(size_t(El), 0);
+  for (int src = 0; src < e; ++src)
+    for (int64_t l = 0; l < El; ++l) {
+      r.recv_rows[size_t(src)] += from[size_t(src * El + l)];
+      r.expert_rows[size_t(l)] += from[size_t(src * El + l)];
+    }
+  r.received = 0;
+  for (auto v : r.recv_rows) r.received += v;
+  if (int64_t(r.recv_place.extent(0)) < r.received || r.recv_place.data() == nullptr)
+    r.recv_place = Tensor1<int32_t>("moe.recv_place", size_t(std::max<int64_t>(r.received, 1)));
+  auto hplace = Kokkos::create_mirror_view(r.recv_place);
+  // received: (src, local expert, row); the experts' order: (local expert, src, row)
+  std::vector<int64_t> start(size_t(El), 0);
+  for (int64_t l = 1; l < El; ++l) start[size_t(l)] = start[size_t(l - 1)] + r.expert_rows[size_t(l - 1)];
+  int64_t q = 0;
+  for (int src = 0; src < e; ++src)
+    for (int64_t l = 0; l < El; ++l)
+      for (int64_t c = 0; c < from[size_t(src * El + l)]; ++c) hplace(q++) = int32_t(start[size_t(l)]++);
+  Kokkos::deep_copy(r.recv_place, hplace);
 }
 
 template <class T>
