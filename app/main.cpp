@@ -1,13 +1,5 @@
-// strata: one SPMD executable.
-//   strata train DECK [--set section.key=value ...] [--restart PATH|latest | --fresh] [--trace FILE]
-//   strata plan DECK --schedule [--set section.key=value ...]
-//   strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
-//   strata calibrate DECK [--out MACHINE.toml] [--name NAME]   (with the ranks of one node, or more)
-//   strata deck DECK [--set ...] | strata deck --reference
-//   strata inspect CKPT.h5
-//   strata generate CKPT.h5 [--prompt TEXT] [--tokens N] [--temperature T] [--seed S] [--tokenizer M]
-//   strata tokenize DECK [--set section.key=value ...]
-//   strata export CKPT.h5 --format hf|llmc OUT [--dtype fp32|bf16]
+// strata: one SPMD executable, `strata SUBCOMMAND ...` (train, plan, calibrate, deck,
+// inspect, generate, tokenize, export: `strata --help` and the README say what each takes).
 // Each sub-command lives in src/cli (cli/command.hpp); this file starts MPI and Kokkos,
 // parses, runs the one given, and turns errors into exit codes.
 //
