@@ -130,39 +130,40 @@ std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const Mach
   return out;
 }
 
-int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, std::ostream& out, int top) {
+namespace {
+
+// The deck's model and batch, the machine's rates, and which links the ranks span.
+void print_plan_header(const Deck& deck, int ranks, const MachineFile& machine, std::ostream& out) {
   const auto& m = deck.model;
-  const std::vector<StepPrediction> ranked = rank_layouts(deck, ranks, machine);
-  const double tokens = double(deck.data.batch_size) * double(m.seq_len);
   out << strfmt(
       "strata plan: GPT %lld layers, C=%lld, %lld heads, vocab %lld, T=%lld; global batch %lld x %lld tokens; %d "
       "ranks\n",
       (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size, (long long)m.seq_len,
       (long long)deck.data.batch_size, (long long)m.seq_len, ranks);
-  const double gemm_rate = machine.gemm_rate(m.precision);
   out << strfmt("machine: %s, %d ranks per node: GEMM %.3g TFLOP/s%s, memory %.3g GB/s and %s per rank\n",
-                machine.name.c_str(), machine.ranks_per_node, gemm_rate / 1e12,
+                machine.name.c_str(), machine.ranks_per_node, machine.gemm_rate(m.precision) / 1e12,
                 m.precision == Precision::BF16 ? " (bf16)" : "", machine.memory_bandwidth / 1e9,
                 bytes_text(machine.memory_capacity).c_str());
+  const int nodes = (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node;
   if (ranks > machine.ranks_per_node && machine.has_inter_node) {
     const auto link = [](const LinkCosts& c) {
       return strfmt("all-reduce %.3g GB/s, %.3g us", 1e-9 / c.allreduce_beta, 1e6 * c.allreduce_alpha);
     };
     out << strfmt("links: %d nodes; within a node %s, across nodes %s (the groups that span nodes pay the latter)\n",
-                  (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node, link(machine.intra_node).c_str(),
-                  link(machine.inter_node).c_str());
+                  nodes, link(machine.intra_node).c_str(), link(machine.inter_node).c_str());
   }
   if (ranks > machine.ranks_per_node && !machine.has_inter_node)
     out << strfmt(
         "note: %d ranks span %d nodes of %d ranks, and the machine file has no [inter_node] costs: the "
         "intra-node ones are used across nodes\n",
-        ranks, (ranks + machine.ranks_per_node - 1) / machine.ranks_per_node, machine.ranks_per_node);
-  if (ranked.empty())
-    throw UserError("strata plan: no layout of " + std::to_string(ranks) + " ranks fits the deck's model and batch");
-  int best = -1;
-  for (size_t i = 0; i < ranked.size() && best < 0; ++i)
-    if (double(ranked[i].memory_bytes()) <= machine.memory_capacity) best = int(i);
-  const size_t shown = top > 0 ? std::min(ranked.size(), size_t(top)) : ranked.size();
+        ranks, nodes, machine.ranks_per_node);
+}
+
+// The `shown` fastest layouts, one row each (! where a rank's memory is exceeded).
+void print_ranked_rows(const Deck& deck, const std::vector<StepPrediction>& ranked, size_t shown, int ranks,
+                       const MachineFile& machine, std::ostream& out) {
+  const double tokens = double(deck.data.batch_size) * double(deck.model.seq_len);
+  const double gemm_rate = machine.gemm_rate(deck.model.precision);
   out << strfmt(
       "%zu layouts fit the model and batch; the %zu fastest predicted, per step (memory and traffic: the busiest "
       "rank):\n",
@@ -178,16 +179,15 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
                   seconds_text(p.comm_s).c_str(), 100.0 * p.bubble,
                   100.0 * p.model_flops / (p.step_s * ranks * gemm_rate), tokens / p.step_s);
   }
-  if (best < 0) {
-    out << "recommended: none: every layout needs more than " << bytes_text(machine.memory_capacity)
-        << " on some rank (the rows marked !); use more ranks or a smaller micro-batch\n";
-    return -1;
-  }
-  const auto& r = ranked[size_t(best)];
-  // the fastest layout that fits of each tensor split, side by side, against the recommended one
+}
+
+// The fastest layout that fits of each tensor split, side by side with the recommended one
+// `r`; returns the fastest of the other splits' (nullptr: none fits).
+const StepPrediction* print_best_per_split(const std::vector<StepPrediction>& ranked, const StepPrediction& r,
+                                           const MachineFile& machine, std::ostream& out) {
   out << "the best of each tensor split that fits (comm: the exposed communication per step; then the bytes a rank "
          "sends):\n";
-  const StepPrediction* runner_up = nullptr;  // the fastest best of another split
+  const StepPrediction* runner_up = nullptr;
   for (const TensorMode mode : {TensorMode::Serial, TensorMode::OneD, TensorMode::TwoD, TensorMode::ThreeD}) {
     const StepPrediction* b = nullptr;
     for (const auto& p : ranked)
@@ -209,6 +209,13 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
                                    1e3 * (b->comm_s - r.comm_s), 1e3 * (b->compute_s - r.compute_s))
                                 .c_str());
   }
+  return runner_up;
+}
+
+// The recommended layout (row `best` of the table), how to run it, and which of its groups
+// cross nodes.
+void print_recommendation(const StepPrediction& r, int best, int ranks, const MachineFile& machine,
+                          std::ostream& out) {
   out << "recommended: " << r.layout.name()
       << strfmt(
              " (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "
@@ -218,35 +225,56 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   out << "\n  run it with:";
   for (const auto& o : r.layout.overrides()) out << " --set " << o;
   out << "\n";
-  if (ranks > machine.ranks_per_node) {  // which of its groups the network carries
-    const Links links(r.layout, machine);
-    std::string across, within;
-    for (const auto& [group, size] : std::vector<std::pair<std::string, int>>{{"tensor", r.layout.tensor_size()},
-                                                                              {"context", r.layout.context},
-                                                                              {"pipeline", r.layout.pipeline},
-                                                                              {"data", r.layout.data}}) {
-      if (size < 2) continue;
-      std::string& to = links.crosses_nodes(group) ? across : within;
-      to += (to.empty() ? "" : ", ") + group;
-    }
-    out << "  nodes: " << (across.empty() ? "no group" : across) << " across nodes"
-        << (within.empty() ? "" : "; " + within + " within a node") << " (ranks placed by node, tensor fastest)\n";
+  if (ranks <= machine.ranks_per_node) return;
+  const Links links(r.layout, machine);
+  std::string across, within;
+  for (const auto& [group, size] : std::vector<std::pair<std::string, int>>{{"tensor", r.layout.tensor_size()},
+                                                                            {"context", r.layout.context},
+                                                                            {"pipeline", r.layout.pipeline},
+                                                                            {"data", r.layout.data}}) {
+    if (size < 2) continue;
+    std::string& to = links.crosses_nodes(group) ? across : within;
+    to += (to.empty() ? "" : ", ") + group;
   }
-  if (runner_up) {  // why this split: what the best of the next one loses, and where
-    const double comm = runner_up->comm_s - r.comm_s, compute = runner_up->compute_s - r.compute_s;
-    const double idle = (runner_up->step_s - r.step_s) - comm - compute;  // the bubble and waits between stages
-    const char* most = std::abs(comm) >= std::abs(compute) && std::abs(comm) >= std::abs(idle) ? "exposed communication"
-                       : std::abs(compute) >= std::abs(idle)                                   ? "computation"
-                                                                                               : "pipeline idle time";
-    out << strfmt(
-        "  why: the fastest layout that fits; the best of the next split, %s, is %.1f%% slower, mostly by "
-        "its %s (%+.3g ms of %+.3g ms)\n",
-        runner_up->layout.name().c_str(), 100.0 * (runner_up->step_s / r.step_s - 1), most,
-        1e3 * (std::abs(comm) >= std::abs(compute) && std::abs(comm) >= std::abs(idle) ? comm
-               : std::abs(compute) >= std::abs(idle)                                   ? compute
-                                                                                       : idle),
-        1e3 * (runner_up->step_s - r.step_s));
+  out << "  nodes: " << (across.empty() ? "no group" : across) << " across nodes"
+      << (within.empty() ? "" : "; " + within + " within a node") << " (ranks placed by node, tensor fastest)\n";
+}
+
+// Why this split: what the best of the next one loses, and where most of it goes.
+void print_why(const StepPrediction& r, const StepPrediction& runner_up, std::ostream& out) {
+  const double comm = runner_up.comm_s - r.comm_s, compute = runner_up.compute_s - r.compute_s;
+  const double idle = (runner_up.step_s - r.step_s) - comm - compute;  // the bubble and waits between stages
+  const bool by_comm = std::abs(comm) >= std::abs(compute) && std::abs(comm) >= std::abs(idle);
+  const bool by_compute = !by_comm && std::abs(compute) >= std::abs(idle);
+  const char* most = by_comm ? "exposed communication" : by_compute ? "computation" : "pipeline idle time";
+  out << strfmt(
+      "  why: the fastest layout that fits; the best of the next split, %s, is %.1f%% slower, mostly by "
+      "its %s (%+.3g ms of %+.3g ms)\n",
+      runner_up.layout.name().c_str(), 100.0 * (runner_up.step_s / r.step_s - 1), most,
+      1e3 * (by_comm ? comm : by_compute ? compute : idle), 1e3 * (runner_up.step_s - r.step_s));
+}
+
+}  // namespace
+
+int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, std::ostream& out, int top) {
+  const std::vector<StepPrediction> ranked = rank_layouts(deck, ranks, machine);
+  print_plan_header(deck, ranks, machine, out);
+  if (ranked.empty())
+    throw UserError("strata plan: no layout of " + std::to_string(ranks) + " ranks fits the deck's model and batch");
+  int best = -1;
+  for (size_t i = 0; i < ranked.size() && best < 0; ++i)
+    if (double(ranked[i].memory_bytes()) <= machine.memory_capacity) best = int(i);
+  const size_t shown = top > 0 ? std::min(ranked.size(), size_t(top)) : ranked.size();
+  print_ranked_rows(deck, ranked, shown, ranks, machine, out);
+  if (best < 0) {
+    out << "recommended: none: every layout needs more than " << bytes_text(machine.memory_capacity)
+        << " on some rank (the rows marked !); use more ranks or a smaller micro-batch\n";
+    return -1;
   }
+  const auto& r = ranked[size_t(best)];
+  const StepPrediction* runner_up = print_best_per_split(ranked, r, machine, out);
+  print_recommendation(r, best, ranks, machine, out);
+  if (runner_up) print_why(r, *runner_up, out);
   if (r.memory_bound > 0)
     out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs "
         << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
