@@ -169,14 +169,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   k.ln1.read([&](auto ln1) {
     tp_linear_in_forward<T>(tp, precision_, k.qkv, ln1, s.param2(qkv_w_), s.param(qkv_b_), rows, block);
   });  // (BT, 3A)
-  if (cp_.active() && cp_.all_to_all)
-    all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
-                                    precision_);
-  else if (cp_.active())
-    ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
-                              precision_);  // (BT, A)
-  else
-    attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  attention_core_forward(ctx, k);  // (BT, A)
   if (!moe_) prefetch(true, fc_w_);
   unit();
   tp_linear_out_forward<T>(tp, precision_, k.x_mid, k.atty, s.param2(proj_w_), s.param(proj_b_), rows,
@@ -231,102 +224,148 @@ void TransformerBlock<T>::backward(const BlockContext& ctx, V2<T> dres, Transfor
 }
 
 template <class T>
+struct TransformerBlock<T>::BackwardPass {
+  const TransformerBlock& block;
+  TransformerCache<T>& k;
+  TransformerGradScratch<T>& g;
+  TransformerRecomputed<T>& recomputed;
+  bool weights;                    // each linear's weight gradient right after its input gradient
+  const UnitHooks* units;          // ZeRO-2/3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
+  Linear3DTransfers<T>* transfers;  // 3D: each linear's weight block gathered while the one after it runs
+  // an out-linear's output gradient is read where it lies (no copy) where the weight
+  // gradient follows at once, unscaled, and the stream is this rank's rows as the products
+  // read them (bf16 operands kept: 1D)
+  bool read_in_place;
+
+  void prefetch(bool in_linear, int w) const {
+    if (transfers) transfers->prefetch(in_linear ? block.tp_.in_linear() : block.tp_.out_linear(), block.store_.param(w));
+  }
+  void unit() const {
+    if (units) units->step();
+  }
+  void done(int u) const {
+    if (units) units->done(u);
+  }
+  // a linear's output gradient, which its input product and (with `weights`) its weight
+  // product both read: rounded to bf16 once for the two, where products round in a pass of
+  // their own and both multiply this rank's rows as they lie (bf16_operands); the copy
+  // written in the pass that adds dy's column sums to the linear's bias gradient
+  std::unique_ptr<kernels::RoundedCopy> rounded_for_both(Linear which, V2<const T> dy) const {
+    auto copy = weights && block.w_.bf16_operands
+                    ? kernels::round_for_pass(block.precision_, dy.data(), int64_t(dy.size()))
+                    : nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (copy) kernels::add_column_sums_rounding<T>(block.store_.grad(block.bias_of(which)), dy, copy->fill());
+    return copy;
+  }
+  // an out-linear's input gradient dy -> dx (its gathered output gradient in `gathered`), then its weight half
+  void out_linear(Linear which, int w, V2<const T> dy, V2<T> dx, V2<T> gathered) const {
+    const auto rounded = rounded_for_both(which, dy);
+    tp_linear_out_backward_input<T>(block.tp_, block.precision_, dx, dy, block.store_.param2(w), gathered,
+                                             transfers);
+    weight(which, dy, rounded != nullptr);
+  }
+  // an in-linear's input gradient dy -> dx (sequence parallelism's sum in g.rows), then its weight half
+  void in_linear(Linear which, int w, V2<const T> dy, V2<T> dx) const {
+    const auto rounded = rounded_for_both(which, dy);
+    tp_linear_in_backward_input<T>(block.tp_, block.precision_, dx, dy, block.store_.param2(w), g.rows,
+                                            transfers);
+    weight(which, dy, rounded != nullptr);
+  }
+  void weight(Linear which, V2<const T> dy, bool bias_summed) const {
+    if (!weights) return;
+    block.weight_gradient(which, k, recomputed, g, dy, bias_summed);
+    if (transfers) transfers->input_sum();
+  }
+  // an out-linear's output gradient: the stream's gradient, times the step the forward
+  // took, kept in place of a value no longer read, for a weight half that runs later
+  V2<const T> branch_gradient(Tensor2<T>& kept, V2<T> dstream) const {
+    if (read_in_place) return dstream;
+    if (k.scale == T(1))
+      Kokkos::deep_copy(kept, dstream);
+    else
+      kernels::scaled_copy<T>(flat(kept), V1<const T>(dstream.data(), dstream.size()), k.scale);
+    return kept;
+  }
+};
+
+// Each linear's output gradient goes where a value the backward no longer reads was (out,
+// fch, x_mid, qkv), for backward_weight; the layer norms' gains and biases get their
+// gradients here. Under sequence parallelism the weight half reads the gathered gradients
+// in the scratch.
+template <class T>
 void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& k,
                                              TransformerGradScratch<T>& g, TransformerRecomputed<T>& recomputed,
                                              T dloss_scale, bool weights, const UnitHooks* units) const {
   using namespace kernels;
   const auto& s = store_;
-  const auto& tp = tp_;
   g.ensure(ctx.rows(), w_);
-  const bool keep = !selective_;
-  if (!keep && !moe_) {  // remade from what the cache kept, with the forward's kernel: the same values
+  if (selective_ && !moe_) {  // remade from what the cache kept, with the forward's kernel: the same values
     recomputed.ensure(ctx, w_);
     recomputed.fch_gelu.write([&](auto g) { gelu_forward<T>(flat(g), flat(k.fch)); });
   }
-  // Each linear's output gradient goes where a value the backward no longer reads was
-  // (out, fch, x_mid, qkv), for backward_weight; the layer norms' gains and biases get
-  // their gradients here.
-  // MLP branch: dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
-  // (under sequence parallelism the weight half reads the gathered gradients in the scratch)
-  // 3D: each linear's weight block gathered over depth while the linear after it runs;
-  // with `weights`, each linear's weight gradient made under its input gradient's sum
-  Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
-  const auto prefetch = [&](bool in_linear, int w) {
-    if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
-  };
-  if (block) block->input_sums_in_flight(weights);
-  // a linear's output gradient, which its input product and (with `weights`) its weight
-  // product both read: rounded to bf16 once for the two, where products round in a pass of
-  // their own and both multiply this rank's rows as they lie (w_.bf16_operands); the copy
-  // written in the pass that adds dy's column sums to the linear's bias gradient
-  const auto rounded_for_both = [&](Linear which, V2<const T> dy) {
-    auto copy =
-        weights && w_.bf16_operands ? kernels::round_for_pass(precision_, dy.data(), int64_t(dy.size())) : nullptr;
-    if constexpr (std::is_same_v<T, float>)
-      if (copy) kernels::add_column_sums_rounding<T>(s.grad(bias_of(which)), dy, copy->fill());
-    return copy;
-  };
-  const auto weight = [&](Linear which, V2<const T> dy, bool bias_summed) {
-    if (!weights) return;
-    weight_gradient(which, k, recomputed, g, dy, bias_summed);
-    if (block) block->input_sum();
-  };
-  const auto unit = [&] {  // ZeRO-2/3's finer units, backwards: fc_proj, fc, proj + ln2, ln1 + qkv
-    if (units) units->step();
-  };
-  const auto done = [&](int u) {
-    if (units) units->done(u);
-  };
-  // an out-linear's output gradient: the stream's gradient, times the step the forward
-  // took, kept in place of a value no longer read for a weight half that runs later; read
-  // where it lies (no copy) where the weight gradient follows at once, unscaled, and the
-  // stream is this rank's rows as the products read them (bf16 operands kept: 1D)
-  const bool read_in_place = weights && w_.bf16_operands && k.scale == T(1);
-  const auto branch_gradient = [&](Tensor2<T>& kept, V2<T> dstream) -> V2<const T> {
-    if (read_in_place) return dstream;
-    if (k.scale == T(1))
-      Kokkos::deep_copy(kept, dstream);
-    else
-      scaled_copy<T>(flat(kept), V1<const T>(dstream.data(), dstream.size()), k.scale);
-    return kept;
-  };
-  unit();      // (a mixture's: proj + ln2 with the experts)
+  Linear3DTransfers<T>* const transfers = w_.weight_block > 0 ? &g.transfers : nullptr;
+  if (transfers) transfers->input_sums_in_flight(weights);
+  const BackwardPass b{*this, k, g, recomputed, weights, units, transfers,
+                       weights && w_.bf16_operands && k.scale == T(1)};
+  b.unit();    // (a mixture's: proj + ln2 with the experts)
   if (moe_) {  // all of the mixture's gradients: dc = dL/d(ln2) (3D: under the gather of proj's block)
-    prefetch(false, proj_w_);
+    b.prefetch(false, proj_w_);
     moe_->backward(k.ln2.values, dres, g.dc, dloss_scale, k.moe);
   } else {
-    prefetch(false, fcp_w_);
-    const V2<const T> dy_mlp = branch_gradient(k.out, dres);
-    prefetch(true, fc_w_);
-    {
-      const auto dy = rounded_for_both(Linear::FcProj, dy_mlp);
-      tp_linear_out_backward_input<T>(tp, precision_, g.dfch, dy_mlp, s.param2(fcp_w_), g.dy_mlp, block);
-      weight(Linear::FcProj, dy_mlp, dy != nullptr);
-    }
-    done(3);
-    gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
-    prefetch(false, proj_w_);
-    unit();
-    {
-      const auto dy = rounded_for_both(Linear::Fc, k.fch);
-      tp_linear_in_backward_input<T>(tp, precision_, g.dc, k.fch, s.param2(fc_w_), g.rows, block);
-      weight(Linear::Fc, k.fch, dy != nullptr);
-    }
-    done(2);
-    unit();
+    mlp_backward(b, dres, k, g);
   }
-  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
+  tp_layernorm_backward<T>(tp_, c_, dres, s.grad(ln2_w_), s.grad(ln2_b_), g.dc, k.x_mid, s.param(ln2_w_), k.ln2_mean,
                            k.ln2_rstd, true);  // dres is now dL/d(x_mid)
-  const V2<const T> dy_attn = branch_gradient(k.x_mid, dres);
   // attention branch
-  prefetch(true, qkv_w_);
-  {
-    const auto dy = rounded_for_both(Linear::Proj, dy_attn);
-    tp_linear_out_backward_input<T>(tp, precision_, g.da, dy_attn, s.param2(proj_w_), g.dy_attn, block);
-    weight(Linear::Proj, dy_attn, dy != nullptr);
+  const V2<const T> dy_attn = b.branch_gradient(k.x_mid, dres);
+  b.prefetch(true, qkv_w_);
+  b.out_linear(Linear::Proj, proj_w_, dy_attn, g.da, g.dy_attn);
+  b.done(1);
+  b.unit();
+  attention_core_backward(ctx, k, g);
+  if (!b.read_in_place) Kokkos::deep_copy(k.qkv, g.dqkv);
+  b.in_linear(Linear::Qkv, qkv_w_, b.read_in_place ? V2<const T>(g.dqkv) : V2<const T>(k.qkv), g.dc);
+  tp_layernorm_backward<T>(tp_, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
+                           k.ln1_rstd, true);  // dres is now dL/d(x)
+  b.done(0);
+  if (transfers) {
+    transfers->finish();
+    transfers->input_sums_in_flight(false);
   }
-  done(1);
-  unit();
+}
+
+// dres = dL/d(out) flows into fc_proj, and straight through to x_mid.
+template <class T>
+void TransformerBlock<T>::mlp_backward(const BackwardPass& b, V2<T> dres, TransformerCache<T>& k,
+                                       TransformerGradScratch<T>& g) const {
+  b.prefetch(false, fcp_w_);
+  const V2<const T> dy_mlp = b.branch_gradient(k.out, dres);
+  b.prefetch(true, fc_w_);
+  b.out_linear(Linear::FcProj, fcp_w_, dy_mlp, g.dfch, g.dy_mlp);
+  b.done(3);
+  kernels::gelu_backward<T>(flat(k.fch), flat(k.fch), flat(g.dfch));  // fch := dL/d(fch), element by element
+  b.prefetch(false, proj_w_);
+  b.unit();
+  b.in_linear(Linear::Fc, fc_w_, k.fch, g.dc);
+  b.done(2);
+  b.unit();
+}
+
+template <class T>
+void TransformerBlock<T>::attention_core_forward(const BlockContext& ctx, TransformerCache<T>& k) const {
+  if (cp_.active() && cp_.all_to_all)
+    all_to_all_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads,
+                                    precision_);
+  else if (cp_.active())
+    ring_attention_forward<T>(cp_, *context_ws_, k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+  else
+    kernels::attention_forward<T>(k.atty, k.lse, k.qkv, ctx.batch, ctx.seq_len, w_.heads, precision_);
+}
+
+template <class T>
+void TransformerBlock<T>::attention_core_backward(const BlockContext& ctx, TransformerCache<T>& k,
+                                                  TransformerGradScratch<T>& g) const {
   if (cp_.active() && cp_.all_to_all)
     all_to_all_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len,
                                      w_.heads, precision_);
@@ -334,21 +373,7 @@ void TransformerBlock<T>::backward_input_and(const BlockContext& ctx, V2<T> dres
     ring_attention_backward<T>(cp_, *context_ws_, g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads,
                                precision_);
   else
-    attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
-  if (!read_in_place) Kokkos::deep_copy(k.qkv, g.dqkv);
-  {
-    const V2<const T> dqkv = read_in_place ? V2<const T>(g.dqkv) : V2<const T>(k.qkv);
-    const auto dy = rounded_for_both(Linear::Qkv, dqkv);
-    tp_linear_in_backward_input<T>(tp, precision_, g.dc, dqkv, s.param2(qkv_w_), g.rows, block);
-    weight(Linear::Qkv, dqkv, dy != nullptr);
-  }
-  tp_layernorm_backward<T>(tp, c_, dres, s.grad(ln1_w_), s.grad(ln1_b_), g.dc, k.x_in, s.param(ln1_w_), k.ln1_mean,
-                           k.ln1_rstd, true);  // dres is now dL/d(x)
-  done(0);
-  if (block) {
-    block->finish();
-    block->input_sums_in_flight(false);
-  }
+    kernels::attention_backward<T>(g.dqkv, k.qkv, k.atty, k.lse, g.da, ctx.batch, ctx.seq_len, w_.heads, precision_);
 }
 
 template <class T>

@@ -232,6 +232,15 @@ class TransformerBlock {
   void backward_input_and(const BlockContext& ctx, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s,
                           TransformerRecomputed<T>& recomputed, T dloss_scale, bool weights,
                           const UnitHooks* units) const;
+  // What the backward does around each linear (transformer_block.cpp): the 3D weight blocks'
+  // prefetches, ZeRO-2/3's units, the output gradient rounded to bf16 once for both halves,
+  // the weight half right after the input half, the branch gradient kept for a later one.
+  struct BackwardPass;
+  // the MLP's backward, fc_proj then fc: dres = dL/d(out) to g.dc = dL/d(ln2)
+  void mlp_backward(const BackwardPass& b, V2<T> dres, TransformerCache<T>& cache, TransformerGradScratch<T>& s) const;
+  // the attention core (fused, ring or all-to-all over the context group): qkv to atty, and back
+  void attention_core_forward(const BlockContext& ctx, TransformerCache<T>& cache) const;
+  void attention_core_backward(const BlockContext& ctx, TransformerCache<T>& cache, TransformerGradScratch<T>& s) const;
   // one linear's weight and bias gradients from its output gradient dy: what the input
   // half left in the cache, or where it lies while the input half runs (no sequence
   // parallelism)
