@@ -25,7 +25,7 @@
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
 #include "optim/weight_prediction.hpp"
-#include "plan/step_prediction.hpp"
+#include "plan/stage_costs.hpp"
 #if defined(KOKKOS_ENABLE_OPENMP)  // (Kokkos' configuration, from the headers above)
 #include <omp.h>
 #endif

@@ -1,6 +1,7 @@
 #include "plan/layout.hpp"
 #include "model/model_kind.hpp"
 #include "plan/axonn_model.hpp"
+#include "plan/dry_models.hpp"
 #include "plan/step_prediction.hpp"
 
 #include <algorithm>
@@ -235,10 +236,12 @@ void add_staged(const Deck& deck, Layout l, const Admit& admit) {
 
 }  // namespace
 
-std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, const MachineFile* machine, int data) {
+std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, const MachineFile* machine, int data,
+                                     DryModels* models) {
   const auto& md = deck.model;
   std::vector<std::tuple<double, double, Layout>> scored;  // (seconds, bytes, split)
-  const DryModelCache models;
+  DryModels own;
+  if (!models) models = &own;
   for (int tx = 1; tx <= size; ++tx)
     for (int ty = 1; tx * ty <= size; ++ty) {
       if (size % (tx * ty) != 0 || ranks % size != 0) continue;
@@ -253,7 +256,7 @@ std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, cons
       double seconds = 0;
       if (machine)
         for (const Layout& v : variants) {
-          const double s = predict_step(deck, v, *machine).step_s;
+          const double s = predict_step(deck, v, *machine, 0, models).step_s;
           seconds = seconds == 0 ? s : std::min(seconds, s);
         }
       const int64_t rows = deck.data.batch_size / l.data * md.seq_len / l.tz;

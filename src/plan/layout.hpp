@@ -11,6 +11,8 @@
 
 namespace strata {
 
+class DryModels;
+
 struct MachineFile;
 
 struct Layout {
@@ -79,6 +81,8 @@ std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineF
 // context, fastest first: by the step prediction itself on `machine`
 // (plan/step_prediction.hpp), or, without a machine, by the bytes a rank sends in AxoNN's
 // closed form (plan/axonn_model.hpp); ties by the bytes.
-std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, const MachineFile* machine, int data = 0);
+// (models: a search's stage models, plan/dry_models.hpp; nullptr: its own)
+std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, const MachineFile* machine, int data = 0,
+                                     DryModels* models = nullptr);
 
 }  // namespace strata

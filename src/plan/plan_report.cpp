@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "plan/dry_models.hpp"
 #include "plan/links.hpp"
 
 namespace strata {
@@ -100,17 +101,17 @@ std::string memory_options(const Layout& l, const Layout& varied) {
 }  // namespace
 
 std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const MachineFile& machine) {
-  const DryModelCache models;  // the same stage models for every micro-batch count and ZeRO stage
+  DryModels models;  // the same stage models for every micro-batch count and ZeRO stage
   std::vector<StepPrediction> out;
   for (const Layout& l : feasible_layouts(deck, ranks, &machine)) {
-    out.push_back(predict_step(deck, l, machine));
+    out.push_back(predict_step(deck, l, machine, 0, &models));
     if (fits(out.back(), machine) || !deck.model.is_gpt()) continue;
     // memory-bound: the fastest variant that fits, beside the layout as asked; of variants
     // within 1% of it, the one with the fewest options (a simpler run at the same speed:
     // ZeRO-1's smaller update alone would otherwise win every tie)
     std::vector<StepPrediction> fitting;
     for (const Layout& v : memory_variants(deck, l)) {
-      StepPrediction p = predict_step(deck, v, machine);
+      StepPrediction p = predict_step(deck, v, machine, 0, &models);
       if (fits(p, machine)) fitting.push_back(p);
     }
     StepPrediction best;

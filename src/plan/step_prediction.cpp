@@ -11,82 +11,15 @@
 #include "model/make_model.hpp"
 #include "optim/unit_gradient_sum.hpp"
 #include "optim/zero3_gathers.hpp"
+#include "plan/dry_models.hpp"
 #include "plan/engine_traffic.hpp"
 #include "plan/links.hpp"
+#include "plan/stage_costs.hpp"
 
 namespace strata {
 namespace {
 
-TensorParallel tensor_of(const Layout& l) {
-  TensorParallel tp;
-  tp.mode = l.tensor;
-  tp.t = l.t;
-  tp.q = l.q;
-  tp.nx = l.tx, tp.ny = l.ty, tp.nz = l.tz;  // 3D: rank (0, 0, 0); every rank holds as much
-  tp.sequence = l.sequence && l.tensor == TensorMode::OneD;
-  return tp;
-}
-
-// The stage's model as the run would build it (make_model), without memory: a GPT (the
-// planner plans GPT decks).
-std::unique_ptr<GPT<float>> build_dry_model(const Deck& deck, const Layout& l, int stage) {
-  ContextParallel cp;  // context rank 0: the zigzag split gives every rank the same work
-  cp.size = l.context;
-  cp.all_to_all = l.context_mode == ContextMode::AllToAll;
-  ExpertParallel ep;  // expert rank 0 of data rank 0: every expert rank holds as many
-  ep.size = l.expert * (l.tensor == TensorMode::TwoD ? 1 : l.tensor_size());  // 1D and 3D: tensor ranks too
-  ep.data_size = l.data;
-  ep.token_ranks = l.replicas();
-  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp, ep));
-}
-
-// While a DryModelCache lives (one deck's search), the models by what shapes them: the
-// layout but its micro-batch count and ZeRO stage (which build the same model), the
-// stage, and the product precision and bf16 rounding the deck copies vary.
-std::map<std::string, std::shared_ptr<GPT<float>>>* active_cache = nullptr;
-
-std::shared_ptr<GPT<float>> dry_model(const Deck& deck, const Layout& l, int stage) {
-  if (!active_cache) return build_dry_model(deck, l, stage);
-  Layout shape = l;
-  shape.micro_batches = 1;
-  shape.zero = 0;
-  const std::string key = shape.name() + " stage " + std::to_string(stage) + " " + to_string(deck.model.precision) +
-                          (deck.model.bf16_round_once ? " once" : " every");
-  // the layouts of one shape come one after another (feasible_layouts): 64
-  // models at most are kept (each holds its parameters' descriptions; an 80B GPT's about 12 MB)
-  constexpr size_t kMostModels = 64;
-  if (active_cache->size() >= kMostModels && !active_cache->count(key)) active_cache->clear();
-  auto& slot = (*active_cache)[key];
-  if (!slot) slot = build_dry_model(deck, shape, stage);
-  slot->share_loss_layer_cache(false);  // as built: what an earlier layout's schedule set is undone
-  return slot;
-}
-
-// Attention's products, fused: at the machine's attention rate on the kernel's own count
-// where the machine file gives one, else at the GEMM rate on the model's count.
-double attention_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m,
-                         Precision precision) {
-  const double rate = m.attention_rate(precision);
-  return rate > 0 ? model.attention_kernel_flops(micro) / rate
-                  : model.attention_model_flops(micro) / m.gemm_rate(precision);
-}
-
 }  // namespace
-
-DryModelCache::DryModelCache() {
-  if (!active_cache) {
-    active_cache = &models_;
-    owner_ = true;
-  }
-}
-DryModelCache::~DryModelCache() {
-  if (owner_) active_cache = nullptr;
-}
-
-double product_seconds(const GPT<float>& model, const BlockContext& micro, const MachineFile& m, Precision precision) {
-  return (model.stage_flops(micro) - model.attention_model_flops(micro)) / m.gemm_rate(precision) +
-         attention_seconds(model, micro, m, precision);
-}
 
 namespace {
 
@@ -94,9 +27,6 @@ PipeSchedule schedule_of(const Layout& l, int mini_batches) {
   return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches,
                        l.schedule == Schedule::Interleaved ? l.virtual_stages : 1);
 }
-
-// The replicas ZeRO-1 splits the moments over (1: no split).
-int zero_shards(const Layout& l) { return l.zero > 0 ? l.replicas() : 1; }
 
 struct StageCosts {
   double compute = 0;      // per micro-batch, forward and backward: GEMMs and the non-GEMM work
@@ -111,244 +41,10 @@ struct StageCosts {
   double backward() const { return 2 * compute / 3 + 2 * tensor / 3; }
 };
 
-// (state, activation) bytes of one rank of a stage: parameters, gradients and AdamW
-// moments (with ZeRO-1 over `zero_shards` data ranks: a block of them, the buffers padded;
-// XPipe: and the true weights under a prediction; the parameters rounded to bf16 when
-// kept); the activation caches of the
-// micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
-// list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
-std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
-                                         const BlockContext& micro, bool xpipe, int zero_shards, int zero,
-                                         int micro_batches, bool rounded_copy, GatherPolicy policy) {
-  const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
-  if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
-  const auto& store = model.params();
-  const int64_t numel = store.numel(), dense = store.expert_begin(), experts = numel - dense;
-  int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
-  int64_t values = store_values(numel, zero_shards);
-  const auto& tp = model.tensor_parallel();
-  const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
-  if (zero >= 2 && zero_shards > 1) {
-    // ZeRO-2 (ParamStore::shard_gradients): the parameters unit by unit, each padded; this
-    // rank's part of each unit's gradients and moments; the slots of the units in the works
-    // (ZeRO-3, shard_parameters: the parameters' part too, and the gathered units' slots)
-    const auto units = zero2_units(model, zero_shards);
-    const bool split =
-        program && std::any_of(program->begin(), program->end(), [](const PipeInstr& in) {
-          return in.op == PipeOp::BackwardInput;
-        });  // the zero-bubble schedules' halves (a flushing list's backwards are whole: one per micro-batch)
-    int64_t owned = 0;
-    for (const auto& u : units) owned += u.part();
-    padded = units.empty() ? 0 : units.back().end;
-    const int64_t params =
-        zero == 3
-            ? owned + zero3_gathers(model, units,
-                                    program ? stage_passes(*program) : data_parallel_passes(micro_batches), policy)
-                          .slot_values
-            : padded;
-    values = params + 3 * owned +
-             zero2_slot_values(model, units, split ? stage_backwards(*program) : whole_backwards(micro_batches));
-  } else if (zero_shards > 1 && e > 1 && experts > 0) {
-    // ZeRO-1 over two regions (ParamStore::shard_moments): the experts' over the expert replicas
-    const int64_t block = zero_block(dense, zero_shards), expert_block = zero_block(experts, zero_shards / e);
-    padded = block * zero_shards + expert_block * (zero_shards / e);
-    values = 2 * padded + 2 * (block + expert_block);
-  }
-  const int64_t state =
-      (values + (xpipe ? numel : 0)) * int64_t(sizeof(float)) + (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
-  if (!program) return {state, model.cache_bytes_for(micro) + model.workspace_bytes_for(micro)};
-  // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
-  const auto [rows, cols] = model.boundary_shape(micro);
-  int64_t activations = model.shared_cache_bytes_for(micro) + model.workspace_bytes_for(micro);
-  for (int c = 0; c < schedule->virtual_stages; ++c) {
-    const int64_t slots = std::max(1, peak_in_flight(*program, c));
-    activations += slots * model.cache_bytes_for(micro, c) + (4 * slots + 2) * rows * cols * int64_t(sizeof(float));
-  }
-  return {state, activations};
-}
-
-// Layer-parallel training (parallel.schedule = "mgrit", engine/layer_parallel/): the layer
-// ranks' solves replayed (mgrit_cost.hpp) with one block's times from a layer rank's
-// model: its products at the GEMM rate, its kept bytes at the activation rate and its
-// tensor traffic, a third for the forward step, two for the adjoint step (its forward
-// again and its input half), all three for the gradient pass; the open and close parts
-// (buffer blocks, embedding, head) likewise, one state (B T, C) per message over the
-// pipeline link; every check_every steps an exact pass on top; then the tied embedding's
-// and the replicas' gradient sums and the update. Memory: the layer rank's parameters,
-// gradients and moments, the solvers' states on every level, one block's activations and
-// the open and close parts' caches.
-struct LayerParallelCosts {
-  LayerStepTimes times;
-  MgritOptions forward, backward;
-  int64_t steps = 0;
-  double solve_s = 0;      // one pass, with the checks' share
-  double state_bytes = 0;  // of one state
-};
-
-MgritOptions solver_options(const LayerParConfig& lp, int levels, int iterations) {
-  MgritOptions o;
-  o.levels = levels;
-  o.cfactor = int(lp.cfactor);
-  o.max_iterations = iterations;
-  o.tolerance = 0;  // every cycle runs (the tolerance may stop them earlier)
-  o.fcf = lp.relaxation == Relaxation::FCF;
-  return o;
-}
-
-// the states a forward and adjoint pair of solvers keeps on layer rank r (engine/layer_parallel/mgrit.hpp):
-// each its points (and above level 0 their FAS right-hand sides and restricted values) and one scratch state,
-// and the gradient pass's one (OdeAdjointSteps)
-int64_t solver_states(const MgritLayout& layout, int r) {
-  int64_t n = 1;
-  for (int l = 0; l < layout.levels(); ++l) n += (l == 0 ? 1 : 3) * (layout.count(l, r) + 1);
-  return n;
-}
-
-LayerParallelCosts layer_parallel_costs(const Deck& deck, const Layout& l, const MachineFile& machine) {
-  const auto& lp = deck.layerpar;
-  const Links links(l, machine);
-  const int p = l.pipeline;
-  const BlockContext micro{deck.data.batch_size / l.data, deck.model.seq_len};
-  LayerParallelCosts c;
-  c.steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
-  c.forward = solver_options(lp, l.levels, int(lp.fwd_iterations));
-  c.backward = solver_options(lp, l.levels, int(lp.bwd_iterations));
-  // a forward and backward of the chunk's blocks and parts: products, kept bytes, tensor traffic
-  const auto chunk_seconds = [&](const GPT<float>& model, int chunk) {
-    Traffic tensor;
-    model.micro_batch_traffic(micro, tensor, chunk);
-    return double(model.cache_bytes_for(micro, chunk)) / machine.activation_rate +
-           links.seconds(tensor, [](const std::string&, const std::string&) { return true; });
-  };
-  // one block: layer rank 0's step chunk (its products over all it holds, shared by its blocks)
-  const auto first = dry_model(deck, l, 0);
-  const auto& place = first->placement();
-  const int held = place.held_layers(),
-            in_steps = place.chunk(place.steps_chunk()).second - place.chunk(place.steps_chunk()).first;
-  const double block_products = product_seconds(*first, micro, machine, deck.model.precision) / double(held);
-  const double block = block_products + chunk_seconds(*first, place.steps_chunk()) / double(in_steps);
-  c.times.forward = block / 3;
-  c.times.adjoint = 2 * block / 3;
-  c.times.gradient = c.times.serial_step = block;
-  c.times.open = double(lp.buffer_open) * block_products + chunk_seconds(*first, 0);
-  const auto last = dry_model(deck, l, p - 1);
-  const int last_chunk = last->placement().chunk_count() - 1;
-  const double head_products = product_seconds(*last, micro, machine, deck.model.precision) -
-                               double(last->placement().held_layers()) * block_products;
-  c.times.close = head_products + chunk_seconds(*last, last_chunk) + double(lp.buffer_close) * block_products;
-  const auto [rows, cols] = first->boundary_shape(micro);
-  c.state_bytes = double(rows * cols) * sizeof(float);
-  c.times.message = links.of("pipeline").seconds(Collective::Send, p, c.state_bytes);
-  c.solve_s = layer_parallel_seconds(c.steps, p, c.forward, c.backward, c.times);
-  const MgritOptions exact_f = solver_options(lp, 1, 1), exact_b = exact_f;
-  if (lp.check_every > 0 && l.levels > 1)
-    c.solve_s += layer_parallel_seconds(c.steps, p, exact_f, exact_b, c.times) / double(lp.check_every);
-  return c;
-}
-
-// Per layer rank, the states its solvers keep: forward and adjoint, the gradient pass's one (and the checks'
-// one-level set).
-std::vector<int64_t> solver_state_counts(const Deck& deck, const Layout& l) {
-  const auto& lp = deck.layerpar;
-  const int p = l.pipeline;
-  const int64_t steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
-  const auto bounds = MgritLayout::balanced(steps, p);
-  const MgritLayout fwd(steps, int(lp.cfactor), l.levels, bounds);
-  const MgritLayout bwd = fwd.reversed();
-  const MgritLayout one(steps, int(lp.cfactor), 1, bounds);
-  std::vector<int64_t> out;
-  for (int r = 0; r < p; ++r) {
-    int64_t n = solver_states(fwd, r) + solver_states(bwd, p - 1 - r) + 1;
-    if (lp.check_every > 0 && l.levels > 1) n += 2 * solver_states(one, r) + 1;
-    out.push_back(n);
-  }
-  return out;
-}
-
-// The fullest layer rank's (state, activation) bytes: its parameters, gradients and moments;
-// the open and close parts' caches, one block's activations, the solvers' states (and a
-// check's gradient copy).
-MemoryPrediction layer_parallel_memory(const Deck& deck, const Layout& l) {
-  const BlockContext micro{deck.data.batch_size / l.data, deck.model.seq_len};
-  const std::vector<int64_t> states = solver_state_counts(deck, l);
-  MemoryPrediction out;
-  for (int s = 0; s < l.pipeline; ++s) {
-    const auto model = dry_model(deck, l, s);
-    const auto& place = model->placement();
-    const int steps_chunk = place.steps_chunk(),
-              in_steps = place.chunk(steps_chunk).second - place.chunk(steps_chunk).first;
-    const auto [rows, cols] = model->boundary_shape(micro);
-    const int64_t state = stage_memory(*model, nullptr, micro, false, zero_shards(l), l.zero, 1,
-                                       keeps_rounded_copy(deck), gather_policy(deck.parallel))
-                              .first;
-    int64_t activations = model->cache_bytes_for(micro, steps_chunk) / std::max(1, in_steps) +
-                          model->workspace_bytes_for(micro) + states[size_t(s)] * rows * cols * int64_t(sizeof(float));
-    for (int k = 0; k < place.chunk_count(); ++k)
-      if (k != steps_chunk) activations += model->cache_bytes_for(micro, k);
-    if (deck.layerpar.check_every > 0 && l.levels > 1) activations += model->params().numel() * int64_t(sizeof(float));
-    if (state + activations > out.state_bytes + out.activation_bytes) {
-      out.state_bytes = state;
-      out.activation_bytes = activations;
-    }
-  }
-  return out;
-}
-
-StepPrediction predict_layer_parallel(const Deck& deck, const Layout& l, const MachineFile& machine) {
-  StepPrediction out;
-  out.layout = l;
-  const Links links(l, machine);
-  const int p = l.pipeline;
-  const LayerParallelCosts c = layer_parallel_costs(deck, l, machine);
-  double sums = 0, optimizer = 0;
-  for (int s = 0; s < p; ++s) {
-    const auto model = dry_model(deck, l, s);
-    const auto& store = model->params();
-    if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
-    const double grads = double(store.numel()) * sizeof(float);
-    double rank_sums = links.of("data").seconds(Collective::AllReduce, l.replicas(), grads);
-    if (p > 1 && (s == 0 || s == p - 1))
-      rank_sums +=
-          links.of("tied_emb")
-              .seconds(Collective::AllReduce, 2, double(store.infos()[model->tied_index()].numel) * sizeof(float));
-    sums = std::max(sums, rank_sums);
-    optimizer = std::max(optimizer, double(zero_block(store.numel(), zero_shards(l))) / machine.adam_rate);
-    out.stage_params.push_back(store.numel());
-  }
-  const MemoryPrediction memory = layer_parallel_memory(deck, l);
-  out.state_bytes = memory.state_bytes;
-  out.activation_bytes = memory.activation_bytes;
-  out.compute_s = c.solve_s + optimizer;
-  out.comm_s = sums;
-  out.step_s = out.compute_s + out.comm_s;
-  // the busiest rank's messages (forward and adjoint solves) and its gradient sum
-  const LayerParallelSolves solves = planned_solves(deck, l);
-  int64_t messages = 0;
-  for (int r = 0; r < p; ++r)
-    messages = std::max(messages, solves.forward.messages[size_t(r)] + solves.adjoint.messages[size_t(r)]);
-  out.wire_bytes = double(messages) * c.state_bytes +
-                   (l.replicas() > 1 ? 2.0 * double(out.stage_params.front()) * sizeof(float) : 0.0);
-  return out;
-}
-
 }  // namespace
 
-LayerParallelSolves planned_solves(const Deck& deck, const Layout& l) {
-  const auto& lp = deck.layerpar;
-  const int p = l.pipeline;
-  const int64_t steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
-  const MgritOptions f = solver_options(lp, l.levels, int(lp.fwd_iterations)),
-                     b = solver_options(lp, l.levels, int(lp.bwd_iterations));
-  const MgritLayout fwd(steps, f.cfactor, f.levels, MgritLayout::balanced(steps, p));
-  LayerParallelSolves out{mgrit_cost(fwd, f, 1, 1), mgrit_cost(fwd.reversed(), b, 1, 1)};
-  // the adjoint runs on the reversed layout: its position p - 1 - r is layer rank r
-  std::reverse(out.adjoint.steps.begin(), out.adjoint.steps.end());
-  std::reverse(out.adjoint.messages.begin(), out.adjoint.messages.end());
-  return out;
-}
-
-MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
-  if (l.mgrit) return layer_parallel_memory(deck, l);
+MemoryPrediction predict_memory(const Deck& deck, const Layout& l, DryModels* models) {
+  if (l.mgrit) return layer_parallel_memory(deck, l, models);
   const int p = l.pipeline;
   const bool xpipe = p > 1 && l.schedule == Schedule::XPipe;
   const BlockContext micro{deck.data.batch_size / l.data / l.micro_batches, deck.model.seq_len};
@@ -357,7 +53,7 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   MemoryPrediction out;
   for (int s = 0; s < p; ++s) {
     const auto [state, activations] =
-        stage_memory(*dry_model(deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), l.zero,
+        stage_memory(*dry_model(models, deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), l.zero,
                      l.micro_batches, keeps_rounded_copy(deck), gather_policy(deck.parallel));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
@@ -367,8 +63,8 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l) {
   return out;
 }
 
-Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps) {
-  const auto model = dry_model(deck, l, stage);
+Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps, DryModels* models) {
+  const auto model = dry_model(models, deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
     return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
@@ -414,7 +110,8 @@ double exposed_tensor_seconds(const Deck& deck, const Layout& l, const MachineFi
 // and backward keep without recomputation), the weight half, the tensor-parallel
 // communication not hidden, and the update's and XPipe's prediction's arithmetic.
 void micro_batch_costs(StageCosts& c, const Deck& deck, const Layout& l, int s, const MachineFile& machine,
-                       const Links& links, const BlockContext& micro, const GPT<float>& model, bool shared_head) {
+                       const Links& links, const BlockContext& micro, const GPT<float>& model, bool shared_head,
+                       DryModels* models) {
   // per micro-batch: the GEMMs, and the non-GEMM work as calibrate measures it (per byte
   // of the activations a forward and backward keep without recomputation)
   const double rate = machine.gemm_rate(deck.model.precision);
@@ -423,7 +120,7 @@ void micro_batch_costs(StageCosts& c, const Deck& deck, const Layout& l, int s, 
   // cache keeps them (as calibrate measured it), activations kept as bf16 included.
   Deck as_fp32 = deck;
   as_fp32.model.bf16_round_once = false;
-  const auto fp32_model = dry_model(as_fp32, l, s);
+  const auto fp32_model = dry_model(models, as_fp32, l, s);
   fp32_model->share_loss_layer_cache(shared_head);
   double kept = 0;  // every chunk's
   for (int k = 0; k < model.placement().chunk_count(); ++k) kept += double(fp32_model->cache_bytes_for(micro, k));
@@ -434,7 +131,7 @@ void micro_batch_costs(StageCosts& c, const Deck& deck, const Layout& l, int s, 
     // the bytes no longer kept
     Layout plain = l;
     plain.recompute = Recompute::None;
-    const auto plain_model = dry_model(as_fp32, plain, s);
+    const auto plain_model = dry_model(models, as_fp32, plain, s);
     plain_model->share_loss_layer_cache(shared_head);
     double plain_kept = 0;
     for (int k = 0; k < plain_model->placement().chunk_count(); ++k)
@@ -578,8 +275,9 @@ void time_pipeline(StepPrediction& out, const PipeCosts& pc, const StageLists& l
 
 // (75 lines: one pass over the stages, each stage's costs, traffic and memory in turn, then
 // the timeline; the pieces are the functions above.)
-StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps) {
-  if (l.mgrit) return predict_layer_parallel(deck_asked, l, machine);
+StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps,
+                            DryModels* models) {
+  if (l.mgrit) return predict_layer_parallel(deck_asked, l, machine, models);
   // where the machine's bf16 products round inside the product (GPUs), a run there keeps
   // no bf16 copies or activations, whatever this build does: planned as if rounding once
   // were off
@@ -601,12 +299,12 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     // the loss layer's cache kept once where the stage's list allows it, as the engines
     // decide it (stage_memory): its bytes count in the work below
     const bool shared_head = p > 1 && one_forward_at_a_time(unit.programs[size_t(s)]);
-    const auto model = dry_model(deck, l, s);
+    const auto model = dry_model(models, deck, l, s);
     model->share_loss_layer_cache(shared_head);
     const auto& store = model->params();
     StageCosts& c = costs[size_t(s)];
     if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
-    micro_batch_costs(c, deck, l, s, machine, links, micro, *model, shared_head);
+    micro_batch_costs(c, deck, l, s, machine, links, micro, *model, shared_head, models);
     if (p > 1) {
       const auto [rows, cols] = model->boundary_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));

@@ -11,6 +11,7 @@
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
+#include "plan/dry_models.hpp"
 #include "plan/step_prediction.hpp"
 #include "support/source_file.hpp"
 
@@ -81,7 +82,7 @@ TEST_CASE("3D search: the pruned search loses no layout the full prediction rank
     ++decks;
     for (const char* machine : {"machines/h100-dgx-cluster.toml", "machines/debian-2core-vm.toml"}) {
       const MachineFile m = read_machine_file(source_file(machine));
-      const DryModelCache models;
+      DryModels models;
       for (const int ranks : {8, 16}) {
         if (ranks == 16 && m.ranks_per_node < 8) continue;  // 16: on the cluster (two of its nodes)
         double pruned_s = 0, full_s = 0;
@@ -89,14 +90,14 @@ TEST_CASE("3D search: the pruned search loses no layout the full prediction rank
         std::set<std::string> seen;
         for (const Layout& l : feasible_layouts(deck, ranks, &m)) {
           if (l.tensor != TensorMode::ThreeD) continue;
-          const double s = predict_step(deck, l, m).step_s;
+          const double s = predict_step(deck, l, m, 0, &models).step_s;
           if (pruned_s == 0 || s < pruned_s) pruned_s = s, pruned = key(l);
-          for (const Layout& split : ranked_3d_splits(deck, ranks, l.tensor_size(), &m)) {
+          for (const Layout& split : ranked_3d_splits(deck, ranks, l.tensor_size(), &m, 0, &models)) {
             Layout v = l;
             v.tx = split.tx, v.ty = split.ty, v.tz = split.tz;
             if (!seen.insert(key(v)).second || !admits(deck, v)) continue;
             ++weighed;
-            const double sv = predict_step(deck, v, m).step_s;
+            const double sv = predict_step(deck, v, m, 0, &models).step_s;
             if (full_s == 0 || sv < full_s) full_s = sv, full = key(v);
           }
         }
