@@ -10,6 +10,7 @@
 #include "kernels/matmul.hpp"
 #include "kernels/moe.hpp"
 #include "kernels/residual.hpp"
+#include "model/moe_routing.hpp"
 #include "model/tensor_shard.hpp"
 
 namespace strata {
@@ -103,7 +104,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
   const auto hlse = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.lse);
   auto he = Kokkos::create_mirror_view(r.expert);
   auto hg = Kokkos::create_mirror_view(r.gate);
-  const std::vector<int64_t> assigned = choose_top_k(hp, he, hg);
+  const std::vector<int64_t> assigned = choose_top_k<T>(hp, he, hg, top_k_);
   // f_i over the global micro-batch: the assignments summed over the ranks that hold it
   const std::vector<int64_t> global = summed_over_routing_ranks(assigned);
   const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
@@ -123,33 +124,11 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     load_.dropped += dropped_global;
     for (char kept_one : kept) dropped_here_ += kept_one ? 0 : 1;
   }
-  const std::vector<int64_t> per_expert = dispatch_order(he, kept, r);
+  const std::vector<int64_t> per_expert = dispatch_order(he, kept, experts_, top_k_, r);
   exchange_counts(per_expert, r);
   Kokkos::deep_copy(r.expert, he);
   Kokkos::deep_copy(r.gate, hg);
   return aux;
-}
-
-template <class T>
-std::vector<int64_t> MoeLayer<T>::choose_top_k(const HostRows<T>& hp, HostRows<int32_t>& he, HostRows<T>& hg) const {
-  const int64_t n = hp.extent(0), E = experts_, k = top_k_;
-  std::vector<int64_t> assigned(size_t(E), 0);
-  for (int64_t t = 0; t < n; ++t) {
-    T sum = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t best = -1;
-      for (int64_t i = 0; i < E; ++i) {
-        bool taken = false;
-        for (int64_t q = 0; q < j; ++q) taken = taken || he(t, q) == i;
-        if (!taken && (best < 0 || hp(t, i) > hp(t, best))) best = i;
-      }
-      he(t, j) = int32_t(best);
-      sum += hp(t, best);
-      ++assigned[size_t(best)];
-    }
-    for (int64_t j = 0; j < k; ++j) hg(t, j) = k == 1 ? hp(t, he(t, j)) : hp(t, he(t, j)) / sum;
-  }
-  return assigned;
 }
 
 template <class T>
@@ -199,38 +178,6 @@ std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, con
     }
   for (int64_t i = 0; i < E; ++i) dropped_global += std::max<int64_t>(0, global[size_t(i)] - cap);
   return kept;
-}
-
-// The dispatch order, expert-major, then token, then slot: each kept assignment's row in it
-// (r.row, -1 where dropped) and each row's token (r.send_token); returns the rows per expert.
-template <class T>
-std::vector<int64_t> MoeLayer<T>::dispatch_order(const HostRows<int32_t>& he, const std::vector<char>& kept,
-                                                 MoeRouting<T>& r) const {
-  const int64_t n = he.extent(0), E = experts_, k = top_k_;
-  std::vector<int64_t> per_expert(size_t(E), 0);
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j)
-      if (kept[size_t(t * k + j)]) ++per_expert[size_t(he(t, j))];
-  std::vector<int64_t> at(size_t(E), 0);
-  for (int64_t i = 1; i < E; ++i) at[size_t(i)] = at[size_t(i - 1)] + per_expert[size_t(i - 1)];
-  r.dispatched = at[size_t(E - 1)] + per_expert[size_t(E - 1)];
-  if (int64_t(r.send_token.extent(0)) < r.dispatched || r.send_token.data() == nullptr)
-    r.send_token = Tensor1<int32_t>("moe.send_token", size_t(std::max<int64_t>(r.dispatched, 1)));
-  auto hs = Kokkos::create_mirror_view(r.send_token);
-  auto hrow = Kokkos::create_mirror_view(r.row);
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      if (!kept[size_t(t * k + j)]) {
-        hrow(t, j) = -1;
-        continue;
-      }
-      const int64_t row = at[size_t(he(t, j))]++;
-      hrow(t, j) = int32_t(row);
-      hs(row) = int32_t(t);
-    }
-  Kokkos::deep_copy(r.row, hrow);
-  Kokkos::deep_copy(r.send_token, hs);
-  return per_expert;
 }
 
 // What goes to each expert rank and what comes from each (r.send_rows, r.recv_rows), the

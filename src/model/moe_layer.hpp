@@ -129,18 +129,14 @@ class MoeLayer {
  private:
   // The routing of x's rows into r; returns their auxiliary losses (forward's value).
   double route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
-  // route's steps, on host copies of the routing's (N, E) and (N, k) tables
+  // route's steps (and moe_routing.hpp's), on host copies of the routing's (N, k) tables
   template <class U>
   using HostRows = typename Tensor2<U>::HostMirror;
-  // the top k of each token (ties to the lower expert) and their gates; the assignments per expert
-  std::vector<int64_t> choose_top_k(const HostRows<T>& probs, HostRows<int32_t>& expert, HostRows<T>& gate) const;
   // counts summed over the ranks that route the replica's rows (tensor ranks, expert ranks)
   std::vector<int64_t> summed_over_routing_ranks(std::vector<int64_t> counts) const;
   std::vector<char> kept_within_capacity(const BlockContext& ctx, const HostRows<int32_t>& expert,
                                          const std::vector<int64_t>& global, int64_t tokens,
                                          int64_t& dropped_global) const;
-  std::vector<int64_t> dispatch_order(const HostRows<int32_t>& expert, const std::vector<char>& kept,
-                                      MoeRouting<T>& r) const;
   void exchange_counts(const std::vector<int64_t>& per_expert, MoeRouting<T>& r) const;
   void backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
   // Whether this layer routes a share of the rows it is given (a 1D tensor split without
