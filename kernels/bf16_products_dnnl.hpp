@@ -10,12 +10,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/matmul_bf16.hpp"
 #ifdef STRATA_HAVE_DNNL
 #include <dnnl.hpp>
 #endif
 
 namespace strata::kernels::bf16_detail {
+
+// What a buffer of n values takes on the stack: n rounded up to 32, buffers 64 bytes apart
+// (ProductWorkspace::stack_elements says the same to the models' predictions).
+inline int64_t stack_elements(int64_t n) { return (n + 31) / 32 * 32; }
 
 // A stack of bf16 buffers (2-byte elements, buffers 64 bytes apart): the operands a pass
 // or a product rounds, taken and given back in nested order. It grows to the most ever in
@@ -24,7 +27,7 @@ namespace strata::kernels::bf16_detail {
 class Bf16Stack {
  public:
   uint16_t* take(int64_t n) {
-    const int64_t end = top_ + ProductWorkspace::stack_elements(n);
+    const int64_t end = top_ + stack_elements(n);
     if (end > capacity_) {
       if (block_) outgrown_.emplace_back(capacity_, std::move(block_));
       block_.reset(new uint16_t[size_t(end)]);
@@ -98,14 +101,12 @@ class Bf16Products {
   // (cli/thread_choice), as Kokkos and OpenBLAS do.
   Bf16Products() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
-  // a_bits: A already rounded (a kernel wrote it as bf16), else nullptr and A is a. The
-  // operands no copy holds are rounded into buffers of the stack. bias: n values added to
-  // every row of C in the product's epilogue (shape.bias), else nullptr.
-  void run(ProductWorkspace& ws, Bf16Stack& stack, Bf16Shape shape, const float* a, const uint16_t* a_bits,
-           const float* b, float* c, const float* bias = nullptr) {
+  // a_copy, b_copy: the operand already rounded (a copy holds it, or a kernel wrote it as
+  // bf16), else nullptr and it is rounded into a buffer of the stack. bias: n values added
+  // to every row of C in the product's epilogue (shape.bias), else nullptr.
+  void run(Bf16Stack& stack, Bf16Shape shape, const float* a, const uint16_t* a_copy, const float* b,
+           const uint16_t* b_copy, float* c, const float* bias = nullptr) {
     const Bf16Shape& s = shape;
-    const uint16_t* a_copy = a_bits ? a_bits : ws.lookup(a, operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
-    const uint16_t* b_copy = ws.lookup(b, operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
     if (s.rows_vary && s.batch == 1) {
       run_any_rows(stack, shape, a, a_copy, b, b_copy, c, bias);
       return;

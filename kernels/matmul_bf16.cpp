@@ -91,6 +91,22 @@ struct ProductWorkspace::State {
 #endif
 };
 
+#if defined(STRATA_HAVE_DNNL) && !defined(KOKKOS_ENABLE_CUDA)
+namespace {
+// The product of `shape` through the workspace's primitives, with the copies its live
+// RoundedCopy objects hold for A (unless a_bits: A written as bf16) and B.
+void run_product(ProductWorkspace& ws, ProductWorkspace::State& st, const Bf16Shape& s, const float* a,
+                 const uint16_t* a_bits, const float* b, float* c, const float* bias = nullptr) {
+  const uint16_t* a_copy =
+      a_bits ? a_bits : ws.lookup(a, bf16_detail::operand_extent(s.batch, s.m, s.k, s.lda, s.sa, s.ta));
+  const uint16_t* b_copy = ws.lookup(b, bf16_detail::operand_extent(s.batch, s.k, s.n, s.ldb, s.sb, s.tb));
+  st.products.run(st.stack, s, a, a_copy, b, b_copy, c, bias);
+}
+}  // namespace
+#endif
+
+int64_t ProductWorkspace::stack_elements(int64_t n) { return bf16_detail::stack_elements(n); }
+
 ProductWorkspace::ProductWorkspace() : state_(std::make_unique<State>()) {}
 ProductWorkspace::~ProductWorkspace() = default;
 int64_t ProductWorkspace::bytes() const { return state_->stack.bytes(); }
@@ -176,7 +192,7 @@ void matmul_bf16_strided_batched(ProductWorkspace& workspace, bool trans_a, bool
   auto& st = workspace.state();
   Bf16Shape shape{batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c};
   shape.rows_vary = st.rows_vary > 0;
-  st.products.run(workspace, st.stack, shape, a, nullptr, b, c);
+  run_product(workspace, st, shape, a, nullptr, b, c);
 #else
   (void)workspace, (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
   (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c;
@@ -216,7 +232,7 @@ void matmul_bf16_strided_batched(ProductWorkspace& workspace, bool trans_a, bool
   auto& st = workspace.state();
   Bf16Shape shape{batch, m, n, k, trans_a, trans_b, beta, lda, stride_a, ldb, stride_b, ldc, stride_c};
   shape.rows_vary = st.rows_vary > 0;
-  st.products.run(workspace, st.stack, shape, nullptr, reinterpret_cast<const uint16_t*>(a), b, c);
+  run_product(workspace, st, shape, nullptr, reinterpret_cast<const uint16_t*>(a), b, c);
 #else
   (void)workspace, (void)trans_a, (void)trans_b, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb;
   (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c;
@@ -266,7 +282,7 @@ void bias_product(ProductWorkspace& workspace, bool trans_a, bool trans_b, V2<co
   shape.bias = true;
   shape.rows_vary = st.rows_vary > 0;
   const bool rounded = std::is_same_v<A, bf16>;
-  st.products.run(workspace, st.stack, shape, rounded ? nullptr : reinterpret_cast<const float*>(a.data()),
+  run_product(workspace, st, shape, rounded ? nullptr : reinterpret_cast<const float*>(a.data()),
                   rounded ? reinterpret_cast<const uint16_t*>(a.data()) : nullptr, b.data(), c.data(), bias.data());
 #else
   (void)workspace, (void)bias;

@@ -46,7 +46,7 @@ class ProductWorkspace {
   const uint16_t* lookup(const float* begin, int64_t extent);
   // What a buffer of n values takes on the stack (n rounded up to 32: buffers 64 bytes
   // apart), for the models' predictions of its size.
-  static int64_t stack_elements(int64_t n) { return (n + 31) / 32 * 32; }
+  static int64_t stack_elements(int64_t n);
 
   // While one lives, the products of this workspace whose row count changes from call to
   // call (a mixture's experts: the tokens routed to each) take their rows and reduction

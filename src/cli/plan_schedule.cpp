@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "engine/pipeline/schedule.hpp"
 #include "engine/pipeline/simulate.hpp"
 
 namespace strata {

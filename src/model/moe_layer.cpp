@@ -124,7 +124,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     load_.dropped += dropped_global;
     for (char kept_one : kept) dropped_here_ += kept_one ? 0 : 1;
   }
-  const std::vector<int64_t> per_expert = dispatch_order(he, kept, experts_, top_k_, r);
+  const std::vector<int64_t> per_expert = dispatch_order(he, kept, experts_, top_k_, r.row, r.send_token, r.dispatched);
   exchange_counts(per_expert, r);
   Kokkos::deep_copy(r.expert, he);
   Kokkos::deep_copy(r.gate, hg);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "model/moe_layer.hpp"
 
 namespace strata {
 
@@ -28,9 +27,8 @@ std::vector<int64_t> choose_top_k(const HostTable<T>& hp, HostTable<int32_t>& he
   return assigned;
 }
 
-template <class T>
 std::vector<int64_t> dispatch_order(const HostTable<int32_t>& he, const std::vector<char>& kept, int64_t E, int64_t k,
-                                    MoeRouting<T>& r) {
+                                    Tensor2<int32_t>& row_of, Tensor1<int32_t>& send_token, int64_t& dispatched) {
   const int64_t n = he.extent(0);
   std::vector<int64_t> per_expert(size_t(E), 0);
   for (int64_t t = 0; t < n; ++t)
@@ -38,11 +36,11 @@ std::vector<int64_t> dispatch_order(const HostTable<int32_t>& he, const std::vec
       if (kept[size_t(t * k + j)]) ++per_expert[size_t(he(t, j))];
   std::vector<int64_t> at(size_t(E), 0);
   for (int64_t i = 1; i < E; ++i) at[size_t(i)] = at[size_t(i - 1)] + per_expert[size_t(i - 1)];
-  r.dispatched = at[size_t(E - 1)] + per_expert[size_t(E - 1)];
-  if (int64_t(r.send_token.extent(0)) < r.dispatched || r.send_token.data() == nullptr)
-    r.send_token = Tensor1<int32_t>("moe.send_token", size_t(std::max<int64_t>(r.dispatched, 1)));
-  auto hs = Kokkos::create_mirror_view(r.send_token);
-  auto hrow = Kokkos::create_mirror_view(r.row);
+  dispatched = at[size_t(E - 1)] + per_expert[size_t(E - 1)];
+  if (int64_t(send_token.extent(0)) < dispatched || send_token.data() == nullptr)
+    send_token = Tensor1<int32_t>("moe.send_token", size_t(std::max<int64_t>(dispatched, 1)));
+  auto hs = Kokkos::create_mirror_view(send_token);
+  auto hrow = Kokkos::create_mirror_view(row_of);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
       if (!kept[size_t(t * k + j)]) {
@@ -53,8 +51,8 @@ std::vector<int64_t> dispatch_order(const HostTable<int32_t>& he, const std::vec
       hrow(t, j) = int32_t(row);
       hs(row) = int32_t(t);
     }
-  Kokkos::deep_copy(r.row, hrow);
-  Kokkos::deep_copy(r.send_token, hs);
+  Kokkos::deep_copy(row_of, hrow);
+  Kokkos::deep_copy(send_token, hs);
   return per_expert;
 }
 
@@ -62,9 +60,5 @@ template std::vector<int64_t> choose_top_k<float>(const HostTable<float>&, HostT
                                                  int64_t);
 template std::vector<int64_t> choose_top_k<double>(const HostTable<double>&, HostTable<int32_t>&, HostTable<double>&,
                                                   int64_t);
-template std::vector<int64_t> dispatch_order<float>(const HostTable<int32_t>&, const std::vector<char>&, int64_t,
-                                                   int64_t, MoeRouting<float>&);
-template std::vector<int64_t> dispatch_order<double>(const HostTable<int32_t>&, const std::vector<char>&, int64_t,
-                                                    int64_t, MoeRouting<double>&);
 
 }  // namespace strata

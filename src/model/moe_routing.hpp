@@ -8,9 +8,6 @@
 
 namespace strata {
 
-template <class T>
-struct MoeRouting;
-
 template <class U>
 using HostTable = typename Tensor2<U>::HostMirror;
 
@@ -21,10 +18,9 @@ template <class T>
 std::vector<int64_t> choose_top_k(const HostTable<T>& hp, HostTable<int32_t>& he, HostTable<T>& hg, int64_t k);
 
 // The dispatch order, expert-major, then token, then slot, of the kept assignments of he
-// (N, k) over E experts: each one's row in it (r.row, -1 where dropped) and each row's token
-// (r.send_token); returns the rows per expert.
-template <class T>
+// (N, k) over E experts: each one's row in it (row, -1 where dropped), each row's token
+// (send_token, grown to hold them) and their count (dispatched); returns the rows per expert.
 std::vector<int64_t> dispatch_order(const HostTable<int32_t>& he, const std::vector<char>& kept, int64_t E, int64_t k,
-                                    MoeRouting<T>& r);
+                                    Tensor2<int32_t>& row, Tensor1<int32_t>& send_token, int64_t& dispatched);
 
 }  // namespace strata

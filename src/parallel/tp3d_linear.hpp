@@ -25,13 +25,6 @@
 
 namespace strata {
 
-struct Linear3DGroups {
-  Comm& in;
-  Comm& out;
-  Comm& depth;
-  bool overlap = true;  // the depth group's transfers in flight under the products (tp3d_transfers.hpp)
-};
-
 // Values of the weight shard one rank keeps: k / (in depth) x n / out. A
 // std::invalid_argument when in x depth does not divide k or out does not divide n.
 int64_t linear3d_shard_size(const Linear3DGroups& g, int64_t k, int64_t n);

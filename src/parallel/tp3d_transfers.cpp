@@ -7,7 +7,6 @@
 #include "core/timers.hpp"
 #include "kernels/gemm_pieces.hpp"
 #include "kernels/residual.hpp"
-#include "parallel/tp3d_linear.hpp"
 
 namespace strata {
 

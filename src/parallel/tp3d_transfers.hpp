@@ -27,7 +27,14 @@
 
 namespace strata {
 
-struct Linear3DGroups;
+// A 3D linear's three groups (tp3d_linear.hpp): the ranks its input and output columns
+// are split over, and its depth group.
+struct Linear3DGroups {
+  Comm& in;
+  Comm& out;
+  Comm& depth;
+  bool overlap = true;  // the depth group's transfers in flight under the products (tp3d_transfers.hpp)
+};
 
 template <class T>
 class Linear3DTransfers {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.hpp"
+#include "engine/pipeline/schedule.hpp"
 #include "engine/pipeline/simulate.hpp"
 
 using namespace strata;

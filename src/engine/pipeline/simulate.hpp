@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/pipeline/schedule.hpp"
+#include "engine/pipeline/pipe_program.hpp"
 
 namespace strata {
 
