@@ -3,6 +3,7 @@
 
 #include "cli/command.hpp"
 #include "core/deck.hpp"
+#include "core/deck_keys.hpp"
 #include "core/error.hpp"
 #include "model/model_kind.hpp"
 

@@ -163,38 +163,7 @@ struct Deck {
   std::string resolved_toml;  // the deck after overrides and defaults, as TOML
 };
 
-// Reads and validates a deck. overrides are "section.key=value" strings applied on top of
-// the file (the value is parsed as TOML, or taken as a string when it does not parse).
-// model_rules: what the core does not know of the deck's model kind (src/model's
-// load_model_deck passes them). names_kind throws a UserError when model.kind names no
-// kind, before a key is refused as another kind's; check, the kind's rules, after the keys
-// and the rules that tie them and before the layout's fit (UserError, origin in front).
-struct ModelRules {
-  std::function<void(const std::string& kind)> names_kind;
-  std::function<void(const Deck&, const std::string& origin)> check;
-};
-// What a key set where it has no effect gets (deck_keys.hpp: inert): refused (a deck a user
-// wrote), or let be (a deck a checkpoint stored, which older strata wrote so; a deck whose
-// layout the planner chooses).
-enum class KeyEffect { Refuse, Ignore };
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {},
-               const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);
-
-// The same from TOML text already in memory (tests, tools, checkpoints' decks). origin names it in errors.
-Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides = {},
-                const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);
-
-// Throws a UserError when the deck's parallel layout does not fit its model and batch:
-// sizes the tensor split must divide (Megatron 1D over t ranks; Optimus 2D over q x q),
-// micro-batches, layers per pipeline stage. load_deck calls it; so does the planner for
-// every layout it considers.
-void check_model_fits_grid(const Deck& d, const std::string& origin);
-
 // The layout as the logs print it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2".
 std::string layout_name(const ParallelConfig& p);
-
-// The reference of every deck key (section, key, type, default, allowed values, what it
-// does) as Markdown: `strata deck --reference` prints it; docs/deck.md is its output.
-std::string deck_reference();
 
 }  // namespace strata

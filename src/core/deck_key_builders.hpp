@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/deck_keys.hpp"
+#include "core/deck_key.hpp"
 
 namespace strata::deck_key_builders {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deck.hpp"
+#include "core/deck_reading.hpp"
 #include "model/run_description.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"

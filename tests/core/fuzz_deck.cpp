@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/deck.hpp"
+#include "core/deck_reading.hpp"
 #include "core/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "core/deck.hpp"
+#include "core/deck_reading.hpp"
+#include "core/deck_keys.hpp"
 #include "core/error.hpp"
 #include "model/model_kind.hpp"
 

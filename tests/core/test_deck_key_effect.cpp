@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/deck.hpp"
+#include "core/deck_reading.hpp"
 #include "core/deck_keys.hpp"
 #include "core/error.hpp"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/deck.hpp"
+#include "core/deck_reading.hpp"
 #include "data/token_batches.hpp"
 #include "io/random_tokens.hpp"
 #include "model/gpt.hpp"

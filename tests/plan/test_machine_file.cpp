@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/deck.hpp"
+#include "core/deck_reading.hpp"
 #include "core/error.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "plan/calibrate.hpp"

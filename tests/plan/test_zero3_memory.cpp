@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/deck_reading.hpp"
 #include "plan/layout.hpp"
 #include "plan/step_prediction.hpp"
 #include "support/source_file.hpp"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/deck.hpp"
+#include "core/deck_reading.hpp"
 #include "core/tensor.hpp"
 #include "engine/data_parallel.hpp"
 #include "model/gpt.hpp"
