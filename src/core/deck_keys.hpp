@@ -3,7 +3,7 @@
 // default-constructed Deck), allowed values and a one-line description. This table drives
 // reading a deck (deck.cpp), the range checks, the resolved deck written to the run
 // directory, and the key reference (`strata deck --reference`, docs/deck.md). Rules that
-// tie several keys together are in deck.cpp (check_cross_keys); their text is in the
+// tie several keys together are in deck_reading.cpp (check_cross_keys); their text is in the
 // descriptions here.
 #include <functional>
 #include <string>
