@@ -27,6 +27,7 @@
 #include "model/make_model.hpp"
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/step_prediction.hpp"
 

@@ -38,6 +38,7 @@
 #include "core/log.hpp"
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/step_prediction.hpp"
 #include "train/run_loop.hpp"

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "plan/dry_models.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/links.hpp"
 
 namespace strata {

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/machine_file.hpp"
 #include "plan/dry_models.hpp"
 #include "plan/step_prediction.hpp"

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/memory_fit.hpp"
 #include "plan/step_prediction.hpp"
 #include "support/source_file.hpp"
