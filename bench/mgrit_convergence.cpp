@@ -24,6 +24,7 @@
 #include "engine/layer_parallel/ode_steps.hpp"
 #include "io/image_dataset.hpp"
 #include "model/resnet.hpp"
+#include "model/resnet_steps.hpp"
 
 using namespace strata;
 
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
       cfg.init_std = 0.05;
       cfg.step_init_std = step_std;
       ResNet<double> net(cfg, 1);
+      attach_steps(net);
       if (!checkpoint.empty()) {
         ResNet<float> trained(cfg, 1);
         read_model_checkpoint(checkpoint, trained.params());

@@ -33,6 +33,7 @@
 #include "engine/layer_parallel/mgrit_cost.hpp"
 #include "layer_parallel_bench.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt_layer_steps.hpp"
 
 using namespace strata;
 
@@ -71,6 +72,7 @@ LayerStepTimes measure(int64_t layers, int64_t width, int64_t batch, int64_t seq
     Kokkos::deep_copy(tokens, 7);
     const SampleBatch<float> b = batch_of(tokens, batch);
     GPT<float> lp(m, 1, {}, StagePlacement::layer_steps(int(layers), open, close, 1, 0));
+    attach_layer_steps(lp);
     OdeNetwork<float>& steps = *lp.ode_network();
     Tensor2<float> u("u", batch, steps.state_size()), v("v", batch, steps.state_size());
     Kokkos::deep_copy(u, 0.1f);
@@ -112,6 +114,7 @@ LayerStepTimes measure(int64_t layers, int64_t width, int64_t batch, int64_t seq
 double busy_gradient_seconds(int64_t width, int64_t batch, int64_t seq, int reps, int rounds, MPI_Comm world) {
   const ModelConfig m = gpt_of(4, width, seq);
   GPT<float> lp(m, 1, {}, StagePlacement::layer_steps(4, 0, 0, 1, 0));
+  attach_layer_steps(lp);
   OdeNetwork<float>& steps = *lp.ode_network();
   Tensor2<float> u("u", batch, steps.state_size()), v("v", batch, steps.state_size());
   Kokkos::deep_copy(u, 0.1f);
@@ -207,6 +210,7 @@ int main(int argc, char** argv) {
       layout.layer_method = LayerMethod::MGRIT;
       const Grid grid(layout, MPI_COMM_WORLD);
       GPT<float> model(m, 1, {}, StagePlacement::layer_steps(int(layers), open, close, p, rank));
+      attach_layer_steps(model);
       LayerParallel<float> engine(model, grid, batch, run);
       const SampleBatch<float> b = batch_of(tokens, batch);
       // this machine's speed moves (2x between minutes, seen): the step times and the batches

@@ -24,6 +24,7 @@
 #include "engine/layer_parallel/mgrit_cost.hpp"
 #include "layer_parallel_bench.hpp"
 #include "model/resnet.hpp"
+#include "model/resnet_steps.hpp"
 
 using namespace strata;
 
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
           layers.pipeline = p;
           const Grid grid(layers, sub);
           ResNet<double> net(cfg, 1, StagePlacement::balanced(int(n), p, rank));
+          attach_steps(net);
           LayerParallel<double> engine(net, grid, batch, run);
           engine.forward_backward(x, labels, batch);
           const int reps = 10;

@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/gpt_layer_steps.hpp"
 
 namespace strata {
 
@@ -42,7 +41,6 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   for (int l = 0; l < cfg.n_layer; ++l)
     block_first_.push_back(store_.index("blocks." + std::to_string(l) + ".ln1.weight"));
   lnf_first_ = store_.index("lnf.weight");
-  if (placement_.holds_layer_steps()) layer_steps_ = std::make_unique<GPTLayerSteps<T>>(*this);
 }
 
 template <class T>

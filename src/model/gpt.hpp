@@ -142,7 +142,6 @@ class GPT : public StageModel<T> {
   int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
   // Layer-parallel training (placement.holds_layer_steps()): the blocks between the
   // buffers as ODE steps (gpt_layer_steps.hpp), else nullptr.
-  OdeNetwork<T>* ode_network() override { return layer_steps_.get(); }
   // For them, one block l at a time as a step of size scale (TransformerBlock::forward) on
   // ctx.batch whole sequences (no tensor or context split), in a cache of the caller's,
   // with the model's scratch; and its backward: dres holds dL/d(out) on entry and dL/d(x)
@@ -236,7 +235,6 @@ class GPT : public StageModel<T> {
   std::pair<int64_t, int64_t> block_range(int l) const;
   std::pair<int64_t, int64_t> lnf_range() const;
   int held_block() const;                       // the first block this rank holds (its widths are every held block's)
-  std::unique_ptr<OdeNetwork<T>> layer_steps_;  // ode_network()
   std::vector<int> block_first_;                // each block's first parameter (its ln1 weight)
   int lnf_first_ = 0;                           // the final norm's weight
 };

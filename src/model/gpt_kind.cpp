@@ -5,6 +5,7 @@
 #include "core/blas_library.hpp"
 #include "core/log.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt_layer_steps.hpp"
 #include "model/make_model.hpp"
 #include "model/model_kind.hpp"
 #include "model/run_metrics.hpp"
@@ -147,6 +148,7 @@ std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const ModelPart& p
   // ZeRO-2/3 over more than one replica, each backward whole (the zero-bubble schedules run its halves apart)
   const int replicas = int(par.data * par.context);
   gpt->use_fine_units(par.zero >= 2 && replicas > 1 && !(splits_backward(par.schedule) && par.pipeline > 1), replicas);
+  attach_layer_steps(*gpt);
   return gpt;
 }
 

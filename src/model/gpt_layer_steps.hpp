@@ -54,4 +54,11 @@ class GPTLayerSteps : public OdeNetwork<T> {
   TransformerCache<T> step_;                  // one step's activations, reused by every step
 };
 
+// The GPT's layer steps attached to it (StageModel::attach_ode_network) where its placement
+// holds them (StagePlacement::layer_steps); no-op otherwise.
+template <class T>
+void attach_layer_steps(GPT<T>& gpt) {
+  if (gpt.placement().holds_layer_steps()) gpt.attach_ode_network(std::make_unique<GPTLayerSteps<T>>(gpt));
+}
+
 }  // namespace strata

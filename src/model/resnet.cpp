@@ -7,7 +7,6 @@
 #include "kernels/matmul.hpp"
 #include "kernels/products.hpp"
 #include "kernels/residual_tanh.hpp"
-#include "model/resnet_steps.hpp"
 #include "model/tensor_shard.hpp"
 
 namespace strata {
@@ -58,7 +57,6 @@ ResNet<T>::ResNet(const ResNetConfig& cfg, uint64_t seed, StagePlacement placeme
                         held_if(placement_.last(), {state_size(), cfg.classes}));
   close_b_ = store_.add("close.bias", {cfg.classes}, Init::Zeros, 0, false, held_if(placement_.last(), {cfg.classes}));
   store_.allocate(seed);
-  steps_ = std::make_unique<ResNetSteps<T>>(*this);
 }
 
 template <class T>

@@ -158,7 +158,6 @@ class ResNet : public StageModel<T> {
   bool counts_correct() const override { return true; }
   int64_t correct(const StageCache& cache) const override;
   // Its steps for layer-parallel training (resnet_steps.hpp).
-  OdeNetwork<T>* ode_network() override { return steps_.get(); }
 
  protected:
   // step by step, each step's adjoint with its gradients
@@ -181,7 +180,6 @@ class ResNet : public StageModel<T> {
   kernels::ProductPrecision products_;  // model.precision, with the store's workspace
   int open_w_ = -1, open_b_ = -1, close_w_ = -1, close_b_ = -1;
   std::vector<int> step_w_, step_b_;
-  std::unique_ptr<OdeNetwork<T>> steps_;  // ode_network()
 };
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include "core/log.hpp"
 #include "model/model_kind.hpp"
 #include "model/resnet.hpp"
+#include "model/resnet_steps.hpp"
 #include "model/run_metrics.hpp"
 
 namespace strata {
@@ -34,8 +35,10 @@ std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const ModelPart
   rc.step_init_std = deck.model.step_init_std;
   rc.precision = deck.model.precision;
   rc.recompute_states = deck.parallel.recompute == Recompute::Full;
-  return std::make_unique<ResNet<float>>(
+  auto net = std::make_unique<ResNet<float>>(
       rc, deck.run.seed, StagePlacement::balanced(int(rc.steps), int(deck.parallel.pipeline), part.stage));
+  attach_steps(*net);
+  return net;
 }
 
 RunDescription describe_resnet(const Deck& deck, StageModel<float>& model, const RunSetting& run) {

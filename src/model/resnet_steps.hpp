@@ -3,6 +3,8 @@
 // training: the opening layer reads the batch's images, the closing layer its labels;
 // every step is one of the network's, with its own weights. It keeps one work space for
 // the steps and the closing layer's logits between its forward and backward.
+#include <memory>
+
 #include "model/resnet.hpp"
 
 namespace strata {
@@ -50,5 +52,12 @@ class ResNetSteps : public OdeNetwork<T> {
   Tensor2<T> logits_;
   Tensor1<T> lse_, losses_;
 };
+
+// The network's steps attached to it (StageModel::attach_ode_network); returns the network.
+template <class T>
+ResNet<T>& attach_steps(ResNet<T>& net) {
+  net.attach_ode_network(std::make_unique<ResNetSteps<T>>(net));
+  return net;
+}
 
 }  // namespace strata

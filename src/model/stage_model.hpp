@@ -138,8 +138,12 @@ class StageModel : public StageFootprint<T> {
 
   virtual ParamStore<T>& params() = 0;
   // The stage as ODE steps (ode_network.hpp), which layer-parallel training solves across
-  // ranks; nullptr for a model whose layers are not.
-  virtual OdeNetwork<T>* ode_network() { return nullptr; }
+  // ranks; nullptr for a model whose layers are not, or that runs without them. The steps
+  // know the model and the model does not know them: whoever builds a model for
+  // layer-parallel training attaches them (the kind's maker; gpt_layer_steps.hpp,
+  // resnet_steps.hpp).
+  OdeNetwork<T>* ode_network() { return ode_network_.get(); }
+  void attach_ode_network(std::unique_ptr<OdeNetwork<T>> steps) { ode_network_ = std::move(steps); }
 
   // A cache for one micro-batch on the stage's chunk `chunk` (interleaved schedules: the
   // stage holds several parts of the model; the cache says which one its passes run).
@@ -192,6 +196,9 @@ class StageModel : public StageFootprint<T> {
     backward_input(ctx, dloss_scale, dout, cache);
     backward_weight(ctx, cache, on_ready);
   }
+
+ private:
+  std::shared_ptr<OdeNetwork<T>> ode_network_;  // attach_ode_network (shared: the type is incomplete here)
 };
 
 }  // namespace strata

@@ -20,6 +20,7 @@
 #include "comm/grid.hpp"
 #include "engine/layer_parallel/layer_parallel.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt_layer_steps.hpp"
 #include "plan/layout.hpp"
 #include "plan/step_prediction.hpp"
 #include "support/bf16_gate.hpp"
@@ -104,6 +105,7 @@ TEST_CASE("the layer-parallel GPT<double>: one level, or two to tolerance, gives
           GPT<double> model(
               m, 7, tp,
               StagePlacement::layer_steps(int(m.n_layer), b.open, b.close, int(pc.pipeline), grid.coords().pipeline));
+          attach_layer_steps(model);
           LayerParallel<double> engine(model, grid, local, solver(levels));
           const LayerParallelResult r = engine.forward_backward(mine, batch);
           const auto grads = gather_global(model.params(), model.params().grads(), grid.model().raw());
@@ -143,6 +145,7 @@ TEST_CASE("the gradient check measures the inexact gradient's error against the 
   pc.layer_method = LayerMethod::MGRIT;
   Grid grid(pc, MPI_COMM_WORLD);
   GPT<double> model(m, 7, {}, StagePlacement::layer_steps(int(m.n_layer), 1, 1, n, grid.coords().pipeline));
+  attach_layer_steps(model);
   LayerParallelOptions o = solver(2);
   o.forward.tolerance = o.backward.tolerance = 0;
   o.forward.max_iterations = 1;  // far from converged: a visible error

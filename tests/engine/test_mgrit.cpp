@@ -17,6 +17,7 @@
 #include "engine/layer_parallel/layer_parallel.hpp"
 #include "engine/layer_parallel/mgrit_cost.hpp"
 #include "model/resnet.hpp"
+#include "model/resnet_steps.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -152,7 +153,7 @@ struct Parallel {
   Mgrit<double> mgrit;
   Parallel(const ResNetConfig& c, int64_t batch, MgritOptions opt, std::vector<int64_t> blocks = {})
       : bounds(blocks.empty() ? MgritLayout::balanced(c.steps, world_size()) : blocks), net(c, 3, placement_of(bounds)),
-        comm(MPI_COMM_WORLD), steps(*net.ode_network(), batch, opt.cfactor), mgrit(steps, comm, c.steps, opt, bounds) {}
+        comm(MPI_COMM_WORLD), steps(*attach_steps(net).ode_network(), batch, opt.cfactor), mgrit(steps, comm, c.steps, opt, bounds) {}
   MgritStats forward(const Data& d) {
     if (world_rank() == 0) net.open_forward(d.x, steps.as_state(mgrit.point(0)));
     mgrit.zero_guess();
@@ -289,6 +290,7 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
       pc.pipeline = layers;
       Grid grid(pc, MPI_COMM_WORLD);
       ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), layers, grid.coords().pipeline));
+      attach_steps(net);
       LayerParallelOptions o;
       o.forward.levels = o.backward.levels = lay.levels;
       o.forward.cfactor = o.backward.cfactor = lay.cfactor;
@@ -368,6 +370,7 @@ TEST_CASE("the convolutional network: the layer-parallel driver to tolerance giv
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
   ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), n, rank));
+  attach_steps(net);
   LayerParallelOptions o;
   o.forward.levels = o.backward.levels = 2;
   o.forward.cfactor = o.backward.cfactor = 4;

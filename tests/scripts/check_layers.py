@@ -14,6 +14,10 @@
  4. <mpi.h> is included in src/comm, app and bench only (the others reach MPI's handles
     through comm/mpi_handle.hpp, and its calls through Comm, Grid and comm/control.hpp),
     and MPI_Request, which Comm::Request wraps, appears in src/comm only.
+ 5. No circle of includes between units, inside a level too: a unit is a header and its
+    source (x.hpp and x.cpp), and unit x depends on unit y when either file of x includes
+    y.hpp. (A header cannot include itself round a circle, but a source can close one:
+    gpt.cpp including gpt_layer_steps.hpp, which includes gpt.hpp, was such a circle.)
 
 Prints every violation as file:line: what; exits 1 if there is any.
 Usage: check_layers.py REPO_DIR
@@ -64,6 +68,52 @@ def strip_comments(text):
     def blank(m):
         return re.sub(r"[^\n]", " ", m.group(0))
     return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', lambda m: m.group(0) if m.group(0).startswith('"') else blank(m), text, flags=re.S)
+
+
+def include_circles():
+    """Every circle of units (rule 5), one line each, found as the strongly connected
+    components of the unit graph."""
+    files = {}
+    for folder, prefix, _ in LEVELS:
+        if prefix is None:
+            continue
+        for path in files_under(folder):
+            files[prefix + path[len(folder):]] = path  # the name an include gives it
+    unit = lambda name: name.rsplit(".", 1)[0]
+    graph = {}
+    for name, path in files.items():
+        text = open(path, encoding="utf-8", errors="replace").read()
+        for inc in re.findall(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', text, re.M):
+            if inc in files and unit(inc) != unit(name):
+                graph.setdefault(unit(name), set()).add(unit(inc))
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's algorithm, iteratively deep enough for this tree
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append("include circle: " + " <-> ".join(sorted(component)))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
 
 
 def main(repo):
@@ -129,11 +179,13 @@ def main(repo):
                 bad.append(f"{path}:{line_of(text, m.start())}: {call} outside src/comm "
                            "(comm/control.hpp has the run's control collectives)")
 
+    bad.extend(include_circles())
+
     for b in bad:
         print(b)
     if not bad:
         print(f"check_layers: {len(LEVELS)} levels, includes only downward, CMake's links equal to the includes, "
-              "MPI communication in src/comm only, <mpi.h> in comm and app only")
+              "MPI communication in src/comm only, <mpi.h> in comm and app only, no circle of includes")
     return 1 if bad else 0
 
 
