@@ -481,5 +481,8 @@ void GPT<T>::reset_mixture_load() {
 
 template class GPT<float>;
 template class GPT<double>;
+// (the CUDA build's unity build may put this file's footprint file after it in one unit,
+// where the class's instantiation above covers the members defined there)
+#define STRATA_GPT_INSTANTIATED
 
 }  // namespace strata

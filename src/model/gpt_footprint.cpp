@@ -128,6 +128,7 @@ double GPT<T>::flops_per_token() const {
   return 6.0 * n + 12.0 * double(cfg_.n_layer) * double(cfg_.seq_len) * double(cfg_.n_embd);
 }
 
+#ifndef STRATA_GPT_INSTANTIATED  // (not in one unit after the class's own file: see there)
 #define STRATA_GPT_FOOTPRINT(T)                                                             \
   template void GPT<T>::micro_batch_traffic(const BlockContext&, Traffic&, int) const;       \
   template int64_t GPT<T>::workspace_bytes_for(const BlockContext&) const;                  \
@@ -140,5 +141,6 @@ double GPT<T>::flops_per_token() const {
 STRATA_GPT_FOOTPRINT(float)
 STRATA_GPT_FOOTPRINT(double)
 #undef STRATA_GPT_FOOTPRINT
+#endif
 
 }  // namespace strata

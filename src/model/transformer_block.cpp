@@ -420,5 +420,8 @@ std::vector<int64_t> TransformerBlock<T>::unit_starts() const {
 
 template class TransformerBlock<float>;
 template class TransformerBlock<double>;
+// (the CUDA build's unity build may put this file's footprint file after it in one unit,
+// where the class's instantiation above covers the members defined there)
+#define STRATA_TRANSFORMER_BLOCK_INSTANTIATED
 
 }  // namespace strata

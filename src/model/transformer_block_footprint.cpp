@@ -93,6 +93,7 @@ void TransformerBlock<T>::forward_traffic(const BlockContext& ctx, Traffic& out)
   tp_linear_out_forward_traffic(out, tp, n, f, c, e);
 }
 
+#ifndef STRATA_TRANSFORMER_BLOCK_INSTANTIATED  // (not in one unit after the class's own file: see there)
 #define STRATA_BLOCK_FOOTPRINT(T)                                                          \
   template int64_t TransformerBlock<T>::product_stack_elements(int64_t) const;             \
   template void TransformerBlock<T>::traffic(const BlockContext&, Traffic&) const;         \
@@ -100,5 +101,6 @@ void TransformerBlock<T>::forward_traffic(const BlockContext& ctx, Traffic& out)
 STRATA_BLOCK_FOOTPRINT(float)
 STRATA_BLOCK_FOOTPRINT(double)
 #undef STRATA_BLOCK_FOOTPRINT
+#endif
 
 }  // namespace strata
