@@ -14,10 +14,10 @@
 namespace {
 
 // Runs `reader(read_end)` in this process, and in a child whose stderr is the pipe's
-// write end: writes a line, waits for it to be read (limit 2 s), then exits with the
-// number of bytes still unread (0..255).
+// write end: writes a line, waits for it to be read (at most limit_ms), then exits with
+// the number of bytes still unread (0..255).
 template <class Reader>
-int unread_after_wait(Reader reader) {
+int unread_after_wait(int limit_ms, Reader reader) {
   int p[2];
   REQUIRE(pipe(p) == 0);
   const pid_t pid = fork();
@@ -26,7 +26,7 @@ int unread_after_wait(Reader reader) {
     dup2(p[1], STDERR_FILENO);
     const char line[] = "strata: error: the last line before an abort\n";
     if (write(STDERR_FILENO, line, sizeof line - 1) < 0) _exit(255);
-    strata::wait_for_stderr_read(2000);
+    strata::wait_for_stderr_read(limit_ms);
     int unread = -1;
     ioctl(STDERR_FILENO, FIONREAD, &unread);
     _exit(unread);
@@ -43,7 +43,7 @@ int unread_after_wait(Reader reader) {
 
 TEST_CASE("wait_for_stderr_read returns once the launcher's side has read the line", "[process_exit]") {
   std::string got;
-  const int unread = unread_after_wait([&](int fd) {
+  const int unread = unread_after_wait(2000, [&](int fd) {
     // a slow launcher: the line sits in the pipe for 200 ms first (the wait's result does
     // not hang on this delay; a wait that returned at once would find the line unread)
     usleep(200 * 1000);
@@ -57,6 +57,6 @@ TEST_CASE("wait_for_stderr_read returns once the launcher's side has read the li
 
 TEST_CASE("wait_for_stderr_read gives up after its limit when nobody reads", "[process_exit]") {
   // the reader waits for the child to end before reading: the child's wait runs out
-  const int unread = unread_after_wait([](int) {});
+  const int unread = unread_after_wait(300, [](int) {});
   CHECK(unread == int(std::strlen("strata: error: the last line before an abort\n")));
 }
