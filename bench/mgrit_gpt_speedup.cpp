@@ -146,22 +146,17 @@ int levels_fitting(int64_t steps, int cfactor, int most) {
   return levels;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  {
-    Kokkos::ScopeGuard kokkos(argc, argv);
-    int64_t layers = 18, width = 128, batch = 4, seq = 64;
-    const int cores = int(std::thread::hardware_concurrency());
-    LayerParallelOptions o;
+// The bench's sizes and solver, from the command line.
+struct Setup {
+  int64_t layers = 18, width = 128, batch = 4, seq = 64;
+  int open = 1, close = 1;
+  LayerParallelOptions o;
+  Setup(int argc, char** argv) {
     o.forward.levels = o.backward.levels = 2;
     o.forward.cfactor = o.backward.cfactor = 2;
     o.forward.max_iterations = 2;
     o.backward.max_iterations = 1;
     o.forward.tolerance = o.backward.tolerance = 0;
-    const int open = 1, close = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string a = argv[i];
       if (a == "--layers") layers = std::atoll(argv[i + 1]);
@@ -171,96 +166,119 @@ int main(int argc, char** argv) {
       if (a == "--levels") o.forward.levels = o.backward.levels = std::atoi(argv[i + 1]);
       if (a == "--cfactor") o.forward.cfactor = o.backward.cfactor = std::atoi(argv[i + 1]);
     }
+  }
+  int64_t steps() const { return layers - open - close; }
+};
+
+// The model against LayerParallel on this machine, on the job's own ranks only: ranks left
+// out of a row would wait beside it and, with more ranks than cores, take turns on the
+// row's cores (run the job at 1, 2 and 4 ranks).
+void check_against_layer_parallel(const Setup& su, const LayerStepTimes& t, int rank, int size) {
+  const LayerParallelOptions& o = su.o;
+  const int64_t n = su.steps();
+  const ModelConfig m = gpt_of(su.layers, su.width, su.seq);
+  Tensor1<int32_t> tokens("tokens", su.batch * su.seq);
+  Kokkos::deep_copy(tokens, 7);
+  if (rank == 0)
+    std::printf(
+        "\n%lld blocks (%lld MGRIT steps between buffers of %d and %d), c = %d, %d levels, %d forward / %d backward "
+        "iterations; %d cores:\n| ranks | solver | predicted ms/batch | measured ms/batch | measured / predicted "
+        "|\n|---|---|---|---|---|\n",
+        (long long)su.layers, (long long)n, su.open, su.close, o.forward.cfactor, o.forward.levels,
+        o.forward.max_iterations, o.backward.max_iterations, int(std::thread::hardware_concurrency()));
+  if (rank == 0) std::printf("| 1 | serial network | %.2f | - | - |\n", 1e3 * serial_network_seconds(n, t));
+  const int p = size;
+  for (const bool mgrit : {false, true}) {
+    LayerParallelOptions run = o;
+    if (!mgrit) run.forward.levels = run.backward.levels = 1;
+    if (mgrit && levels_fitting(n, run.forward.cfactor, run.forward.levels) < run.forward.levels) continue;
+    if (n < p) continue;
+    ParallelConfig layout;
+    layout.pipeline = p;
+    layout.layer_method = LayerMethod::MGRIT;
+    const Grid grid(layout, MPI_COMM_WORLD);
+    GPT<float> model(m, 1, {}, StagePlacement::layer_steps(int(su.layers), su.open, su.close, p, rank));
+    attach_layer_steps(model);
+    LayerParallel<float> engine(model, grid, su.batch, run);
+    const SampleBatch<float> b = batch_of(tokens, su.batch);
+    // this machine's speed moves (2x between minutes, seen): the step times and the batches
+    // in turn, 5 rounds, each the fastest seen
+    LayerStepTimes tt;
+    double measured = 0, gradient = 0;
+    for (int round = 0; round < 5; ++round) {
+      const LayerStepTimes tr =
+          measure(su.layers, su.width, su.batch, su.seq, su.open, su.close, 24, 1, false, MPI_COMM_WORLD);
+      const double gr = busy_gradient_seconds(su.width, su.batch, su.seq, 12, 1, MPI_COMM_WORLD);
+      barrier(MPI_COMM_WORLD);
+      const double mr =
+          broadcast_value(MPI_COMM_WORLD, seconds_per_call([&] { engine.forward_backward(b, su.batch); }, 1, 2), 0);
+      tt = round == 0 ? tr : fastest(tt, tr);
+      gradient = round == 0 ? gr : std::min(gradient, gr);
+      measured = round == 0 ? mr : std::min(measured, mr);
+    }
+    tt.gradient = gradient;
+    const double predicted = layer_parallel_seconds(n, p, run.forward, run.backward, tt);
+    if (rank == 0)
+      std::printf("| %d | %s | %.2f | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
+                  1e3 * predicted, 1e3 * measured, measured / predicted);
+  }
+}
+
+// Beyond this machine: deep GPTs, this machine's block and message times at their widths.
+void predict_deep_gpts(const Setup& su, int rank) {
+  const LayerParallelOptions& o = su.o;
+  if (rank == 0)
+    std::printf(
+        "\npredicted speed-up over the serial network (B=%lld, T=%lld, c = %d, %d forward / %d backward "
+        "iterations, no buffers, the best number of levels; a rank per core):\n| blocks | width | ranks | "
+        "steps per rank | best levels | ms per batch | serial ms | speed-up |\n|---|---|---|---|---|---|---|---|\n",
+        (long long)su.batch, (long long)su.seq, o.forward.cfactor, o.forward.max_iterations,
+        o.backward.max_iterations);
+  for (const int64_t w : {int64_t(384), int64_t(1024)}) {
+    const LayerStepTimes tw = measure(4, w, su.batch, su.seq, 0, 0, 2, 1, true, MPI_COMM_WORLD);  // every block a step
+    for (const int64_t steps : {int64_t(64), int64_t(256), int64_t(1024)}) {
+      const double serial = serial_network_seconds(steps, tw);
+      for (int p = 16; p <= 1024 && p <= steps; p *= 2) {
+        double best = 0;
+        int best_levels = 0;
+        for (int levels = 2; levels <= levels_fitting(steps, o.forward.cfactor, 12); ++levels) {
+          LayerParallelOptions run = o;
+          run.forward.levels = run.backward.levels = levels;
+          const double tp = layer_parallel_seconds(steps, p, run.forward, run.backward, tw);
+          if (best_levels == 0 || tp < best) best = tp, best_levels = levels;
+        }
+        if (rank == 0 && best_levels > 0)
+          std::printf("| %lld | %lld | %d | %lld | %d | %.1f | %.1f | %.2f |\n", (long long)steps, (long long)w, p,
+                      (long long)((steps + p - 1) / p), best_levels, 1e3 * best, 1e3 * serial, serial / best);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    const Setup su(argc, argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const int64_t n = layers - open - close;
-    const LayerStepTimes t = measure(layers, width, batch, seq, open, close, 20, 1, true, MPI_COMM_WORLD);
+    const LayerStepTimes t =
+        measure(su.layers, su.width, su.batch, su.seq, su.open, su.close, 20, 1, true, MPI_COMM_WORLD);
     if (rank == 0)
       std::printf(
           "measured (GPT block C=%lld, %lld heads, B=%lld, T=%lld, fp32, 1 thread): step forward %.2f ms, adjoint "
           "%.2f ms, gradient pass %.2f ms, serial forward + backward %.2f ms; opening %.2f ms, closing %.2f ms; one "
           "state (%.2f MiB) %.3f ms%s\n",
-          (long long)width, (long long)std::max<int64_t>(1, width / 64), (long long)batch, (long long)seq,
+          (long long)su.width, (long long)std::max<int64_t>(1, su.width / 64), (long long)su.batch, (long long)su.seq,
           t.forward * 1e3, t.adjoint * 1e3, t.gradient * 1e3, t.serial_step * 1e3, t.open * 1e3, t.close * 1e3,
-          double(batch * seq * width * 4) / (1 << 20), t.message * 1e3, size < 2 ? " (1 rank: not measured)" : "");
-
-    // the model against LayerParallel on this machine
-    const ModelConfig m = gpt_of(layers, width, seq);
-    Tensor1<int32_t> tokens("tokens", batch * seq);
-    Kokkos::deep_copy(tokens, 7);
-    if (rank == 0)
-      std::printf(
-          "\n%lld blocks (%lld MGRIT steps between buffers of %d and %d), c = %d, %d levels, %d forward / %d backward "
-          "iterations; %d cores:\n| ranks | solver | predicted ms/batch | measured ms/batch | measured / predicted "
-          "|\n|---|---|---|---|---|\n",
-          (long long)layers, (long long)n, open, close, o.forward.cfactor, o.forward.levels, o.forward.max_iterations,
-          o.backward.max_iterations, cores);
-    if (rank == 0) std::printf("| 1 | serial network | %.2f | - | - |\n", 1e3 * serial_network_seconds(n, t));
-    // the job's own ranks only: ranks left out of a row would wait beside it and, with more
-    // ranks than cores, take turns on the row's cores (run the job at 1, 2 and 4 ranks)
-    const int p = size;
-    for (const bool mgrit : {false, true}) {
-      LayerParallelOptions run = o;
-      if (!mgrit) run.forward.levels = run.backward.levels = 1;
-      if (mgrit && levels_fitting(n, run.forward.cfactor, run.forward.levels) < run.forward.levels) continue;
-      if (n < p) continue;
-      ParallelConfig layout;
-      layout.pipeline = p;
-      layout.layer_method = LayerMethod::MGRIT;
-      const Grid grid(layout, MPI_COMM_WORLD);
-      GPT<float> model(m, 1, {}, StagePlacement::layer_steps(int(layers), open, close, p, rank));
-      attach_layer_steps(model);
-      LayerParallel<float> engine(model, grid, batch, run);
-      const SampleBatch<float> b = batch_of(tokens, batch);
-      // this machine's speed moves (2x between minutes, seen): the step times and the batches
-      // in turn, 3 rounds, each the fastest seen
-      LayerStepTimes t;
-      double measured = 0, gradient = 0;
-      for (int round = 0; round < 5; ++round) {
-        const LayerStepTimes tr = measure(layers, width, batch, seq, open, close, 24, 1, false, MPI_COMM_WORLD);
-        const double gr = busy_gradient_seconds(width, batch, seq, 12, 1, MPI_COMM_WORLD);
-        barrier(MPI_COMM_WORLD);
-        const double mr =
-            broadcast_value(MPI_COMM_WORLD, seconds_per_call([&] { engine.forward_backward(b, batch); }, 1, 2), 0);
-        t = round == 0 ? tr : fastest(t, tr);
-        gradient = round == 0 ? gr : std::min(gradient, gr);
-        measured = round == 0 ? mr : std::min(measured, mr);
-      }
-      t.gradient = gradient;
-      const double predicted = layer_parallel_seconds(n, p, run.forward, run.backward, t);
-      if (rank == 0)
-        std::printf("| %d | %s | %.2f | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
-                    1e3 * predicted, 1e3 * measured, measured / predicted);
-    }
-
-    // beyond this machine: deep GPTs, this machine's block and message times at their widths
-    if (rank == 0)
-      std::printf(
-          "\npredicted speed-up over the serial network (B=%lld, T=%lld, c = %d, %d forward / %d backward "
-          "iterations, no buffers, the best number of levels; a rank per core):\n| blocks | width | ranks | "
-          "steps per rank | best levels | ms per batch | serial ms | speed-up |\n|---|---|---|---|---|---|---|---|\n",
-          (long long)batch, (long long)seq, o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
-    for (const int64_t w : {int64_t(384), int64_t(1024)}) {
-      const LayerStepTimes tw = measure(4, w, batch, seq, 0, 0, 2, 1, true, MPI_COMM_WORLD);  // every block a step
-      for (const int64_t blocks : {int64_t(64), int64_t(256), int64_t(1024)}) {
-        const int64_t steps = blocks;
-        const double serial = serial_network_seconds(steps, tw);
-        for (int p = 16; p <= 1024 && p <= steps; p *= 2) {
-          double best = 0;
-          int best_levels = 0;
-          for (int levels = 2; levels <= levels_fitting(steps, o.forward.cfactor, 12); ++levels) {
-            LayerParallelOptions run = o;
-            run.forward.levels = run.backward.levels = levels;
-            const double tp = layer_parallel_seconds(steps, p, run.forward, run.backward, tw);
-            if (best_levels == 0 || tp < best) best = tp, best_levels = levels;
-          }
-          if (rank == 0 && best_levels > 0)
-            std::printf("| %lld | %lld | %d | %lld | %d | %.1f | %.1f | %.2f |\n", (long long)blocks, (long long)w, p,
-                        (long long)((steps + p - 1) / p), best_levels, 1e3 * best, 1e3 * serial, serial / best);
-        }
-      }
-    }
+          double(su.batch * su.seq * su.width * 4) / (1 << 20), t.message * 1e3,
+          size < 2 ? " (1 rank: not measured)" : "");
+    check_against_layer_parallel(su, t, rank, size);
+    predict_deep_gpts(su, rank);
   }
   MPI_Finalize();
   return 0;

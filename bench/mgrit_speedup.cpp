@@ -64,6 +64,81 @@ double parallel_time(int64_t n, int ranks, const LayerParallelOptions& o, const 
   return layer_parallel_seconds(n, ranks, o.forward, o.backward, t);
 }
 
+// The model against LayerParallel on this machine: the serial network and MGRIT on 1, 2, 4,
+// ... ranks (each row the first p ranks' job).
+void check_against_layer_parallel(int64_t n, int64_t batch, int64_t width, const LayerParallelOptions& o,
+                                  const LayerStepTimes& t, int rank, int size) {
+  ResNetConfig cfg;
+  cfg.width = width;
+  cfg.steps = n;
+  Tensor2<double> x("x", batch, cfg.inputs);
+  Tensor1<int32_t> labels("labels", batch);
+  Kokkos::deep_copy(x, 0.3);
+  if (rank == 0)
+    std::printf("\nN = %lld, c = %d, %d levels, %d forward / %d backward iterations:\n", (long long)n,
+                o.forward.cfactor, o.forward.levels, o.forward.max_iterations, o.backward.max_iterations);
+  if (rank == 0) std::printf("| ranks | solver | predicted ms/batch | measured ms/batch |\n|---|---|---|---|\n");
+  for (int p = 1; p <= size; p *= 2) {
+    for (const bool mgrit : {false, true}) {
+      LayerParallelOptions run = o;
+      if (!mgrit) run.forward.levels = run.backward.levels = 1;
+      int64_t unit = 1;
+      for (int l = 1; l < run.forward.levels; ++l) unit *= run.forward.cfactor;
+      if (n % unit != 0 || n < p) continue;
+      MPI_Comm sub = first_ranks(MPI_COMM_WORLD, p);  // the first p ranks' job
+      double measured = 0;
+      if (sub != MPI_COMM_NULL) {
+        ParallelConfig layers;
+        layers.pipeline = p;
+        const Grid grid(layers, sub);
+        ResNet<double> net(cfg, 1, StagePlacement::balanced(int(n), p, rank));
+        attach_steps(net);
+        LayerParallel<double> engine(net, grid, batch, run);
+        engine.forward_backward(x, labels, batch);
+        const int reps = 10;
+        barrier(sub);
+        const double t0 = Timers::now();
+        for (int i = 0; i < reps; ++i) engine.forward_backward(x, labels, batch);
+        measured = (Timers::now() - t0) / reps;
+        free_ranks(sub);
+      }
+      barrier(MPI_COMM_WORLD);
+      if (rank == 0)
+        std::printf("| %d | %s | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
+                    1e3 * parallel_time(n, p, run, t), 1e3 * measured);
+    }
+  }
+}
+
+// The prediction beyond this machine: N = 1024, this machine's step and message times.
+void predict_deep_network(const LayerParallelOptions& o, const LayerStepTimes& t) {
+  const int64_t big = 1024;
+  std::printf(
+      "\npredicted, N = %d, c = %d, %d forward / %d backward iterations, this machine's step and message "
+      "times:\n| ranks P | steps per rank | best levels | ms per batch | speedup over serial "
+      "|\n|---|---|---|---|---|\n",
+      int(big), o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
+  const double serial = serial_time(big, t);
+  std::printf("| 1 (serial network) | %d | - | %.1f | 1.00 |\n", int(big), 1e3 * serial);
+  for (int p = 16; p <= 1024; p *= 2) {
+    double best = 0;
+    int best_levels = 0;
+    for (int levels = 2; levels <= 11; ++levels) {
+      int64_t unit = 1;
+      for (int l = 1; l < levels; ++l) unit *= o.forward.cfactor;
+      if (big % unit != 0) break;
+      LayerParallelOptions run = o;
+      run.forward.levels = run.backward.levels = levels;
+      const double tp = parallel_time(big, p, run, t);
+      if (best_levels == 0 || tp < best) {
+        best = tp;
+        best_levels = levels;
+      }
+    }
+    std::printf("| %d | %d | %d | %.2f | %.1f |\n", p, int(big / p), best_levels, 1e3 * best, serial / best);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,77 +169,8 @@ int main(int argc, char** argv) {
           "gradient %.1f us, opening %.1f us, closing %.1f us, one state message %.1f us%s\n",
           (long long)batch, (long long)width, t.forward * 1e6, t.adjoint * 1e6, t.gradient * 1e6, t.open * 1e6,
           t.close * 1e6, t.message * 1e6, size < 2 ? " (1 rank: not measured)" : "");
-
-    // the model against LayerParallel on this machine: the serial network and MGRIT on 1..size ranks
-    ResNetConfig cfg;
-    cfg.width = width;
-    cfg.steps = n;
-    Tensor2<double> x("x", batch, cfg.inputs);
-    Tensor1<int32_t> labels("labels", batch);
-    Kokkos::deep_copy(x, 0.3);
-    if (rank == 0)
-      std::printf("\nN = %lld, c = %d, %d levels, %d forward / %d backward iterations:\n", (long long)n,
-                  o.forward.cfactor, o.forward.levels, o.forward.max_iterations, o.backward.max_iterations);
-    if (rank == 0) std::printf("| ranks | solver | predicted ms/batch | measured ms/batch |\n|---|---|---|---|\n");
-    for (int p = 1; p <= size; p *= 2) {
-      for (const bool mgrit : {false, true}) {
-        LayerParallelOptions run = o;
-        if (!mgrit) run.forward.levels = run.backward.levels = 1;
-        int64_t unit = 1;
-        for (int l = 1; l < run.forward.levels; ++l) unit *= run.forward.cfactor;
-        if (n % unit != 0 || n < p) continue;
-        MPI_Comm sub = first_ranks(MPI_COMM_WORLD, p);  // the first p ranks' job
-        double measured = 0;
-        if (sub != MPI_COMM_NULL) {
-          ParallelConfig layers;
-          layers.pipeline = p;
-          const Grid grid(layers, sub);
-          ResNet<double> net(cfg, 1, StagePlacement::balanced(int(n), p, rank));
-          attach_steps(net);
-          LayerParallel<double> engine(net, grid, batch, run);
-          engine.forward_backward(x, labels, batch);
-          const int reps = 10;
-          barrier(sub);
-          const double t0 = Timers::now();
-          for (int i = 0; i < reps; ++i) engine.forward_backward(x, labels, batch);
-          measured = (Timers::now() - t0) / reps;
-          free_ranks(sub);
-        }
-        barrier(MPI_COMM_WORLD);
-        if (rank == 0)
-          std::printf("| %d | %s | %.2f | %.2f |\n", p, mgrit ? "MGRIT" : "sequential (levels = 1)",
-                      1e3 * parallel_time(n, p, run, t), 1e3 * measured);
-      }
-    }
-
-    // the prediction beyond this machine: N = 1024
-    if (rank == 0) {
-      const int64_t big = 1024;
-      std::printf(
-          "\npredicted, N = %d, c = %d, %d forward / %d backward iterations, this machine's step and message "
-          "times:\n| ranks P | steps per rank | best levels | ms per batch | speedup over serial "
-          "|\n|---|---|---|---|---|\n",
-          int(big), o.forward.cfactor, o.forward.max_iterations, o.backward.max_iterations);
-      const double serial = serial_time(big, t);
-      std::printf("| 1 (serial network) | %d | - | %.1f | 1.00 |\n", int(big), 1e3 * serial);
-      for (int p = 16; p <= 1024; p *= 2) {
-        double best = 0;
-        int best_levels = 0;
-        for (int levels = 2; levels <= 11; ++levels) {
-          int64_t unit = 1;
-          for (int l = 1; l < levels; ++l) unit *= o.forward.cfactor;
-          if (big % unit != 0) break;
-          LayerParallelOptions run = o;
-          run.forward.levels = run.backward.levels = levels;
-          const double tp = parallel_time(big, p, run, t);
-          if (best_levels == 0 || tp < best) {
-            best = tp;
-            best_levels = levels;
-          }
-        }
-        std::printf("| %d | %d | %d | %.2f | %.1f |\n", p, int(big / p), best_levels, 1e3 * best, serial / best);
-      }
-    }
+    check_against_layer_parallel(n, batch, width, o, t, rank, size);
+    if (rank == 0) predict_deep_network(o, t);
   }
   MPI_Finalize();
   return 0;
