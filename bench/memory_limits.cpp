@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
             const auto [l, bytes] = least_memory(deck, ranks, data, o);
             if (bytes < 0 || bytes > machine.memory_capacity) break;
             fits = s.name;
-            params = strfmt("%.2fB", double(make_model(deck, {}, 0, {}, false)->params().global_numel()) / 1e9);
+            params = strfmt("%.2fB", double(make_model(deck, {}, 0, {}, false)->params().table().global_numel()) / 1e9);
             layout = l.name();
             per_rank = strfmt("%.1f GiB", bytes / double(1 << 30));
           }

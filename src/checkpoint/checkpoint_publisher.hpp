@@ -19,7 +19,7 @@
 #include "checkpoint/model_checkpoint.hpp"
 #include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

@@ -247,8 +247,8 @@ std::string load_initial_weights(const std::string& given, const ModelConfig& m,
            ", V " + std::to_string(h.vocab) + " padded to " + std::to_string(h.padded_vocab) + ")";
   }
   // every shape checked: read this rank's boxes, one tensor at a time
-  const bool owned = store.params_sharded();  // ZeRO-3: this rank keeps the part of each tensor its moments cover
-  auto& params = owned ? store.owned_params() : store.params();
+  const bool owned = store.zero().params_sharded();  // ZeRO-3: this rank keeps the part of each tensor its moments cover
+  auto& params = owned ? store.zero().owned_params() : store.params();
   auto host = Kokkos::create_mirror_view(params);
   const auto& infos = store.infos();
   std::vector<float> whole;
@@ -262,7 +262,7 @@ std::string load_initial_weights(const std::string& given, const ModelConfig& m,
     }
     whole.assign(size_t(p.numel), 0.0f);
     read_box(file, p, layout[i], rows, whole.data());
-    for (const auto& part : store.moment_parts(p))
+    for (const auto& part : store.zero().moment_parts(p))
       std::copy(whole.begin() + (part.begin - p.offset), whole.begin() + (part.end - p.offset), host.data() + part.at);
   }
   Kokkos::deep_copy(params, host);

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/deck.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

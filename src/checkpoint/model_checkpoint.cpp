@@ -34,7 +34,7 @@ struct MomentPart {
 MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
   MomentPart out;
   int64_t next = -1;  // the parts' moments follow each other (ParamStore::moment_parts)
-  for (const auto& part : store.moment_parts(p)) {
+  for (const auto& part : store.zero().moment_parts(p)) {
     if (next < 0) out.at = part.at;
     if (next >= 0 && part.at != next)
       throw std::logic_error("moment_part: " + p.name + "'s moments are not contiguous");
@@ -59,11 +59,11 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
   // Device -> host once: the three buffers (params, m, v; ZeRO-3: the parameters this rank keeps).
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (const V1<const float>& b :
-       {store.param_values(), V1<const float>(store.adam_m()), V1<const float>(store.adam_v())}) {
+       {store.param_values(), V1<const float>(store.zero().adam_m()), V1<const float>(store.zero().adam_v())}) {
     host.emplace_back(Kokkos::view_alloc(Kokkos::WithoutInitializing, "checkpoint_host"), b.extent(0));
     Kokkos::deep_copy(host.back(), b);
   }
-  const bool owned_params = store.params_sharded();  // written as the moments are
+  const bool owned_params = store.zero().params_sharded();  // written as the moments are
 
   CheckpointWriter w(path, comm, on_write_failure);
   // a rank that could not create the file would skip the collective calls the others make
@@ -90,7 +90,7 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
     count[0] = end - begin;
     if (!owned_params)
       w.write_tensor(kGroups[0] + p.name, p.shape, start, count, host[0].data() + p.offset + begin * row_size);
-    if (!store.moments_sharded()) {
+    if (!store.zero().moments_sharded()) {
       for (int g = 1; g < 3; ++g)
         w.write_tensor(kGroups[g] + p.name, p.shape, start, count, host[g].data() + p.offset + begin * row_size);
     } else {  // ZeRO-1/2/3: each data rank writes the moments (and ZeRO-3 parameters) it keeps (one tensor replica for
@@ -184,12 +184,12 @@ std::string read_checkpoint_params(const std::string& path, ParamStore<float>& s
   if (written.model.is_gpt() && written.model.n_head != n_head)
     throw UserError("checkpoint '" + path + "' was written with model.n_head = " +
                     std::to_string(written.model.n_head) + ", the deck has " + std::to_string(n_head));
-  auto& params = store.params_sharded() ? store.owned_params() : store.params();
+  auto& params = store.zero().params_sharded() ? store.zero().owned_params() : store.params();
   auto host = Kokkos::create_mirror_view(params);
   for (const auto& p : store.infos())
     if (p.numel == 0) {
       continue;
-    } else if (store.params_sharded()) {  // ZeRO-3: the part this rank keeps
+    } else if (store.zero().params_sharded()) {  // ZeRO-3: the part this rank keeps
       const MomentPart part = moment_part(store, p);
       r.read_tensor(kGroups[0] + p.name, part.boxes, host.data() + part.at);
     } else {
@@ -203,9 +203,9 @@ TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& sto
   CheckpointReader r(path);
   check_readable(r, store, 3);
   // Read into host buffers (checksums verified), then copy to the device in one go.
-  const bool owned_params = store.params_sharded();  // ZeRO-3: the parameters are read as the moments
-  Tensor1<float>* buffers[3] = {owned_params ? &store.owned_params() : &store.params(), &store.adam_m(),
-                                &store.adam_v()};
+  const bool owned_params = store.zero().params_sharded();  // ZeRO-3: the parameters are read as the moments
+  Tensor1<float>* buffers[3] = {owned_params ? &store.zero().owned_params() : &store.params(), &store.zero().adam_m(),
+                                &store.zero().adam_v()};
   std::vector<typename Tensor1<float>::HostMirror> host;
   for (auto* b : buffers) host.push_back(Kokkos::create_mirror_view(*b));
   for (const auto& p : store.infos()) {

@@ -16,7 +16,7 @@
 
 #include "comm/mpi_handle.hpp"
 #include "core/deck.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "comm/mpi_handle.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

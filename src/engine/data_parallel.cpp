@@ -25,7 +25,7 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
   int64_t local_correct = 0;
   // ZeRO-2: the units the backward names summed every micro-batch, the others at the end
   std::unique_ptr<UnitGradientSum<T>> unit_sum;
-  if (model_.params().gradients_sharded())
+  if (model_.params().zero().gradients_sharded())
     unit_sum = std::make_unique<UnitGradientSum<T>>(comm_, expert_comm_, model_.params());
   for (int j = 0; j < micro_batches_; ++j) {
     const bool last = j + 1 == micro_batches_;
@@ -44,7 +44,7 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
     } else if (!last) {  // the gradients add up; the sums wait for the last micro-batch
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
-    } else if (bucket_bytes_ > 0 && comm_.size() > 1 && !model_.params().moments_sharded()) {
+    } else if (bucket_bytes_ > 0 && comm_.size() > 1 && !model_.params().zero().moments_sharded()) {
       GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
         comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
       });

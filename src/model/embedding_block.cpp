@@ -4,9 +4,9 @@
 
 #include "kernels/embedding.hpp"
 
-#include "model/tensor_shard.hpp"
 #include "parallel/tp_traffic.hpp"
 #include "parallel/vocab_parallel.hpp"
+#include "state/tensor_shard.hpp"
 
 namespace strata {
 

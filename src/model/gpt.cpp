@@ -251,9 +251,9 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   act.input = input;
   V2<const T> x = input;
-  const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
+  const ParamSteps steps = store_.zero().params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
-  const auto use_params = [&] { store_.use_params(steps, step++); };
+  const auto use_params = [&] { store_.zero().use_params(steps, step++); };
   UnitHooks hooks;  // finer units: the layers take the steps
   hooks.step = use_params;
   hooks.chunk_rows = chunk_rows_;
@@ -319,9 +319,9 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
-  const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
+  const ParamSteps steps = store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
-  const auto use_params = [&] { store_.use_params(steps, step++); };
+  const auto use_params = [&] { store_.zero().use_params(steps, step++); };
   // finer units: the layers take the steps and name each unit final
   const auto hooks = [&](std::function<void(int)> done) {
     UnitHooks h;
@@ -335,7 +335,7 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   // held through every block's backward; the last stage's copy is summed at the end, but
   // for finer units, whose chunks are summed as the head makes them on every stage (the
   // two stages' copies then have the same units, whose parts the pipeline sums)
-  const bool head_part_now = store_.gradients_sharded() && (placement_.first() || fine_);
+  const bool head_part_now = store_.zero().gradients_sharded() && (placement_.first() || fine_);
   if (placement_.model_last(act.chunk)) {
     if (!fine_) use_params();
     const UnitHooks head = hooks([&](int j) {
@@ -394,13 +394,13 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   if (fine_) throw std::logic_error("GPT: the backward's halves run apart with ZeRO-2/3's finer units");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
-  const ParamSteps steps = store_.params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
+  const ParamSteps steps = store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
-  if (placement_.model_last(act.chunk)) store_.use_params(steps, step++);
+  if (placement_.model_last(act.chunk)) store_.zero().use_params(steps, step++);
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;) {
-    store_.use_params(steps, step++);
+    store_.zero().use_params(steps, step++);
     blocks_[l].backward_input(local, act.dres, act.blocks[l], grad_scratch_, act.recomputed, dloss_scale);
   }
 }
@@ -454,8 +454,8 @@ std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
 }
 
 template <class T>
-MoeLoad GPT<T>::mixture_load() const {
-  MoeLoad total;
+ExpertLoad GPT<T>::mixture_load() const {
+  ExpertLoad total;
   total.assigned.assign(size_t(cfg_.moe_experts), 0);
   for (int l = 0; l < int(blocks_.size()); ++l)
     if (const auto* m = blocks_[l].mixture(); m && placement_.holds_layer(l)) {

@@ -115,7 +115,7 @@ class GPT : public StageModel<T> {
     aux_loss_ = 0;
     return a;
   }
-  MoeLoad mixture_load() const;
+  ExpertLoad mixture_load() const;
   void reset_mixture_load();
   // the assignments this rank's mixtures dropped since the model was built (MoeLayer::dropped_here)
   int64_t mixture_dropped_here() const;

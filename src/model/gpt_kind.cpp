@@ -8,7 +8,7 @@
 #include "model/gpt_layer_steps.hpp"
 #include "model/make_model.hpp"
 #include "model/model_kind.hpp"
-#include "model/run_metrics.hpp"
+#include "report/run_metrics.hpp"
 
 namespace strata {
 namespace {
@@ -161,14 +161,21 @@ RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const Ru
   // the rate at the model's product shapes (model_gemm_rate, as strata calibrate and
   // bench/limit measure it), each shape 0.06 s or 10 products where those take less
   const double gemm = run.probe_gemm ? model_gemm_rate(deck, m.precision, 0.06, 10) / 1e9 : 0.0;
+  std::function<ExpertLoad()> expert_load;  // the routing since the last progress line
+  if (m.moe_experts > 0)
+    expert_load = [&gpt] {
+      const ExpertLoad load = gpt.mixture_load();
+      gpt.reset_mixture_load();
+      return load;
+    };
   d.metrics = std::make_unique<LanguageModelMetrics>(d.samples_per_step, gpt.flops_per_token(), gemm, run.ranks,
-                                                     m.moe_experts > 0 ? &gpt : nullptr);
+                                                     std::move(expert_load));
   const bool bf16 = m.precision == Precision::BF16;
   d.lines.push_back(
       strfmt("strata: GPT %lld layers, C=%lld, %lld heads, vocab %lld%s, T=%lld: %.2fM parameters; %s data%s",
              (long long)m.n_layer, (long long)m.n_embd, (long long)m.n_head, (long long)m.vocab_size,
              m.vocab_rows() > m.vocab_size ? strfmt(" (padded to %lld)", (long long)m.vocab_rows()).c_str() : "",
-             (long long)m.seq_len, double(gpt.params().global_numel()) / 1e6, to_string(deck.data.kind).c_str(),
+             (long long)m.seq_len, double(gpt.params().table().global_numel()) / 1e6, to_string(deck.data.kind).c_str(),
              bf16 ? "; bf16 products (linear layers, attention, LM head), fp32 masters" : ""));
   if (m.moe_experts > 0) {
     int64_t experts = 0, layers = 0;  // the experts' parameters, the mixture layers

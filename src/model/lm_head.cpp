@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "kernels/products.hpp"
-#include "model/tensor_shard.hpp"
 #include "parallel/tp_layers.hpp"
 #include "parallel/tp_traffic.hpp"
 #include "parallel/vocab_parallel.hpp"
+#include "state/tensor_shard.hpp"
 
 namespace strata {
 

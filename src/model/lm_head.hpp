@@ -7,9 +7,9 @@
 #include "comm/traffic.hpp"
 #include "kernels/products.hpp"
 #include "model/block_context.hpp"
-#include "model/param_store.hpp"
-#include "model/unit_hooks.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "state/param_store.hpp"
+#include "state/unit_hooks.hpp"
 
 namespace strata {
 

@@ -11,11 +11,11 @@
 #include "comm/grid.hpp"
 #include "core/deck.hpp"
 #include "model/model_kind.hpp"
-#include "model/run_description.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/expert_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "report/run_description.hpp"
 
 namespace strata {
 

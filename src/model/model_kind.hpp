@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "core/deck_reading.hpp"
-#include "model/run_description.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/expert_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "report/run_description.hpp"
 
 namespace strata {
 

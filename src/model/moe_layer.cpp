@@ -11,7 +11,7 @@
 #include "kernels/moe.hpp"
 #include "kernels/residual.hpp"
 #include "model/moe_routing.hpp"
-#include "model/tensor_shard.hpp"
+#include "state/tensor_shard.hpp"
 
 namespace strata {
 

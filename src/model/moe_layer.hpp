@@ -41,9 +41,10 @@
 #include "comm/traffic.hpp"
 #include "core/deck.hpp"
 #include "model/block_context.hpp"
-#include "model/param_store.hpp"
 #include "parallel/expert_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "report/expert_load.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 
@@ -81,13 +82,6 @@ struct MoeCache {
   int64_t bytes() const;
 };
 
-// Routing statistics summed over a run's forwards (for the progress line and tests):
-// assignments per expert of the global micro-batches, and those dropped.
-struct MoeLoad {
-  std::vector<int64_t> assigned;
-  int64_t dropped = 0;
-};
-
 template <class T>
 class MoeLayer {
  public:
@@ -116,13 +110,13 @@ class MoeLayer {
   // A forward's and backward's kept bytes at a balanced routing, or with a capacity factor
   // f > 1 at f times it (the planner's figure; a dropless routing can exceed it).
   int64_t cache_bytes_for(const BlockContext& ctx) const;
-  const MoeLoad& load() const { return load_; }
+  const ExpertLoad& load() const { return load_; }
   // Assignments of this rank's rows that the capacity dropped, counted from the routing
   // itself over the layer's life (never reset): summed over the ranks, the tokens every
   // layout must drop alike (load().dropped is the count the formula gives).
   int64_t dropped_here() const { return dropped_here_; }
   void reset_load() const {
-    load_ = MoeLoad{};
+    load_ = ExpertLoad{};
     load_.assigned.assign(size_t(experts_), 0);
   }
 
@@ -170,7 +164,7 @@ class MoeLayer {
   int64_t c_, f_, experts_, local_experts_, top_k_;
   double capacity_factor_, aux_alpha_, z_beta_;
   int router_, fc_w_, fc_b_, proj_w_, proj_b_;
-  mutable MoeLoad load_;
+  mutable ExpertLoad load_;
   mutable int64_t dropped_here_ = 0;
   mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
   mutable Tensor2<T> slice_;               // a tensor rank's rows' outputs or input gradients

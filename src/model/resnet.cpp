@@ -7,7 +7,7 @@
 #include "kernels/matmul.hpp"
 #include "kernels/products.hpp"
 #include "kernels/residual_tanh.hpp"
-#include "model/tensor_shard.hpp"
+#include "state/tensor_shard.hpp"
 
 namespace strata {
 

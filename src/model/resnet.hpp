@@ -24,8 +24,8 @@
 
 #include "core/deck_choices.hpp"
 #include "model/ode_network.hpp"
-#include "model/param_store.hpp"
 #include "model/stage_placement.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

@@ -5,7 +5,7 @@
 #include "model/model_kind.hpp"
 #include "model/resnet.hpp"
 #include "model/resnet_steps.hpp"
-#include "model/run_metrics.hpp"
+#include "report/run_metrics.hpp"
 
 namespace strata {
 namespace {
@@ -49,7 +49,7 @@ RunDescription describe_resnet(const Deck& deck, StageModel<float>& model, const
       strfmt("strata: ResNet %lld %s steps (T = %g), %lld -> %lld classes: %.3fM parameters; %s", (long long)cfg.steps,
              cfg.channels > 0 ? strfmt("3x3-convolution %lld-channel", (long long)cfg.channels).c_str()
                               : strfmt("dense width-%lld", (long long)cfg.width).c_str(),
-             cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes, double(resnet.params().global_numel()) / 1e6,
+             cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes, double(resnet.params().table().global_numel()) / 1e6,
              run.data_line.c_str()));
 }
 

@@ -4,8 +4,8 @@
 // model_kind.cpp.
 #include "core/log.hpp"
 #include "model/model_kind.hpp"
-#include "model/run_metrics.hpp"
 #include "model/softmax_regression.hpp"
+#include "report/run_metrics.hpp"
 
 namespace strata {
 namespace {
@@ -24,7 +24,7 @@ RunDescription describe_softmax(const Deck& deck, StageModel<float>& model, cons
   return describe_classifier(
       deck, run,
       strfmt("strata: softmax regression, %lld -> %lld classes: %lld parameters; %s", (long long)cfg.inputs,
-             (long long)cfg.classes, (long long)model.params().global_numel(), run.data_line.c_str()));
+             (long long)cfg.classes, (long long)model.params().table().global_numel(), run.data_line.c_str()));
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 // split. Data parallelism, micro-batches, ZeRO-1 and bf16 products apply to it as to any
 // StageModel. It is also the proof that a model kind is added in src/model alone
 // (docs/design.md, "Adding things").
-#include "model/param_store.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

@@ -24,9 +24,9 @@
 #include "comm/traffic.hpp"
 #include "core/tensor.hpp"
 #include "model/block_context.hpp"
-#include "model/param_store.hpp"
 #include "model/stage_placement.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

@@ -11,10 +11,10 @@
 #include "kernels/matmul.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "kernels/residual.hpp"
-#include "model/tensor_shard.hpp"
 #include "parallel/all_to_all_attention.hpp"
 #include "parallel/ring_attention.hpp"
 #include "parallel/tp_layers.hpp"
+#include "state/tensor_shard.hpp"
 
 namespace strata {
 namespace {

@@ -4,7 +4,7 @@
 //   x_out = x_mid + fc2(gelu(fc1(ln2(x_mid))))
 // Weights are stored [in, out]: qkv [C, 3, C] (the q | k | v blocks, i.e. [C, 3C] in
 // memory), proj [C, C], fc [C, 4C], fc_proj [4C, C]. Under a tensor split each rank holds
-// shards (model/tensor_shard.hpp) and runs the layers of parallel/tp_layers.hpp; attention
+// shards (state/tensor_shard.hpp) and runs the layers of parallel/tp_layers.hpp; attention
 // needs no tensor communication, as each rank holds whole heads (1D: H/t heads; 2D: H/q
 // heads of its batch block); under a context split it is ring attention over the context
 // group (parallel/ring_attention.hpp), every other layer working on the local rows. The qkv weight's middle dimension
@@ -17,12 +17,12 @@
 #include "kernels/attention.hpp"
 #include "model/block_context.hpp"
 #include "model/moe_layer.hpp"
-#include "model/param_store.hpp"
 #include "model/transformer_buffers.hpp"
-#include "model/unit_hooks.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/context_workspace.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "state/param_store.hpp"
+#include "state/unit_hooks.hpp"
 
 namespace strata {
 

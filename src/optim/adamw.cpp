@@ -13,10 +13,10 @@ void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
   for (const auto& p : store.infos()) {
     if (&p - store.infos().data() == skip) continue;
     h.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-    for (const auto& part : store.moment_parts(p)) {
+    for (const auto& part : store.zero().moment_parts(p)) {
       const int64_t n = part.end - part.begin;
-      kernels::adamw_update<T>(store.moment_params(part), V1<T>(store.adam_m().data() + part.at, n),
-                               V1<T>(store.adam_v().data() + part.at, n), store.moment_grads(part), h);
+      kernels::adamw_update<T>(store.moment_params(part), V1<T>(store.zero().adam_m().data() + part.at, n),
+                               V1<T>(store.zero().adam_v().data() + part.at, n), store.moment_grads(part), h);
     }
   }
 }

@@ -3,7 +3,7 @@
 // tensor asks for it), moments in the store's flat buffers.
 #include "core/deck.hpp"
 #include "kernels/adamw.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

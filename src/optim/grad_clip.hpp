@@ -7,7 +7,7 @@
 
 #include "comm/comm.hpp"
 #include "kernels/sum_squares.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 
@@ -18,13 +18,13 @@ namespace strata {
 template <class T>
 double owned_grad_sum_of_squares(const ParamStore<T>& store, bool experts = false) {
   double sum = 0;
-  typename ParamStore<T>::MomentSpan run;
+  MomentSpan run;
   const auto flush = [&] {
     if (run.end > run.begin) sum += kernels::sum_of_squares<T>(V1<const T>(store.moment_grads(run)));
   };
   for (const auto& p : store.infos()) {
     if (p.replica != 0 || p.expert != experts) continue;
-    for (const auto& part : store.moment_parts(p)) {
+    for (const auto& part : store.zero().moment_parts(p)) {
       if (part.begin != run.end || part.at != run.at + (run.end - run.begin)) {
         flush();
         run = part;
@@ -54,7 +54,7 @@ double clip_grad_norm(ParamStore<T>& store, Comm* tensor_group, double max_norm,
   if (max_norm > 0 && norm > max_norm) {
     const T scale = T(max_norm / (norm + 1e-6));
     // the gradients the update reads: all, or with ZeRO-1 and 2 this rank's part
-    for (const auto& span : store.moment_spans()) {
+    for (const auto& span : store.zero().moment_spans()) {
       const V1<T> grads = store.moment_grads(span);
       Kokkos::parallel_for(
           "grad_clip", Range(0, grads.extent(0)), KOKKOS_LAMBDA(const int64_t i) { grads(i) *= scale; });

@@ -2,7 +2,7 @@
 // The ranks an update talks to, read off the Grid and the parameters' declarations once
 // when a job is built (OptimizerStep takes them).
 #include "comm/grid.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 
@@ -23,7 +23,7 @@ template <class T>
 OptimizerGroups optimizer_groups(const Grid& grid, const ParamStore<T>& params) {
   OptimizerGroups g;
   g.model = &grid.model();
-  if (params.moments_sharded()) g.zero = &grid.replicas();
+  if (params.zero().moments_sharded()) g.zero = &grid.replicas();
   // the data group's part of the expert split; the expert group itself when no tensor
   // rank is an expert rank (the same ranks, the communicator the planner counts)
   if (grid.shape().expert > 1)

@@ -7,9 +7,9 @@
 // never applied.
 #include "comm/comm.hpp"
 #include "core/deck.hpp"
-#include "model/param_store.hpp"
 #include "optim/adamw.hpp"
 #include "optim/optimizer_groups.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 

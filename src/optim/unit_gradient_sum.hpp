@@ -14,8 +14,8 @@
 #include "comm/comm.hpp"
 #include "comm/traffic.hpp"
 #include "kernels/residual.hpp"
-#include "model/param_store.hpp"
 #include "model/stage_model.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 
@@ -26,7 +26,7 @@ template <class T>
 std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_ranks) {
   const auto& store = model.params();
   const auto& tp = model.tensor_parallel();  // (1D and 3D tensor ranks are expert ranks too)
-  const int e = std::max(1, store.expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
+  const int e = std::max(1, store.table().expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
   return gradient_units(model.grad_ready_order(), store.expert_begin(), store.numel(), data_ranks, 0,
                         e > 1 ? data_ranks / e : 0, 0);
 }
@@ -169,7 +169,7 @@ template <class T>
 class UnitGradientSum {
  public:
   UnitGradientSum(Comm& data, Comm& expert_data, ParamStore<T>& store)
-      : data_(data), expert_data_(expert_data), store_(store), slots_(*store.gradient_slots()),
+      : data_(data), expert_data_(expert_data), store_(store), slots_(*store.zero().gradient_slots()),
         summed_(slots_.units().size(), false) {}
   // (Sums still in flight here mean an exception: they are left to the job's end, not
   // waited for, since the ranks that would complete them may never post them.)
@@ -189,7 +189,7 @@ class UnitGradientSum {
     const auto& units = slots_.units();
     const auto& first = units[size_t(slots_.unit_at(p.offset))];
     const auto& last = units[size_t(slots_.unit_at(p.offset + p.numel - 1))];
-    return V1<T>(store_.owned_grads(first).data(), last.at + last.part() - first.at);
+    return V1<T>(store_.zero().owned_grads(first).data(), last.at + last.part() - first.at);
   }
   // The units no ready() named in this step (in flat order: the same on every rank; they
   // gathered every micro-batch's gradients in their slots), then every sum completed.
@@ -227,7 +227,7 @@ class UnitGradientSum {
     f.group->wait(f.request, "reduce_scatter");
     const auto& unit = slots_.units()[size_t(f.unit)];
     const V1<const T> part(slots_.slot_values_of(f.slot).data() + unit.index * unit.part(), unit.part());
-    kernels::residual_accumulate<T>(store_.owned_grads(unit), part);
+    kernels::residual_accumulate<T>(store_.zero().owned_grads(unit), part);
     slots_.free_slot(f.slot);
   }
 

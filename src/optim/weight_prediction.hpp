@@ -30,13 +30,13 @@ class WeightPredictor {
     if (active_) throw std::logic_error("WeightPredictor::predict twice without restore");
     reserve(store);
     Kokkos::deep_copy(saved_, store.params());
-    kernels::adam_predict<T>(store.params(), store.adam_m(), store.adam_v(), all.steps,
+    kernels::adam_predict<T>(store.params(), store.zero().adam_m(), store.zero().adam_v(), all.steps,
                              adamw_hyper(cfg_, lr, all.steps_taken));
     for (const auto& [index, ahead] : except) {
       const auto& p = store.infos()[index];
       const auto slice = [&](const Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
       Kokkos::deep_copy(slice(store.params()), slice(saved_));
-      kernels::adam_predict<T>(slice(store.params()), slice(store.adam_m()), slice(store.adam_v()), ahead.steps,
+      kernels::adam_predict<T>(slice(store.params()), slice(store.zero().adam_m()), slice(store.zero().adam_v()), ahead.steps,
                                adamw_hyper(cfg_, lr, ahead.steps_taken));
     }
     active_ = true;

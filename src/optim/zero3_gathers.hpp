@@ -1,5 +1,5 @@
 #pragma once
-// ZeRO-3 for the planner: what ParamGather (model/param_gather.hpp) does in a step of a
+// ZeRO-3 for the planner: what ParamGather (state/param_gather.hpp) does in a step of a
 // stage, found by running its rule over the passes the stage runs: at each step of a pass
 // the units it reads and those of the next `prefetch` steps are held, every other unit is
 // given back (none where the policy keeps them), and a unit not held is gathered (a unit of
@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/gradient_slots.hpp"
-#include "model/param_gather.hpp"
 #include "model/stage_model.hpp"
+#include "state/gradient_slots.hpp"
+#include "state/param_gather.hpp"
 
 namespace strata {
 

@@ -12,7 +12,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/traffic.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 
@@ -37,9 +37,9 @@ V1<T> region(Tensor1<T>& buf, std::pair<int64_t, int64_t> r) {
 
 template <class T>
 void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
-  if (store.moments_sharded()) {  // each region over its group (the experts' are empty without a second region)
-    data.reduce_scatter_blocks(region(store.grads(), store.block_region(false)));
-    if (const auto r = store.block_region(true); r.second > r.first)
+  if (store.zero().moments_sharded()) {  // each region over its group (the experts' are empty without a second region)
+    data.reduce_scatter_blocks(region(store.grads(), store.zero().block_region(false)));
+    if (const auto r = store.zero().block_region(true); r.second > r.first)
       expert_data.reduce_scatter_blocks(region(store.grads(), r));
   } else if (expert_data.size() == data.size()) {
     data.allreduce_sum(V1<T>(store.grads()));
@@ -54,16 +54,16 @@ void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
 // every unit's parts; after a ZeRO-3 one nothing (each pass gathers the units it reads).
 template <class T>
 void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) {
-  if (store.params_sharded()) return;
+  if (store.zero().params_sharded()) return;
   auto& params = store.params();
-  if (const auto* slots = store.gradient_slots()) {  // ZeRO-2: unit by unit, each over its group
+  if (const auto* slots = store.zero().gradient_slots()) {  // ZeRO-2: unit by unit, each over its group
     for (const auto& u : slots->units())             // (a unit of one rank's group was updated whole here)
       if (u.shards > 1)
         (u.experts ? expert_data : data).allgather_blocks(V1<T>(params.data() + u.begin, u.end - u.begin));
     return;
   }
-  data.allgather_blocks(region(params, store.block_region(false)));
-  if (const auto r = store.block_region(true); r.second > r.first) expert_data.allgather_blocks(region(params, r));
+  data.allgather_blocks(region(params, store.zero().block_region(false)));
+  if (const auto r = store.zero().block_region(true); r.second > r.first) expert_data.allgather_blocks(region(params, r));
 }
 
 // What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a
@@ -77,7 +77,7 @@ template <class T>
 void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false,
                           int tensor_split = 1) {
   const int64_t vb = sizeof(T), dense = store.expert_begin(), experts = store.numel() - dense;
-  const int e = std::max(1, store.expert_split() / tensor_split), expert_ranks = data_ranks / e;  // e: parallel.expert
+  const int e = std::max(1, store.table().expert_split() / tensor_split), expert_ranks = data_ranks / e;  // e: parallel.expert
   const bool split = e > 1 && experts > 0;
   if (zero && data_ranks > 1) {
     const int64_t block = zero_block(split ? dense : dense + experts, data_ranks) * vb;

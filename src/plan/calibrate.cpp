@@ -264,8 +264,8 @@ double activation_rate(const Deck& deck, const GPT<float>& model, double seconds
 // pass over weights and moments), on the one-layer model's parameters.
 double adam_rate(const Deck& deck, GPT<float>& model) {
   auto& store = model.params();
-  Kokkos::deep_copy(store.adam_m(), 1e-3f);
-  Kokkos::deep_copy(store.adam_v(), 1e-6f);
+  Kokkos::deep_copy(store.zero().adam_m(), 1e-3f);
+  Kokkos::deep_copy(store.zero().adam_v(), 1e-6f);
   WeightPredictor<float> predictor(deck.optim);
   const double best = fastest_seconds_per_call([&] {
     predictor.predict(store, deck.optim.lr, {1, 10});

@@ -5,9 +5,9 @@
 // bench/plan_check compares these declarations with what a run counts.
 #include "comm/traffic.hpp"
 #include "engine/pipeline/schedule.hpp"
-#include "model/param_gather.hpp"
 #include "model/stage_model.hpp"
 #include "optim/unit_gradient_sum.hpp"
+#include "state/param_gather.hpp"
 
 namespace strata {
 

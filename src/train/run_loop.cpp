@@ -435,16 +435,16 @@ void RunLoop::print_summary(const TrainResult& r) {
       "memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
       "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
       double(store.param_bytes()) / mib, double(store.grad_bytes()) / mib,
-      buffer_mib(store.adam_m()) + buffer_mib(store.adam_v()),
-      store.params_sharded()
+      buffer_mib(store.zero().adam_m()) + buffer_mib(store.zero().adam_v()),
+      store.zero().params_sharded()
           ? strfmt(" (ZeRO-3: 1/%d of them, of the gradients and of the parameters, with %d unit gradient slots "
                    "and at most %d units gathered at once)",
-                   data, store.gradient_slots()->slots_allocated(), store.param_gather()->slots_allocated())
+                   data, store.zero().gradient_slots()->slots_allocated(), store.zero().param_gather()->slots_allocated())
                 .c_str()
-      : store.gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
-                                           data, store.gradient_slots()->slots_allocated())
+      : store.zero().gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
+                                           data, store.zero().gradient_slots()->slots_allocated())
                                         .c_str()
-      : store.moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
+      : store.zero().moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
                                 : "",
       double(r.activation_bytes) / mib,
       r.state_bytes > store.state_bytes()
@@ -456,16 +456,16 @@ void RunLoop::print_summary(const TrainResult& r) {
     for (const auto& p : store.infos())
       if (p.expert) {
         experts += p.numel;
-        for (const auto& part : store.moment_parts(p)) moments += 2 * (part.end - part.begin);
+        for (const auto& part : store.zero().moment_parts(p)) moments += 2 * (part.end - part.begin);
       }
     // ZeRO-2's gradients (ZeRO-3's parameters too): the experts' region's part, and its
     // slot where it has a group to sum (gather) over
     int64_t grads = experts, params = experts;
-    if (const auto* slots = store.gradient_slots()) {
+    if (const auto* slots = store.zero().gradient_slots()) {
       grads = 0;
       for (const auto& u : slots->units())
         if (u.begin >= store.expert_begin()) grads += u.part() + (u.shards > 1 ? u.end - u.begin : 0);
-      if (store.params_sharded()) params = grads;
+      if (store.zero().params_sharded()) params = grads;
     }
     log_.info(
         strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "

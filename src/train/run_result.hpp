@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "engine/pipeline/staleness_meter.hpp"
-#include "model/run_description.hpp"
 #include "optim/optimizer_step.hpp"
+#include "report/run_description.hpp"
 
 namespace strata {
 

@@ -16,10 +16,10 @@
 #include "core/timers.hpp"
 #include "data/batch_source.hpp"
 #include "engine/train_engine.hpp"
-#include "model/param_store.hpp"
-#include "model/run_description.hpp"
 #include "optim/optimizer_groups.hpp"
 #include "optim/optimizer_step.hpp"
+#include "report/run_description.hpp"
+#include "state/param_store.hpp"
 #include "train/run_result.hpp"
 
 namespace strata {

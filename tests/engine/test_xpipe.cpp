@@ -127,8 +127,8 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
           } else {
             const int64_t n = int64_t(msg.extent(0)) / 3;
             Kokkos::deep_copy(wslice(store.params()), Kokkos::subview(msg, std::make_pair(int64_t(0), n)));
-            Kokkos::deep_copy(wslice(store.adam_m()), Kokkos::subview(msg, std::make_pair(n, 2 * n)));
-            Kokkos::deep_copy(wslice(store.adam_v()), Kokkos::subview(msg, std::make_pair(2 * n, 3 * n)));
+            Kokkos::deep_copy(wslice(store.zero().adam_m()), Kokkos::subview(msg, std::make_pair(n, 2 * n)));
+            Kokkos::deep_copy(wslice(store.zero().adam_v()), Kokkos::subview(msg, std::make_pair(2 * n, 3 * n)));
             ++st.tied_versions;
           }
         } else if (in.op == PipeOp::Forward) {
@@ -164,8 +164,8 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
           const int64_t n = int64_t(wslice(store.params()).extent(0));
           Tensor1<double> msg("tied", 3 * n);
           Kokkos::deep_copy(Kokkos::subview(msg, std::make_pair(int64_t(0), n)), wslice(store.params()));
-          Kokkos::deep_copy(Kokkos::subview(msg, std::make_pair(n, 2 * n)), wslice(store.adam_m()));
-          Kokkos::deep_copy(Kokkos::subview(msg, std::make_pair(2 * n, 3 * n)), wslice(store.adam_v()));
+          Kokkos::deep_copy(Kokkos::subview(msg, std::make_pair(n, 2 * n)), wslice(store.zero().adam_m()));
+          Kokkos::deep_copy(Kokkos::subview(msg, std::make_pair(2 * n, 3 * n)), wslice(store.zero().adam_v()));
           tied_mail[{1, r, in.mb}] = msg;
         }
         ++st.pc;
@@ -240,8 +240,8 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
       return d;
     };
     CHECK(diff(mine.params(), ref.params()) < 1e-13);
-    CHECK(diff(mine.adam_m(), ref.adam_m()) < 1e-13);
-    CHECK(diff(mine.adam_v(), ref.adam_v()) < 1e-13);
+    CHECK(diff(mine.zero().adam_m(), ref.zero().adam_m()) < 1e-13);
+    CHECK(diff(mine.zero().adam_v(), ref.zero().adam_v()) < 1e-13);
     // after the drain the last stage's copy of the tied embedding is the first stage's
     const auto wte_of = [&](int r) {
       return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->tied_index())));

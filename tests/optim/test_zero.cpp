@@ -69,8 +69,8 @@ TEST_CASE("ZeRO-1 equals the serial run, alone and with accumulation, pipeline a
     // this rank keeps the moments of 1/data of its (padded) flat buffers
     auto& store = par.model().params();
     const int data = int(d.parallel.data);
-    CHECK(store.moments_sharded());
-    CHECK(int64_t(store.adam_m().extent(0)) == zero_block(store.numel(), data));
+    CHECK(store.zero().moments_sharded());
+    CHECK(int64_t(store.zero().adam_m().extent(0)) == zero_block(store.numel(), data));
     CHECK(store.state_bytes() == store_values(store.numel(), data) * int64_t(sizeof(float)));
     if (rank == 0) {
       INFO(describe(layout) << " on " << n << " ranks");
@@ -96,7 +96,7 @@ TEST_CASE("the residual network with ZeRO-1 equals its serial run", "[mpi][zero]
   Training par(small_resnet_deck(layout), MPI_COMM_WORLD, quiet());
   const TrainResult r = par.run();
   const auto params = global_params_of(par);
-  CHECK(par.model().params().moments_sharded());
+  CHECK(par.model().params().zero().moments_sharded());
   if (rank == 0) {
     INFO(describe(layout) << " on " << n << " ranks");
     REQUIRE(r.losses.size() == ser.losses.size());

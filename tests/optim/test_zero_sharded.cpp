@@ -104,11 +104,11 @@ TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero][zero_2d]"
       const auto params = global_params_of(par);
       // this rank's part of every unit's gradients and moments, and the units in the works
       auto& store = par.model().params();
-      REQUIRE(store.gradients_sharded());
-      REQUIRE(store.params_sharded() == (stage == 3));
+      REQUIRE(store.zero().gradients_sharded());
+      REQUIRE(store.zero().params_sharded() == (stage == 3));
       int64_t owned = 0;
-      for (const auto& u : store.gradient_slots()->units()) owned += u.part();
-      CHECK(int64_t(store.adam_m().extent(0)) == owned);
+      for (const auto& u : store.zero().gradient_slots()->units()) owned += u.part();
+      CHECK(int64_t(store.zero().adam_m().extent(0)) == owned);
       const auto units = zero2_units(par.model(), int(d.parallel.data * d.parallel.context));  // the same units
       const int m = int(d.parallel.micro_batches);
       const auto backwards =  // by halves under the zero-bubble schedules
@@ -116,13 +116,13 @@ TEST_CASE("ZeRO-2 and ZeRO-3 equal the run without ZeRO", "[mpi][zero][zero_2d]"
               ? stage_backwards(make_schedule(d.parallel.schedule, int(d.parallel.pipeline), m)
                                     .programs[size_t(par.model().placement().stage)])
               : whole_backwards(m);
-      CHECK(store.gradient_slots()->slot_values() == zero2_slot_values(par.model(), units, backwards));
-      CHECK(store.grad_bytes() == (owned + store.gradient_slots()->slot_values()) * int64_t(sizeof(float)));
+      CHECK(store.zero().gradient_slots()->slot_values() == zero2_slot_values(par.model(), units, backwards));
+      CHECK(store.grad_bytes() == (owned + store.zero().gradient_slots()->slot_values()) * int64_t(sizeof(float)));
       if (stage == 3) {
         CHECK(int64_t(store.param_values().extent(0)) == owned);
-        CHECK(store.param_bytes() == (owned + store.param_gather()->slot_values()) * int64_t(sizeof(float)));
+        CHECK(store.param_bytes() == (owned + store.zero().param_gather()->slot_values()) * int64_t(sizeof(float)));
         if (d.parallel.pipeline == 1)  // the most gathered values at once: the planner's simulation of the passes
-          CHECK(store.param_gather()->slot_values() ==
+          CHECK(store.zero().param_gather()->slot_values() ==
                 zero3_gathers(par.model(), units, data_parallel_passes(int(d.parallel.micro_batches)),
                               gather_policy(d.parallel))
                     .slot_values);

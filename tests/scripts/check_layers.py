@@ -33,6 +33,8 @@ LEVELS = [
     ("kernels", "kernels", ["strata_kernels", "strata_gemm_probe", "strata_bf16"]),
     ("src/comm", "comm", ["strata_comm"]),
     ("src/parallel", "parallel", ["strata_parallel"]),
+    ("src/state", "state", ["strata_state"]),
+    ("src/report", "report", ["strata_report"]),
     ("src/model", "model", ["strata_model"]),
     ("src/data", "data", ["strata_data"]),
     ("src/optim", "optim", ["strata_optim"]),

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/deck.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 #include "support/host_views.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -21,7 +21,7 @@ template <class T>
 std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& buffer, MPI_Comm tensor_group,
                                   MPI_Comm experts = MPI_COMM_NULL, bool add_experts = true) {
   const auto local = to_host<T>(buffer);
-  std::vector<double> global(size_t(store.global_numel()), 0.0), expert(global.size(), 0.0);
+  std::vector<double> global(size_t(store.table().global_numel()), 0.0), expert(global.size(), 0.0);
   int64_t base = 0;
   for (const auto& p : store.infos()) {
     if (p.replica == 0) {
@@ -43,9 +43,9 @@ std::vector<double> gather_global(const ParamStore<T>& store, const Tensor1<T>& 
 // its group (the replicas, or the experts' region over the expert replicas).
 template <class T>
 Tensor1<T> flat_params(const ParamStore<T>& store, MPI_Comm replicas, MPI_Comm expert_replicas) {
-  if (!store.params_sharded()) return store.params();
+  if (!store.zero().params_sharded()) return store.params();
   const auto owned = to_host<T>(store.param_values());
-  const auto& units = store.gradient_slots()->units();
+  const auto& units = store.zero().gradient_slots()->units();
   const int64_t length = units.empty() ? 0 : units.back().end;
   std::vector<T> dense(size_t(length), T(0)), experts(size_t(length), T(0));
   for (const auto& u : units)

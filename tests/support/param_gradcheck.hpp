@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 #include "support/host_views.hpp"
 
 namespace strata::test {

@@ -9,9 +9,9 @@
 #include <limits>
 #include <map>
 
-#include "core/error.hpp"
 #include "core/deck_reading.hpp"
-#include "model/run_metrics.hpp"
+#include "core/error.hpp"
+#include "report/run_metrics.hpp"
 #include "support/mpi_test_helpers.hpp"
 #include "train/run_loop.hpp"
 

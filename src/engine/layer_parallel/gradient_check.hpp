@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "comm/comm.hpp"
-#include "model/param_store.hpp"
+#include "state/param_store.hpp"
 
 namespace strata {
 
@@ -26,7 +26,7 @@ GradientCheck compare_gradients(const ParamStore<T>& store, V1<const T> inexact,
   double sums[4] = {0, 0, 0, 0};  // g.g, e.e, g.e, (g - e).(g - e) over the values this rank owns
   for (const auto& p : store.infos()) {
     if (p.replica != 0) continue;
-    for (const auto& part : store.moment_parts(p)) {
+    for (const auto& part : store.zero().moment_parts(p)) {
       double gg = 0, ee = 0, ge = 0, dd = 0;
       Kokkos::parallel_reduce(
           "gradient_check", Range(part.begin, part.end),

@@ -127,7 +127,7 @@ GradientCheck LayerParallel<T>::check(const SampleBatch<T>& batch, int64_t globa
   Kokkos::deep_copy(inexact_grads_, store.grads());
   if (!exact_) exact_ = make_solvers(one_level(opt_.forward), one_level(opt_.backward));
   run(*exact_, batch, global_batch);
-  Comm* zero = store.moments_sharded() ? &data_ : nullptr;  // ZeRO-1: each rank's block was summed
+  Comm* zero = store.zero().moments_sharded() ? &data_ : nullptr;  // ZeRO-1: each rank's block was summed
   const GradientCheck c = compare_gradients(store, V1<const T>(inexact_grads_), grid_.model(), zero);
   Kokkos::deep_copy(store.grads(), inexact_grads_);  // the step updates with its own gradient
   return c;

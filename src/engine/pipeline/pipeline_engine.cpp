@@ -26,7 +26,7 @@ template <class T>
 BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) {
   auto& store = model_.params();
   store.zero_grads();
-  if (store.gradients_sharded()) {  // ZeRO-2: each unit summed over the replicas as the backwards make it final
+  if (store.zero().gradients_sharded()) {  // ZeRO-2: each unit summed over the replicas as the backwards make it final
     UnitGradientSum<T> unit_sum(data_, expert_data_, store);
     const ListSums sums = executor_.run(list_, {batch}, global_batch, timers, nullptr,
                                         [&](int64_t offset, int64_t count) { unit_sum.ready(offset, count); });

@@ -115,7 +115,7 @@ class XPipeEngine<T>::Stream : public ListHooks {
         break;
       case PipeOp::SendTiedWeights:  // first stage: the new version, with its moments
         restore_true_weights();
-        e_.send_tied({slice(store.params()), slice(store.adam_m()), slice(store.adam_v())}, tied_weights_tag(in.mb));
+        e_.send_tied({slice(store.params()), slice(store.zero().adam_m()), slice(store.zero().adam_v())}, tied_weights_tag(in.mb));
         break;
       case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
         restore_true_weights();
@@ -125,8 +125,8 @@ class XPipeEngine<T>::Stream : public ListHooks {
         timers_.stop("pipeline_wait", to_string(in));
         const auto part = [&](int64_t i) { return Kokkos::subview(version, std::make_pair(i * n, (i + 1) * n)); };
         Kokkos::deep_copy(slice(store.params()), part(0));
-        Kokkos::deep_copy(slice(store.adam_m()), part(1));
-        Kokkos::deep_copy(slice(store.adam_v()), part(2));
+        Kokkos::deep_copy(slice(store.zero().adam_m()), part(1));
+        Kokkos::deep_copy(slice(store.zero().adam_v()), part(2));
         ++tied_versions_;
         break;
       }

@@ -1,4 +1,4 @@
-#include "model/gradient_slots.hpp"
+#include "state/gradient_slots.hpp"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "model/param_gather.hpp"
+#include "state/param_gather.hpp"
 
 #include <algorithm>
 #include <set>

@@ -1,6 +1,6 @@
 #pragma once
 // ZeRO-3's parameters (ParamStore::shard_parameters): a rank keeps only its part of every
-// unit (model/gradient_slots.hpp: the ranges the model uses and makes final together, each
+// unit (state/gradient_slots.hpp: the ranges the model uses and makes final together, each
 // padded to its group), in the order of its AdamW moments. A unit's whole parameters
 // exist only while a pass uses them: the model names, step by step, the units it is about
 // to read (ParamStore::use_params), and this gathers them over the unit's group (the
@@ -16,7 +16,7 @@
 #include "comm/comm.hpp"
 #include "core/deck.hpp"
 #include "core/tensor.hpp"
-#include "model/gradient_slots.hpp"
+#include "state/gradient_slots.hpp"
 
 namespace strata {
 

@@ -4,8 +4,8 @@
 // replicated along that split).
 #include <vector>
 
-#include "model/param_store.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "state/param_table.hpp"
 
 namespace strata {
 

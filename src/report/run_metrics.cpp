@@ -1,4 +1,4 @@
-#include "model/run_metrics.hpp"
+#include "report/run_metrics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@ namespace strata {
 std::vector<std::string> LanguageModelMetrics::columns() const {
   std::vector<std::string> c = {"val_loss",    "val_bpb",      "lr",           "grad_norm",
                                 "ms_per_step", "tokens_per_s", "gflops_per_s", "peak_rss_mib"};
-  if (mixture_) c.insert(c.end(), {"expert_load_min", "expert_load_max", "dropped"});
+  if (expert_load_) c.insert(c.end(), {"expert_load_min", "expert_load_max", "dropped"});
   return c;
 }
 
@@ -28,9 +28,8 @@ std::string LanguageModelMetrics::progress(const ProgressFigures& w, std::vector
                  dt * 1e3, gflops);
   if (gemm_gflops_ > 0) line += strfmt(" (%.0f%% of gemm)", 100.0 * gflops / (gemm_gflops_ * double(ranks_)));
   row.insert(row.end(), {w.val.loss, w.val.bits_per_byte, w.lr, w.grad_norm, dt * 1e3, tok_s, gflops, mem_mib});
-  if (mixture_) {  // the experts' shares of the assignments since the last line
-    const MoeLoad load = mixture_->mixture_load();
-    mixture_->reset_mixture_load();
+  if (expert_load_) {  // the experts' shares of the assignments since the last line
+    const ExpertLoad load = expert_load_();
     int64_t total = 0;
     for (auto a : load.assigned) total += a;
     double lo = 1, hi = 0;
