@@ -75,11 +75,11 @@ std::vector<Layout> layouts_with(const Deck& base, int ranks, int data, const Op
   d.parallel.zero = o.zero;
   std::vector<Layout> out;
   for (const Layout& l : feasible_layouts(d, ranks)) {
-    if (l.mgrit) continue;  // (layer-parallel layouts: the planner weighs them; this bench, the memory options)
+    if (l.mgrit()) continue;  // (layer-parallel layouts: the planner weighs them; this bench, the memory options)
     if ((l.pipeline > 1 && l.schedule != Schedule::OneFOneB) || (data > 0 && l.data != data)) continue;
     const bool same_grid = !out.empty() && out.back().pipeline > 1 && out.back().data == l.data &&
                            out.back().pipeline == l.pipeline && out.back().tensor_size() == l.tensor_size() &&
-                           out.back().tensor == l.tensor;
+                           out.back().tensor_split() == l.tensor_split();
     if (same_grid && out.back().micro_batches < l.micro_batches)
       out.back() = l;
     else
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
             if (bytes < 0 || bytes > machine.memory_capacity) break;
             fits = s.name;
             params = strfmt("%.2fB", double(make_model(deck, {}, 0, {}, false)->params().table().global_numel()) / 1e9);
-            layout = l.name();
+            layout = plan_name(l);
             per_rank = strfmt("%.1f GiB", bytes / double(1 << 30));
           }
           std::printf("| %s | %s | %s | %s | %s |\n", o.name, fits.c_str(), params.c_str(), layout.c_str(),

@@ -193,7 +193,7 @@ void check_against_layer_parallel(const Setup& su, const LayerStepTimes& t, int 
     if (!mgrit) run.forward.levels = run.backward.levels = 1;
     if (mgrit && levels_fitting(n, run.forward.cfactor, run.forward.levels) < run.forward.levels) continue;
     if (n < p) continue;
-    ParallelConfig layout;
+    Layout layout;
     layout.pipeline = p;
     layout.layer_method = LayerMethod::MGRIT;
     const Grid grid(layout, MPI_COMM_WORLD);

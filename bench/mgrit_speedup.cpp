@@ -88,7 +88,7 @@ void check_against_layer_parallel(int64_t n, int64_t batch, int64_t width, const
       MPI_Comm sub = first_ranks(MPI_COMM_WORLD, p);  // the first p ranks' job
       double measured = 0;
       if (sub != MPI_COMM_NULL) {
-        ParallelConfig layers;
+        Layout layers;
         layers.pipeline = p;
         const Grid grid(layers, sub);
         ResNet<double> net(cfg, 1, StagePlacement::balanced(int(n), p, rank));

@@ -122,7 +122,7 @@ Options parse_options(int argc, char** argv) {
 // Whether plan_check weighs this layout: its kind of tensor split, not MGRIT's (above), and
 // the schedules asked for.
 bool weighed(const Layout& l, const Options& o) {
-  if ((l.tensor == TensorMode::ThreeD) != o.three_d || l.mgrit) return false;
+  if ((l.tensor_split() == TensorMode::ThreeD) != o.three_d || l.mgrit()) return false;
   return o.only_schedules.empty() || l.pipeline == 1 ||
          o.only_schedules.find("," + to_string(l.schedule) + ",") != std::string::npos;
 }
@@ -164,7 +164,7 @@ double fullest_rank_activations(const TrainResult& result, int rank, int ranks) 
 // Trains `l` for o.steps and holds its traffic, parameters, activations and memory to the
 // planner's prediction; prints its row. Returns the failures (0, 1 or 2).
 int check_layout(const Deck& deck, const Layout& l, const Options& o, const MachineFile& machine, int rank, int ranks) {
-  const Deck d = l.applied_to(deck);
+  const Deck d = with_layout(deck, l);
   TrainOptions opts;
   opts.write_outputs = false;
   opts.job.print = false;
@@ -176,7 +176,7 @@ int check_layout(const Deck& deck, const Layout& l, const Options& o, const Mach
   Traffic predicted;
   double routed = 0;  // mixtures of experts: the rows' bytes counted over the balanced routing's
   const std::string mismatch = traffic_mismatch(d, l, trainer, steps, predicted, routed);
-  if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", l.name().c_str(), rank, mismatch.c_str());
+  if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", plan_name(l).c_str(), rank, mismatch.c_str());
   double counted_wire = 0;
   for (const auto& [group, comm] : trainer.grid().reported_comms())
     for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;
@@ -203,14 +203,14 @@ int check_layout(const Deck& deck, const Layout& l, const Options& o, const Mach
     std::printf(
         "  %s: mixture rows %.2fx the balanced routing's bytes; activations %.2f MiB measured, %.2f "
         "predicted at balance; state %s\n",
-        l.name().c_str(), routed, meas_act, double(p.activation_bytes) / double(1 << 20),
+        plan_name(l).c_str(), routed, meas_act, double(p.activation_bytes) / double(1 << 20),
         memory_differs ? "DIFFERS" : "exact");
   if (memory_differs && rank == 0)
-    std::fprintf(stderr, "plan_check: %s: %s per rank predicted %.0f B, measured %.0f B\n", l.name().c_str(),
+    std::fprintf(stderr, "plan_check: %s: %s per rank predicted %.0f B, measured %.0f B\n", plan_name(l).c_str(),
                  routing ? "state" : "memory", routing ? pred_state : double(p.memory_bytes()),
                  routing ? meas_state : meas_memory);
   if (rank == 0)
-    std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", l.name().c_str(), pred_wire,
+    std::printf("%-40s %12.3f %12.3f %7s %10.2f %10.2f %6.2f %10.2f %10.2f%1s %11s\n", plan_name(l).c_str(), pred_wire,
                 meas_wire, bad ? "DIFFER" : "exact", 1e3 * p.step_s, meas_ms, meas_ms / (1e3 * p.step_s),
                 double(p.activation_bytes) / double(1 << 20), meas_act, act_differ ? "!" : "",
                 params_differ ? "DIFFER" : "exact");

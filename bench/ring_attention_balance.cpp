@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     {
-      ParallelConfig layout;
+      Layout layout;
       layout.context = size;
       const Grid grid(layout, MPI_COMM_WORLD);
       Comm& ring = grid.context();

@@ -219,7 +219,7 @@ std::string export_model(const std::string& checkpoint, const ExportOptions& giv
     throw UserError("strata export: " + checkpoint + " cannot be written as GPT-2: " + why);
   // strata's tensors in the model's own order (a dry serial model declares them)
   Deck whole = deck;
-  whole.parallel = ParallelConfig{};
+  whole.parallel = Layout{};
   const auto model = make_model(whole, {}, 0, {}, false);
   std::vector<std::string> names;
   for (const auto& p : model->params().infos()) {

@@ -25,7 +25,7 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   if (!m.is_gpt())
     throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + m.kind + "\", not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
-  whole.parallel = ParallelConfig{};
+  whole.parallel = Layout{};
   const auto made = as_gpt(make_model(whole));
   auto& model = *made;
   read_model_checkpoint(checkpoint, model.params());

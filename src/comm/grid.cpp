@@ -8,7 +8,7 @@
 
 namespace strata {
 
-Grid::Grid(const ParallelConfig& cfg, MPI_Comm parent) : shape_(cfg) {
+Grid::Grid(const Layout& cfg, MPI_Comm parent) : shape_(cfg) {
   int size = 1;
   MPI_Comm_size(parent, &size);
   const bool three_d = cfg.tensor_mode == TensorMode::ThreeD;

@@ -37,7 +37,7 @@ class Grid {
   // Throws UserError when data x pipeline x context x tensor_rows x tensor_cols is not the
   // size of parent (before any communication, so every rank throws alike). The replica
   // group's vector sums use cfg.comm_backend (NCCL sets up collectively here).
-  Grid(const ParallelConfig& cfg, MPI_Comm parent);
+  Grid(const Layout& cfg, MPI_Comm parent);
   ~Grid();
   Grid(const Grid&) = delete;
   Grid& operator=(const Grid&) = delete;
@@ -45,7 +45,7 @@ class Grid {
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   const GridCoords& coords() const { return coords_; }
-  const ParallelConfig& shape() const { return shape_; }
+  const Layout& shape() const { return shape_; }
   // The world rank of the grid point (d, p, x, r, c).
   int rank_of(const GridCoords& g) const;
 
@@ -109,7 +109,7 @@ class Grid {
   void set_trace(TraceRecorder* trace) const;
 
  private:
-  ParallelConfig shape_;
+  Layout shape_;
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;                                    // every communicator split here, freed at the end

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/deck_choices.hpp"
+#include "core/layout.hpp"
 
 namespace strata {
 
@@ -83,43 +84,6 @@ struct DataConfig {
   int64_t batch_size = 8;
 };
 
-struct ParallelConfig {
-  // the rank grid: data x pipeline x context x tensor = rank count, the tensor group
-  // tensor_rows x tensor_cols (1D, 2D) or tensor_x x tensor_y x tensor_depth (3D)
-  int64_t data = 1;
-  int64_t pipeline = 1;
-  int64_t context = 1;  // ranks a sequence is split over (ring attention, causal load balance)
-  ContextMode context_mode = ContextMode::Ring;
-  int64_t tensor_rows = 1;
-  int64_t tensor_cols = 1;
-  TensorMode tensor_mode = TensorMode::OneD;
-  int64_t tensor_x = 1, tensor_y = 1, tensor_depth = 1;  // 3D (AxoNN): the X, Y and depth (Z) groups
-  bool tensor_overlap = true;      // 3D: the depth group's gathers and reduce-scatters in flight under the products
-  bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
-  int64_t expert = 1;              // ranks of the data group the experts are split over (expert parallelism)
-  Placement placement = Placement::Nodes;  // grid coordinates given in node order, or in the launcher's rank order
-  int64_t tensor_size() const {
-    return tensor_mode == TensorMode::ThreeD ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols;
-  }
-  int64_t ranks() const { return data * pipeline * context * tensor_size(); }
-  // The ranks a mixture layer's experts are split over: parallel.expert, times the tensor
-  // ranks under a 1D or 3D split (each routes a share of the rows).
-  int64_t expert_ranks() const { return expert * (tensor_mode == TensorMode::TwoD ? 1 : tensor_size()); }
-  CommBackend comm_backend = CommBackend::Mpi;
-  double grad_bucket_mb = 4.0;
-  int64_t micro_batches = 1;
-  LayerMethod layer_method = LayerMethod::Pipeline;  // parallel.schedule = "mgrit": MGRIT
-  Schedule schedule = Schedule::OneFOneB;            // the pipeline's, otherwise
-  bool mgrit() const { return layer_method == LayerMethod::MGRIT; }
-  int64_t virtual_stages = 1;  // model chunks per pipeline stage (schedule = "interleaved")
-  bool weight_prediction = true;
-  bool measure_staleness = false;
-  Recompute recompute = Recompute::None;
-  int64_t zero = 0;               // ZeRO stage (0 to 3)
-  int64_t zero_prefetch = 1;      // ZeRO-3: the steps of a pass whose gathers are posted ahead
-  bool zero_keep_params = false;  // ZeRO-3: gathered units kept from their first use to the update
-};
-
 struct OptimConfig {
   double lr = 3e-4;
   double min_lr = 3e-5;
@@ -133,8 +97,7 @@ struct OptimConfig {
 
 // Layer-parallel training of a residual network by MGRIT (model.kind = "resnet"): the
 // steps are spread over parallel.pipeline ranks and solved like time steps.
-struct LayerParConfig {
-  int64_t levels = 1;
+struct LayerParConfig {  // (its levels are the layout's: Layout::mgrit_levels)
   int64_t cfactor = 4;
   int64_t fwd_iterations = 2;
   int64_t bwd_iterations = 1;
@@ -157,13 +120,10 @@ struct Deck {
   RunConfig run;
   ModelConfig model;
   DataConfig data;
-  ParallelConfig parallel;
+  Layout parallel;  // the [parallel] keys and layerpar.levels (core/layout.hpp)
   OptimConfig optim;
   LayerParConfig layerpar;
   std::string resolved_toml;  // the deck after overrides and defaults, as TOML
 };
-
-// The layout as the logs print it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2".
-std::string layout_name(const ParallelConfig& p);
 
 }  // namespace strata

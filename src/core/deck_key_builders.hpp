@@ -288,11 +288,11 @@ inline constexpr const char* kNeedsMgrit = "parallel.schedule = \"mgrit\"";
 inline bool is_3d(const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }
 inline constexpr const char* kNeeds3D = "parallel.tensor_mode = \"3d\"";
 
-// parallel.schedule: a pipeline schedule's name (ParallelConfig::schedule), or "mgrit"
-// (ParallelConfig::layer_method).
+// parallel.schedule: a pipeline schedule's name (Layout::schedule), or "mgrit"
+// (Layout::layer_method).
 inline DeckKey schedule_key(const char* section, const char* doc) {
   std::vector<std::pair<Schedule, std::string>> pipeline = schedule_names();
-  DeckKey k = enum_choice(section, &Deck::parallel, "schedule", &ParallelConfig::schedule, pipeline, doc);
+  DeckKey k = enum_choice(section, &Deck::parallel, "schedule", &Layout::schedule, pipeline, doc);
   std::vector<std::string> words;
   for (const auto& n : pipeline) words.push_back(n.second);
   words.push_back("mgrit");

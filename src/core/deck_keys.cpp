@@ -168,28 +168,28 @@ std::vector<DeckKey> parallel_grid_keys() {
   const char* par = "parallel";
   return {
       // [parallel]: the grid and where its ranks go
-      key(par, &D::parallel, "data", &ParallelConfig::data, at_least<int64_t>(1), "data-parallel replicas"),
-      key(par, &D::parallel, "pipeline", &ParallelConfig::pipeline, at_least<int64_t>(1),
+      key(par, &D::parallel, "data", &Layout::data, at_least<int64_t>(1), "data-parallel replicas"),
+      key(par, &D::parallel, "pipeline", &Layout::pipeline, at_least<int64_t>(1),
           "ranks along the layers: pipeline stages, or MGRIT's layer blocks"),
-      key(par, &D::parallel, "context", &ParallelConfig::context, at_least<int64_t>(1),
+      key(par, &D::parallel, "context", &Layout::context, at_least<int64_t>(1),
           "gpt: ranks each sequence is split over (context parallelism): the sequence is cut into 2 x context "
           "chunks and rank r holds chunks r and 2 x context - 1 - r (the causal work balanced); attention passes "
           "keys and values around the ring; the parameters are replicated and their gradients summed over data x "
           "context; model.seq_len a multiple of 2 x context"),
       acts_when(
           enum_choice(
-              par, &D::parallel, "context_mode", &ParallelConfig::context_mode, context_mode_names(),
+              par, &D::parallel, "context_mode", &Layout::context_mode, context_mode_names(),
               "how context parallelism runs attention: \"ring\" (keys and values passed round the context "
               "group, overlapped with attention's blocks) or \"all-to-all\" (DeepSpeed-Ulysses: an all-to-all "
               "gives each rank whole sequences of 1/context of the heads; the local heads must divide by context)"),
           [](const Deck& d) { return d.parallel.context > 1; }, "parallel.context > 1"),
-      key(par, &D::parallel, "tensor_rows", &ParallelConfig::tensor_rows, at_least<int64_t>(1),
+      key(par, &D::parallel, "tensor_rows", &Layout::tensor_rows, at_least<int64_t>(1),
           "tensor-parallel grid rows (1 for tensor_mode = \"1d\")"),
-      key(par, &D::parallel, "tensor_cols", &ParallelConfig::tensor_cols, at_least<int64_t>(1),
+      key(par, &D::parallel, "tensor_cols", &Layout::tensor_cols, at_least<int64_t>(1),
           "tensor-parallel grid columns: t of the 1D split, or q of the 2D q x q grid"),
       acts_when(
           enum_choice(
-              par, &D::parallel, "tensor_mode", &ParallelConfig::tensor_mode,
+              par, &D::parallel, "tensor_mode", &Layout::tensor_mode,
               {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}},
               "\"1d\" (Megatron: heads, MLP and vocabulary split t ways), \"2d\" (Optimus: SUMMA on a square grid) "
               "or \"3d\" (AxoNN: every linear's weight split over tensor_x x tensor_y and sharded over tensor_depth)"),
@@ -199,39 +199,39 @@ std::vector<DeckKey> parallel_grid_keys() {
           },
           "a split of more than one rank (3d: tensor_x, tensor_y, tensor_depth)"),
       acts_when(
-          key(par, &D::parallel, "tensor_x", &ParallelConfig::tensor_x, at_least<int64_t>(1),
+          key(par, &D::parallel, "tensor_x", &Layout::tensor_x, at_least<int64_t>(1),
               "tensor_mode = \"3d\": the X group, over which the model width C of the residual stream is split (a "
               "block's first linears split their input features over it, its second ones their output features)"),
           is_3d, kNeeds3D),
-      acts_when(key(par, &D::parallel, "tensor_y", &ParallelConfig::tensor_y, at_least<int64_t>(1),
+      acts_when(key(par, &D::parallel, "tensor_y", &Layout::tensor_y, at_least<int64_t>(1),
                     "tensor_mode = \"3d\": the Y group, over which the heads and the MLP's hidden units are split"),
                 is_3d, kNeeds3D),
-      acts_when(key(par, &D::parallel, "tensor_depth", &ParallelConfig::tensor_depth, at_least<int64_t>(1),
+      acts_when(key(par, &D::parallel, "tensor_depth", &Layout::tensor_depth, at_least<int64_t>(1),
                     "tensor_mode = \"3d\": the depth (Z) group, over which the batch is split and every weight block "
                     "sharded (gathered before use, its gradient reduce-scattered: ZeRO-3 within the tensor group)"),
                 is_3d, kNeeds3D),
       acts_when(
-          key(par, &D::parallel, "tensor_overlap", &ParallelConfig::tensor_overlap, any<bool>(),
+          key(par, &D::parallel, "tensor_overlap", &Layout::tensor_overlap, any<bool>(),
               "tensor_mode = \"3d\": the next linear's weight gather over depth posted before this linear's product "
               "and the weight gradients' reduce-scatters left in flight under the next product (AxoNN's overlap; the "
               "same values either way, false: each transfer completed where it is needed)"),
           is_3d, kNeeds3D),
-      key(par, &D::parallel, "sequence_parallel", &ParallelConfig::sequence_parallel, any<bool>(),
+      key(par, &D::parallel, "sequence_parallel", &Layout::sequence_parallel, any<bool>(),
           "tensor_mode = \"1d\": Megatron's sequence parallelism; the layer norms, the residual stream and the "
           "embedding's and LM head's rows are split over the tensor group (B x T / t tokens a rank), each "
           "all-reduce of the tensor-parallel layers becomes a reduce-scatter and an all-gather of the same bytes, "
           "and those activations shrink t times; not with the zero-bubble schedules"),
-      key(par, &D::parallel, "expert", &ParallelConfig::expert, at_least<int64_t>(1),
+      key(par, &D::parallel, "expert", &Layout::expert, at_least<int64_t>(1),
           "gpt with model.moe_experts: ranks of the data group the experts are split over (expert parallelism: "
           "each holds moe_experts / expert of them, and under a 1D or 3D tensor split the tensor ranks split "
           "them further; tokens go to their experts and back by all-to-alls); "
           "dividing parallel.data"),
-      enum_choice(par, &D::parallel, "placement", &ParallelConfig::placement, placement_names(),
+      enum_choice(par, &D::parallel, "placement", &Layout::placement, placement_names(),
                   "how ranks take their places in the grid (tensor fastest, then context, pipeline, data): "
                   "\"nodes\" (the ranks in node order, so the tensor and context groups stay inside a node and "
                   "the data and pipeline groups cross the network, however the launcher numbered them) or "
                   "\"launcher\" (in the launcher's rank order as it is)"),
-      enum_choice(par, &D::parallel, "comm_backend", &ParallelConfig::comm_backend, comm_backend_names(),
+      enum_choice(par, &D::parallel, "comm_backend", &Layout::comm_backend, comm_backend_names(),
                   "collectives on device buffers: MPI, or NCCL (CUDA builds)"),
   };
 }
@@ -241,9 +241,9 @@ std::vector<DeckKey> parallel_run_keys() {
   const char* par = "parallel";
   return {
       // [parallel]: how the grid runs: sums, micro-batches, schedules, recomputation, ZeRO
-      key(par, &D::parallel, "grad_bucket_mb", &ParallelConfig::grad_bucket_mb, at_least(0.0),
+      key(par, &D::parallel, "grad_bucket_mb", &Layout::grad_bucket_mb, at_least(0.0),
           "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
-      key(par, &D::parallel, "micro_batches", &ParallelConfig::micro_batches, at_least<int64_t>(1),
+      key(par, &D::parallel, "micro_batches", &Layout::micro_batches, at_least<int64_t>(1),
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "
           "kept)"),
@@ -259,13 +259,13 @@ std::vector<DeckKey> parallel_run_keys() {
               "[layerpar])"),
           [](const Deck& d) { return d.parallel.pipeline > 1 || d.parallel.mgrit(); },
           "parallel.pipeline > 1 (pipeline stages)"),
-      enum_choice(par, &D::parallel, "recompute", &ParallelConfig::recompute, recompute_names(),
+      enum_choice(par, &D::parallel, "recompute", &Layout::recompute, recompute_names(),
                   "gpt: what the backward recomputes rather than keeps: \"none\"; \"selective\" (the GELU output "
                   "of every block, 4C per token: one copy per micro-batch instead of one per block; the fused "
                   "attention keeps no probabilities to remake); or \"full\" (each block keeps only its input and "
                   "runs its forward again in the backward: one block's activations per micro-batch; resnet: "
                   "every k-th state kept, k near sqrt(steps), the others remade). The same results bit for bit"),
-      key(par, &D::parallel, "zero", &ParallelConfig::zero, from_to(0, 3),
+      key(par, &D::parallel, "zero", &Layout::zero, from_to(0, 3),
           "ZeRO stage: 0, 1 (each data-parallel rank keeps the AdamW moments of 1/data of the parameters: "
           "gradients are reduce-scattered, each rank updates its block, the parameters are all-gathered; the "
           "same traffic as the all-reduce; not with xpipe) or 2 (the gradients too: each unit of the model "
@@ -275,24 +275,24 @@ std::vector<DeckKey> parallel_run_keys() {
           "each rank keeps 1/data of every unit, and a pass gathers each unit's whole parameters just before "
           "it uses them, the next zero_prefetch units' gathers posted ahead, and gives them back after; the "
           "GPT only; not with xpipe or mgrit)"),
-      key(par, &D::parallel, "zero_prefetch", &ParallelConfig::zero_prefetch, from_to(0, 16),
+      key(par, &D::parallel, "zero_prefetch", &Layout::zero_prefetch, from_to(0, 16),
           "zero = 3: how many of a pass's next units (a block's linears and the vocabulary's chunks; whole "
           "blocks under a 2D or 3D split, sequence parallelism or zb-h1/zb-h2) have their parameters' gathers "
           "posted before the "
           "current one computes (0: each gathered when it is reached; each one more holds one more unit's "
           "parameters; refused with another zero stage)"),
-      key(par, &D::parallel, "zero_keep_params", &ParallelConfig::zero_keep_params, any<bool>(),
+      key(par, &D::parallel, "zero_keep_params", &Layout::zero_keep_params, any<bool>(),
           "zero = 3: keep each unit's gathered parameters from its first use in a step until the update "
           "(one gather per unit per step instead of one per forward and one per backward of every "
           "micro-batch, for the stage's whole parameters held through the step: worth it with many "
           "micro-batches, where the gathers would cost 2 x micro_batches x the parameters' bytes; refused with "
           "another zero stage)"),
-      key(par, &D::parallel, "virtual_stages", &ParallelConfig::virtual_stages, at_least<int64_t>(1),
+      key(par, &D::parallel, "virtual_stages", &Layout::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),
-      key(par, &D::parallel, "weight_prediction", &ParallelConfig::weight_prediction, any<bool>(),
+      key(par, &D::parallel, "weight_prediction", &Layout::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
-      key(par, &D::parallel, "measure_staleness", &ParallelConfig::measure_staleness, any<bool>(),
+      key(par, &D::parallel, "measure_staleness", &Layout::measure_staleness, any<bool>(),
           "xpipe: report how far each pass's weights are from its target's"),
   };
 }
@@ -332,7 +332,7 @@ std::vector<DeckKey> layerpar_keys() {
   return {
       // [layerpar]
       acts_when(
-          key(lp, &D::layerpar, "levels", &LayerParConfig::levels, at_least<int64_t>(1),
+          key(lp, &D::parallel, "levels", &Layout::mgrit_levels, at_least<int64_t>(1),
               "MGRIT levels (1: sequential propagation; the steps (resnet: model.steps; gpt: model.n_layer less the "
               "buffers) must be a multiple of cfactor^(levels-1))"),
           is_mgrit, kNeedsMgrit),

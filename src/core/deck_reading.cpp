@@ -212,7 +212,9 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     ") must be divisible by parallel.data (" + std::to_string(p.data) + ")");
 }
 
-std::string resolved_toml(const Deck& d) {
+}  // namespace
+
+std::string resolved_deck_text(const Deck& d) {
   std::string out = "# resolved deck (defaults and --set overrides applied); source: " + d.path + "\n";
   for (const auto& s : deck_sections()) {
     out += (s.name == deck_sections().front().name ? "[" : "\n[") + s.name + "]\n";
@@ -222,7 +224,16 @@ std::string resolved_toml(const Deck& d) {
   return out;
 }
 
-}  // namespace
+std::vector<std::string> inert_key_resets(const Deck& d) {
+  const Deck defaults;
+  std::vector<std::string> out;
+  for (const auto& k : deck_keys()) {
+    const std::string value = format_deck_value(k.get(defaults));
+    if (k.misplaced(d).empty() && !k.inert(d).empty() && format_deck_value(k.get(d)) != value)
+      out.push_back(k.section + "." + k.name + "=" + value);
+  }
+  return out;
+}
 
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides,
                 const ModelRules& model_rules, KeyEffect effect) {
@@ -250,7 +261,7 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
   if (model_rules.check) model_rules.check(d, origin);
   if (effect == KeyEffect::Refuse) check_keys_act(d, origin);  // (after the rules with more to say)
   check_model_fits_grid(d, origin);
-  d.resolved_toml = resolved_toml(d);
+  d.resolved_toml = resolved_deck_text(d);
   return d;
 }
 

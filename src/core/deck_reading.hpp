@@ -31,6 +31,15 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 Deck parse_deck(const std::string& toml_text, const std::string& origin, const std::vector<std::string>& overrides = {},
                 const ModelRules& model_rules = {}, KeyEffect effect = KeyEffect::Refuse);
 
+// The deck as TOML, every key its model reads at its value (what Deck::resolved_toml holds
+// of a deck read from text; a run's deck.toml).
+std::string resolved_deck_text(const Deck& d);
+
+// "section.key=default" for every key this deck sets to other than its default where it
+// has no effect (DeckKey::inert): the overrides that make it a deck load_deck accepts
+// (the planner's "run it with" line, for a layout other than the deck's own).
+std::vector<std::string> inert_key_resets(const Deck& d);
+
 // Throws a UserError when the deck's parallel layout does not fit its model and batch:
 // sizes the tensor split must divide (Megatron 1D over t ranks; Optimus 2D over q x q),
 // micro-batches, layers per pipeline stage. load_deck calls it; so does the planner for

@@ -15,7 +15,7 @@ std::unique_ptr<TrainEngine<float>> make_mgrit(const Deck& deck, const Grid& gri
         "parallel.schedule = \"mgrit\" needs a model whose layers are ODE steps (model.kind = \"resnet\" or \"gpt\")");
   const auto& lp = deck.layerpar;
   LayerParallelOptions o;
-  o.forward.levels = o.backward.levels = int(lp.levels);
+  o.forward.levels = o.backward.levels = int(deck.parallel.mgrit_levels);
   o.forward.cfactor = o.backward.cfactor = int(lp.cfactor);
   o.forward.tolerance = o.backward.tolerance = lp.tolerance;
   o.forward.fcf = o.backward.fcf = lp.relaxation == Relaxation::FCF;

@@ -109,11 +109,11 @@ void check_mgrit_steps(const Deck& d, int64_t steps, const std::string& steps_wh
   // overflow, and shown in floating point beyond that
   int64_t unit = 1;
   bool beyond = false;
-  for (int64_t l = 1; l < lp.levels && !beyond; ++l) {
+  for (int64_t l = 1; l < d.parallel.mgrit_levels && !beyond; ++l) {
     beyond = unit > steps / lp.cfactor;
     if (!beyond) unit *= lp.cfactor;
   }
-  const double power = std::pow(double(lp.cfactor), double(lp.levels - 1));
+  const double power = std::pow(double(lp.cfactor), double(d.parallel.mgrit_levels - 1));
   rule(!beyond && steps % unit == 0, "layerpar.levels",
        "and layerpar.cfactor do not fit: " + steps_what + " must be a multiple of cfactor^(levels-1) (" +
            (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");

@@ -48,34 +48,37 @@ struct TensorParallel {
   Linear3DGroups out_linear() const { return {*y, *x, *z, overlap}; }
 };
 
-// The split the grid's shape asks for, over the grid's tensor communicators: Serial for
-// 1D with one column, OneD over the columns, TwoD over the square grid (even at q = 1,
-// which runs the 2D code path on one rank).
-inline TensorParallel tensor_parallel_of(const Grid& grid) {
-  const auto& p = grid.shape();
+// The split a layout asks for (Serial for 1D with one column; 2D even at q = 1, which
+// runs the 2D code path on one rank), without communicators: this rank at the split's
+// origin. The planner's dry models run on it (every rank of a split holds as much).
+inline TensorParallel tensor_split_of(const Layout& p) {
   TensorParallel tp;
-  if (p.tensor_mode == TensorMode::OneD && p.tensor_cols == 1) return tp;
-  tp.group = &grid.tensor();
-  if (p.tensor_mode == TensorMode::ThreeD) {
-    tp.mode = TensorMode::ThreeD;
-    tp.x = grid.tensor_x();
-    tp.y = grid.tensor_y();
-    tp.z = grid.tensor_depth();
+  tp.mode = p.tensor_split();
+  if (tp.mode == TensorMode::ThreeD) {
     tp.nx = int(p.tensor_x), tp.ny = int(p.tensor_y), tp.nz = int(p.tensor_depth);
-    tp.ix = grid.coords().x, tp.iy = grid.coords().y, tp.iz = grid.coords().depth;
     tp.overlap = p.tensor_overlap;
-  } else if (p.tensor_mode == TensorMode::TwoD) {
-    tp.mode = TensorMode::TwoD;
-    tp.row = &grid.tensor_row();
-    tp.col = &grid.tensor_col();
+  } else if (tp.mode == TensorMode::TwoD) {
     tp.q = int(p.tensor_rows);
-    tp.i = grid.coords().row;
-    tp.j = grid.coords().col;
-  } else {
-    tp.mode = TensorMode::OneD;
+  } else if (tp.mode == TensorMode::OneD) {
     tp.t = int(p.tensor_cols);
-    tp.rank = grid.coords().col;
     tp.sequence = p.sequence_parallel;
+  }
+  return tp;
+}
+
+// The grid's split (tensor_split_of its layout) over its tensor communicators.
+inline TensorParallel tensor_parallel_of(const Grid& grid) {
+  TensorParallel tp = tensor_split_of(grid.shape());
+  if (tp.mode == TensorMode::Serial) return tp;
+  tp.group = &grid.tensor();
+  if (tp.mode == TensorMode::ThreeD) {
+    tp.x = grid.tensor_x(), tp.y = grid.tensor_y(), tp.z = grid.tensor_depth();
+    tp.ix = grid.coords().x, tp.iy = grid.coords().y, tp.iz = grid.coords().depth;
+  } else if (tp.mode == TensorMode::TwoD) {
+    tp.row = &grid.tensor_row(), tp.col = &grid.tensor_col();
+    tp.i = grid.coords().row, tp.j = grid.coords().col;
+  } else {
+    tp.rank = grid.coords().col;
   }
   return tp;
 }

@@ -203,7 +203,7 @@ double triad_bandwidth() {
 std::unique_ptr<GPT<float>> one_layer(const Deck& deck) {
   Deck one = deck;
   one.model.n_layer = 1;
-  one.parallel = ParallelConfig{};
+  one.parallel = Layout{};
   return as_gpt(make_model(one));
 }
 

@@ -2,31 +2,22 @@
 
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
+#include "parallel/tensor_parallel.hpp"
 
 namespace strata {
 namespace {
-
-TensorParallel tensor_of(const Layout& l) {
-  TensorParallel tp;
-  tp.mode = l.tensor;
-  tp.t = l.t;
-  tp.q = l.q;
-  tp.nx = l.tx, tp.ny = l.ty, tp.nz = l.tz;  // 3D: rank (0, 0, 0); every rank holds as much
-  tp.sequence = l.sequence && l.tensor == TensorMode::OneD;
-  return tp;
-}
 
 // The stage's model as the run would build it (make_model), without memory: a GPT (the
 // planner plans GPT decks).
 std::unique_ptr<GPT<float>> build_dry_model(const Deck& deck, const Layout& l, int stage) {
   ContextParallel cp;  // context rank 0: the zigzag split gives every rank the same work
-  cp.size = l.context;
+  cp.size = int(l.context);
   cp.all_to_all = l.context_mode == ContextMode::AllToAll;
   ExpertParallel ep;  // expert rank 0 of data rank 0: every expert rank holds as many
-  ep.size = l.expert * (l.tensor == TensorMode::TwoD ? 1 : l.tensor_size());  // 1D and 3D: tensor ranks too
-  ep.data_size = l.data;
-  ep.token_ranks = l.replicas();
-  return as_gpt(make_model(l.applied_to(deck), tensor_of(l), stage, {}, false, cp, ep));
+  ep.size = int(l.expert_ranks());  // 1D and 3D: tensor ranks too
+  ep.data_size = int(l.data);
+  ep.token_ranks = int(l.replicas());
+  return as_gpt(make_model(with_layout(deck, l), tensor_split_of(l), stage, {}, false, cp, ep));
 }
 
 }  // namespace
@@ -38,7 +29,7 @@ std::shared_ptr<GPT<float>> DryModels::get(const Deck& deck, const Layout& l, in
   Layout shape = l;
   shape.micro_batches = 1;
   shape.zero = 0;
-  const std::string key = shape.name() + " stage " + std::to_string(stage) + " " + to_string(deck.model.precision) +
+  const std::string key = plan_name(shape) + " stage " + std::to_string(stage) + " " + to_string(deck.model.precision) +
                           (deck.model.bf16_round_once ? " once" : " every");
   // the layouts of one shape come one after another (feasible_layouts): 64
   // models at most are kept (each holds its parameters' descriptions; an 80B GPT's about 12 MB)

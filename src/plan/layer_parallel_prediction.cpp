@@ -57,8 +57,8 @@ LayerParallelCosts layer_parallel_costs(const Deck& deck, const Layout& l, const
   const BlockContext micro{deck.data.batch_size / l.data, deck.model.seq_len};
   LayerParallelCosts c;
   c.steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
-  c.forward = solver_options(lp, l.levels, int(lp.fwd_iterations));
-  c.backward = solver_options(lp, l.levels, int(lp.bwd_iterations));
+  c.forward = solver_options(lp, l.mgrit_levels, int(lp.fwd_iterations));
+  c.backward = solver_options(lp, l.mgrit_levels, int(lp.bwd_iterations));
   // a forward and backward of the chunk's blocks and parts: products, kept bytes, tensor traffic
   const auto chunk_seconds = [&](const GPT<float>& model, int chunk) {
     Traffic tensor;
@@ -87,7 +87,7 @@ LayerParallelCosts layer_parallel_costs(const Deck& deck, const Layout& l, const
   c.times.message = links.of("pipeline").seconds(Collective::Send, p, c.state_bytes);
   c.solve_s = layer_parallel_seconds(c.steps, p, c.forward, c.backward, c.times);
   const MgritOptions exact_f = solver_options(lp, 1, 1), exact_b = exact_f;
-  if (lp.check_every > 0 && l.levels > 1)
+  if (lp.check_every > 0 && l.mgrit_levels > 1)
     c.solve_s += layer_parallel_seconds(c.steps, p, exact_f, exact_b, c.times) / double(lp.check_every);
   return c;
 }
@@ -99,13 +99,13 @@ std::vector<int64_t> solver_state_counts(const Deck& deck, const Layout& l) {
   const int p = l.pipeline;
   const int64_t steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
   const auto bounds = MgritLayout::balanced(steps, p);
-  const MgritLayout fwd(steps, int(lp.cfactor), l.levels, bounds);
+  const MgritLayout fwd(steps, int(lp.cfactor), l.mgrit_levels, bounds);
   const MgritLayout bwd = fwd.reversed();
   const MgritLayout one(steps, int(lp.cfactor), 1, bounds);
   std::vector<int64_t> out;
   for (int r = 0; r < p; ++r) {
     int64_t n = solver_states(fwd, r) + solver_states(bwd, p - 1 - r) + 1;
-    if (lp.check_every > 0 && l.levels > 1) n += 2 * solver_states(one, r) + 1;
+    if (lp.check_every > 0 && l.mgrit_levels > 1) n += 2 * solver_states(one, r) + 1;
     out.push_back(n);
   }
   return out;
@@ -133,7 +133,7 @@ MemoryPrediction layer_parallel_memory(const Deck& deck, const Layout& l, DryMod
                           model->workspace_bytes_for(micro) + states[size_t(s)] * rows * cols * int64_t(sizeof(float));
     for (int k = 0; k < place.chunk_count(); ++k)
       if (k != steps_chunk) activations += model->cache_bytes_for(micro, k);
-    if (deck.layerpar.check_every > 0 && l.levels > 1) activations += model->params().numel() * int64_t(sizeof(float));
+    if (deck.layerpar.check_every > 0 && l.mgrit_levels > 1) activations += model->params().numel() * int64_t(sizeof(float));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -184,8 +184,8 @@ LayerParallelSolves planned_solves(const Deck& deck, const Layout& l) {
   const auto& lp = deck.layerpar;
   const int p = l.pipeline;
   const int64_t steps = deck.model.n_layer - lp.buffer_open - lp.buffer_close;
-  const MgritOptions f = solver_options(lp, l.levels, int(lp.fwd_iterations)),
-                     b = solver_options(lp, l.levels, int(lp.bwd_iterations));
+  const MgritOptions f = solver_options(lp, l.mgrit_levels, int(lp.fwd_iterations)),
+                     b = solver_options(lp, l.mgrit_levels, int(lp.bwd_iterations));
   const MgritLayout fwd(steps, f.cfactor, f.levels, MgritLayout::balanced(steps, p));
   LayerParallelSolves out{mgrit_cost(fwd, f, 1, 1), mgrit_cost(fwd.reversed(), b, 1, 1)};
   // the adjoint runs on the reversed layout: its position p - 1 - r is layer rank r

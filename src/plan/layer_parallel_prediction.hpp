@@ -1,6 +1,6 @@
 #pragma once
 // Layer-parallel layouts (parallel.schedule = "mgrit"): their step, memory and MGRIT solves
-// as the planner predicts them (step_prediction.hpp hands l.mgrit layouts here).
+// as the planner predicts them (step_prediction.hpp hands l.mgrit() layouts here).
 #include "core/deck.hpp"
 #include "engine/layer_parallel/mgrit_cost.hpp"
 #include "plan/layout.hpp"
@@ -15,8 +15,8 @@ StepPrediction predict_layer_parallel(const Deck& deck, const Layout& l, const M
                                       DryModels* models);
 MemoryPrediction layer_parallel_memory(const Deck& deck, const Layout& l, DryModels* models);
 
-// The MGRIT solves the planner replays for a layer-parallel layout (l.mgrit: the deck's
-// [layerpar] options with l.levels, every V-cycle run, the steps balanced over the layer
+// The MGRIT solves the planner replays for a layer-parallel layout (l.mgrit(): the deck's
+// [layerpar] options with l.mgrit_levels, every V-cycle run, the steps balanced over the layer
 // ranks): each layer rank's step evaluations per level and states sent, as the solvers
 // count them (MgritStats), in the forward solve and in the adjoint's.
 struct LayerParallelSolves {

@@ -1,57 +1,28 @@
 #pragma once
-// A parallel layout the planner considers for a deck on N ranks: data x pipeline x
-// context x tensor (1D over t ranks, 2D over q x q or 3D over X x Y x depth), with a pipeline schedule and
-// micro-batch count where there are stages. It maps onto the deck's [parallel] keys, so a layout the
-// planner recommends is run by setting those keys.
+// The planner's view of a layout (core/layout.hpp): its name with MGRIT's levels, the deck
+// that runs it, and the overrides that select it.
 #include <string>
 #include <vector>
 
 #include "core/deck.hpp"
-#include "parallel/tensor_parallel.hpp"
+#include "core/layout.hpp"
 
 namespace strata {
 
-
-
-struct Layout {
-  int data = 1, pipeline = 1;
-  int context = 1;  // ranks each sequence is split over
-  ContextMode context_mode = ContextMode::Ring;
-  TensorMode tensor = TensorMode::Serial;
-  int t = 1;                               // 1D group size
-  bool sequence = false;                   // 1D: sequence parallelism
-  int q = 1;                               // 2D grid side
-  int tx = 1, ty = 1, tz = 1;              // 3D: X, Y and depth
-  Schedule schedule = Schedule::OneFOneB;  // with pipeline > 1
-  int virtual_stages = 1;                  // interleaved: chunks per stage
-  int micro_batches = 1;                   // with pipeline = 1: gradient accumulation
-  Recompute recompute = Recompute::None;
-  int zero = 0;    // ZeRO stage (0 to 3)
-  int expert = 1;  // mixtures of experts: data ranks the experts are split over
-  // layer-parallel training (parallel.schedule = "mgrit"): the pipeline's ranks are layer
-  // ranks, whose blocks MGRIT solves with this many levels (the rest of [layerpar] as the deck says)
-  bool mgrit = false;
-  int levels = 1;
-  int tensor_size() const {
-    return tensor == TensorMode::OneD     ? t
-           : tensor == TensorMode::TwoD   ? q * q
-           : tensor == TensorMode::ThreeD ? tx * ty * tz
-                                          : 1;
-  }
-  int ranks() const { return data * pipeline * context * tensor_size(); }
-  int replicas() const { return data * context; }  // the ranks holding the same parameters
-  // as the trainer prints it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2" (MGRIT: "pipeline=4:mgrit:L2")
-  std::string name() const;
-  // the deck's [parallel] keys for this layout (the rest of the deck unchanged)
-  Deck applied_to(const Deck& deck) const;
-  // --set overrides that select it
-  std::vector<std::string> overrides() const;
-};
-
-// The layout a deck runs: every dimension its [parallel] keys (and layerpar.levels) set,
-// the inverse of Layout::applied_to (layout_of(l.applied_to(d)) is l; tests/plan/test_memory_fit.cpp
-// walks every feasible layout of decks with each split). What the memory check before a
-// run weighs (plan/memory_fit.hpp).
-Layout layout_of(const Deck& deck);
+// As strata train prints it, with MGRIT's levels beside the schedule: "data=2
+// pipeline=2:1f1b:4mb tensor=1d:2", "data=1 pipeline=4:mgrit:L2".
+std::string plan_name(const Layout& l);
+// The deck run with layout l: its [parallel] keys (and layerpar.levels) l, every other key as deck has it.
+Deck with_layout(const Deck& deck, const Layout& l);
+// The --set overrides that select l (the dimensions the planner searches).
+std::vector<std::string> layout_overrides(const Layout& l);
+// What runs deck with layout l: l's overrides, then those that reset the deck's keys that
+// have no effect under l (an MGRIT deck's [layerpar] keys under a pipeline, ...), so that
+// strata train accepts the line the planner prints.
+std::vector<std::string> run_overrides(const Deck& deck, const Layout& l);
+// The layout the search starts from: the deck's, every searched dimension reset (one
+// rank, no split, no pipeline, one micro-batch, one MGRIT level); the keys the search does not choose
+// (ZeRO, recomputation, the 3D overlap, the backend, ...) as the deck has them.
+Layout unsplit_layout(const Deck& deck);
 
 }  // namespace strata

@@ -26,7 +26,7 @@ std::vector<Layout> kept_3d_splits(const Deck& deck, int ranks, int size, const 
   const auto keep = [&](const std::vector<Layout>& ranked, size_t n) {
     for (size_t i = 0; i < ranked.size() && i < n; ++i) {
       bool seen = false;
-      for (const Layout& k : kept) seen = seen || (k.tx == ranked[i].tx && k.ty == ranked[i].ty);
+      for (const Layout& k : kept) seen = seen || (k.tensor_x == ranked[i].tensor_x && k.tensor_y == ranked[i].tensor_y);
       if (!seen) kept.push_back(ranked[i]);
     }
   };
@@ -43,16 +43,15 @@ std::vector<Layout> tensor_splits(const Deck& deck, int ranks, const MachineFile
   for (int t = 2; t <= ranks; ++t)
     if (ranks % t == 0) {
       Layout l = serial;
-      l.tensor = TensorMode::OneD;
-      l.t = t;
-      l.sequence = deck.parallel.sequence_parallel;
+      l.tensor_cols = t;
+      l.sequence_parallel = deck.parallel.sequence_parallel;
       splits.push_back(l);
     }
   for (int q = 2; q * q <= ranks; ++q)
     if (ranks % (q * q) == 0) {
       Layout l = serial;
-      l.tensor = TensorMode::TwoD;
-      l.q = q;
+      l.tensor_mode = TensorMode::TwoD;
+      l.tensor_rows = l.tensor_cols = q;
       splits.push_back(l);
     }
   const bool all_3d = deck.parallel.tensor_mode == TensorMode::ThreeD && ranks <= 8;
@@ -60,8 +59,8 @@ std::vector<Layout> tensor_splits(const Deck& deck, int ranks, const MachineFile
     if (ranks % size != 0 || !deck.model.is_gpt()) continue;
     for (const Layout& l : kept_3d_splits(deck, ranks, size, machine, all_3d)) {
       Layout split = serial;
-      split.tensor = TensorMode::ThreeD;
-      split.tx = l.tx, split.ty = l.ty, split.tz = l.tz;
+      split.tensor_mode = TensorMode::ThreeD;
+      split.tensor_x = l.tensor_x, split.tensor_y = l.tensor_y, split.tensor_depth = l.tensor_depth;
       splits.push_back(split);
     }
   }
@@ -77,7 +76,7 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
           (x == 1 || (deck.model.is_gpt() && deck.model.seq_len % (2 * x) == 0))) {
         Layout l = split;
         l.context = x;
-        l.context_mode = deck.parallel.context_mode;  // as the deck asks
+        l.context_mode = x > 1 ? deck.parallel.context_mode : ContextMode::Ring;  // as the deck asks (acts with a split)
         bases.push_back(l);
       }
   return bases;
@@ -88,11 +87,11 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
 std::vector<Layout> admitted(const Deck& deck, Layout l) {
   std::vector<Layout> out;
   const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
-  if (experts > 0 && l.tensor == TensorMode::TwoD) return out;
+  if (experts > 0 && l.tensor_mode == TensorMode::TwoD) return out;
   for (int e = 1; e <= l.data; ++e) {
     if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
     l.expert = e;
-    const Deck d = l.applied_to(deck);
+    const Deck d = with_layout(deck, l);
     if (d.data.batch_size % l.data != 0) return out;
     try {
       check_model_fits_grid(d, "plan");
@@ -118,23 +117,24 @@ struct Admit {
 // split allow (the deck's levels, and 2 where it has one), and each schedule with each
 // micro-batch count m dividing the replica's batch, up to kMaxMicroBatchesPerStage * p.
 void add_staged(const Deck& deck, Layout l, const Admit& admit) {
-  const int p = l.pipeline;
+  const int64_t p = l.pipeline;
   const int64_t replica_batch = deck.data.batch_size / l.data;
-  if (model_kind_of(deck).layer_parallel && deck.model.is_gpt() && l.context == 1 && !l.sequence &&
-      (l.tensor == TensorMode::Serial || l.tensor == TensorMode::OneD)) {
+  if (model_kind_of(deck).layer_parallel && deck.model.is_gpt() && l.context == 1 && !l.sequence_parallel &&
+      l.tensor_mode == TensorMode::OneD) {
     Layout lp = l;
-    lp.mgrit = true;
+    lp.layer_method = LayerMethod::MGRIT;
     lp.micro_batches = 1;
-    std::vector<int> levels = {int(deck.layerpar.levels)};
-    if (deck.layerpar.levels == 1) levels.push_back(2);
-    for (const int lv : levels) {
-      lp.levels = lv;
+    lp.recompute = Recompute::None;  // (MGRIT keeps the states at its own points: the deck refuses recomputation)
+    std::vector<int64_t> levels = {deck.parallel.mgrit_levels};
+    if (deck.parallel.mgrit_levels == 1) levels.push_back(2);
+    for (const int64_t lv : levels) {
+      lp.mgrit_levels = lv;
       admit(lp);  // (the deck's rules: steps for every layer rank, the levels fit them)
     }
   }
   for (const auto& [schedule, name] : schedule_names()) {
     if ((schedule == Schedule::XPipe && (l.recompute == Recompute::Full || l.zero > 0)) ||
-        (splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence)))
+        (splits_backward(schedule) && (l.recompute != Recompute::None || l.sequence_parallel)))
       continue;
     const bool interleaved = schedule == Schedule::Interleaved;
     for (int v = interleaved ? 2 : 1; v <= (interleaved ? kMaxVirtualStages : 1); ++v)
@@ -159,12 +159,10 @@ std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, cons
   for (int tx = 1; tx <= size; ++tx)
     for (int ty = 1; tx * ty <= size; ++ty) {
       if (size % (tx * ty) != 0 || ranks % size != 0) continue;
-      Layout l;
-      l.tensor = TensorMode::ThreeD;
-      l.tx = tx, l.ty = ty, l.tz = size / (tx * ty);
+      Layout l = unsplit_layout(deck);
+      l.tensor_mode = TensorMode::ThreeD;
+      l.tensor_x = tx, l.tensor_y = ty, l.tensor_depth = size / (tx * ty);
       l.data = data > 0 ? data : ranks / size;
-      l.recompute = deck.parallel.recompute;
-      l.zero = int(deck.parallel.zero);
       const std::vector<Layout> variants = admitted(deck, l);
       if (variants.empty()) continue;
       double seconds = 0;
@@ -173,8 +171,8 @@ std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, cons
           const double s = predict_step(deck, v, *machine, 0, models).step_s;
           seconds = seconds == 0 ? s : std::min(seconds, s);
         }
-      const int64_t rows = deck.data.batch_size / l.data * md.seq_len / l.tz;
-      scored.emplace_back(seconds, axonn_block_traffic(md.n_embd, rows, tx, ty, l.tz, 4).wire_bytes(), l);
+      const int64_t rows = deck.data.batch_size / l.data * md.seq_len / l.tensor_depth;
+      scored.emplace_back(seconds, axonn_block_traffic(md.n_embd, rows, tx, ty, int(l.tensor_depth), 4).wire_bytes(), l);
     }
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
@@ -185,9 +183,7 @@ std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, cons
 }
 
 std::vector<Layout> feasible_layouts(const Deck& deck, int ranks, const MachineFile* machine) {
-  Layout serial;
-  serial.recompute = deck.parallel.recompute;  // as the deck asks; the planner may add them (rank_layouts)
-  serial.zero = int(deck.parallel.zero);
+  const Layout serial = unsplit_layout(deck);  // recomputation and ZeRO as the deck asks; the planner may add them
   std::vector<Layout> out;
   const Admit admit{deck, out};
   for (const Layout& base : context_bases(deck, ranks, tensor_splits(deck, ranks, machine, serial))) {

@@ -24,15 +24,15 @@ class Links {
     if (group == "tensor")
       span = ts;
     else if (group == "grid_row")
-      span = l_.q;
+      span = l_.tensor_rows;
     else if (group == "grid_col")
-      span = l_.q * (l_.q - 1) + 1;
+      span = l_.tensor_rows * (l_.tensor_rows - 1) + 1;
     else if (group == "tensor_x")  // 3D: x fastest, then y, then depth (comm/grid.cpp)
-      span = l_.tx;
+      span = l_.tensor_x;
     else if (group == "tensor_y")
-      span = l_.tx * (l_.ty - 1) + 1;
+      span = l_.tensor_x * (l_.tensor_y - 1) + 1;
     else if (group == "tensor_depth")
-      span = l_.tx * l_.ty * (l_.tz - 1) + 1;
+      span = l_.tensor_x * l_.tensor_y * (l_.tensor_depth - 1) + 1;
     else if (group == "context")
       span = ts * (x - 1) + 1;
     else if (group == "pipeline" || group == "tied_emb")

@@ -28,13 +28,13 @@ void check_fits_in_memory(const Deck& deck, const MemoryCapacity& capacity) {
                                        "data.batch_size",
                                        weights, activations));
   if (!m.is_gpt() || (capacity.node_bytes <= 0 && capacity.rank_bytes <= 0)) return;
-  const Layout layout = layout_of(deck);
+  const Layout layout = deck.parallel;
   const MemoryPrediction need = predict_memory(deck, layout);
   const double per_rank = double(need.state_bytes + need.activation_bytes);
   const std::string needs = strfmt(
       ": the run needs about %.2f GiB per rank as laid out (%s: parameters, gradients and AdamW moments "
       "%.2f GiB, activations %.2f GiB), ",
-      gib(per_rank), layout.name().c_str(), gib(double(need.state_bytes)), gib(double(need.activation_bytes)));
+      gib(per_rank), plan_name(layout).c_str(), gib(double(need.state_bytes)), gib(double(need.activation_bytes)));
   const std::string advice = "; strata plan --ranks N shows layouts that need less";
   if (capacity.rank_bytes > 0 && per_rank > double(capacity.rank_bytes))
     throw UserError(

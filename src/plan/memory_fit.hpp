@@ -1,7 +1,7 @@
 #pragma once
 // Refuses, before anything is allocated, a deck whose model cannot be held: sizes whose
 // products would overflow the engine's 64-bit counts, and (GPT) a per-rank need, as the
-// planner predicts it (predict_memory) for the layout the deck runs (layout_of: every
+// planner predicts it (predict_memory) for the layout the deck runs (deck.parallel: every
 // split, the schedule, ZeRO, recomputation, MGRIT), beyond the memory the rank can have.
 #include <cstdint>
 #include <string>

@@ -34,7 +34,7 @@ std::vector<Layout> memory_variants(const Deck& deck, const Layout& l) {
   std::vector<Layout> out;
   const auto add = [&](const Layout& v) {
     try {
-      const Deck d = v.applied_to(deck);
+      const Deck d = with_layout(deck, v);
       check_model_fits_grid(d, "plan");
       check_model_deck(d, "plan");
       out.push_back(v);
@@ -176,7 +176,7 @@ void print_ranked_rows(const Deck& deck, const std::vector<StepPrediction>& rank
     const auto& p = ranked[i];
     const bool fits = double(p.memory_bytes()) <= machine.memory_capacity;
     out << strfmt("%4zu%s %-40s %11s %11s %10s %9s %9s %8.1f%% %6.0f%% %11.0f\n", i + 1, fits ? " " : "!",
-                  p.layout.name().c_str(), bytes_text(double(p.memory_bytes())).c_str(),
+                  plan_name(p.layout).c_str(), bytes_text(double(p.memory_bytes())).c_str(),
                   bytes_text(p.wire_bytes).c_str(), seconds_text(p.step_s).c_str(), seconds_text(p.compute_s).c_str(),
                   seconds_text(p.comm_s).c_str(), 100.0 * p.bubble,
                   100.0 * p.model_flops / (p.step_s * ranks * gemm_rate), tokens / p.step_s);
@@ -193,7 +193,7 @@ const StepPrediction* print_best_per_split(const std::vector<StepPrediction>& ra
   for (const TensorMode mode : {TensorMode::Serial, TensorMode::OneD, TensorMode::TwoD, TensorMode::ThreeD}) {
     const StepPrediction* b = nullptr;
     for (const auto& p : ranked)
-      if (p.layout.tensor == mode && double(p.memory_bytes()) <= machine.memory_capacity) {
+      if (p.layout.tensor_split() == mode && double(p.memory_bytes()) <= machine.memory_capacity) {
         b = &p;
         break;
       }
@@ -202,8 +202,8 @@ const StepPrediction* print_best_per_split(const std::vector<StepPrediction>& ra
       out << strfmt("  %-4s  (no layout fits)\n", label);
       continue;
     }
-    if (mode != r.layout.tensor && (!runner_up || b->step_s < runner_up->step_s)) runner_up = b;
-    out << strfmt("  %-4s  %-40s %10s  compute %9s  comm %9s  %11s/step  %s\n", label, b->layout.name().c_str(),
+    if (mode != r.layout.tensor_split() && (!runner_up || b->step_s < runner_up->step_s)) runner_up = b;
+    out << strfmt("  %-4s  %-40s %10s  compute %9s  comm %9s  %11s/step  %s\n", label, plan_name(b->layout).c_str(),
                   seconds_text(b->step_s).c_str(), seconds_text(b->compute_s).c_str(), seconds_text(b->comm_s).c_str(),
                   bytes_text(b->wire_bytes).c_str(),
                   b == &r ? "recommended"
@@ -216,16 +216,16 @@ const StepPrediction* print_best_per_split(const std::vector<StepPrediction>& ra
 
 // The recommended layout (row `best` of the table), how to run it, and which of its groups
 // cross nodes.
-void print_recommendation(const StepPrediction& r, int best, int ranks, const MachineFile& machine,
-                          std::ostream& out) {
-  out << "recommended: " << r.layout.name()
+void print_recommendation(const Deck& deck, const StepPrediction& r, int best, int ranks,
+                          const MachineFile& machine, std::ostream& out) {
+  out << "recommended: " << plan_name(r.layout)
       << strfmt(
              " (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "
              "messages %s)",
              best + 1, seconds_text(r.step_s).c_str(), bytes_text(double(r.memory_bytes())).c_str(),
              bytes_text(double(r.state_bytes)).c_str(), bytes_text(double(r.activation_bytes)).c_str());
   out << "\n  run it with:";
-  for (const auto& o : r.layout.overrides()) out << " --set " << o;
+  for (const auto& o : run_overrides(deck, r.layout)) out << " --set " << o;
   out << "\n";
   if (ranks <= machine.ranks_per_node) return;
   const Links links(r.layout, machine);
@@ -252,7 +252,7 @@ void print_why(const StepPrediction& r, const StepPrediction& runner_up, std::os
   out << strfmt(
       "  why: the fastest layout that fits; the best of the next split, %s, is %.1f%% slower, mostly by "
       "its %s (%+.3g ms of %+.3g ms)\n",
-      runner_up.layout.name().c_str(), 100.0 * (runner_up.step_s / r.step_s - 1), most,
+      plan_name(runner_up.layout).c_str(), 100.0 * (runner_up.step_s / r.step_s - 1), most,
       1e3 * (by_comm ? comm : by_compute ? compute : idle), 1e3 * (runner_up.step_s - r.step_s));
 }
 
@@ -275,15 +275,15 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   }
   const auto& r = ranked[size_t(best)];
   const StepPrediction* runner_up = print_best_per_split(ranked, r, machine, out);
-  print_recommendation(r, best, ranks, machine, out);
+  print_recommendation(deck, r, best, ranks, machine, out);
   if (runner_up) print_why(r, *runner_up, out);
   if (r.memory_bound > 0)
     out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs "
         << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)
         << " a rank has\n";
   bool mgrit_shown = false;
-  for (size_t i = 0; i < shown; ++i) mgrit_shown = mgrit_shown || ranked[i].layout.mgrit;
-  if (mgrit_shown || r.layout.mgrit)
+  for (size_t i = 0; i < shown; ++i) mgrit_shown = mgrit_shown || ranked[i].layout.mgrit();
+  if (mgrit_shown || r.layout.mgrit())
     out << strfmt(
         "(mgrit: layer ranks solved by MGRIT with :L levels, %lld forward / %lld backward V-cycles, timed per step; "
         "with more than one level its gradients are inexact, so it may need more steps to the same loss than the "
@@ -330,15 +330,15 @@ int print_thread_plan(const Deck& deck, int cores, const MachineFile& machine, s
                     ranked.empty() ? "(no layout fits the model and batch)" : "(none fits in a rank's memory)");
       continue;
     }
-    out << strfmt("%8d %8d  %-40s %11s %10s %11.0f %9.3g TF/s\n", ranks, t, fit->layout.name().c_str(),
+    out << strfmt("%8d %8d  %-40s %11s %10s %11.0f %9.3g TF/s\n", ranks, t, plan_name(fit->layout).c_str(),
                   bytes_text(double(fit->memory_bytes())).c_str(), seconds_text(fit->step_s).c_str(),
                   tokens / fit->step_s, rate / 1e12);
     if (best_t < 0 || fit->step_s < best_s) {
       best_t = t;
       best_s = fit->step_s;
-      best_layout = fit->layout.name();
+      best_layout = plan_name(fit->layout);
       best_sets.clear();
-      for (const auto& o : fit->layout.overrides()) best_sets += " --set " + o;
+      for (const auto& o : run_overrides(deck, fit->layout)) best_sets += " --set " + o;
     }
   }
   if (best_t < 0) {

@@ -44,7 +44,7 @@ struct StageCosts {
 }  // namespace
 
 MemoryPrediction predict_memory(const Deck& deck, const Layout& l, DryModels* models) {
-  if (l.mgrit) return layer_parallel_memory(deck, l, models);
+  if (l.mgrit()) return layer_parallel_memory(deck, l, models);
   const int p = l.pipeline;
   const bool xpipe = p > 1 && l.schedule == Schedule::XPipe;
   const BlockContext micro{deck.data.batch_size / l.data / l.micro_batches, deck.model.seq_len};
@@ -93,7 +93,7 @@ double exposed_tensor_seconds(const Deck& deck, const Layout& l, const MachineFi
   // 3D with overlap: the depth group's weight gathers and gradient reduce-scatters run
   // under the linears' products, but a quarter of them (a pass's first has no product
   // before it)
-  const bool overlap_3d = l.tensor == TensorMode::ThreeD && deck.parallel.tensor_overlap;
+  const bool overlap_3d = l.tensor_split() == TensorMode::ThreeD && deck.parallel.tensor_overlap;
   const auto depth = [&](const std::string& group, const std::string& kind) {
     return overlap_3d && group == "tensor_depth" && (kind == "allgather" || kind == "reduce_scatter");
   };
@@ -164,7 +164,7 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
   // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring);
   // with expert parallelism the experts' gradients go over the expert replicas
   const int e = std::max(
-      1, store.table().expert_split() / l.tensor_size());  // parallel.expert (the 1D split's ranks are expert ranks too)
+      1, store.table().expert_split() / int(l.tensor_size()));  // parallel.expert (the 1D split's ranks are expert ranks too)
   const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
   const double grads = (double(store.numel()) - expert_values) * sizeof(float);
   // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once. ZeRO-3:
@@ -277,7 +277,7 @@ void time_pipeline(StepPrediction& out, const PipeCosts& pc, const StageLists& l
 // the timeline; the pieces are the functions above.)
 StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const MachineFile& machine, int stream_steps,
                             DryModels* models) {
-  if (l.mgrit) return predict_layer_parallel(deck_asked, l, machine, models);
+  if (l.mgrit()) return predict_layer_parallel(deck_asked, l, machine, models);
   // where the machine's bf16 products round inside the product (GPUs), a run there keeps
   // no bf16 copies or activations, whatever this build does: planned as if rounding once
   // were off

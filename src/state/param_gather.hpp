@@ -28,7 +28,7 @@ struct GatherPolicy {
   int prefetch = 1;
   bool keep = false;
 };
-inline GatherPolicy gather_policy(const ParallelConfig& p) { return {int(p.zero_prefetch), p.zero_keep_params}; }
+inline GatherPolicy gather_policy(const Layout& p) { return {int(p.zero_prefetch), p.zero_keep_params}; }
 
 template <class T>
 class ParamGather {

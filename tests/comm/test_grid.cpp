@@ -35,7 +35,7 @@ TEST_CASE("every 5D layout of the job builds consistent sub-communicators", "[mp
           for (int c = 1; c <= world; ++c) {
             if (d * p * x * r * c != world) continue;
             ++layouts;
-            ParallelConfig cfg;
+            Layout cfg;
             cfg.data = d;
             cfg.pipeline = p;
             cfg.context = x;
@@ -85,7 +85,7 @@ TEST_CASE("every 5D layout of the job builds consistent sub-communicators", "[mp
             CHECK(g.data_rank() == k.data);
           }
   CHECK(layouts >= 1);
-  ParallelConfig wrong;
+  Layout wrong;
   wrong.data = world + 1;
   CHECK_THROWS_WITH(Grid(wrong, MPI_COMM_WORLD), Catch::Contains("ranks, but the job has " + std::to_string(world)));
 }
@@ -98,7 +98,7 @@ TEST_CASE("3D tensor groups: x fastest, then y, then depth; each group's members
     for (int ny : {1, 2, 4})
       for (int nz : {1, 2, 4}) {
         if (world % (nx * ny * nz) != 0) continue;
-        ParallelConfig cfg;
+        Layout cfg;
         cfg.tensor_mode = TensorMode::ThreeD;
         cfg.tensor_x = nx, cfg.tensor_y = ny, cfg.tensor_depth = nz;
         cfg.data = world / (nx * ny * nz);

@@ -88,7 +88,7 @@ TEST_CASE("the layer-parallel GPT<double>: one level, or two to tolerance, gives
   for (const int data : {1, 2})
     for (const int tensor : {1, 2}) {
       if (n % (data * tensor) != 0 || (data > 1 && tensor > 1)) continue;
-      ParallelConfig pc;
+      Layout pc;
       pc.data = data;
       pc.tensor_cols = tensor;
       pc.pipeline = n / (data * tensor);
@@ -140,7 +140,7 @@ TEST_CASE("the gradient check measures the inexact gradient's error against the 
   const int64_t batch = ref.batch;
   const auto& [tokens, targets] = ref.data;
   const auto& exact = ref.grads;
-  ParallelConfig pc;
+  Layout pc;
   pc.pipeline = n;
   pc.layer_method = LayerMethod::MGRIT;
   Grid grid(pc, MPI_COMM_WORLD);
@@ -326,8 +326,8 @@ TEST_CASE("the planner's memory for a layer-parallel layout is the run's", "[mpi
     MPI_Allreduce(MPI_IN_PLACE, &fullest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     strata::Layout l;  // (test_mgrit.cpp has a Layout of its own: the unity build of the GPU tests sees both)
     l.pipeline = n;
-    l.mgrit = true;
-    l.levels = 2;
+    l.layer_method = LayerMethod::MGRIT;
+    l.mgrit_levels = 2;
     const MemoryPrediction p = predict_memory(deck, l);
     const double predicted = double(p.state_bytes + p.activation_bytes);
     if (world_rank() == 0)
@@ -377,8 +377,8 @@ TEST_CASE("the planner's MGRIT solves are the GPT run's: steps per level and mes
       const LayerParallelResult& got = dynamic_cast<LayerParallel<float>&>(run.job().engine()).last();
       strata::Layout l;
       l.pipeline = n;
-      l.mgrit = true;
-      l.levels = levels;
+      l.layer_method = LayerMethod::MGRIT;
+      l.mgrit_levels = levels;
       const LayerParallelSolves planned = planned_solves(deck, l);
       INFO(levels << " levels, " << relaxation << " relaxation, layer rank " << rank << " of " << n);
       REQUIRE(got.forward.steps.size() == size_t(levels));

@@ -110,7 +110,7 @@ struct Serial {
 };
 
 // A way to split the steps over the ranks, and the MGRIT hierarchy on it.
-struct Layout {
+struct MgritCase {
   const char* name;
   int64_t steps;
   int cfactor, levels;
@@ -130,7 +130,7 @@ struct Layout {
 // intervals (18 over 4 ranks: 0 4 9 13 18, with c = 3); blocks smaller than an interval
 // (16 over 4 ranks with c = 8: ranks 0 and 2 hold no coarse point); uneven blocks (on 4
 // ranks 0 1 2 10 18: ranks 0 and 1 sit out the coarse levels)
-const Layout kLayouts[] = {{"64 steps, c 4, 3 levels, even", 64, 4, 3, false},
+const MgritCase kLayouts[] = {{"64 steps, c 4, 3 levels, even", 64, 4, 3, false},
                            {"18 steps, c 3, 3 levels, even", 18, 3, 3, false},
                            {"16 steps, c 8, 2 levels, even", 16, 8, 2, false},
                            {"18 steps, c 3, 3 levels, uneven", 18, 3, 3, true}};
@@ -181,7 +181,7 @@ TEST_CASE("MGRIT with one level is the serial network, bit for bit", "[mpi][mgri
 }
 
 TEST_CASE("two-level MGRIT with FCF relaxation makes 2 more C-points exact per iteration", "[mpi][mgrit]") {
-  for (const Layout& lay : {kLayouts[0], kLayouts[3]}) {
+  for (const MgritCase& lay : {kLayouts[0], kLayouts[3]}) {
     const ResNetConfig c = small_resnet(lay.steps);
     const int64_t batch = 5;
     const Data d = make_data(c, batch);
@@ -214,7 +214,7 @@ TEST_CASE("two-level MGRIT with FCF relaxation makes 2 more C-points exact per i
 }
 
 TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients", "[mpi][mgrit]") {
-  for (const Layout& lay : kLayouts) {
+  for (const MgritCase& lay : kLayouts) {
     INFO(lay.name << " over " << world_size() << " ranks");
     const ResNetConfig c = small_resnet(lay.steps);
     const int64_t batch = 5;
@@ -248,7 +248,7 @@ TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients"
     StepScratch<double> scratch;
     Tensor2<double> plogits("logits", batch, c.classes);
     Tensor1<double> plse("lse", batch), losses("losses", batch);
-    ParallelConfig layers;  // the grid's reversed pipeline group: the adjoint's ranks
+    Layout layers;  // the grid's reversed pipeline group: the adjoint's ranks
     layers.pipeline = world_size();
     const Grid grid(layers, MPI_COMM_WORLD);
     OdeAdjointSteps<double> adj(*net.ode_network(), par.mgrit, batch, opt.cfactor);
@@ -275,7 +275,7 @@ TEST_CASE("MGRIT to tolerance on any blocks: serial states and serial gradients"
 TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and gradients, with data replicas too",
           "[mpi][mgrit]") {
   const int n = world_size(), rank = world_rank();
-  for (const Layout& lay : {kLayouts[0], kLayouts[1]})  // even blocks; blocks that split coarse intervals
+  for (const MgritCase& lay : {kLayouts[0], kLayouts[1]})  // even blocks; blocks that split coarse intervals
     for (const int data : {1, 2}) {
       if (n % data != 0) continue;
       const ResNetConfig c = small_resnet(lay.steps);
@@ -285,7 +285,7 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
       const double loss = serial.loss / double(batch);
       const auto& serial_grads = serial.grads;
       const int layers = n / data;
-      ParallelConfig pc;
+      Layout pc;
       pc.data = data;
       pc.pipeline = layers;
       Grid grid(pc, MPI_COMM_WORLD);
@@ -329,7 +329,7 @@ TEST_CASE("the layer-parallel driver to tolerance gives the serial loss and grad
 TEST_CASE("the MGRIT cost model counts the solver's steps and messages exactly, rank by rank", "[mpi][mgrit]") {
   const int n = world_size(), rank = world_rank();
   const int64_t batch = 2;
-  for (const Layout& lay : kLayouts) {
+  for (const MgritCase& lay : kLayouts) {
     const ResNetConfig c = small_resnet(lay.steps);
     const Data d = make_data(c, batch);
     for (int levels = 1; levels <= lay.levels; ++levels)
@@ -366,7 +366,7 @@ TEST_CASE("the convolutional network: the layer-parallel driver to tolerance giv
   const int64_t batch = 3;
   const Data d = make_data(c, batch);
   const Serial serial(c, d);
-  ParallelConfig pc;
+  Layout pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
   ResNet<double> net(c, 3, StagePlacement::balanced(int(c.steps), n, rank));

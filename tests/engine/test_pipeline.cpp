@@ -94,7 +94,7 @@ TEST_CASE("every flushing schedule on all ranks: GPT<double> loss and gradients 
   double largest = 0;
   for (double g : serial_grads) largest = std::max(largest, std::abs(g));
 
-  ParallelConfig pc;
+  Layout pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
   std::vector<double> gpipe_grads;

@@ -212,7 +212,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
     mini.targets = Kokkos::subview(targets, rows);
     batches.push_back(mini);
   }
-  ParallelConfig pc;
+  Layout pc;
   pc.pipeline = n;
   Grid grid(pc, MPI_COMM_WORLD);
   for (const int t : {1, 2, 3}) {

@@ -26,10 +26,10 @@ struct SquareGrid {
   int q;
   Grid grid;
   TensorGrid2D g;
-  static ParallelConfig layout(int q) {
+  static Layout layout(int q) {
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    ParallelConfig cfg;
+    Layout cfg;
     cfg.data = world / (q * q);
     cfg.tensor_rows = cfg.tensor_cols = q;
     cfg.tensor_mode = TensorMode::TwoD;

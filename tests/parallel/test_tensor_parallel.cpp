@@ -96,7 +96,7 @@ TEST_CASE("tensor-parallel GPT<double>: loss, initial weights and gradients equa
         name.find("context=") != std::string::npos || name.find("micro_batches") != std::string::npos ||
         name.find("recompute") != std::string::npos)
       continue;  // one tensor group of the whole model, one batch, here
-    ParallelConfig pc;
+    Layout pc;
     for (const auto& o : layout) {
       if (o == "parallel.tensor_mode=2d") pc.tensor_mode = TensorMode::TwoD;
       if (o == "parallel.tensor_cols=2") pc.tensor_cols = 2;

@@ -60,7 +60,7 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
   std::vector<std::string> modes = {"1d"};
   if (n == 4) modes.push_back("2d");
   for (const auto& mode : modes) {
-    ParallelConfig pc;
+    Layout pc;
     pc.tensor_mode = mode == "2d" ? TensorMode::TwoD : TensorMode::OneD;
     pc.tensor_rows = mode == "2d" ? 2 : 1;
     pc.tensor_cols = mode == "2d" ? 2 : n;

@@ -23,7 +23,7 @@ namespace {
 // What the run's own checks say of a layout (the planner's admission)
 bool admits(const Deck& deck, const Layout& l) {
   try {
-    const Deck d = l.applied_to(deck);
+    const Deck d = with_layout(deck, l);
     check_model_fits_grid(d, "test");
     check_model_deck(d, "test");
     return d.data.batch_size % l.data == 0;
@@ -34,7 +34,7 @@ bool admits(const Deck& deck, const Layout& l) {
 // Every key a layout sets (its name leaves out some: the expert split, ZeRO)
 std::string key(const Layout& l) {
   std::string k;
-  for (const auto& o : l.overrides()) k += o.substr(o.find('.') + 1) + " ";
+  for (const auto& o : layout_overrides(l)) k += o.substr(o.find('.') + 1) + " ";
   return k;
 }
 }  // namespace
@@ -48,10 +48,10 @@ TEST_CASE("3D search: a tensor size's splits are those the widths allow, fastest
     REQUIRE(!ranked.empty());
     double last = 0;
     for (const Layout& l : ranked) {
-      CHECK(l.tx * l.ty * l.tz == size);
+      CHECK(l.tensor_x * l.tensor_y * l.tensor_depth == size);
       CHECK(l.data * size == 64);
-      CHECK(deck.model.n_embd % (l.tx * l.tz) == 0);
-      CHECK(deck.model.n_head % l.ty == 0);
+      CHECK(deck.model.n_embd % (l.tensor_x * l.tensor_depth) == 0);
+      CHECK(deck.model.n_head % l.tensor_y == 0);
       const double s = predict_step(deck, l, m).step_s;
       CHECK(s >= last);  // sorted
       last = s;
@@ -61,7 +61,7 @@ TEST_CASE("3D search: a tensor size's splits are those the widths allow, fastest
   Deck off = deck;
   off.parallel.tensor_overlap = false;
   Layout l;
-  l.tensor = TensorMode::ThreeD, l.tx = 2, l.ty = 2, l.tz = 2, l.data = 8;
+  l.tensor_mode = TensorMode::ThreeD, l.tensor_x = 2, l.tensor_y = 2, l.tensor_depth = 2, l.data = 8;
   const auto on_p = predict_step(deck, l, m), off_p = predict_step(off, l, m);
   CHECK(on_p.comm_s < off_p.comm_s);
   CHECK(on_p.wire_bytes == off_p.wire_bytes);
@@ -90,12 +90,12 @@ TEST_CASE("3D search: the pruned search loses no layout the full prediction rank
         std::string pruned, full;
         std::set<std::string> seen;
         for (const Layout& l : feasible_layouts(deck, ranks, &m)) {
-          if (l.tensor != TensorMode::ThreeD) continue;
+          if (l.tensor_split() != TensorMode::ThreeD) continue;
           const double s = predict_step(deck, l, m, 0, &models).step_s;
           if (pruned_s == 0 || s < pruned_s) pruned_s = s, pruned = key(l);
           for (const Layout& split : ranked_3d_splits(deck, ranks, l.tensor_size(), &m, 0, &models)) {
             Layout v = l;
-            v.tx = split.tx, v.ty = split.ty, v.tz = split.tz;
+            v.tensor_x = split.tensor_x, v.tensor_y = split.tensor_y, v.tensor_depth = split.tensor_depth;
             if (!seen.insert(key(v)).second || !admits(deck, v)) continue;
             ++weighed;
             const double sv = predict_step(deck, v, m, 0, &models).step_s;

@@ -1,12 +1,15 @@
 // The memory check before a run (plan/memory_fit.hpp) weighs the layout the deck runs,
-// every dimension of it: layout_of is the inverse of Layout::applied_to on every layout the
-// planner considers for decks with each split, and a 3D, an expert and an MGRIT deck are
+// every dimension of it (the deck's own Layout: no converter between the deck and the
+// planner); every layout the planner considers for decks with each split is run by its
+// overrides, key for key; and a 3D, an expert and an MGRIT deck are
 // accepted under a limit that only their split lets them fit, and refused in one line
 // without it.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/deck_reading.hpp"
 #include "core/error.hpp"
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
@@ -24,21 +27,24 @@ Deck tiny(const std::vector<std::string>& overrides) {
   return load_model_deck(source_file("tests/plan/plan-tiny.toml"), overrides);
 }
 
-// Two layouts are the same when they set the same deck keys, every one of them.
-void require_round_trip(const Deck& deck, int ranks, size_t at_least) {
-  const auto layouts = feasible_layouts(deck, ranks);
+// Every layout the planner considers for the deck that `read` reads (with the overrides
+// given) is what the deck read with the planner's overrides for it runs ("run it with:
+// --set ...", run_overrides: strata train accepts them), key for key.
+void require_overrides_select(const std::function<Deck(std::vector<std::string>)>& read, int ranks,
+                              size_t at_least) {
+  const auto layouts = feasible_layouts(read({}), ranks);
   INFO(ranks << " ranks: " << layouts.size() << " layouts");
   REQUIRE(layouts.size() >= at_least);
   for (const Layout& l : layouts) {
-    const Deck applied = l.applied_to(deck);
-    INFO(l.name());
-    CHECK(layout_of(applied).overrides() == l.overrides());
-    CHECK(layout_of(applied).name() == l.name());
+    INFO(plan_name(l));
+    const Deck run = read(run_overrides(read({}), l));
+    CHECK(plan_name(run.parallel) == plan_name(l));
+    CHECK(resolved_deck_text(run) == resolved_deck_text(with_layout(run, l)));
   }
 }
 
 int64_t need(const Deck& deck) {
-  const MemoryPrediction m = predict_memory(deck, layout_of(deck));
+  const MemoryPrediction m = predict_memory(deck, deck.parallel);
   return m.state_bytes + m.activation_bytes;
 }
 
@@ -47,7 +53,7 @@ int64_t need(const Deck& deck) {
 // one line naming the limit and the layout.
 void require_fits_only_split(const Deck& split, const Layout& by_hand, const Deck& unsplit) {
   const int64_t small = need(split), large = need(unsplit);
-  INFO(by_hand.name() << ": " << small << " bytes a rank split, " << large << " unsplit");
+  INFO(plan_name(by_hand) << ": " << small << " bytes a rank split, " << large << " unsplit");
   const MemoryPrediction expected = predict_memory(split, by_hand);
   CHECK(small == expected.state_bytes + expected.activation_bytes);
   REQUIRE(small * 3 < large * 2);  // the split saves at least a third
@@ -75,23 +81,33 @@ void require_fits_only_split(const Deck& split, const Layout& by_hand, const Dec
 
 }  // namespace
 
-TEST_CASE("layout_of inverts applied_to on every layout the planner considers", "[plan][layout]") {
+TEST_CASE("every layout the planner considers is run by its overrides", "[plan][layout]") {
+  const auto tiny_with = [](std::vector<std::string> base) {
+    return [base](std::vector<std::string> more) {
+      more.insert(more.begin(), base.begin(), base.end());
+      return tiny(more);
+    };
+  };
   SECTION("1D, 2D, context, pipelines, ZeRO, recomputation") {
     for (int ranks : {1, 2, 4, 8})
-      require_round_trip(tiny({"parallel.zero=1", "parallel.recompute=\"selective\""}), ranks, 1);
-    require_round_trip(tiny({"parallel.sequence_parallel=true", "parallel.tensor_cols=2"}), 4, 20);
+      require_overrides_select(tiny_with({"parallel.zero=1", "parallel.recompute=\"selective\""}), ranks, 1);
+    require_overrides_select(tiny_with({"parallel.sequence_parallel=true", "parallel.tensor_cols=2"}), 4, 20);
   }
-  SECTION("3D splits") { require_round_trip(tiny({"parallel.tensor_mode=\"3d\"", "parallel.tensor_x=2"}), 8, 40); }
+  SECTION("3D splits") {
+    require_overrides_select(tiny_with({"parallel.tensor_mode=\"3d\"", "parallel.tensor_x=2"}), 8, 40);
+  }
   SECTION("experts") {
-    require_round_trip(tiny({"model.moe_experts=4", "model.moe_every=1", "parallel.zero=2"}), 4, 20);
+    require_overrides_select(tiny_with({"model.moe_experts=4", "model.moe_every=1", "parallel.zero=2"}), 4, 20);
   }
   SECTION("MGRIT") {
-    const Deck d = load_model_deck(source_file("inputs/gpt-fortunes-mgrit.toml"));
-    require_round_trip(d, 2, 1);
+    const auto mgrit_deck = [](std::vector<std::string> more) {
+      return load_model_deck(source_file("inputs/gpt-fortunes-mgrit.toml"), more);
+    };
+    require_overrides_select(mgrit_deck, 2, 1);
     size_t mgrit = 0;
-    for (const Layout& l : feasible_layouts(d, 4)) mgrit += l.mgrit ? 1 : 0;
+    for (const Layout& l : feasible_layouts(mgrit_deck({}), 4)) mgrit += l.mgrit() ? 1 : 0;
     CHECK(mgrit >= 2);
-    require_round_trip(d, 4, 10);
+    require_overrides_select(mgrit_deck, 4, 10);
   }
 }
 
@@ -104,8 +120,8 @@ TEST_CASE("the memory check weighs the split the deck runs", "[plan][memory_fit]
   };
   Layout l;
   SECTION("3D: 2 x 2 x 2") {
-    l.tensor = TensorMode::ThreeD;
-    l.tx = l.ty = l.tz = 2;
+    l.tensor_mode = TensorMode::ThreeD;
+    l.tensor_x = l.tensor_y = l.tensor_depth = 2;
     require_fits_only_split(
         with({"parallel.tensor_mode=\"3d\"", "parallel.tensor_x=2", "parallel.tensor_y=2", "parallel.tensor_depth=2"}),
         l, with({}));
@@ -120,8 +136,8 @@ TEST_CASE("the memory check weighs the split the deck runs", "[plan][memory_fit]
   }
   SECTION("MGRIT: 4 layer ranks") {
     l.pipeline = 4;
-    l.mgrit = true;
-    l.levels = 2;
+    l.layer_method = LayerMethod::MGRIT;
+    l.mgrit_levels = 2;
     require_fits_only_split(with({"model.n_layer=16", "parallel.pipeline=4", "parallel.schedule=\"mgrit\"",
                                   "layerpar.levels=2", "layerpar.cfactor=2"}),
                             l, with({"model.n_layer=16"}));

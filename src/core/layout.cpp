@@ -1,8 +1,8 @@
-#include "core/deck.hpp"
+#include "core/layout.hpp"
 
 namespace strata {
 
-std::string layout_name(const ParallelConfig& p) {
+std::string layout_name(const Layout& p) {
   std::string s = "data=" + std::to_string(p.data);
   if (p.mgrit()) {
     s += " pipeline=" + std::to_string(p.pipeline) + ":mgrit";
