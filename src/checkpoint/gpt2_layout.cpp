@@ -1,4 +1,5 @@
 #include "checkpoint/gpt2_layout.hpp"
+#include "model/model_kind.hpp"
 
 #include <cstdio>
 #include <utility>
@@ -65,7 +66,7 @@ int64_t matrix_rows(const std::string& strata_name, const std::vector<int64_t>& 
 }
 
 std::string gpt2_export_refusal(const ModelConfig& m) {
-  if (!m.is_gpt()) return "it holds a model of kind \"" + m.kind + "\", and GPT-2's formats hold GPTs";
+  if (!is_gpt(m)) return "it holds a model of kind \"" + m.kind + "\", and GPT-2's formats hold GPTs";
   if (m.moe_experts > 0)
     return "its model has mixture-of-experts layers (model.moe_experts = " + std::to_string(m.moe_experts) +
            "), which GPT-2's formats have no place for";

@@ -16,6 +16,7 @@
 #include "io/json_text.hpp"
 #include "io/llmc_model_file.hpp"
 #include "io/safetensors.hpp"
+#include "model/model_kind.hpp"
 
 namespace strata {
 namespace {
@@ -229,7 +230,7 @@ std::string load_initial_weights(const std::string& given, const ModelConfig& m,
     const std::string what = read_checkpoint_params(path, store, m.n_head);
     return "strata checkpoint '" + path + "' (" + what + ")";
   }
-  if (!m.is_gpt())
+  if (!is_gpt(m))
     throw UserError(path + ": model.init_from reads GPT-2 weights only into a GPT (model.kind = \"gpt\")");
   if (m.moe_experts > 0)
     throw UserError(path + ": GPT-2's weights have no mixture-of-experts layers (model.moe_experts = " +

@@ -181,7 +181,7 @@ std::string read_checkpoint_params(const std::string& path, ParamStore<float>& s
   CheckpointReader r(path);
   check_readable(r, store, 1);
   const Deck written = parse_model_deck(r.string_attribute("deck"), path + " (its deck)", {}, KeyEffect::Ignore);
-  if (written.model.is_gpt() && written.model.n_head != n_head)
+  if (is_gpt(written.model) && written.model.n_head != n_head)
     throw UserError("checkpoint '" + path + "' was written with model.n_head = " +
                     std::to_string(written.model.n_head) + ", the deck has " + std::to_string(n_head));
   auto& params = store.zero().params_sharded() ? store.zero().owned_params() : store.params();

@@ -23,7 +23,7 @@ class DeckCommand : public Command {
 
   int run(int rank) override {
     if (reference_ == !deck_.path.empty()) throw UserError("strata deck: give a deck file, or --reference (not both)");
-    const std::string text = reference_ ? deck_reference() + model_kinds_reference()
+    const std::string text = reference_ ? deck_reference(model_deck_keys()) + model_kinds_reference()
                                         : load_model_deck(deck_.path, deck_.overrides).resolved_toml;
     if (rank == 0) std::cout << text << std::flush;
     return kExitOk;

@@ -22,7 +22,7 @@ std::string generate_text(const std::string& checkpoint, const GenerateOptions& 
   const Deck deck = parse_model_deck(CheckpointReader(checkpoint).string_attribute("deck"), checkpoint + " (its deck)",
                                      {}, KeyEffect::Ignore);
   const auto& m = deck.model;
-  if (!m.is_gpt())
+  if (!is_gpt(m))
     throw UserError("strata generate: " + checkpoint + " holds a model of kind \"" + m.kind + "\", not a GPT");
   Deck whole = deck;  // one rank, the whole model, whatever layout wrote the checkpoint
   whole.parallel = Layout{};

@@ -48,7 +48,7 @@ class PlanCommand : public Command {
                                        "parallel.tensor_cols=1", "parallel.micro_batches=1", "parallel.expert=1"};
     serial.insert(serial.end(), deck_.overrides.begin(), deck_.overrides.end());
     const Deck deck = load_model_deck(deck_.path, serial, KeyEffect::Ignore);  // (its layout keys are the planner's)
-    if (!deck.model.is_gpt()) throw UserError("strata plan --ranks/--cores: plans GPT decks (model.kind = \"gpt\")");
+    if (!is_gpt(deck.model)) throw UserError("strata plan --ranks/--cores: plans GPT decks (model.kind = \"gpt\")");
     const MachineFile machine = read_machine_file(machine_);
     if (rank == 0 && cores_ > 0) print_thread_plan(deck, cores_, machine, std::cout);
     if (rank == 0 && ranks_ > 0) print_layout_plan(deck, ranks_, machine, std::cout, top_);

@@ -18,6 +18,7 @@
 #include "io/text_dataset.hpp"
 #include "io/token_shard.hpp"
 #include "io/tokenizer.hpp"
+#include "model/model_kind.hpp"
 
 namespace strata {
 namespace {
@@ -102,7 +103,7 @@ TokenizeReport tokenize_corpus(const Deck& deck, MPI_Comm comm, const Log& log) 
   std::vector<std::string> files;
   std::string model;  // the tokenizer's bytes
   agreed(comm, [&] {
-    if (!deck.model.is_gpt())
+    if (!is_gpt(deck.model))
       throw UserError("strata tokenize: model.kind = \"gpt\" only (the residual network reads images)");
     if (out.empty()) throw UserError("data.token_dir: strata tokenize needs the folder to write the token shards to");
     if (d.files.empty()) throw UserError("data.files: strata tokenize needs the text files to encode");

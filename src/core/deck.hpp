@@ -32,19 +32,17 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  // the model's kind: a name src/model defines (model/model_kind.hpp); the core checks
-  // only the keys below, which belong to the kinds named beside them
+  // the model's kind: a name src/model defines (model/model_kind.hpp), which declares the
+  // keys of the fields below that are its own (the core reads them only as keys)
   std::string kind = "gpt";
-  // the GPT, whose keys these are and which the planner, generate and the model files serve
-  bool is_gpt() const { return kind == "gpt"; }
-  // the GPT
+  // the GPT's
   int64_t n_layer = 4;
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t vocab_size = 256;
   int64_t seq_len = 128;
   int64_t padded_vocab_size = 0;  // the embedding's rows, when more than vocab_size (llm.c's padding)
-  // the residual network
+  // the residual network's
   int64_t steps = 4;
   int64_t width = 256;
   int64_t channels = 0;
@@ -95,8 +93,8 @@ struct OptimConfig {
   double grad_clip = 1.0;
 };
 
-// Layer-parallel training of a residual network by MGRIT (model.kind = "resnet"): the
-// steps are spread over parallel.pipeline ranks and solved like time steps.
+// Layer-parallel training by MGRIT (parallel.schedule = "mgrit"): a model's ODE steps are
+// spread over parallel.pipeline ranks and solved like time steps.
 struct LayerParConfig {  // (its levels are the layout's: Layout::mgrit_levels)
   int64_t cfactor = 4;
   int64_t fwd_iterations = 2;

@@ -40,24 +40,23 @@ std::vector<std::pair<std::string, std::string>> flatten(const std::string& text
 }
 
 // Every key's default, formatted as flatten() formats a deck's values.
-const std::map<std::string, std::string>& defaults() {
-  static const std::map<std::string, std::string> values = [] {
-    const Deck d;
-    std::string text;
-    for (const auto& s : deck_sections()) {
-      text += "[" + s.name + "]\n";
-      for (const auto& k : deck_keys())
-        if (k.section == s.name) text += k.name + " = " + format_deck_value(k.get(d)) + "\n";
-    }
-    const auto flat = flatten(text, "default");
-    return std::map<std::string, std::string>(flat.begin(), flat.end());
-  }();
-  return values;
+std::map<std::string, std::string> defaults(const std::vector<DeckKey>& table) {
+  const Deck d;
+  std::string text;
+  for (const auto& s : deck_sections()) {
+    text += "[" + s.name + "]\n";
+    for (const auto& k : table)
+      if (k.section == s.name) text += k.name + " = " + format_deck_value(k.get(d)) + "\n";
+  }
+  const auto flat = flatten(text, "default");
+  return std::map<std::string, std::string>(flat.begin(), flat.end());
 }
 
 }  // namespace
 
-std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml) {
+std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml,
+                                     const std::vector<DeckKey>& table) {
+  const auto values = defaults(table);
   const auto before = flatten(before_toml, "checkpoint's");
   const auto after = flatten(after_toml, "current");
   std::map<std::string, std::string> old(before.begin(), before.end());
@@ -65,8 +64,8 @@ std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::
   for (const auto& [key, value] : after) {
     const auto it = old.find(key);
     if (it == old.end()) {  // a key the older deck does not write (it did not apply, or did not exist) had its default
-      const auto d = defaults().find(key);
-      if (d == defaults().end() || d->second != value) out.push_back({key, "(absent)", value});
+      const auto d = values.find(key);
+      if (d == values.end() || d->second != value) out.push_back({key, "(absent)", value});
     } else if (it->second != value) {
       out.push_back({key, it->second, value});
     }

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/deck_key.hpp"
+
 namespace strata {
 
 struct DeckChange {
@@ -12,8 +14,11 @@ struct DeckChange {
   std::string after;   // in the second
 };
 
-// Every key whose value differs (or is in one deck only), sorted by section and key.
-// Throws UserError when either text is not TOML (a damaged checkpoint attribute).
-std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml);
+// Every key whose value differs (or is in one deck only), sorted by section and key; a
+// key the older deck does not write counts as its default in `table` (the whole key
+// table: model/model_kind.hpp's model_deck_keys). Throws UserError when either text is
+// not TOML (a damaged checkpoint attribute).
+std::vector<DeckChange> deck_changes(const std::string& before_toml, const std::string& after_toml,
+                                     const std::vector<DeckKey>& table);
 
 }  // namespace strata

@@ -257,23 +257,19 @@ DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec
   return k;
 }
 
-// A [model] key of one model kind (owner, named `title` in messages); every other kind
-// refuses it. The kind `other` (titled other_title) is told its own key for the same
+// A key of one model kind (owner, named `title` in messages); every other kind refuses it. The kind `other` (titled other_title) is told its own key for the same
 // thing, `counterpart`, where it has one.
 inline DeckKey for_kind(DeckKey k, const std::string& owner, const std::string& title, const std::string& other = "",
                         const std::string& counterpart = "") {
-  const std::string only = "applies to kind = \"" + owner + "\" only";
-  const std::string hint = "is " + title + "'s: for kind = \"" + other + "\" use model." + counterpart;
+  const std::string kind = k.section == "model" ? "kind" : "model.kind";  // as the deck's reader sees it
+  const std::string only = "applies to " + kind + " = \"" + owner + "\" only";
+  const std::string hint = "is " + title + "'s: for " + kind + " = \"" + other + "\" use model." + counterpart;
   k.misplaced = [owner, other, counterpart, only, hint](const Deck& d) {
     if (d.model.kind == owner) return std::string();
     return !counterpart.empty() && d.model.kind == other ? hint : only;
   };
   return k;
 }
-inline DeckKey gpt_only(DeckKey k, const std::string& resnet_key = "") {
-  return for_kind(std::move(k), "gpt", "the GPT", "resnet", resnet_key);
-}
-inline DeckKey resnet_only(DeckKey k) { return for_kind(std::move(k), "resnet", "the residual network"); }
 
 // A key that acts only in decks where `acts` holds; elsewhere it needs `needs` (deck.cpp
 // refuses a value other than its default there).
@@ -281,8 +277,6 @@ inline DeckKey acts_when(DeckKey k, std::function<bool(const Deck&)> acts, const
   k.inert = [acts, needs](const Deck& d) { return acts(d) ? std::string() : needs; };
   return k;
 }
-inline bool has_experts(const Deck& d) { return d.model.moe_experts > 0; }
-inline constexpr const char* kNeedsExperts = "model.moe_experts > 0 (a mixture of experts)";
 inline bool is_mgrit(const Deck& d) { return d.parallel.mgrit(); }
 inline constexpr const char* kNeedsMgrit = "parallel.schedule = \"mgrit\"";
 inline bool is_3d(const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }

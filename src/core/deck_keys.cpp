@@ -50,33 +50,8 @@ std::vector<DeckKey> model_keys() {
   return {
       // [model]
       key(model, &D::model, "kind", &ModelConfig::kind, name_word(),
-          "the model: one of the kinds src/model defines (listed under Model kinds below; keys marked gpt: or "
-          "resnet: belong to that kind)"),
-      gpt_only(key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
-                   "gpt: transformer blocks (at least parallel.pipeline)"),
-               "steps"),
-      gpt_only(key(model, &D::model, "n_embd", &ModelConfig::n_embd, at_least<int64_t>(1),
-                   "gpt: width C (a multiple of n_head)"),
-               "width"),
-      gpt_only(key(model, &D::model, "n_head", &ModelConfig::n_head, at_least<int64_t>(1), "gpt: attention heads")),
-      gpt_only(key(model, &D::model, "vocab_size", &ModelConfig::vocab_size, at_least<int64_t>(2),
-                   "gpt: vocabulary size V (at least 256 for byte-level text)")),
-      gpt_only(key(model, &D::model, "seq_len", &ModelConfig::seq_len, at_least<int64_t>(1),
-                   "gpt: context length T (also the position table's size)")),
-      gpt_only(key(model, &D::model, "padded_vocab_size", &ModelConfig::padded_vocab_size, at_least<int64_t>(0),
-                   "gpt: rows of the token embedding (and logits) when more than vocab_size, as llm.c pads GPT-2's "
-                   "50257 to 50304: the padded rows start at zero, their logits are left out of the softmax and never "
-                   "sampled, and they make the vocabulary divisible by a tensor split (0: vocab_size, no padding)")),
-      resnet_only(key(model, &D::model, "steps", &ModelConfig::steps, at_least<int64_t>(1),
-                      "resnet: residual steps N (at least parallel.pipeline)")),
-      resnet_only(key(model, &D::model, "width", &ModelConfig::width, at_least<int64_t>(1),
-                      "resnet: width of the dense steps")),
-      resnet_only(key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
-                      "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width `width`")),
-      resnet_only(key(model, &D::model, "t_final", &ModelConfig::t_final, above(0.0),
-                      "resnet: final time T = N h of the residual steps")),
-      resnet_only(key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
-                      "resnet: std of the residual steps' initial weights")),
+          "the model: one of the kinds src/model defines (listed under Model kinds below; a key marked with a "
+          "kind's name belongs to that kind, which declares it)"),
       key(model, &D::model, "init_std", &ModelConfig::init_std, above(0.0), "std of the initial weights"),
       key(model, &D::model, "init_from", &ModelConfig::init_from, any<std::string>(),
           "start a fresh run from these weights instead of random ones: a Hugging Face GPT-2 model.safetensors (or "
@@ -96,27 +71,6 @@ std::vector<DeckKey> model_keys() {
               "the 2D split); false rounds them in every product and keeps those activations fp32: the same losses, "
               "bit for bit (GPUs round inside the product and keep nothing in bf16)"),
           [](const Deck& d) { return d.model.precision == Precision::BF16; }, "model.precision = \"bf16\""),
-      gpt_only(key(model, &D::model, "moe_experts", &ModelConfig::moe_experts, at_least<int64_t>(0),
-                   "gpt: experts E of a mixture-of-experts MLP (0: every MLP dense); a router sends each token to "
-                   "moe_top_k of them")),
-      acts_when(gpt_only(key(
-                    model, &D::model, "moe_top_k", &ModelConfig::moe_top_k, from_to(1, 2),
-                    "gpt: experts per token (1: the router's probability weighs the expert's output, as Switch does; "
-                    "2: the two probabilities renormalised to sum to 1)")),
-                has_experts, kNeedsExperts),
-      acts_when(gpt_only(key(
-                    model, &D::model, "moe_every", &ModelConfig::moe_every, at_least<int64_t>(1),
-                    "gpt: every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ... from 0) has a mixture "
-                    "of experts for its MLP, the others a dense MLP")),
-                has_experts, kNeedsExperts),
-      acts_when(gpt_only(key(model, &D::model, "moe_capacity_factor", &ModelConfig::moe_capacity_factor, at_least(0.0),
-                             "gpt: an expert takes at most ceil(factor x tokens x top_k / E) of a global micro-batch's "
-                             "assignments, first choices before second ones, then by position in the global batch; the "
-                             "others are dropped (the token's residual passes on); 0: dropless")),
-                has_experts, kNeedsExperts),
-      acts_when(gpt_only(key(model, &D::model, "moe_ffn_hidden", &ModelConfig::moe_ffn_hidden, at_least<int64_t>(0),
-                             "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
-                has_experts, kNeedsExperts),
   };
 }
 
@@ -222,7 +176,7 @@ std::vector<DeckKey> parallel_grid_keys() {
           "all-reduce of the tensor-parallel layers becomes a reduce-scatter and an all-gather of the same bytes, "
           "and those activations shrink t times; not with the zero-bubble schedules"),
       key(par, &D::parallel, "expert", &Layout::expert, at_least<int64_t>(1),
-          "gpt with model.moe_experts: ranks of the data group the experts are split over (expert parallelism: "
+          "with model.moe_experts: ranks of the data group the experts are split over (expert parallelism: "
           "each holds moe_experts / expert of them, and under a 1D or 3D tensor split the tensor ranks split "
           "them further; tokens go to their experts and back by all-to-alls); "
           "dividing parallel.data"),
@@ -314,15 +268,6 @@ std::vector<DeckKey> optim_keys() {
       key(opt, &D::optim, "eps", &OptimConfig::eps, above(0.0), "AdamW's epsilon"),
       key(opt, &D::optim, "grad_clip", &OptimConfig::grad_clip, at_least(0.0),
           "largest global gradient norm; larger ones are scaled down (0: no clipping)"),
-      acts_when(
-          key(opt, &D::model, "moe_aux_loss", &ModelConfig::moe_aux_loss, at_least(0.0),
-              "gpt with model.moe_experts: the load-balancing loss alpha E sum_i f_i P_i of every mixture layer "
-              "(Switch Transformer; f_i the share of a global micro-batch's assignments to expert i, P_i its mean "
-              "router probability), averaged over the micro-batches"),
-          has_experts, kNeedsExperts),
-      acts_when(key(opt, &D::model, "moe_z_loss", &ModelConfig::moe_z_loss, at_least(0.0),
-                    "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)"),
-                has_experts, kNeedsExperts),
   };
 }
 
@@ -367,16 +312,6 @@ std::vector<DeckKey> layerpar_keys() {
                     "the relative gradient error |g - g_exact| / |g_exact| at which layerpar.control acts (after "
                     "optim.warmup_steps)"),
                 is_mgrit, kNeedsMgrit),
-      acts_when(
-          key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
-              "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps"),
-          [](const Deck& d) { return d.parallel.mgrit() && d.model.kind == "gpt"; },
-          "parallel.schedule = \"mgrit\" with model.kind = \"gpt\""),
-      acts_when(
-          key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),
-              "gpt: the last blocks, run serially with the head on the last layer rank after the MGRIT steps"),
-          [](const Deck& d) { return d.parallel.mgrit() && d.model.kind == "gpt"; },
-          "parallel.schedule = \"mgrit\" with model.kind = \"gpt\""),
   };
 }
 
@@ -405,9 +340,20 @@ const std::vector<DeckSection>& deck_sections() {
   return sections;
 }
 
-const std::vector<DeckKey>& deck_keys() {
-  static const std::vector<DeckKey> keys = declare_keys();
+const DeckKeys& core_deck_keys() {
+  static const DeckKeys keys = declare_keys();
   return keys;
+}
+
+DeckKeys merge_deck_keys(const DeckKeys& kind_keys) {
+  DeckKeys out;
+  for (const auto& s : deck_sections()) {
+    for (const auto& k : core_deck_keys())
+      if (k.section == s.name) out.push_back(k);
+    for (const auto& k : kind_keys)
+      if (k.section == s.name) out.push_back(k);
+  }
+  return out;
 }
 
 std::string format_deck_value(const toml::value& v) {
@@ -427,11 +373,11 @@ std::string format_deck_value(const toml::value& v) {
   return toml::format(v);
 }
 
-std::string deck_reference() {
+std::string deck_reference(const DeckKeys& table) {
   std::string out =
       "# Deck keys\n\n"
-      "<!-- generated by `strata deck --reference` from src/core/deck_keys.cpp: edit the table there, not this "
-      "file -->\n\n"
+      "<!-- generated by `strata deck --reference` from src/core/deck_keys.cpp and the model kinds' keys "
+      "(src/model/*_kind.cpp): edit the tables there, not this file -->\n\n"
       "A deck is a TOML file of the sections below. Every key is optional: a key left out takes its default. An "
       "unknown section or key, a value of the wrong type or out of range, and a key set to other than its default "
       "where it has no effect (a schedule without parallel.pipeline, [layerpar] without schedule = \"mgrit\", the "
@@ -442,7 +388,7 @@ std::string deck_reference() {
     out += "\n## [" + s.name + "]\n\n" + s.doc + ".\n\n";
     out += "| key | type | default | allowed | what it does |\n|---|---|---|---|---|\n";
     const Deck defaults;
-    for (const auto& k : deck_keys())
+    for (const auto& k : table)
       if (k.section == s.name)
         out += "| `" + k.name + "` | " + k.type + " | `" + format_deck_value(k.get(defaults)) + "` | " + k.allowed +
                " | " + k.doc + " |\n";

@@ -46,9 +46,6 @@ void check_model_fits_grid(const Deck& d, const std::string& origin) {
                       std::to_string(by) + ")");
   };
   need(d.data.batch_size / p.data, "data.batch_size / parallel.data", p.micro_batches, "parallel.micro_batches");
-  if (p.expert > 1 && d.model.moe_experts == 0)
-    throw UserError(origin + ": parallel.expert = " + std::to_string(p.expert) +
-                    " splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)");
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
     need(p.micro_batches, "parallel.micro_batches", p.pipeline, "parallel.pipeline for schedule = \"interleaved\"");
 }
@@ -57,7 +54,8 @@ namespace {
 
 // Every key the deck has, read through the table (deck_keys.cpp): unknown sections and
 // keys first, then each key's type, then each key's range.
-Deck read_keys(const toml::value& root, const std::string& origin, const ModelRules& model_rules) {
+Deck read_keys(const toml::value& root, const std::string& origin, const ModelRules& model_rules,
+               const DeckKeys& keys) {
   const auto& table = root.as_table();
   for (const auto& [section, value] : table) {
     bool known = false;
@@ -66,13 +64,13 @@ Deck read_keys(const toml::value& root, const std::string& origin, const ModelRu
     if (!value.is_table()) throw UserError(origin + ": [" + section + "] must be a table");
     for (const auto& kv : value.as_table()) {
       bool declared = false;
-      for (const auto& k : deck_keys()) declared = declared || (k.section == section && k.name == kv.first);
+      for (const auto& k : keys) declared = declared || (k.section == section && k.name == kv.first);
       if (!declared) throw UserError(origin + ": unknown key '" + section + "." + kv.first + "'");
     }
   }
   Deck d;
   d.path = origin;
-  for (const auto& k : deck_keys()) {
+  for (const auto& k : keys) {
     const auto s = table.find(k.section);
     if (s == table.end() || !s->second.as_table().count(k.name)) continue;
     try {
@@ -91,14 +89,14 @@ Deck read_keys(const toml::value& root, const std::string& origin, const ModelRu
   // a key of the other model kind is refused, unless it holds its default: decks resolved
   // before the kinds had keys of their own (checkpoints' stored decks) wrote every key
   const Deck defaults;
-  for (const auto& k : deck_keys()) {
+  for (const auto& k : keys) {
     const auto s = table.find(k.section);
     if (s == table.end() || !s->second.as_table().count(k.name)) continue;
     const std::string why = k.misplaced(d);
     if (!why.empty() && format_deck_value(k.get(d)) != format_deck_value(k.get(defaults)))
       throw UserError(origin + ": " + k.section + "." + k.name + " " + why);
   }
-  for (const auto& k : deck_keys())
+  for (const auto& k : keys)
     if (const std::string why = k.problem(d); !why.empty())
       throw UserError(origin + ": " + k.section + "." + k.name + " " + why);
   return d;
@@ -107,9 +105,9 @@ Deck read_keys(const toml::value& root, const std::string& origin, const ModelRu
 // A key set to other than its default where it has no effect (deck_keys.hpp: inert) is
 // refused: a user who forgot parallel.pipeline learns it here. A deck a checkpoint stored
 // is read as it was written (strata before this rule wrote such decks).
-void check_keys_act(const Deck& d, const std::string& origin) {
+void check_keys_act(const Deck& d, const std::string& origin, const DeckKeys& keys) {
   const Deck defaults;
-  for (const auto& k : deck_keys()) {
+  for (const auto& k : keys) {
     if (!k.misplaced(d).empty()) continue;
     const std::string value = format_deck_value(k.get(d));
     if (value == format_deck_value(k.get(defaults))) continue;
@@ -130,8 +128,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto& data = d.data;
   check(data.kind != DataKind::Text || !data.files.empty(), "data.files",
         "must list at least one file or glob for kind = \"text\"");
-  check(data.kind != DataKind::Text || d.model.vocab_size >= 256, "data.kind",
-        "\"text\" is byte-level and needs model.vocab_size >= 256");
   check(data.kind != DataKind::Tokens || !data.token_dir.empty() || !data.shards.empty(), "data.token_dir",
         "or data.shards must name the token shards for kind = \"tokens\"");
   check(data.val_shards.empty() || data.kind == DataKind::Tokens, "data.val_shards",
@@ -198,11 +194,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.sequence_parallel does not run with schedule = \"" + to_string(p.schedule) +
                     "\": a block's weight half reads the output gradients its input half gathered over the tensor "
                     "group, which the zero-bubble schedules would have to gather again");
-  if (d.model.moe_experts > 0 && p.tensor_mode == TensorMode::TwoD)
-    throw UserError(origin +
-                    ": model.moe_experts does not run with tensor_mode = \"2d\": the 2D split keeps the "
-                    "activations in (batch / q) x (C / q) blocks, and a mixture routes whole tokens (use tensor_mode = "
-                    "\"1d\" or \"3d\", whose tensor ranks route a share of the tokens each)");
   if (mgrit && p.recompute != Recompute::None)
     throw UserError(origin +
                     ": parallel.recompute does not apply to schedule = \"mgrit\" (its solver keeps the "
@@ -214,20 +205,20 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
 
 }  // namespace
 
-std::string resolved_deck_text(const Deck& d) {
+std::string resolved_deck_text(const Deck& d, const DeckKeys& keys) {
   std::string out = "# resolved deck (defaults and --set overrides applied); source: " + d.path + "\n";
   for (const auto& s : deck_sections()) {
     out += (s.name == deck_sections().front().name ? "[" : "\n[") + s.name + "]\n";
-    for (const auto& k : deck_keys())
+    for (const auto& k : keys)
       if (k.section == s.name && k.misplaced(d).empty()) out += k.name + " = " + format_deck_value(k.get(d)) + "\n";
   }
   return out;
 }
 
-std::vector<std::string> inert_key_resets(const Deck& d) {
+std::vector<std::string> inert_key_resets(const Deck& d, const DeckKeys& keys) {
   const Deck defaults;
   std::vector<std::string> out;
-  for (const auto& k : deck_keys()) {
+  for (const auto& k : keys) {
     const std::string value = format_deck_value(k.get(defaults));
     if (k.misplaced(d).empty() && !k.inert(d).empty() && format_deck_value(k.get(d)) != value)
       out.push_back(k.section + "." + k.name + "=" + value);
@@ -256,12 +247,13 @@ Deck parse_deck(const std::string& toml_text, const std::string& origin, const s
   }
   if (!root.is_table()) root = toml::table{};
   for (const auto& spec : overrides) apply_override(root, spec, origin);
-  Deck d = read_keys(root, origin, model_rules);
+  const DeckKeys& keys = model_rules.table ? *model_rules.table : core_deck_keys();
+  Deck d = read_keys(root, origin, model_rules, keys);
   check_cross_keys(d, origin);
   if (model_rules.check) model_rules.check(d, origin);
-  if (effect == KeyEffect::Refuse) check_keys_act(d, origin);  // (after the rules with more to say)
+  if (effect == KeyEffect::Refuse) check_keys_act(d, origin, keys);  // (after the rules with more to say)
   check_model_fits_grid(d, origin);
-  d.resolved_toml = resolved_deck_text(d);
+  d.resolved_toml = resolved_deck_text(d, keys);
   return d;
 }
 

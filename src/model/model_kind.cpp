@@ -73,6 +73,9 @@ void check_model_deck(const Deck& d, const std::string& origin) {
   if (k.check) k.check(d, rule);  // its own first: they say more than the rules of every kind
   const auto& p = d.parallel;
   const DataKind data = d.data.kind;
+  rule(p.expert == 1 || d.model.moe_experts > 0, "parallel.expert",
+       "= " + std::to_string(p.expert) +
+           " splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)");
   rule(std::find(k.reads.begin(), k.reads.end(), data) != k.reads.end(), "data.kind",
        quoted(to_string(data)) + " goes with " + kinds_that([&](const ModelKind& m) {
          return std::find(m.reads.begin(), m.reads.end(), data) != m.reads.end();
@@ -119,6 +122,15 @@ void check_mgrit_steps(const Deck& d, int64_t steps, const std::string& steps_wh
            (power < 1e15 ? std::to_string(int64_t(power)) : toml::format(toml::value(power))) + ")");
 }
 
+const DeckKeys& model_deck_keys() {
+  static const DeckKeys table = [] {
+    DeckKeys kinds;
+    for (const auto& k : model_kinds()) kinds.insert(kinds.end(), k.keys.begin(), k.keys.end());
+    return merge_deck_keys(kinds);
+  }();
+  return table;
+}
+
 namespace {
 ModelRules kind_rules() {
   return {[](const std::string& kind) {
@@ -126,7 +138,7 @@ ModelRules kind_rules() {
             named.model.kind = kind;
             model_kind_of(named);
           },
-          check_model_deck};
+          check_model_deck, &model_deck_keys()};
 }
 }  // namespace
 

@@ -3,14 +3,16 @@
 // the rules its decks must keep, how it is built on a rank and how a run describes it.
 // The kinds are listed in model_kind.cpp (model_kinds()); adding one is a file in
 // src/model and a line there. The core deck knows no kind: it keeps model.kind as a word,
-// and load_model_deck below refuses a word that names no kind, and a deck the kind's
-// rules refuse, in one line each.
+// a kind declares its own keys (ModelKind::keys) and rules, and load_model_deck below
+// reads a deck through the whole table, refusing a word that names no kind, another
+// kind's key and a deck the kind's rules refuse, in one line each.
 #include <array>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/deck_keys.hpp"
 #include "core/deck_reading.hpp"
 #include "model/stage_model.hpp"
 #include "parallel/context_parallel.hpp"
@@ -61,10 +63,18 @@ struct ModelKind {
   std::function<RunDescription(const Deck&, StageModel<float>&, const RunSetting&)> describe;
   // (m, k, n) of its matrix products, a data replica's rows (model_product_shapes)
   std::function<std::vector<std::array<int64_t, 3>>(const Deck&)> product_shapes;
+  // its own deck keys (core/deck_key.hpp: each refuses a deck of another kind, misplaced)
+  DeckKeys keys;
 };
+
+// The GPT (gpt_kind.cpp), the kind the planner, generate and the model files serve.
+inline bool is_gpt(const ModelConfig& m) { return m.kind == "gpt"; }
 
 // Every kind, in the order the deck reference lists them.
 const std::vector<ModelKind>& model_kinds();
+// Every key a deck may have: the core's and every kind's (core/deck_keys.hpp's
+// merge_deck_keys), the table decks are read, written, compared and documented by.
+const DeckKeys& model_deck_keys();
 // The deck's kind; a UserError naming the kinds when model.kind names none.
 const ModelKind& model_kind_of(const Deck& deck);
 

@@ -1,6 +1,7 @@
 // model.kind = "resnet": the residual network for images (resnet.hpp), whose steps are an
 // ODE's (layer-parallel training by MGRIT); its deck rules, how it is built, how a run
 // describes it.
+#include "core/deck_key_builders.hpp"
 #include "core/log.hpp"
 #include "model/model_kind.hpp"
 #include "model/resnet.hpp"
@@ -10,17 +11,33 @@
 namespace strata {
 namespace {
 
+// The residual network's deck keys: its steps and their width (every other kind refuses them).
+DeckKeys resnet_deck_keys() {
+  using namespace deck_key_builders;
+  using D = Deck;
+  const char* model = "model";
+  const auto own = [](DeckKey k) { return for_kind(std::move(k), "resnet", "the residual network"); };
+  return {
+      own(key(model, &D::model, "steps", &ModelConfig::steps, at_least<int64_t>(1),
+                      "resnet: residual steps N (at least parallel.pipeline)")),
+      own(key(model, &D::model, "width", &ModelConfig::width, at_least<int64_t>(1),
+                      "resnet: width of the dense steps")),
+      own(key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
+                      "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width `width`")),
+      own(key(model, &D::model, "t_final", &ModelConfig::t_final, above(0.0),
+                      "resnet: final time T = N h of the residual steps")),
+      own(key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
+                      "resnet: std of the residual steps' initial weights")),
+  };
+}
+
 void check_resnet(const Deck& d, const DeckRule& rule) {
   const auto& p = d.parallel;
   const auto& m = d.model;
-  const auto& lp = d.layerpar;
   rule(p.recompute != Recompute::Selective, "parallel.recompute",
        "= \"selective\" is the GPT's: the residual network keeps only its states already (each step's activation is "
        "remade in its backward); \"full\" keeps every k-th");
   if (p.mgrit()) check_mgrit_steps(d, m.steps, "model.steps (" + std::to_string(m.steps) + ")", rule);
-  rule(lp.buffer_open == 0 && lp.buffer_close == 0, "layerpar.buffer_open",
-       "and buffer_close apply to model.kind = \"gpt\": the residual network's opening and closing layers are its "
-       "serial parts already");
 }
 
 std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const ModelPart& part) {
@@ -77,6 +94,7 @@ ModelKind resnet_kind() {
   k.make = make_resnet;
   k.describe = describe_resnet;
   k.product_shapes = resnet_product_shapes;
+  k.keys = resnet_deck_keys();
   return k;
 }
 

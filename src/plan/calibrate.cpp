@@ -24,6 +24,7 @@
 #include "kernels/residual.hpp"
 #include "model/gpt.hpp"
 #include "model/make_model.hpp"
+#include "model/model_kind.hpp"
 #include "optim/weight_prediction.hpp"
 #include "plan/stage_costs.hpp"
 #if defined(KOKKOS_ENABLE_OPENMP)  // (Kokkos' configuration, from the headers above)
@@ -178,7 +179,7 @@ ThreadScaling measure_thread_scaling(const Deck& deck, Comm& comm, bool bf16) {
     s.gemm.push_back(model_gemm_rate(deck, Precision::FP32, 0.1));
     if (bf16) s.bf16_gemm.push_back(model_gemm_rate(deck, Precision::BF16, 0.1));
     s.memory.push_back(openmp_triad(c));
-    if (deck.model.is_gpt()) on_threads(c, [&] { s.activation.push_back(1.0 / elementwise_seconds(deck)); });
+    if (is_gpt(deck.model)) on_threads(c, [&] { s.activation.push_back(1.0 / elementwise_seconds(deck)); });
   }
   for (auto* v : {&s.gemm, &s.bf16_gemm, &s.memory, &s.activation}) *v = speedups(comm, *v);
   return s;
@@ -352,7 +353,7 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
   const double start = Timers::now(), node_start = node_busy_cpu_seconds(), own_start = process_cpu_seconds();
 
   const bool bf16 = kernels::bf16_products_unavailable().empty();
-  const bool gpt = deck.model.is_gpt();
+  const bool gpt = is_gpt(deck.model);
   const auto model = gpt ? one_layer(deck) : nullptr;
   double forward_backward_speed = 0;  // the one-layer model's forward and backward per second, the fastest repeat
   cal.repeats = std::max(1, repeats);

@@ -1,6 +1,7 @@
 #include "plan/layout.hpp"
 
 #include "core/deck_reading.hpp"
+#include "model/model_kind.hpp"
 
 namespace strata {
 
@@ -55,7 +56,7 @@ std::vector<std::string> layout_overrides(const Layout& p) {
 
 std::vector<std::string> run_overrides(const Deck& deck, const Layout& l) {
   std::vector<std::string> out = layout_overrides(l);
-  for (auto& reset : inert_key_resets(with_layout(deck, l))) out.push_back(std::move(reset));
+  for (auto& reset : inert_key_resets(with_layout(deck, l), model_deck_keys())) out.push_back(std::move(reset));
   return out;
 }
 

@@ -56,7 +56,7 @@ std::vector<Layout> tensor_splits(const Deck& deck, int ranks, const MachineFile
     }
   const bool all_3d = deck.parallel.tensor_mode == TensorMode::ThreeD && ranks <= 8;
   for (int size = 2; size <= ranks; ++size) {
-    if (ranks % size != 0 || !deck.model.is_gpt()) continue;
+    if (ranks % size != 0 || !is_gpt(deck.model)) continue;
     for (const Layout& l : kept_3d_splits(deck, ranks, size, machine, all_3d)) {
       Layout split = serial;
       split.tensor_mode = TensorMode::ThreeD;
@@ -73,7 +73,7 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
   for (const Layout& split : splits)
     for (int x = 1; x <= ranks / split.tensor_size(); ++x)
       if ((ranks / split.tensor_size()) % x == 0 &&
-          (x == 1 || (deck.model.is_gpt() && deck.model.seq_len % (2 * x) == 0))) {
+          (x == 1 || (is_gpt(deck.model) && deck.model.seq_len % (2 * x) == 0))) {
         Layout l = split;
         l.context = x;
         l.context_mode = x > 1 ? deck.parallel.context_mode : ContextMode::Ring;  // as the deck asks (acts with a split)
@@ -86,7 +86,7 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
 // split e dividing data (with mixtures), no 2D split with mixtures.
 std::vector<Layout> admitted(const Deck& deck, Layout l) {
   std::vector<Layout> out;
-  const int64_t experts = deck.model.is_gpt() ? deck.model.moe_experts : 0;
+  const int64_t experts = is_gpt(deck.model) ? deck.model.moe_experts : 0;
   if (experts > 0 && l.tensor_mode == TensorMode::TwoD) return out;
   for (int e = 1; e <= l.data; ++e) {
     if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
@@ -119,7 +119,7 @@ struct Admit {
 void add_staged(const Deck& deck, Layout l, const Admit& admit) {
   const int64_t p = l.pipeline;
   const int64_t replica_batch = deck.data.batch_size / l.data;
-  if (model_kind_of(deck).layer_parallel && deck.model.is_gpt() && l.context == 1 && !l.sequence_parallel &&
+  if (model_kind_of(deck).layer_parallel && is_gpt(deck.model) && l.context == 1 && !l.sequence_parallel &&
       l.tensor_mode == TensorMode::OneD) {
     Layout lp = l;
     lp.layer_method = LayerMethod::MGRIT;

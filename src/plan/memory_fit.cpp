@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "model/model_kind.hpp"
 #include "plan/layout.hpp"
 #include "plan/step_prediction.hpp"
 
@@ -27,7 +28,7 @@ void check_fits_in_memory(const Deck& deck, const MemoryCapacity& capacity) {
                                        "activation values): check model.n_layer, n_embd, vocab_size, seq_len and "
                                        "data.batch_size",
                                        weights, activations));
-  if (!m.is_gpt() || (capacity.node_bytes <= 0 && capacity.rank_bytes <= 0)) return;
+  if (!is_gpt(m) || (capacity.node_bytes <= 0 && capacity.rank_bytes <= 0)) return;
   const Layout layout = deck.parallel;
   const MemoryPrediction need = predict_memory(deck, layout);
   const double per_rank = double(need.state_bytes + need.activation_bytes);

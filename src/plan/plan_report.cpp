@@ -106,7 +106,7 @@ std::vector<StepPrediction> rank_layouts(const Deck& deck, int ranks, const Mach
   std::vector<StepPrediction> out;
   for (const Layout& l : feasible_layouts(deck, ranks, &machine)) {
     out.push_back(predict_step(deck, l, machine, 0, &models));
-    if (fits(out.back(), machine) || !deck.model.is_gpt()) continue;
+    if (fits(out.back(), machine) || !is_gpt(deck.model)) continue;
     // memory-bound: the fastest variant that fits, beside the layout as asked; of variants
     // within 1% of it, the one with the fewest options (a simpler run at the same speed:
     // ZeRO-1's smaller update alone would otherwise win every tie)

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "io/trace_file.hpp"
+#include "model/model_kind.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
 
@@ -58,7 +59,7 @@ std::string hms(double s) {
 std::string check_deck_against_checkpoint(const std::string& path, const std::string& written_with,
                                           const std::string& now) {
   std::string changed;
-  for (const auto& c : deck_changes(written_with, now)) {
+  for (const auto& c : deck_changes(written_with, now, model_deck_keys())) {
     if ((c.key.rfind("model.", 0) == 0 && c.key != "model.precision" && c.key != "model.init_from") ||
         c.key == "run.seed")
       throw UserError("checkpoint '" + path + "' was written with " + c.key + " = " + c.before + ", the deck has " +

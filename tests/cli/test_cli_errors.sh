@@ -212,7 +212,7 @@ expect 1 'parallel.tensor_mode = "2d" does not run with schedule = "mgrit": the 
 expect 1 'parallel.tensor_mode = "1d" with sequence_parallel does not run with schedule = "mgrit"' -- deck good.toml "${mgrit_gpt[@]}" --set parallel.tensor_cols=2 --set parallel.sequence_parallel=true
 expect 1 'parallel.context does not run with schedule = "mgrit"' -- deck good.toml "${mgrit_gpt[@]}" --set parallel.context=2
 expect 1 'model.moe_experts does not run with schedule = "mgrit"' -- deck good.toml "${mgrit_gpt[@]}" --set model.moe_experts=2
-expect 1 'layerpar.buffer_open and buffer_close apply to model.kind = "gpt"' -- deck resnet.toml --set layerpar.buffer_open=1
+expect 1 'layerpar.buffer_open applies to model.kind = "gpt" only' -- deck resnet.toml --set layerpar.buffer_open=1
 expect 1 'layerpar.control = "switch" acts on the gradient checks: set layerpar.check_every to how often they run' -- deck good.toml "${mgrit_gpt[@]}" --set layerpar.control=switch
 expect 1 'parallel.schedule "xpipe" runs model.kind = "gpt"; the residual network runs data x pipeline (gpipe, 1f1b, zb-h1 or zb-h2) or data x layer-parallel (mgrit)' -- deck resnet.toml --set parallel.schedule=xpipe
 expect 1 'parallel.schedule "interleaved" runs model.kind = "gpt"' -- deck resnet.toml --set parallel.schedule=interleaved --set parallel.virtual_stages=2

@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "core/deck.hpp"
-#include "core/deck_reading.hpp"
 #include "core/deck_keys.hpp"
+#include "core/deck_reading.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 
 using namespace strata;
 
@@ -37,7 +38,7 @@ std::map<std::string, Witness> witnesses() {
       {"model.moe_ffn_hidden", {{"model.moe_ffn_hidden=128"}, kExperts}},
       {"optim.moe_aux_loss", {{"optim.moe_aux_loss=0.02"}, kExperts}},
       {"optim.moe_z_loss", {{"optim.moe_z_loss=0.001"}, kExperts}},
-      {"data.dir", {{"data.dir=\"/tmp\""}, {"data.kind=\"images\""}}},
+      {"data.dir", {{"data.dir=\"/tmp\""}, {"data.kind=\"images\"", "model.kind=\"softmax\""}}},
       {"data.shards", {{"data.shards=[\"a.tok\"]"}, {"data.kind=\"tokens\""}}},
       {"data.val_shards", {{"data.val_shards=[\"v.tok\"]"}, {"data.kind=\"tokens\"", "data.shards=[\"a.tok\"]"}}},
       {"data.val_fraction", {{"data.val_fraction=0.1"}, {"data.kind=\"text\"", "data.files=[\"a.txt\"]"}}},
@@ -98,15 +99,16 @@ const std::set<std::string> kAlwaysAct = {
     "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps",
     "optim.grad_clip"};
 
+// Through the whole key table (the core's and the kinds' keys) and the kinds' rules.
 Deck parse(const std::vector<std::string>& overrides) {
-  return parse_deck("[data]\nkind = \"random\"\n", "witness.toml", overrides);
+  return parse_model_deck("[data]\nkind = \"random\"\n", "witness.toml", overrides);
 }
 
 }  // namespace
 
 TEST_CASE("every deck key either acts in every deck or is refused where it has no effect", "[deck][keys]") {
   const auto table = witnesses();
-  for (const auto& k : deck_keys()) {
+  for (const auto& k : model_deck_keys()) {
     const std::string name = k.section + "." + k.name;
     INFO(name);
     const auto w = table.find(name);
@@ -127,7 +129,7 @@ TEST_CASE("every deck key either acts in every deck or is refused where it has n
   }
   for (const auto& [name, w] : table) {  // no witness for a key the table does not have
     bool declared = false;
-    for (const auto& k : deck_keys()) declared = declared || k.section + "." + k.name == name;
+    for (const auto& k : model_deck_keys()) declared = declared || k.section + "." + k.name == name;
     CHECK(declared);
   }
 }
@@ -144,6 +146,6 @@ TEST_CASE("a key without effect is refused naming what it needs; a checkpoint's 
   }
   // its default says nothing, and a deck a checkpoint stored is read as it was written
   CHECK_NOTHROW(parse({"parallel.schedule=\"1f1b\""}));
-  CHECK(parse_deck("[data]\nkind = \"random\"\n[parallel]\nschedule = \"zb-h1\"\n", "stored", {}, {}, KeyEffect::Ignore)
+  CHECK(parse_model_deck("[data]\nkind = \"random\"\n[parallel]\nschedule = \"zb-h1\"\n", "stored", {}, KeyEffect::Ignore)
             .parallel.schedule == Schedule::ZBH1);
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_kind.hpp"
 #include "support/gather_params.hpp"
 #include "support/mpi_test_helpers.hpp"
 
@@ -39,7 +40,7 @@ grad_clip = 1.0
 )";
   std::vector<std::string> with_data = {"data.dir=" + test_image_dir()};  // a slice of Fashion-MNIST
   with_data.insert(with_data.end(), overrides.begin(), overrides.end());
-  return parse_deck(text, "softmax test deck", with_data);
+  return parse_model_deck(text, "softmax test deck", with_data);
 }
 
 }  // namespace

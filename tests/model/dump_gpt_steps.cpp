@@ -13,6 +13,7 @@
 #include "data/token_batches.hpp"
 #include "io/random_tokens.hpp"
 #include "model/gpt.hpp"
+#include "model/model_kind.hpp"
 #include "optim/adamw.hpp"
 #include "optim/grad_clip.hpp"
 
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   }
   Kokkos::ScopeGuard kokkos(argc, argv);
   const std::string out = argv[1];
-  const Deck deck = parse_deck(R"(
+  const Deck deck = parse_model_deck(R"(
 [run]
 steps = 4
 seed = 5

@@ -9,10 +9,10 @@
 
 #include "core/error.hpp"
 #include "model/model_kind.hpp"
+#include "plan/dry_models.hpp"
 #include "plan/layout.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/machine_file.hpp"
-#include "plan/dry_models.hpp"
 #include "plan/step_prediction.hpp"
 #include "support/source_file.hpp"
 
@@ -40,7 +40,7 @@ std::string key(const Layout& l) {
 }  // namespace
 
 TEST_CASE("3D search: a tensor size's splits are those the widths allow, fastest first", "[plan][axonn]") {
-  const Deck deck = load_deck(source_file("inputs/gpt-1.3b.toml"));
+  const Deck deck = load_model_deck(source_file("inputs/gpt-1.3b.toml"));
   const MachineFile m = read_machine_file(source_file("machines/h100-dgx-cluster.toml"));
   for (const int size : {2, 4, 8, 16, 64}) {
     const auto ranked = ranked_3d_splits(deck, 64, size, &m);
@@ -79,7 +79,7 @@ TEST_CASE("3D search: the pruned search loses no layout the full prediction rank
                                       {"parallel.data=1", "parallel.pipeline=1", "parallel.tensor_rows=1",
                                        "parallel.tensor_cols=1", "parallel.micro_batches=1", "parallel.expert=1"},
                                       KeyEffect::Ignore);
-    if (!deck.model.is_gpt()) continue;
+    if (!is_gpt(deck.model)) continue;
     ++decks;
     for (const char* machine : {"machines/h100-dgx-cluster.toml", "machines/debian-2core-vm.toml"}) {
       const MachineFile m = read_machine_file(source_file(machine));

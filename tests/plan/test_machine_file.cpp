@@ -12,6 +12,7 @@
 #include "core/deck_reading.hpp"
 #include "core/error.hpp"
 #include "kernels/matmul_bf16.hpp"
+#include "model/model_kind.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/step_prediction.hpp"
 
@@ -95,11 +96,11 @@ TEST_CASE("the bf16 GEMM rate: read back, optional, and what a bf16 deck's GEMMs
 
   // a bf16 deck on a machine whose bf16 rate equals its fp32 rate is the fp32 prediction;
   // a faster bf16 rate takes time off the GEMMs only
-  const Deck fp32 = parse_deck(
+  const Deck fp32 = parse_model_deck(
       "[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
       "[data]\nkind = \"random\"\nbatch_size = 8\n",
       "deck.toml", {});
-  const Deck bf16 = parse_deck(
+  const Deck bf16 = parse_model_deck(
       "[model]\nn_layer = 2\nn_embd = 64\nn_head = 4\nvocab_size = 256\nseq_len = 32\n"
       "[data]\nkind = \"random\"\nbatch_size = 8\n",
       "deck.toml", {"model.precision=bf16"});

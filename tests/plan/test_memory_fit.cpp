@@ -39,7 +39,7 @@ void require_overrides_select(const std::function<Deck(std::vector<std::string>)
     INFO(plan_name(l));
     const Deck run = read(run_overrides(read({}), l));
     CHECK(plan_name(run.parallel) == plan_name(l));
-    CHECK(resolved_deck_text(run) == resolved_deck_text(with_layout(run, l)));
+    CHECK(resolved_deck_text(run, model_deck_keys()) == resolved_deck_text(with_layout(run, l), model_deck_keys()));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/deck_reading.hpp"
+#include "model/model_kind.hpp"
 #include "plan/layout.hpp"
 #include "plan/step_prediction.hpp"
 #include "support/source_file.hpp"
@@ -16,7 +17,7 @@ using namespace strata;
 using strata::test::source_file;
 
 TEST_CASE("ZeRO-3 holds at most 55% of ZeRO-0's state on 'small' over 2 data ranks", "[plan][zero]") {
-  const Deck deck = load_deck(source_file("inputs/bench-gpt-small.toml"));
+  const Deck deck = load_model_deck(source_file("inputs/bench-gpt-small.toml"));
   const auto state = [&](int zero) {
     Layout l;
     l.data = 2;

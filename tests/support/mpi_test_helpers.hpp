@@ -15,6 +15,7 @@
 #include "core/tensor.hpp"
 #include "engine/data_parallel.hpp"
 #include "model/gpt.hpp"
+#include "model/model_kind.hpp"
 #include "model/resnet.hpp"
 #include "support/test_images.hpp"
 #include "train/run_loop.hpp"
@@ -72,7 +73,7 @@ min_lr = 3e-4
 warmup_steps = 3
 grad_clip = 0.5
 )";
-  return parse_deck(text, "test deck", overrides);
+  return parse_model_deck(text, "test deck", overrides);
 }
 
 // 6 dense steps of width 16 (or 3x3 convolutions of 2 channels), batch 12, 6 steps with
@@ -102,7 +103,7 @@ grad_clip = 1.0
 )";
   std::vector<std::string> with_data = {"data.dir=" + test_image_dir()};
   with_data.insert(with_data.end(), overrides.begin(), overrides.end());
-  return parse_deck(text, "resnet test deck", with_data);
+  return parse_model_deck(text, "resnet test deck", with_data);
 }
 
 // No printing, no GEMM probe; outputs (run directory, checkpoints) only when asked.

@@ -17,6 +17,7 @@
 #include "data/token_batches.hpp"
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
+#include "model/model_kind.hpp"
 
 using namespace strata;
 
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
       rc = 3;
     } else {
       const std::string ckpt = argv[1];
-      const Deck deck = parse_deck(CheckpointReader(ckpt).string_attribute("deck"), ckpt);
+      const Deck deck = parse_model_deck(CheckpointReader(ckpt).string_attribute("deck"), ckpt);
       ModelConfig m = deck.model;
       m.precision = precision == "bf16" ? Precision::BF16 : Precision::FP32;
       GPT<float> model(m, deck.run.seed);

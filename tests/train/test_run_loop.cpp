@@ -11,6 +11,7 @@
 
 #include "core/deck_reading.hpp"
 #include "core/error.hpp"
+#include "model/model_kind.hpp"
 #include "report/run_metrics.hpp"
 #include "support/mpi_test_helpers.hpp"
 #include "train/run_loop.hpp"
@@ -75,7 +76,7 @@ class ScriptedJob : public TrainSteps {
 Deck loop_deck(const std::vector<std::string>& overrides) {
   std::vector<std::string> o = {"parallel.data=" + std::to_string(test::world_size())};
   o.insert(o.end(), overrides.begin(), overrides.end());
-  return parse_deck("[run]\nname = \"loop\"\nout_dir = \"run_loop_test_runs\"\nsteps = 12\n[data]\nkind = \"random\"\n",
+  return parse_model_deck("[run]\nname = \"loop\"\nout_dir = \"run_loop_test_runs\"\nsteps = 12\n[data]\nkind = \"random\"\n",
                     "loop deck", o);
 }
 
