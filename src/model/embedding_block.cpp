@@ -21,6 +21,7 @@ EmbeddingBlock<T>::EmbeddingBlock(ParamStore<T>& store, const TensorParallel& tp
     wte.replicas *= 2;
   }
   if (!placement.first() && !placement.last()) wte = not_held({rows, c});
+  wte.tied = true;  // the LM head's too (lm_head.hpp)
   wte_ = store.add("wte", {rows, c}, Init::Normal, std, true, wte);
   store.draw_rows_below(wte_, vocab);  // a padding starts at zero, as llm.c's
   wpe_ = store.add(

@@ -97,7 +97,6 @@ class GPT : public StageModel<T> {
   V2<const T> input_grad(const StageCache& cache) const override { return as_acts(cache).dres; }
   const StagePlacement& placement() const override { return placement_; }
   int64_t targets_per_sample() const override { return cfg_.seq_len; }
-  int tied_index() const override { return embedding_->wte_index(); }
 
   // Logits of the last forward (before any backward overwrites them): (batch*seq_len,
   // vocab) without a tensor split, else this rank's rows and vocabulary columns.
@@ -126,7 +125,7 @@ class GPT : public StageModel<T> {
   // ZeRO-3: the forward's steps: the embedding, each block (with the experts' region where
   // its MLP is a mixture), the head (the final norm and the tied wte); the backward's: the
   // head, each block back (the embedding's backward reads no parameter).
-  using typename StageModel<T>::ParamSteps;
+  using typename StageUnits<T>::ParamSteps;
   ParamSteps param_steps(int chunk, bool backward) const override;
   // ZeRO-2/3's finer units (with sharded = true, where the model allows them: no 2D or 3D split,
   // no sequence parallelism; the caller passes false for the zero-bubble schedules, whose
@@ -139,7 +138,7 @@ class GPT : public StageModel<T> {
   // where the stage runs the head and the embedding.
   void use_fine_units(bool sharded, int shards);
   bool fine_units() const override { return fine_; }
-  int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const override;
+  StageMemory memory_for(const BlockContext& ctx, int chunk = 0, bool loss_cache_shared = false) const override;
   // Layer-parallel training (placement.holds_layer_steps()): the blocks between the
   // buffers as ODE steps (gpt_layer_steps.hpp), else nullptr.
   // For them, one block l at a time as a step of size scale (TransformerBlock::forward) on
@@ -153,8 +152,6 @@ class GPT : public StageModel<T> {
   // Its weight half then runs with its input half (the next forward overwrites the logits).
   void share_loss_layer_cache(bool share) override { share_head_ = share && placement_.last(); }
   int64_t shared_cache_bytes() const override { return share_head_ ? shared_head_.bytes() : 0; }
-  int64_t workspace_bytes_for(const BlockContext& ctx) const override;
-  int64_t shared_cache_bytes_for(const BlockContext& ctx) const override;
   // Training FLOPs of one micro-batch of ctx on this rank: this stage's share of
   // flops_per_token() (the LM head's product where the head runs), over the tensor group.
   double stage_flops(const BlockContext& ctx) const;
@@ -178,6 +175,11 @@ class GPT : public StageModel<T> {
                     const GradReadyFn& on_ready) override;
 
  private:
+  // memory_for's parts: one cache (the head's in it unless shared_head), the shared head
+  // cache, the workspace
+  int64_t cache_bytes(const BlockContext& ctx, int chunk, bool shared_head) const;
+  int64_t head_cache_bytes(const BlockContext& ctx) const;
+  int64_t workspace_bytes_for(const BlockContext& ctx) const;
   // The rows of the replica's batch this rank runs the blocks on: T/X of each sequence
   // under a context split, and in 2D its batch block of those.
   BlockContext local_context(const BlockContext& replica) const;

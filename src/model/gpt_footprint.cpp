@@ -39,7 +39,17 @@ int64_t GPT<T>::workspace_bytes_for(const BlockContext& ctx) const {
 }
 
 template <class T>
-int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
+StageMemory GPT<T>::memory_for(const BlockContext& ctx, int chunk, bool loss_cache_shared) const {
+  const bool shared_head = loss_cache_shared && placement_.last();
+  StageMemory m;
+  m.cache = cache_bytes(ctx, chunk, shared_head);
+  m.shared_cache = shared_head ? head_cache_bytes(ctx) : 0;
+  m.workspace = workspace_bytes_for(ctx);
+  return m;
+}
+
+template <class T>
+int64_t GPT<T>::cache_bytes(const BlockContext& ctx, int chunk, bool shared_head) const {
   const BlockContext local = local_context(ctx);
   const int64_t rows = local.rows(), c = boundary_shape(ctx).second;
   const int64_t stream = boundary_shape(ctx).first;  // the residual stream's rows (sequence parallelism: rows / t)
@@ -77,16 +87,14 @@ int64_t GPT<T>::cache_bytes_for(const BlockContext& ctx, int chunk) const {
       }
       break;
   }
-  if (placement_.model_last(chunk) && !share_head_)
-    b += LMHeadCache<T>::bytes_for(rows, tp_.row_split(), c, store_.infos()[tied_index()].count[0]);
+  if (placement_.model_last(chunk) && !shared_head) b += head_cache_bytes(ctx);
   return b;
 }
 
 template <class T>
-int64_t GPT<T>::shared_cache_bytes_for(const BlockContext& ctx) const {
-  if (!share_head_) return 0;
+int64_t GPT<T>::head_cache_bytes(const BlockContext& ctx) const {
   return LMHeadCache<T>::bytes_for(local_context(ctx).rows(), tp_.row_split(), boundary_shape(ctx).second,
-                                   store_.infos()[tied_index()].count[0]);
+                                   store_.infos()[size_t(embedding_->wte_index())].count[0]);
 }
 
 // A parameter's share of the work a token does: an expert's, top_k of every E.
@@ -132,8 +140,9 @@ double GPT<T>::flops_per_token() const {
 #define STRATA_GPT_FOOTPRINT(T)                                                             \
   template void GPT<T>::micro_batch_traffic(const BlockContext&, Traffic&, int) const;       \
   template int64_t GPT<T>::workspace_bytes_for(const BlockContext&) const;                  \
-  template int64_t GPT<T>::cache_bytes_for(const BlockContext&, int) const;                 \
-  template int64_t GPT<T>::shared_cache_bytes_for(const BlockContext&) const;               \
+  template StageMemory GPT<T>::memory_for(const BlockContext&, int, bool) const;            \
+  template int64_t GPT<T>::cache_bytes(const BlockContext&, int, bool) const;               \
+  template int64_t GPT<T>::head_cache_bytes(const BlockContext&) const;                     \
   template double GPT<T>::stage_flops(const BlockContext&) const;                           \
   template double GPT<T>::attention_model_flops(const BlockContext&) const;                 \
   template double GPT<T>::attention_kernel_flops(const BlockContext&) const;                \

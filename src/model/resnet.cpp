@@ -328,13 +328,6 @@ void ResNet<T>::backward_weight(const BlockContext&, StageCache& cache, const Gr
 }
 
 template <class T>
-int64_t ResNet<T>::weight_pass_bytes_for(const BlockContext& ctx) const {
-  const int64_t rows = convolutional() ? ctx.batch * side_ * side_ : ctx.batch;
-  return (placement_.layer_end - placement_.layer_begin) * rows * (convolutional() ? cfg_.channels : cfg_.width) *
-         int64_t(sizeof(T));
-}
-
-template <class T>
 std::pair<int64_t, int64_t> ResNet<T>::range_of(int first, int last) const {
   const auto& infos = store_.infos();
   return {infos[size_t(first)].offset, infos[size_t(last)].offset + infos[size_t(last)].numel};
@@ -351,7 +344,7 @@ std::vector<std::pair<int64_t, int64_t>> ResNet<T>::grad_ready_order() const {
 }
 
 template <class T>
-int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx, int) const {
+StageMemory ResNet<T>::memory_for(const BlockContext& ctx, int, bool) const {
   const int64_t b = ctx.batch, w = state_size(), e = sizeof(T), steps = placement_.layer_end - placement_.layer_begin;
   const int64_t c = convolutional() ? cfg_.channels : cfg_.width, rows = convolutional() ? b * side_ * side_ : b;
   const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);
@@ -360,7 +353,10 @@ int64_t ResNet<T>::cache_bytes_for(const BlockContext& ctx, int) const {
   // im2col rows and their gradient, last sized by the opening layer's backward on the first stage
   if (convolutional()) bytes += 2 * rows * 9 * (placement_.first() ? 1 : cfg_.channels) * e;
   if (placement_.last()) bytes += (b * cfg_.classes + 2 * b) * e;  // logits, lse, losses
-  return bytes;
+  StageMemory m;
+  m.cache = bytes;
+  m.weight_pass = steps * rows * c * e;  // each step's dt dz
+  return m;
 }
 
 template struct ResNetActivations<float>;

@@ -145,16 +145,16 @@ class ResNet : public StageModel<T> {
     return {ctx.batch, state_size()};
   }
   // The halves: the input half runs the closing layer's input product and every step's
-  // adjoint, keeping each step's dt dz (one state's size per step: weight_pass_bytes_for);
+  // adjoint, keeping each step's dt dz (one state's size per step: StageMemory::weight_pass);
   // the weight half forms every weight and bias gradient from them (and the opening
   // layer's). Refused with recompute_states (the remade states are gone by then).
   void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) override;
   void backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) override;
-  int64_t weight_pass_bytes_for(const BlockContext& ctx) const override;
   V2<const T> input_grad(const StageCache& cache) const override;
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
   void micro_batch_traffic(const BlockContext&, Traffic&, int = 0) const override {}  // no tensor split
-  int64_t cache_bytes_for(const BlockContext& ctx, int = 0) const override;
+  // the cache, and on top of it each step's dt dz between the halves (weight_pass)
+  StageMemory memory_for(const BlockContext& ctx, int = 0, bool = false) const override;
   bool counts_correct() const override { return true; }
   int64_t correct(const StageCache& cache) const override;
   // Its steps for layer-parallel training (resnet_steps.hpp).

@@ -58,8 +58,10 @@ std::vector<std::pair<int64_t, int64_t>> SoftmaxRegression<T>::grad_ready_order(
 }
 
 template <class T>
-int64_t SoftmaxRegression<T>::cache_bytes_for(const BlockContext& ctx, int) const {
-  return (ctx.batch * cfg_.classes + 2 * ctx.batch) * int64_t(sizeof(T));  // logits, lse, losses
+StageMemory SoftmaxRegression<T>::memory_for(const BlockContext& ctx, int, bool) const {
+  StageMemory m;
+  m.cache = (ctx.batch * cfg_.classes + 2 * ctx.batch) * int64_t(sizeof(T));  // logits, lse, losses
+  return m;
 }
 
 template <class T>

@@ -54,7 +54,7 @@ class SoftmaxRegression : public StageModel<T> {
   V2<const T> input_grad(const StageCache&) const override { return {}; }
   std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
   void micro_batch_traffic(const BlockContext&, Traffic&, int = 0) const override {}  // no tensor split
-  int64_t cache_bytes_for(const BlockContext& ctx, int = 0) const override;
+  StageMemory memory_for(const BlockContext& ctx, int = 0, bool = false) const override;
   bool counts_correct() const override { return true; }
   int64_t correct(const StageCache& cache) const override;
 

@@ -1,9 +1,12 @@
 #pragma once
 // StageModel: what an engine asks of the part of a model this rank holds (a pipeline
-// stage, or the whole model), whatever the model; StageFootprint, its part that the
-// planner reads (declarations, no forward or backward). Engines (data parallel, the
-// pipeline executor, MGRIT) are written against StageModel alone, the planner against
-// StageFootprint; the GPT, the residual network and the softmax regression implement it.
+// stage, or the whole model), whatever the model. Its interface comes in three parts, one
+// concern each: StageUnits (model/stage_units.hpp: the ranges ZeRO's units are made of),
+// StageFootprint (model/stage_footprint.hpp: what the planner reads, declarations only) and
+// this one (training: caches, forward, the backward's halves; evaluation: the samples a
+// classifier got right). Engines (data parallel, the pipeline executor, MGRIT) are
+// written against StageModel alone, the planner against StageFootprint; the GPT, the
+// residual network and the softmax regression implement it.
 //
 // A stage knows its parameters (declared in a ParamStore, this rank's shards), runs one
 // micro-batch forward and backward with activation caches the engine owns (as many as the
@@ -21,11 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "comm/traffic.hpp"
 #include "core/tensor.hpp"
 #include "model/block_context.hpp"
-#include "model/stage_placement.hpp"
-#include "parallel/tensor_parallel.hpp"
+#include "model/stage_footprint.hpp"
 #include "state/param_store.hpp"
 
 namespace strata {
@@ -77,54 +78,6 @@ int64_t count_correct(V2<const T> logits, V1<const int32_t> labels) {
 template <class T>
 class OdeNetwork;
 
-// What a stage declares about itself without running: its parameters and place, the
-// shapes it passes on, and what one micro-batch costs it in messages and memory. The
-// planner reads a stage only through this (its dry models allocate nothing); the engines
-// read it too, through StageModel.
-template <class T>
-class StageFootprint {
- public:
-  virtual ~StageFootprint() = default;
-  virtual const ParamStore<T>& params() const = 0;
-  virtual const StagePlacement& placement() const = 0;
-  // The tensor split inside the stage (Serial for a model without one).
-  virtual const TensorParallel& tensor_parallel() const = 0;
-  // Loss terms per sample.
-  virtual int64_t targets_per_sample() const = 0;
-  BlockContext context(int64_t samples) const { return {samples, targets_per_sample()}; }
-  // (rows, columns) of what a forward on ctx passes to the next stage (and of its gradient) on this rank.
-  virtual std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const = 0;
-  // The flat-gradient ranges the backward hands to on_ready, in its order.
-  virtual std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const = 0;
-  // ZeRO-3 (ParamStore::use_params): the flat ranges each step of a chunk's forward or
-  // backward reads, in order; empty: a model that does not name them (it runs zero <= 2).
-  using ParamSteps = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
-  virtual ParamSteps param_steps(int /*chunk*/, bool /*backward*/) const { return {}; }
-  // ZeRO-2/3's finer units (GPT::use_fine_units): grad_ready_order() is the sequence of ranges
-  // the backward names, each written and named in turn (a range named twice: the tied
-  // wte's chunks, after the head and after the embedding).
-  virtual bool fine_units() const { return false; }
-  // A parameter the first and the last stage both hold (the GPT's tied embedding), whose
-  // two copies' gradients are summed before an update; -1 when there is none.
-  virtual int tied_index() const { return -1; }
-  // What one micro-batch's forward and backward on this stage (its chunk) sends
-  // (comm/traffic.hpp), call for call.
-  virtual void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const = 0;
-  // Bytes of one cache after a forward and backward of ctx on this stage (its chunk).
-  virtual int64_t cache_bytes_for(const BlockContext& ctx, int chunk = 0) const = 0;
-  // Bytes a cache holds on top of cache_bytes_for() once backward_input has run (what
-  // backward_weight reads that backward() never keeps).
-  virtual int64_t weight_pass_bytes_for(const BlockContext&) const { return 0; }
-  // The engine's promise that this stage runs each micro-batch's backward (or input half)
-  // before the next forward (one_forward_at_a_time): a model may then keep what its loss
-  // layer needs (the GPT's logits) once for all caches rather than in each (which changes
-  // cache_bytes_for). Its bytes for ctx, not in the caches':
-  virtual void share_loss_layer_cache(bool) {}
-  virtual int64_t shared_cache_bytes_for(const BlockContext&) const { return 0; }
-  // The stage's workspace (StageModel::workspace_bytes) after a training step on ctx.
-  virtual int64_t workspace_bytes_for(const BlockContext&) const { return 0; }
-};
-
 // What an engine runs: the stage's forward and backward of one micro-batch at a time.
 template <class T>
 class StageModel : public StageFootprint<T> {
@@ -167,24 +120,30 @@ class StageModel : public StageFootprint<T> {
   }
   // The same in two halves, for schedules that run them apart (zero-bubble pipelines):
   // backward_input leaves the input's gradient (input_grad()) and keeps in the cache what
-  // backward_weight needs (weight_pass_bytes_for); backward_weight then accumulates the
+  // backward_weight needs (StageMemory::weight_pass); backward_weight then accumulates the
   // parameters' gradients (some cheap ones may come with the input half) and hands on
   // their ranges. Their sum is the same, bit for bit, as backward()'s.
   virtual void backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> dout, StageCache& cache) = 0;
   virtual void backward_weight(const BlockContext& ctx, StageCache& cache, const GradReadyFn& on_ready) = 0;
   virtual V2<const T> input_grad(const StageCache& cache) const = 0;
 
-  // Classifiers: the samples of a micro-batch the forward that filled cache (on the last
-  // stage) predicted right; engines sum them like the loss when counts_correct().
-  virtual bool counts_correct() const { return false; }
-  virtual int64_t correct(const StageCache&) const { return 0; }
+  // The engine's promise that this stage runs each micro-batch's backward (or input half)
+  // before the next forward (one_forward_at_a_time): a model may then keep what its loss
+  // layer needs (the GPT's logits) once for all caches rather than in each
+  // (StageMemory::shared_cache, which memory_for counts with loss_cache_shared).
+  virtual void share_loss_layer_cache(bool) {}
   // The loss layer's cache kept once for all micro-batches (share_loss_layer_cache), as allocated.
   virtual int64_t shared_cache_bytes() const { return 0; }
+
+  // Evaluation of classifiers: the samples of a micro-batch the forward that filled cache
+  // (on the last stage) predicted right; engines sum them like the loss when counts_correct().
+  virtual bool counts_correct() const { return false; }
+  virtual int64_t correct(const StageCache&) const { return 0; }
   // Buffers the stage keeps from one call to the next, shared by its micro-batches and its
   // layers: the bf16 products' (ParamStore::product_workspace) and the model's own
   // (layer_workspace_bytes: the context split's exchange buffers, the backward's scratch),
-  // as allocated so far (for ctx: workspace_bytes_for). Counted with the activations by the
-  // run and the planner.
+  // as allocated so far (for ctx: StageMemory::workspace). Counted with the activations by
+  // the run and the planner.
   int64_t workspace_bytes() const { return params().product_workspace().bytes() + layer_workspace_bytes(); }
 
  protected:

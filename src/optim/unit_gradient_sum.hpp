@@ -37,8 +37,8 @@ std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_r
 template <class T>
 int tied_unit_named_twice(const StageFootprint<T>& model, const std::vector<GradientUnit>& units) {
   const auto& place = model.placement();
-  if (model.tied_index() < 0 || !place.first() || !place.last()) return -1;
-  const int64_t from = model.params().infos()[size_t(model.tied_index())].offset;
+  if (model.params().table().tied_index() < 0 || !place.first() || !place.last()) return -1;
+  const int64_t from = model.params().infos()[size_t(model.params().table().tied_index())].offset;
   for (size_t u = 0; u < units.size(); ++u)
     if (units[u].from == from) return int(u);
   return -1;
@@ -118,7 +118,7 @@ int64_t zero2_slot_values(const StageFootprint<T>& model, const std::vector<Grad
   // head, and again after the embedding), and every unit the backward writes but does not
   // name (the experts' region, the last stage's copy of wte; summed once, at the end); the
   // embedding's backward writes its two units (wte and wpe, named last) before naming either
-  const size_t embedding = !fine && model.tied_index() >= 0 && model.placement().first() ? 2 : 0;
+  const size_t embedding = !fine && model.params().table().tied_index() >= 0 && model.placement().first() ? 2 : 0;
   for (const BackwardPart part : backwards) {
     if (part != BackwardPart::Weight) {
       if (wte >= 0) take(wte);

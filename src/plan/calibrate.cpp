@@ -258,7 +258,7 @@ double forward_backward_seconds(const Deck& deck, GPT<float>& model) {
 double activation_rate(const Deck& deck, const GPT<float>& model, double seconds, const MachineFile& rates) {
   const BlockContext ctx = micro_batch(deck);
   const double rest = std::max(0.05 * seconds, seconds - product_seconds(model, ctx, rates, Precision::FP32));
-  return double(model.cache_bytes_for(ctx)) / rest;
+  return double(model.memory_for(ctx).cache) / rest;
 }
 
 // Parameters per second through XPipe's weight prediction and its restore (an Adam-style

@@ -37,7 +37,6 @@ std::shared_ptr<GPT<float>> DryModels::get(const Deck& deck, const Layout& l, in
   if (models_.size() >= kMostModels && !models_.count(key)) models_.clear();
   auto& slot = models_[key];
   if (!slot) slot = build_dry_model(deck, shape, stage);
-  slot->share_loss_layer_cache(false);  // as built: what an earlier layout's schedule set is undone
   return slot;
 }
 

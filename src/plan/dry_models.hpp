@@ -30,8 +30,6 @@ class DryModels {
 };
 
 // Stage `stage`'s model under layout l: from `models` where given, else built afresh.
-// Handed out as built (share_loss_layer_cache off: what an earlier layout's schedule set is
-// undone).
 std::shared_ptr<GPT<float>> dry_model(DryModels* models, const Deck& deck, const Layout& l, int stage);
 
 }  // namespace strata

@@ -69,7 +69,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T);
-  const int64_t tied = model.tied_index() >= 0 ? model.params().infos()[model.tied_index()].numel : 0;
+  const int64_t tied = model.params().table().tied_index() >= 0 ? model.params().infos()[model.params().table().tied_index()].numel : 0;
   const auto [rows, cols] = model.boundary_shape(ctx);
   const TensorParallel& tp = model.tensor_parallel();
   const bool stream = s.kind == Schedule::XPipe;
@@ -116,7 +116,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
     out.add("pipeline", "allreduce", Collective::AllReduce, s.stages, 2 * k * d);  // losses and norms
     out.add("data", "allreduce", Collective::AllReduce, data_ranks, k * d);
   } else {
-    const bool tied_ends = s.stages > 1 && (place.first() || place.last()) && model.tied_index() >= 0;
+    const bool tied_ends = s.stages > 1 && (place.first() || place.last()) && model.params().table().tied_index() >= 0;
     if (zero >= 2 && data_ranks > 1) {  // each unit's sums (and gathers); the two copies of wte sum their parts
       const auto units = zero2_units(model, data_ranks);
       const Zero3Gathers gathers =
@@ -124,7 +124,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
       zero2_traffic(out, units, data_ranks, s.micro_batches, e, units_named_twice(model, units),
                     zero == 3 ? &gathers.gathers : nullptr);
       if (tied_ends) {  // the parts of the units it spans (ZeRO-2/3's finer units: its vocabulary chunks), at once
-        const auto& wte = model.params().infos()[size_t(model.tied_index())];
+        const auto& wte = model.params().infos()[size_t(model.params().table().tied_index())];
         int64_t part = 0;
         for (const auto& u : units)
           if (u.from >= wte.offset && u.from < wte.offset + wte.numel) part += u.part();

@@ -63,7 +63,7 @@ LayerParallelCosts layer_parallel_costs(const Deck& deck, const Layout& l, const
   const auto chunk_seconds = [&](const GPT<float>& model, int chunk) {
     Traffic tensor;
     model.micro_batch_traffic(micro, tensor, chunk);
-    return double(model.cache_bytes_for(micro, chunk)) / machine.activation_rate +
+    return double(model.memory_for(micro, chunk).cache) / machine.activation_rate +
            links.seconds(tensor, [](const std::string&, const std::string&) { return true; });
   };
   // one block: layer rank 0's step chunk (its products over all it holds, shared by its blocks)
@@ -129,10 +129,11 @@ MemoryPrediction layer_parallel_memory(const Deck& deck, const Layout& l, DryMod
     const int64_t state = stage_memory(*model, nullptr, micro, false, zero_shards(l), l.zero, 1,
                                        keeps_rounded_copy(deck), gather_policy(deck.parallel))
                               .first;
-    int64_t activations = model->cache_bytes_for(micro, steps_chunk) / std::max(1, in_steps) +
-                          model->workspace_bytes_for(micro) + states[size_t(s)] * rows * cols * int64_t(sizeof(float));
+    const StageMemory steps_memory = model->memory_for(micro, steps_chunk);
+    int64_t activations = steps_memory.cache / std::max(1, in_steps) + steps_memory.workspace +
+                          states[size_t(s)] * rows * cols * int64_t(sizeof(float));
     for (int k = 0; k < place.chunk_count(); ++k)
-      if (k != steps_chunk) activations += model->cache_bytes_for(micro, k);
+      if (k != steps_chunk) activations += model->memory_for(micro, k).cache;
     if (deck.layerpar.check_every > 0 && l.mgrit_levels > 1) activations += model->params().numel() * int64_t(sizeof(float));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
@@ -159,7 +160,7 @@ StepPrediction predict_layer_parallel(const Deck& deck, const Layout& l, const M
     if (p > 1 && (s == 0 || s == p - 1))
       rank_sums +=
           links.of("tied_emb")
-              .seconds(Collective::AllReduce, 2, double(store.infos()[model->tied_index()].numel) * sizeof(float));
+              .seconds(Collective::AllReduce, 2, double(store.infos()[model->params().table().tied_index()].numel) * sizeof(float));
     sums = std::max(sums, rank_sums);
     optimizer = std::max(optimizer, double(zero_block(store.numel(), zero_shards(l))) / machine.adam_rate);
     out.stage_params.push_back(store.numel());

@@ -29,11 +29,11 @@ double product_seconds(const GPT<float>& model, const BlockContext& micro, const
 // kept); the activation caches of the
 // micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
-std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
+std::pair<int64_t, int64_t> stage_memory(const StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
                                          int micro_batches, bool rounded_copy, GatherPolicy policy) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
-  if (program) model.share_loss_layer_cache(one_forward_at_a_time(*program));  // as the pipeline engine decides it
+  const bool shared_loss_cache = program && one_forward_at_a_time(*program);  // as the pipeline engine decides it
   const auto& store = model.params();
   const int64_t numel = store.numel(), dense = store.expert_begin(), experts = numel - dense;
   int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
@@ -68,13 +68,15 @@ std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const Pip
   }
   const int64_t state =
       (values + (xpipe ? numel : 0)) * int64_t(sizeof(float)) + (rounded_copy ? padded * int64_t(sizeof(uint16_t)) : 0);
-  if (!program) return {state, model.cache_bytes_for(micro) + model.workspace_bytes_for(micro)};
+  const StageMemory first = model.memory_for(micro, 0, shared_loss_cache);
+  if (!program) return {state, first.cache + first.workspace};
   // per chunk: its caches, and its message rings (slots + 1 each way) and staging (slots each way)
   const auto [rows, cols] = model.boundary_shape(micro);
-  int64_t activations = model.shared_cache_bytes_for(micro) + model.workspace_bytes_for(micro);
+  int64_t activations = first.shared_cache + first.workspace;
   for (int c = 0; c < schedule->virtual_stages; ++c) {
     const int64_t slots = std::max(1, peak_in_flight(*program, c));
-    activations += slots * model.cache_bytes_for(micro, c) + (4 * slots + 2) * rows * cols * int64_t(sizeof(float));
+    activations += slots * model.memory_for(micro, c, shared_loss_cache).cache +
+                   (4 * slots + 2) * rows * cols * int64_t(sizeof(float));
   }
   return {state, activations};
 }

@@ -36,7 +36,7 @@ inline int zero_shards(const Layout& l) { return l.zero > 0 ? l.replicas() : 1; 
 // kept); the activation caches of the
 // micro-batches in flight per chunk, as the pipeline engine sizes them from the stage's
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
-std::pair<int64_t, int64_t> stage_memory(StageFootprint<float>& model, const PipeSchedule* schedule,
+std::pair<int64_t, int64_t> stage_memory(const StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
                                          int micro_batches, bool rounded_copy, GatherPolicy policy);
 

@@ -121,9 +121,9 @@ void micro_batch_costs(StageCosts& c, const Deck& deck, const Layout& l, int s, 
   Deck as_fp32 = deck;
   as_fp32.model.bf16_round_once = false;
   const auto fp32_model = dry_model(models, as_fp32, l, s);
-  fp32_model->share_loss_layer_cache(shared_head);
   double kept = 0;  // every chunk's
-  for (int k = 0; k < model.placement().chunk_count(); ++k) kept += double(fp32_model->cache_bytes_for(micro, k));
+  for (int k = 0; k < model.placement().chunk_count(); ++k)
+    kept += double(fp32_model->memory_for(micro, k, shared_head).cache);
   if (l.recompute != Recompute::None) {
     // the backward runs again: selective, the GELU (non-GEMM work only); full, the
     // blocks' forwards (2 x 12 C^2 per token of products, and attention's forward, a
@@ -132,10 +132,9 @@ void micro_batch_costs(StageCosts& c, const Deck& deck, const Layout& l, int s, 
     Layout plain = l;
     plain.recompute = Recompute::None;
     const auto plain_model = dry_model(models, as_fp32, plain, s);
-    plain_model->share_loss_layer_cache(shared_head);
     double plain_kept = 0;
     for (int k = 0; k < plain_model->placement().chunk_count(); ++k)
-      plain_kept += double(plain_model->cache_bytes_for(micro, k));
+      plain_kept += double(plain_model->memory_for(micro, k, shared_head).cache);
     if (l.recompute == Recompute::Full) {
       const double layers = double(model.placement().held_layers()), c_ = double(deck.model.n_embd);
       c.gemm += 24 * c_ * c_ * layers * double(micro.rows()) / double(l.tensor_size() * l.context) / rate +
@@ -196,7 +195,7 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
         buckets > 0 && deck.parallel.comm_backend == CommBackend::Nccl;  // with the last micro-batch's
     c.sums = overlaps ? std::max(data_sum - c.backward(), data_sum / double(buckets)) : data_sum;
   } else if (!xpipe) {
-    const double wte = double(store.infos()[model.tied_index()].numel) * sizeof(float);
+    const double wte = double(store.infos()[model.params().table().tied_index()].numel) * sizeof(float);
     const double tied = s == 0 || s == p - 1 ? links.of("tied_emb").seconds(Collective::AllReduce, 2, wte) : 0.0;
     c.sums = tied + data_sum;
   } else {
@@ -300,7 +299,6 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     // decide it (stage_memory): its bytes count in the work below
     const bool shared_head = p > 1 && one_forward_at_a_time(unit.programs[size_t(s)]);
     const auto model = dry_model(models, deck, l, s);
-    model->share_loss_layer_cache(shared_head);
     const auto& store = model->params();
     StageCosts& c = costs[size_t(s)];
     if (s == 0) out.model_flops = model->flops_per_token() * double(deck.data.batch_size) * double(deck.model.seq_len);
@@ -308,7 +306,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     if (p > 1) {
       const auto [rows, cols] = model->boundary_shape(micro);
       transfer = links.of("pipeline").seconds(Collective::Send, p, double(rows * cols) * sizeof(float));
-      const double wte = double(store.infos()[model->tied_index()].numel) * sizeof(float);
+      const double wte = double(store.infos()[model->params().table().tied_index()].numel) * sizeof(float);
       if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step

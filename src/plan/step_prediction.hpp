@@ -3,7 +3,7 @@
 // engine's own pieces rather than a second model of the network:
 //  - parameters per rank: the model's ParamStore declarations (a GPT declared without
 //    memory for each pipeline stage, with the layout's tensor split);
-//  - activations: the caches' sizes as the blocks allocate them (StageModel::cache_bytes_for)
+//  - activations: the caches' sizes as the blocks allocate them (StageFootprint::memory_for)
 //    times the micro-batches the schedule keeps in flight (its unit-cost simulation, as
 //    the pipeline engine sizes its slots), plus the pipeline's message buffers;
 //  - communication: the traffic every operator, block and driver declares beside its

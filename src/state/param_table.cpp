@@ -25,6 +25,7 @@ ParamInfo declared(const std::string& name, std::vector<int64_t> shape, const Sh
   p.replica = shard.replica;
   p.replicas = shard.replicas;
   p.expert = shard.expert;
+  p.tied = shard.tied;
   p.numel = 1;
   p.global_numel = 1;
   for (auto d : p.count) p.numel *= d;
@@ -66,6 +67,12 @@ int ParamTable::expert_split() const {
   for (const auto& p : infos_)
     if (p.expert && p.count[0] > 0) return int(p.shape[0] / p.count[0]);
   return 1;
+}
+
+int ParamTable::tied_index() const {
+  for (size_t i = 0; i < infos_.size(); ++i)
+    if (infos_[i].tied) return int(i);
+  return -1;
 }
 
 int64_t ParamTable::global_numel() const {

@@ -21,10 +21,13 @@ enum class Init { Normal, Zeros, Ones };
 // norms, writes it to checkpoints).
 // expert: an expert's parameter of a mixture-of-experts layer (kept after all others in
 // the flat buffers: their gradients are summed over another group).
+// tied: the parameter a model's first and last pipeline stage both hold (a GPT's token
+// embedding and LM head), whose two copies' gradients are summed before an update.
 struct Shard {
   std::vector<int64_t> start, count;
   int replica = 0, replicas = 1;
   bool expert = false;
+  bool tied = false;
 };
 
 struct ParamInfo {
@@ -33,6 +36,7 @@ struct ParamInfo {
   std::vector<int64_t> start, count;  // this rank's hyperslab of it
   int replica = 0, replicas = 1;      // see Shard
   bool expert = false;                // see Shard
+  bool tied = false;                  // see Shard
   // count is all 0 (numel 0) where another pipeline stage holds the parameter
   int64_t offset = 0;  // into the flat buffers
   int64_t numel = 0;   // of the local hyperslab
@@ -86,6 +90,8 @@ class ParamTable {
   // tensor's leading dimension over this rank's part of it; 1 without experts.
   int expert_split() const;
   int64_t global_numel() const;  // elements of the whole model
+  // The tied parameter (Shard::tied), declared on every stage; -1 when there is none.
+  int tied_index() const;
   // A new layout of the flat buffers (ZeRO's padding): every parameter p moves to
   // moved(p), the buffers `total` long with the experts from `expert_begin`.
   void relay(const std::function<int64_t(const ParamInfo&)>& moved, int64_t total, int64_t expert_begin);

@@ -101,7 +101,7 @@ std::vector<double> interpret(const PipeSchedule& s, const ModelConfig& cfg, std
     for (int r = 0; r < p; ++r) {
       StageState& st = stages[r];
       auto& store = st.model->params();
-      const int wte = st.model->tied_index();
+      const int wte = st.model->params().table().tied_index();
       const auto wslice = [&](Tensor1<double>& buf) {
         const auto& info = store.infos()[wte];
         return V1<double>(buf.data() + info.offset, info.numel);
@@ -244,7 +244,7 @@ TEST_CASE("XPipe on MPI equals an in-process interpretation of its lists", "[mpi
     CHECK(diff(mine.zero().adam_v(), ref.zero().adam_v()) < 1e-13);
     // after the drain the last stage's copy of the tied embedding is the first stage's
     const auto wte_of = [&](int r) {
-      return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->tied_index())));
+      return to_host<double>(copy1(stages[r].model->params().param(stages[r].model->params().table().tied_index())));
     };
     CHECK(wte_of(0) == wte_of(n - 1));
     CHECK(step.adamw().steps_taken() == k);

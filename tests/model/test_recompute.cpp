@@ -3,7 +3,7 @@
 // with the forward's own kernels on the forward's own inputs, so a run with either is the
 // run without it bit for bit (losses, validation losses and final parameters), on every
 // layout of 1, 2 and 4 ranks tried here, while keeping fewer activation bytes: exactly
-// what the model predicts (cache_bytes_for; plan_check_recompute_np2).
+// what the model predicts (memory_for; plan_check_recompute_np2).
 #include <mpi.h>
 
 #include <algorithm>

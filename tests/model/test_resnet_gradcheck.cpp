@@ -40,7 +40,7 @@ void check_stages(const ResNetConfig& cfg, ResNet<double>& net, V2<const double>
     CHECK(handed.front().second == net.params().numel());
     CHECK(handed.back().first == 0);
     for (size_t i = 1; i < handed.size(); ++i) CHECK(handed[i].second == handed[i - 1].first);
-    CHECK(cache->bytes() == net.cache_bytes_for(ctx));
+    CHECK(cache->bytes() == net.memory_for(ctx).cache);
   }
   // two stages: the first opens and runs its steps, the second the rest and the loss
   std::vector<std::unique_ptr<ResNet<double>>> stages;
@@ -67,7 +67,7 @@ void check_stages(const ResNetConfig& cfg, ResNet<double>& net, V2<const double>
       INFO(info.name << " on stage " << s->placement().stage);
       for (int64_t e = 0; e < info.numel; ++e) CHECK(g[size_t(info.offset + e)] == analytic[size_t(ref.offset + e)]);
     }
-    CHECK(caches[size_t(s->placement().stage)]->bytes() == s->cache_bytes_for(ctx));
+    CHECK(caches[size_t(s->placement().stage)]->bytes() == s->memory_for(ctx).cache);
   }
 }
 

@@ -91,5 +91,5 @@ TEST_CASE("the softmax regression's backward halves equal its backward", "[model
   model.backward_weight(ctx, *halves, {});
   CHECK(to_host<double>(model.params().grads()) == expected);
   CHECK(model.correct(*halves) == model.correct(*whole));
-  CHECK(model.cache_bytes_for(ctx) == halves->bytes());
+  CHECK(model.memory_for(ctx).cache == halves->bytes());
 }

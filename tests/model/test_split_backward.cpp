@@ -54,7 +54,8 @@ SplitResult run(StageList<T>& stages, const SampleBatch<T>& batch, int micro, bo
         std::vector<std::pair<int64_t, int64_t>> handed;
         stages[s]->backward_weight(ctx, *caches[s][mb], [&](int64_t o, int64_t c) { handed.push_back({o, o + c}); });
         CHECK(handed == stages[s]->grad_ready_order());
-        CHECK(caches[s][mb]->bytes() == stages[s]->cache_bytes_for(ctx) + stages[s]->weight_pass_bytes_for(ctx));
+        const StageMemory memory = stages[s]->memory_for(ctx);
+        CHECK(caches[s][mb]->bytes() == memory.cache + memory.weight_pass);
       }
     } else {
       for (int mb = 0; mb < micro; ++mb) stages[s]->backward(ctx, scale, dout(mb), *caches[s][mb]);
@@ -216,8 +217,9 @@ TEST_CASE("GPT last stage: one shared LM-head cache gives the same gradients", "
     }
     if (shared)
       for (int mb = 0; mb < 2; ++mb) stage.backward_weight(ctx, *caches[size_t(mb)], {});
-    CHECK(caches[0]->bytes() == stage.cache_bytes_for(ctx));  // without the head's, when shared
-    CHECK(stage.shared_cache_bytes() == stage.shared_cache_bytes_for(ctx));
+    const StageMemory memory = stage.memory_for(ctx, 0, shared);
+    CHECK(caches[0]->bytes() == memory.cache);  // without the head's, when shared
+    CHECK(stage.shared_cache_bytes() == memory.shared_cache);
     CHECK((stage.shared_cache_bytes() > 0) == shared);
     std::vector<float> g;
     for (double v : to_host<float>(stage.params().grads())) g.push_back(float(v));

@@ -100,8 +100,8 @@ LayerParallelResult LayerParallel<T>::run(Solvers& s, const SampleBatch<T>& batc
   s.adjoint_steps->accumulate_gradients(*s.adjoint);
   if (layers_.rank() == 0)  // dL/du_0: the adjoint's last point, on the first layer rank
     net_.open_backward(batch, s.forward_steps->as_state(V1<const T>(s.adjoint->point(s.adjoint->points()))));
-  if (embedding_ && this->model_.tied_index() >= 0)
-    embedding_->allreduce_sum(store.grad(this->model_.tied_index()));  // its two copies
+  if (embedding_ && this->model_.params().table().tied_index() >= 0)
+    embedding_->allreduce_sum(store.grad(this->model_.params().table().tied_index()));  // its two copies
   sum_gradients(data_, data_, store);                                  // all of them, or with ZeRO-1 this rank's block
   return r;
 }

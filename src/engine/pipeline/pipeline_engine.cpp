@@ -32,16 +32,16 @@ BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int
                                         [&](int64_t offset, int64_t count) { unit_sum.ready(offset, count); });
     timers.start("grad_allreduce");
     unit_sum.finish();
-    if (embedding_ && model_.tied_index() >= 0)  // its two copies' parts (the same unit on both end stages)
-      embedding_->allreduce_sum(unit_sum.owned_grads_of(model_.tied_index()));
+    if (embedding_ && model_.params().table().tied_index() >= 0)  // its two copies' parts (the same unit on both end stages)
+      embedding_->allreduce_sum(unit_sum.owned_grads_of(model_.params().table().tied_index()));
     const BatchResult result = sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
     timers.stop("grad_allreduce");
     return result;
   }
   const ListSums sums = executor_.run(list_, {batch}, global_batch, timers);
   timers.start("grad_allreduce");
-  if (embedding_ && model_.tied_index() >= 0)
-    embedding_->allreduce_sum(store.grad(model_.tied_index()));  // its two copies
+  if (embedding_ && model_.params().table().tied_index() >= 0)
+    embedding_->allreduce_sum(store.grad(model_.params().table().tied_index()));  // its two copies
   sum_gradients(data_, expert_data_, store);                     // all of them, or with ZeRO-1 this rank's block
   const BatchResult result = sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
   timers.stop("grad_allreduce");

@@ -34,7 +34,7 @@ class XPipeEngine<T>::Stream : public ListHooks {
         mini_batches_(s.mini_batches), norms_squared_(size_t(s.mini_batches), 0.0) {
     const auto& place = e_.model_.placement();
     tied_copy_ = place.last() && !place.first();  // holds a copy of the embedding the first stage owns
-    wte_ = e_.model_.tied_index();
+    wte_ = e_.model_.params().table().tied_index();
     steps_before_ = update.step->adamw().steps_taken();
     stoppable_ = bool(update.stop_requested);
     lookahead_ = stoppable_ ? xpipe_stop_lookahead(s) : 0;
@@ -193,7 +193,7 @@ XPipeEngine<T>::XPipeEngine(StageModel<T>& model, const Grid& grid, int micro_ba
       expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()),
       stop_comm_(grid.control()), micro_batches_(micro_batches), stages_(int(grid.shape().pipeline)), predict_(predict),
       meter_(meter) {
-  if (stages_ > 1 && model_.tied_index() < 0)
+  if (stages_ > 1 && model_.params().table().tied_index() < 0)
     throw UserError("parallel.schedule = \"xpipe\" runs models with a tied embedding (the GPT); use gpipe or 1f1b");
   // the lists of every stream length share the property (a stream's first list decides)
   model_.share_loss_layer_cache(stages_ > 1 &&
