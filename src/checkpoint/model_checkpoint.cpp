@@ -33,7 +33,7 @@ struct MomentPart {
 };
 MomentPart moment_part(const ParamStore<float>& store, const ParamInfo& p) {
   MomentPart out;
-  int64_t next = -1;  // the parts' moments follow each other (ParamStore::moment_parts)
+  int64_t next = -1;  // the parts' moments follow each other (ZeroState::moment_parts)
   for (const auto& part : store.zero().moment_parts(p)) {
     if (next < 0) out.at = part.at;
     if (next >= 0 && part.at != next)

@@ -19,10 +19,6 @@
 namespace strata {
 namespace {
 
-}  // namespace
-
-namespace {
-
 PipeSchedule schedule_of(const Layout& l, int mini_batches) {
   return make_schedule(l.schedule, l.pipeline, l.micro_batches, mini_batches,
                        l.schedule == Schedule::Interleaved ? l.virtual_stages : 1);

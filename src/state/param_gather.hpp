@@ -3,7 +3,7 @@
 // unit (state/gradient_slots.hpp: the ranges the model uses and makes final together, each
 // padded to its group), in the order of its AdamW moments. A unit's whole parameters
 // exist only while a pass uses them: the model names, step by step, the units it is about
-// to read (ParamStore::use_params), and this gathers them over the unit's group (the
+// to read (ZeroState::use_params), and this gathers them over the unit's group (the
 // replicas, or the experts' region over the expert replicas) into a slot, having posted
 // the gathers of the next `prefetch` steps before the current one computes, and gives back
 // the slots of units no longer in that window. A slot is as large as its unit. A unit of

@@ -3,7 +3,7 @@
 // block's linears or the tied embedding's vocabulary chunks, says where one unit's use
 // starts and when one unit's gradients are final, so a rank holds one or two such units at
 // a time rather than the layer's whole parameters and gradients. The model that owns the
-// layer maps them to its steps (ParamStore::use_params) and to its gradient-ready calls.
+// layer maps them to its steps (ZeroState::use_params) and to its gradient-ready calls.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
