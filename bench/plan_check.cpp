@@ -176,7 +176,8 @@ int check_layout(const Deck& deck, const Layout& l, const Options& o, const Mach
   Traffic predicted;
   double routed = 0;  // mixtures of experts: the rows' bytes counted over the balanced routing's
   const std::string mismatch = traffic_mismatch(d, l, trainer, steps, predicted, routed);
-  if (!mismatch.empty()) std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", plan_name(l).c_str(), rank, mismatch.c_str());
+  if (!mismatch.empty())
+    std::fprintf(stderr, "plan_check: %s, rank %d:%s\n", plan_name(l).c_str(), rank, mismatch.c_str());
   double counted_wire = 0;
   for (const auto& [group, comm] : trainer.grid().reported_comms())
     for (const auto& [kind, st] : comm->stats()) counted_wire += st.wire_bytes;

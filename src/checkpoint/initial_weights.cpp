@@ -248,7 +248,8 @@ std::string load_initial_weights(const std::string& given, const ModelConfig& m,
            ", V " + std::to_string(h.vocab) + " padded to " + std::to_string(h.padded_vocab) + ")";
   }
   // every shape checked: read this rank's boxes, one tensor at a time
-  const bool owned = store.zero().params_sharded();  // ZeRO-3: this rank keeps the part of each tensor its moments cover
+  const bool owned =
+      store.zero().params_sharded();  // ZeRO-3: this rank keeps the part of each tensor its moments cover
   auto& params = owned ? store.zero().owned_params() : store.params();
   auto host = Kokkos::create_mirror_view(params);
   const auto& infos = store.infos();

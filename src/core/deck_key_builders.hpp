@@ -257,8 +257,9 @@ DeckKey enum_choice(const char* section, Sec Deck::*sec, const char* name, E Sec
   return k;
 }
 
-// A key of one model kind (owner, named `title` in messages); every other kind refuses it. The kind `other` (titled other_title) is told its own key for the same
-// thing, `counterpart`, where it has one.
+// A key of one model kind (owner, named `title` in messages); every other kind refuses
+// it. The kind `other` is told its own key for the same thing, `counterpart`, where it
+// has one.
 inline DeckKey for_kind(DeckKey k, const std::string& owner, const std::string& title, const std::string& other = "",
                         const std::string& counterpart = "") {
   const std::string kind = k.section == "model" ? "kind" : "model.kind";  // as the deck's reader sees it

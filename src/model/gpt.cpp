@@ -251,7 +251,8 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   act.input = input;
   V2<const T> x = input;
-  const ParamSteps steps = store_.zero().params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
+  const ParamSteps steps =
+      store_.zero().params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   const auto use_params = [&] { store_.zero().use_params(steps, step++); };
   UnitHooks hooks;  // finer units: the layers take the steps
@@ -319,7 +320,8 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
-  const ParamSteps steps = store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
+  const ParamSteps steps =
+      store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   const auto use_params = [&] { store_.zero().use_params(steps, step++); };
   // finer units: the layers take the steps and name each unit final
@@ -394,7 +396,8 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   if (fine_) throw std::logic_error("GPT: the backward's halves run apart with ZeRO-2/3's finer units");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
-  const ParamSteps steps = store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
+  const ParamSteps steps =
+      store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
   size_t step = 0;
   if (placement_.model_last(act.chunk)) store_.zero().use_params(steps, step++);
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's

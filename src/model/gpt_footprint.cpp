@@ -137,15 +137,15 @@ double GPT<T>::flops_per_token() const {
 }
 
 #ifndef STRATA_GPT_INSTANTIATED  // (not in one unit after the class's own file: see there)
-#define STRATA_GPT_FOOTPRINT(T)                                                             \
-  template void GPT<T>::micro_batch_traffic(const BlockContext&, Traffic&, int) const;       \
-  template int64_t GPT<T>::workspace_bytes_for(const BlockContext&) const;                  \
-  template StageMemory GPT<T>::memory_for(const BlockContext&, int, bool) const;            \
-  template int64_t GPT<T>::cache_bytes(const BlockContext&, int, bool) const;               \
-  template int64_t GPT<T>::head_cache_bytes(const BlockContext&) const;                     \
-  template double GPT<T>::stage_flops(const BlockContext&) const;                           \
-  template double GPT<T>::attention_model_flops(const BlockContext&) const;                 \
-  template double GPT<T>::attention_kernel_flops(const BlockContext&) const;                \
+#define STRATA_GPT_FOOTPRINT(T)                                                        \
+  template void GPT<T>::micro_batch_traffic(const BlockContext&, Traffic&, int) const; \
+  template int64_t GPT<T>::workspace_bytes_for(const BlockContext&) const;             \
+  template StageMemory GPT<T>::memory_for(const BlockContext&, int, bool) const;       \
+  template int64_t GPT<T>::cache_bytes(const BlockContext&, int, bool) const;          \
+  template int64_t GPT<T>::head_cache_bytes(const BlockContext&) const;                \
+  template double GPT<T>::stage_flops(const BlockContext&) const;                      \
+  template double GPT<T>::attention_model_flops(const BlockContext&) const;            \
+  template double GPT<T>::attention_kernel_flops(const BlockContext&) const;           \
   template double GPT<T>::flops_per_token() const;
 STRATA_GPT_FOOTPRINT(float)
 STRATA_GPT_FOOTPRINT(double)

@@ -32,60 +32,61 @@ DeckKeys gpt_deck_keys() {
   const char* opt = "optim";
   return {
       gpt_key(key(model, &D::model, "n_layer", &ModelConfig::n_layer, at_least<int64_t>(1),
-                   "gpt: transformer blocks (at least parallel.pipeline)"),
-               "steps"),
+                  "gpt: transformer blocks (at least parallel.pipeline)"),
+              "steps"),
       gpt_key(key(model, &D::model, "n_embd", &ModelConfig::n_embd, at_least<int64_t>(1),
-                   "gpt: width C (a multiple of n_head)"),
-               "width"),
+                  "gpt: width C (a multiple of n_head)"),
+              "width"),
       gpt_key(key(model, &D::model, "n_head", &ModelConfig::n_head, at_least<int64_t>(1), "gpt: attention heads")),
       gpt_key(key(model, &D::model, "vocab_size", &ModelConfig::vocab_size, at_least<int64_t>(2),
-                   "gpt: vocabulary size V (at least 256 for byte-level text)")),
+                  "gpt: vocabulary size V (at least 256 for byte-level text)")),
       gpt_key(key(model, &D::model, "seq_len", &ModelConfig::seq_len, at_least<int64_t>(1),
-                   "gpt: context length T (also the position table's size)")),
+                  "gpt: context length T (also the position table's size)")),
       gpt_key(key(model, &D::model, "padded_vocab_size", &ModelConfig::padded_vocab_size, at_least<int64_t>(0),
-                   "gpt: rows of the token embedding (and logits) when more than vocab_size, as llm.c pads GPT-2's "
-                   "50257 to 50304: the padded rows start at zero, their logits are left out of the softmax and never "
-                   "sampled, and they make the vocabulary divisible by a tensor split (0: vocab_size, no padding)")),
+                  "gpt: rows of the token embedding (and logits) when more than vocab_size, as llm.c pads GPT-2's "
+                  "50257 to 50304: the padded rows start at zero, their logits are left out of the softmax and never "
+                  "sampled, and they make the vocabulary divisible by a tensor split (0: vocab_size, no padding)")),
       gpt_key(key(model, &D::model, "moe_experts", &ModelConfig::moe_experts, at_least<int64_t>(0),
-                   "gpt: experts E of a mixture-of-experts MLP (0: every MLP dense); a router sends each token to "
-                   "moe_top_k of them")),
-      acts_when(gpt_key(key(
-                    model, &D::model, "moe_top_k", &ModelConfig::moe_top_k, from_to(1, 2),
-                    "gpt: experts per token (1: the router's probability weighs the expert's output, as Switch does; "
-                    "2: the two probabilities renormalised to sum to 1)")),
-                has_experts, kNeedsExperts),
-      acts_when(gpt_key(key(
-                    model, &D::model, "moe_every", &ModelConfig::moe_every, at_least<int64_t>(1),
-                    "gpt: every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ... from 0) has a mixture "
-                    "of experts for its MLP, the others a dense MLP")),
-                has_experts, kNeedsExperts),
+                  "gpt: experts E of a mixture-of-experts MLP (0: every MLP dense); a router sends each token to "
+                  "moe_top_k of them")),
+      acts_when(
+          gpt_key(key(model, &D::model, "moe_top_k", &ModelConfig::moe_top_k, from_to(1, 2),
+                      "gpt: experts per token (1: the router's probability weighs the expert's output, as Switch does; "
+                      "2: the two probabilities renormalised to sum to 1)")),
+          has_experts, kNeedsExperts),
+      acts_when(
+          gpt_key(key(model, &D::model, "moe_every", &ModelConfig::moe_every, at_least<int64_t>(1),
+                      "gpt: every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ... from 0) has a mixture "
+                      "of experts for its MLP, the others a dense MLP")),
+          has_experts, kNeedsExperts),
       acts_when(gpt_key(key(model, &D::model, "moe_capacity_factor", &ModelConfig::moe_capacity_factor, at_least(0.0),
-                             "gpt: an expert takes at most ceil(factor x tokens x top_k / E) of a global micro-batch's "
-                             "assignments, first choices before second ones, then by position in the global batch; the "
-                             "others are dropped (the token's residual passes on); 0: dropless")),
+                            "gpt: an expert takes at most ceil(factor x tokens x top_k / E) of a global micro-batch's "
+                            "assignments, first choices before second ones, then by position in the global batch; the "
+                            "others are dropped (the token's residual passes on); 0: dropless")),
                 has_experts, kNeedsExperts),
       acts_when(gpt_key(key(model, &D::model, "moe_ffn_hidden", &ModelConfig::moe_ffn_hidden, at_least<int64_t>(0),
-                             "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
+                            "gpt: an expert's hidden width (0: 4 x n_embd, the dense MLP's)")),
                 has_experts, kNeedsExperts),
       acts_when(
-          gpt_key(key(lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
+          gpt_key(key(
+              lp, &D::layerpar, "buffer_open", &LayerParConfig::buffer_open, at_least<int64_t>(0),
               "gpt: the first blocks, run serially with the embedding on the first layer rank before the MGRIT steps")),
-          is_mgrit,
-          kNeedsMgrit),
+          is_mgrit, kNeedsMgrit),
       acts_when(
           gpt_key(key(lp, &D::layerpar, "buffer_close", &LayerParConfig::buffer_close, at_least<int64_t>(0),
-              "gpt: the last blocks, run serially with the head on the last layer rank after the MGRIT steps")),
-          is_mgrit,
-          kNeedsMgrit),
+                      "gpt: the last blocks, run serially with the head on the last layer rank after the MGRIT steps")),
+          is_mgrit, kNeedsMgrit),
       acts_when(
-          gpt_key(key(opt, &D::model, "moe_aux_loss", &ModelConfig::moe_aux_loss, at_least(0.0),
-              "gpt with model.moe_experts: the load-balancing loss alpha E sum_i f_i P_i of every mixture layer "
-              "(Switch Transformer; f_i the share of a global micro-batch's assignments to expert i, P_i its mean "
-              "router probability), averaged over the micro-batches")),
+          gpt_key(
+              key(opt, &D::model, "moe_aux_loss", &ModelConfig::moe_aux_loss, at_least(0.0),
+                  "gpt with model.moe_experts: the load-balancing loss alpha E sum_i f_i P_i of every mixture layer "
+                  "(Switch Transformer; f_i the share of a global micro-batch's assignments to expert i, P_i its mean "
+                  "router probability), averaged over the micro-batches")),
           has_experts, kNeedsExperts),
-      acts_when(gpt_key(key(opt, &D::model, "moe_z_loss", &ModelConfig::moe_z_loss, at_least(0.0),
-                    "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)")),
-                has_experts, kNeedsExperts),
+      acts_when(
+          gpt_key(key(opt, &D::model, "moe_z_loss", &ModelConfig::moe_z_loss, at_least(0.0),
+                      "gpt with model.moe_experts: the router z-loss beta mean(logsumexp(router logits)^2) (ST-MoE)")),
+          has_experts, kNeedsExperts),
   };
 }
 

@@ -19,15 +19,15 @@ DeckKeys resnet_deck_keys() {
   const auto own = [](DeckKey k) { return for_kind(std::move(k), "resnet", "the residual network"); };
   return {
       own(key(model, &D::model, "steps", &ModelConfig::steps, at_least<int64_t>(1),
-                      "resnet: residual steps N (at least parallel.pipeline)")),
+              "resnet: residual steps N (at least parallel.pipeline)")),
       own(key(model, &D::model, "width", &ModelConfig::width, at_least<int64_t>(1),
-                      "resnet: width of the dense steps")),
+              "resnet: width of the dense steps")),
       own(key(model, &D::model, "channels", &ModelConfig::channels, at_least<int64_t>(0),
-                      "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width `width`")),
+              "resnet: > 0 makes the steps 3x3 convolutions of this many channels; 0: dense of width `width`")),
       own(key(model, &D::model, "t_final", &ModelConfig::t_final, above(0.0),
-                      "resnet: final time T = N h of the residual steps")),
+              "resnet: final time T = N h of the residual steps")),
       own(key(model, &D::model, "step_init_std", &ModelConfig::step_init_std, at_least(0.0),
-                      "resnet: std of the residual steps' initial weights")),
+              "resnet: std of the residual steps' initial weights")),
   };
 }
 
@@ -66,8 +66,8 @@ RunDescription describe_resnet(const Deck& deck, StageModel<float>& model, const
       strfmt("strata: ResNet %lld %s steps (T = %g), %lld -> %lld classes: %.3fM parameters; %s", (long long)cfg.steps,
              cfg.channels > 0 ? strfmt("3x3-convolution %lld-channel", (long long)cfg.channels).c_str()
                               : strfmt("dense width-%lld", (long long)cfg.width).c_str(),
-             cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes, double(resnet.params().table().global_numel()) / 1e6,
-             run.data_line.c_str()));
+             cfg.t_final, (long long)cfg.inputs, (long long)cfg.classes,
+             double(resnet.params().table().global_numel()) / 1e6, run.data_line.c_str()));
 }
 
 // Fashion-MNIST's images (784 pixels, 10 classes) through the dense steps

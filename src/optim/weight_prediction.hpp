@@ -36,8 +36,8 @@ class WeightPredictor {
       const auto& p = store.infos()[index];
       const auto slice = [&](const Tensor1<T>& buf) { return V1<T>(buf.data() + p.offset, p.numel); };
       Kokkos::deep_copy(slice(store.params()), slice(saved_));
-      kernels::adam_predict<T>(slice(store.params()), slice(store.zero().adam_m()), slice(store.zero().adam_v()), ahead.steps,
-                               adamw_hyper(cfg_, lr, ahead.steps_taken));
+      kernels::adam_predict<T>(slice(store.params()), slice(store.zero().adam_m()), slice(store.zero().adam_v()),
+                               ahead.steps, adamw_hyper(cfg_, lr, ahead.steps_taken));
     }
     active_ = true;
   }

@@ -63,7 +63,8 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
     return;
   }
   data.allgather_blocks(region(params, store.zero().block_region(false)));
-  if (const auto r = store.zero().block_region(true); r.second > r.first) expert_data.allgather_blocks(region(params, r));
+  if (const auto r = store.zero().block_region(true); r.second > r.first)
+    expert_data.allgather_blocks(region(params, r));
 }
 
 // What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a
@@ -77,7 +78,8 @@ template <class T>
 void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false,
                           int tensor_split = 1) {
   const int64_t vb = sizeof(T), dense = store.expert_begin(), experts = store.numel() - dense;
-  const int e = std::max(1, store.table().expert_split() / tensor_split), expert_ranks = data_ranks / e;  // e: parallel.expert
+  const int e = std::max(1, store.table().expert_split() / tensor_split),
+            expert_ranks = data_ranks / e;  // e: parallel.expert
   const bool split = e > 1 && experts > 0;
   if (zero && data_ranks > 1) {
     const int64_t block = zero_block(split ? dense : dense + experts, data_ranks) * vb;

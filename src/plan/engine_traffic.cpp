@@ -69,7 +69,8 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T);
-  const int64_t tied = model.params().table().tied_index() >= 0 ? model.params().infos()[model.params().table().tied_index()].numel : 0;
+  const int64_t tied =
+      model.params().table().tied_index() >= 0 ? model.params().infos()[model.params().table().tied_index()].numel : 0;
   const auto [rows, cols] = model.boundary_shape(ctx);
   const TensorParallel& tp = model.tensor_parallel();
   const bool stream = s.kind == Schedule::XPipe;

@@ -134,7 +134,8 @@ MemoryPrediction layer_parallel_memory(const Deck& deck, const Layout& l, DryMod
                           states[size_t(s)] * rows * cols * int64_t(sizeof(float));
     for (int k = 0; k < place.chunk_count(); ++k)
       if (k != steps_chunk) activations += model->memory_for(micro, k).cache;
-    if (deck.layerpar.check_every > 0 && l.mgrit_levels > 1) activations += model->params().numel() * int64_t(sizeof(float));
+    if (deck.layerpar.check_every > 0 && l.mgrit_levels > 1)
+      activations += model->params().numel() * int64_t(sizeof(float));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -158,9 +159,9 @@ StepPrediction predict_layer_parallel(const Deck& deck, const Layout& l, const M
     const double grads = double(store.numel()) * sizeof(float);
     double rank_sums = links.of("data").seconds(Collective::AllReduce, l.replicas(), grads);
     if (p > 1 && (s == 0 || s == p - 1))
-      rank_sums +=
-          links.of("tied_emb")
-              .seconds(Collective::AllReduce, 2, double(store.infos()[model->params().table().tied_index()].numel) * sizeof(float));
+      rank_sums += links.of("tied_emb")
+                       .seconds(Collective::AllReduce, 2,
+                                double(store.infos()[model->params().table().tied_index()].numel) * sizeof(float));
     sums = std::max(sums, rank_sums);
     optimizer = std::max(optimizer, double(zero_block(store.numel(), zero_shards(l))) / machine.adam_rate);
     out.stage_params.push_back(store.numel());

@@ -26,7 +26,8 @@ std::vector<Layout> kept_3d_splits(const Deck& deck, int ranks, int size, const 
   const auto keep = [&](const std::vector<Layout>& ranked, size_t n) {
     for (size_t i = 0; i < ranked.size() && i < n; ++i) {
       bool seen = false;
-      for (const Layout& k : kept) seen = seen || (k.tensor_x == ranked[i].tensor_x && k.tensor_y == ranked[i].tensor_y);
+      for (const Layout& k : kept)
+        seen = seen || (k.tensor_x == ranked[i].tensor_x && k.tensor_y == ranked[i].tensor_y);
       if (!seen) kept.push_back(ranked[i]);
     }
   };
@@ -76,7 +77,8 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
           (x == 1 || (is_gpt(deck.model) && deck.model.seq_len % (2 * x) == 0))) {
         Layout l = split;
         l.context = x;
-        l.context_mode = x > 1 ? deck.parallel.context_mode : ContextMode::Ring;  // as the deck asks (acts with a split)
+        l.context_mode =
+            x > 1 ? deck.parallel.context_mode : ContextMode::Ring;  // as the deck asks (acts with a split)
         bases.push_back(l);
       }
   return bases;
@@ -172,7 +174,8 @@ std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, cons
           seconds = seconds == 0 ? s : std::min(seconds, s);
         }
       const int64_t rows = deck.data.batch_size / l.data * md.seq_len / l.tensor_depth;
-      scored.emplace_back(seconds, axonn_block_traffic(md.n_embd, rows, tx, ty, int(l.tensor_depth), 4).wire_bytes(), l);
+      scored.emplace_back(seconds, axonn_block_traffic(md.n_embd, rows, tx, ty, int(l.tensor_depth), 4).wire_bytes(),
+                          l);
     }
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
     return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));

@@ -216,8 +216,8 @@ const StepPrediction* print_best_per_split(const std::vector<StepPrediction>& ra
 
 // The recommended layout (row `best` of the table), how to run it, and which of its groups
 // cross nodes.
-void print_recommendation(const Deck& deck, const StepPrediction& r, int best, int ranks,
-                          const MachineFile& machine, std::ostream& out) {
+void print_recommendation(const Deck& deck, const StepPrediction& r, int best, int ranks, const MachineFile& machine,
+                          std::ostream& out) {
   out << "recommended: " << plan_name(r.layout)
       << strfmt(
              " (rank %d): %s per step, %s per rank (parameters, gradients and moments %s; activations and "
@@ -253,7 +253,10 @@ void print_why(const StepPrediction& r, const StepPrediction& runner_up, std::os
       "  why: the fastest layout that fits; the best of the next split, %s, is %.1f%% slower, mostly by "
       "its %s (%+.3g ms of %+.3g ms)\n",
       plan_name(runner_up.layout).c_str(), 100.0 * (runner_up.step_s / r.step_s - 1), most,
-      1e3 * (by_comm ? comm : by_compute ? compute : idle), 1e3 * (runner_up.step_s - r.step_s));
+      1e3 * (by_comm      ? comm
+             : by_compute ? compute
+                          : idle),
+      1e3 * (runner_up.step_s - r.step_s));
 }
 
 }  // namespace

@@ -158,8 +158,8 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
   const auto& store = model.params();
   // (ZeRO-1's reduce-scatter and all-gather cost what the all-reduce does, on a ring);
   // with expert parallelism the experts' gradients go over the expert replicas
-  const int e = std::max(
-      1, store.table().expert_split() / int(l.tensor_size()));  // parallel.expert (the 1D split's ranks are expert ranks too)
+  const int e = std::max(1, store.table().expert_split() /
+                                int(l.tensor_size()));  // parallel.expert (the 1D split's ranks are expert ranks too)
   const double expert_values = e > 1 ? double(store.numel() - store.expert_begin()) : 0.0;
   const double grads = (double(store.numel()) - expert_values) * sizeof(float);
   // (ZeRO-2: the reduce-scatter half every micro-batch, the all-gather half once. ZeRO-3:

@@ -105,15 +105,12 @@ class ParamStore {
   }
   // The parameters' bytes: the flat buffer, or under ZeRO-3 the owned parts and the slots.
   int64_t param_bytes() const {
-    return int64_t(params_.extent(0) + zero_.owned_params().extent(0) + zero_.gathered_values()) *
-           int64_t(sizeof(T));
+    return int64_t(params_.extent(0) + zero_.owned_params().extent(0) + zero_.gathered_values()) * int64_t(sizeof(T));
   }
   // what the buffers hold (store_values(numel(), shards) values without ZeRO-2)
   int64_t state_bytes() const { return param_bytes() + zero_.moment_values() * int64_t(sizeof(T)) + grad_bytes(); }
   // Every gradient to zero (ZeRO-2: the owned ones; slots are zeroed when taken).
-  void zero_grads() {
-    Kokkos::deep_copy(zero_.gradients_sharded() ? V1<T>(zero_.owned_grads()) : V1<T>(grads_), T(0));
-  }
+  void zero_grads() { Kokkos::deep_copy(zero_.gradients_sharded() ? V1<T>(zero_.owned_grads()) : V1<T>(grads_), T(0)); }
 
   // bf16 products (float stores): keep the parameters rounded to bf16 once per change
   // (kernels::RoundedCopy), where that pays; call after allocate(). Its bytes, 0 without.

@@ -81,8 +81,7 @@ int64_t ParamTable::global_numel() const {
   return n;
 }
 
-void ParamTable::relay(const std::function<int64_t(const ParamInfo&)>& moved, int64_t total,
-                       int64_t expert_begin) {
+void ParamTable::relay(const std::function<int64_t(const ParamInfo&)>& moved, int64_t total, int64_t expert_begin) {
   for (auto& p : infos_) p.offset = moved(p);
   total_ = total;
   expert_begin_ = expert_begin;

@@ -61,8 +61,8 @@ template <class T>
 void ZeroState<T>::lay_out_units(ParamTable& table, Tensor1<T>& params, Tensor1<T>& grads,
                                  const std::vector<std::pair<int64_t, int64_t>>& ready_ranges, int shards, int index,
                                  int expert_shards, int expert_index, std::optional<uint64_t> seed) {
-  std::vector<GradientUnit> units = gradient_units(ready_ranges, table.expert_begin(), table.numel(), shards, index,
-                                                   expert_shards, expert_index);
+  std::vector<GradientUnit> units =
+      gradient_units(ready_ranges, table.expert_begin(), table.numel(), shards, index, expert_shards, expert_index);
   check_unit_padding(units, table);
   const int64_t length = units.empty() ? 0 : units.back().end;
   int64_t owned = 0;

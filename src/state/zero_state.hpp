@@ -42,8 +42,8 @@ class ZeroState {
   // parameters before the table's expert_begin() are padded to `shards` blocks and the
   // experts' after them to `expert_shards` blocks (their own group, the expert replicas),
   // and the rank keeps block `index` of the first and block `expert_index` of the second.
-  void shard_moments(ParamTable& table, Tensor1<T>& params, Tensor1<T>& grads, int shards, int index,
-                     int expert_shards, int expert_index);
+  void shard_moments(ParamTable& table, Tensor1<T>& params, Tensor1<T>& grads, int shards, int index, int expert_shards,
+                     int expert_index);
   // ZeRO stages 2 and 3: the flat buffers laid out unit by unit (the ranges whose
   // gradients become final together, `ready_ranges`; the other ranges and the experts'
   // region are units of their own), each padded to its group's size; this rank keeps part

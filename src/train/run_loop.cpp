@@ -432,26 +432,28 @@ void RunLoop::print_summary(const TrainResult& r) {
   auto& store = job_.params();
   const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };
   const int data = job_.grid().replicas().size();
-  log_.info(strfmt(
-      "memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
-      "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
-      double(store.param_bytes()) / mib, double(store.grad_bytes()) / mib,
-      buffer_mib(store.zero().adam_m()) + buffer_mib(store.zero().adam_v()),
-      store.zero().params_sharded()
-          ? strfmt(" (ZeRO-3: 1/%d of them, of the gradients and of the parameters, with %d unit gradient slots "
-                   "and at most %d units gathered at once)",
-                   data, store.zero().gradient_slots()->slots_allocated(), store.zero().param_gather()->slots_allocated())
-                .c_str()
-      : store.zero().gradients_sharded() ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)",
-                                           data, store.zero().gradient_slots()->slots_allocated())
-                                        .c_str()
-      : store.zero().moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
-                                : "",
-      double(r.activation_bytes) / mib,
-      r.state_bytes > store.state_bytes()
-          ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
-          : "",
-      double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
+  log_.info(
+      strfmt("memory (rank 0): parameters %.2f MiB, gradients %.2f MiB, AdamW moments %.2f MiB%s, activations "
+             "%.2f MiB%s (state + activations %.2f MiB), peak RSS %.0f MiB",
+             double(store.param_bytes()) / mib, double(store.grad_bytes()) / mib,
+             buffer_mib(store.zero().adam_m()) + buffer_mib(store.zero().adam_v()),
+             store.zero().params_sharded()
+                 ? strfmt(" (ZeRO-3: 1/%d of them, of the gradients and of the parameters, with %d unit gradient slots "
+                          "and at most %d units gathered at once)",
+                          data, store.zero().gradient_slots()->slots_allocated(),
+                          store.zero().param_gather()->slots_allocated())
+                       .c_str()
+             : store.zero().gradients_sharded()
+                 ? strfmt(" (ZeRO-2: 1/%d of them, and of the gradients, with %d unit gradient slots)", data,
+                          store.zero().gradient_slots()->slots_allocated())
+                       .c_str()
+             : store.zero().moments_sharded() ? strfmt(" (ZeRO-1: 1/%d of them)", data).c_str()
+                                              : "",
+             double(r.activation_bytes) / mib,
+             r.state_bytes > store.state_bytes()
+                 ? strfmt(", weight copies %.2f MiB", double(r.state_bytes - store.state_bytes()) / mib).c_str()
+                 : "",
+             double(r.state_bytes + r.activation_bytes) / mib, double(peak_rss_bytes()) / mib));
   if (store.numel() > store.expert_begin()) {  // mixtures of experts: this rank's experts in those figures
     int64_t experts = 0, moments = 0;
     for (const auto& p : store.infos())

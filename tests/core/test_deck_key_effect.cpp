@@ -146,6 +146,7 @@ TEST_CASE("a key without effect is refused naming what it needs; a checkpoint's 
   }
   // its default says nothing, and a deck a checkpoint stored is read as it was written
   CHECK_NOTHROW(parse({"parallel.schedule=\"1f1b\""}));
-  CHECK(parse_model_deck("[data]\nkind = \"random\"\n[parallel]\nschedule = \"zb-h1\"\n", "stored", {}, KeyEffect::Ignore)
-            .parallel.schedule == Schedule::ZBH1);
+  CHECK(
+      parse_model_deck("[data]\nkind = \"random\"\n[parallel]\nschedule = \"zb-h1\"\n", "stored", {}, KeyEffect::Ignore)
+          .parallel.schedule == Schedule::ZBH1);
 }

@@ -131,9 +131,9 @@ struct MgritCase {
 // (16 over 4 ranks with c = 8: ranks 0 and 2 hold no coarse point); uneven blocks (on 4
 // ranks 0 1 2 10 18: ranks 0 and 1 sit out the coarse levels)
 const MgritCase kLayouts[] = {{"64 steps, c 4, 3 levels, even", 64, 4, 3, false},
-                           {"18 steps, c 3, 3 levels, even", 18, 3, 3, false},
-                           {"16 steps, c 8, 2 levels, even", 16, 8, 2, false},
-                           {"18 steps, c 3, 3 levels, uneven", 18, 3, 3, true}};
+                              {"18 steps, c 3, 3 levels, even", 18, 3, 3, false},
+                              {"16 steps, c 8, 2 levels, even", 16, 8, 2, false},
+                              {"18 steps, c 3, 3 levels, uneven", 18, 3, 3, true}};
 
 StagePlacement placement_of(const std::vector<int64_t>& bounds) {
   StagePlacement s;

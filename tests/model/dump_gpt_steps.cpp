@@ -55,7 +55,7 @@ beta2 = 0.95
 eps = 1e-8
 grad_clip = 0.5
 )",
-                               "reference deck");
+                                     "reference deck");
   const auto& m = deck.model;
   GPT<double> model(m, deck.run.seed);
   auto& store = model.params();

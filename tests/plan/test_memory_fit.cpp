@@ -30,8 +30,7 @@ Deck tiny(const std::vector<std::string>& overrides) {
 // Every layout the planner considers for the deck that `read` reads (with the overrides
 // given) is what the deck read with the planner's overrides for it runs ("run it with:
 // --set ...", run_overrides: strata train accepts them), key for key.
-void require_overrides_select(const std::function<Deck(std::vector<std::string>)>& read, int ranks,
-                              size_t at_least) {
+void require_overrides_select(const std::function<Deck(std::vector<std::string>)>& read, int ranks, size_t at_least) {
   const auto layouts = feasible_layouts(read({}), ranks);
   INFO(ranks << " ranks: " << layouts.size() << " layouts");
   REQUIRE(layouts.size() >= at_least);

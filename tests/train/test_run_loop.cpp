@@ -76,8 +76,9 @@ class ScriptedJob : public TrainSteps {
 Deck loop_deck(const std::vector<std::string>& overrides) {
   std::vector<std::string> o = {"parallel.data=" + std::to_string(test::world_size())};
   o.insert(o.end(), overrides.begin(), overrides.end());
-  return parse_model_deck("[run]\nname = \"loop\"\nout_dir = \"run_loop_test_runs\"\nsteps = 12\n[data]\nkind = \"random\"\n",
-                    "loop deck", o);
+  return parse_model_deck(
+      "[run]\nname = \"loop\"\nout_dir = \"run_loop_test_runs\"\nsteps = 12\n[data]\nkind = \"random\"\n", "loop deck",
+      o);
 }
 
 double steady(int64_t s) { return 2.0 - 0.01 * double(s); }

@@ -32,7 +32,8 @@ BatchResult PipelineEngine<T>::forward_backward(const SampleBatch<T>& batch, int
                                         [&](int64_t offset, int64_t count) { unit_sum.ready(offset, count); });
     timers.start("grad_allreduce");
     unit_sum.finish();
-    if (embedding_ && model_.params().table().tied_index() >= 0)  // its two copies' parts (the same unit on both end stages)
+    if (embedding_ &&
+        model_.params().table().tied_index() >= 0)  // its two copies' parts (the same unit on both end stages)
       embedding_->allreduce_sum(unit_sum.owned_grads_of(model_.params().table().tied_index()));
     const BatchResult result = sum_over_stages(model_, pipe_, data_, sums.loss[0], sums.correct[0], global_batch);
     timers.stop("grad_allreduce");

@@ -115,7 +115,8 @@ class XPipeEngine<T>::Stream : public ListHooks {
         break;
       case PipeOp::SendTiedWeights:  // first stage: the new version, with its moments
         restore_true_weights();
-        e_.send_tied({slice(store.params()), slice(store.zero().adam_m()), slice(store.zero().adam_v())}, tied_weights_tag(in.mb));
+        e_.send_tied({slice(store.params()), slice(store.zero().adam_m()), slice(store.zero().adam_v())},
+                     tied_weights_tag(in.mb));
         break;
       case PipeOp::RecvTiedWeights: {  // last stage: take the first stage's version
         restore_true_weights();
