@@ -1,8 +1,9 @@
 #include "checkpoint/gpt2_layout.hpp"
-#include "model/model_kind.hpp"
 
 #include <cstdio>
 #include <utility>
+
+#include "model/model_kind.hpp"
 
 namespace strata {
 namespace {

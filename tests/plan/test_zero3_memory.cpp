@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/deck_reading.hpp"
 #include "model/model_kind.hpp"
 #include "plan/layout.hpp"
 #include "plan/step_prediction.hpp"
