@@ -11,7 +11,7 @@ namespace strata {
 Grid::Grid(const Layout& cfg, MPI_Comm parent) : shape_(cfg) {
   int size = 1;
   MPI_Comm_size(parent, &size);
-  const bool three_d = cfg.tensor_mode == TensorMode::ThreeD;
+  const bool three_d = cfg.tensor_axonn();
   if (cfg.ranks() != size) {
     const std::string tensor = three_d ? std::to_string(cfg.tensor_x) + " x " + std::to_string(cfg.tensor_y) + " x " +
                                              std::to_string(cfg.tensor_depth)
@@ -68,7 +68,7 @@ Grid::Grid(const Layout& cfg, MPI_Comm parent) : shape_(cfg) {
   // with a 1D or 3D tensor split the tensor ranks are expert ranks too (each routes its
   // share of the rows): the expert group is then (d % e, c) at the same (d / e, p, x)
   const int E = int(cfg.expert), de = g.data / E;
-  const bool tensor_experts = cfg.tensor_mode != TensorMode::TwoD && C > 1;
+  const bool tensor_experts = !cfg.tensor_grid() && C > 1;
   const int T = tensor_experts ? C : 1;
   coords_.expert = g.data % E * T + (tensor_experts ? g.col : 0);
   experts_ = split(tensor_experts ? (de * P + g.pipeline) * X + g.context
@@ -142,7 +142,7 @@ std::vector<std::pair<std::string, Comm*>> Grid::named_comms() const {
     out.emplace_back("expert_data", expert_replicas_.get());
   }
   if (shape_.context > 1) out.emplace_back("context", context_.get());
-  const bool two_d = shape_.tensor_mode == TensorMode::TwoD;  // even at q = 1: the 2D code path
+  const bool two_d = shape_.tensor_grid();  // even at q = 1: the 2D code path
   if (two_d || cols_ > 1) out.emplace_back("tensor", tensor_.get());
   if (two_d) {
     out.emplace_back("grid_row", row_.get());

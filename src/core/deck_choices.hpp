@@ -32,7 +32,9 @@ enum class LayerMethod { Pipeline, MGRIT };
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZBH1, ZBH2, XPipe };
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
-enum class TensorMode { Serial, OneD, TwoD, ThreeD };
+// (named in core/layout.cpp, where the deck's tensor keys are read, and
+// parallel/tensor_parallel.cpp, where the split is made; OneD first: a Layout's default)
+enum class TensorMode { OneD, TwoD, ThreeD, Serial };
 
 // How context parallelism runs attention: keys and values round a ring (Ring), or an
 // all-to-all from sequence-split to head-split and back (AllToAll, DeepSpeed-Ulysses).
@@ -70,11 +72,7 @@ inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
 }
 // The schedules that run the backward as two halves (input, then weight gradients).
 inline bool splits_backward(Schedule s) { return s == Schedule::ZBH1 || s == Schedule::ZBH2; }
-inline const std::vector<std::pair<TensorMode, std::string>>& tensor_mode_names() {
-  static const std::vector<std::pair<TensorMode, std::string>> names = {
-      {TensorMode::Serial, "serial"}, {TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}};
-  return names;
-}
+
 
 inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
   static const std::vector<std::pair<Precision, std::string>> names = {{Precision::FP32, "fp32"},
@@ -122,7 +120,6 @@ const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, 
   return names.front().second;  // unreachable for a complete table
 }
 inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
-inline const std::string& to_string(TensorMode m) { return name_in(tensor_mode_names(), m); }
 inline const std::string& to_string(ContextMode m) { return name_in(context_mode_names(), m); }
 inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
 inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }

@@ -280,7 +280,7 @@ inline DeckKey acts_when(DeckKey k, std::function<bool(const Deck&)> acts, const
 }
 inline bool is_mgrit(const Deck& d) { return d.parallel.mgrit(); }
 inline constexpr const char* kNeedsMgrit = "parallel.schedule = \"mgrit\"";
-inline bool is_3d(const Deck& d) { return d.parallel.tensor_mode == TensorMode::ThreeD; }
+inline bool is_3d(const Deck& d) { return d.parallel.tensor_axonn(); }
 inline constexpr const char* kNeeds3D = "parallel.tensor_mode = \"3d\"";
 
 // parallel.schedule: a pipeline schedule's name (Layout::schedule), or "mgrit"

@@ -144,12 +144,12 @@ std::vector<DeckKey> parallel_grid_keys() {
       acts_when(
           enum_choice(
               par, &D::parallel, "tensor_mode", &Layout::tensor_mode,
-              {{TensorMode::OneD, "1d"}, {TensorMode::TwoD, "2d"}, {TensorMode::ThreeD, "3d"}},
+              tensor_mode_choices(),
               "\"1d\" (Megatron: heads, MLP and vocabulary split t ways), \"2d\" (Optimus: SUMMA on a square grid) "
               "or \"3d\" (AxoNN: every linear's weight split over tensor_x x tensor_y and sharded over tensor_depth)"),
           [](const Deck& d) {
             const auto& p = d.parallel;
-            return p.tensor_mode != TensorMode::ThreeD || p.tensor_x * p.tensor_y * p.tensor_depth > 1;
+            return !p.tensor_axonn() || p.tensor_x * p.tensor_y * p.tensor_depth > 1;
           },
           "a split of more than one rank (3d: tensor_x, tensor_y, tensor_depth)"),
       acts_when(

@@ -139,17 +139,7 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
         p.schedule == Schedule::Interleaved ? "must be at least 2 for schedule = \"interleaved\" (1 is \"1f1b\")"
                                             : "applies to schedule = \"interleaved\" only");
   check(!p.measure_staleness || xpipe, "parallel.measure_staleness", "applies to schedule = \"xpipe\" only");
-  const std::string grid = std::to_string(p.tensor_rows) + " x " + std::to_string(p.tensor_cols);
-  if (p.tensor_mode == TensorMode::ThreeD)  // (tensor_x, tensor_y, ... act only with "3d": deck_keys.cpp)
-    check(p.tensor_rows == 1 && p.tensor_cols == 1, "parallel.tensor_rows",
-          "and tensor_cols must be 1 for tensor_mode = \"3d\" (got " + grid +
-              "; its groups are tensor_x, tensor_y and tensor_depth)");
-  if (p.tensor_mode == TensorMode::TwoD)
-    check(p.tensor_rows == p.tensor_cols, "parallel.tensor_cols",
-          "must equal tensor_rows for tensor_mode = \"2d\": the grid " + grid + " is not square");
-  else if (p.tensor_mode != TensorMode::ThreeD)
-    check(p.tensor_rows == 1, "parallel.tensor_rows",
-          "must be 1 for tensor_mode = \"1d\" (got " + grid + "; t is tensor_cols)");
+  check_tensor_keys(p, origin);
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");
   const bool mgrit = p.mgrit();
   if (mgrit) {
@@ -181,15 +171,6 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                     "\" does not run with schedule = \"" + to_string(p.schedule) +
                     "\": its weight halves run after other micro-batches' passes and need "
                     "each block's own activations, which recomputation does not keep");
-  if (p.sequence_parallel && (p.tensor_mode != TensorMode::OneD || p.tensor_cols == 1))
-    throw UserError(origin + ": parallel.sequence_parallel applies to tensor_mode = \"1d\" with tensor_cols > 1" +
-                    (p.tensor_mode == TensorMode::TwoD
-                         ? std::string(": the 2D split keeps every activation in (batch / q) x (C / q) blocks "
-                                       "already, with no region replicated over the tensor group to split")
-                     : p.tensor_mode == TensorMode::ThreeD
-                         ? std::string(": the 3D split keeps the residual stream in (batch / depth) x (C / x) "
-                                       "blocks already")
-                         : std::string(": without a tensor split no region is replicated")));
   if (p.sequence_parallel && splits_backward(p.schedule) && p.pipeline > 1)
     throw UserError(origin + ": parallel.sequence_parallel does not run with schedule = \"" + to_string(p.schedule) +
                     "\": a block's weight half reads the output gradients its input half gathered over the tensor "

@@ -6,6 +6,8 @@
 // planner recommends is run by setting the deck's keys to it (layout_overrides).
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/deck_choices.hpp"
 
@@ -20,7 +22,7 @@ struct Layout {
   ContextMode context_mode = ContextMode::Ring;
   int64_t tensor_rows = 1;
   int64_t tensor_cols = 1;
-  TensorMode tensor_mode = TensorMode::OneD;
+  TensorMode tensor_mode{};  // "1d"
   int64_t tensor_x = 1, tensor_y = 1, tensor_depth = 1;  // 3D (AxoNN): the X, Y and depth (Z) groups
   bool tensor_overlap = true;      // 3D: the depth group's gathers and reduce-scatters in flight under the products
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
@@ -41,20 +43,30 @@ struct Layout {
   bool zero_keep_params = false;  // ZeRO-3: gathered units kept from their first use to the update
 
   bool mgrit() const { return layer_method == LayerMethod::MGRIT; }
+  // The tensor keys, each split's as one change: none; 1D over t columns (with or without
+  // sequence parallelism); 2D over a q x q grid; 3D over x x y x depth.
+  void split_whole();
+  void split_columns(int64_t t, bool sequence);
+  void split_grid(int64_t q);
+  void split_axonn(int64_t x, int64_t y, int64_t depth);
   // The split the tensor group runs: Serial for 1D over one column (a tensor group of one
-  // rank), else the mode (2D runs its code path at q = 1 too).
-  TensorMode tensor_split() const {
-    return tensor_mode == TensorMode::OneD && tensor_cols == 1 ? TensorMode::Serial : tensor_mode;
-  }
-  int64_t tensor_size() const {
-    return tensor_mode == TensorMode::ThreeD ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols;
-  }
+  // rank), else the mode (2D runs its code path at q = 1 too). parallel/tensor_parallel.hpp
+  // makes the split's type from it; the deck's rules and the Grid's groups ask the two
+  // below, which tell the keys' groups apart.
+  TensorMode tensor_split() const;
+  bool tensor_grid() const;   // 2D: tensor_rows x tensor_cols, the grid's rows and columns
+  bool tensor_axonn() const;  // 3D: tensor_x x tensor_y x tensor_depth
+  int64_t tensor_size() const { return tensor_axonn() ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols; }
   int64_t ranks() const { return data * pipeline * context * tensor_size(); }
   int64_t replicas() const { return data * context; }  // the ranks holding the same parameters
-  // The ranks a mixture layer's experts are split over: parallel.expert, times the tensor
-  // ranks under a 1D or 3D split (each routes a share of the rows).
-  int64_t expert_ranks() const { return expert * (tensor_mode == TensorMode::TwoD ? 1 : tensor_size()); }
 };
+
+// parallel.tensor_mode's names, and its choices in a deck (no split is "1d" over one column)
+const std::string& to_string(TensorMode m);
+std::vector<std::pair<TensorMode, std::string>> tensor_mode_choices();
+
+// The tensor keys' own rules (deck_reading.cpp): a UserError naming the key, from `origin`.
+void check_tensor_keys(const Layout& p, const std::string& origin);
 
 // The layout as the logs print it: "data=2 pipeline=2:1f1b:4mb tensor=1d:2".
 std::string layout_name(const Layout& p);

@@ -60,7 +60,7 @@ void EmbeddingBlock<T>::forward(const BlockContext& local, V1<const int32_t> tok
 template <class T>
 void EmbeddingBlock<T>::forward_chunks(const BlockContext& local, V1<const int32_t> tokens, EmbeddingCache<T>& cache,
                                        const UnitHooks& units) const {
-  if (tp_.mode != TensorMode::Serial && (tp_.mode != TensorMode::OneD || tp_.row_split() > 1))
+  if (!tp_.traits().whole_activations)
     throw std::logic_error("EmbeddingBlock: vocabulary chunks under a 2D or 3D split or sequence parallelism");
   const int64_t rows = store_.infos()[wte_].count[0], vb = wte_vocab_begin(tp_, rows);
   for (const auto& [r0, r1] : vocab_chunks(rows, units.chunk_rows)) {
@@ -68,7 +68,7 @@ void EmbeddingBlock<T>::forward_chunks(const BlockContext& local, V1<const int32
     const V2<const T> part = store_.param_rows(wte_, r0, r1);
     kernels::embedding_lookup_range<T>(cache.out, tokens, part, vb + r0, r0 > 0);
   }
-  if (tp_.mode == TensorMode::OneD) tp_.group->allreduce_sum(V1<T>(cache.out.data(), cache.out.size()));
+  if (Comm* vocab = tp_.vocab_comm()) vocab->allreduce_sum(V1<T>(cache.out.data(), cache.out.size()));
   units.step();
   kernels::add_positions<T>(cache.out, positions(local, cache), local.seq_len);
 }

@@ -26,9 +26,9 @@ GPT<T>::GPT(const ModelConfig& cfg, uint64_t seed, const TensorParallel& tp, Sta
   blocks_.reserve(cfg.n_layer);
   // 3D: depth rank z holds sequences [z b, (z + 1) b) of its replica's micro-batch, which
   // the capacity's order reads as one more split of the data group
-  const int depth = tp_.mode == TensorMode::ThreeD ? tp_.nz : 1, depth_rank = depth > 1 ? tp_.iz : 0;
-  const MixtureSetup mixture{cfg, ep,
-                             TokenPlace{ep.data_rank * depth + depth_rank, ep.data_size * depth, cp_.rank, cp_.size}};
+  const BatchBlock block = tp_.traits().batch;
+  const MixtureSetup mixture{
+      cfg, ep, TokenPlace{ep.data_rank * block.parts + block.index, ep.data_size * block.parts, cp_.rank, cp_.size}};
   for (int l = 0; l < cfg.n_layer; ++l)
     blocks_.emplace_back(store_, tp_, cp_, cfg.precision, cfg.bf16_round_once, recompute_, l, cfg.n_layer, c,
                          cfg.n_head, cfg.init_std, placement_.holds_layer(l), cfg.moe_block(l) ? &mixture : nullptr,
@@ -104,7 +104,7 @@ std::pair<int64_t, int64_t> GPT<T>::lnf_range() const {
 
 template <class T>
 void GPT<T>::use_fine_units(bool sharded, int shards) {
-  fine_ = sharded && (tp_.mode == TensorMode::Serial || (tp_.mode == TensorMode::OneD && tp_.row_split() == 1));
+  fine_ = sharded && tp_.traits().whole_activations;
   // 4 C rows (the size of the largest linear's unit), a multiple of the shards so that no
   // unit's padding falls inside wte
   chunk_rows_ =
@@ -203,17 +203,14 @@ template <class T>
 BlockContext GPT<T>::local_context(const BlockContext& replica) const {
   BlockContext local = replica;
   local.seq_len = replica.seq_len / cp_.size;
-  if (tp_.mode == TensorMode::TwoD) local.batch = replica.batch / tp_.q;
-  if (tp_.mode == TensorMode::ThreeD) local.batch = replica.batch / tp_.nz;
+  local.batch = replica.batch / tp_.traits().batch.parts;
   return local;
 }
 
 template <class T>
 std::pair<int64_t, int64_t> GPT<T>::local_rows(const BlockContext& replica) const {
   const int64_t rows = local_context(replica).rows();
-  const int64_t begin = tp_.mode == TensorMode::TwoD     ? tp_.i * rows
-                        : tp_.mode == TensorMode::ThreeD ? tp_.iz * rows
-                                                         : 0;
+  const int64_t begin = tp_.traits().batch.index * rows;
   return {begin, begin + rows};
 }
 
@@ -298,8 +295,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
                                      fine_ ? vocab_chunk(local.rows()) : V2<T>());
   // 2D: grid row i has batch block i's losses; the column adds up the blocks (3D: the
   // depth group)
-  if (tp_.mode == TensorMode::ThreeD) return tp_.nz > 1 ? tp_.z->allreduce_sum(loss) : loss;
-  return tp_.mode == TensorMode::TwoD ? tp_.col->allreduce_sum(loss) : loss;
+  return tp_.sum_over_batch_blocks(loss);
 }
 
 template <class T>

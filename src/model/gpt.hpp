@@ -82,9 +82,7 @@ class GPT : public StageModel<T> {
   double forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) override;
   V2<const T> output(const StageCache& cache) const override;
   std::pair<int64_t, int64_t> boundary_shape(const BlockContext& ctx) const override {
-    return {local_context(ctx).rows() / tp_.row_split(), tp_.mode == TensorMode::TwoD     ? cfg_.n_embd / tp_.q
-                                                         : tp_.mode == TensorMode::ThreeD ? cfg_.n_embd / tp_.nx
-                                                                                          : cfg_.n_embd};
+    return {local_context(ctx).rows() / tp_.row_split(), cfg_.n_embd / tp_.traits().residual_parts};
   }
   // The halves run the blocks' halves (transformer_block.hpp): the input half the head's,
   // every block's, last first; the weight half the head's tied-embedding product, every

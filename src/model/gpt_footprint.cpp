@@ -14,10 +14,7 @@ void GPT<T>::micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chun
   }
   if (!placement_.model_last(chunk)) return;
   head_->traffic(local, out);
-  if (tp_.mode == TensorMode::TwoD)
-    out.add("grid_col", "allreduce_scalar", Collective::AllReduce, tp_.q, sizeof(double));
-  if (tp_.mode == TensorMode::ThreeD && tp_.nz > 1)
-    out.add("tensor_depth", "allreduce_scalar", Collective::AllReduce, tp_.nz, sizeof(double));
+  tp_.loss_sum_traffic(out);
 }
 
 template <class T>
@@ -51,14 +48,12 @@ StageMemory GPT<T>::memory_for(const BlockContext& ctx, int chunk, bool loss_cac
 template <class T>
 int64_t GPT<T>::cache_bytes(const BlockContext& ctx, int chunk, bool shared_head) const {
   const BlockContext local = local_context(ctx);
-  const int64_t rows = local.rows(), c = boundary_shape(ctx).second;
+  const int64_t c = boundary_shape(ctx).second;
   const int64_t stream = boundary_shape(ctx).first;  // the residual stream's rows (sequence parallelism: rows / t)
   const auto [begin, end] = placement_.chunk(chunk);
   int64_t b = stream * c * int64_t(sizeof(T));              // dres
   const int64_t sequence_rows = ctx.batch * local.seq_len;  // the replica's rows on this context rank
-  const int64_t scratch_rows = tp_.mode == TensorMode::TwoD || tp_.mode == TensorMode::ThreeD ? sequence_rows
-                               : tp_.row_split() > 1                                          ? rows
-                                                                                              : 0;
+  const int64_t scratch_rows = tp_.traits().whole_activations ? 0 : sequence_rows;
   if (placement_.model_first(chunk))
     b += EmbeddingCache<T>::bytes_for(stream, c, scratch_rows, cp_.active() ? local.seq_len : 0);
   if (cp_.active())  // the local rows' token ids and targets

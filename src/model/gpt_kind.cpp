@@ -9,6 +9,7 @@
 #include "model/gpt_layer_steps.hpp"
 #include "model/make_model.hpp"
 #include "model/model_kind.hpp"
+#include "parallel/tensor_parallel.hpp"
 #include "report/run_metrics.hpp"
 
 namespace strata {
@@ -108,7 +109,8 @@ void check_gpt_layer_steps(const Deck& d, const DeckRule& rule) {
            "): every layer rank holds at least one step");
   check_mgrit_steps(d, steps, what, rule);
   const std::string refused = "does not run with schedule = \"mgrit\": ";
-  rule(p.tensor_size() == 1 || (p.tensor_mode == TensorMode::OneD && !p.sequence_parallel), "parallel.tensor_mode",
+  const TensorParallel split = tensor_split_of(p);
+  rule(split.size() == 1 || split.traits().whole_activations, "parallel.tensor_mode",
        "= \"" + to_string(p.tensor_mode) + "\"" + (p.sequence_parallel ? " with sequence_parallel" : "") + " " +
            refused +
            "the solver's states are whole (B T, C) residual streams, which only the 1D split without sequence "
@@ -133,7 +135,9 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
   };
   rule(d.data.kind != DataKind::Text || m.vocab_size >= 256, "data.kind",
        "\"text\" is byte-level and needs model.vocab_size >= 256");
-  rule(m.moe_experts == 0 || p.tensor_mode != TensorMode::TwoD, "model.moe_experts",
+  const TensorParallel split = tensor_split_of(p);
+  const SplitDivisions by = split.divisions();
+  rule(m.moe_experts == 0 || split.traits().takes_experts, "model.moe_experts",
        "does not run with tensor_mode = \"2d\": the 2D split keeps the activations in (batch / q) x (C / q) blocks, "
        "and a mixture routes whole tokens (use tensor_mode = \"1d\" or \"3d\", whose tensor ranks route a share of "
        "the tokens each)");
@@ -144,39 +148,20 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
        "(" + std::to_string(m.padded_vocab_size) + ") must be 0 or at least model.vocab_size (" +
            std::to_string(m.vocab_size) + ")");
   const char* vocab_key = m.padded_vocab_size > m.vocab_size ? "model.padded_vocab_size" : "model.vocab_size";
-  if (p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
-    const int64_t t = p.tensor_cols;
-    need(m.n_head, "model.n_head", t, "parallel.tensor_cols");
-    need(4 * m.n_embd, "4 x model.n_embd", t, "parallel.tensor_cols");
-    need(m.vocab_rows(), vocab_key, t, "parallel.tensor_cols");
-  }
-  if (p.tensor_mode == TensorMode::TwoD && p.tensor_rows > 1) {
-    const int64_t q = p.tensor_rows;
-    need(m.n_head, "model.n_head", q, "q = parallel.tensor_rows");
-    need(m.n_embd, "model.n_embd", q * q, "q^2");
-    need(m.vocab_rows(), vocab_key, q, "q = parallel.tensor_rows");
-    need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", q,
-         "q = parallel.tensor_rows");
-  }
-  if (p.tensor_mode == TensorMode::ThreeD && p.tensor_size() > 1) {
-    const int64_t x = p.tensor_x, y = p.tensor_y, z = p.tensor_depth;
-    need(m.n_head, "model.n_head", y, "parallel.tensor_y");
-    need(m.n_embd, "model.n_embd", x * z, "parallel.tensor_x x parallel.tensor_depth");
-    need(m.n_embd, "model.n_embd", y * z, "parallel.tensor_y x parallel.tensor_depth");
-    need(m.vocab_rows(), vocab_key, y, "parallel.tensor_y");
-    need(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches", z,
-         "parallel.tensor_depth");
-  }
+  const auto divide = [&](int64_t value, const std::string& what, const Division& d) {
+    if (d.by > 1) need(value, what, d.by, d.why);
+  };
+  divide(m.n_head, "model.n_head", by.heads);
+  for (const WidthDivision& w : by.width)
+    divide(w.times * m.n_embd, w.times == 1 ? "model.n_embd" : std::to_string(w.times) + " x model.n_embd", w.d);
+  divide(m.vocab_rows(), vocab_key, by.vocab);
+  divide(d.data.batch_size / p.data / p.micro_batches, "data.batch_size / parallel.data / parallel.micro_batches",
+         by.batch);
   if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
-    const int64_t split = p.tensor_mode == TensorMode::TwoD     ? p.tensor_rows
-                          : p.tensor_mode == TensorMode::ThreeD ? p.tensor_y
-                                                                : p.tensor_cols;
-    rule((m.n_head / split) % p.context == 0,
-         "the heads a tensor rank holds (model.n_head / " +
-             (p.tensor_mode == TensorMode::TwoD     ? std::string("q")
-              : p.tensor_mode == TensorMode::ThreeD ? std::string("tensor_y")
-                                                    : std::string("tensor_cols")) +
-             " = " + std::to_string(m.n_head / split) + ")",
+    const int64_t heads = m.n_head / by.heads.by;
+    rule(heads % p.context == 0,
+         "the heads a tensor rank holds (model.n_head / " + (by.heads_name.empty() ? "tensor_cols" : by.heads_name) +
+             " = " + std::to_string(heads) + ")",
          "must be divisible by parallel.context (" + std::to_string(p.context) +
              ") for context_mode = \"all-to-all\": each rank takes 1/context of them over whole sequences");
   }
@@ -196,19 +181,9 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
     need(p.data, "parallel.data", p.expert, "parallel.expert (the expert ranks are taken from the data group)");
     need(m.moe_experts, "model.moe_experts", p.expert, "parallel.expert (each expert rank holds as many experts)");
   }
-  if (m.moe_experts > 0 && p.tensor_mode == TensorMode::OneD && p.tensor_cols > 1) {
-    need(m.moe_experts, "model.moe_experts", p.expert * p.tensor_cols,
-         "parallel.expert x parallel.tensor_cols (under a 1D split the tensor ranks are expert ranks too)");
-    need(tokens, tokens_per_rank, p.tensor_cols,
-         "parallel.tensor_cols for a mixture of experts (each tensor rank routes a share)");
-  }
-  if (m.moe_experts > 0 && p.tensor_mode == TensorMode::ThreeD && p.tensor_size() > 1) {
-    need(m.moe_experts, "model.moe_experts", p.expert_ranks(),
-         "parallel.expert x tensor_x x tensor_y x tensor_depth (under a 3D split the tensor ranks are expert ranks "
-         "too)");
-    need(tokens / p.tensor_depth, "a micro-batch's tokens per depth rank", p.tensor_x * p.tensor_y,
-         "parallel.tensor_x x parallel.tensor_y for a mixture of experts (each rank of an X x Y plane routes a "
-         "share)");
+  if (m.moe_experts > 0 && split.size() > 1 && !by.experts_why.empty()) {
+    need(m.moe_experts, "model.moe_experts", p.expert * split.traits().expert_ways, by.experts_why);
+    divide(tokens / by.batch.by, by.routed_tokens.empty() ? tokens_per_rank : by.routed_tokens, by.routed);
   }
   if (p.mgrit()) check_gpt_layer_steps(d, rule);
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
@@ -271,7 +246,7 @@ RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const Ru
                (long long)m.moe_top_k,
                m.moe_capacity_factor > 0 ? strfmt("capacity factor %g", m.moe_capacity_factor).c_str() : "dropless",
                double(experts) / 1e6, double(experts) * double(m.moe_top_k) / double(m.moe_experts) / 1e6,
-               (long long)deck.parallel.expert_ranks()));
+               (long long)expert_ranks(deck.parallel)));
   }
   if (!run.data_line.empty()) d.lines.push_back("strata: data: " + run.data_line);
   const std::string blas = blas_core_name();

@@ -32,7 +32,7 @@ double LMHead<T>::forward(const BlockContext& ctx, V2<const T> x, V1<const int32
   k.x_in = x;
   k.targets = targets;
   if (units) {
-    if (tp_.mode != TensorMode::Serial && (tp_.mode != TensorMode::OneD || split > 1))
+    if (!tp_.traits().whole_activations)
       throw std::logic_error("LMHead: vocabulary chunks under a 2D or 3D split or sequence parallelism");
     units->step();
     tp_layernorm_forward<T>(tp_, c_, k.lnf, k.lnf_mean, k.lnf_rstd, x, s.param(lnf_w_), s.param(lnf_b_));
@@ -84,7 +84,7 @@ void LMHead<T>::backward(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache<T>& k,
   // cross-entropy writes them into the copy as bf16 only (the logits stay in the cache)
   const auto dlogits_once = kernels::round_for_pass(precision_, k.logits.data(), int64_t(k.logits.size()));
   if constexpr (std::is_same_v<T, float>) {
-    if (dlogits_once && (tp_.mode == TensorMode::Serial || tp_.mode == TensorMode::OneD)) {
+    if (dlogits_once && tp_.traits().bf16_dlogits) {
       tp_cross_entropy_backward_bf16(tp_, dlogits_once->fill(), k.logits, k.lse, k.targets, dloss_scale);
       backward_from_dlogits(dx, dlnf, k, rows);
       backward_weight(k);
@@ -113,7 +113,7 @@ void LMHead<T>::backward_chunks(T dloss_scale, V2<T> dx, V2<T> dlnf, LMHeadCache
     kernels::product<T>(precision_, "T", "N", V2<const T>(part), V2<const T>(k.lnf), T(1), s.grad_rows(wte_, r0, r1));
     units.done(int(j));
   }
-  if (tp_.mode == TensorMode::OneD) tp_.group->allreduce_sum(V1<T>(dlnf.data(), dlnf.size()));
+  if (Comm* vocab = tp_.vocab_comm()) vocab->allreduce_sum(V1<T>(dlnf.data(), dlnf.size()));
   units.step();
   tp_layernorm_backward<T>(tp_, c_, dx, s.grad(lnf_w_), s.grad(lnf_b_), dlnf, k.x_in, s.param(lnf_w_), k.lnf_mean,
                            k.lnf_rstd, false);
@@ -126,7 +126,7 @@ int64_t LMHead<T>::product_stack_elements(int64_t rows) const {
     return 0;
   const auto n = [](int64_t values) { return kernels::ProductWorkspace::stack_elements(values); };
   const int64_t c = store_.infos()[lnf_w_].count[0], v = store_.infos()[wte_].count[0];
-  if (tp_.mode == TensorMode::TwoD && tp_.q > 1)  // the dlogits' copy, and SUMMA's blocks: dlogits with wte or x
+  if (tp_.traits().head_multiplies_moved_blocks)  // the dlogits' copy, and SUMMA's blocks: dlogits with wte or x
     return 2 * n(rows * v) + std::max(n(v * c), n(rows * c));
   return n(rows * v) + n(rows * c);  // dlogits (copied or rounded) with x for dwte += dlogits^T x
 }

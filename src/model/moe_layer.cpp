@@ -5,12 +5,12 @@
 #include <memory>
 #include <stdexcept>
 
-#include "kernels/column_blocks.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/moe.hpp"
 #include "kernels/residual.hpp"
 #include "model/moe_routing.hpp"
+#include "parallel/row_buffers.hpp"
 #include "state/tensor_shard.hpp"
 
 namespace strata {
@@ -23,49 +23,23 @@ std::unique_ptr<kernels::ProductWorkspace::RowsVary> rows_vary(const kernels::Pr
   return std::make_unique<kernels::ProductWorkspace::RowsVary>(*precision.workspace);
 }
 
-template <class V, class... N>
-void ensure_row_capacity(V& v, const char* label, int64_t rows, N... cols) {
-  if (int64_t(v.extent(0)) < rows || v.data() == nullptr)
-    v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), size_t(std::max<int64_t>(rows, 1)),
-          size_t(cols)...);
-}
-template <class T>
-V2<T> leading_rows(const Tensor2<T>& t, int64_t rows) {
-  return as_matrix(t.data(), rows, int64_t(t.extent(1)));
-}
-template <class T>
-V1<T> values_of(V2<T> t) {
-  return V1<T>(t.data(), t.extent(0) * t.extent(1));
-}
-std::vector<int64_t> scaled_counts(std::vector<int64_t> v, int64_t c) {
-  for (auto& x : v) x *= c;
-  return v;
-}
-
 }  // namespace
 
 template <class T>
 int64_t MoeCache<T>::bytes() const {
   const auto& r = routing;
-  return view_bytes(xe, h, hg, yk, x_rows, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token, r.recv_place);
+  return view_bytes(xe, h, hg, yk, x_rows, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token, r.exchange.recv_place);
 }
 
 template <class T>
 MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const ExpertParallel& ep, const TokenPlace& place,
                       const ModelConfig& cfg, kernels::ProductPrecision precision, const std::string& prefix,
                       double std, double proj_std, bool held)
-    : store_(store), tp_(tp), parts_(tp.mode == TensorMode::OneD     ? tp.t
-                                     : tp.mode == TensorMode::ThreeD ? tp.nx * tp.ny
-                                                                     : 1),
-      part_(tp.mode == TensorMode::OneD     ? tp.rank
-            : tp.mode == TensorMode::ThreeD ? tp.iy * tp.nx + tp.ix
-                                            : 0),
-      columns_(tp.mode == TensorMode::ThreeD ? tp.nx : 1), peers_(tp.size() > 1 ? tp.group : nullptr), ep_(ep),
+    : store_(store), tp_(tp), shared_(tp, cfg.n_embd), peers_(tp.size() > 1 ? tp.group() : nullptr), ep_(ep),
       place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()), experts_(cfg.moe_experts),
       local_experts_(cfg.moe_experts / ep.size), top_k_(cfg.moe_top_k), capacity_factor_(cfg.moe_capacity_factor),
-      aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss) {
-  if (experts_ % ep.size != 0) throw std::logic_error("MoeLayer: the experts do not divide over the expert ranks");
-  if (tp.mode == TensorMode::TwoD) throw std::logic_error("MoeLayer: the 2D tensor split");
+      aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss), exchange_(ep, cfg.moe_experts, cfg.n_embd) {
+  if (!tp.traits().takes_experts) throw std::logic_error("MoeLayer: a tensor split that takes no experts");
   const auto expert_shard = [&](std::vector<int64_t> shape) {
     Shard s = held ? Shard{} : not_held(shape);
     if (held) {
@@ -125,7 +99,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     for (char kept_one : kept) dropped_here_ += kept_one ? 0 : 1;
   }
   const std::vector<int64_t> per_expert = dispatch_order(he, kept, experts_, top_k_, r.row, r.send_token, r.dispatched);
-  exchange_counts(per_expert, r);
+  exchange_.count(per_expert, r.dispatched, r.exchange);
   Kokkos::deep_copy(r.expert, he);
   Kokkos::deep_copy(r.gate, hg);
   return aux;
@@ -153,13 +127,13 @@ std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, con
   const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
   // a tensor rank's rows are [part N/t, (part+1) N/t) of the replica's (3D: of the depth
   // rank's): (chunk, part) orders them as (chunk, position) does
-  const int64_t row0 = part_ * (ctx.rows() / parts_);
+  const int64_t row0 = shared_.part() * (ctx.rows() / shared_.parts());
   const auto key = [&](int64_t t, int64_t j) {
     const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
     const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
-    return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * parts_ + part_) * E;
+    return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * shared_.parts() + shared_.part()) * E;
   };
-  std::vector<int64_t> table(size_t(k * sequences * chunks * parts_ * E), 0);
+  std::vector<int64_t> table(size_t(k * sequences * chunks * shared_.parts() * E), 0);
   for (int64_t j = 0; j < k; ++j)
     for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
   table = summed_over_routing_ranks(std::move(table));
@@ -180,94 +154,13 @@ std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, con
   return kept;
 }
 
-// What goes to each expert rank and what comes from each (r.send_rows, r.recv_rows), the
-// rows per local expert, and where each received row lies in the local experts' order.
-template <class T>
-void MoeLayer<T>::exchange_counts(const std::vector<int64_t>& per_expert, MoeRouting<T>& r) const {
-  const int e = ep_.size;
-  const int64_t El = local_experts_;
-  r.send_rows.assign(size_t(e), 0);
-  for (int64_t i = 0; i < experts_; ++i) r.send_rows[size_t(i / El)] += per_expert[size_t(i)];
-  if (!ep_.active()) {
-    r.recv_rows = r.send_rows;
-    r.expert_rows = per_expert;
-    r.received = r.dispatched;
-    return;
-  }
-  const std::vector<int64_t> from = ep_.experts->alltoall_counts(per_expert);  // [src][local expert]
-  r.recv_rows.assign(size_t(e), 0);
-  r.expert_rows.assign(size_t(El), 0);
-  for (int src = 0; src < e; ++src)
-    for (int64_t l = 0; l < El; ++l) {
-      r.recv_rows[size_t(src)] += from[size_t(src * El + l)];
-      r.expert_rows[size_t(l)] += from[size_t(src * El + l)];
-    }
-  r.received = 0;
-  for (auto v : r.recv_rows) r.received += v;
-  if (int64_t(r.recv_place.extent(0)) < r.received || r.recv_place.data() == nullptr)
-    r.recv_place = Tensor1<int32_t>("moe.recv_place", size_t(std::max<int64_t>(r.received, 1)));
-  auto hplace = Kokkos::create_mirror_view(r.recv_place);
-  // received: (src, local expert, row); the experts' order: (local expert, src, row)
-  std::vector<int64_t> start(size_t(El), 0);
-  for (int64_t l = 1; l < El; ++l) start[size_t(l)] = start[size_t(l - 1)] + r.expert_rows[size_t(l - 1)];
-  int64_t q = 0;
-  for (int src = 0; src < e; ++src)
-    for (int64_t l = 0; l < El; ++l)
-      for (int64_t c = 0; c < from[size_t(src * El + l)]; ++c) hplace(q++) = int32_t(start[size_t(l)]++);
-  Kokkos::deep_copy(r.recv_place, hplace);
-}
-
-template <class T>
-void MoeLayer<T>::to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const {
-  ensure_row_capacity(recv_, "moe.recv", r.received, c_);
-  const V2<T> recv = leading_rows(recv_, r.received);
-  ep_.experts->alltoallv<T>(V1<const T>(rows.data(), rows.size()), scaled_counts(r.send_rows, c_), values_of(recv),
-                            scaled_counts(r.recv_rows, c_));
-  kernels::scatter_rows<T>(expert_rows, recv, r.recv_place);
-}
-
-template <class T>
-void MoeLayer<T>::from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const {
-  ensure_row_capacity(recv_, "moe.recv", r.received, c_);
-  const V2<T> back = leading_rows(recv_, r.received);
-  kernels::gather_rows<T>(back, expert_rows, r.recv_place);
-  ep_.experts->alltoallv<T>(V1<const T>(back.data(), back.size()), scaled_counts(r.recv_rows, c_), values_of(rows),
-                            scaled_counts(r.send_rows, c_));
-}
-
-template <class T>
-V2<const T> MoeLayer<T>::whole_rows(V2<const T> x) const {
-  if (columns_ == 1) return x;
-  const int64_t n = x.extent(0);
-  ensure_row_capacity(blocks_, "moe.blocks", n, c_);
-  ensure_row_capacity(wide_, "moe.wide", n, c_);
-  const V2<T> blocks = leading_rows(blocks_, n), whole = leading_rows(wide_, n);
-  tp_.x->allgather<T>(V1<const T>(x.data(), x.size()), values_of(blocks));
-  kernels::join_column_blocks<T>(whole, V1<const T>(blocks.data(), blocks.size()), int64_t(x.extent(1)));
-  return whole;
-}
-
-template <class T>
-void MoeLayer<T>::gather_parts(V2<const T> mine, V2<T> all) const {
-  const V1<const T> part(mine.data(), mine.size());
-  if (tp_.mode != TensorMode::ThreeD) return tp_.group->allgather<T>(part, values_of(all));
-  if (tp_.ny == 1) return tp_.x->allgather<T>(part, values_of(all));
-  if (tp_.nx == 1) return tp_.y->allgather<T>(part, values_of(all));
-  // parts y X .. y X + X - 1 are consecutive rows: over X, then the Y bands
-  const int64_t band = int64_t(all.extent(0)) / tp_.ny;
-  ensure_row_capacity(blocks_, "moe.blocks", band, c_);
-  const V2<T> rows = leading_rows(blocks_, band);
-  tp_.x->allgather<T>(part, values_of(rows));
-  tp_.y->allgather<T>(V1<const T>(rows.data(), rows.size()), values_of(all));
-}
-
 template <class T>
 double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, MoeCache<T>& k, bool count_load) const {
-  if (!slices()) return forward_rows(ctx, x, out, k, count_load);
+  if (!shared_.shared()) return forward_rows(ctx, x, out, k, count_load);
   // this tensor rank's share of the rows, then every rank's outputs
-  const int64_t n = x.extent(0), rows = n / parts_, C = c_;
-  V2<const T> in = as_matrix(whole_rows(x).data() + part_ * rows * C, rows, C);
-  if (columns_ > 1) {  // kept for the backward (the whole rows are scratch)
+  const int64_t n = x.extent(0), rows = n / shared_.parts(), C = c_;
+  V2<const T> in = as_matrix(shared_.whole_rows(x).data() + shared_.part() * rows * C, rows, C);
+  if (shared_.joins_columns()) {  // kept for the backward (the whole rows are scratch)
     ensure_row_capacity(k.x_rows, "moe.x_rows", rows, C);
     Kokkos::deep_copy(leading_rows(k.x_rows, rows), in);
     in = leading_rows(k.x_rows, rows);
@@ -275,13 +168,7 @@ double MoeLayer<T>::forward(const BlockContext& ctx, V2<const T> x, V2<T> out, M
   ensure_row_capacity(slice_, "moe.slice", rows, C);
   const V2<T> mine = leading_rows(slice_, rows);
   const double aux = forward_rows(ctx, in, mine, k, count_load);
-  if (columns_ == 1) {
-    gather_parts(mine, out);
-  } else {  // every rank's outputs, of which this rank keeps its column block
-    const V2<T> whole = leading_rows(wide_, n);
-    gather_parts(mine, whole);
-    kernels::copy_column_block<T>(out, whole, tp_.ix * int64_t(out.extent(1)));
-  }
+  shared_.gather(mine, out);
   return aux;
 }
 
@@ -290,7 +177,7 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
                                  bool count_load) const {
   auto& r = k.routing;
   const double aux = route(ctx, x, r, count_load);
-  const int64_t S = r.dispatched, R = r.received, C = c_, F = f_;
+  const int64_t S = r.dispatched, R = r.exchange.received, C = c_, F = f_;
   ensure_row_capacity(k.xe, "moe.xe", R, C);
   ensure_row_capacity(k.h, "moe.h", R, F);
   ensure_row_capacity(k.hg, "moe.hg", R, F);
@@ -300,7 +187,7 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
     ensure_row_capacity(send_, "moe.send", S, C);
     ensure_row_capacity(work_, "moe.work", R, C);
     kernels::gather_rows<T>(leading_rows(send_, S), x, r.send_token);
-    to_experts(leading_rows(send_, S), xe, r);
+    exchange_.to_experts(leading_rows(send_, S), xe, r.exchange);
   } else {
     kernels::gather_rows<T>(xe, x, r.send_token);
   }
@@ -308,7 +195,7 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
   const auto vary = rows_vary(precision_);
   int64_t o = 0;
   for (int64_t l = 0; l < local_experts_; ++l) {
-    const int64_t rows = r.expert_rows[size_t(l)];
+    const int64_t rows = r.exchange.expert_rows[size_t(l)];
     if (rows > 0) {
       const V2<T> xl = as_matrix(xe.data() + o * C, rows, C), hl = as_matrix(k.h.data() + o * F, rows, F);
       const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), yl = as_matrix(ye.data() + o * C, rows, C);
@@ -319,7 +206,7 @@ double MoeLayer<T>::forward_rows(const BlockContext& ctx, V2<const T> x, V2<T> o
     }
     o += rows;
   }
-  if (ep_.active()) from_experts(ye, yk, r);
+  if (ep_.active()) exchange_.from_experts(ye, yk, r.exchange);
   kernels::combine_rows<T>(out, yk, r.row, r.gate);
   return aux;
 }
@@ -334,25 +221,20 @@ typename MoeLayer<T>::ExpertWeights MoeLayer<T>::expert_slices(int64_t l, bool g
 
 template <class T>
 void MoeLayer<T>::backward(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& k) const {
-  if (!slices()) return backward_rows(x, dout, dx, dloss_scale, k);
-  const int64_t n = dout.extent(0), rows = n / parts_, C = c_, at = part_ * rows * C;
-  const V2<const T> in = columns_ > 1 ? V2<const T>(leading_rows(k.x_rows, rows)) : as_matrix(x.data() + at, rows, C);
+  if (!shared_.shared()) return backward_rows(x, dout, dx, dloss_scale, k);
+  const int64_t rows = dout.extent(0) / shared_.parts(), C = c_, at = shared_.part() * rows * C;
+  const V2<const T> in =
+      shared_.joins_columns() ? V2<const T>(leading_rows(k.x_rows, rows)) : as_matrix(x.data() + at, rows, C);
   ensure_row_capacity(slice_, "moe.slice", rows, C);
   const V2<T> mine = leading_rows(slice_, rows);
-  backward_rows(in, as_matrix(whole_rows(dout).data() + at, rows, C), mine, dloss_scale, k);
-  if (columns_ == 1) {
-    gather_parts(mine, dx);
-  } else {  // every rank's input gradients, of which this rank keeps its column block
-    const V2<T> whole = leading_rows(wide_, n);
-    gather_parts(mine, whole);
-    kernels::copy_column_block<T>(dx, whole, tp_.ix * int64_t(dx.extent(1)));
-  }
+  backward_rows(in, as_matrix(shared_.whole_rows(dout).data() + at, rows, C), mine, dloss_scale, k);
+  shared_.gather(mine, dx);
 }
 
 template <class T>
 void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& k) const {
   auto& r = k.routing;
-  const int64_t n = x.extent(0), S = r.dispatched, R = r.received, C = c_, F = f_;
+  const int64_t n = x.extent(0), S = r.dispatched, R = r.exchange.received, C = c_, F = f_;
   ensure_row_capacity(send_, "moe.send", S, C);
   const V2<T> dyk = leading_rows(send_, S);
   Tensor2<T> dgate(Kokkos::view_alloc(Kokkos::WithoutInitializing, "moe.dgate"), n, top_k_);
@@ -361,13 +243,13 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
   if (ep_.active()) {
     ensure_row_capacity(work_, "moe.work", R, C);
     dye = leading_rows(work_, R);
-    to_experts(dyk, dye, r);
+    exchange_.to_experts(dyk, dye, r.exchange);
   }
   const V2<T> xe = leading_rows(k.xe, R);
   const auto vary = rows_vary(precision_);
   int64_t o = 0;
   for (int64_t l = 0; l < local_experts_; ++l) {
-    const int64_t rows = r.expert_rows[size_t(l)];
+    const int64_t rows = r.exchange.expert_rows[size_t(l)];
     if (rows > 0) {
       const V2<T> xl = as_matrix(xe.data() + o * C, rows, C), hl = as_matrix(k.h.data() + o * F, rows, F);
       const V2<T> gl = as_matrix(k.hg.data() + o * F, rows, F), dyl = as_matrix(dye.data() + o * C, rows, C);
@@ -383,7 +265,7 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
   V2<T> dxk = xe;
   if (ep_.active()) {
     dxk = dyk;
-    from_experts(xe, dxk, r);
+    exchange_.from_experts(xe, dxk, r.exchange);
   }
   kernels::sum_expert_rows<T>(dx, dxk, r.row);
   // the router: its probabilities' gradients to the logits, then to Wr and x
@@ -408,48 +290,39 @@ void MoeLayer<T>::backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dlo
 
 template <class T>
 void MoeLayer<T>::traffic(const BlockContext& ctx, Traffic& out, bool forward) const {
-  const int64_t e = ep_.size, n = ctx.rows() / parts_, es = int64_t(sizeof(T));  // n: the rows this rank routes
+  const int64_t n = ctx.rows() / shared_.parts(), es = int64_t(sizeof(T));  // n: the rows this rank routes
   const int peers = tp_.size();
   if (peers > 1) {  // the tensor group: the routing statistics, the router's gradient
     const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
     if (forward) out.add("tensor", "allreduce", Collective::AllReduce, peers, experts_ * int64_t(sizeof(int64_t)));
     if (forward && capacity_factor_ > 0)
       out.add("tensor", "allreduce", Collective::AllReduce, peers,
-              top_k_ * place_.data_size * ctx.batch * chunks * parts_ * experts_ * int64_t(sizeof(int64_t)));
+              top_k_ * place_.data_size * ctx.batch * chunks * shared_.parts() * experts_ * int64_t(sizeof(int64_t)));
     if (!forward) out.add("tensor", "allreduce", Collective::AllReduce, peers, c_ * experts_ * es);
   }
-  if (slices() && tp_.mode != TensorMode::ThreeD) {  // the outputs (or input gradients)
-    out.add("tensor", "allgather", Collective::AllGather, parts_, n * c_ * es);
-  } else if (slices()) {  // the input (or output gradient) joined over X; the outputs over X, then Y
-    if (tp_.nx > 1) out.add("tensor_x", "allgather", Collective::AllGather, tp_.nx, ctx.rows() * c_ / tp_.nx * es);
-    if (tp_.nx > 1) out.add("tensor_x", "allgather", Collective::AllGather, tp_.nx, n * c_ * es);
-    if (tp_.ny > 1) out.add("tensor_y", "allgather", Collective::AllGather, tp_.ny, n * tp_.nx * c_ * es);
-  }
+  shared_.traffic(out, ctx.rows(), es);
   if (forward && ep_.token_ranks > 1) {
     const int ranks = ep_.token_ranks;
     out.add("data", "allreduce", Collective::AllReduce, ranks, experts_ * int64_t(sizeof(int64_t)));
     if (capacity_factor_ > 0) {
       const int64_t chunks = place_.context_size == 1 ? 1 : 2 * place_.context_size;
       out.add("data", "allreduce", Collective::AllReduce, ranks,
-              top_k_ * place_.data_size * ctx.batch * chunks * parts_ * experts_ * int64_t(sizeof(int64_t)));
+              top_k_ * place_.data_size * ctx.batch * chunks * shared_.parts() * experts_ * int64_t(sizeof(int64_t)));
     }
   }
-  if (e == 1) return;
-  const int64_t rows = n * top_k_ * int64_t(sizeof(T)) * c_;  // every assignment, at a balanced routing
-  if (forward) out.add("expert", "alltoall", Collective::AllToAll, int(e), experts_ * int64_t(sizeof(int64_t)));
-  out.add("expert", "alltoallv", Collective::AllToAll, int(e), rows, 2);  // there and back
+  exchange_.traffic(out, n * top_k_, forward);  // every assignment, at a balanced routing
 }
 
 template <class T>
 int64_t MoeLayer<T>::cache_bytes_for(const BlockContext& ctx) const {
   // the assignments a rank's experts take: N k at a balanced routing, with a capacity
   // factor f > 1 up to f N k (the margin the capacity allows an expert above its share)
-  const int64_t n = ctx.rows() / parts_, es = int64_t(sizeof(T)), E = experts_,
+  const int64_t n = ctx.rows() / shared_.parts(), es = int64_t(sizeof(T)), E = experts_,
                 k = top_k_;  // the rows this rank routes
   const int64_t a = int64_t(std::ceil(double(n * k) * std::max(1.0, capacity_factor_)));
   // probs, lse, expert, gate, row; send_token, recv_place; xe, h, hg, yk; x_rows
   return n * E * es + n * es + n * k * (4 + es + 4) + a * 4 * 2 + (a * c_ * 2 + a * f_ * 2) * es +
-         (columns_ > 1 ? n * c_ * es : 0);
+         (shared_.joins_columns() ? n * c_ * es : 0);
 }
 
 template struct MoeCache<float>;

@@ -41,7 +41,9 @@
 #include "comm/traffic.hpp"
 #include "core/deck.hpp"
 #include "model/block_context.hpp"
+#include "parallel/expert_exchange.hpp"
 #include "parallel/expert_parallel.hpp"
+#include "parallel/expert_row_parts.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "report/expert_load.hpp"
 #include "state/param_store.hpp"
@@ -64,11 +66,9 @@ struct MoeRouting {
   Tensor2<T> gate;                            // (N, k) their weights
   Tensor2<int32_t> row;                       // (N, k) the assignment's row in the dispatch order, -1: dropped
   Tensor1<int32_t> send_token;                // (S) the token of each dispatched row (expert-major, this rank's)
-  Tensor1<int32_t> recv_place;                // (R) each received row's place in the local experts' order
-  std::vector<int64_t> send_rows, recv_rows;  // rows to / from each expert rank
-  std::vector<int64_t> expert_rows;           // (E / e) rows of each local expert
+  ExpertCounts exchange;                      // the rows to and from each expert rank (R received)
   std::vector<double> aux;                    // (E) dL/dp for each expert, per unit of the loss scale
-  int64_t dispatched = 0, received = 0;       // S, R
+  int64_t dispatched = 0;                     // S
 };
 
 // Activations one forward keeps: the routing, the experts' input rows (local experts'
@@ -131,19 +131,7 @@ class MoeLayer {
   std::vector<char> kept_within_capacity(const BlockContext& ctx, const HostRows<int32_t>& expert,
                                          const std::vector<int64_t>& global, int64_t tokens,
                                          int64_t& dropped_global) const;
-  void exchange_counts(const std::vector<int64_t>& per_expert, MoeRouting<T>& r) const;
   void backward_rows(V2<const T> x, V2<const T> dout, V2<T> dx, T dloss_scale, MoeCache<T>& cache) const;
-  // Whether this layer routes a share of the rows it is given (a 1D tensor split without
-  // sequence parallelism, a 3D split with X x Y > 1), and how many parts the rows have and
-  // which is this rank's.
-  bool slices() const { return parts_ > 1 && !tp_.sequence; }
-  // 3D with X > 1: x (N, C / X) joined over X into whole rows (wide_); else x itself.
-  V2<const T> whole_rows(V2<const T> x) const;
-  // every part's rows (N / parts x C each) into all (N, C), in part order
-  void gather_parts(V2<const T> mine, V2<T> all) const;
-  // The rows of dispatch order (S, C) to the local experts' order (R, C), and back.
-  void to_experts(V2<const T> rows, V2<T> expert_rows, const MoeRouting<T>& r) const;
-  void from_experts(V2<const T> expert_rows, V2<T> rows, const MoeRouting<T>& r) const;
   // Local expert l's two linears, as slices of the store's parameters or gradients.
   struct ExpertWeights {
     V2<T> fc_w, proj_w;
@@ -155,8 +143,7 @@ class MoeLayer {
 
   ParamStore<T>& store_;
   const TensorParallel& tp_;
-  int parts_ = 1, part_ = 0;  // the tensor ranks routing the rows, and this one
-  int columns_ = 1;           // 3D: X, the column blocks of the activations
+  ExpertRowParts<T> shared_;  // the tensor ranks' parts of the rows (parallel/expert_row_parts.hpp)
   Comm* peers_ = nullptr;     // the tensor ranks routing the replica's other rows (null: none)
   ExpertParallel ep_;
   TokenPlace place_;
@@ -166,9 +153,9 @@ class MoeLayer {
   int router_, fc_w_, fc_b_, proj_w_, proj_b_;
   mutable ExpertLoad load_;
   mutable int64_t dropped_here_ = 0;
-  mutable Tensor2<T> send_, recv_, work_;  // exchange buffers, kept between calls
-  mutable Tensor2<T> slice_;               // a tensor rank's rows' outputs or input gradients
-  mutable Tensor2<T> wide_, blocks_;       // 3D: whole rows (N, C), and an all-gather's blocks
+  ExpertExchange<T> exchange_;        // the rows to their experts' ranks and back
+  mutable Tensor2<T> send_, work_;    // exchange buffers, kept between calls
+  mutable Tensor2<T> slice_;          // a tensor rank's rows' outputs or input gradients
   mutable Tensor2<T> router_grad_;         // (C, E): one micro-batch's, summed over the tensor group
 };
 

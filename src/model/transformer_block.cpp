@@ -75,7 +75,7 @@ TransformerBlock<T>::TransformerBlock(ParamStore<T>& store, const TensorParallel
   w_.heads = n_head * w_.a / c;  // 0 where not held
   w_.bf16_operands = std::is_same_v<T, float> && keeps_bf16_operands(precision, round_once, tp);
   w_.row_split = tp.row_split();
-  if (tp.mode == TensorMode::ThreeD && held) w_.weight_block = w_.c * std::max(3 * w_.a, w_.f);
+  if (tp.traits().gathers_weight_blocks && held) w_.weight_block = w_.c * std::max(3 * w_.a, w_.f);
 }
 
 template <class T>
@@ -96,7 +96,7 @@ double TransformerBlock<T>::forward(const BlockContext& ctx, V2<const T> x, Tran
   // 3D: each linear's weight block gathered over depth while the linear before it runs
   Linear3DTransfers<T>* const block = w_.weight_block > 0 ? &g.transfers : nullptr;
   const auto prefetch = [&](bool in_linear, int w) {
-    if (block) block->prefetch(in_linear ? tp.in_linear() : tp.out_linear(), s.param(w));
+    if (block) block->prefetch(tp.weight_block_groups(in_linear), s.param(w));
   };
   auto& fch_gelu = keep ? k.fch_gelu : recomputed.fch_gelu;
   if (scale != T(1) && moe_) throw std::logic_error("TransformerBlock: a scaled step of a mixture-of-experts block");
@@ -188,7 +188,7 @@ struct TransformerBlock<T>::BackwardPass {
   bool read_in_place;
 
   void prefetch(bool in_linear, int w) const {
-    if (transfers) transfers->prefetch(in_linear ? block.tp_.in_linear() : block.tp_.out_linear(), block.store_.param(w));
+    if (transfers) transfers->prefetch(block.tp_.weight_block_groups(in_linear), block.store_.param(w));
   }
   void unit() const {
     if (units) units->step();

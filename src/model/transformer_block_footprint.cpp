@@ -22,7 +22,7 @@ int64_t TransformerBlock<T>::product_stack_elements(int64_t rows) const {
   // attention's copies of Q|K|V and of the output gradient (backward), and the ring's
   // visiting key-value block; its own products read copies and bf16-written blocks only
   int64_t most = n(3 * a) + n(a) + (cp_.active() && !cp_.all_to_all ? n(2 * a) : 0);
-  if (tp_.mode == TensorMode::TwoD || (tp_.mode == TensorMode::ThreeD && tp_.nz > 1)) {
+  if (tp_.traits().multiplies_moved_blocks) {
     // SUMMA multiplies broadcast blocks, and 3D with a depth group the blocks it gathered,
     // both operands rounded: forward x W, backward dy W^T and x^T dy, for each linear
     // (c -> 3a, a -> c, c -> f, f -> c)

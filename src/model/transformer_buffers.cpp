@@ -5,8 +5,8 @@
 namespace strata {
 
 bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp) {
-  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() && tp.mode != TensorMode::TwoD &&
-         tp.mode != TensorMode::ThreeD && tp.row_split() == 1;
+  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() &&
+         tp.traits().whole_activations;
 }
 
 template <class T>

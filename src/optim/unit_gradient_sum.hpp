@@ -26,7 +26,7 @@ template <class T>
 std::vector<GradientUnit> zero2_units(const StageFootprint<T>& model, int data_ranks) {
   const auto& store = model.params();
   const auto& tp = model.tensor_parallel();  // (1D and 3D tensor ranks are expert ranks too)
-  const int e = std::max(1, store.table().expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
+  const int e = std::max(1, store.table().expert_split() / tp.traits().expert_ways);
   return gradient_units(model.grad_ready_order(), store.expert_begin(), store.numel(), data_ranks, 0,
                         e > 1 ? data_ranks / e : 0, 0);
 }

@@ -1,86 +1,123 @@
 #pragma once
-// How the layers of one model replica are split over its tensor group, and the
-// communicators that split uses. Blocks read it to choose their parameter shards and
-// operators; it does not own the communicators (the Grid does).
-//   Serial: every rank of the (size 1) group holds whole tensors.
-//   OneD  : Megatron-LM's split over t ranks: activations replicated (B*T, C); attention
-//           heads, the MLP's hidden units and the vocabulary split t ways. With sequence
-//           parallelism (Korthikanti et al. 2022) the replicated regions (layer norms, the
-//           residual stream, the embedding's output, the LM head's input) hold a
-//           contiguous block of B*T/t rows per rank instead: gathered before the
-//           column-parallel linears, reduce-scattered after the row-parallel ones.
-//   TwoD  : Optimus' split over a q x q grid: rank (i, j) holds activations
-//           [batch block i, hidden block j] and weights [in block i, out block j].
-//   ThreeD: AxoNN's split over X x Y x Z (parallel/tp3d_linear.hpp): the residual stream
-//           [batch block z, hidden block x], replicated over Y; heads and the MLP's hidden
-//           units split over Y; every weight block sharded over Z by rows.
+// How the layers of one model replica are split over its tensor group: one of the split
+// types of parallel/splits/, each behind the same operations (splits/split_calls.hpp),
+// traffic declarations and traits. The blocks hold a TensorParallel and never ask which
+// split it is. It does not own the communicators (the Grid does).
+//
+// Adding a split: its type in parallel/splits/ (its operations, traffic and traits), one
+// more alternative in `Split` below, and the line in tensor_parallel.cpp that makes it
+// from the deck's parallel.tensor_mode.
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
 #include "comm/grid.hpp"
-#include "core/deck_choices.hpp"
-#include "parallel/summa.hpp"
-#include "parallel/tp3d_linear.hpp"
+#include "core/layout.hpp"
+#include "parallel/splits/axonn_split.hpp"
+#include "parallel/splits/column_split.hpp"
+#include "parallel/splits/optimus_split.hpp"
+#include "parallel/splits/whole_tensors.hpp"
 
 namespace strata {
 
-struct TensorParallel {
-  TensorMode mode = TensorMode::Serial;
-  Comm* group = nullptr;                          // every rank of the tensor group (1D: the t ranks; 2D: q*q)
-  Comm* row = nullptr;                            // 2D: the ranks (i, 0..q-1)
-  Comm* col = nullptr;                            // 2D: the ranks (0..q-1, j)
-  int t = 1, rank = 0;                            // 1D: group size and this rank's place in it
-  bool sequence = false;                          // 1D: sequence parallelism (parallel.sequence_parallel)
-  int q = 1, i = 0, j = 0;                        // 2D: grid side and this rank's (row, column)
-  Comm *x = nullptr, *y = nullptr, *z = nullptr;  // 3D: the X, Y and depth groups
-  int nx = 1, ny = 1, nz = 1, ix = 0, iy = 0, iz = 0;
-  bool overlap = true;  // 3D: the depth group's transfers in flight (parallel.tensor_overlap)
+class TensorParallel {
+ public:
+  using Split = std::variant<WholeTensors, ColumnSplit, OptimusSplit, AxonnSplit>;
 
-  int size() const {
-    return mode == TensorMode::OneD     ? t
-           : mode == TensorMode::TwoD   ? q * q
-           : mode == TensorMode::ThreeD ? nx * ny * nz
-                                        : 1;
+  TensorParallel() = default;
+  // (implicit: a split is a TensorParallel)
+  template <class S, class = std::enable_if_t<std::is_constructible_v<Split, S>>>
+  TensorParallel(S split)  // NOLINT(google-explicit-constructor)
+      : split_(std::move(split)), traits_(std::visit([](const auto& s) { return s.traits(); }, split_)) {}
+
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    return std::visit(std::forward<F>(f), split_);
   }
-  // How many ways the replicated regions' rows are split: t under sequence parallelism.
-  int row_split() const { return mode == TensorMode::OneD && sequence ? t : 1; }
-  TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
-  // 3D: a block's first linears (qkv, fc: input over X, output over Y) and its second
-  // ones (proj, fc_proj: the groups swapped).
-  Linear3DGroups in_linear() const { return {*x, *y, *z, overlap}; }
-  Linear3DGroups out_linear() const { return {*y, *x, *z, overlap}; }
+  // the split as type S, or nullptr (tests that build a split by hand read it back)
+  template <class S>
+  const S* as() const {
+    return std::get_if<S>(&split_);
+  }
+
+  // which split it is, as an index into Split, and the splits' names in that order
+  int kind() const { return int(split_.index()); }
+  static std::vector<const char*> kind_names() { return names(std::make_index_sequence<std::variant_size_v<Split>>{}); }
+  const char* name() const { return kind_names()[size_t(kind())]; }
+
+  const SplitTraits& traits() const { return traits_; }
+  int size() const { return traits_.size; }
+  int row_split() const { return traits_.row_split; }
+  Comm* group() const {
+    return visit([](const auto& s) { return s.group; });
+  }
+  // the sum of the batch blocks' losses, where ranks of the split hold different blocks
+  double sum_over_batch_blocks(double loss) const {
+    return visit([&](const auto& s) { return s.sum_over_batch_blocks(loss); });
+  }
+  void loss_sum_traffic(Traffic& out) const {
+    visit([&](const auto& s) { s.loss_sum_traffic(out); });
+  }
+  // the communicator the vocabulary is split over for the loss (nullptr: not split)
+  Comm* vocab_comm() const {
+    return visit([](const auto& s) { return s.vocab_comm(); });
+  }
+  // first vocabulary row of this rank's wte shard (v_local rows), and first vocabulary
+  // column of its logits block (v_local columns)
+  int64_t wte_vocab_begin(int64_t v_local) const {
+    return visit([&](const auto& s) { return s.wte_vocab_begin(v_local); });
+  }
+  int64_t logits_vocab_begin(int64_t v_local) const {
+    return visit([&](const auto& s) { return s.logits_vocab_begin(v_local); });
+  }
+  // a mixture of experts' parts of the rows (traits().experts), gathered over these groups
+  // in turn (each part a block of consecutive rows, the first group's fastest), and the
+  // group the residual stream's columns are joined over before routing (size 1: none)
+  std::vector<SplitGroup> expert_part_groups() const {
+    return visit([](const auto& s) { return s.expert_part_groups(); });
+  }
+  SplitGroup expert_column_group() const {
+    return visit([](const auto& s) { return s.expert_column_group(); });
+  }
+  // the groups a linear's weight block is gathered over, where the split's linears gather
+  // them (traits().gathers_weight_blocks: 3D): in_linear, or an out linear's
+  Linear3DGroups weight_block_groups(bool in_linear) const {
+    const auto* s = as<AxonnSplit>();
+    if (!s) throw std::logic_error("TensorParallel: a weight block gathered under a split that keeps them");
+    return in_linear ? s->in_linear() : s->out_linear();
+  }
+  // what the split divides (a model kind's deck rules)
+  SplitDivisions divisions() const {
+    return visit([](const auto& s) { return s.divisions(); });
+  }
+  TensorPart part_of(const std::vector<int64_t>& shape, const TensorCuts& cuts) const {
+    return visit([&](const auto& s) { return s.part_of(shape, cuts); });
+  }
+
+ private:
+  template <size_t... I>
+  static std::vector<const char*> names(std::index_sequence<I...>) {
+    return {std::variant_alternative_t<I, Split>::name...};
+  }
+
+  Split split_;
+  SplitTraits traits_;
 };
 
-// The split a layout asks for (Serial for 1D with one column; 2D even at q = 1, which
-// runs the 2D code path on one rank), without communicators: this rank at the split's
-// origin. The planner's dry models run on it (every rank of a split holds as much).
-inline TensorParallel tensor_split_of(const Layout& p) {
-  TensorParallel tp;
-  tp.mode = p.tensor_split();
-  if (tp.mode == TensorMode::ThreeD) {
-    tp.nx = int(p.tensor_x), tp.ny = int(p.tensor_y), tp.nz = int(p.tensor_depth);
-    tp.overlap = p.tensor_overlap;
-  } else if (tp.mode == TensorMode::TwoD) {
-    tp.q = int(p.tensor_rows);
-  } else if (tp.mode == TensorMode::OneD) {
-    tp.t = int(p.tensor_cols);
-    tp.sequence = p.sequence_parallel;
-  }
-  return tp;
+// The split a layout asks for (none for 1D with one column; 2D even at q = 1, which runs
+// the 2D code path on one rank), without communicators: this rank at the split's origin.
+// The planner's dry models run on it (every rank of a split holds as much).
+TensorParallel tensor_split_of(const Layout& layout);
+
+// The ranks a mixture layer's experts are split over: parallel.expert, times the tensor
+// ranks that route the rows (traits().expert_ways: 1D and 3D, each routes a share).
+inline int64_t expert_ranks(const Layout& layout) {
+  return layout.expert * tensor_split_of(layout).traits().expert_ways;
 }
 
 // The grid's split (tensor_split_of its layout) over its tensor communicators.
-inline TensorParallel tensor_parallel_of(const Grid& grid) {
-  TensorParallel tp = tensor_split_of(grid.shape());
-  if (tp.mode == TensorMode::Serial) return tp;
-  tp.group = &grid.tensor();
-  if (tp.mode == TensorMode::ThreeD) {
-    tp.x = grid.tensor_x(), tp.y = grid.tensor_y(), tp.z = grid.tensor_depth();
-    tp.ix = grid.coords().x, tp.iy = grid.coords().y, tp.iz = grid.coords().depth;
-  } else if (tp.mode == TensorMode::TwoD) {
-    tp.row = &grid.tensor_row(), tp.col = &grid.tensor_col();
-    tp.i = grid.coords().row, tp.j = grid.coords().col;
-  } else {
-    tp.rank = grid.coords().col;
-  }
-  return tp;
-}
+TensorParallel tensor_parallel_of(const Grid& grid);
 
 }  // namespace strata

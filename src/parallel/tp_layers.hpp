@@ -1,31 +1,15 @@
 #pragma once
 // The layers of a transformer block as seen by the block, whatever the tensor split
-// (parallel/tensor_parallel.hpp). Each function is the serial kernel, Megatron's 1D
-// operator or Optimus' 2D operator, chosen by tp.mode. All views are this rank's local
-// parts; c_total is the full hidden size C.
+// (parallel/tensor_parallel.hpp): each function is the split's operation (the serial
+// kernel, Megatron's 1D operator, Optimus' SUMMA, AxoNN's 3D linear: parallel/splits/,
+// where each split says what it sends). All views are this rank's local parts; c_total is
+// the full hidden size C.
 //
-// Megatron pairs its linears: a column-parallel one ("in": qkv, fc) whose input is
-// replicated, followed by a row-parallel one ("out": proj, fc_proj) whose output needs one
-// all-reduce. So the 1D forward all-reduces after each "out" linear, the 1D backward after
-// each "in" linear: 2 all-reduces of (B*T, C) per block each way. In 2D both kinds are the
-// SUMMA linear.
-//
-// 3D (AxoNN, parallel/tp3d_linear.hpp): an "in" linear splits its input over X and its
-// output over Y, an "out" linear the other way round; each gathers its weight block over
-// the depth group before its forward and again before its input gradient, through
-// `transfers` (parallel/tp3d_transfers.hpp: the caller prefetches the next linear's block
-// there, and finishes the weight gradients' reduce-scatters), and w is this rank's shard
-// (the block's rows of its depth rank). The layer norms take their statistics over X (the 2D
-// layer norm with X as its grid row and the depth group as its column).
-//
-// Sequence parallelism (tp.sequence, 1D): the block's input and output, its layer norms
-// and the residual adds hold this rank's B*T/t rows. An "in" linear gathers its input's
-// rows (all-gather) into `rows`, a (B*T, C) buffer, and reduce-scatters its input gradient
-// from there; an "out" linear reduce-scatters its partial output through `rows`, and
-// gathers its output gradient into `dy_rows`, which its weight gradient then reads. The
-// same bytes as the all-reduces (a ring all-reduce is a reduce-scatter then an
-// all-gather). The layer norms' gains and biases see only this rank's rows, so their
-// gradients are summed over the group.
+// A block's linears come in pairs: an "in" linear (qkv, fc) whose input is the block's
+// activation, then an "out" linear (proj, fc_proj) whose input is the in linear's split
+// output. `rows` is sequence parallelism's (B*T, C) buffer; `transfers` the 3D split's
+// weight-block gathers (parallel/tp3d_transfers.hpp: the caller prefetches the next
+// linear's block there, and finishes the weight gradients' reduce-scatters).
 #include "kernels/bf16.hpp"
 #include "kernels/products.hpp"
 #include "parallel/tensor_parallel.hpp"

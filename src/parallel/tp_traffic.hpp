@@ -10,11 +10,6 @@
 
 namespace strata {
 
-// SUMMA on a q x q grid (summa.hpp), with the operands' local block shapes.
-void summa_ab_traffic(Traffic& out, int q, int64_t m, int64_t k, int64_t n, int64_t e);   // a (m,k) b (k,n)
-void summa_abt_traffic(Traffic& out, int q, int64_t m, int64_t k, int64_t n, int64_t e);  // a (m,k) b (n,k)
-void summa_atb_traffic(Traffic& out, int q, int64_t k, int64_t m, int64_t n, int64_t e);  // a (k,m) b (k,n)
-
 // tp_layers.hpp, for `rows` local rows (under sequence parallelism, the rows of the
 // tensor-parallel region: B*T, of which each rank holds B*T/t elsewhere); in/out are the
 // local input and output widths.

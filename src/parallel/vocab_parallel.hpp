@@ -1,14 +1,8 @@
 #pragma once
 // The vocabulary end of a GPT under any tensor split: token embedding, the LM head tied to
-// it (logits = x wte^T) and the cross-entropy loss. wte [V, C] is split by vocabulary:
-//   1D: rank r holds rows V_r (all of C); tokens and activations are replicated, so the
-//       embedding is a lookup in range and one all-reduce, the head a local product with
-//       an all-reduce of dx in the backward, and the loss's max and sums go over the group.
-//   2D: rank (i, j) holds wte[V_i, C_j]. The embedding looks up all of the replica's
-//       tokens in its vocabulary block and reduce-scatters the result down grid column j
-//       (rank (i, j) keeps batch block i); the head is SUMMA ABT, whose logits block
-//       (i, j) is [batch block i, vocabulary block j], so the loss reduces along grid row i.
-// wpe [T, C] is replicated in 1D and split by hidden block j (replicated over i) in 2D.
+// it (logits = x wte^T) and the cross-entropy loss. wte [V, C] is split by vocabulary rows
+// over the split's vocabulary group; how each split holds it and what its embedding and
+// head send is in parallel/splits/. The loss takes its row maxima and sums over that group.
 #include "kernels/products.hpp"
 #include "parallel/tensor_parallel.hpp"
 

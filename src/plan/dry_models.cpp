@@ -14,7 +14,7 @@ std::unique_ptr<GPT<float>> build_dry_model(const Deck& deck, const Layout& l, i
   cp.size = int(l.context);
   cp.all_to_all = l.context_mode == ContextMode::AllToAll;
   ExpertParallel ep;  // expert rank 0 of data rank 0: every expert rank holds as many
-  ep.size = int(l.expert_ranks());  // 1D and 3D: tensor ranks too
+  ep.size = int(expert_ranks(l));  // 1D and 3D: tensor ranks too
   ep.data_size = int(l.data);
   ep.token_ranks = int(l.replicas());
   return as_gpt(make_model(with_layout(deck, l), tensor_split_of(l), stage, {}, false, cp, ep));

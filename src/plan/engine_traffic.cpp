@@ -11,7 +11,7 @@ namespace {
 template <class T>
 int tensor_split_of(const StageFootprint<T>& model) {
   const auto& tp = model.tensor_parallel();
-  return tp.mode == TensorMode::TwoD ? 1 : tp.size();
+  return tp.traits().expert_ways;
 }
 }  // namespace
 
@@ -93,7 +93,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
       case PipeOp::OptimizerStep:
         if (!stream) break;
         gradient_sum_traffic(out, model.params(), data_ranks, false, false, tensor_split_of(model));
-        if (tp.mode != TensorMode::Serial)  // the stage's gradient norm
+        if (!tp.as<WholeTensors>())  // the stage's gradient norm, over the split's group
           out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
         break;
       case PipeOp::SendTiedGrad:

@@ -22,9 +22,7 @@ Layout unsplit_layout(const Deck& deck) {
   Layout l = deck.parallel;
   l.data = l.pipeline = l.context = 1;
   l.context_mode = ContextMode::Ring;
-  l.tensor_mode = TensorMode::OneD;
-  l.tensor_rows = l.tensor_cols = l.tensor_x = l.tensor_y = l.tensor_depth = 1;
-  l.sequence_parallel = false;
+  l.split_whole();
   l.expert = 1;
   l.layer_method = LayerMethod::Pipeline;
   l.schedule = Schedule::OneFOneB;

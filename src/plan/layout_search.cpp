@@ -44,24 +44,21 @@ std::vector<Layout> tensor_splits(const Deck& deck, int ranks, const MachineFile
   for (int t = 2; t <= ranks; ++t)
     if (ranks % t == 0) {
       Layout l = serial;
-      l.tensor_cols = t;
-      l.sequence_parallel = deck.parallel.sequence_parallel;
+      l.split_columns(t, deck.parallel.sequence_parallel);
       splits.push_back(l);
     }
   for (int q = 2; q * q <= ranks; ++q)
     if (ranks % (q * q) == 0) {
       Layout l = serial;
-      l.tensor_mode = TensorMode::TwoD;
-      l.tensor_rows = l.tensor_cols = q;
+      l.split_grid(q);
       splits.push_back(l);
     }
-  const bool all_3d = deck.parallel.tensor_mode == TensorMode::ThreeD && ranks <= 8;
+  const bool all_3d = tensor_split_of(deck.parallel).as<AxonnSplit>() && ranks <= 8;
   for (int size = 2; size <= ranks; ++size) {
     if (ranks % size != 0 || !is_gpt(deck.model)) continue;
     for (const Layout& l : kept_3d_splits(deck, ranks, size, machine, all_3d)) {
       Layout split = serial;
-      split.tensor_mode = TensorMode::ThreeD;
-      split.tensor_x = l.tensor_x, split.tensor_y = l.tensor_y, split.tensor_depth = l.tensor_depth;
+      split.split_axonn(l.tensor_x, l.tensor_y, l.tensor_depth);
       splits.push_back(split);
     }
   }
@@ -89,7 +86,7 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
 std::vector<Layout> admitted(const Deck& deck, Layout l) {
   std::vector<Layout> out;
   const int64_t experts = is_gpt(deck.model) ? deck.model.moe_experts : 0;
-  if (experts > 0 && l.tensor_mode == TensorMode::TwoD) return out;
+  if (experts > 0 && !tensor_split_of(l).traits().takes_experts) return out;
   for (int e = 1; e <= l.data; ++e) {
     if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
     l.expert = e;
@@ -122,7 +119,7 @@ void add_staged(const Deck& deck, Layout l, const Admit& admit) {
   const int64_t p = l.pipeline;
   const int64_t replica_batch = deck.data.batch_size / l.data;
   if (model_kind_of(deck).layer_parallel && is_gpt(deck.model) && l.context == 1 && !l.sequence_parallel &&
-      l.tensor_mode == TensorMode::OneD) {
+      tensor_split_of(l).traits().whole_activations) {
     Layout lp = l;
     lp.layer_method = LayerMethod::MGRIT;
     lp.micro_batches = 1;
@@ -162,8 +159,7 @@ std::vector<Layout> ranked_3d_splits(const Deck& deck, int ranks, int size, cons
     for (int ty = 1; tx * ty <= size; ++ty) {
       if (size % (tx * ty) != 0 || ranks % size != 0) continue;
       Layout l = unsplit_layout(deck);
-      l.tensor_mode = TensorMode::ThreeD;
-      l.tensor_x = tx, l.tensor_y = ty, l.tensor_depth = size / (tx * ty);
+      l.split_axonn(tx, ty, size / (tx * ty));
       l.data = data > 0 ? data : ranks / size;
       const std::vector<Layout> variants = admitted(deck, l);
       if (variants.empty()) continue;

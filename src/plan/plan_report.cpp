@@ -190,19 +190,21 @@ const StepPrediction* print_best_per_split(const std::vector<StepPrediction>& ra
   out << "the best of each tensor split that fits (comm: the exposed communication per step; then the bytes a rank "
          "sends):\n";
   const StepPrediction* runner_up = nullptr;
-  for (const TensorMode mode : {TensorMode::Serial, TensorMode::OneD, TensorMode::TwoD, TensorMode::ThreeD}) {
+  const std::vector<const char*> labels = TensorParallel::kind_names();
+  const int recommended = tensor_split_of(r.layout).kind();
+  for (int kind = 0; kind < int(labels.size()); ++kind) {
     const StepPrediction* b = nullptr;
     for (const auto& p : ranked)
-      if (p.layout.tensor_split() == mode && double(p.memory_bytes()) <= machine.memory_capacity) {
+      if (tensor_split_of(p.layout).kind() == kind && double(p.memory_bytes()) <= machine.memory_capacity) {
         b = &p;
         break;
       }
-    const char* label = mode == TensorMode::Serial ? "none" : to_string(mode).c_str();
+    const char* label = labels[size_t(kind)];
     if (!b) {
       out << strfmt("  %-4s  (no layout fits)\n", label);
       continue;
     }
-    if (mode != r.layout.tensor_split() && (!runner_up || b->step_s < runner_up->step_s)) runner_up = b;
+    if (kind != recommended && (!runner_up || b->step_s < runner_up->step_s)) runner_up = b;
     out << strfmt("  %-4s  %-40s %10s  compute %9s  comm %9s  %11s/step  %s\n", label, plan_name(b->layout).c_str(),
                   seconds_text(b->step_s).c_str(), seconds_text(b->compute_s).c_str(), seconds_text(b->comm_s).c_str(),
                   bytes_text(b->wire_bytes).c_str(),

@@ -39,7 +39,7 @@ std::pair<int64_t, int64_t> stage_memory(const StageFootprint<float>& model, con
   int64_t padded = zero_block(numel, zero_shards) * zero_shards;  // the parameters' buffer
   int64_t values = store_values(numel, zero_shards);
   const auto& tp = model.tensor_parallel();
-  const int e = std::max(1, store.table().expert_split() / (tp.mode == TensorMode::TwoD ? 1 : tp.size()));
+  const int e = std::max(1, store.table().expert_split() / tp.traits().expert_ways);
   if (zero >= 2 && zero_shards > 1) {
     // ZeRO-2 (ParamStore::shard_gradients): the parameters unit by unit, each padded; this
     // rank's part of each unit's gradients and moments; the slots of the units in the works

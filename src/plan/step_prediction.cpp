@@ -89,7 +89,7 @@ double exposed_tensor_seconds(const Deck& deck, const Layout& l, const MachineFi
   // 3D with overlap: the depth group's weight gathers and gradient reduce-scatters run
   // under the linears' products, but a quarter of them (a pass's first has no product
   // before it)
-  const bool overlap_3d = l.tensor_split() == TensorMode::ThreeD && deck.parallel.tensor_overlap;
+  const bool overlap_3d = tensor_split_of(l).traits().gathers_weight_blocks && deck.parallel.tensor_overlap;
   const auto depth = [&](const std::string& group, const std::string& kind) {
     return overlap_3d && group == "tensor_depth" && (kind == "allgather" || kind == "reduce_scatter");
   };

@@ -473,7 +473,7 @@ void RunLoop::print_summary(const TrainResult& r) {
     log_.info(
         strfmt("memory (rank 0), of which experts (%d of every mixture layer's %lld here): parameters %.2f MiB, "
                "gradients %.2f MiB, AdamW moments %.2f MiB",
-               int(deck_.model.moe_experts / deck_.parallel.expert_ranks()), (long long)deck_.model.moe_experts,
+               int(deck_.model.moe_experts / expert_ranks(deck_.parallel)), (long long)deck_.model.moe_experts,
                double(params) * sizeof(float) / mib, double(grads) * sizeof(float) / mib,
                double(moments) * sizeof(float) / mib));
   }

@@ -66,24 +66,14 @@ TEST_CASE("vocabulary-parallel embedding, tied head and cross-entropy equal seri
     pc.tensor_cols = mode == "2d" ? 2 : n;
     Grid grid(pc, MPI_COMM_WORLD);
     Comm &group = grid.tensor(), &row = grid.tensor_row(), &col = grid.tensor_col();
-    TensorParallel tp;
-    tp.group = &group;
-    if (mode == "2d") {
-      tp.mode = TensorMode::TwoD;
-      tp.row = &row;
-      tp.col = &col;
-      tp.q = 2;
-      tp.i = grid.coords().row;
-      tp.j = grid.coords().col;
-    } else {
-      tp.mode = TensorMode::OneD;
-      tp.t = n;
-      tp.rank = grid.coords().col;
-    }
-    const bool two_d = tp.mode == TensorMode::TwoD;
+    const bool two_d = mode == "2d";
+    const int i = grid.coords().row, j = grid.coords().col;
+    // (1D even on one rank: the 1D code path)
+    const TensorParallel tp = two_d ? TensorParallel(OptimusSplit{&group, &row, &col, 2, i, j})
+                                    : TensorParallel(ColumnSplit{&group, n, j, false});
     // this rank's rows, hidden columns, wte rows (embedding) and logits columns (head)
-    const int64_t nr = two_d ? kN / 2 : kN, r0 = two_d ? tp.i * nr : 0;
-    const int64_t nc = two_d ? kC / 2 : kC, c0 = two_d ? tp.j * nc : 0;
+    const int64_t nr = two_d ? kN / 2 : kN, r0 = two_d ? i * nr : 0;
+    const int64_t nc = two_d ? kC / 2 : kC, c0 = two_d ? j * nc : 0;
     const int64_t nv = kV / (two_d ? 2 : n), v0 = wte_vocab_begin(tp, nv), lv0 = logits_vocab_begin(tp, nv);
     INFO(mode << " on " << n << " ranks");
 

@@ -13,9 +13,9 @@ TEST_CASE("AxoNN model: a block's linears send what the engine's 3D linears decl
   const int64_t c = 48, rows = 40, e = 4;
   for (const auto& [tx, ty, tz] :
        {std::array<int, 3>{2, 1, 2}, {1, 2, 2}, {2, 2, 1}, {2, 2, 2}, {4, 2, 3}, {1, 1, 4}}) {
-    TensorParallel tp;
-    tp.mode = TensorMode::ThreeD;
-    tp.nx = tx, tp.ny = ty, tp.nz = tz;
+    AxonnSplit split;
+    split.nx = tx, split.ny = ty, split.nz = tz;
+    const TensorParallel tp(split);
     Traffic declared;  // as TransformerBlock::traffic runs them, with the local widths
     const int64_t cx = c / tx, ay = c / ty, fy = 4 * c / ty;
     tp_linear_in_forward_traffic(declared, tp, rows, cx, 3 * ay, e);

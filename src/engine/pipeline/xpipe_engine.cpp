@@ -89,7 +89,7 @@ class XPipeEngine<T>::Stream : public ListHooks {
         // a non-finite gradient is never applied (the run loop stops or skips the step)
         const double norm =
             update_.step
-                ->apply_stage(store, first_step_ + in.mb, e_.model_.tensor_parallel().group, tied_copy_ ? wte_ : -1)
+                ->apply_stage(store, first_step_ + in.mb, e_.model_.tensor_parallel().group(), tied_copy_ ? wte_ : -1)
                 .grad_norm;
         norms_squared_[size_t(in.mb)] = norm * norm;
         store.zero_grads();
