@@ -73,7 +73,6 @@ inline const std::vector<std::pair<Schedule, std::string>>& schedule_names() {
 // The schedules that run the backward as two halves (input, then weight gradients).
 inline bool splits_backward(Schedule s) { return s == Schedule::ZBH1 || s == Schedule::ZBH2; }
 
-
 inline const std::vector<std::pair<Precision, std::string>>& precision_names() {
   static const std::vector<std::pair<Precision, std::string>> names = {{Precision::FP32, "fp32"},
                                                                        {Precision::BF16, "bf16"}};

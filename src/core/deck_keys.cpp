@@ -143,8 +143,7 @@ std::vector<DeckKey> parallel_grid_keys() {
           "tensor-parallel grid columns: t of the 1D split, or q of the 2D q x q grid"),
       acts_when(
           enum_choice(
-              par, &D::parallel, "tensor_mode", &Layout::tensor_mode,
-              tensor_mode_choices(),
+              par, &D::parallel, "tensor_mode", &Layout::tensor_mode, tensor_mode_choices(),
               "\"1d\" (Megatron: heads, MLP and vocabulary split t ways), \"2d\" (Optimus: SUMMA on a square grid) "
               "or \"3d\" (AxoNN: every linear's weight split over tensor_x x tensor_y and sharded over tensor_depth)"),
           [](const Deck& d) {

@@ -22,7 +22,7 @@ struct Layout {
   ContextMode context_mode = ContextMode::Ring;
   int64_t tensor_rows = 1;
   int64_t tensor_cols = 1;
-  TensorMode tensor_mode{};  // "1d"
+  TensorMode tensor_mode{};                              // "1d"
   int64_t tensor_x = 1, tensor_y = 1, tensor_depth = 1;  // 3D (AxoNN): the X, Y and depth (Z) groups
   bool tensor_overlap = true;      // 3D: the depth group's gathers and reduce-scatters in flight under the products
   bool sequence_parallel = false;  // 1D: the layer norms' and residual stream's rows split over the tensor group
@@ -56,7 +56,9 @@ struct Layout {
   TensorMode tensor_split() const;
   bool tensor_grid() const;   // 2D: tensor_rows x tensor_cols, the grid's rows and columns
   bool tensor_axonn() const;  // 3D: tensor_x x tensor_y x tensor_depth
-  int64_t tensor_size() const { return tensor_axonn() ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols; }
+  int64_t tensor_size() const {
+    return tensor_axonn() ? tensor_x * tensor_y * tensor_depth : tensor_rows * tensor_cols;
+  }
   int64_t ranks() const { return data * pipeline * context * tensor_size(); }
   int64_t replicas() const { return data * context; }  // the ranks holding the same parameters
 };

@@ -6,8 +6,8 @@
 // those rows of wpe for the forward and adds their gradient back to them.
 #include "comm/traffic.hpp"
 #include "model/block_context.hpp"
-#include "model/stage_placement.hpp"
 #include "parallel/context_parallel.hpp"
+#include "parallel/stage_placement.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "state/param_store.hpp"
 #include "state/unit_hooks.hpp"

@@ -18,10 +18,10 @@
 #include "model/lm_head.hpp"
 #include "model/ode_network.hpp"
 #include "model/stage_model.hpp"
-#include "model/stage_placement.hpp"
 #include "model/transformer_block.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/expert_parallel.hpp"
+#include "parallel/stage_placement.hpp"
 
 namespace strata {
 

@@ -28,7 +28,8 @@ std::unique_ptr<kernels::ProductWorkspace::RowsVary> rows_vary(const kernels::Pr
 template <class T>
 int64_t MoeCache<T>::bytes() const {
   const auto& r = routing;
-  return view_bytes(xe, h, hg, yk, x_rows, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token, r.exchange.recv_place);
+  return view_bytes(xe, h, hg, yk, x_rows, r.probs, r.lse, r.expert, r.gate, r.row, r.send_token,
+                    r.exchange.recv_place);
 }
 
 template <class T>
@@ -131,7 +132,8 @@ std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, con
   const auto key = [&](int64_t t, int64_t j) {
     const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
     const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
-    return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * shared_.parts() + shared_.part()) * E;
+    return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * shared_.parts() + shared_.part()) *
+           E;
   };
   std::vector<int64_t> table(size_t(k * sequences * chunks * shared_.parts() * E), 0);
   for (int64_t j = 0; j < k; ++j)

@@ -153,9 +153,9 @@ class MoeLayer {
   int router_, fc_w_, fc_b_, proj_w_, proj_b_;
   mutable ExpertLoad load_;
   mutable int64_t dropped_here_ = 0;
-  ExpertExchange<T> exchange_;        // the rows to their experts' ranks and back
-  mutable Tensor2<T> send_, work_;    // exchange buffers, kept between calls
-  mutable Tensor2<T> slice_;          // a tensor rank's rows' outputs or input gradients
+  ExpertExchange<T> exchange_;             // the rows to their experts' ranks and back
+  mutable Tensor2<T> send_, work_;         // exchange buffers, kept between calls
+  mutable Tensor2<T> slice_;               // a tensor rank's rows' outputs or input gradients
   mutable Tensor2<T> router_grad_;         // (C, E): one micro-batch's, summed over the tensor group
 };
 

@@ -24,7 +24,7 @@
 
 #include "core/deck_choices.hpp"
 #include "model/ode_network.hpp"
-#include "model/stage_placement.hpp"
+#include "parallel/stage_placement.hpp"
 #include "state/param_store.hpp"
 
 namespace strata {

@@ -9,8 +9,8 @@
 
 #include "comm/traffic.hpp"
 #include "model/block_context.hpp"
-#include "model/stage_placement.hpp"
 #include "model/stage_units.hpp"
+#include "parallel/stage_placement.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "state/param_store.hpp"
 

@@ -5,8 +5,7 @@
 namespace strata {
 
 bool keeps_bf16_operands(Precision precision, bool round_once, const TensorParallel& tp) {
-  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() &&
-         tp.traits().whole_activations;
+  return precision == Precision::BF16 && round_once && kernels::RoundedCopy::pays() && tp.traits().whole_activations;
 }
 
 template <class T>

@@ -9,11 +9,8 @@ namespace strata {
 
 template <class T>
 ExpertRowParts<T>::ExpertRowParts(const TensorParallel& tp, int64_t width)
-    : tp_(tp),
-      parts_(tp.traits().experts.parts),
-      part_(tp.traits().experts.part),
-      columns_(tp.traits().experts.columns),
-      c_(width) {}
+    : tp_(tp), parts_(tp.traits().experts.parts), part_(tp.traits().experts.part),
+      columns_(tp.traits().experts.columns), c_(width) {}
 
 template <class T>
 V2<const T> ExpertRowParts<T>::whole_rows(V2<const T> x) const {

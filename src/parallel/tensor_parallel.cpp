@@ -12,12 +12,12 @@ TensorParallel tensor_split_of(const Layout& p) {
     case TensorMode::TwoD:
       return OptimusSplit{nullptr, nullptr, nullptr, int(p.tensor_rows), 0, 0};
     case TensorMode::ThreeD:
-      return AxonnSplit{nullptr, nullptr, nullptr, nullptr, int(p.tensor_x), int(p.tensor_y), int(p.tensor_depth),
-                        0, 0, 0, p.tensor_overlap};
+      return AxonnSplit{
+          nullptr, nullptr, nullptr, nullptr,         int(p.tensor_x), int(p.tensor_y), int(p.tensor_depth),
+          0,       0,       0,       p.tensor_overlap};
   }
   return WholeTensors{};
 }
-
 
 TensorParallel tensor_parallel_of(const Grid& grid) {
   return tensor_split_of(grid.shape()).visit([&](const auto& s) -> TensorParallel::Split { return s.placed_on(grid); });

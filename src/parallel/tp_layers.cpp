@@ -3,10 +3,27 @@
 // Each layer is its split's operation (parallel/splits/split_calls.hpp).
 namespace strata {
 
+namespace {
 template <class T, class Y>
 void tp_layernorm_forward_any(const TensorParallel& tp, const LayerNormCall<T, Y>& call) {
   tp.visit([&](const auto& s) { s.template layernorm_forward<T, Y>(call); });
 }
+
+template <class T, class X>
+void tp_linear_in_forward_any(const TensorParallel& tp, const LinearCall<T, X>& call) {
+  tp.visit([&](const auto& s) { s.template linear_in_forward<T, X>(call); });
+}
+
+template <class T, class X>
+void tp_linear_out_forward_any(const TensorParallel& tp, const LinearCall<T, X>& call) {
+  tp.visit([&](const auto& s) { s.template linear_out_forward<T, X>(call); });
+}
+
+template <class T, class X>
+void tp_linear_backward_weight_any(const TensorParallel& tp, const LinearWeightCall<T, X>& call) {
+  tp.visit([&](const auto& s) { s.template linear_backward_weight<T, X>(call); });
+}
+}  // namespace
 
 template <class T>
 void tp_layernorm_forward(const TensorParallel& tp, int64_t c_total, V2<T> y, V1<T> mean, V1<T> rstd, V2<const T> x,
@@ -31,10 +48,6 @@ void tp_layernorm_backward(const TensorParallel& tp, int64_t c_total, V2<T> dx, 
   tp.visit([&](const auto& s) { s.template layernorm_backward<T>(call); });
 }
 
-template <class T, class X>
-void tp_linear_in_forward_any(const TensorParallel& tp, const LinearCall<T, X>& call) {
-  tp.visit([&](const auto& s) { s.template linear_in_forward<T, X>(call); });
-}
 template <class T>
 void tp_linear_in_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
                           V2<const T> w, V1<const T> b, V2<T> rows, Linear3DTransfers<T>* transfers) {
@@ -54,10 +67,6 @@ void tp_linear_in_backward_input(const TensorParallel& tp, kernels::ProductPreci
   tp.visit([&](const auto& s) { s.template linear_in_backward_input<T>(call); });
 }
 
-template <class T, class X>
-void tp_linear_out_forward_any(const TensorParallel& tp, const LinearCall<T, X>& call) {
-  tp.visit([&](const auto& s) { s.template linear_out_forward<T, X>(call); });
-}
 template <class T>
 void tp_linear_out_forward(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> y, V2<const T> x,
                            V2<const T> w, V1<const T> b, V2<T> rows, Linear3DTransfers<T>* transfers) {
@@ -77,10 +86,6 @@ void tp_linear_out_backward_input(const TensorParallel& tp, kernels::ProductPrec
   tp.visit([&](const auto& s) { s.template linear_out_backward_input<T>(call); });
 }
 
-template <class T, class X>
-void tp_linear_backward_weight_any(const TensorParallel& tp, const LinearWeightCall<T, X>& call) {
-  tp.visit([&](const auto& s) { s.template linear_backward_weight<T, X>(call); });
-}
 template <class T>
 void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecision precision, V2<T> dw, V1<T> db,
                                V2<const T> dy, V2<const T> x, Linear3DTransfers<T>* transfers) {

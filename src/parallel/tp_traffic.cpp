@@ -11,19 +11,23 @@ void tp_layernorm_backward_traffic(Traffic& out, const TensorParallel& tp, int64
   tp.visit([&](const auto& s) { s.layernorm_backward_traffic(out, rows, c_local, e); });
 }
 
-void tp_linear_in_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w, int64_t e) {
+void tp_linear_in_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                  int64_t e) {
   tp.visit([&](const auto& s) { s.linear_in_forward_traffic(out, rows, in, out_w, e); });
 }
 
-void tp_linear_in_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w, int64_t e) {
+void tp_linear_in_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                   int64_t e) {
   tp.visit([&](const auto& s) { s.linear_in_backward_traffic(out, rows, in, out_w, e); });
 }
 
-void tp_linear_out_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w, int64_t e) {
+void tp_linear_out_forward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                   int64_t e) {
   tp.visit([&](const auto& s) { s.linear_out_forward_traffic(out, rows, in, out_w, e); });
 }
 
-void tp_linear_out_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w, int64_t e) {
+void tp_linear_out_backward_traffic(Traffic& out, const TensorParallel& tp, int64_t rows, int64_t in, int64_t out_w,
+                                    int64_t e) {
   tp.visit([&](const auto& s) { s.linear_out_backward_traffic(out, rows, in, out_w, e); });
 }
 

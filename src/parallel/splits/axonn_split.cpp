@@ -162,8 +162,7 @@ void AxonnSplit::embedding_backward(const EmbeddingBackwardCall<T>& c) const {
   // makes the whole gradient of its vocabulary block and of wte's and wpe's columns
   ensure_scratch(c.scratch, int64_t(c.tokens.extent(0)), int64_t(c.dout.extent(1)));
   z->allgather<T>(V1<const T>(c.dout.data(), c.dout.size()), V1<T>(c.scratch.data(), c.scratch.size()));
-  kernels::embedding_backward_range<T>(c.dwte, c.dwpe, c.scratch, c.tokens, wte_vocab_begin(c.dwte.extent(0)),
-                                       c.t_len);
+  kernels::embedding_backward_range<T>(c.dwte, c.dwpe, c.scratch, c.tokens, wte_vocab_begin(c.dwte.extent(0)), c.t_len);
 }
 
 template <class T>
@@ -210,6 +209,7 @@ void AxonnSplit::linear_backward_traffic(Traffic& out, const char* out_group, in
   }
 }
 
+void AxonnSplit::gather_rows_traffic(Traffic&, int64_t, int64_t, int64_t) const {}  // (rows not split)
 void AxonnSplit::loss_sum_traffic(Traffic& out) const {
   if (nz > 1) out.add(kDepth, "allreduce_scalar", Collective::AllReduce, nz, sizeof(double));
 }

@@ -24,7 +24,7 @@
 namespace strata {
 
 struct AxonnSplit {
-  static constexpr const char* name = "3d";  // as strata plan lists it
+  static constexpr const char* name = "3d";       // as strata plan lists it
   Comm* group = nullptr;                          // the X * Y * Z ranks
   Comm *x = nullptr, *y = nullptr, *z = nullptr;  // the X, Y and depth groups
   int nx = 1, ny = 1, nz = 1, ix = 0, iy = 0, iz = 0;
@@ -51,27 +51,15 @@ struct AxonnSplit {
 
   STRATA_TENSOR_SPLIT_OPERATIONS
 
-  void loss_sum_traffic(Traffic& out) const;
-  void layernorm_forward_traffic(Traffic& out, int64_t rows, int64_t e) const;
-  void layernorm_backward_traffic(Traffic& out, int64_t rows, int64_t c_local, int64_t e) const;
-  void linear_in_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_in_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_out_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_out_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void embedding_forward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const;
-  void embedding_backward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const;
-  void head_logits_traffic(Traffic& out, int64_t rows, int64_t c, int64_t v, int64_t e) const;
-  void head_backward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t v, int64_t e) const;
-  void cross_entropy_forward_traffic(Traffic& out, int64_t rows, int64_t e) const;
-  void gather_rows_traffic(Traffic&, int64_t, int64_t, int64_t) const {}  // (rows not split)
+  STRATA_TENSOR_SPLIT_TRAFFIC
 
  private:
   // the layer norm's groups as the 2D layer norm takes them (statistics over X, the
   // gains' gradients summed over depth; X need not equal depth, the 2D code reads q only
   // as the row's size)
   TensorGrid2D layernorm_groups() const { return {*x, *z, nx, 0, 0}; }
-  void linear_forward_traffic(Traffic& out, const char* in_group, int in_ranks, int64_t rows, int64_t in,
-                              int64_t out_w, int64_t e) const;
+  void linear_forward_traffic(Traffic& out, const char* in_group, int in_ranks, int64_t rows, int64_t in, int64_t out_w,
+                              int64_t e) const;
   void linear_backward_traffic(Traffic& out, const char* out_group, int out_ranks, int64_t rows, int64_t in,
                                int64_t out_w, int64_t e) const;
 };

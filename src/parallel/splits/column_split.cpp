@@ -178,6 +178,8 @@ void ColumnSplit::head_backward_weight(const HeadWeightCall<T>& c) const {
 
 STRATA_TENSOR_SPLIT_INSTANTIATE(ColumnSplit)
 
+void ColumnSplit::loss_sum_traffic(Traffic&) const {}
+void ColumnSplit::layernorm_forward_traffic(Traffic&, int64_t, int64_t) const {}
 void ColumnSplit::sum_traffic(Traffic& out, int64_t rows, int64_t width, int64_t e) const {
   if (sequence)
     out.add(kTensor, "reduce_scatter", Collective::ReduceScatter, t, rows / t * width * e);

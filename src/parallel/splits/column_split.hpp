@@ -30,7 +30,7 @@ namespace strata {
 
 struct ColumnSplit {
   static constexpr const char* name = "1d";  // as strata plan lists it
-  Comm* group = nullptr;  // the t ranks
+  Comm* group = nullptr;                     // the t ranks
   int t = 1, rank = 0;
   bool sequence = false;  // sequence parallelism (parallel.sequence_parallel)
 
@@ -50,20 +50,7 @@ struct ColumnSplit {
 
   STRATA_TENSOR_SPLIT_OPERATIONS
 
-  void loss_sum_traffic(Traffic&) const {}
-  void layernorm_forward_traffic(Traffic&, int64_t, int64_t) const {}
-  void layernorm_backward_traffic(Traffic& out, int64_t rows, int64_t c_local, int64_t e) const;
-  void linear_in_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_in_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_out_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_out_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void embedding_forward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const;
-  void embedding_backward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const;
-  void head_logits_traffic(Traffic& out, int64_t rows, int64_t c, int64_t v, int64_t e) const;
-  void head_backward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t v, int64_t e) const;
-  void cross_entropy_forward_traffic(Traffic& out, int64_t rows, int64_t e) const;
-  // sequence parallelism: every rank's rows gathered
-  void gather_rows_traffic(Traffic& out, int64_t rows, int64_t width, int64_t e) const;
+  STRATA_TENSOR_SPLIT_TRAFFIC
 
  private:
   // (rows, width) summed over the group: each rank's share of every row, all-reduced, or

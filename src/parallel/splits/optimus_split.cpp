@@ -136,8 +136,7 @@ void OptimusSplit::embedding_backward(const EmbeddingBackwardCall<T>& c) const {
   // tokens' rows; wpe's gradient then comes out the same on every rank of the column
   ensure_scratch(c.scratch, int64_t(c.tokens.extent(0)), int64_t(c.dout.extent(1)));
   col->allgather<T>(V1<const T>(c.dout.data(), c.dout.size()), V1<T>(c.scratch.data(), c.scratch.size()));
-  kernels::embedding_backward_range<T>(c.dwte, c.dwpe, c.scratch, c.tokens, wte_vocab_begin(c.dwte.extent(0)),
-                                       c.t_len);
+  kernels::embedding_backward_range<T>(c.dwte, c.dwpe, c.scratch, c.tokens, wte_vocab_begin(c.dwte.extent(0)), c.t_len);
 }
 
 template <class T>
@@ -161,6 +160,7 @@ void OptimusSplit::head_backward_weight(const HeadWeightCall<T>& c) const {
 
 STRATA_TENSOR_SPLIT_INSTANTIATE(OptimusSplit)
 
+void OptimusSplit::gather_rows_traffic(Traffic&, int64_t, int64_t, int64_t) const {}  // (rows not split)
 void OptimusSplit::loss_sum_traffic(Traffic& out) const {
   out.add(kCol, "allreduce_scalar", Collective::AllReduce, q, sizeof(double));
 }
@@ -181,8 +181,7 @@ void OptimusSplit::linear_in_backward_traffic(Traffic& out, int64_t rows, int64_
 void OptimusSplit::linear_out_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const {
   summa_ab_traffic(out, q, rows, in, out_w, e);
 }
-void OptimusSplit::linear_out_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w,
-                                               int64_t e) const {
+void OptimusSplit::linear_out_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const {
   linear2d_backward_traffic(out, q, rows, in, out_w, e);
 }
 void OptimusSplit::embedding_forward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const {

@@ -22,9 +22,9 @@ namespace strata {
 
 struct OptimusSplit {
   static constexpr const char* name = "2d";  // as strata plan lists it
-  Comm* group = nullptr;  // the q * q ranks
-  Comm* row = nullptr;    // the ranks (i, 0..q-1)
-  Comm* col = nullptr;    // the ranks (0..q-1, j)
+  Comm* group = nullptr;                     // the q * q ranks
+  Comm* row = nullptr;                       // the ranks (i, 0..q-1)
+  Comm* col = nullptr;                       // the ranks (0..q-1, j)
   int q = 1, i = 0, j = 0;
 
   TensorGrid2D grid() const { return {*row, *col, q, i, j}; }
@@ -44,19 +44,7 @@ struct OptimusSplit {
 
   STRATA_TENSOR_SPLIT_OPERATIONS
 
-  void loss_sum_traffic(Traffic& out) const;
-  void layernorm_forward_traffic(Traffic& out, int64_t rows, int64_t e) const;
-  void layernorm_backward_traffic(Traffic& out, int64_t rows, int64_t c_local, int64_t e) const;
-  void linear_in_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_in_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_out_forward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void linear_out_backward_traffic(Traffic& out, int64_t rows, int64_t in, int64_t out_w, int64_t e) const;
-  void embedding_forward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const;
-  void embedding_backward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t e) const;
-  void head_logits_traffic(Traffic& out, int64_t rows, int64_t c, int64_t v, int64_t e) const;
-  void head_backward_traffic(Traffic& out, int64_t rows, int64_t c, int64_t v, int64_t e) const;
-  void cross_entropy_forward_traffic(Traffic& out, int64_t rows, int64_t e) const;
-  void gather_rows_traffic(Traffic&, int64_t, int64_t, int64_t) const {}  // (rows not split)
+  STRATA_TENSOR_SPLIT_TRAFFIC
 };
 
 }  // namespace strata

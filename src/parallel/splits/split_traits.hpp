@@ -29,18 +29,18 @@ struct ExpertParts {
 };
 
 struct SplitTraits {
-  int size = 1;                   // ranks in the split
-  int row_split = 1;              // ways the residual stream's rows are split (sequence parallelism)
-  int residual_parts = 1;         // ways its hidden width is split
-  bool whole_activations = true;  // every rank holds every row and column a block reads
-  int expert_ways = 1;            // ranks of the split that route rows to the experts
-  BatchBlock batch;               // the replica's batch block this rank holds
-  bool multiplies_moved_blocks = false;  // the linears multiply blocks sent to them (both operands rounded)
-  bool gathers_weight_blocks = false;    // the linears gather their weight blocks (a workspace for one)
-  bool bf16_dlogits = true;              // the head's products can read the logits' gradient kept as bf16 only
+  int size = 1;                               // ranks in the split
+  int row_split = 1;                          // ways the residual stream's rows are split (sequence parallelism)
+  int residual_parts = 1;                     // ways its hidden width is split
+  bool whole_activations = true;              // every rank holds every row and column a block reads
+  int expert_ways = 1;                        // ranks of the split that route rows to the experts
+  BatchBlock batch;                           // the replica's batch block this rank holds
+  bool multiplies_moved_blocks = false;       // the linears multiply blocks sent to them (both operands rounded)
+  bool gathers_weight_blocks = false;         // the linears gather their weight blocks (a workspace for one)
+  bool bf16_dlogits = true;                   // the head's products can read the logits' gradient kept as bf16 only
   bool head_multiplies_moved_blocks = false;  // the head's products multiply blocks sent to them
   ExpertParts experts;
-  bool takes_experts = true;      // a mixture of experts can run under it
+  bool takes_experts = true;  // a mixture of experts can run under it
 };
 
 }  // namespace strata

@@ -57,4 +57,19 @@ void WholeTensors::head_backward_weight(const HeadWeightCall<T>& c) const {
 
 STRATA_TENSOR_SPLIT_INSTANTIATE(WholeTensors)
 
+// no traffic
+void WholeTensors::loss_sum_traffic(Traffic&) const {}
+void WholeTensors::layernorm_forward_traffic(Traffic&, int64_t, int64_t) const {}
+void WholeTensors::layernorm_backward_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
+void WholeTensors::linear_in_forward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
+void WholeTensors::linear_in_backward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
+void WholeTensors::linear_out_forward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
+void WholeTensors::linear_out_backward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
+void WholeTensors::embedding_forward_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
+void WholeTensors::embedding_backward_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
+void WholeTensors::head_logits_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
+void WholeTensors::head_backward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
+void WholeTensors::cross_entropy_forward_traffic(Traffic&, int64_t, int64_t) const {}
+void WholeTensors::gather_rows_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
+
 }  // namespace strata

@@ -31,20 +31,7 @@ struct WholeTensors {
 
   STRATA_TENSOR_SPLIT_OPERATIONS
 
-  // no traffic
-  void loss_sum_traffic(Traffic&) const {}
-  void layernorm_forward_traffic(Traffic&, int64_t, int64_t) const {}
-  void layernorm_backward_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
-  void linear_in_forward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
-  void linear_in_backward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
-  void linear_out_forward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
-  void linear_out_backward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
-  void embedding_forward_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
-  void embedding_backward_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
-  void head_logits_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
-  void head_backward_traffic(Traffic&, int64_t, int64_t, int64_t, int64_t) const {}
-  void cross_entropy_forward_traffic(Traffic&, int64_t, int64_t) const {}
-  void gather_rows_traffic(Traffic&, int64_t, int64_t, int64_t) const {}
+  STRATA_TENSOR_SPLIT_TRAFFIC  // (none)
 };
 
 }  // namespace strata
