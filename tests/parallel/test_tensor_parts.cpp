@@ -17,14 +17,14 @@ using namespace strata;
 
 namespace {
 
-struct Param {
+struct SplitParam {
   std::string name;
   std::vector<int64_t> shape;
   TensorCuts cuts;
 };
 
 // the GPT's parameters at C = 24, V = 48 (divisible by every split below)
-std::vector<Param> block_params() {
+std::vector<SplitParam> split_params() {
   const int64_t c = 24, v = 48, t = 16;
   return {
       {"ln1.weight", {c}, {-1, -1, 0, 0, -1, -1}},      {"attn.qkv.weight", {c, 3, c}, {2, 0, 2, 0, 2, 0}},
@@ -36,7 +36,7 @@ std::vector<Param> block_params() {
 }
 
 // every rank of a split, with its coordinates
-std::vector<TensorParallel> ranks_of(const std::string& split) {
+std::vector<TensorParallel> split_ranks(const std::string& split) {
   std::vector<TensorParallel> out;
   if (split == "1d:4")
     for (int r = 0; r < 4; ++r) out.push_back(ColumnSplit{nullptr, 4, r, false});
@@ -60,7 +60,7 @@ std::vector<TensorParallel> ranks_of(const std::string& split) {
 }
 
 // calls f(flat index) for every element of a part of `shape`
-void each_element(const std::vector<int64_t>& shape, const TensorPart& p, const std::function<void(int64_t)>& f) {
+void each_part_element(const std::vector<int64_t>& shape, const TensorPart& p, const std::function<void(int64_t)>& f) {
   std::vector<int64_t> start = p.whole ? std::vector<int64_t>(shape.size(), 0) : p.start;
   std::vector<int64_t> count = p.whole ? shape : p.count;
   int64_t n = 1;
@@ -83,9 +83,9 @@ void each_element(const std::vector<int64_t>& shape, const TensorPart& p, const 
 TEST_CASE("every tensor split's parts of a parameter tile it, each element held by as many ranks as its copies",
           "[parallel][tensor_parts]") {
   for (const std::string split : {"none", "1d:4", "2d:2x2", "3d:2x1x2", "3d:1x2x2", "3d:2x2x2", "3d:1x1x4"}) {
-    const std::vector<TensorParallel> ranks = ranks_of(split);
+    const std::vector<TensorParallel> ranks = split_ranks(split);
     REQUIRE(int(ranks.size()) == ranks.front().size());
-    for (const Param& param : block_params()) {
+    for (const SplitParam& param : split_params()) {
       INFO(split << " " << param.name);
       int64_t numel = 1;
       for (const int64_t d : param.shape) numel *= d;
@@ -93,7 +93,7 @@ TEST_CASE("every tensor split's parts of a parameter tile it, each element held 
       for (const TensorParallel& rank : ranks) {
         const TensorPart part = rank.part_of(param.shape, param.cuts);
         REQUIRE(part.replica < part.replicas);
-        each_element(param.shape, part, [&](int64_t e) {
+        each_part_element(param.shape, part, [&](int64_t e) {
           if (part.replica == 0) ++first_copies[size_t(e)];
           ++holders[size_t(e)];
           copies[size_t(e)] = part.replicas;

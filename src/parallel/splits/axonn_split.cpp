@@ -15,7 +15,7 @@ constexpr const char* kY = "tensor_y";
 constexpr const char* kDepth = "tensor_depth";
 
 // the depth group's gathers move T
-[[noreturn]] void bf16_operand(const char* layer) {
+[[noreturn]] void bf16_operand_in_3d(const char* layer) {
   throw std::logic_error(std::string(layer) + ": an activation kept as bf16 under the 3D split");
 }
 template <class T>
@@ -97,7 +97,7 @@ void AxonnSplit::layernorm_forward(const LayerNormCall<T, Y>& c) const {
   else if constexpr (std::is_same_v<Y, T>)
     layernorm2d_forward<T>(layernorm_groups(), c.c_total, c.y, c.mean, c.rstd, c.x, c.w, c.b);
   else
-    bf16_operand("layernorm_forward");
+    bf16_operand_in_3d("layernorm_forward");
 }
 
 template <class T>
@@ -120,7 +120,7 @@ void AxonnSplit::linear_in_forward(const LinearCall<T, X>& c) const {
   if constexpr (std::is_same_v<X, T>)
     linear3d_forward<T>(in_linear(), c.precision, c.y, c.x, shard_of(c.w), c.b, transfers_of(c.transfers));
   else
-    bf16_operand("linear_in_forward");
+    bf16_operand_in_3d("linear_in_forward");
 }
 template <class T>
 void AxonnSplit::linear_in_backward_input(const LinearInputCall<T>& c) const {
@@ -131,7 +131,7 @@ void AxonnSplit::linear_out_forward(const LinearCall<T, X>& c) const {
   if constexpr (std::is_same_v<X, T>)
     linear3d_forward<T>(out_linear(), c.precision, c.y, c.x, shard_of(c.w), c.b, transfers_of(c.transfers));
   else
-    bf16_operand("linear_out_forward");
+    bf16_operand_in_3d("linear_out_forward");
 }
 template <class T>
 void AxonnSplit::linear_out_backward_input(const LinearInputCall<T>& c) const {
@@ -144,7 +144,7 @@ void AxonnSplit::linear_backward_weight(const LinearWeightCall<T, X>& c) const {
     linear3d_backward_weight<T>(in_linear(), c.precision, V1<T>(c.dw.data(), c.dw.size()), c.db, c.dy, c.x,
                                 transfers_of(c.transfers));
   else
-    bf16_operand("linear_backward_weight");
+    bf16_operand_in_3d("linear_backward_weight");
 }
 
 template <class T>

@@ -14,7 +14,7 @@ constexpr const char* kRow = "grid_row";
 constexpr const char* kCol = "grid_col";
 
 // the SUMMA broadcasts its operands' blocks as T
-[[noreturn]] void bf16_operand(const char* layer) {
+[[noreturn]] void bf16_operand_in_2d(const char* layer) {
   throw std::logic_error(std::string(layer) + ": an activation kept as bf16 under the 2D split");
 }
 
@@ -88,7 +88,7 @@ void OptimusSplit::layernorm_forward(const LayerNormCall<T, Y>& c) const {
   if constexpr (std::is_same_v<Y, T>)
     layernorm2d_forward<T>(grid(), c.c_total, c.y, c.mean, c.rstd, c.x, c.w, c.b);
   else
-    bf16_operand("layernorm_forward");
+    bf16_operand_in_2d("layernorm_forward");
 }
 template <class T>
 void OptimusSplit::layernorm_backward(const LayerNormBackwardCall<T>& c) const {
@@ -99,7 +99,7 @@ void OptimusSplit::linear_in_forward(const LinearCall<T, X>& c) const {
   if constexpr (std::is_same_v<X, T>)
     linear2d_forward<T>(grid(), c.precision, c.y, c.x, c.w, c.b);
   else
-    bf16_operand("linear_in_forward");
+    bf16_operand_in_2d("linear_in_forward");
 }
 template <class T>
 void OptimusSplit::linear_in_backward_input(const LinearInputCall<T>& c) const {
@@ -118,7 +118,7 @@ void OptimusSplit::linear_backward_weight(const LinearWeightCall<T, X>& c) const
   if constexpr (std::is_same_v<X, T>)
     linear2d_backward_weight<T>(grid(), c.precision, c.dw, c.db, c.dy, c.x);
   else
-    bf16_operand("linear_backward_weight");
+    bf16_operand_in_2d("linear_backward_weight");
 }
 
 template <class T>
