@@ -8,6 +8,7 @@
 #     cmake --preset release && cmake --build --preset release -j --target strata)
 #   (a commit from before scripts/build-kokkos.sh: leave that step out)
 #   bench/compare_builds.sh /tmp/before/build/release/bin/strata build/release/bin/strata
+#   (bench/compare_split_losses.sh checks the tensor splits' losses, which this does not run)
 # Usage: bench/compare_builds.sh OLD_STRATA NEW_STRATA [REPS (2)] [STEPS (12)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
