@@ -137,10 +137,7 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
        "\"text\" is byte-level and needs model.vocab_size >= 256");
   const TensorParallel split = tensor_split_of(p);
   const SplitDivisions by = split.divisions();
-  rule(m.moe_experts == 0 || split.traits().takes_experts, "model.moe_experts",
-       "does not run with tensor_mode = \"2d\": the 2D split keeps the activations in (batch / q) x (C / q) blocks, "
-       "and a mixture routes whole tokens (use tensor_mode = \"1d\" or \"3d\", whose tensor ranks route a share of "
-       "the tokens each)");
+  rule(m.moe_experts == 0 || by.refuses_experts.empty(), "model.moe_experts", by.refuses_experts);
   rule(m.n_embd % m.n_head == 0, "model.n_embd",
        "(" + std::to_string(m.n_embd) + ") must be a positive multiple of model.n_head (" + std::to_string(m.n_head) +
            ")");
@@ -160,7 +157,7 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
   if (p.context > 1 && p.context_mode == ContextMode::AllToAll) {
     const int64_t heads = m.n_head / by.heads.by;
     rule(heads % p.context == 0,
-         "the heads a tensor rank holds (model.n_head / " + (by.heads_name.empty() ? "tensor_cols" : by.heads_name) +
+         "the heads a tensor rank holds (model.n_head / " + by.heads_name +
              " = " + std::to_string(heads) + ")",
          "must be divisible by parallel.context (" + std::to_string(p.context) +
              ") for context_mode = \"all-to-all\": each rank takes 1/context of them over whole sequences");

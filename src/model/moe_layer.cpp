@@ -40,7 +40,8 @@ MoeLayer<T>::MoeLayer(ParamStore<T>& store, const TensorParallel& tp, const Expe
       place_(place), precision_(precision), c_(cfg.n_embd), f_(cfg.expert_hidden()), experts_(cfg.moe_experts),
       local_experts_(cfg.moe_experts / ep.size), top_k_(cfg.moe_top_k), capacity_factor_(cfg.moe_capacity_factor),
       aux_alpha_(cfg.moe_aux_loss), z_beta_(cfg.moe_z_loss), exchange_(ep, cfg.moe_experts, cfg.n_embd) {
-  if (!tp.traits().takes_experts) throw std::logic_error("MoeLayer: a tensor split that takes no experts");
+  if (!tp.divisions().refuses_experts.empty())
+    throw std::logic_error("MoeLayer: a tensor split that takes no experts");
   const auto expert_shard = [&](std::vector<int64_t> shape) {
     Shard s = held ? Shard{} : not_held(shape);
     if (held) {

@@ -9,7 +9,7 @@ namespace strata {
 namespace {
 // The 1D or 3D tensor ranks that are expert ranks too (1: none).
 template <class T>
-int tensor_split_of(const StageFootprint<T>& model) {
+int expert_ways_of(const StageFootprint<T>& model) {
   const auto& tp = model.tensor_parallel();
   return tp.traits().expert_ways;
 }
@@ -55,9 +55,9 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
     for (const auto& [begin, end] : model.grad_ready_order()) buckets.ready(begin, end - begin);
     buckets.flush();
     gradient_sum_traffic(out, model.params(), data_ranks, false, true,
-                         tensor_split_of(model));  // the experts', after the buckets
+                         expert_ways_of(model));  // the experts', after the buckets
   } else {
-    gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, tensor_split_of(model));
+    gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, expert_ways_of(model));
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
   return out;
@@ -92,7 +92,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
         break;
       case PipeOp::OptimizerStep:
         if (!stream) break;
-        gradient_sum_traffic(out, model.params(), data_ranks, false, false, tensor_split_of(model));
+        gradient_sum_traffic(out, model.params(), data_ranks, false, false, expert_ways_of(model));
         if (!tp.as<WholeTensors>())  // the stage's gradient norm, over the split's group
           out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
         break;
@@ -133,7 +133,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
       }
     } else {
       if (tied_ends) out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
-      gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, tensor_split_of(model));
+      gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, expert_ways_of(model));
     }
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);

@@ -86,7 +86,7 @@ std::vector<Layout> context_bases(const Deck& deck, int ranks, const std::vector
 std::vector<Layout> admitted(const Deck& deck, Layout l) {
   std::vector<Layout> out;
   const int64_t experts = is_gpt(deck.model) ? deck.model.moe_experts : 0;
-  if (experts > 0 && !tensor_split_of(l).traits().takes_experts) return out;
+  if (experts > 0 && !tensor_split_of(l).divisions().refuses_experts.empty()) return out;
   for (int e = 1; e <= l.data; ++e) {
     if (l.data % e != 0 || (e > 1 && experts == 0)) continue;  // (the experts over e x t: check_model_fits_grid)
     l.expert = e;

@@ -6,6 +6,7 @@
 #include "kernels/embedding.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/residual.hpp"
+#include "parallel/splits/summed_gains.hpp"
 #include "parallel/tp2d_layernorm.hpp"
 
 namespace strata {
@@ -90,6 +91,15 @@ TensorPart AxonnSplit::part_of(const std::vector<int64_t>& shape, const TensorCu
   return p;
 }
 
+// an "in" or "out" linear's forward, by the groups it is given
+template <class T, class X>
+void axonn_linear_forward(const Linear3DGroups& groups, const LinearCall<T, X>& c) {
+  if constexpr (std::is_same_v<X, T>)
+    linear3d_forward<T>(groups, c.precision, c.y, c.x, shard_of(c.w), c.b, transfers_of(c.transfers));
+  else
+    bf16_operand_in_3d("linear_forward");
+}
+
 template <class T, class Y>
 void AxonnSplit::layernorm_forward(const LayerNormCall<T, Y>& c) const {
   if (nx == 1)
@@ -105,22 +115,12 @@ void AxonnSplit::layernorm_backward(const LayerNormBackwardCall<T>& c) const {
   if (nx > 1)
     return layernorm2d_backward<T>(layernorm_groups(), c.c_total, c.dx, c.dw, c.db, c.dy, c.x, c.w, c.mean, c.rstd,
                                    c.accumulate);
-  // the whole width here; the gains' gradients summed over depth
-  const int64_t n = c.dw.extent(0);
-  Tensor1<T> wb("layernorm.dwb", 2 * n);
-  kernels::layernorm_backward<T>(c.dx, V1<T>(wb.data(), n), V1<T>(wb.data() + n, n), c.dy, c.x, c.w, c.mean, c.rstd,
-                                 c.accumulate);
-  if (nz > 1) z->allreduce_sum(V1<T>(wb));
-  kernels::residual_accumulate<T>(c.dw, V1<const T>(wb.data(), n));
-  kernels::residual_accumulate<T>(c.db, V1<const T>(wb.data() + n, n));
+  layernorm_backward_gains_summed<T>(c, nz > 1 ? z : nullptr);  // the whole width here; the rows over depth
 }
 
 template <class T, class X>
 void AxonnSplit::linear_in_forward(const LinearCall<T, X>& c) const {
-  if constexpr (std::is_same_v<X, T>)
-    linear3d_forward<T>(in_linear(), c.precision, c.y, c.x, shard_of(c.w), c.b, transfers_of(c.transfers));
-  else
-    bf16_operand_in_3d("linear_in_forward");
+  axonn_linear_forward<T, X>(in_linear(), c);
 }
 template <class T>
 void AxonnSplit::linear_in_backward_input(const LinearInputCall<T>& c) const {
@@ -128,10 +128,7 @@ void AxonnSplit::linear_in_backward_input(const LinearInputCall<T>& c) const {
 }
 template <class T, class X>
 void AxonnSplit::linear_out_forward(const LinearCall<T, X>& c) const {
-  if constexpr (std::is_same_v<X, T>)
-    linear3d_forward<T>(out_linear(), c.precision, c.y, c.x, shard_of(c.w), c.b, transfers_of(c.transfers));
-  else
-    bf16_operand_in_3d("linear_out_forward");
+  axonn_linear_forward<T, X>(out_linear(), c);
 }
 template <class T>
 void AxonnSplit::linear_out_backward_input(const LinearInputCall<T>& c) const {

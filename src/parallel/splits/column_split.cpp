@@ -7,6 +7,7 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
+#include "parallel/splits/summed_gains.hpp"
 
 namespace strata {
 namespace {
@@ -68,15 +69,7 @@ void ColumnSplit::layernorm_forward(const LayerNormCall<T, Y>& c) const {
 template <class T>
 void ColumnSplit::layernorm_backward(const LayerNormBackwardCall<T>& c) const {
   if (!sequence) return kernels::layernorm_backward<T>(c.dx, c.dw, c.db, c.dy, c.x, c.w, c.mean, c.rstd, c.accumulate);
-  // this rank's rows' share of the gain's and bias' gradients, summed over the group
-  // (then added: dw, db accumulate over micro-batches, which must not be summed again)
-  const int64_t n = c.dw.extent(0);
-  Tensor1<T> wb("layernorm.dwb", 2 * n);
-  kernels::layernorm_backward<T>(c.dx, V1<T>(wb.data(), n), V1<T>(wb.data() + n, n), c.dy, c.x, c.w, c.mean, c.rstd,
-                                 c.accumulate);
-  group->allreduce_sum(V1<T>(wb));
-  kernels::residual_accumulate<T>(c.dw, V1<const T>(wb.data(), n));
-  kernels::residual_accumulate<T>(c.db, V1<const T>(wb.data() + n, n));
+  layernorm_backward_gains_summed<T>(c, group);  // this rank's rows' share, summed over the group
 }
 
 template <class T, class X>

@@ -61,7 +61,6 @@ SplitTraits OptimusSplit::traits() const {
   s.multiplies_moved_blocks = true;
   s.bf16_dlogits = false;  // SUMMA broadcasts the floats
   s.head_multiplies_moved_blocks = q > 1;
-  s.takes_experts = false;
   return s;
 }
 
@@ -73,6 +72,10 @@ SplitDivisions OptimusSplit::divisions() const {
   d.width = {{1, {q * q, "q^2"}}};
   d.vocab = {q, q_rows};
   d.batch = {q, q_rows};
+  d.refuses_experts =
+      "does not run with tensor_mode = \"2d\": the 2D split keeps the activations in (batch / q) x (C / q) blocks, "
+      "and a mixture routes whole tokens (use tensor_mode = \"1d\" or \"3d\", whose tensor ranks route a share of "
+      "the tokens each)";
   return d;
 }
 

@@ -38,7 +38,7 @@ struct OptimusSplit {
   int64_t logits_vocab_begin(int64_t v_local) const { return j * v_local; }
   TensorPart part_of(const std::vector<int64_t>& shape, const TensorCuts& cuts) const;
 
-  // (no mixture of experts under this split: traits().takes_experts)
+  // (no mixture of experts under this split: divisions().refuses_experts)
   std::vector<SplitGroup> expert_part_groups() const { return {}; }
   SplitGroup expert_column_group() const { return {}; }
 

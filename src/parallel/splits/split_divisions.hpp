@@ -28,6 +28,7 @@ struct SplitDivisions {
   Division routed;                   // a mixture's tokens per batch block: each rank routes a share
   std::string routed_tokens;         // those tokens in words, where a batch block is not the micro-batch
   std::string experts_why;           // why the experts divide over the tensor ranks too ("" where they do not)
+  std::string refuses_experts;       // why a mixture of experts does not run under the split ("": it does)
 };
 
 }  // namespace strata

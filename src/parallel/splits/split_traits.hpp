@@ -40,7 +40,6 @@ struct SplitTraits {
   bool bf16_dlogits = true;                   // the head's products can read the logits' gradient kept as bf16 only
   bool head_multiplies_moved_blocks = false;  // the head's products multiply blocks sent to them
   ExpertParts experts;
-  bool takes_experts = true;  // a mixture of experts can run under it
 };
 
 }  // namespace strata

@@ -24,11 +24,11 @@ void WholeTensors::linear_in_backward_input(const LinearInputCall<T>& c) const {
 }
 template <class T, class X>
 void WholeTensors::linear_out_forward(const LinearCall<T, X>& c) const {
-  kernels::matmul_forward<T>(c.y, c.x, c.w, c.b, c.precision);
+  linear_in_forward<T, X>(c);  // whole tensors: both kinds of linear are the product
 }
 template <class T>
 void WholeTensors::linear_out_backward_input(const LinearInputCall<T>& c) const {
-  kernels::matmul_backward_input<T>(c.dx, c.dy, c.w, c.precision);
+  linear_in_backward_input<T>(c);
 }
 template <class T, class X>
 void WholeTensors::linear_backward_weight(const LinearWeightCall<T, X>& c) const {

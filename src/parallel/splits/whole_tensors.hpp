@@ -19,7 +19,11 @@ struct WholeTensors {
 
   WholeTensors placed_on(const Grid&) const { return *this; }
   SplitTraits traits() const { return {}; }
-  SplitDivisions divisions() const { return {}; }
+  SplitDivisions divisions() const {
+    SplitDivisions d;
+    d.heads_name = "tensor_cols";  // (t = 1)
+    return d;
+  }
   double sum_over_batch_blocks(double loss) const { return loss; }
   Comm* vocab_comm() const { return nullptr; }
   int64_t wte_vocab_begin(int64_t) const { return 0; }
