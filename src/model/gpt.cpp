@@ -138,65 +138,62 @@ V2<T> GPT<T>::vocab_chunk(int64_t rows) {
   return vocab_chunk_;
 }
 
+// The chunk's pieces: the embedding (its backward reads no parameter), each block (with
+// the experts' region where its MLP is a mixture), the head (the final norm and the tied
+// wte); with the finer units, each unit a step (a recomputed block's again in the backward).
 template <class T>
-typename GPT<T>::ParamSteps GPT<T>::param_steps(int chunk, bool backward) const {
-  if (fine_) return fine_param_steps(chunk, backward);
-  ParamSteps steps;
-  const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
-  const std::pair<int64_t, int64_t> experts{store_.expert_begin(), store_.numel()};
-  const auto [begin, end] = placement_.chunk(chunk);
-  const auto block = [&](int l) {
-    steps.push_back({block_range(l)});
-    if (blocks_[size_t(l)].mixture()) steps.back().push_back(experts);
-  };
-  const bool head = placement_.model_last(chunk);
-  const std::vector<std::pair<int64_t, int64_t>> head_ranges = {lnf_range(), {wte.offset, wte.offset + wte.numel}};
-  if (backward) {
-    if (head) steps.push_back(head_ranges);
-    for (int l = end; l-- > begin;) block(l);
+PassPieces GPT<T>::pass_pieces(int chunk) const {
+  const auto each_a_step = [](const std::vector<FlatRange>& ranges) {
+    ParamSteps steps;
+    for (const auto& r : ranges) steps.push_back({r});
     return steps;
+  };
+  const FlatRange experts{store_.expert_begin(), store_.numel()};
+  const auto chunks = fine_ ? wte_chunk_ranges() : std::vector<FlatRange>{};
+  PassPieces pieces;
+  if (placement_.model_first(chunk)) {
+    PassPiece& e = pieces.emplace_back();
+    e.backward_reads = false;
+    e.ready = chunks;
+    if (fine_)
+      e.ready.push_back(wpe_range());
+    else
+      ready_embedding([&](const FlatRange& r) { e.ready.push_back(r); });
+    e.steps = fine_ ? each_a_step(e.ready) : ParamSteps{{embedding_range()}};
   }
-  if (placement_.model_first(chunk)) steps.push_back({embedding_range()});
-  for (int l = begin; l < end; ++l) block(l);
-  if (head) steps.push_back(head_ranges);
-  return steps;
+  const auto [begin, end] = placement_.chunk(chunk);
+  for (int l = begin; l < end; ++l) {
+    PassPiece& b = pieces.emplace_back();
+    b.ready = fine_ ? block_unit_ranges(l) : std::vector<FlatRange>{block_range(l)};
+    b.steps = each_a_step(b.ready);
+    if (blocks_[size_t(l)].mixture()) b.steps[fine_ ? 1 : 0].push_back(experts);  // read with proj + ln2
+    b.backward_repeats = fine_ && recompute_ == Recompute::Full;
+    std::reverse(b.ready.begin(), b.ready.end());
+  }
+  if (placement_.model_last(chunk)) {
+    PassPiece& h = pieces.emplace_back();
+    const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
+    h.ready = {lnf_range()};  // the tied wte is final after the embedding's backward
+    h.steps = {{lnf_range(), {wte.offset, wte.offset + wte.numel}}};
+    if (fine_) {
+      h.ready.insert(h.ready.end(), chunks.begin(), chunks.end());
+      h.steps = each_a_step(h.ready);
+      std::reverse(h.ready.begin(), h.ready.end());
+    }
+  }
+  return pieces;
 }
 
-// The steps of the finer units: the layers take them (UnitHooks) in this order.
 template <class T>
-typename GPT<T>::ParamSteps GPT<T>::fine_param_steps(int chunk, bool backward) const {
-  ParamSteps steps;
-  const std::pair<int64_t, int64_t> experts{store_.expert_begin(), store_.numel()};
-  const auto [begin, end] = placement_.chunk(chunk);
-  const auto unit = [&](int l, size_t u) {
-    steps.push_back({block_unit_ranges(l)[u]});
-    if (u == 1 && blocks_[size_t(l)].mixture()) steps.back().push_back(experts);  // read with proj + ln2
-  };
-  const auto block_forward = [&](int l) {
-    for (size_t u = 0; u < block_unit_ranges(l).size(); ++u) unit(l, u);
-  };
-  const auto chunks = wte_chunk_ranges();
-  if (backward) {
-    if (placement_.model_last(chunk)) {
-      for (size_t j = chunks.size(); j-- > 0;) steps.push_back({chunks[j]});
-      steps.push_back({lnf_range()});
-    }
-    for (int l = end; l-- > begin;) {
-      if (recompute_ == Recompute::Full) block_forward(l);  // the forward again, then the backward
-      for (size_t u = block_unit_ranges(l).size(); u-- > 0;) unit(l, u);
-    }
-    return steps;  // (the embedding's backward reads no parameter)
-  }
-  if (placement_.model_first(chunk)) {
-    for (const auto& r : chunks) steps.push_back({r});
-    steps.push_back({wpe_range()});
-  }
-  for (int l = begin; l < end; ++l) block_forward(l);
-  if (placement_.model_last(chunk)) {
-    steps.push_back({lnf_range()});
-    for (const auto& r : chunks) steps.push_back({r});
-  }
-  return steps;
+ParamSteps GPT<T>::param_steps(int chunk, bool backward) const {
+  const PassPieces pieces = pass_pieces(chunk);
+  return backward ? backward_steps(pieces) : forward_steps(pieces);
+}
+
+template <class T>
+PassParams<T> GPT<T>::pass_params(int chunk, bool backward) {
+  return PassParams<T>(store_.zero(), store_.zero().params_sharded() ? param_steps(chunk, backward) : ParamSteps{},
+                       fine_, chunk_rows_);
 }
 
 template <class T>
@@ -248,19 +245,10 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   if (act.blocks.size() != blocks_.size()) act.blocks.resize(blocks_.size());
   act.input = input;
   V2<const T> x = input;
-  const ParamSteps steps =
-      store_.zero().params_sharded() ? param_steps(act.chunk, false) : ParamSteps{};  // ZeRO-3's gathers
-  size_t step = 0;
-  const auto use_params = [&] { store_.zero().use_params(steps, step++); };
-  UnitHooks hooks;  // finer units: the layers take the steps
-  hooks.step = use_params;
-  hooks.chunk_rows = chunk_rows_;
-  const UnitHooks* units = fine_ ? &hooks : nullptr;
-  const auto use_layer_params = [&] {
-    if (!fine_) use_params();
-  };
+  PassParams<T> params = pass_params(act.chunk, false);  // ZeRO-3's gathers
+  const UnitHooks* units = params.units();               // finer units: the layers take the steps
   if (placement_.model_first(act.chunk)) {
-    use_layer_params();
+    params.layer();
     embedding_->forward(local, tokens, act.emb, units);
     x = act.emb.out;
   }
@@ -272,7 +260,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
                      like.extent(1));
   };
   for (int l = begin; l < end; ++l) {
-    use_layer_params();
+    params.layer();
     if (full) {  // keep the input; the blocks run in one cache
       ensure(act.block_inputs[l], x, "block_input");
       Kokkos::deep_copy(act.block_inputs[l], x);
@@ -290,7 +278,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     x = act.out;
   }
   if (!placement_.model_last(act.chunk)) return 0.0;
-  use_layer_params();
+  params.layer();
   const double loss = head_->forward(local, x, Kokkos::subview(targets, local_rows(ctx)), head_cache(act), units,
                                      fine_ ? vocab_chunk(local.rows()) : V2<T>());
   // 2D: grid row i has batch block i's losses; the column adds up the blocks (3D: the
@@ -316,30 +304,19 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   };
   const BlockContext local = local_context(ctx);
   const auto [begin, end] = placement_.chunk(act.chunk);
-  const ParamSteps steps =
-      store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
-  size_t step = 0;
-  const auto use_params = [&] { store_.zero().use_params(steps, step++); };
-  // finer units: the layers take the steps and name each unit final
-  const auto hooks = [&](std::function<void(int)> done) {
-    UnitHooks h;
-    h.step = use_params;
-    h.done = std::move(done);
-    h.chunk_rows = chunk_rows_;
-    return h;
-  };
-  const auto chunks = fine_ ? wte_chunk_ranges() : std::vector<std::pair<int64_t, int64_t>>{};
+  PassParams<T> params = pass_params(act.chunk, true);  // ZeRO-3's gathers; finer units: the layers take the steps
+  const auto chunks = fine_ ? wte_chunk_ranges() : std::vector<FlatRange>{};
   // the tied wte's head part summed at once where the embedding's follows (ZeRO-2/3), not
   // held through every block's backward; the last stage's copy is summed at the end, but
   // for finer units, whose chunks are summed as the head makes them on every stage (the
   // two stages' copies then have the same units, whose parts the pipeline sums)
   const bool head_part_now = store_.zero().gradients_sharded() && (placement_.first() || fine_);
   if (placement_.model_last(act.chunk)) {
-    if (!fine_) use_params();
-    const UnitHooks head = hooks([&](int j) {
+    params.layer();
+    const UnitHooks* head = params.units([&](int j) {
       if (head_part_now) ready(chunks[size_t(j)]);
     });
-    start_backward(local, dloss_scale, dout, act, true, fine_ ? &head : nullptr);
+    start_backward(local, dloss_scale, dout, act, true, head);
     ready(lnf_range());  // the tied wte also got gradients here, but is not final until the embedding
     if (head_part_now && !fine_) {
       const auto& wte = store_.infos()[size_t(embedding_->wte_index())];
@@ -350,9 +327,8 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
   }
   const bool full = recompute_ == Recompute::Full;
   for (int l = end; l-- > begin;) {
-    const UnitHooks block = hooks([&](int u) { ready(block_unit_ranges(l)[size_t(u)]); });
-    const UnitHooks* units = fine_ ? &block : nullptr;
-    if (!fine_) use_params();
+    const UnitHooks* units = params.units([&](int u) { ready(block_unit_ranges(l)[size_t(u)]); });
+    params.layer();
     auto& k = full ? act.blocks[begin] : act.blocks[l];
     if (full)  // the same values again
       blocks_[l].forward(local, act.block_inputs[l], k, act.recomputed, grad_scratch_, true, units);
@@ -360,9 +336,9 @@ void GPT<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T> do
     if (!fine_) ready(block_range(l));
   }
   if (placement_.model_first(act.chunk)) {
-    const UnitHooks embedding =
-        hooks([&](int j) { ready(size_t(j) < chunks.size() ? chunks[size_t(j)] : wpe_range()); });
-    embedding_->backward(local, act.dres, act.emb, fine_ ? &embedding : nullptr);
+    embedding_->backward(local, act.dres, act.emb, params.units([&](int j) {
+      ready(size_t(j) < chunks.size() ? chunks[size_t(j)] : wpe_range());
+    }));
     if (!fine_) ready_embedding(ready);
   }
 }
@@ -392,14 +368,12 @@ void GPT<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const T> 
   if (fine_) throw std::logic_error("GPT: the backward's halves run apart with ZeRO-2/3's finer units");
   auto& act = as_acts(cache);
   const BlockContext local = local_context(ctx);
-  const ParamSteps steps =
-      store_.zero().params_sharded() ? param_steps(act.chunk, true) : ParamSteps{};  // ZeRO-3's gathers
-  size_t step = 0;
-  if (placement_.model_last(act.chunk)) store_.zero().use_params(steps, step++);
+  PassParams<T> params = pass_params(act.chunk, true);  // ZeRO-3's gathers
+  if (placement_.model_last(act.chunk)) params.next();
   start_backward(local, dloss_scale, dout, act, share_head_);  // shared: both halves now, before the next forward's
   const auto [begin, end] = placement_.chunk(act.chunk);
   for (int l = end; l-- > begin;) {
-    store_.zero().use_params(steps, step++);
+    params.next();
     blocks_[l].backward_input(local, act.dres, act.blocks[l], grad_scratch_, act.recomputed, dloss_scale);
   }
 }
@@ -426,29 +400,9 @@ void GPT<T>::backward_weight(const BlockContext& ctx, StageCache& cache, const G
 }
 
 template <class T>
-std::vector<std::pair<int64_t, int64_t>> GPT<T>::grad_ready_order() const {
-  std::vector<std::pair<int64_t, int64_t>> order;
-  if (fine_) {  // as run_backward names them
-    const auto chunks = wte_chunk_ranges();
-    if (placement_.last()) {
-      order.insert(order.end(), chunks.rbegin(), chunks.rend());
-      order.push_back(lnf_range());
-    }
-    for (int k = placement_.chunk_count(); k-- > 0;)
-      for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) {
-        const auto units = block_unit_ranges(l);
-        order.insert(order.end(), units.rbegin(), units.rend());
-      }
-    if (placement_.first()) {
-      order.insert(order.end(), chunks.begin(), chunks.end());
-      order.push_back(wpe_range());
-    }
-    return order;
-  }
-  if (placement_.last()) order.push_back(lnf_range());
-  for (int k = placement_.chunk_count(); k-- > 0;)
-    for (int l = placement_.chunk(k).second; l-- > placement_.chunk(k).first;) order.push_back(block_range(l));
-  if (placement_.first()) ready_embedding([&](const std::pair<int64_t, int64_t>& r) { order.push_back(r); });
+std::vector<FlatRange> GPT<T>::grad_ready_order() const {
+  std::vector<FlatRange> order;
+  for (int k = placement_.chunk_count(); k-- > 0;) append_ready_order(pass_pieces(k), order);
   return order;
 }
 

@@ -22,6 +22,8 @@
 #include "parallel/context_parallel.hpp"
 #include "parallel/expert_parallel.hpp"
 #include "parallel/stage_placement.hpp"
+#include "state/pass_params.hpp"
+#include "state/pass_pieces.hpp"
 
 namespace strata {
 
@@ -119,11 +121,8 @@ class GPT : public StageModel<T> {
   // What one micro-batch's forward and backward on this stage sends (comm/traffic.hpp),
   // call for call: the blocks' tensor-parallel operators and the 2D loss sum.
   void micro_batch_traffic(const BlockContext& ctx, Traffic& out, int chunk = 0) const override;
-  std::vector<std::pair<int64_t, int64_t>> grad_ready_order() const override;
-  // ZeRO-3: the forward's steps: the embedding, each block (with the experts' region where
-  // its MLP is a mixture), the head (the final norm and the tied wte); the backward's: the
-  // head, each block back (the embedding's backward reads no parameter).
-  using typename StageUnits<T>::ParamSteps;
+  // ZeRO-2/3: both follow from the chunks' pieces (pass_pieces)
+  std::vector<FlatRange> grad_ready_order() const override;
   ParamSteps param_steps(int chunk, bool backward) const override;
   // ZeRO-2/3's finer units (with sharded = true, where the model allows them: no 2D or 3D split,
   // no sequence parallelism; the caller passes false for the zero-bubble schedules, whose
@@ -193,7 +192,10 @@ class GPT : public StageModel<T> {
   std::vector<std::pair<int64_t, int64_t>> wte_chunk_ranges() const;
   std::pair<int64_t, int64_t> wpe_range() const { return {wte_end_offset(), embedding_range().second}; }
   std::vector<std::pair<int64_t, int64_t>> block_unit_ranges(int l) const;
-  ParamSteps fine_param_steps(int chunk, bool backward) const;
+  // The chunk's parameters piece by piece (state/pass_pieces.hpp), and one pass's walk
+  // through them.
+  PassPieces pass_pieces(int chunk) const;
+  PassParams<T> pass_params(int chunk, bool backward);
   V2<T> vocab_chunk(int64_t rows);
   LMHeadCache<T>& head_cache(GPTActivations<T>& act) { return share_head_ ? shared_head_ : act.head; }
   static GPTActivations<T>& as_acts(StageCache& c) { return static_cast<GPTActivations<T>&>(c); }

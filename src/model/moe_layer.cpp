@@ -8,8 +8,8 @@
 #include "kernels/gelu.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/moe.hpp"
+#include "kernels/moe_routing.hpp"
 #include "kernels/residual.hpp"
-#include "model/moe_routing.hpp"
 #include "parallel/row_buffers.hpp"
 #include "state/tensor_shard.hpp"
 
@@ -80,7 +80,7 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
   const auto hlse = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.lse);
   auto he = Kokkos::create_mirror_view(r.expert);
   auto hg = Kokkos::create_mirror_view(r.gate);
-  const std::vector<int64_t> assigned = choose_top_k<T>(hp, he, hg, top_k_);
+  const std::vector<int64_t> assigned = kernels::choose_top_k<T>(hp, he, hg, top_k_);
   // f_i over the global micro-batch: the assignments summed over the ranks that hold it
   const std::vector<int64_t> global = summed_over_routing_ranks(assigned);
   const int64_t tokens = int64_t(place_.data_size) * ctx.batch * ctx.seq_len * place_.context_size;
@@ -100,7 +100,8 @@ double MoeLayer<T>::route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>&
     load_.dropped += dropped_global;
     for (char kept_one : kept) dropped_here_ += kept_one ? 0 : 1;
   }
-  const std::vector<int64_t> per_expert = dispatch_order(he, kept, experts_, top_k_, r.row, r.send_token, r.dispatched);
+  const std::vector<int64_t> per_expert =
+      kernels::dispatch_order(he, kept, experts_, r.row, r.send_token, r.dispatched);
   exchange_.count(per_expert, r.dispatched, r.exchange);
   Kokkos::deep_copy(r.expert, he);
   Kokkos::deep_copy(r.gate, hg);
@@ -122,8 +123,7 @@ std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, con
                                                     const std::vector<int64_t>& global, int64_t tokens,
                                                     int64_t& dropped_global) const {
   const int64_t n = he.extent(0), E = experts_, k = top_k_;
-  std::vector<char> kept(size_t(n * k), 1);
-  if (capacity_factor_ <= 0) return kept;
+  if (capacity_factor_ <= 0) return std::vector<char>(size_t(n * k), 1);
   const int64_t cap = int64_t(std::ceil(capacity_factor_ * double(tokens) * double(k) / double(E)));
   const int64_t X = place_.context_size, chunks = X == 1 ? 1 : 2 * X, half = ctx.seq_len / 2;
   const int64_t sequences = int64_t(place_.data_size) * ctx.batch;
@@ -133,26 +133,12 @@ std::vector<char> MoeLayer<T>::kept_within_capacity(const BlockContext& ctx, con
   const auto key = [&](int64_t t, int64_t j) {
     const int64_t b = (row0 + t) / ctx.seq_len, p = (row0 + t) % ctx.seq_len;
     const int64_t chunk = X == 1 ? 0 : p < half ? place_.context_rank : 2 * X - 1 - place_.context_rank;
-    return (((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * shared_.parts() + shared_.part()) *
-           E;
+    return ((j * sequences + place_.data_rank * ctx.batch + b) * chunks + chunk) * shared_.parts() + shared_.part();
   };
   std::vector<int64_t> table(size_t(k * sequences * chunks * shared_.parts() * E), 0);
   for (int64_t j = 0; j < k; ++j)
-    for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) + he(t, j))];
-  table = summed_over_routing_ranks(std::move(table));
-  std::vector<int64_t> running(size_t(E), 0);  // exclusive prefix sums per expert
-  for (size_t at = 0; at < table.size(); at += size_t(E))
-    for (int64_t i = 0; i < E; ++i) {
-      const int64_t c = table[at + size_t(i)];
-      table[at + size_t(i)] = running[size_t(i)];
-      running[size_t(i)] += c;
-    }
-  for (int64_t j = 0; j < k; ++j)
-    for (int64_t t = 0; t < n; ++t) {  // local rows run in the key's order
-      int64_t& place = table[size_t(key(t, j) + he(t, j))];
-      kept[size_t(t * k + j)] = place < cap;
-      ++place;
-    }
+    for (int64_t t = 0; t < n; ++t) ++table[size_t(key(t, j) * E + he(t, j))];
+  std::vector<char> kept = kernels::kept_within_capacity(he, summed_over_routing_ranks(std::move(table)), E, cap, key);
   for (int64_t i = 0; i < E; ++i) dropped_global += std::max<int64_t>(0, global[size_t(i)] - cap);
   return kept;
 }

@@ -123,7 +123,7 @@ class MoeLayer {
  private:
   // The routing of x's rows into r; returns their auxiliary losses (forward's value).
   double route(const BlockContext& ctx, V2<const T> x, MoeRouting<T>& r, bool count_load) const;
-  // route's steps (and moe_routing.hpp's), on host copies of the routing's (N, k) tables
+  // route's steps (and kernels/moe_routing.hpp's), on host copies of the routing's (N, k) tables
   template <class U>
   using HostRows = typename Tensor2<U>::HostMirror;
   // counts summed over the ranks that route the replica's rows (tensor ranks, expert ranks)

@@ -9,10 +9,10 @@
 
 #include "comm/traffic.hpp"
 #include "model/block_context.hpp"
-#include "model/stage_units.hpp"
 #include "parallel/stage_placement.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "state/param_store.hpp"
+#include "state/stage_units.hpp"
 
 namespace strata {
 

@@ -1,7 +1,7 @@
 #pragma once
 // StageModel: what an engine asks of the part of a model this rank holds (a pipeline
 // stage, or the whole model), whatever the model. Its interface comes in three parts, one
-// concern each: StageUnits (model/stage_units.hpp: the ranges ZeRO's units are made of),
+// concern each: StageUnits (state/stage_units.hpp: the ranges ZeRO's units are made of),
 // StageFootprint (model/stage_footprint.hpp: what the planner reads, declarations only) and
 // this one (training: caches, forward, the backward's halves; evaluation: the samples a
 // classifier got right). Engines (data parallel, the pipeline executor, MGRIT) are

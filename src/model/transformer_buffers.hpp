@@ -7,9 +7,9 @@
 
 #include "core/deck_choices.hpp"
 #include "core/tensor.hpp"
+#include "kernels/product_operand.hpp"
 #include "model/block_context.hpp"
 #include "model/moe_layer.hpp"
-#include "model/product_operand.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "parallel/tp3d_transfers.hpp"
 
@@ -46,14 +46,14 @@ struct TransformerCache {
   // the layer norms (BT / t under sequence parallelism, else BT), C' the local hidden
   // block (C, or C/q in 2D), A the local heads' width (C, C/t, C/q), F the local MLP width
   // (4C, 4C/t, 4C/q).
-  ProductOperand<T> ln1, ln2;                         // (BT', C'), T or bf16 (BlockWidths::bf16_operands)
+  kernels::ProductOperand<T> ln1, ln2;                // (BT', C'), T or bf16 (BlockWidths::bf16_operands)
   Tensor1<T> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;  // (BT')
   Tensor2<T> qkv;                                     // (BT, 3A)
   Tensor2<T> lse;                                     // (B*H', T) attention's row logsumexps (kernels/attention.hpp)
   Tensor2<T> atty;                                    // (BT, A) attention output before proj
   Tensor2<T> x_mid;                                   // (BT', C') residual after attention
   Tensor2<T> fch;                                     // (BT, F)
-  ProductOperand<T> fch_gelu;                         // (BT, F), T or bf16
+  kernels::ProductOperand<T> fch_gelu;                // (BT, F), T or bf16
   Tensor2<T> out;                                     // (BT', C') block output
   MoeCache<T> moe;                                    // a mixture-of-experts block's MLP (fch, fch_gelu empty)
   T scale = T(1);  // the step the forward took: each branch's output scaled by it (layer-parallel coarse steps)
@@ -94,7 +94,7 @@ struct TransformerCache {
 // nothing left in attention worth recomputing, and "selective" recomputes the GELU only.
 template <class T>
 struct TransformerRecomputed {
-  ProductOperand<T> fch_gelu;  // (BT, F), T or bf16
+  kernels::ProductOperand<T> fch_gelu;  // (BT, F), T or bf16
   void ensure(const BlockContext& ctx, const BlockWidths& w);
   static int64_t bytes_for(const BlockContext& ctx, const BlockWidths& w);  // bytes() after ensure(ctx, w)
   int64_t bytes() const { return fch_gelu.bytes(); }

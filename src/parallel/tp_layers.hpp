@@ -60,7 +60,7 @@ void tp_linear_backward_weight(const TensorParallel& tp, kernels::ProductPrecisi
                                V2<const T> dy, V2<const T> x, Linear3DTransfers<T>* transfers = nullptr);
 
 // The same layers with an activation that only feeds bf16 products kept as bf16
-// (kernels/bf16.hpp, model/product_operand.hpp): the layer norm writes it rounded, the
+// (kernels/bf16.hpp, kernels/product_operand.hpp): the layer norm writes it rounded, the
 // linears read it. Serial and 1D only (T = float): in 2D the SUMMA broadcasts its
 // operands' blocks as T, and there (and in 3D) these are a logic_error.
 template <class T>

@@ -227,3 +227,45 @@ TEST_CASE("GPT last stage: one shared LM-head cache gives the same gradients", "
   }
   CHECK(grads[1] == grads[0]);
 }
+
+TEST_CASE("GPT: the fused backward hands its gradients in grad_ready_order, whole and finer units",
+          "[model][split_backward][zero]") {
+  ModelConfig cfg = small_gpt(4);
+  cfg.moe_experts = 2;  // blocks 1 and 3 a mixture: their units read the experts' region too
+  cfg.moe_every = 2;
+  const TokenBatch data = hashed_tokens(cfg, 2, 8);
+  const BlockContext ctx{2, cfg.seq_len};
+  for (const Recompute recompute : {Recompute::None, Recompute::Full})
+    for (const bool fine : {false, true}) {
+      StageList<float> stages;
+      for (int s = 0; s < 2; ++s) {
+        auto gpt = std::make_unique<GPT<float>>(cfg, 5, TensorParallel{}, StagePlacement::balanced(4, 2, s), recompute);
+        gpt->use_fine_units(fine, 1);
+        REQUIRE(gpt->fine_units() == fine);
+        stages.push_back(std::move(gpt));
+      }
+      std::vector<std::unique_ptr<StageCache>> caches;
+      for (int s = 0; s < 2; ++s) {
+        caches.push_back(stages[s]->make_cache());
+        stages[s]->forward(ctx, data.batch, s == 0 ? V2<const float>() : stages[0]->output(*caches[0]), *caches[s]);
+      }
+      for (int s = 2; s-- > 0;) {
+        std::vector<FlatRange> handed;
+        stages[s]->backward(ctx, 0.1f, s == 1 ? V2<const float>() : stages[1]->input_grad(*caches[1]), *caches[s],
+                            [&](int64_t o, int64_t c) {
+                              handed.push_back({o, o + c});
+                            });
+        std::vector<FlatRange> order = stages[s]->grad_ready_order();
+        // the head's chunks of the tied wte are named at once only where the gradients are
+        // sharded (ZeRO-2/3), which this store is not
+        const auto& wte = stages[s]->params().infos()[size_t(stages[s]->params().index("wte"))];
+        while (s == 1 && fine && !order.empty() && order.front().second <= wte.offset + wte.numel &&
+               order.front().first >= wte.offset)
+          order.erase(order.begin());
+        INFO("stage " << s << (fine ? ", finer units" : ", whole layers")
+                      << (recompute == Recompute::Full ? ", full recomputation" : ""));
+        CHECK(handed.size() > (fine ? 4u : 1u));
+        CHECK(handed == order);
+      }
+    }
+}

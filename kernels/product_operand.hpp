@@ -9,12 +9,12 @@
 #include "core/tensor.hpp"
 #include "kernels/bf16.hpp"
 
-namespace strata {
+namespace strata::kernels {
 
 template <class T>
 struct ProductOperand {
-  Tensor2<T> values;               // (rows, cols), or empty when kept as bf16
-  Tensor2<kernels::bf16> rounded;  // (rows, cols) as bf16, or empty
+  Tensor2<T> values;      // (rows, cols), or empty when kept as bf16
+  Tensor2<bf16> rounded;  // (rows, cols) as bf16, or empty
 
   // The one buffer it keeps (core/tensor.hpp: AllocateEach, CountBytes).
   template <class Each>
@@ -29,15 +29,15 @@ struct ProductOperand {
   template <class F>
   void write(F&& f) {
     if constexpr (std::is_same_v<T, float>)
-      if (rounded.extent(0) > 0) return f(V2<kernels::bf16>(rounded));
+      if (rounded.extent(0) > 0) return f(V2<bf16>(rounded));
     f(V2<T>(values));
   }
   template <class F>
   void read(F&& f) const {
     if constexpr (std::is_same_v<T, float>)
-      if (rounded.extent(0) > 0) return f(V2<const kernels::bf16>(rounded));
+      if (rounded.extent(0) > 0) return f(V2<const bf16>(rounded));
     f(V2<const T>(values));
   }
 };
 
-}  // namespace strata
+}  // namespace strata::kernels
