@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/log.hpp"
 #include "core/timers.hpp"
 #include "kernels/products.hpp"
 
@@ -26,6 +27,22 @@ double measure_gemm_gflops(int64_t m, int64_t k, int64_t n, double seconds, Prec
     best = std::max(best, 2.0 * double(m) * double(k) * double(n) / dt / 1e9);
   } while (++calls < most_calls && Timers::now() < t_end);
   return best;
+}
+
+double gemm_rate_at(const std::vector<std::array<int64_t, 3>>& shapes, Precision precision, double seconds_each,
+                    int64_t most_calls, std::vector<std::pair<std::string, double>>* each) {
+  double flops = 0, seconds = 0;
+  for (const auto& [r, k, n] : shapes) {
+    const double gf = measure_gemm_gflops(r, k, n, seconds_each, precision, most_calls);
+    const double f = 2.0 * double(r) * double(k) * double(n);
+    flops += f;
+    seconds += f / (gf * 1e9);
+    if (each)
+      each->emplace_back(strfmt("%lld x %lld x %lld%s", (long long)r, (long long)k, (long long)n,
+                                precision == Precision::BF16 ? " bf16" : ""),
+                         gf);
+  }
+  return flops / seconds;
 }
 
 }  // namespace strata

@@ -8,6 +8,7 @@
 #include "kernels/matmul_bf16.hpp"
 #include "model/gpt.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "state/rank_state.hpp"
 
 namespace strata {
 
@@ -21,18 +22,7 @@ std::vector<std::array<int64_t, 3>> model_product_shapes(const Deck& deck) {
 
 double model_gemm_rate(const Deck& deck, Precision precision, double seconds_each, int64_t most_calls,
                        std::vector<std::pair<std::string, double>>* each) {
-  double flops = 0, seconds = 0;
-  for (const auto& [r, k, n] : model_product_shapes(deck)) {
-    const double gf = measure_gemm_gflops(r, k, n, seconds_each, precision, most_calls);
-    const double f = 2.0 * double(r) * double(k) * double(n);
-    flops += f;
-    seconds += f / (gf * 1e9);
-    if (each)
-      each->emplace_back(strfmt("%lld x %lld x %lld%s", (long long)r, (long long)k, (long long)n,
-                                precision == Precision::BF16 ? " bf16" : ""),
-                         gf);
-  }
-  return flops / seconds;
+  return gemm_rate_at(model_product_shapes(deck), precision, seconds_each, most_calls, each);
 }
 
 void require_precision_runs(Precision precision) {
@@ -76,37 +66,11 @@ std::unique_ptr<StageModel<float>> make_model(const Deck& deck, const Grid& grid
   // unsharded gradients and moments (under ZeRO-3 nor the whole parameters: each rank draws
   // its parts of the initial values). With model.init_from every value is read from the file
   // (a tensor missing there is refused), so none is drawn: a 124M GPT's drawing took seconds.
-  const bool sharded = deck.parallel.zero > 0 && grid.replicas().size() > 1, read = !deck.model.init_from.empty(),
-             bare = (sharded || read) && model_kind_of(deck).dry_models;
+  const bool read = !deck.model.init_from.empty();
+  const bool bare = (state_sharded(deck.parallel, grid) || read) && model_kind_of(deck).dry_models;
   std::unique_ptr<StageModel<float>> model = make_model(deck, tensor_parallel_of(grid), grid.coords().pipeline, data,
                                                         !bare, context_parallel_of(grid), expert_parallel_of(grid));
-  if (bare) {
-    if (sharded && deck.parallel.zero == 3)
-      model->params().defer_values(deck.run.seed);  // drawn into each rank's parts
-    else
-      model->params().allocate(deck.run.seed, !sharded, !read);
-    if (keeps_rounded_copy(deck)) model->params().keep_rounded_copy();
-  }
-  // parallel.zero = 1 with more than one replica: this rank keeps the AdamW moments of its
-  // replica's block only (optim/zero_sharding.hpp), before any step or checkpoint read
-  // (with expert parallelism the experts' moments over the expert replicas)
-  // (zero = 2: the gradients too, unit by unit: ParamStore::shard_gradients)
-  if (sharded) {
-    const bool experts = grid.shape().expert > 1;
-    const int expert_shards = experts ? grid.expert_replicas().size() : 0,
-              expert_index = experts ? grid.expert_replicas().rank() : 0;
-    if (deck.parallel.zero >= 2 && grid.shape().mgrit())
-      throw std::logic_error("make_model: ZeRO-2/3 with MGRIT (the deck check refuses it)");
-    if (deck.parallel.zero == 2)
-      model->params().shard_gradients(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
-                                      expert_shards, expert_index);
-    if (deck.parallel.zero == 3)
-      model->params().shard_parameters(model->grad_ready_order(), grid.replicas().size(), grid.replicas().rank(),
-                                       expert_shards, expert_index, grid.replicas(), grid.expert_replicas(),
-                                       gather_policy(deck.parallel));
-    if (deck.parallel.zero == 1)
-      model->params().shard_moments(grid.replicas().size(), grid.replicas().rank(), expert_shards, expert_index);
-  }
+  lay_out_state(model->params(), *model, deck.parallel, grid, {deck.run.seed, bare, read, keeps_rounded_copy(deck)});
   return model;
 }
 

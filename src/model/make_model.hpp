@@ -54,12 +54,9 @@ bool keeps_rounded_copy(const Deck& deck);
 // Fashion-MNIST's (784 pixels, 10 classes).
 std::vector<std::array<int64_t, 3>> model_product_shapes(const Deck& deck);
 
-// The GEMM rate at the deck's model's product shapes (model_product_shapes), in FLOP/s:
-// each shape probed (measure_gemm_gflops: the best call over `seconds_each`, or over
-// `most_calls` calls where those end sooner) and the rates weighted by their FLOPs, so
-// that it is the rate a pass of those products runs at. The limit a step is set against:
-// the progress line's "% of gemm", strata calibrate's gemm_flops and bench/limit use it.
-// Each shape's GFLOP/s goes into `each` if given, named "m x k x n" (" bf16").
+// The GEMM rate at the deck's model's product shapes (kernels/gemm_probe.hpp's
+// gemm_rate_at of model_product_shapes), in FLOP/s: the limit a step is set against (the
+// progress line's "% of gemm", strata calibrate's gemm_flops, bench/limit).
 double model_gemm_rate(const Deck& deck, Precision precision, double seconds_each, int64_t most_calls = INT64_MAX,
                        std::vector<std::pair<std::string, double>>* each = nullptr);
 

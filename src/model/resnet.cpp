@@ -223,7 +223,7 @@ double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, 
   ensure_shape(a.lse, "resnet.lse", b);
   ensure_shape(a.losses, "resnet.losses", b);
   const double loss = close_forward(a.u.back(), a.labels, a.logits, a.lse, a.losses);
-  a.correct = count_correct<T>(a.logits, a.labels);
+  a.correct = kernels::count_correct<T>(a.logits, a.labels);
   return loss;
 }
 

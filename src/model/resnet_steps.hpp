@@ -5,6 +5,7 @@
 // the steps and the closing layer's logits between its forward and backward.
 #include <memory>
 
+#include "kernels/cross_entropy.hpp"
 #include "model/resnet.hpp"
 
 namespace strata {
@@ -38,7 +39,7 @@ class ResNetSteps : public OdeNetwork<T> {
     }
     LossSums s;
     s.loss = net_.close_forward(u_n, batch.targets, logits_, lse_, losses_);
-    s.correct = count_correct<T>(logits_, batch.targets);
+    s.correct = kernels::count_correct<T>(logits_, batch.targets);
     return s;
   }
   void close_backward(V2<const T> u_n, const SampleBatch<T>& batch, T dloss_scale, V2<T> du_n) override {

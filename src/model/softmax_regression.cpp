@@ -28,7 +28,7 @@ double SoftmaxRegression<T>::forward(const BlockContext& ctx, const SampleBatch<
   }
   kernels::matmul_forward<T>(a.logits, a.features, store_.param2(weight_), store_.param(bias_), products_);
   const double loss = kernels::cross_entropy_forward<T>(a.losses, a.lse, a.logits, a.labels);
-  a.correct = count_correct<T>(a.logits, a.labels);
+  a.correct = kernels::count_correct<T>(a.logits, a.labels);
   return loss;
 }
 

@@ -59,22 +59,6 @@ struct SampleBatch {
   }
 };
 
-// Classifiers: the samples (rows of logits) whose largest logit is their label (a host
-// loop over (B, classes) logits).
-template <class T>
-int64_t count_correct(V2<const T> logits, V1<const int32_t> labels) {
-  const auto h_logits = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);
-  const auto h_labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels);
-  int64_t correct = 0;
-  for (int64_t i = 0; i < int64_t(h_logits.extent(0)); ++i) {
-    int64_t best = 0;
-    for (int64_t k = 1; k < int64_t(h_logits.extent(1)); ++k)
-      if (h_logits(i, k) > h_logits(i, best)) best = k;
-    correct += best == h_labels(i) ? 1 : 0;
-  }
-  return correct;
-}
-
 template <class T>
 class OdeNetwork;
 
