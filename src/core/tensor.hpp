@@ -44,6 +44,14 @@ int64_t view_bytes(const Views&... views) {
   return (int64_t(0) + ... + int64_t(views.span() * sizeof(typename Views::value_type)));
 }
 
+// v reallocated (uninitialised) under label unless it has exactly the extents n.
+template <class View, class... Extents>
+void ensure_extents(View& v, const char* label, Extents... n) {
+  size_t dim = 0;
+  if (!((size_t(v.extent(dim++)) == size_t(n)) && ...))
+    v = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), size_t(n)...);
+}
+
 // Caches declare their buffers once, in a member
 //   template <class Each> void buffers(<shape arguments>, Each&& each)
 // that calls each(view, label, extents...) for every buffer (extent 0: not kept). ensure()

@@ -34,8 +34,7 @@ V2<const T> EmbeddingBlock<T>::positions(const BlockContext& local, EmbeddingCac
   V2<const T> wpe = store_.param2(wpe_);
   if (!cp_.active()) return wpe;
   const int64_t c = store_.infos()[wpe_].count[1];
-  if (int64_t(cache.positions.extent(0)) != local.seq_len)
-    cache.positions = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "emb.positions"), local.seq_len, c);
+  ensure_extents(cache.positions, "emb.positions", local.seq_len, c);
   gather_local_rows<T>(cp_, V1<T>(cache.positions.data(), cache.positions.size()), V1<const T>(wpe.data(), wpe.size()),
                        1, local.seq_len * cp_.size, c);
   return cache.positions;

@@ -133,8 +133,7 @@ std::vector<std::pair<int64_t, int64_t>> GPT<T>::block_unit_ranges(int l) const 
 
 template <class T>
 V2<T> GPT<T>::vocab_chunk(int64_t rows) {
-  if (int64_t(vocab_chunk_.extent(0)) != rows)
-    vocab_chunk_ = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "head.vocab_chunk"), rows, chunk_rows_);
+  ensure_extents(vocab_chunk_, "head.vocab_chunk", rows, chunk_rows_);
   return vocab_chunk_;
 }
 
@@ -232,9 +231,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   const BlockContext local = local_context(ctx);
   if (cp_.active()) {  // this rank's chunks of the replica's sequences
     const auto local_rows_of = [&](Tensor1<int32_t>& mine, V1<const int32_t>& all) {
-      const int64_t n = ctx.batch * local.seq_len;
-      if (int64_t(mine.extent(0)) != n)
-        mine = Tensor1<int32_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "context_rows"), n);
+      ensure_extents(mine, "context_rows", ctx.batch * local.seq_len);
       gather_local_rows<int32_t>(cp_, mine, all, ctx.batch, ctx.seq_len);
       all = mine;
     };
@@ -254,16 +251,14 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
   }
   const bool full = recompute_ == Recompute::Full;
   if (full && act.block_inputs.size() != blocks_.size()) act.block_inputs.resize(blocks_.size());
-  const auto ensure = [](Tensor2<T>& t, V2<const T> like, const char* name) {
-    if (t.extent(0) != like.extent(0) || t.extent(1) != like.extent(1))
-      t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), like.extent(0),
-                     like.extent(1));
+  const auto keep = [](Tensor2<T>& t, V2<const T> x, const char* name) {
+    ensure_extents(t, name, x.extent(0), x.extent(1));
+    Kokkos::deep_copy(t, x);
   };
   for (int l = begin; l < end; ++l) {
     params.layer();
     if (full) {  // keep the input; the blocks run in one cache
-      ensure(act.block_inputs[l], x, "block_input");
-      Kokkos::deep_copy(act.block_inputs[l], x);
+      keep(act.block_inputs[l], x, "block_input");
       aux_loss_ += blocks_[l].forward(local, act.block_inputs[l], act.blocks[begin], act.recomputed, grad_scratch_,
                                       false, units);
       x = act.blocks[begin].out;
@@ -273,8 +268,7 @@ double GPT<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<
     }
   }
   if (full) {
-    ensure(act.out, x, "stage_out");
-    Kokkos::deep_copy(act.out, x);
+    keep(act.out, x, "stage_out");
     x = act.out;
   }
   if (!placement_.model_last(act.chunk)) return 0.0;

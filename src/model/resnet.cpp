@@ -181,29 +181,17 @@ int64_t kept_states(int64_t steps, bool recompute_states) {
   return (steps + k - 1) / k + 1;  // 0, k, 2k, ... below steps, and the last
 }
 
-namespace {
-template <class T>
-void ensure_shape(Tensor2<T>& t, const char* name, int64_t rows, int64_t cols) {
-  if (int64_t(t.extent(0)) != rows || int64_t(t.extent(1)) != cols)
-    t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), rows, cols);
-}
-template <class T>
-void ensure_shape(Tensor1<T>& t, const char* name, int64_t n) {
-  if (int64_t(t.extent(0)) != n) t = Tensor1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), n);
-}
-}  // namespace
-
 template <class T>
 double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, V2<const T> input, StageCache& cache) {
   auto& a = static_cast<ResNetActivations<T>&>(cache);
   const int64_t b = ctx.batch, w = state_size(), steps = placement_.layer_end - placement_.layer_begin;
   const int64_t every = state_checkpoint_interval(steps, cfg_.recompute_states);
   a.u.resize(size_t(kept_states(steps, cfg_.recompute_states)));
-  for (auto& s : a.u) ensure_shape(s, "resnet.u", b, w);
+  for (auto& s : a.u) ensure_extents(s, "resnet.u", b, w);
   // the k - 1 states between two checkpoints, remade in the backward; in the forward they
   // pass through the first two (one when k = 2)
   a.segment.resize(size_t(every - 1));
-  for (auto& s : a.segment) ensure_shape(s, "resnet.segment", b, w);
+  for (auto& s : a.segment) ensure_extents(s, "resnet.segment", b, w);
   if (placement_.first()) {
     a.features = batch.features;
     open_forward(batch.features, a.u[0]);
@@ -219,9 +207,9 @@ double ResNet<T>::forward(const BlockContext& ctx, const SampleBatch<T>& batch, 
   }
   if (!placement_.last()) return 0.0;
   a.labels = batch.targets;
-  ensure_shape(a.logits, "resnet.logits", b, cfg_.classes);
-  ensure_shape(a.lse, "resnet.lse", b);
-  ensure_shape(a.losses, "resnet.losses", b);
+  ensure_extents(a.logits, "resnet.logits", b, cfg_.classes);
+  ensure_extents(a.lse, "resnet.lse", b);
+  ensure_extents(a.losses, "resnet.losses", b);
   const double loss = close_forward(a.u.back(), a.labels, a.logits, a.lse, a.losses);
   a.correct = kernels::count_correct<T>(a.logits, a.labels);
   return loss;
@@ -250,8 +238,8 @@ void ResNet<T>::run_backward(const BlockContext& ctx, T dloss_scale, V2<const T>
     if (on_ready) on_ready(r.first, r.second - r.first);
   };
   const int64_t b = ctx.batch, w = state_size();
-  ensure_shape(a.lambda, "resnet.lambda", b, w);
-  ensure_shape(a.next, "resnet.lambda_next", b, w);
+  ensure_extents(a.lambda, "resnet.lambda", b, w);
+  ensure_extents(a.next, "resnet.lambda_next", b, w);
   if (placement_.last()) {
     close_backward(a.u.back(), a.labels, dloss_scale, a.logits, a.lse, a.lambda);
     ready(range_of(close_w_, close_b_));
@@ -287,8 +275,8 @@ void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const 
     throw std::logic_error("ResNet: the backward's halves run apart need parallel.recompute = \"none\"");
   auto& a = static_cast<ResNetActivations<T>&>(cache);
   const int64_t b = ctx.batch, w = state_size(), steps = placement_.layer_end - placement_.layer_begin;
-  ensure_shape(a.lambda, "resnet.lambda", b, w);
-  ensure_shape(a.next, "resnet.lambda_next", b, w);
+  ensure_extents(a.lambda, "resnet.lambda", b, w);
+  ensure_extents(a.next, "resnet.lambda_next", b, w);
   if (placement_.last()) {
     kernels::cross_entropy_backward<T>(a.logits, a.logits, a.lse, a.labels, dloss_scale, 0);  // logits := dlogits
     kernels::matmul_backward_input<T>(a.lambda, a.logits, store_.param2(close_w_), products_);
@@ -298,7 +286,7 @@ void ResNet<T>::backward_input(const BlockContext& ctx, T dloss_scale, V2<const 
   a.dz.resize(size_t(steps));
   for (int64_t k = steps; k-- > 0;) {
     step_adjoint(placement_.layer_begin + k, h(), a.u[size_t(k)], a.lambda, a.next, a.scratch, false);
-    ensure_shape(a.dz[size_t(k)], "resnet.dz", a.scratch.dz.extent(0), a.scratch.dz.extent(1));
+    ensure_extents(a.dz[size_t(k)], "resnet.dz", a.scratch.dz.extent(0), a.scratch.dz.extent(1));
     Kokkos::deep_copy(a.dz[size_t(k)], a.scratch.dz);
     std::swap(a.lambda, a.next);
   }

@@ -36,14 +36,12 @@ struct StepScratch {
   Tensor2<T> z, dz;        // (rows, width)
   Tensor2<T> cols, dcols;  // (rows, 9 x input channels)
   void ensure(int64_t rows, int64_t width) {
-    if (int64_t(z.extent(0)) == rows && int64_t(z.extent(1)) == width) return;
-    z = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.z")), rows, width);
-    dz = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.dz")), rows, width);
+    ensure_extents(z, "step.z", rows, width);
+    ensure_extents(dz, "step.dz", rows, width);
   }
   void ensure_cols(int64_t rows, int64_t n) {
-    if (int64_t(cols.extent(0)) == rows && int64_t(cols.extent(1)) == n) return;
-    cols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.cols")), rows, n);
-    dcols = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("step.dcols")), rows, n);
+    ensure_extents(cols, "step.cols", rows, n);
+    ensure_extents(dcols, "step.dcols", rows, n);
   }
   int64_t bytes() const { return view_bytes(z, dz, cols, dcols); }
 };

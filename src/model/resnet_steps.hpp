@@ -32,11 +32,9 @@ class ResNetSteps : public OdeNetwork<T> {
   }
   LossSums close_forward(V2<const T> u_n, const SampleBatch<T>& batch) override {
     const int64_t b = u_n.extent(0);
-    if (int64_t(logits_.extent(0)) != b) {
-      logits_ = Tensor2<T>("resnet_steps.logits", b, net_.config().classes);
-      lse_ = Tensor1<T>("resnet_steps.lse", b);
-      losses_ = Tensor1<T>("resnet_steps.losses", b);
-    }
+    ensure_extents(logits_, "resnet_steps.logits", b, net_.config().classes);
+    ensure_extents(lse_, "resnet_steps.lse", b);
+    ensure_extents(losses_, "resnet_steps.losses", b);
     LossSums s;
     s.loss = net_.close_forward(u_n, batch.targets, logits_, lse_, losses_);
     s.correct = kernels::count_correct<T>(logits_, batch.targets);

@@ -20,12 +20,9 @@ double SoftmaxRegression<T>::forward(const BlockContext& ctx, const SampleBatch<
   const int64_t b = ctx.batch;
   a.features = batch.features;
   a.labels = batch.targets;
-  if (int64_t(a.logits.extent(0)) != b) {
-    a.logits =
-        Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("softmax.logits")), b, cfg_.classes);
-    a.lse = Tensor1<T>("softmax.lse", b);
-    a.losses = Tensor1<T>("softmax.losses", b);
-  }
+  ensure_extents(a.logits, "softmax.logits", b, cfg_.classes);
+  ensure_extents(a.lse, "softmax.lse", b);
+  ensure_extents(a.losses, "softmax.losses", b);
   kernels::matmul_forward<T>(a.logits, a.features, store_.param2(weight_), store_.param(bias_), products_);
   const double loss = kernels::cross_entropy_forward<T>(a.losses, a.lse, a.logits, a.labels);
   a.correct = kernels::count_correct<T>(a.logits, a.labels);

@@ -101,8 +101,7 @@ struct HeadWeightCall {
 // scratch (rows, cols), reallocated only when its shape changes
 template <class T>
 void ensure_scratch(Tensor2<T>& t, int64_t rows, int64_t cols) {
-  if (int64_t(t.extent(0)) != rows || int64_t(t.extent(1)) != cols)
-    t = Tensor2<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "tensor_split.scratch"), rows, cols);
+  ensure_extents(t, "tensor_split.scratch", rows, cols);
 }
 
 #define STRATA_TENSOR_SPLIT_OPERATIONS                              \
