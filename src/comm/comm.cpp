@@ -259,6 +259,20 @@ void Comm::wait(Request& request, const char* kind) {
   request = Request();
 }
 
+void Comm::wait_any(Request* const* requests, int count, const char* kind) {
+  std::vector<MPI_Request> raw(size_t(count), MPI_REQUEST_NULL);
+  for (int i = 0; i < count; ++i) raw[size_t(i)] = requests[i]->r_;
+  int done = MPI_UNDEFINED;
+  const double t0 = Timers::now();
+  MPI_Waitany(count, raw.data(), &done, MPI_STATUS_IGNORE);
+  const double t1 = Timers::now();
+  stats_[kind].seconds += t1 - t0;
+  if (trace_ && t1 - t0 > 1e-5) trace_->add("wait any " + std::string(kind) + " " + trace_name_, "comm wait", t0, t1);
+  if (done == MPI_UNDEFINED) return;
+  requests[done]->r_ = raw[size_t(done)];  // MPI_REQUEST_NULL now
+  requests[done]->seen_done = t1;
+}
+
 void Comm::cancel(Request& request) {
   if (!request.pending()) return;
   MPI_Cancel(&request.r_);

@@ -116,6 +116,10 @@ class Comm {
   // ones become MPI_REQUEST_NULL): called between pieces of computation, since MPI
   // progresses large messages only inside its calls.
   void progress(Request* requests, int count);
+  // Blocks until one of the pending requests completes (nothing when none is pending),
+  // which progress() would then see done; waiting on it is left to wait(). The time counts
+  // as kind's (exposed) seconds.
+  void wait_any(Request* const* requests, int count, const char* kind);
   // A posted receive that will not be matched: cancelled and completed.
   static void cancel(Request& request);
   // Non-blocking point-to-point, host memory: n values to / from rank peer of this

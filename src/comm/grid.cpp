@@ -84,6 +84,7 @@ Grid::Grid(const Layout& cfg, MPI_Comm parent) : shape_(cfg) {
   col_ = split(dpx * C + g.col, g.row);
   tensor_ = split(dpx, g.row * C + g.col);
   model_ = split(dx, (g.pipeline * R + g.row) * C + g.col);
+  stage_peers_ = cfg.zero >= 2 ? split(g.pipeline, world_rank_) : split(de * P + g.pipeline, world_rank_);
   if (three_d) {
     const int TX = int(cfg.tensor_x), TY = int(cfg.tensor_y), TZ = int(cfg.tensor_depth);
     coords_.x = g.col % TX;

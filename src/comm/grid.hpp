@@ -79,6 +79,11 @@ class Grid {
   Comm* tensor_y() const { return y_.get(); }
   Comm* tensor_depth() const { return depth_.get(); }
   Comm& model() const { return *model_; }  // same (d, x): one model replica (pipeline x tensor)
+  // The ranks of a pipeline stage whose passes talk to each other, and so must run them in
+  // the same order (parallel.dispatch = "ready" agrees on each pick over it): same
+  // (d / e, p), its context, tensor and expert ranks, or with ZeRO-2 or 3 (the replicas'
+  // unit sums and gathers inside the passes) same p, the whole stage.
+  Comm& stage_peers() const { return *stage_peers_; }
   // The first and the last pipeline stage of the same (d, x, r, c), which hold the two copies
   // of the tied embedding; null on the other stages and without a pipeline.
   Comm* embedding() const { return embedding_.get(); }
@@ -115,7 +120,7 @@ class Grid {
   std::vector<MPI_Comm> owned_;                                    // every communicator split here, freed at the end
   std::vector<std::pair<std::string, Comm*>> named_comms() const;  // reported_comms, writable
   std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_,
-      pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_, embedding_;
+      pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_, stage_peers_, embedding_;
   int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)
   int world_rank_ = 0, world_size_ = 1;
   std::string nodes_line_;

@@ -113,6 +113,20 @@ struct LayerParConfig {  // (its levels are the layout's: Layout::mgrit_levels)
   double max_gradient_error = 0.3;
 };
 
+// Injected variability (a what-if tool, and the benchmarks' and tests' slow stages): each
+// pass (forward, backward or one of its halves) on the chosen pipeline stages is followed
+// by an idle wait of a drawn share of its own time, drawn from the seed, the step, the
+// stage, the micro-batch and the pass, so every dispatch mode meets the same delays.
+struct VariabilityConfig {
+  int64_t stage = -1;  // the pipeline stage slowed (-1: every stage, each drawn independently)
+  SlowdownDraw draw = SlowdownDraw::Uniform;
+  double slowdown_min = 0;  // the wait, as a share of the pass's time (uniform: [min, max])
+  double slowdown_max = 0;  // 0: no injected variability
+  double spike_chance = 0.1;  // spikes: the chance of a pass being slowed by slowdown_max
+  uint64_t seed = 1;
+  bool active() const { return slowdown_max > 0; }
+};
+
 struct Deck {
   std::string path;  // the file it came from ("" when built in code)
   RunConfig run;
@@ -121,6 +135,7 @@ struct Deck {
   Layout parallel;  // the [parallel] keys and layerpar.levels (core/layout.hpp)
   OptimConfig optim;
   LayerParConfig layerpar;
+  VariabilityConfig variability;
   std::string resolved_toml;  // the deck after overrides and defaults, as TOML
 };
 

@@ -30,6 +30,24 @@ enum class LayerMethod { Pipeline, MGRIT };
 // The pipeline schedules (engine/pipeline/schedule.hpp generates their instruction lists):
 // GPipe, 1F1B, interleaved 1F1B, the zero-bubble ZB-H1 and ZB-H2, XPipe.
 enum class Schedule { GPipe, OneFOneB, Interleaved, ZBH1, ZBH2, XPipe };
+// How a pipeline stage picks its next pass (engine/pipeline/ready_dispatch.hpp): the
+// schedule's order (Order), or the highest-ranked pass of it whose inputs have arrived
+// (Ready: readiness-first, the schedule a hint).
+enum class Dispatch { Order, Ready };
+inline const std::vector<std::pair<Dispatch, std::string>>& dispatch_names() {
+  static const std::vector<std::pair<Dispatch, std::string>> names = {{Dispatch::Order, "order"},
+                                                                      {Dispatch::Ready, "ready"}};
+  return names;
+}
+// How [variability] draws a pass's injected slowdown (engine/pipeline/pass_delays.hpp):
+// uniform in [slowdown_min, slowdown_max], or spikes (slowdown_max with spike_chance,
+// else none).
+enum class SlowdownDraw { Uniform, Spikes };
+inline const std::vector<std::pair<SlowdownDraw, std::string>>& slowdown_draw_names() {
+  static const std::vector<std::pair<SlowdownDraw, std::string>> names = {{SlowdownDraw::Uniform, "uniform"},
+                                                                          {SlowdownDraw::Spikes, "spikes"}};
+  return names;
+}
 // How one model replica's layers are split over its tensor group (parallel/tensor_parallel.hpp):
 // Serial is no split; the deck selects OneD (Megatron) or TwoD (Optimus).
 // (named in core/layout.cpp, where the deck's tensor keys are read, and
@@ -119,6 +137,7 @@ const std::string& name_in(const std::vector<std::pair<E, std::string>>& names, 
   return names.front().second;  // unreachable for a complete table
 }
 inline const std::string& to_string(Schedule s) { return name_in(schedule_names(), s); }
+inline const std::string& to_string(Dispatch d) { return name_in(dispatch_names(), d); }
 inline const std::string& to_string(ContextMode m) { return name_in(context_mode_names(), m); }
 inline const std::string& to_string(Precision p) { return name_in(precision_names(), p); }
 inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }

@@ -243,6 +243,21 @@ std::vector<DeckKey> parallel_run_keys() {
       key(par, &D::parallel, "virtual_stages", &Layout::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),
+      acts_when(enum_choice(par, &D::parallel, "dispatch", &Layout::dispatch, dispatch_names(),
+                            "how a pipeline stage picks its next pass: the schedule's order (\"order\"), or "
+                            "(\"ready\") the highest-ranked pass of the schedule whose input has arrived, so a slow "
+                            "neighbour's late message does not hold up work that could run: the schedule becomes a "
+                            "hint; never more micro-batches in flight than the schedule's peak, the same results bit "
+                            "for bit (gpipe, 1f1b, interleaved, zb-h1, zb-h2; not xpipe)"),
+                [](const Deck& d) { return d.parallel.pipeline > 1 && !d.parallel.mgrit(); },
+                "parallel.pipeline > 1 (pipeline stages)"),
+      acts_when(key(par, &D::parallel, "dispatch_in_flight", &Layout::dispatch_in_flight, at_least<int64_t>(0),
+                    "dispatch = \"ready\": the most micro-batches in flight on a stage (per chunk), where more than "
+                    "the schedule's peak: a stage may then run forwards ahead while a backward's gradient is late, "
+                    "for one more activation cache each (0: the schedule's peak; not on a stage that runs one "
+                    "forward at a time)"),
+                [](const Deck& d) { return d.parallel.pipeline > 1 && d.parallel.dispatch == Dispatch::Ready; },
+                "parallel.dispatch = \"ready\""),
       key(par, &D::parallel, "weight_prediction", &Layout::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &Layout::measure_staleness, any<bool>(),
@@ -314,11 +329,48 @@ std::vector<DeckKey> layerpar_keys() {
   };
 }
 
+std::vector<DeckKey> variability_keys() {
+  using D = Deck;
+  const char* var = "variability";
+  using V = VariabilityConfig;
+  const auto flushing_pipeline = [](const Deck& d) {
+    return d.parallel.pipeline > 1 && !d.parallel.mgrit() && d.parallel.schedule != Schedule::XPipe;
+  };
+  const auto slowed = [=](const Deck& d) { return flushing_pipeline(d) && d.variability.active(); };
+  const char* needs_slowdown = "variability.slowdown_max > 0 (and pipeline stages)";
+  return {
+      // [variability]
+      acts_when(key(var, &D::variability, "slowdown_max", &V::slowdown_max, at_least(0.0),
+                    "the largest slowdown, as a share of the pass's own time (0: none injected; 0.6: a pass takes "
+                    "up to 1.6 times as long)"),
+                flushing_pipeline,
+                "parallel.pipeline > 1 and a flushing schedule (gpipe, 1f1b, interleaved, zb-h1 or zb-h2)"),
+      acts_when(key(var, &D::variability, "stage", &V::stage, at_least<int64_t>(-1),
+                    "the pipeline stage whose passes are slowed (-1: every stage, each pass drawn independently)"),
+                slowed, needs_slowdown),
+      acts_when(enum_choice(var, &D::variability, "draw", &V::draw, slowdown_draw_names(),
+                            "how a pass's slowdown is drawn: uniform in [slowdown_min, slowdown_max], or spikes "
+                            "(slowdown_max with probability spike_chance, else none)"),
+                slowed, needs_slowdown),
+      acts_when(key(var, &D::variability, "slowdown_min", &V::slowdown_min, at_least(0.0),
+                    "uniform: the smallest slowdown, as a share of the pass's own time"),
+                [=](const Deck& d) { return slowed(d) && d.variability.draw == SlowdownDraw::Uniform; },
+                "variability.slowdown_max > 0 and draw = \"uniform\""),
+      acts_when(key(var, &D::variability, "spike_chance", &V::spike_chance, at_least(0.0),
+                    "spikes: the probability that a pass is slowed (at most 1)"),
+                [=](const Deck& d) { return slowed(d) && d.variability.draw == SlowdownDraw::Spikes; },
+                "variability.slowdown_max > 0 and draw = \"spikes\""),
+      acts_when(key(var, &D::variability, "seed", &V::seed, any<uint64_t>(), "the draws' seed"), slowed,
+                needs_slowdown),
+  };
+}
+
 // Every key, section by section, in the order the reference lists them.
 std::vector<DeckKey> declare_keys() {
   std::vector<DeckKey> keys;
   for (auto section :
-       {run_keys, model_keys, data_keys, parallel_grid_keys, parallel_run_keys, optim_keys, layerpar_keys})
+       {run_keys, model_keys, data_keys, parallel_grid_keys, parallel_run_keys, optim_keys, layerpar_keys,
+        variability_keys})
     for (auto& k : section()) keys.push_back(std::move(k));
   return keys;
 }
@@ -335,6 +387,9 @@ const std::vector<DeckSection>& deck_sections() {
       {"layerpar",
        "Layer-parallel training by MGRIT (parallel.schedule = \"mgrit\"): the residual network's steps, or the "
        "GPT's blocks between two serial buffers"},
+      {"variability",
+       "Injected slowdowns of pipeline stages (a what-if tool): each pass on the chosen stages followed by an idle "
+       "wait of a seeded random share of its own time"},
   };
   return sections;
 }

@@ -117,6 +117,23 @@ void check_keys_act(const Deck& d, const std::string& origin, const DeckKeys& ke
   }
 }
 
+// parallel.dispatch and [variability]: what they run with.
+void check_dispatch_keys(const Deck& d, const std::string& origin) {
+  const auto& p = d.parallel;
+  const auto& v = d.variability;
+  const auto refuse = [&](const std::string& what) { throw UserError(origin + ": " + what); };
+  if (p.dispatch == Dispatch::Ready && p.pipeline > 1 && p.schedule == Schedule::XPipe)
+    refuse(
+        "parallel.dispatch = \"ready\" does not run with schedule = \"xpipe\": its weight predictions look ahead "
+        "by the updates the fixed order places before each pass");
+  if (!v.active()) return;  // (the keys' table refuses them where they have no effect)
+  if (v.stage >= p.pipeline)
+    refuse("variability.stage = " + std::to_string(v.stage) + " is not a stage of parallel.pipeline = " +
+           std::to_string(p.pipeline) + " (0 to " + std::to_string(p.pipeline - 1) + ", or -1 for every stage)");
+  if (v.slowdown_min > v.slowdown_max) refuse("variability.slowdown_min must be at most variability.slowdown_max");
+  if (v.spike_chance > 1) refuse("variability.spike_chance must be in [0, 1]");
+}
+
 // The rules that tie keys together (each key's own range is in the table).
 void check_cross_keys(const Deck& d, const std::string& origin) {
   const auto check = [&](bool ok, const std::string& key, const std::string& why) {
@@ -140,6 +157,7 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
                                             : "applies to schedule = \"interleaved\" only");
   check(!p.measure_staleness || xpipe, "parallel.measure_staleness", "applies to schedule = \"xpipe\" only");
   check_tensor_keys(p, origin);
+  check_dispatch_keys(d, origin);
   check(d.optim.min_lr <= d.optim.lr, "optim.min_lr", "must be in [0, optim.lr]");
   const bool mgrit = p.mgrit();
   if (mgrit) {

@@ -38,7 +38,8 @@ std::unique_ptr<TrainEngine<float>> make_engine(const Deck& deck, const Grid& gr
   if (par.schedule == Schedule::XPipe && par.pipeline > 1)
     return std::make_unique<XPipeEngine<float>>(model, grid, int(par.micro_batches), par.weight_prediction, staleness);
   if (par.pipeline > 1)
-    return std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches));
+    return std::make_unique<PipelineEngine<float>>(model, grid, par.schedule, int(par.micro_batches),
+                                                   deck.variability);
   return std::make_unique<DataParallel<float>>(model, grid.replicas(), grid.expert_replicas(), par.grad_bucket_mb * 1e6,
                                                int(par.micro_batches));
 }

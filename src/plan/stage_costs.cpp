@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/pipeline/ready_dispatch.hpp"
 #include "engine/pipeline/simulate.hpp"
 #include "model/gpt.hpp"
 #include "optim/unit_gradient_sum.hpp"
@@ -31,7 +32,8 @@ double product_seconds(const GPT<float>& model, const BlockContext& micro, const
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(const StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
-                                         int micro_batches, bool rounded_copy, GatherPolicy policy) {
+                                         int micro_batches, bool rounded_copy, GatherPolicy policy, Dispatch dispatch,
+                                         int in_flight_cap) {
   const StageProgram* program = schedule ? &schedule->programs[size_t(model.placement().stage)] : nullptr;
   const bool shared_loss_cache = program && one_forward_at_a_time(*program);  // as the pipeline engine decides it
   const auto& store = model.params();
@@ -74,7 +76,7 @@ std::pair<int64_t, int64_t> stage_memory(const StageFootprint<float>& model, con
   const auto [rows, cols] = model.boundary_shape(micro);
   int64_t activations = first.shared_cache + first.workspace;
   for (int c = 0; c < schedule->virtual_stages; ++c) {
-    const int64_t slots = std::max(1, peak_in_flight(*program, c));
+    const int64_t slots = cache_slots(*program, c, dispatch, in_flight_cap);
     activations += slots * model.memory_for(micro, c, shared_loss_cache).cache +
                    (4 * slots + 2) * rows * cols * int64_t(sizeof(float));
   }

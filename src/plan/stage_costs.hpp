@@ -38,6 +38,7 @@ inline int zero_shards(const Layout& l) { return l.zero > 0 ? l.replicas() : 1; 
 // list (one cache without a pipeline), the shared loss-layer cache, and the message rings.
 std::pair<int64_t, int64_t> stage_memory(const StageFootprint<float>& model, const PipeSchedule* schedule,
                                          const BlockContext& micro, bool xpipe, int zero_shards, int zero,
-                                         int micro_batches, bool rounded_copy, GatherPolicy policy);
+                                         int micro_batches, bool rounded_copy, GatherPolicy policy,
+                                         Dispatch dispatch = Dispatch::Order, int in_flight_cap = 0);
 
 }  // namespace strata

@@ -50,7 +50,8 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l, DryModels* mo
   for (int s = 0; s < p; ++s) {
     const auto [state, activations] =
         stage_memory(*dry_model(models, deck, l, s), p > 1 ? &list : nullptr, micro, xpipe, zero_shards(l), l.zero,
-                     l.micro_batches, keeps_rounded_copy(deck), gather_policy(deck.parallel));
+                     l.micro_batches, keeps_rounded_copy(deck), gather_policy(deck.parallel), l.dispatch,
+                     int(l.dispatch_in_flight));
     if (state + activations > out.state_bytes + out.activation_bytes) {
       out.state_bytes = state;
       out.activation_bytes = activations;
@@ -322,7 +323,7 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
     step_sums(c, deck, l, s, links, *model, round);
     const auto [state, activations] =
         stage_memory(*model, p > 1 ? &unit : nullptr, micro, xpipe, zero_shards(l), l.zero, l.micro_batches,
-                     keeps_rounded_copy(deck), gather_policy(deck.parallel));
+                     keeps_rounded_copy(deck), gather_policy(deck.parallel), l.dispatch, int(l.dispatch_in_flight));
     out.stage_state.push_back(state);
     if (state + activations > out.memory_bytes()) {
       out.state_bytes = state;

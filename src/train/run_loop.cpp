@@ -286,6 +286,7 @@ TrainResult RunLoop::train() {
       double(job_.facts().samples_per_step) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   const auto [activations, weight_copies] = job_.memory();
   result.activation_bytes = activations;
+  if (timers_.entries().count("dispatch_reordered")) result.reordered_passes = timers_.entries().at("dispatch_reordered").calls;
   result.state_bytes = job_.params().state_bytes() + weight_copies;
   print_summary(result);
   return result;

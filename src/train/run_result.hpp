@@ -25,6 +25,7 @@ struct TrainResult {
   int64_t state_bytes = 0;       // its parameters, gradients, moments (and XPipe's weight copy, the bf16 copy)
   double tokens_per_second = 0;  // samples per second (tokens for a language model)
   std::vector<StalenessSummary> staleness;  // XPipe with parallel.measure_staleness: per stage
+  int64_t reordered_passes = 0;  // parallel.dispatch = "ready": this rank's passes run before the schedule's next
 };
 
 }  // namespace strata

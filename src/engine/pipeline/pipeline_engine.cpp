@@ -9,7 +9,8 @@
 namespace strata {
 
 template <class T>
-PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches)
+PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches,
+                                  const VariabilityConfig& variability)
     : Engine(model, grid,
              forward_only_schedule(int(grid.shape().pipeline), micro_batches, model.placement().chunk_count())),
       expert_data_(grid.expert_replicas()), pipe_(grid.pipeline()), embedding_(grid.embedding()) {
@@ -19,6 +20,8 @@ PipelineEngine<T>::PipelineEngine(StageModel<T>& model, const Grid& grid, Schedu
   list_ = make_schedule(schedule, stages, micro_batches, 1, chunks);
   const PipeSimulation sim = simulate_schedule(list_);
   if (sim.deadlock) throw std::logic_error("pipeline schedule deadlocks: " + sim.deadlock_report);
+  executor_.set_dispatch(grid.shape().dispatch, &grid.stage_peers(), int(grid.shape().dispatch_in_flight));
+  executor_.set_delays(PassDelays(variability, model.placement().stage));
   model_.share_loss_layer_cache(stages > 1 && one_forward_at_a_time(list_.programs[size_t(model.placement().stage)]));
 }
 

@@ -14,7 +14,10 @@ class PipelineEngine : public ExecutorEngine<T, StepEngine<T>> {
  public:
   // model: this rank's stage (its placement's stage of grid.shape().pipeline); a flushing
   // schedule with micro_batches micro-batches per mini-batch.
-  PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches);
+  // The stage picks its passes as grid.shape().dispatch says; variability: the delays
+  // injected after its passes ([variability]).
+  PipelineEngine(StageModel<T>& model, const Grid& grid, Schedule schedule, int micro_batches,
+                 const VariabilityConfig& variability = {});
 
   // One mini-batch; the gradients are left summed for the run's update.
   BatchResult forward_backward(const SampleBatch<T>& batch, int64_t global_batch, Timers& timers) override;

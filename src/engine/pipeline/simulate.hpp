@@ -3,6 +3,7 @@
 // instruction list with given costs (unit costs by default), where a receive waits for
 // its matching send. It finds deadlocks, measures the bubble and the micro-batches in
 // flight, and is the clock XPipe's weight prediction is derived from.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,9 @@ struct PipeCosts {
   // different amount than the prediction in place (the engine reuses an equal one; an
   // update or a tied-weights message puts the true weights back)
   std::vector<double> stage_predict;
+  // Variability: the share by which a pass (Forward, Backward or a half) on a stage is
+  // slowed, e.g. [variability]'s draws (slowdown_share); unset: none.
+  std::function<double(int stage, const PipeInstr& pass)> slowdown;
   double forward_of(int stage) const { return stage_forward.empty() ? forward : stage_forward[size_t(stage)]; }
   double backward_of(int stage) const { return stage_backward.empty() ? backward : stage_backward[size_t(stage)]; }
   double weight_half_of(int stage) const {
@@ -48,6 +52,13 @@ struct PipeSimulation {
 };
 
 PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs = {});
+// The same list under parallel.dispatch = "ready" (ready_dispatch.hpp): each stage, when
+// free, runs the first task the rules allow whose message has arrived by then; ties in
+// time go to the stage that is earliest free. No XPipe lists.
+PipeSimulation simulate_ready(const PipeSchedule& s, const PipeCosts& costs = {}, int in_flight_cap = 0);
+// The time of one pass (Forward, Backward or a half) on `stage`, its slowdown included; 0
+// for other instructions but the update (costs.optimizer).
+double pass_cost(const PipeSchedule& s, const PipeCosts& costs, int stage, const PipeInstr& in);
 
 // Static checks, no simulation: on every stage each Backward follows its Forward, and
 // every micro-batch is run forward and backward once (or its BackwardInput once after the

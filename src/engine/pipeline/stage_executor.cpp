@@ -36,7 +36,7 @@ struct StageExecutor<T>::Run {
   BlockContext ctx;
   double global_terms = 1;
   bool counts = false, forward_only = false;
-  ListSums sums;
+  std::vector<double> loss, correct;  // per micro-batch, summed in micro-batch order at the end
 
   struct Chunk {  // per chunk of the stage
     int slots = 1, ring = 1;
@@ -192,10 +192,10 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
       const SampleBatch<T> micro =
           (*st.batches)[size_t(in.mb / m)].slice(in.mb % m * st.bm, (in.mb % m + 1) * st.bm, st.per_sample);
       timers.start("forward");
-      st.sums.loss[size_t(in.mb / m)] +=
+      st.loss[size_t(in.mb)] =
           model_.forward(st.ctx, micro, ch.model_first ? V2<const T>() : V2<const T>(cb.act_in[ring].dev), cache());
-      if (st.counts && ch.model_last) st.sums.correct[size_t(in.mb / m)] += double(model_.correct(cache()));
-      timers.stop("forward", to_string(in));
+      if (st.counts && ch.model_last) st.correct[size_t(in.mb)] = double(model_.correct(cache()));
+      pass_done(st, in, "forward");
       if (st.forward_only) release();
       break;
     }
@@ -210,14 +210,14 @@ void StageExecutor<T>::run_instruction(Run& st, const PipeInstr& in) {
         model_.backward(st.ctx, T(1.0 / st.global_terms), dout, cache(), st.on_ready);
       else
         model_.backward_input(st.ctx, T(1.0 / st.global_terms), dout, cache());
-      timers.stop("backward", to_string(in));
+      pass_done(st, in, "backward");
       release();
       break;
     }
     case PipeOp::BackwardWeight:
       timers.start("backward");
       model_.backward_weight(st.ctx, cache(), st.on_ready);
-      timers.stop("backward", to_string(in));
+      pass_done(st, in, "backward");
       break;
     case PipeOp::SendAct:  // tagged with the receiving chunk
       send(model_.output(cache()), cb.act_out[slot], in.peer,
@@ -255,7 +255,8 @@ ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBa
   for (int c = 0; c < s.virtual_stages; ++c) {
     auto& ch = st.chunks[size_t(c)];
     // a forward-only list is done with a micro-batch's cache after its forward
-    ch.slots = st.forward_only ? 1 : std::max(1, peak_in_flight(*st.program, c));
+    const bool ready = dispatch_ == Dispatch::Ready && !hooks;
+    ch.slots = st.forward_only ? 1 : cache_slots(*st.program, c, ready ? dispatch_ : Dispatch::Order, in_flight_cap_);
     ch.ring = ch.slots + 1;
     ch.model_first = place.model_first(c);
     ch.model_last = place.model_last(c);
@@ -263,15 +264,38 @@ ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBa
     slots.push_back(ch.slots);
   }
   ensure_buffers(st.ctx, slots);
-  st.sums.loss.assign(size_t(s.mini_batches), 0.0);
-  st.sums.correct.assign(size_t(s.mini_batches), 0.0);
+  st.loss.assign(size_t(st.m) * size_t(s.mini_batches), 0.0);
+  st.correct.assign(st.loss.size(), 0.0);
   list_receives(st);
   post_receives(st);
+  if (!st.forward_only) delays_.next_step();
 
+  if (dispatch_ == Dispatch::Ready && !hooks && !st.forward_only)
+    run_ready(st);
+  else
+    run_in_order(st);
+  timers.start("pipeline_drain");
+  for (auto& cb : chunks_)
+    for (auto* list : {&cb.act_out, &cb.grad_out})
+      for (auto& b : *list)
+        if (b.request.pending()) pipe_.wait(b.request, "send");
+  timers.stop("pipeline_drain");
+  ListSums sums;  // per mini-batch, its micro-batches in order: the same bits in any dispatch order
+  sums.loss.assign(size_t(s.mini_batches), 0.0);
+  sums.correct.assign(size_t(s.mini_batches), 0.0);
+  for (size_t mb = 0; mb < st.loss.size(); ++mb) {
+    sums.loss[mb / size_t(st.m)] += st.loss[mb];
+    sums.correct[mb / size_t(st.m)] += st.correct[mb];
+  }
+  return sums;
+}
+
+template <class T>
+void StageExecutor<T>::run_in_order(Run& st) {
   for (size_t at = 0; at < st.program->size(); ++at) {
     const PipeInstr& in = (*st.program)[at];
-    if (hooks) {
-      if (const StageProgram* shorter = hooks->switch_before(in, at)) {
+    if (st.hooks) {
+      if (const StageProgram* shorter = st.hooks->switch_before(in, at)) {
         switch_program(st, *shorter, at);
         --at;  // the same position in the shorter program
         continue;
@@ -279,13 +303,87 @@ ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBa
     }
     run_instruction(st, in);
   }
-  timers.start("pipeline_drain");
-  for (auto& cb : chunks_)
-    for (auto* list : {&cb.act_out, &cb.grad_out})
-      for (auto& b : *list)
-        if (b.request.pending()) pipe_.wait(b.request, "send");
-  timers.stop("pipeline_drain");
-  return std::move(st.sums);
+}
+
+// Readiness first: the group's rank 0 picks the first allowed task whose input is here
+// (waiting for any when none is), tells the others, and every rank runs it.
+template <class T>
+void StageExecutor<T>::run_ready(Run& st) {
+  ReadyDispatch dispatch(*st.program, in_flight_cap_, model_.params().zero().gradients_sharded());
+  const bool agree = group_ && group_->size() > 1, picks = !agree || group_->rank() == 0;
+  Timers& timers = *st.timers;
+  while (!dispatch.finished()) {
+    int task = picks ? pick_ready(st, dispatch) : -1;
+    if (agree) {
+      timers.start("dispatch_agree");
+      group_->broadcast(&task, int64_t(sizeof task), 0);
+      timers.stop("dispatch_agree");
+    }
+    const StageTask& t = dispatch.tasks()[size_t(task)];
+    if (task != dispatch.hint()) {  // a decision the fixed order would not have taken: counted, and on the trace
+      timers.start("dispatch_reordered");
+      timers.stop("dispatch_reordered", to_string((*st.program)[t.pass()]) + " before " +
+                                            to_string((*st.program)[dispatch.tasks()[size_t(dispatch.hint())].pass()]));
+    }
+    for (size_t i = t.first; i < t.end; ++i) run_instruction(st, (*st.program)[i]);
+    dispatch.done(task);
+  }
+}
+
+template <class T>
+int StageExecutor<T>::pick_ready(Run& st, const ReadyDispatch& dispatch) {
+  std::vector<Comm::Request*> pending;
+  for (;;) {
+    const int task = dispatch.pick([&](const StageTask& t) { return inputs_here(st, t); });
+    if (task >= 0) return task;
+    pending.clear();  // what the allowed tasks wait for
+    for (int k : dispatch.allowed()) {
+      const StageTask& t = dispatch.tasks()[size_t(k)];
+      auto& cb = chunks_[size_t(t.chunk)];
+      const auto& ch = st.chunks[size_t(t.chunk)];
+      const size_t slot = size_t(t.mb % ch.slots), ring = size_t(t.mb % ch.ring);
+      Buffer* input = !t.receives ? nullptr : t.op == PipeOp::Forward ? &cb.act_in[ring] : &cb.grad_in[ring];
+      for (Buffer* b : {&cb.act_out[slot], &cb.grad_out[slot], input})
+        if (b && b->request.pending()) pending.push_back(&b->request);
+    }
+    if (pending.empty())
+      throw std::logic_error("pipeline: ready dispatch found no task that can run on stage " + std::to_string(stage_));
+    st.timers->start("pipeline_wait");
+    pipe_.wait_any(pending.data(), int(pending.size()), "recv");
+    st.timers->stop("pipeline_wait", "wait for any");
+  }
+}
+
+template <class T>
+bool StageExecutor<T>::inputs_here(Run& st, const StageTask& t) {
+  auto& cb = chunks_[size_t(t.chunk)];
+  auto& ch = st.chunks[size_t(t.chunk)];
+  const size_t slot = size_t(t.mb % ch.slots), ring = size_t(t.mb % ch.ring);
+  std::vector<Buffer*> needs = {&cb.act_out[slot]};  // a backward reuses the cache's output
+  if (t.op == PipeOp::Forward) needs.push_back(&cb.grad_out[slot]);
+  if (t.receives) {
+    const bool act = t.op == PipeOp::Forward;
+    const size_t posted = act ? ch.act_posted : ch.grad_posted;
+    const auto& list = act ? ch.act_recvs : ch.grad_recvs;
+    if (posted == 0 || list[posted - 1]->mb < t.mb) return false;  // its ring buffer is not free yet
+    needs.push_back(act ? &cb.act_in[ring] : &cb.grad_in[ring]);
+  }
+  for (Buffer* b : needs) {
+    pipe_.progress(&b->request, 1);
+    if (b->request.pending()) return false;
+  }
+  return true;
+}
+
+// Stops the pass's timer, then waits out its injected slowdown.
+template <class T>
+double StageExecutor<T>::pass_done(Run& st, const PipeInstr& in, const char* timer) {
+  const double seconds = st.timers->stop(timer, to_string(in));
+  if (st.forward_only || !delays_.active()) return seconds;
+  st.timers->start("injected_delay");
+  delays_.after_pass(in.op, in.mb, in.chunk, seconds);
+  st.timers->stop("injected_delay", "slowed " + to_string(in));
+  return seconds;
 }
 
 template <class T>

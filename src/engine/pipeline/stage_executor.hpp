@@ -24,6 +24,8 @@
 
 #include "comm/comm.hpp"
 #include "core/timers.hpp"
+#include "engine/pipeline/pass_delays.hpp"
+#include "engine/pipeline/ready_dispatch.hpp"
 #include "engine/pipeline/schedule.hpp"
 #include "engine/train_engine.hpp"
 #include "model/stage_model.hpp"
@@ -74,6 +76,18 @@ class StageExecutor {
   // Bytes of the caches (the model's shared loss-layer cache included) and message
   // buffers (the largest list run so far).
   int64_t activation_bytes() const;
+  // How training lists without hooks pick their passes (parallel.dispatch): in order, or
+  // readiness first (ready_dispatch.hpp). group: the ranks that must run this stage's
+  // passes in the same order, because their passes talk to each other (tensor, context,
+  // expert and ZeRO-2/3 groups; Grid::stage_peers()); its rank 0 picks, the others follow.
+  // in_flight_cap: parallel.dispatch_in_flight.
+  void set_dispatch(Dispatch mode, Comm* group, int in_flight_cap) {
+    dispatch_ = mode;
+    group_ = group;
+    in_flight_cap_ = in_flight_cap;
+  }
+  // Injected variability ([variability]): the delays after this stage's passes.
+  void set_delays(const PassDelays& delays) { delays_ = delays; }
 
  private:
   struct Buffer {  // one message: device view and its host mirror
@@ -95,11 +109,20 @@ class StageExecutor {
   void post_receives(Run& st);  // every receive whose ring buffer is free
   void switch_program(Run& st, const StageProgram& shorter, size_t at);
   void run_instruction(Run& st, const PipeInstr& in);
+  void run_in_order(Run& st);
+  void run_ready(Run& st);
+  int pick_ready(Run& st, const ReadyDispatch& tasks);  // waits until one is ready
+  bool inputs_here(Run& st, const StageTask& t);        // its message arrived, its slot's sends left
+  double pass_done(Run& st, const PipeInstr& in, const char* timer);  // injected delay; stops the timer
 
   StageModel<T>& model_;
   Comm& pipe_;
   int stage_ = 0;
   std::vector<ChunkBuffers> chunks_;
+  Dispatch dispatch_ = Dispatch::Order;
+  Comm* group_ = nullptr;
+  int in_flight_cap_ = 0;
+  PassDelays delays_;
 };
 
 }  // namespace strata
