@@ -114,6 +114,7 @@ void RunLoop::set_up() {
   });
   // 3. the outputs (rank 0): deck.toml, metrics.csv, the checkpoints folder
   agreed(world, [&] {
+    stage_times_ = StageTimes::for_run(job_.grid(), run_dir_, start_.step);  // (rank 0 opens stages.csv)
     if (run_dir_.empty()) return;
     publisher_ =
         std::make_unique<CheckpointPublisher>(run_dir_ + "/checkpoints", world, deck_.run.keep_checkpoints, from.path);
@@ -286,7 +287,7 @@ TrainResult RunLoop::train() {
       double(job_.facts().samples_per_step) * double(result.losses.size()) / std::max(result.seconds, 1e-9);
   const auto [activations, weight_copies] = job_.memory();
   result.activation_bytes = activations;
-  if (timers_.entries().count("dispatch_reordered")) result.reordered_passes = timers_.entries().at("dispatch_reordered").calls;
+  result.reordered_passes = timers_.entries().count("dispatch_reordered") ? timers_.entries().at("dispatch_reordered").calls : 0;
   result.state_bytes = job_.params().state_bytes() + weight_copies;
   print_summary(result);
   return result;
@@ -367,6 +368,7 @@ void RunLoop::log_if_due(int64_t step, const StepOutcome& last_outcome, double l
   line += strfmt(" | mem %.0f MiB | ETA %s", double(peak_rss_bytes()) / (1 << 20),
                  hms(p.seconds / double(w.steps) * double(rc.steps - step - 1)).c_str());
   log_.info(line);
+  if (stage_times_) stage_times_->window_done(step, w.steps, p.seconds, timers_);
   row.push_back(double(result.skipped_steps));
   if (metrics_ && w.output_failure.empty()) {
     try {
@@ -429,6 +431,7 @@ void RunLoop::print_summary(const TrainResult& r) {
   for (const auto& [name, e] : max_over_ranks(timers_, world))
     log_.info(strfmt("%-15s %8.3f %7lld %9.3f %10.1f", name.c_str(), e.seconds, (long long)e.calls,
                      1e3 * e.seconds / double(std::max<int64_t>(1, e.calls)), 100.0 * e.seconds / loop));
+  if (stage_times_ && !stage_times_->summary().empty()) log_.info("pipeline: " + stage_times_->summary());
   const double mib = 1 << 20;
   auto& store = job_.params();
   const auto buffer_mib = [&](Tensor1<float>& b) { return double(b.extent(0)) * sizeof(float) / mib; };

@@ -32,6 +32,7 @@
 #include "io/run_lock.hpp"
 #include "train/fault_injection.hpp"
 #include "train/run_result.hpp"
+#include "train/stage_times.hpp"
 #include "train/stop_watchdog.hpp"
 #include "train/train_job.hpp"
 
@@ -91,6 +92,7 @@ class RunLoop {
   std::string run_dir_;
   std::unique_ptr<RunLock> lock_;        // rank 0, while the run lives
   std::unique_ptr<MetricsCsv> metrics_;  // rank 0
+  std::unique_ptr<StageTimes> stage_times_;  // pipeline runs
   std::unique_ptr<CheckpointPublisher> publisher_;
   TrainState start_;
   Timers timers_;

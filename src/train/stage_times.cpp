@@ -1,0 +1,81 @@
+#include "train/stage_times.hpp"
+
+#include <algorithm>
+
+#include "comm/control.hpp"
+#include "core/log.hpp"
+
+namespace strata {
+namespace {
+constexpr size_t kFields = 4;  // stage, compute, wait, comm
+double entry(const Timers& timers, const char* name) {
+  const auto it = timers.entries().find(name);
+  return it == timers.entries().end() ? 0.0 : it->second.seconds;
+}
+}  // namespace
+
+StageTimes::StageTimes(MPI_Comm world, int stage, const std::string& csv_path, int64_t resume_after_step)
+    : world_(world), stage_(stage) {
+  MPI_Comm_rank(world, &rank_);
+  MPI_Comm_size(world, &size_);
+  if (!csv_path.empty())
+    csv_ = std::make_unique<MetricsCsv>(
+        csv_path, std::vector<std::string>{"step", "rank", "stage", "compute_s", "wait_s", "comm_s"},
+        resume_after_step);
+  run_.assign(size_t(size_) * kFields, 0.0);
+}
+
+std::unique_ptr<StageTimes> StageTimes::for_run(const Grid& grid, const std::string& run_dir, int64_t start_step) {
+  if (grid.shape().pipeline < 2 || grid.shape().mgrit()) return nullptr;
+  const bool writes = grid.world_rank() == 0 && !run_dir.empty();
+  return std::make_unique<StageTimes>(grid.world(), grid.coords().pipeline, writes ? run_dir + "/stages.csv" : "",
+                                      start_step > 0 ? start_step : -1);
+}
+
+StageTimes::Totals StageTimes::read(const Timers& timers) {
+  Totals t;
+  t.compute = entry(timers, "forward") + entry(timers, "backward") + entry(timers, "injected_delay");
+  t.wait = entry(timers, "pipeline_wait") + entry(timers, "pipeline_drain");
+  t.comm = entry(timers, "grad_allreduce") + entry(timers, "dispatch_agree");
+  return t;
+}
+
+void StageTimes::window_done(int64_t step, int64_t steps, double window_seconds, const Timers& timers) {
+  const Totals now = read(timers);
+  std::vector<double> all(size_t(size_) * kFields, 0.0);
+  double* mine = &all[size_t(rank_) * kFields];
+  mine[0] = stage_;
+  mine[1] = now.compute - before_.compute;
+  mine[2] = now.wait - before_.wait;
+  mine[3] = now.comm - before_.comm;
+  before_ = now;
+  sum_over(world_, all);
+  if (rank_ != 0) return;
+  run_seconds_ += window_seconds;
+  for (size_t i = 0; i < all.size(); ++i) run_[i] = i % kFields == 0 ? all[i] : run_[i] + all[i];
+  if (!csv_ || steps <= 0) return;
+  for (int r = 0; r < size_; ++r) {
+    const double* v = &all[size_t(r) * kFields];
+    csv_->row({double(step + 1), double(r), v[0], v[1] / double(steps), v[2] / double(steps), v[3] / double(steps)});
+  }
+}
+
+std::string StageTimes::summary() const {
+  if (rank_ != 0 || run_seconds_ <= 0) return "";
+  std::vector<double> compute;
+  int slowest = 0;
+  double waited = 0;
+  for (int r = 0; r < size_; ++r) {
+    compute.push_back(run_[size_t(r) * kFields + 1]);
+    if (compute.back() > compute[size_t(slowest)]) slowest = r;
+    waited += run_[size_t(r) * kFields + 2];
+  }
+  std::vector<double> sorted = compute;
+  std::nth_element(sorted.begin(), sorted.begin() + size_ / 2, sorted.end());
+  const double median = sorted[size_t(size_ / 2)];
+  return strfmt("stage %d on rank %d computed %.2fx the median rank's time; the stages waited %.0f%% of the step",
+                int(run_[size_t(slowest) * kFields]), slowest, median > 0 ? compute[size_t(slowest)] / median : 1.0,
+                100.0 * waited / (double(size_) * run_seconds_));
+}
+
+}  // namespace strata
