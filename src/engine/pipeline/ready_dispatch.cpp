@@ -67,9 +67,10 @@ ReadyDispatch::ReadyDispatch(const StageProgram& program, int in_flight_cap, boo
     c.in_flight = c.open = c.halves = 0;
     // room for more forwards ahead of their backwards (not on a stage that runs one
     // forward at a time: its loss layer's cache is shared)
-    if (in_flight_cap > c.peak_in_flight && c.peak_open > 1) {
-      c.peak_open += in_flight_cap - c.peak_in_flight;
-      c.peak_in_flight = in_flight_cap;
+    const int cap = std::min(in_flight_cap, int(c.forwards.tasks.size()));  // no more than it has micro-batches
+    if (cap > c.peak_in_flight && c.peak_open > 1) {
+      c.peak_open += cap - c.peak_in_flight;
+      c.peak_in_flight = cap;
     }
   }
   ran_.assign(tasks_.size(), 0);
