@@ -15,7 +15,9 @@
 #   failed write under interleaved 1F1B and under context 2 with ZeRO-1; under the 3D split
 #   (depth 2) a rank-local error and a failed write; under ZeRO-3 a rank-local error (the
 #   other rank in a parameter gather) and kill -9 inside a step and inside a checkpoint
-#   write (the newest checkpoint restarts on one rank);
+#   write (the newest checkpoint restarts on one rank); under readiness-first dispatch a
+#   rank-local error while the other rank waits on its ready set, and SIGTERM with a
+#   checkpoint that restarts under the fixed order and onto data parallelism;
 #   a token shard that cannot be written during strata tokenize.
 # Usage: test_faults.sh STRATA MPIEXEC SHIM.so
 set -u
@@ -167,6 +169,48 @@ write_fault_restarts three-d "3D" "${three_d[@]}"
 # ... and under ZeRO-3: rank 0 waits in the embedding's parameter gather that rank 1 never
 # joins (ZeRO-2/3 checkpoints' restarts: tests/optim/test_zero_sharded.cpp)
 fault zero3-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 --set parallel.data=2 --set parallel.zero=3 --inject-fault error:6:1
+
+# --- readiness-first dispatch (2 stages, 1F1B, slowdowns injected): a rank-local error on
+# stage 1 while stage 0 waits on its ready set for any of stage 1's messages ends both
+# ranks; SIGTERM to rank 0 stops both at a step boundary with a checkpoint, which restarts
+# under dispatch = "order" to the uninterrupted run's losses bit for bit, and onto data
+# parallelism (no pipeline) to them within float rounding
+rates=(--set optim.lr=1e-3 --set optim.min_lr=1e-3 --set optim.warmup_steps=0)  # the same whatever run.steps
+ready=(--set parallel.data=1 --set parallel.pipeline=2 --set parallel.micro_batches=4 --set parallel.dispatch=ready
+  --set variability.slowdown_max=1 "${rates[@]}")
+fault ready-rank-error 1 "rank 1: internal error: injected fault: a rank-local error before step 6" 15 "${ready[@]}" --inject-fault error:6:1
+run ready-term "${ready[@]}" --set run.steps=100000 --set run.checkpoint_every=0 >ready-term.log 2>&1 &
+job=$!
+if wait_for ready-term.log "step     3/" 60; then
+  kill -TERM "$(pid_of_rank ready-term 0)"
+  wait $job
+  rc=$?
+  step=$(sed -nE 's/.*stopping after step ([0-9]+) of 100000 .*/\1/p' ready-term.log)
+  pipe=(--set parallel.data=1 --set parallel.pipeline=2 --set parallel.micro_batches=4 "${rates[@]}")
+  if [ $rc -eq 0 ] && [ -n "$step" ] && [ "$(cat $out/ready-term/checkpoints/LATEST)" = "$(printf 'ckpt_%08d.h5' "$step")" ]; then
+    steps=(--set run.steps=$((step + 2)) --set run.checkpoint_every=0 "${rates[@]}")
+    run ready-ref "${pipe[@]}" "${steps[@]}" >ready-ref.log 2>&1
+    cp -r $out/ready-term $out/ready-data
+    run ready-term "${pipe[@]}" "${steps[@]}" --restart latest >ready-order.log 2>&1
+    run ready-data "${steps[@]}" --restart latest >ready-data.log 2>&1
+    ref=$(tail -2 $out/ready-ref/metrics.csv | cut -d, -f1,2)
+    if [ -n "$ref" ] && [ "$(tail -2 $out/ready-term/metrics.csv | cut -d, -f1,2)" = "$ref" ]; then
+      ok "ready: SIGTERM stopped at step $step with a checkpoint; restarted under \"order\", steps $((step + 1))-$((step + 2)) repeat the uninterrupted run's losses bit for bit"
+    else
+      fail "ready: the restart under order: $(tail -2 $out/ready-term/metrics.csv | cut -d, -f2 | tr '\n' ' ') against $(echo "$ref" | cut -d, -f2 | tr '\n' ' ')"
+    fi
+    if paste -d, <(tail -2 $out/ready-ref/metrics.csv | cut -d, -f2) <(tail -2 $out/ready-data/metrics.csv | cut -d, -f2) |
+       awk -F, 'NF == 2 && $1 != "" { n++; d = ($1 - $2) / $1; if (d < -1e-6 || d > 1e-6) bad = 1 } END { exit !(n == 2 && !bad) }'; then
+      ok "ready: the same checkpoint restarts onto data parallelism (no pipeline) to the uninterrupted losses within 1e-6"
+    else
+      fail "ready: the restart onto data parallelism"; tail -3 ready-data.log
+    fi
+  else
+    fail "ready: SIGTERM: exit $rc, step '$step'"; tail -5 ready-term.log
+  fi
+else
+  fail "ready: the run never started"; kill -9 $job
+fi
 
 # --- ZeRO-3 (data 2): kill -9 of one rank inside a checkpoint write (rank 1, paused at
 # step 8) and inside a step (rank 0, waiting inside step 6 for rank 1,
