@@ -71,8 +71,8 @@ std::string StageTimes::summary() const {
     waited += run_[size_t(r) * kFields + 2];
   }
   std::vector<double> sorted = compute;
-  std::nth_element(sorted.begin(), sorted.begin() + size_ / 2, sorted.end());
-  const double median = sorted[size_t(size_ / 2)];
+  std::sort(sorted.begin(), sorted.end());
+  const double median = (sorted[size_t(size_ - 1) / 2] + sorted[size_t(size_) / 2]) / 2;
   return strfmt("stage %d on rank %d computed %.2fx the median rank's time; the stages waited %.0f%% of the step",
                 int(run_[size_t(slowest) * kFields]), slowest, median > 0 ? compute[size_t(slowest)] / median : 1.0,
                 100.0 * waited / (double(size_) * run_seconds_));

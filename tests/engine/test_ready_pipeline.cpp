@@ -1,8 +1,9 @@
 // parallel.dispatch = "ready" gives the "order" run's bits: every step's loss and the final
 // parameters equal exactly, with slowdowns injected on the stages ([variability]) so that
 // stages run passes out of the schedule's order, on the flushing schedules alone and with
-// data parallelism and ZeRO-2, a 1D tensor split (whose group agrees on each pick), and
-// more micro-batches in flight than the schedule's peak.
+// data parallelism and ZeRO-2 (the whole stage agrees on each pick), a 1D tensor split
+// and context parallelism (their groups agree), and more micro-batches in flight than
+// the schedule's peak.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -41,7 +42,8 @@ std::vector<std::vector<std::string>> ready_layouts_for(int n) {
               {"parallel.pipeline=4", "parallel.micro_batches=6", "parallel.schedule=gpipe"},
               {p2, m4, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"},
               {"parallel.data=2", p2, "parallel.micro_batches=6", "parallel.schedule=zb-h2", "parallel.zero=2",
-               "data.batch_size=24"}};
+               "data.batch_size=24"},
+              {p2, m4, "parallel.schedule=zb-h1", "parallel.context=2"}};
     default:
       return {};
   }
