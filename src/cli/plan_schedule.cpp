@@ -6,7 +6,7 @@
 #include "core/log.hpp"
 #include "engine/pipeline/pass_delays.hpp"
 #include "engine/pipeline/schedule.hpp"
-#include "engine/pipeline/simulate.hpp"
+#include "engine/pipeline/simulate_ready.hpp"
 
 namespace strata {
 namespace {

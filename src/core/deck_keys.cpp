@@ -243,21 +243,6 @@ std::vector<DeckKey> parallel_run_keys() {
       key(par, &D::parallel, "virtual_stages", &Layout::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),
-      acts_when(enum_choice(par, &D::parallel, "dispatch", &Layout::dispatch, dispatch_names(),
-                            "how a pipeline stage picks its next pass: the schedule's order (\"order\"), or "
-                            "(\"ready\") the highest-ranked pass of the schedule whose input has arrived, so a slow "
-                            "neighbour's late message does not hold up work that could run: the schedule becomes a "
-                            "hint; never more micro-batches in flight than the schedule's peak, the same results bit "
-                            "for bit (gpipe, 1f1b, interleaved, zb-h1, zb-h2; not xpipe)"),
-                [](const Deck& d) { return d.parallel.pipeline > 1 && !d.parallel.mgrit(); },
-                "parallel.pipeline > 1 (pipeline stages)"),
-      acts_when(key(par, &D::parallel, "dispatch_in_flight", &Layout::dispatch_in_flight, at_least<int64_t>(0),
-                    "dispatch = \"ready\": the most micro-batches in flight on a stage (per chunk), where more than "
-                    "the schedule's peak: a stage may then run forwards ahead while a backward's gradient is late, "
-                    "for one more activation cache each (0: the schedule's peak; not on a stage that runs one "
-                    "forward at a time)"),
-                [](const Deck& d) { return d.parallel.pipeline > 1 && d.parallel.dispatch == Dispatch::Ready; },
-                "parallel.dispatch = \"ready\""),
       key(par, &D::parallel, "weight_prediction", &Layout::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &Layout::measure_staleness, any<bool>(),
@@ -329,6 +314,29 @@ std::vector<DeckKey> layerpar_keys() {
   };
 }
 
+// [parallel]: how a pipeline stage picks its next pass
+std::vector<DeckKey> dispatch_keys() {
+  using D = Deck;
+  const char* par = "parallel";
+  return {
+      acts_when(enum_choice(par, &D::parallel, "dispatch", &Layout::dispatch, dispatch_names(),
+                            "how a pipeline stage picks its next pass: the schedule's order (\"order\"), or "
+                            "(\"ready\") the highest-ranked pass of the schedule whose input has arrived, so a slow "
+                            "neighbour's late message does not hold up work that could run: the schedule becomes a "
+                            "hint; never more micro-batches in flight than the schedule's peak, the same results bit "
+                            "for bit (gpipe, 1f1b, interleaved, zb-h1, zb-h2; not xpipe)"),
+                [](const Deck& d) { return d.parallel.pipeline > 1 && !d.parallel.mgrit(); },
+                "parallel.pipeline > 1 (pipeline stages)"),
+      acts_when(key(par, &D::parallel, "dispatch_in_flight", &Layout::dispatch_in_flight, at_least<int64_t>(0),
+                    "dispatch = \"ready\": the most micro-batches in flight on a stage (per chunk), where more than "
+                    "the schedule's peak: a stage may then run forwards ahead while a backward's gradient is late, "
+                    "for one more activation cache each (0: the schedule's peak; not on a stage that runs one "
+                    "forward at a time)"),
+                [](const Deck& d) { return d.parallel.pipeline > 1 && d.parallel.dispatch == Dispatch::Ready; },
+                "parallel.dispatch = \"ready\""),
+  };
+}
+
 std::vector<DeckKey> variability_keys() {
   using D = Deck;
   const char* var = "variability";
@@ -369,8 +377,8 @@ std::vector<DeckKey> variability_keys() {
 std::vector<DeckKey> declare_keys() {
   std::vector<DeckKey> keys;
   for (auto section :
-       {run_keys, model_keys, data_keys, parallel_grid_keys, parallel_run_keys, optim_keys, layerpar_keys,
-        variability_keys})
+       {run_keys, model_keys, data_keys, parallel_grid_keys, parallel_run_keys, dispatch_keys, optim_keys,
+        layerpar_keys, variability_keys})
     for (auto& k : section()) keys.push_back(std::move(k));
   return keys;
 }

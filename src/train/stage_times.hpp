@@ -6,14 +6,13 @@
 // 0 and written to the run directory's stages.csv (one row per rank); at the end a line
 // naming the rank and stage that computed longest against the median rank, and the share
 // of the step the stages waited. Pipeline runs only (parallel.pipeline > 1).
-#include <mpi.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/grid.hpp"
+#include "comm/mpi_handle.hpp"
 #include "core/timers.hpp"
 #include "io/metrics_csv.hpp"
 

@@ -10,7 +10,7 @@
 #include "engine/pipeline/pass_delays.hpp"
 #include "engine/pipeline/ready_dispatch.hpp"
 #include "engine/pipeline/schedule.hpp"
-#include "engine/pipeline/simulate.hpp"
+#include "engine/pipeline/simulate_ready.hpp"
 
 using namespace strata;
 

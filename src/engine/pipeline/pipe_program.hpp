@@ -53,6 +53,31 @@ struct PipeSchedule {
   std::vector<StageProgram> programs;  // one per stage
 };
 
+// The message instructions, and their kind: messages of one kind between two stages pair
+// up in order (0 activations, 1 gradients, 2 and 3 XPipe's tied embedding's gradient share
+// and weights).
+inline bool is_send(PipeOp op) {
+  return op == PipeOp::SendAct || op == PipeOp::SendGrad || op == PipeOp::SendTiedGrad || op == PipeOp::SendTiedWeights;
+}
+inline bool is_recv(PipeOp op) {
+  return op == PipeOp::RecvAct || op == PipeOp::RecvGrad || op == PipeOp::RecvTiedGrad || op == PipeOp::RecvTiedWeights;
+}
+inline int message_kind(PipeOp op) {
+  switch (op) {
+    case PipeOp::SendAct:
+    case PipeOp::RecvAct:
+      return 0;
+    case PipeOp::SendGrad:
+    case PipeOp::RecvGrad:
+      return 1;
+    case PipeOp::SendTiedGrad:
+    case PipeOp::RecvTiedGrad:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
 // Where the message a SendAct or SendGrad of `stage` goes: (stage, chunk) of its
 // receiver; activations go to the model's next part, gradients to its previous one.
 std::pair<int, int> message_destination(const PipeSchedule& s, int stage, const PipeInstr& send);

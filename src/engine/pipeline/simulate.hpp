@@ -52,10 +52,6 @@ struct PipeSimulation {
 };
 
 PipeSimulation simulate_schedule(const PipeSchedule& s, const PipeCosts& costs = {});
-// The same list under parallel.dispatch = "ready" (ready_dispatch.hpp): each stage, when
-// free, runs the first task the rules allow whose message has arrived by then; ties in
-// time go to the stage that is earliest free. No XPipe lists.
-PipeSimulation simulate_ready(const PipeSchedule& s, const PipeCosts& costs = {}, int in_flight_cap = 0);
 // The time of one pass (Forward, Backward or a half) on `stage`, its slowdown included; 0
 // for other instructions but the update (costs.optimizer).
 double pass_cost(const PipeSchedule& s, const PipeCosts& costs, int stage, const PipeInstr& in);
