@@ -1,9 +1,10 @@
 // parallel.dispatch = "ready" gives the "order" run's bits: every step's loss and the final
 // parameters equal exactly, with slowdowns injected on the stages ([variability]) so that
 // stages run passes out of the schedule's order, on the flushing schedules alone and with
-// data parallelism and ZeRO-2 (the whole stage agrees on each pick), a 1D tensor split
-// and context parallelism (their groups agree), and more micro-batches in flight than
-// the schedule's peak.
+// data parallelism and ZeRO-2 or ZeRO-3 with full recomputation (the whole stage agrees
+// on each pick), a 1D and a 2D tensor split, context parallelism and experts over the
+// data group (their groups agree), and more micro-batches in flight than the schedule's
+// peak.
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -43,7 +44,14 @@ std::vector<std::vector<std::string>> ready_layouts_for(int n) {
               {p2, m4, "parallel.schedule=zb-h1", "parallel.tensor_cols=2"},
               {"parallel.data=2", p2, "parallel.micro_batches=6", "parallel.schedule=zb-h2", "parallel.zero=2",
                "data.batch_size=24"},
-              {p2, m4, "parallel.schedule=zb-h1", "parallel.context=2"}};
+              {p2, m4, "parallel.schedule=zb-h1", "parallel.context=2"},
+              {"parallel.data=2", p2, "parallel.micro_batches=3", "parallel.schedule=1f1b", "parallel.zero=3",
+               "parallel.recompute=full"},
+              {"parallel.data=2", p2, "parallel.micro_batches=3", "parallel.schedule=gpipe", "model.moe_experts=4",
+               "parallel.expert=2"}};
+    case 8:
+      return {{p2, "parallel.micro_batches=3", "parallel.schedule=zb-h1", "parallel.tensor_mode=2d", "parallel.tensor_rows=2",
+               "parallel.tensor_cols=2"}};
     default:
       return {};
   }

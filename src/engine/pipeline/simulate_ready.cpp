@@ -30,7 +30,7 @@ struct ReadyStage {
 };
 
 // After the last task: a stage still unfinished is deadlocked; the others' updates.
-void finish(const PipeSchedule& s, const PipeCosts& costs, std::vector<ReadyStage>& stages, PipeSimulation& sim) {
+void close_simulation(const PipeSchedule& s, const PipeCosts& costs, std::vector<ReadyStage>& stages, PipeSimulation& sim) {
   const int p = s.stages;
   for (int r = 0; r < p; ++r) {
     ReadyStage& st = stages[size_t(r)];
@@ -110,7 +110,7 @@ PipeSimulation simulate_ready(const PipeSchedule& s, const PipeCosts& costs, int
     st.clock = end;
     st.tasks.done(task);
   }
-  finish(s, costs, stages, sim);
+  close_simulation(s, costs, stages, sim);
   return sim;
 }
 
