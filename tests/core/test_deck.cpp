@@ -134,6 +134,28 @@ TEST_CASE("values that pass a range check but cannot be run are refused", "[core
   CHECK(error_of(ok, {"run.max_skipped_steps=0"}) == "deck.toml: run.max_skipped_steps must be >= 1");
 }
 
+TEST_CASE("ready dispatch and [variability]: what they cannot run is refused in one line", "[core][deck][ready]") {
+  const std::string ok = "[data]\nkind = \"random\"\n";
+  const std::vector<std::string> p2 = {"parallel.pipeline=2", "variability.slowdown_max=0.5"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), p2.begin(), p2.end());
+    return more;
+  };
+  CHECK(error_of(ok, {"parallel.pipeline=2", "parallel.dispatch=fast"}) ==
+        "deck.toml: parallel.dispatch must be \"order\" or \"ready\" (got \"fast\")");
+  CHECK(error_of(ok, {"parallel.pipeline=2", "parallel.schedule=xpipe", "parallel.dispatch=ready"})
+            .find("deck.toml: parallel.dispatch = \"ready\" does not run with schedule = \"xpipe\"") == 0);
+  CHECK(error_of(ok, with({"variability.stage=2"})) ==
+        "deck.toml: variability.stage = 2 is not a stage of parallel.pipeline = 2 (0 to 1, or -1 for every stage)");
+  CHECK(error_of(ok, with({"variability.slowdown_min=0.6"})) ==
+        "deck.toml: variability.slowdown_min must be at most variability.slowdown_max");
+  CHECK(error_of(ok, with({"variability.draw=spikes", "variability.spike_chance=1.5"})) ==
+        "deck.toml: variability.spike_chance must be in [0, 1]");
+  CHECK(error_of(ok, with({"parallel.schedule=xpipe"})).find("variability.slowdown_max = 0.5 has no effect") !=
+        std::string::npos);
+  CHECK(error_of(ok, with({"variability.stage=1", "parallel.dispatch=ready", "parallel.dispatch_in_flight=4"})) == "");
+}
+
 TEST_CASE("the key table drives reading, the resolved deck and the reference", "[core][deck]") {
   // every key appears in the resolved deck and the reference, in its section
   const Deck d = parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml");
