@@ -11,9 +11,7 @@ bool is_pass(PipeOp op) {
   return op == PipeOp::Forward || op == PipeOp::Backward || op == PipeOp::BackwardInput ||
          op == PipeOp::BackwardWeight;
 }
-bool is_message(PipeOp op) {
-  return op == PipeOp::RecvAct || op == PipeOp::RecvGrad || op == PipeOp::SendAct || op == PipeOp::SendGrad;
-}
+bool is_message(PipeOp op) { return (is_send(op) || is_recv(op)) && message_kind(op) < 2; }  // not XPipe's tied ones
 bool frees_cache(PipeOp op) { return op == PipeOp::Backward || op == PipeOp::BackwardWeight; }
 bool closes_forward(PipeOp op) { return op == PipeOp::Backward || op == PipeOp::BackwardInput; }
 }  // namespace
@@ -28,9 +26,8 @@ ReadyDispatch::ReadyDispatch(const StageProgram& program, int in_flight_cap, boo
       throw std::logic_error("ready dispatch: " + to_string(in) + " is not a pass or its message");
     chunks = std::max(chunks, in.chunk + 1);
     mbs = std::max(mbs, in.mb + 1);
-    const bool recv = in.op == PipeOp::RecvAct || in.op == PipeOp::RecvGrad;
-    if (recv || (is_pass(in.op) && (i == 0 || !(program[i - 1].op == PipeOp::RecvAct ||
-                                                 program[i - 1].op == PipeOp::RecvGrad)))) {
+    const bool recv = is_recv(in.op);
+    if (recv || (is_pass(in.op) && (i == 0 || !is_recv(program[i - 1].op)))) {
       StageTask t;
       t.first = i;
       t.receives = recv;

@@ -1,6 +1,7 @@
 #include "engine/pipeline/stage_executor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -255,8 +256,8 @@ ListSums StageExecutor<T>::run(const PipeSchedule& s, const std::vector<SampleBa
   for (int c = 0; c < s.virtual_stages; ++c) {
     auto& ch = st.chunks[size_t(c)];
     // a forward-only list is done with a micro-batch's cache after its forward
-    const bool ready = dispatch_ == Dispatch::Ready && !hooks;
-    ch.slots = st.forward_only ? 1 : cache_slots(*st.program, c, ready ? dispatch_ : Dispatch::Order, in_flight_cap_);
+    const Dispatch mode = hooks ? Dispatch::Order : dispatch_;  // (lists with hooks run in order)
+    ch.slots = st.forward_only ? 1 : cache_slots(*st.program, c, mode, in_flight_cap_);
     ch.ring = ch.slots + 1;
     ch.model_first = place.model_first(c);
     ch.model_last = place.model_last(c);
@@ -337,15 +338,9 @@ int StageExecutor<T>::pick_ready(Run& st, const ReadyDispatch& dispatch) {
     const int task = dispatch.pick([&](const StageTask& t) { return inputs_here(st, t); });
     if (task >= 0) return task;
     pending.clear();  // what the allowed tasks wait for
-    for (int k : dispatch.allowed()) {
-      const StageTask& t = dispatch.tasks()[size_t(k)];
-      auto& cb = chunks_[size_t(t.chunk)];
-      const auto& ch = st.chunks[size_t(t.chunk)];
-      const size_t slot = size_t(t.mb % ch.slots), ring = size_t(t.mb % ch.ring);
-      Buffer* input = !t.receives ? nullptr : t.op == PipeOp::Forward ? &cb.act_in[ring] : &cb.grad_in[ring];
-      for (Buffer* b : {&cb.act_out[slot], &cb.grad_out[slot], input})
+    for (int k : dispatch.allowed())
+      for (Buffer* b : task_buffers(st, dispatch.tasks()[size_t(k)]))
         if (b && b->request.pending()) pending.push_back(&b->request);
-    }
     if (pending.empty())
       throw std::logic_error("pipeline: ready dispatch found no task that can run on stage " + std::to_string(stage_));
     st.timers->start("pipeline_wait");
@@ -354,21 +349,29 @@ int StageExecutor<T>::pick_ready(Run& st, const ReadyDispatch& dispatch) {
   }
 }
 
+// What task t waits for: the sends from its slot (a forward reuses both staging buffers, a
+// backward the cache's output) and its message (null where it has none).
+template <class T>
+std::array<typename StageExecutor<T>::Buffer*, 3> StageExecutor<T>::task_buffers(Run& st, const StageTask& t) {
+  auto& cb = chunks_[size_t(t.chunk)];
+  const auto& ch = st.chunks[size_t(t.chunk)];
+  const size_t slot = size_t(t.mb % ch.slots), ring = size_t(t.mb % ch.ring);
+  const bool forward = t.op == PipeOp::Forward;
+  return {&cb.act_out[slot], forward ? &cb.grad_out[slot] : nullptr,
+          !t.receives ? nullptr : forward ? &cb.act_in[ring] : &cb.grad_in[ring]};
+}
+
 template <class T>
 bool StageExecutor<T>::inputs_here(Run& st, const StageTask& t) {
-  auto& cb = chunks_[size_t(t.chunk)];
-  auto& ch = st.chunks[size_t(t.chunk)];
-  const size_t slot = size_t(t.mb % ch.slots), ring = size_t(t.mb % ch.ring);
-  std::vector<Buffer*> needs = {&cb.act_out[slot]};  // a backward reuses the cache's output
-  if (t.op == PipeOp::Forward) needs.push_back(&cb.grad_out[slot]);
-  if (t.receives) {
+  if (t.receives) {  // posted yet? (its ring buffer may still hold an earlier micro-batch)
+    const auto& ch = st.chunks[size_t(t.chunk)];
     const bool act = t.op == PipeOp::Forward;
     const size_t posted = act ? ch.act_posted : ch.grad_posted;
     const auto& list = act ? ch.act_recvs : ch.grad_recvs;
-    if (posted == 0 || list[posted - 1]->mb < t.mb) return false;  // its ring buffer is not free yet
-    needs.push_back(act ? &cb.act_in[ring] : &cb.grad_in[ring]);
+    if (posted == 0 || list[posted - 1]->mb < t.mb) return false;
   }
-  for (Buffer* b : needs) {
+  for (Buffer* b : task_buffers(st, t)) {
+    if (!b) continue;
     pipe_.progress(&b->request, 1);
     if (b->request.pending()) return false;
   }

@@ -19,6 +19,7 @@
 // the caller's ListHooks, which may also switch the run to a shorter list (XPipe's early
 // end); without hooks those instructions are no-ops (a flushing list's OptimizerStep: the
 // update follows the list).
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -113,6 +114,7 @@ class StageExecutor {
   void run_ready(Run& st);
   int pick_ready(Run& st, const ReadyDispatch& tasks);  // waits until one is ready
   bool inputs_here(Run& st, const StageTask& t);        // its message arrived, its slot's sends left
+  std::array<Buffer*, 3> task_buffers(Run& st, const StageTask& t);  // what it waits for (or null)
   double pass_done(Run& st, const PipeInstr& in, const char* timer);  // injected delay; stops the timer
 
   StageModel<T>& model_;
