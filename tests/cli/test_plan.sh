@@ -5,7 +5,7 @@
 # on 64 H100s fits only with a pipeline or with accumulation (memory-bound, said so; at its
 # own 1M tokens plain data parallelism fits since attention keeps no T x T probabilities);
 # one sequence of 131072 tokens is planned with context parallelism;
-# one-line errors (exit 2) for
+# --schedule's dispatch lines (ready against order on paper); one-line errors (exit 2) for
 # no question asked, an unreadable machine file and a rank count no layout fits.
 # Usage: test_plan.sh STRATA MPIEXEC SOURCE_DIR
 set -u
@@ -115,6 +115,17 @@ expect_error() {  # message, then the command
     fail "expected '$want' (exit 2), got exit $rc: $out"
   fi
 }
+# --schedule weighs ready dispatch against the fixed order on paper (the simulator): under
+# spikes on every stage of 4 stages of 1F1B, with room for 8 micro-batches in flight, it pays
+if out=$(timeout 60 "$strata" plan "$deck" --schedule --set parallel.pipeline=4 --set parallel.micro_batches=8 \
+           --set data.batch_size=8 --set variability.slowdown_max=2 --set variability.draw=spikes \
+           --set variability.spike_chance=0.2 2>&1) &&
+   grep -qE '^dispatch under slowdowns of 200% with chance 0.20 of each pass on every stage \(20 steps. draws\): "ready" is [0-9.]+x "order", [0-9.]+x with room for 8 in flight' <<<"$out" &&
+   grep -qE '^dispatch: "ready" pays here \(up to 1\.[0-9]+x\), with micro-batches in flight beyond' <<<"$out"; then
+  ok "plan --schedule: $(grep '^dispatch under' <<<"$out" | cut -d: -f2-)"
+else
+  fail "plan --schedule's dispatch lines: $out"
+fi
 expect_error "say what to plan, one of: --schedule" "$strata" plan "$deck"
 expect_error "say what to plan, one of: --schedule" "$strata" plan "$deck" --ranks 2 --cores 2
 expect_error "cannot open machine file '/nonexistent.toml': No such file or directory" "$strata" plan "$deck" --ranks 2 --machine /nonexistent.toml

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # --trace on a 2-stage 1F1B run writes a Chrome trace with one row per rank, every
 # micro-batch's forward and backward on both stages, and tools/plot_trace.py draws it and
-# measures the bubble.
+# measures the bubble. Under ready dispatch with stage 1 slowed to 3x its passes
+# ([variability]), the run's summary names stage 1 as the slowest, stages.csv has both
+# ranks' rows at every progress line with rank 1 computing longer, and the trace holds the
+# injected waits on stage 1 only.
 set -eu
 strata=$1 mpiexec=$2 tool=$3
 d=$(mktemp -d)
@@ -105,3 +108,23 @@ for rank in (0, 1):
           "reduce-scatters in flight under a product")
 PY
 done
+timeout 120 "$mpiexec" -n 2 "$strata" train deck.toml --set parallel.dispatch=ready --set variability.stage=1 \
+  --set variability.slowdown_min=2 --set variability.slowdown_max=2 --set run.log_every=1 --set run.name=slow \
+  --trace slow.json > slow.txt 2>&1 || { cat slow.txt; exit 1; }
+line=$(grep "^pipeline: " slow.txt) || { echo "FAIL: no pipeline summary line"; cat slow.txt; exit 1; }
+echo "$line" | awk '{ r = $8; sub("x", "", r); exit !($2 == "stage" && $3 == 1 && $6 == 1 && r + 0 >= 1.3) }' ||
+  { echo "FAIL: the summary does not name stage 1 (slowed 3x): $line"; exit 1; }
+/usr/bin/python3 - <<'PY'
+import csv, json
+rows = list(csv.DictReader(open("runs/slow/stages.csv")))
+assert [r["step"] for r in rows] == ["1", "1", "2", "2", "3", "3"], rows
+for step in ("1", "2", "3"):
+    r0, r1 = [r for r in rows if r["step"] == step]
+    assert (r0["rank"], r0["stage"], r1["rank"], r1["stage"]) == ("0", "0", "1", "1"), rows
+    assert float(r1["compute_s"]) > 1.5 * float(r0["compute_s"]), (step, r0, r1)
+doc = json.load(open("slow.json"))
+waits = {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") == "injected_delay"}
+assert waits == {1}, waits
+print("ok: stage 1 slowed 3x is named slowest, computes longest in stages.csv, and its waits are on its trace row")
+PY
+echo "ok: $line"
