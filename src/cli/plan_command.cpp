@@ -1,4 +1,4 @@
-// strata plan DECK --schedule [--set ...]
+// strata plan DECK --schedule [--stage-costs RUN/stages.csv] [--set ...]
 // strata plan DECK --ranks N [--machine MACHINE.toml] [--top K] [--set ...]
 // strata plan DECK --cores C [--machine MACHINE.toml] [--set ...]
 #include <iostream>
@@ -21,6 +21,9 @@ class PlanCommand : public Command {
     deck_.add_to(*sub);
     sub->add_flag("--schedule", schedule_,
                   "the pipeline schedule: every stage's instructions and a unit-cost simulation of them");
+    sub->add_option("--stage-costs", stage_costs_,
+                    "with --schedule: a pipeline run's stages.csv; simulate the deck's schedule with the stage "
+                    "costs that run measured and print the seconds per step of \"order\" and \"ready\"");
     sub->add_option("--ranks", ranks_,
                     "predict every layout data x pipeline x tensor (1D, 2D) x schedule of N ranks and recommend one")
         ->check(CLI::PositiveNumber);
@@ -34,13 +37,14 @@ class PlanCommand : public Command {
   }
 
   int run(int rank) override {
+    if (!stage_costs_.empty() && !schedule_) throw UserError("strata plan: --stage-costs goes with --schedule");
     if (int(schedule_) + int(ranks_ > 0) + int(cores_ > 0) != 1)
       throw UserError(
           "strata plan: say what to plan, one of: --schedule (the deck's pipeline schedule), --ranks N "
           "(the best layout for N ranks), --cores C (the best ranks x threads for C cores)");
     if (schedule_) {
       const Deck deck = load_model_deck(deck_.path, deck_.overrides);
-      if (rank == 0) print_schedule_plan(deck, std::cout);
+      if (rank == 0) print_schedule_plan(deck, std::cout, stage_costs_);
       return kExitOk;
     }
     // the deck's own [parallel] layout need not fit N ranks: the planner chooses one
@@ -58,6 +62,7 @@ class PlanCommand : public Command {
  private:
   DeckArgs deck_;
   bool schedule_ = false;
+  std::string stage_costs_;
   int ranks_ = 0, cores_ = 0, top_ = 20;
   std::string machine_ = machines_dir() + "/debian-2core-vm.toml";
 };

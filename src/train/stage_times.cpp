@@ -7,7 +7,7 @@
 
 namespace strata {
 namespace {
-constexpr size_t kFields = 4;  // stage, compute, wait, comm
+constexpr size_t kFields = 6;  // stage, compute, wait, comm, forward, backward
 double entry(const Timers& timers, const char* name) {
   const auto it = timers.entries().find(name);
   return it == timers.entries().end() ? 0.0 : it->second.seconds;
@@ -19,9 +19,10 @@ StageTimes::StageTimes(MPI_Comm world, int stage, const std::string& csv_path, i
   MPI_Comm_rank(world, &rank_);
   MPI_Comm_size(world, &size_);
   if (!csv_path.empty())
-    csv_ = std::make_unique<MetricsCsv>(
-        csv_path, std::vector<std::string>{"step", "rank", "stage", "compute_s", "wait_s", "comm_s"},
-        resume_after_step);
+    csv_ = std::make_unique<MetricsCsv>(csv_path,
+                                        std::vector<std::string>{"step", "rank", "stage", "compute_s", "wait_s",
+                                                                 "comm_s", "forward_s", "backward_s", "step_s"},
+                                        resume_after_step);
   run_.assign(size_t(size_) * kFields, 0.0);
 }
 
@@ -34,7 +35,9 @@ std::unique_ptr<StageTimes> StageTimes::for_run(const Grid& grid, const std::str
 
 StageTimes::Totals StageTimes::read(const Timers& timers) {
   Totals t;
-  t.compute = entry(timers, "forward") + entry(timers, "backward") + entry(timers, "injected_delay");
+  t.forward = entry(timers, "forward");
+  t.backward = entry(timers, "backward");
+  t.compute = t.forward + t.backward + entry(timers, "injected_delay");
   t.wait = entry(timers, "pipeline_wait") + entry(timers, "pipeline_drain");
   t.comm = entry(timers, "grad_allreduce") + entry(timers, "dispatch_agree");
   return t;
@@ -48,6 +51,8 @@ void StageTimes::window_done(int64_t step, int64_t steps, double window_seconds,
   mine[1] = now.compute - before_.compute;
   mine[2] = now.wait - before_.wait;
   mine[3] = now.comm - before_.comm;
+  mine[4] = now.forward - before_.forward;
+  mine[5] = now.backward - before_.backward;
   before_ = now;
   sum_over(world_, all);
   if (rank_ != 0) return;
@@ -56,7 +61,10 @@ void StageTimes::window_done(int64_t step, int64_t steps, double window_seconds,
   if (!csv_ || steps <= 0) return;
   for (int r = 0; r < size_; ++r) {
     const double* v = &all[size_t(r) * kFields];
-    csv_->row({double(step + 1), double(r), v[0], v[1] / double(steps), v[2] / double(steps), v[3] / double(steps)});
+    std::vector<double> row{double(step + 1), double(r), v[0]};
+    for (size_t f = 1; f < kFields; ++f) row.push_back(v[f] / double(steps));
+    row.push_back(window_seconds / double(steps));
+    csv_->row(row);
   }
 }
 

@@ -2,8 +2,10 @@
 // Which pipeline stage is slow, and what it cost: every progress line, each rank's
 // seconds per step since the last one, split into compute (its passes, injected
 // slowdowns included), wait (for another stage's message: the bubble as this rank sees
-// it) and communication (the data group's sums, the dispatch agreement), gathered to rank
-// 0 and written to the run directory's stages.csv (one row per rank); at the end a line
+// it) and communication (the data group's sums, the dispatch agreement), its forward and
+// backward passes apart (injected slowdowns not included: what `strata plan --schedule
+// --stage-costs` simulates from) and the step's wall time, gathered to rank 0 and written
+// to the run directory's stages.csv (one row per rank); at the end a line
 // naming the rank and stage that computed longest against the median rank, and the share
 // of the step the stages waited. Pipeline runs only (parallel.pipeline > 1).
 #include <cstdint>
@@ -34,7 +36,7 @@ class StageTimes {
 
  private:
   struct Totals {
-    double compute = 0, wait = 0, comm = 0;
+    double compute = 0, wait = 0, comm = 0, forward = 0, backward = 0;
   };
   static Totals read(const Timers& timers);
   MPI_Comm world_;

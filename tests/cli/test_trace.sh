@@ -122,9 +122,30 @@ for step in ("1", "2", "3"):
     r0, r1 = [r for r in rows if r["step"] == step]
     assert (r0["rank"], r0["stage"], r1["rank"], r1["stage"]) == ("0", "0", "1", "1"), rows
     assert float(r1["compute_s"]) > 1.5 * float(r0["compute_s"]), (step, r0, r1)
+    # the passes apart, without the injected waits (twice each pass's own time on stage 1)
+    passes = [float(r["forward_s"]) + float(r["backward_s"]) for r in (r0, r1)]
+    assert 0 < passes[0] <= 1.000001 * float(r0["compute_s"]) and 0 < 2.5 * passes[1] < float(r1["compute_s"]), (step, r0, r1)
+    assert r0["step_s"] == r1["step_s"] and float(r0["step_s"]) >= float(r0["compute_s"]), (step, r0, r1)
 doc = json.load(open("slow.json"))
 waits = {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") == "injected_delay"}
 assert waits == {1}, waits
 print("ok: stage 1 slowed 3x is named slowest, computes longest in stages.csv, and its waits are on its trace row")
 PY
 echo "ok: $line"
+# the simulator given the stage costs the run measured: stage 1 slowed 3x in the simulation
+# as in the run, its pipeline (the step less the time outside it) more than twice as long
+# as without slowdowns (m = 3: about 10 against 4 passes' time)
+plan=(plan deck.toml --schedule --stage-costs runs/slow/stages.csv)
+simulated() {
+  "$strata" "${plan[@]}" "$@" | sed -nE -e 's/.* outside the pipeline ([0-9.e+-]+) s per step$/\1/p' \
+    -e 's/^simulated step under .*: "order" ([0-9.e+-]+) s, "ready" ([0-9.e+-]+) s.*/\1 \2/p' | tr '\n' ' '
+}
+read -r outside slow_order slow_ready <<<"$(simulated --set variability.stage=1 --set variability.slowdown_min=2 \
+  --set variability.slowdown_max=2)"
+read -r outside plain_order plain_ready <<<"$(simulated)"
+awk -v o="$outside" -v a="$slow_order" -v b="$slow_ready" -v c="$plain_order" -v d="$plain_ready" \
+  'BEGIN { exit !(c > o && d > o && a - o > 2 * (c - o) && b - o > 2 * (d - o)) }' ||
+  { echo "FAIL: simulated from stages.csv: slowed $slow_order $slow_ready, plain $plain_order $plain_ready"; exit 1; }
+"$strata" "${plan[@]}" --set parallel.pipeline=1 > wrong.txt 2>&1 && { echo "FAIL: 2 stages' costs taken for 1"; exit 1; }
+grep -q "has stage 1; the deck has 1 stages" wrong.txt || { cat wrong.txt; exit 1; }
+echo "ok: plan --stage-costs simulates the run's measured stages ($slow_order s slowed, $plain_order s plain)"
