@@ -21,7 +21,8 @@
 # simulated step time over the measured one (the first of the REPS runs).
 # The modes' turn rotates with each run of a scenario (order first, then ready first, ...),
 # so that no mode always runs last, when the machine may have slowed. SCHEDULES and
-# SCENARIOS (environment) choose the rows, e.g. SCENARIOS="throttle" SCHEDULES="zb-h1".
+# SCENARIOS (environment) choose the rows, e.g. SCENARIOS="throttle" SCHEDULES="zb-h1";
+# SETS adds deck settings to every run, e.g. SETS="--set parallel.last_stage_layers=2".
 # Usage: bench/pipeline_variability.sh [STRATA (build/release/bin/strata)] [RANKS (2)] [STEPS (10)] [REPS (2)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 deck=(inputs/bench-gpt-small.toml --threads 1 --set parallel.pipeline="$ranks" --set parallel.micro_batches=8
-  --set run.steps="$steps" --set run.log_every=1)
+  --set run.steps="$steps" --set run.log_every=1 ${SETS:-})
 declare -A variability=(
   [none]=""
   [uniform]="--set variability.slowdown_max=0.6"
@@ -96,7 +97,7 @@ step_seconds() {  # metrics.csv: the median ms_per_step of steps 3.. in seconds 
   awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "ms_per_step") c = i; next } $1 >= 3 { print $c }' "$1" |
     sort -g | awk '{ v[NR] = $1 } END { print (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2000 }'
 }
-echo "$(lscpu | sed -nE 's/^Model name: +//p'), $cores cores; $ranks stages, one rank and one thread each, m = 8, $steps steps, best of $reps"
+echo "$(lscpu | sed -nE 's/^Model name: +//p'), $cores cores; $ranks stages, one rank and one thread each, m = 8, $steps steps, best of $reps${SETS:+; $SETS}"
 cgroup=$(make_cgroup)
 scenarios=${SCENARIOS:-none uniform spikes burner throttle}
 if [ -z "$cgroup" ] && [[ " $scenarios " == *" throttle "* ]]; then

@@ -243,6 +243,16 @@ std::vector<DeckKey> parallel_run_keys() {
       key(par, &D::parallel, "virtual_stages", &Layout::virtual_stages, at_least<int64_t>(1),
           "schedule = \"interleaved\": model chunks per pipeline stage (v >= 2; the layers cut into pipeline x v "
           "chunks placed round-robin; micro_batches a multiple of pipeline)"),
+      acts_when(
+          key(par, &D::parallel, "last_stage_layers", &Layout::last_stage_layers, at_least<int64_t>(0),
+              "gpt: the transformer layers on the last pipeline stage, which also runs the LM head and the "
+              "loss, the other stages splitting the rest evenly (0: every stage as many layers, give or take "
+              "one): fewer layers there balance a head that costs as much as some layers (stages.csv shows "
+              "each stage's seconds)"),
+          [](const Deck& d) {
+            return d.parallel.pipeline > 1 && !d.parallel.mgrit() && d.parallel.schedule != Schedule::Interleaved;
+          },
+          "parallel.pipeline > 1 with a schedule other than \"interleaved\""),
       key(par, &D::parallel, "weight_prediction", &Layout::weight_prediction, any<bool>(),
           "xpipe: run each pass on weights predicted to its target version"),
       key(par, &D::parallel, "measure_staleness", &Layout::measure_staleness, any<bool>(),

@@ -78,6 +78,7 @@ std::string layout_name(const Layout& p) {
     s += " pipeline=" + std::to_string(p.pipeline) + ":" + to_string(p.schedule);
     if (p.schedule == Schedule::Interleaved) s += ":v" + std::to_string(p.virtual_stages);
     s += ":" + std::to_string(p.micro_batches) + "mb";
+    if (p.last_stage_layers > 0) s += ":last" + std::to_string(p.last_stage_layers);
   } else if (p.micro_batches > 1) {
     s += ":" + std::to_string(p.micro_batches) + "mb";  // gradient accumulation
   }

@@ -35,6 +35,7 @@ struct Layout {
   Schedule schedule = Schedule::OneFOneB;            // the pipeline's, otherwise
   int64_t mgrit_levels = 1;                          // MGRIT's levels (the deck's layerpar.levels)
   int64_t virtual_stages = 1;                        // model chunks per pipeline stage (schedule = "interleaved")
+  int64_t last_stage_layers = 0;                     // gpt: layers on the last stage, with the head (0: even split)
   Dispatch dispatch = Dispatch::Order;               // a stage's next pass: the schedule's, or the first ready one
   int64_t dispatch_in_flight = 0;                    // ready: micro-batches in flight per stage (0: the schedule's peak)
   bool weight_prediction = true;

@@ -183,6 +183,10 @@ void check_gpt(const Deck& d, const DeckRule& rule) {
     divide(tokens / by.batch.by, by.routed_tokens.empty() ? tokens_per_rank : by.routed_tokens, by.routed);
   }
   if (p.mgrit()) check_gpt_layer_steps(d, rule);
+  if (p.last_stage_layers > 0 && p.pipeline > 1)
+    rule(p.last_stage_layers <= m.n_layer - (p.pipeline - 1), "parallel.last_stage_layers",
+         "(" + std::to_string(p.last_stage_layers) + ") must leave at least one layer to each other stage: at most " +
+             "model.n_layer - (parallel.pipeline - 1) = " + std::to_string(m.n_layer - (p.pipeline - 1)));
   if (p.schedule == Schedule::Interleaved && p.pipeline > 1)
     rule(m.n_layer >= p.pipeline * p.virtual_stages, "model.n_layer",
          "(" + std::to_string(m.n_layer) + ") must be at least parallel.pipeline x parallel.virtual_stages (" +
@@ -194,8 +198,9 @@ std::unique_ptr<StageModel<float>> make_gpt(const Deck& deck, const ModelPart& p
   const auto& lp = deck.layerpar;
   const int layers = int(deck.model.n_layer), stages = int(par.pipeline);
   const auto placement =
-      par.mgrit()
-          ? StagePlacement::layer_steps(layers, int(lp.buffer_open), int(lp.buffer_close), stages, part.stage)
+      par.mgrit() ? StagePlacement::layer_steps(layers, int(lp.buffer_open), int(lp.buffer_close), stages, part.stage)
+      : par.last_stage_layers > 0 && stages > 1
+          ? StagePlacement::with_last(layers, stages, int(par.last_stage_layers), part.stage)
           : StagePlacement::interleaved(
                 layers, stages, par.schedule == Schedule::Interleaved ? int(par.virtual_stages) : 1, part.stage);
   auto gpt = std::make_unique<GPT<float>>(deck.model, deck.run.seed, part.tp, placement, par.recompute, part.allocate,

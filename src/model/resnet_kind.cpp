@@ -38,6 +38,8 @@ void check_resnet(const Deck& d, const DeckRule& rule) {
        "= \"selective\" is the GPT's: the residual network keeps only its states already (each step's activation is "
        "remade in its backward); \"full\" keeps every k-th");
   if (p.mgrit()) check_mgrit_steps(d, m.steps, "model.steps (" + std::to_string(m.steps) + ")", rule);
+  rule(p.last_stage_layers == 0, "parallel.last_stage_layers",
+       "is the GPT's (its last stage runs the LM head): the residual network's stages split its steps evenly");
 }
 
 std::unique_ptr<StageModel<float>> make_resnet(const Deck& deck, const ModelPart& part) {

@@ -50,6 +50,20 @@ struct StagePlacement {
   // Layers split as evenly as they go: stage r gets [L r / p, L (r + 1) / p), so with
   // L % p != 0 the later stages get one more.
   static StagePlacement balanced(int n_layer, int stages, int stage) { return interleaved(n_layer, stages, 1, stage); }
+  // The last stage holds the last `last_layers` layers (with the LM head), the others split
+  // the rest as balanced() does.
+  static StagePlacement with_last(int n_layer, int stages, int last_layers, int stage) {
+    StagePlacement s;
+    if (stage == stages - 1) {
+      s.layer_begin = n_layer - last_layers;
+      s.layer_end = n_layer;
+    } else {
+      s = balanced(n_layer - last_layers, stages - 1, stage);
+    }
+    s.stage = stage;
+    s.stages = stages;
+    return s;
+  }
   // v chunks per stage: the model's part j = c p + r gets [L j / (p v), L (j + 1) / (p v)).
   static StagePlacement interleaved(int n_layer, int stages, int v, int stage) {
     StagePlacement s;

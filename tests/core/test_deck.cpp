@@ -156,6 +156,24 @@ TEST_CASE("ready dispatch and [variability]: what they cannot run is refused in 
   CHECK(error_of(ok, with({"variability.stage=1", "parallel.dispatch=ready", "parallel.dispatch_in_flight=4"})) == "");
 }
 
+TEST_CASE("the last stage's layers: beyond what leaves a layer to each other stage, or not a GPT, refused",
+          "[core][deck][ready]") {
+  const std::string ok = "[data]\nkind = \"random\"\n[model]\nn_layer = 4\n";
+  CHECK(error_of(ok, {"parallel.pipeline=3", "parallel.last_stage_layers=2"}) == "");
+  CHECK(error_of(ok, {"parallel.pipeline=3", "parallel.last_stage_layers=3"}) ==
+        "deck.toml: parallel.last_stage_layers (3) must leave at least one layer to each other stage: at most "
+        "model.n_layer - (parallel.pipeline - 1) = 2");
+  CHECK(error_of(ok, {"parallel.last_stage_layers=2"}).find("parallel.last_stage_layers = 2 has no effect") !=
+        std::string::npos);
+  CHECK(error_of(ok, {"parallel.pipeline=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+                      "parallel.micro_batches=2", "parallel.last_stage_layers=2"}) ==
+        "deck.toml: parallel.last_stage_layers = 2 has no effect in this deck: it needs parallel.pipeline > 1 with a "
+        "schedule other than \"interleaved\"");
+  const std::string resnet = "[model]\nkind = \"resnet\"\nsteps = 8\n[data]\nkind = \"images\"\n";
+  CHECK(error_of(resnet, {"parallel.pipeline=2", "parallel.last_stage_layers=2"})
+            .find("parallel.last_stage_layers is the GPT's") != std::string::npos);
+}
+
 TEST_CASE("the key table drives reading, the resolved deck and the reference", "[core][deck]") {
   // every key appears in the resolved deck and the reference, in its section
   const Deck d = parse_model_deck("[data]\nkind = \"random\"\n", "deck.toml");

@@ -58,6 +58,7 @@ std::map<std::string, Witness> witnesses() {
       {"parallel.virtual_stages",
        {{"parallel.virtual_stages=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
         {"parallel.schedule=\"interleaved\""}}},
+      {"parallel.last_stage_layers", {{"parallel.last_stage_layers=1"}, {"parallel.pipeline=2"}}},
       {"parallel.weight_prediction",
        {{"parallel.weight_prediction=false"}, {"parallel.pipeline=2", "parallel.schedule=\"xpipe\""}}},
       {"parallel.measure_staleness",

@@ -1,7 +1,8 @@
 // Pipeline equivalence: GPipe, 1F1B, ZB-H1 and ZB-H2, alone and with data or tensor
 // parallelism, give the serial run's losses and final parameters (the zero-bubble ones
 // GPipe's gradients bit for bit); uneven layer partitions, an odd number of micro-batches
-// and the tied embedding on the first and last stage included; interleaved 1F1B with 2
+// and the tied embedding on the first and last stage included, and layers placed by
+// parallel.last_stage_layers; interleaved 1F1B with 2
 // chunks per stage too. A 1F1B checkpoint written by 2 stages restarts on 4 stages under
 // ZB-H2, on 2 stages interleaved and on 1.
 #include <mpi.h>
@@ -49,11 +50,13 @@ std::vector<std::vector<std::string>> pipeline_layouts_for(int n) {
               {p2, m3, "parallel.schedule=1f1b"},
               {p2, m3, "parallel.schedule=zb-h1"},
               {p2, m3, "parallel.schedule=zb-h2"},
-              {p2, "parallel.micro_batches=4", inter, v2}};
+              {p2, "parallel.micro_batches=4", inter, v2},
+              {p2, m3, "parallel.schedule=1f1b", "parallel.last_stage_layers=4"}};  // 1 and 4 layers
     case 4:
       return {{"parallel.pipeline=4", m3, "parallel.schedule=1f1b"},
               {"parallel.pipeline=4", "parallel.micro_batches=2", "parallel.schedule=gpipe"},
               {"parallel.pipeline=4", "parallel.micro_batches=6", "parallel.schedule=zb-h1"},
+              {"parallel.pipeline=4", m3, "parallel.schedule=zb-h2", "parallel.last_stage_layers=1"},  // 1, 1, 2, 1
               {"parallel.data=2", p2, m3, "parallel.schedule=gpipe"},
               {"parallel.data=2", p2, m3, "parallel.schedule=zb-h2", "parallel.zero=1"},
               {p2, m3, "parallel.schedule=1f1b", "parallel.tensor_cols=2"},
