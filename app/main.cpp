@@ -21,6 +21,7 @@
 #include "cli/command.hpp"
 #include "cli/kokkos_start.hpp"
 #include "comm/agree.hpp"
+#include "core/blas_library.hpp"
 #include "core/error.hpp"
 #include "core/exit_deadline.hpp"
 #include "core/process_exit.hpp"
@@ -41,6 +42,9 @@ std::string one_line(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenBLAS's oldest kernels on a CPU it does not know: start again with the CPU's own
+  // (core/blas_library.hpp), before any thread or MPI exists
+  if (const std::string core = strata::better_blas_core(); !core.empty()) strata::restart_with_blas_core(core, argv);
   // the launcher's signals reach one thread of this rank, started before any other
   // (core/process_exit.hpp): MPI's, OpenMP's and the watchdog's threads inherit the mask
   strata::start_signal_thread();

@@ -96,6 +96,8 @@ Row measure(const std::string& path, std::vector<std::string> overrides, Precisi
 }  // namespace
 
 int main(int argc, char** argv) {
+  // the kernels strata itself runs with (core/blas_library.hpp)
+  if (const std::string core = better_blas_core(); !core.empty()) restart_with_blas_core(core, argv);
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int code = 0;

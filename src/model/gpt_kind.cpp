@@ -251,6 +251,7 @@ RunDescription describe_gpt(const Deck& deck, StageModel<float>& model, const Ru
                (long long)expert_ranks(deck.parallel)));
   }
   if (!run.data_line.empty()) d.lines.push_back("strata: data: " + run.data_line);
+  if (const std::string note = blas_choice_note(); !note.empty()) d.lines.push_back("strata: OpenBLAS: " + note);
   const std::string blas = blas_core_name();
   d.lines.push_back(strfmt(
       "strata: %d ranks (%s; data-parallel %s collectives), global batch %lld x %lld tokens, %lld steps; gemm probe "
