@@ -22,12 +22,16 @@ int family_level(const std::string& core) {
 }
 
 int cpu_level() {
+#if !defined(__x86_64__)
+  return 0;  // (the families above are x86's)
+#else
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl"))
     return 3;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;
   return __builtin_cpu_supports("avx") ? 1 : 0;
+#endif
 }
 
 }  // namespace
