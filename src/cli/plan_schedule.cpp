@@ -76,7 +76,7 @@ void print_dispatch_plan(const Deck& deck, const PipeSchedule& s, const PipeCost
 // dispatch modes: the median over the steps the file's costs come from, each under the
 // deck's own [variability] draws of that step (none when it has none).
 void print_measured_plan(const Deck& deck, const PipeSchedule& s, const std::string& stages_csv, std::ostream& out) {
-  const MeasuredStages m = read_stage_costs(stages_csv, s.stages, s.micro_batches);
+  const MeasuredStages m = read_stage_costs(stages_csv, s.stages);
   out << strfmt("measured stage costs (%s, steps %lld-%lld), per micro-batch:", stages_csv.c_str(),
                 (long long)m.first_step, (long long)m.last_step);
   for (int r = 0; r < s.stages; ++r)
@@ -124,6 +124,9 @@ void print_schedule_plan(const Deck& deck, std::ostream& out, const std::string&
   for (int v : sim.peak_in_flight) out << " " << v;
   out << "\n";
   if (p.schedule != Schedule::XPipe && stages > 1) print_dispatch_plan(deck, s, costs, out);
+  if (!stage_costs.empty() && p.schedule == Schedule::XPipe)
+    throw UserError(
+        "strata plan --stage-costs: simulates a step of the flushing schedules; xpipe's list never flushes");
   if (!stage_costs.empty()) print_measured_plan(deck, s, stage_costs, out);
 }
 

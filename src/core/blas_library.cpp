@@ -55,7 +55,7 @@ void restart_with_blas_core(const std::string& core, char** argv) {
 
 std::string blas_choice_note() {
   const char* replaced = std::getenv("STRATA_BLAS_CHOSEN");
-  if (!replaced || !std::getenv("OPENBLAS_CORETYPE")) return "";
+  if (!replaced || !std::getenv("OPENBLAS_CORETYPE") || blas_core_name() == replaced) return "";  // (not taken)
   return blas_core_name() + " kernels chosen by strata (OpenBLAS picked " + replaced +
          " on this CPU; OPENBLAS_CORETYPE overrides)";
 }

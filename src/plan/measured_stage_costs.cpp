@@ -15,7 +15,7 @@ namespace {
 struct Row {
   int64_t step = 0;
   int stage = 0;
-  double compute = 0, wait = 0, comm = 0, forward = 0, backward = 0, step_seconds = 0;
+  double compute = 0, wait = 0, comm = 0, forward = 0, backward = 0, step_seconds = 0, micro_batches = 1;
 };
 
 std::vector<std::string> split_cells(const std::string& line) {
@@ -39,18 +39,23 @@ std::vector<Row> read_rows(const std::string& path) {
   };
   const size_t step = column("step"), stage = column("stage"), compute = column("compute_s"), wait = column("wait_s"),
                comm = column("comm_s"), forward = column("forward_s"), backward = column("backward_s"),
-               seconds = column("step_s");
+               seconds = column("step_s"), micro = column("micro_batches");
   std::vector<Row> rows;
   for (int n = 2; std::getline(in, line); ++n) {
     const std::vector<std::string> c = split_cells(line);
     if (c.size() != header.size()) throw UserError(strfmt("--stage-costs: %s line %d is not a row", path.c_str(), n));
     try {
       rows.push_back({std::stoll(c[step]), std::stoi(c[stage]), std::stod(c[compute]), std::stod(c[wait]),
-                      std::stod(c[comm]), std::stod(c[forward]), std::stod(c[backward]), std::stod(c[seconds])});
+                      std::stod(c[comm]), std::stod(c[forward]), std::stod(c[backward]), std::stod(c[seconds]),
+                      std::stod(c[micro])});
     } catch (const std::exception&) {
       throw UserError(strfmt("--stage-costs: %s line %d holds a value that is not a number", path.c_str(), n));
     }
   }
+  for (const Row& r : rows)
+    if (r.micro_batches < 1)
+      throw UserError(strfmt("--stage-costs: %s has a row of step %lld with micro_batches below 1", path.c_str(),
+                             (long long)r.step));
   if (rows.empty()) throw UserError("--stage-costs: " + path + " has no rows");
   return rows;
 }
@@ -62,7 +67,7 @@ double median(std::vector<double> v) {
   return (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
 }
 
-MeasuredStages read_stage_costs(const std::string& stages_csv, int stages, int micro_batches) {
+MeasuredStages read_stage_costs(const std::string& stages_csv, int stages) {
   std::vector<Row> rows = read_rows(stages_csv);
   MeasuredStages m;
   // the first two steps warm up (as the benchmarks' medians of steps 3.. have it): left
@@ -99,13 +104,13 @@ MeasuredStages read_stage_costs(const std::string& stages_csv, int stages, int m
     for (const auto& [key, group] : by_stage_step) {
       if (key.first != s) continue;
       std::vector<double> f, b;
-      for (const Row& r : group) f.push_back(r.forward), b.push_back(r.backward);
+      for (const Row& r : group) f.push_back(r.forward / r.micro_batches), b.push_back(r.backward / r.micro_batches);
       forward.push_back(mean(f));
       backward.push_back(mean(b));
     }
     if (forward.empty()) throw UserError(strfmt("--stage-costs: %s has no row of stage %d", stages_csv.c_str(), s));
-    m.costs.stage_forward[size_t(s)] = median(forward) / micro_batches;
-    m.costs.stage_backward[size_t(s)] = median(backward) / micro_batches;
+    m.costs.stage_forward[size_t(s)] = median(forward);
+    m.costs.stage_backward[size_t(s)] = median(backward);
   }
   std::vector<double> outside, seconds;
   // a collective's seconds on the rank that came to it last (the others' are waits for it)

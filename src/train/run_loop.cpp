@@ -114,7 +114,8 @@ void RunLoop::set_up() {
   });
   // 3. the outputs (rank 0): deck.toml, metrics.csv, the checkpoints folder
   agreed(world, [&] {
-    stage_times_ = StageTimes::for_run(job_.grid(), run_dir_, start_.step);  // (rank 0 opens stages.csv)
+    stage_times_ = StageTimes::for_run(job_.grid(), run_dir_, start_.step,
+                                       deck_.parallel.micro_batches);  // (rank 0 opens stages.csv)
     if (run_dir_.empty()) return;
     publisher_ =
         std::make_unique<CheckpointPublisher>(run_dir_ + "/checkpoints", world, deck_.run.keep_checkpoints, from.path);

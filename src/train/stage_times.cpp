@@ -14,23 +14,26 @@ double entry(const Timers& timers, const char* name) {
 }
 }  // namespace
 
-StageTimes::StageTimes(MPI_Comm world, int stage, const std::string& csv_path, int64_t resume_after_step)
-    : world_(world), stage_(stage) {
+StageTimes::StageTimes(MPI_Comm world, int stage, const std::string& csv_path, int64_t resume_after_step,
+                       int64_t micro_batches)
+    : world_(world), stage_(stage), micro_batches_(micro_batches) {
   MPI_Comm_rank(world, &rank_);
   MPI_Comm_size(world, &size_);
   if (!csv_path.empty())
-    csv_ = std::make_unique<MetricsCsv>(csv_path,
-                                        std::vector<std::string>{"step", "rank", "stage", "compute_s", "wait_s",
-                                                                 "comm_s", "forward_s", "backward_s", "step_s"},
-                                        resume_after_step);
+    csv_ =
+        std::make_unique<MetricsCsv>(csv_path,
+                                     std::vector<std::string>{"step", "rank", "stage", "compute_s", "wait_s", "comm_s",
+                                                              "forward_s", "backward_s", "step_s", "micro_batches"},
+                                     resume_after_step);
   run_.assign(size_t(size_) * kFields, 0.0);
 }
 
-std::unique_ptr<StageTimes> StageTimes::for_run(const Grid& grid, const std::string& run_dir, int64_t start_step) {
+std::unique_ptr<StageTimes> StageTimes::for_run(const Grid& grid, const std::string& run_dir, int64_t start_step,
+                                                int64_t micro_batches) {
   if (grid.shape().pipeline < 2 || grid.shape().mgrit()) return nullptr;
   const bool writes = grid.world_rank() == 0 && !run_dir.empty();
   return std::make_unique<StageTimes>(grid.world(), grid.coords().pipeline, writes ? run_dir + "/stages.csv" : "",
-                                      start_step > 0 ? start_step : -1);
+                                      start_step > 0 ? start_step : -1, micro_batches);
 }
 
 StageTimes::Totals StageTimes::read(const Timers& timers) {
@@ -64,6 +67,7 @@ void StageTimes::window_done(int64_t step, int64_t steps, double window_seconds,
     std::vector<double> row{double(step + 1), double(r), v[0]};
     for (size_t f = 1; f < kFields; ++f) row.push_back(v[f] / double(steps));
     row.push_back(window_seconds / double(steps));
+    row.push_back(double(micro_batches_));
     csv_->row(row);
   }
 }

@@ -24,10 +24,12 @@ class StageTimes {
  public:
   // world: every rank; stage: this rank's pipeline stage; csv_path: rank 0's stages.csv
   // ("" elsewhere, or for no file), resumed after resume_after_step on a restart (-1: fresh).
-  StageTimes(MPI_Comm world, int stage, const std::string& csv_path, int64_t resume_after_step);
+  // micro_batches: the step's, written on every row (what a pass's seconds are a share of).
+  StageTimes(MPI_Comm world, int stage, const std::string& csv_path, int64_t resume_after_step, int64_t micro_batches);
   // A pipeline run's (null for others): run_dir/stages.csv on rank 0 (none without a run
   // directory), resumed after `start_step` steps.
-  static std::unique_ptr<StageTimes> for_run(const Grid& grid, const std::string& run_dir, int64_t start_step);
+  static std::unique_ptr<StageTimes> for_run(const Grid& grid, const std::string& run_dir, int64_t start_step,
+                                             int64_t micro_batches);
   // Collective, at every progress line: the window of `steps` steps ending after `step`.
   void window_done(int64_t step, int64_t steps, double window_seconds, const Timers& timers);
   // Rank 0: "stage 2 on rank 5 computed 1.38x the median rank's time per step; the stages
@@ -41,6 +43,7 @@ class StageTimes {
   static Totals read(const Timers& timers);
   MPI_Comm world_;
   int rank_ = 0, size_ = 1, stage_ = 0;
+  int64_t micro_batches_ = 1;
   std::unique_ptr<MetricsCsv> csv_;
   Totals before_;                      // this rank's at the window's start
   std::vector<double> run_;            // rank 0: per rank (stage, compute, wait, comm) seconds over the run

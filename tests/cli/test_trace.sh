@@ -148,4 +148,6 @@ awk -v o="$outside" -v a="$slow_order" -v b="$slow_ready" -v c="$plain_order" -v
   { echo "FAIL: simulated from stages.csv: slowed $slow_order $slow_ready, plain $plain_order $plain_ready"; exit 1; }
 "$strata" "${plan[@]}" --set parallel.pipeline=1 > wrong.txt 2>&1 && { echo "FAIL: 2 stages' costs taken for 1"; exit 1; }
 grep -q "has stage 1; the deck has 1 stages" wrong.txt || { cat wrong.txt; exit 1; }
+"$strata" "${plan[@]}" --set parallel.schedule=xpipe > wrong.txt 2>&1 && { echo "FAIL: xpipe simulated per step"; exit 1; }
+grep -q "xpipe's list never flushes" wrong.txt || { cat wrong.txt; exit 1; }
 echo "ok: plan --stage-costs simulates the run's measured stages ($slow_order s slowed, $plain_order s plain)"

@@ -1,6 +1,6 @@
 // A run's stages.csv as the simulator's stage costs (plan/measured_stage_costs.hpp): the
-// per-pass costs are the median over steps (the first left out) of the stage's ranks'
-// mean seconds over the micro-batches; the time outside the pipeline leaves out passes,
+// per-pass costs are the median over steps (the first two left out) of the stage's ranks'
+// mean seconds over the run's own micro-batches (the file's column); the time outside the pipeline leaves out passes,
 // waits and the collectives' waits; with those costs 1F1B's simulated step is its formula
 // plus that time; and a file that is not a pipeline run's stages.csv of the deck's stages
 // is refused in one line.
@@ -26,20 +26,20 @@ std::string write_csv(const std::string& name, const std::string& text) {
 
 // 2 stages; stage 0 on ranks 0 and 2 (data parallel), stage 1 on rank 1; steps 1 and 2
 // warm up, step 5 is an outlier.
-const char* kHeader = "step,rank,stage,compute_s,wait_s,comm_s,forward_s,backward_s,step_s\n";
+const char* kHeader = "step,rank,stage,compute_s,wait_s,comm_s,forward_s,backward_s,step_s,micro_batches\n";
 const char* kRows =
-    "1,0,0,9,9,0,9,9,40\n1,1,1,9,9,0,9,9,40\n1,2,0,9,9,0,9,9,40\n"
-    "2,0,0,8,8,0,8,8,30\n2,1,1,8,8,0,8,8,30\n2,2,0,8,8,0,8,8,30\n"
-    "3,0,0,3.0,0.9,0.05,1.0,2.0,4.0\n3,1,1,3.7,0.0,0.25,1.2,2.4,4.0\n3,2,0,3.0,0.9,0.05,1.2,1.8,4.0\n"
-    "4,0,0,3.0,0.9,0.05,1.0,2.0,4.0\n4,1,1,3.7,0.0,0.25,1.2,2.4,4.0\n4,2,0,3.0,0.9,0.05,1.2,1.8,4.0\n"
-    "5,0,0,3.0,0.9,0.05,3.0,6.0,4.0\n5,1,1,3.7,0.0,0.25,3.6,7.2,4.0\n5,2,0,3.0,0.9,0.05,3.0,6.0,4.0\n";
+    "1,0,0,9,9,0,9,9,40,4\n1,1,1,9,9,0,9,9,40,4\n1,2,0,9,9,0,9,9,40,4\n"
+    "2,0,0,8,8,0,8,8,30,4\n2,1,1,8,8,0,8,8,30,4\n2,2,0,8,8,0,8,8,30,4\n"
+    "3,0,0,3.0,0.9,0.05,1.0,2.0,4.0,4\n3,1,1,3.7,0.0,0.25,1.2,2.4,4.0,4\n3,2,0,3.0,0.9,0.05,1.2,1.8,4.0,4\n"
+    "4,0,0,3.0,0.9,0.05,1.0,2.0,4.0,4\n4,1,1,3.7,0.0,0.25,1.2,2.4,4.0,4\n4,2,0,3.0,0.9,0.05,1.2,1.8,4.0,4\n"
+    "5,0,0,3.0,0.9,0.05,3.0,6.0,4.0,4\n5,1,1,3.7,0.0,0.25,3.6,7.2,4.0,4\n5,2,0,3.0,0.9,0.05,3.0,6.0,4.0,4\n";
 
 }  // namespace
 
 TEST_CASE("measured stage costs: medians per stage over the steps after the first two, per micro-batch",
           "[plan][ready]") {
   const std::string path = write_csv("stages.csv", std::string(kHeader) + kRows);
-  const MeasuredStages m = read_stage_costs(path, 2, 4);
+  const MeasuredStages m = read_stage_costs(path, 2);
   CHECK(m.first_step == 3);
   CHECK(m.last_step == 5);
   // stage 0: ranks 0 and 2 average to F 1.1, B 1.9 in steps 3 and 4 (step 5 is the outlier)
@@ -64,7 +64,7 @@ TEST_CASE("measured stage costs: what is not the deck's pipeline run's stages.cs
   const auto refused = [](const std::string& text, int stages, const std::string& says) {
     const std::string path = write_csv("bad.csv", text);
     try {
-      read_stage_costs(path, stages, 4);
+      read_stage_costs(path, stages);
       FAIL("accepted: " << text);
     } catch (const UserError& e) {
       INFO(e.what());
@@ -75,12 +75,13 @@ TEST_CASE("measured stage costs: what is not the deck's pipeline run's stages.cs
   };
   refused("step,loss\n1,2\n", 2, "has no column \"stage\"");
   refused(kHeader, 2, "has no rows");
-  refused(std::string(kHeader) + "2,0,0,3,1,0,1,2,4\n", 2, "has no row of stage 1");
+  refused(std::string(kHeader) + "2,0,0,3,1,0,1,2,4,4\n", 2, "has no row of stage 1");
   refused(std::string(kHeader) + kRows, 1, "has stage 1; the deck has 1 stages");
-  refused(std::string(kHeader) + "2,0,0,3,1,0,x,2,4\n", 1, "line 2 holds a value that is not a number");
+  refused(std::string(kHeader) + "2,0,0,3,1,0,x,2,4,4\n", 1, "line 2 holds a value that is not a number");
   refused(std::string(kHeader) + "2,0,0,3\n", 1, "line 2 is not a row");
+  refused(std::string(kHeader) + "2,0,0,3,1,0,1,2,4,0\n", 1, "has a row of step 2 with micro_batches below 1");
   try {
-    read_stage_costs("/nonexistent/stages.csv", 2, 4);
+    read_stage_costs("/nonexistent/stages.csv", 2);
     FAIL("a missing file was read");
   } catch (const UserError& e) {
     CHECK(std::string(e.what()) == "--stage-costs: cannot read /nonexistent/stages.csv");
