@@ -7,7 +7,8 @@
 // fraction of both GEMM rates. The GEMM rates and the steps are measured in turn,
 // `--rounds` times, and each is the best seen (this VM's speed moves between minutes).
 //
-//   mpiexec -n 1 build/release/bench/limit --threads N [--steps 3] [--rounds 2] [--set KEY=VALUE ...] [DECK ...]
+//   mpiexec -n 1 build/release/bench/limit --threads N [--steps 3] [--rounds 2] [--precision fp32|bf16]
+//     [--set KEY=VALUE ...] [DECK ...]
 //   (decks by default: inputs/bench-gpt-tiny.toml, inputs/bench-gpt-small.toml,
 //    inputs/bench-gpt2-124m.toml, from the repository's root)
 #include <mpi.h>
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
       code = 2;
     } else {
       int steps = 3, rounds = 2;
+      std::string only;  // --precision fp32 or bf16: that one alone
       std::vector<std::string> decks, overrides;
       const auto& args = kokkos.args();
       for (size_t i = 1; i < args.size(); ++i) {
@@ -124,14 +126,17 @@ int main(int argc, char** argv) {
           overrides.push_back(args[++i]);
         } else if (a == "--rounds" && i + 1 < args.size()) {
           rounds = std::atoi(args[++i]);
+        } else if (a == "--precision" && i + 1 < args.size()) {
+          only = args[++i];
         } else {
           decks.push_back(a);
         }
       }
       if (decks.empty())
         decks = {"inputs/bench-gpt-tiny.toml", "inputs/bench-gpt-small.toml", "inputs/bench-gpt2-124m.toml"};
-      std::vector<Precision> precisions = {Precision::FP32};
-      if (kernels::bf16_products_unavailable().empty()) precisions.push_back(Precision::BF16);
+      std::vector<Precision> precisions;
+      if (only != "bf16") precisions.push_back(Precision::FP32);
+      if (only != "fp32" && kernels::bf16_products_unavailable().empty()) precisions.push_back(Precision::BF16);
       try {
         std::printf("%s, %d thread(s) (BLAS: %s, %s); streaming %.1f GB/s\n", cpu_model().c_str(), rank_threads(),
                     blas_core_name().c_str(), blas_threading().c_str(), triad_bandwidth() / 1e9);

@@ -1,6 +1,7 @@
 #include "core/rank_threads.hpp"
 
 #include <sched.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <Kokkos_Core.hpp>
@@ -49,6 +50,11 @@ int cores_given() {
 int cores_online() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? int(n) : 1;
+}
+
+bool passive_wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  return policy && strcasecmp(policy, "passive") == 0;
 }
 
 std::string thread_binding() {

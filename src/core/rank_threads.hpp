@@ -18,6 +18,11 @@ int cores_online();
 // ("OMP_PROC_BIND=close OMP_PLACES=cores", or "threads not bound").
 std::string thread_binding();
 
+// Whether OpenMP's waiting threads sleep (OMP_WAIT_POLICY=passive): right where the node's
+// threads outnumber its cores, a cost of 10-30% a threaded step where they do not (every
+// parallel region, thousands a step, wakes its threads through the kernel).
+bool passive_wait_policy();
+
 // For its lifetime, the products (OpenBLAS and oneDNN, which take OpenMP's thread count at
 // each call) run on n threads; Kokkos' kernels keep the rank's pool. For `strata
 // calibrate`'s rates per thread count. Nothing in CUDA builds.

@@ -70,6 +70,12 @@ same_bits() {
     if ! grep -Eq "^strata: $t threads? per rank \(--threads\)" "$name-$t.log"; then
       fail "$name: the run summary does not say $t threads per rank"; grep -i thread "$name-$t.log" | head -3; return
     fi
+    # the tests' OMP_WAIT_POLICY=passive is named as a cost where the rank's threads have cores of their own
+    if [ "${OMP_WAIT_POLICY:-}" = passive ] && [ "$t" -gt 1 ] && [ $((np * t)) -le "$(env -u OMP_NUM_THREADS nproc)" ] &&
+        ! grep -q "OMP_WAIT_POLICY=passive on cores of its own" "$name-$t.log"; then
+      fail "$name: $t threads on free cores under OMP_WAIT_POLICY=passive, and the summary does not say what it costs"
+      grep -i "per rank" "$name-$t.log" | head -2; return
+    fi
     fingerprint "runs-$t/$name" >"$name-$t.bits"
   done
   if [ "$(grep -c . "$name-1.bits")" -lt 5 ]; then
