@@ -42,6 +42,10 @@ KOKKOS_INLINE_FUNCTION float to_float(bf16 x) {
 // (AVX512-BF16: 16 values an instruction, where to_bf16 in a vectorised loop takes a few
 // integer operations per 8), else to_bf16.
 void round_rows_to_bf16(const float* src, int64_t ld_src, bf16* dst, int64_t ld_dst, int64_t rows, int64_t cols);
+// The same, its rows shared among the rank's threads (called outside parallel regions: a
+// product's operand, which MoE's experts round before each product); the same bits.
+void round_rows_to_bf16_threaded(const float* src, int64_t ld_src, bf16* dst, int64_t ld_dst, int64_t rows,
+                                 int64_t cols);
 
 // A kernel's output element written as T or as bf16 (rounded), whichever its buffer holds.
 template <class Out, class T>

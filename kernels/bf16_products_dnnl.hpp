@@ -201,8 +201,8 @@ class Bf16Products {
     uint16_t* a_round = a_copy ? nullptr : stack.take(a_rows * a_cols);
     uint16_t* b_round = b_copy ? nullptr : stack.take(b_rows * b_cols);
     static_assert(sizeof(bf16) == sizeof(uint16_t));
-    if (a_round) round_rows_to_bf16(a, s.lda, reinterpret_cast<bf16*>(a_round), a_cols, a_rows, a_cols);
-    if (b_round) round_rows_to_bf16(b, s.ldb, reinterpret_cast<bf16*>(b_round), b_cols, b_rows, b_cols);
+    if (a_round) round_rows_to_bf16_threaded(a, s.lda, reinterpret_cast<bf16*>(a_round), a_cols, a_rows, a_cols);
+    if (b_round) round_rows_to_bf16_threaded(b, s.ldb, reinterpret_cast<bf16*>(b_round), b_cols, b_rows, b_cols);
     const int64_t lda = a_copy ? s.lda : a_cols, ldb = b_copy ? s.ldb : b_cols;
     const auto a_desc = logical(1, s.m, s.k, lda, a_rows * lda, s.ta, dnnl_dt::bf16);
     const auto b_desc = logical(1, s.k, s.n, ldb, b_rows * ldb, s.tb, dnnl_dt::bf16);

@@ -1,3 +1,5 @@
+#include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/bf16.hpp"
@@ -53,6 +55,17 @@ void round_rows_to_bf16(const float* src, int64_t ld_src, bf16* dst, int64_t ld_
   if (native) return round_rows_native(src, ld_src, dst, ld_dst, rows, cols);
 #endif
   round_rows_portable(src, ld_src, dst, ld_dst, rows, cols);
+}
+
+void round_rows_to_bf16_threaded(const float* src, int64_t ld_src, bf16* dst, int64_t ld_dst, int64_t rows,
+                                 int64_t cols) {
+  constexpr int64_t kRowsPerChunk = 32;
+  const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  Kokkos::parallel_for("round_rows_to_bf16", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, chunks),
+                       [=](const int64_t c) {
+                         const int64_t r0 = c * kRowsPerChunk, n = std::min(kRowsPerChunk, rows - r0);
+                         round_rows_to_bf16(src + r0 * ld_src, ld_src, dst + r0 * ld_dst, ld_dst, n, cols);
+                       });
 }
 
 }  // namespace strata::kernels

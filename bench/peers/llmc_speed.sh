@@ -9,7 +9,9 @@
 #   - llm.c: a harness compiled with llm.c's Makefile flags (-Ofast -march=native -fopenmp)
 #     against its train_gpt2.c, unchanged, running its DataLoader and its forward, zero_grad,
 #     backward and update, timed per step as its main times them;
-#   - strata: fp32, then bf16 where oneDNN runs bf16 here (tokens/s beside, not compared).
+#   - strata: fp32, then bf16 where oneDNN runs bf16 here (tokens/s beside, not compared);
+#   - PyTorch's CPU build where /usr/bin/python3 has it (bench/peers/torch_gpt.py --config
+#     gpt2-llmc: its own layers and AdamW, random tokens, the mean of STEPS - 2 steps).
 # Per run the median tokens/s of steps 3.. and the last step's loss.
 # Usage: bench/peers/llmc_speed.sh [LLMC_DIR] [STEPS (8)] [ROUNDS (2)] [THREADS ("1 2")] [BUILD_DIR (build/release)]
 # LLMC_DIR: an llm.c checkout (its train_gpt2.c and llmc/ are copied into this run's
@@ -81,10 +83,15 @@ strata_run() {  # threads precision -> "tok/s loss"
     --set model.init_from="\"$work/model.bin\"" --set run.out_dir="\"$d\"" > "$d.log" 2>&1 || { tail -3 "$d.log" >&2; exit 1; }
   echo "$(median_speed "$(echo "$d"/*/metrics.csv)") $(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "loss") c = i } END { print $c }' "$d"/*/metrics.csv)"
 }
+torch_run() {  # threads -> tok/s, or - without PyTorch
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo -; return; }
+  /usr/bin/python3 bench/peers/torch_gpt.py --config gpt2-llmc --threads "$1" --warmup 2 --steps $((steps - 2)) |
+    sed -E 's/.* ([0-9.]+) tok\/s.*/\1/'
+}
 bf16=1
 runs_bf16 "$strata" "$work" || bf16=0
-echo "| threads | round | llm.c tok/s | strata fp32 tok/s | strata / llm.c | strata bf16 tok/s | loss at step $steps: llm.c, strata fp32, bf16 |"
-echo "|---|---|---|---|---|---|---|"
+echo "| threads | round | llm.c tok/s | strata fp32 tok/s | strata / llm.c | strata bf16 tok/s | PyTorch fp32 tok/s | loss at step $steps: llm.c, strata fp32, bf16 |"
+echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$rounds"); do
   for t in $threads; do
     OMP_NUM_THREADS=$t "$work/harness" "$work/model.bin" "$work/train.bin" "$steps" > "$work/llmc.csv"
@@ -93,6 +100,7 @@ for round in $(seq 1 "$rounds"); do
     read -r f floss <<< "$(strata_run "$t" fp32)"
     b=- bloss=-
     [ "$bf16" = 0 ] || { read -r b bloss <<< "$(strata_run "$t" bf16)"; b=$(printf %.0f "$b") bloss=$(printf %.4f "$bloss"); }
-    printf '| %d | %d | %.0f | %.0f | %.2fx | %s | %.4f, %.4f, %s |\n' "$t" "$round" "$l" "$f" "$(echo "$f / $l" | bc -l)" "$b" "$lloss" "$floss" "$bloss"
+    p=$(torch_run "$t")
+    printf '| %d | %d | %.0f | %.0f | %.2fx | %s | %s | %.4f, %.4f, %s |\n' "$t" "$round" "$l" "$f" "$(echo "$f / $l" | bc -l)" "$b" "$p" "$lloss" "$floss" "$bloss"
   done
 done

@@ -21,6 +21,8 @@ import torch.nn.functional as F
 CONFIGS = {
     "tiny": dict(n_layer=4, n_embd=256, n_head=4, vocab_size=4096, seq_len=128, batch=8),
     "small": dict(n_layer=6, n_embd=384, n_head=6, vocab_size=8192, seq_len=256, batch=8),
+    # GPT-2 124M at llm.c's CPU trainer's batch, its vocabulary padded as llm.c pads it
+    "gpt2-llmc": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50304, seq_len=64, batch=4),
 }
 
 
