@@ -21,7 +21,7 @@ cd "$(dirname "$0")/../.."
 source bench/run_speed.sh
 llmc=${1:-} steps=${2:-8} rounds=${3:-2} threads=${4:-"1 2"} build=${5:-build/release}
 strata=$build/bin/strata
-unset OMP_WAIT_POLICY  # passive waits cost a threaded step 10-30% (docs/benchmarks.md)
+unset OMP_WAIT_POLICY  # passive waits cost a threaded step 10-40% (docs/benchmarks.md)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ -z "$llmc" ]; then

@@ -19,7 +19,7 @@ int cores_online();
 std::string thread_binding();
 
 // Whether OpenMP's waiting threads sleep (OMP_WAIT_POLICY=passive): right where the node's
-// threads outnumber its cores, a cost of 10-30% a threaded step where they do not (every
+// threads outnumber its cores, a cost of 10-40% a threaded step where they do not (every
 // parallel region, thousands a step, wakes its threads through the kernel).
 bool passive_wait_policy();
 
