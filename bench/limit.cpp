@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,8 @@ int main(int argc, char** argv) {
       if (only != "bf16") precisions.push_back(Precision::FP32);
       if (only != "fp32" && kernels::bf16_products_unavailable().empty()) precisions.push_back(Precision::BF16);
       try {
+        if (!only.empty() && only != "fp32" && only != "bf16")
+          throw std::invalid_argument("--precision " + only + ": fp32 or bf16");
         std::printf("%s, %d thread(s) (BLAS: %s, %s); streaming %.1f GB/s\n", cpu_model().c_str(), rank_threads(),
                     blas_core_name().c_str(), blas_threading().c_str(), triad_bandwidth() / 1e9);
         std::printf(

@@ -97,10 +97,16 @@ for round in $(seq 1 "$rounds"); do
     OMP_NUM_THREADS=$t "$work/harness" "$work/model.bin" "$work/train.bin" "$steps" > "$work/llmc.csv"
     l=$(median_of_lines "$work/llmc.csv")
     lloss=$(tail -1 "$work/llmc.csv" | cut -d, -f2)
-    read -r f floss <<< "$(strata_run "$t" fp32)"
+    run=$(strata_run "$t" fp32)  # (a failed run stops the script here)
+    read -r f floss <<< "$run"
     b=- bloss=-
-    [ "$bf16" = 0 ] || { read -r b bloss <<< "$(strata_run "$t" bf16)"; b=$(printf %.0f "$b") bloss=$(printf %.4f "$bloss"); }
+    if [ "$bf16" = 1 ]; then
+      run=$(strata_run "$t" bf16)
+      read -r b bloss <<< "$run"
+      b=$(printf %.0f "$b") bloss=$(printf %.4f "$bloss")
+    fi
     p=$(torch_run "$t")
-    printf '| %d | %d | %.0f | %.0f | %.2fx | %s | %s | %.4f, %.4f, %s |\n' "$t" "$round" "$l" "$f" "$(echo "$f / $l" | bc -l)" "$b" "$p" "$lloss" "$floss" "$bloss"
+    printf '| %d | %d | %.0f | %.0f | %.2fx | %s | %s | %.4f, %.4f, %s |\n' "$t" "$round" "$l" "$f" \
+      "$(awk -v f="$f" -v l="$l" 'BEGIN { print f / l }')" "$b" "$p" "$lloss" "$floss" "$bloss"
   done
 done
