@@ -21,6 +21,7 @@
 #include "cli/command.hpp"
 #include "cli/kokkos_start.hpp"
 #include "comm/agree.hpp"
+#include "comm/connect_all.hpp"
 #include "core/blas_library.hpp"
 #include "core/error.hpp"
 #include "core/exit_deadline.hpp"
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return strata::kExitUserError;
   }
+  strata::connect_all_pairs(MPI_COMM_WORLD);  // not first at the last checkpoint (comm/connect_all.hpp)
   int code = strata::kExitOk;
   {
     strata::KokkosStart kokkos(argc, argv, rank);

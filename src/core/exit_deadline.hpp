@@ -3,7 +3,7 @@
 // returned within `seconds`, a thread prints one line naming the rank and ends the
 // process with `code`. MPI_Finalize can wait for ever on a peer that has already gone
 // into the launcher's final barrier: with Debian's MPICH (ch4:ucx, UCX 1.13) over TCP,
-// about 1 in 7 two-node jobs stopped by a signal hung there (jobscripts/README.md). By then
+// one in ten two-node runs hung there until comm/connect_all.hpp (jobscripts/README.md). By then
 // the run's work is done and its outputs written, so ending the rank with the code the run
 // earned is the honest outcome; the job must not sit out its time limit.
 #include <condition_variable>
