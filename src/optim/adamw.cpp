@@ -6,9 +6,10 @@
 namespace strata {
 
 template <class T>
-void AdamW<T>::step(ParamStore<T>& store, double lr, int skip) {
+void AdamW<T>::step(ParamStore<T>& store, double lr, int skip, T grad_scale) {
   ++step_;
   kernels::AdamWHyper h = adamw_hyper(cfg_, lr, step_);
+  h.grad_scale = double(grad_scale);
   // the part of each tensor whose moments this rank keeps (all of it without ZeRO-1)
   for (const auto& p : store.infos()) {
     if (&p - store.infos().data() == skip) continue;

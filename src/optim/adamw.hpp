@@ -11,10 +11,11 @@ template <class T>
 class AdamW {
  public:
   explicit AdamW(const OptimConfig& cfg) : cfg_(cfg) {}
-  // One update with learning rate lr from the store's (already reduced, clipped) grads.
+  // One update with learning rate lr from the store's (already reduced) grads, read as
+  // grad * grad_scale (the clipping's factor, optim/grad_clip.hpp).
   // skip: a parameter (by index) left alone, as another rank updates it (XPipe's copy of
   // the tied embedding on the last stage); -1 for none.
-  void step(ParamStore<T>& store, double lr, int skip = -1);
+  void step(ParamStore<T>& store, double lr, int skip = -1, T grad_scale = T(1));
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t n) { step_ = n; }  // on restart from a checkpoint
 

@@ -12,9 +12,10 @@ StepOutcome OptimizerStep<T>::update(ParamStore<T>& store, int64_t step, double 
                                      int frozen) {
   StepOutcome out;
   out.loss = loss;
-  out.grad_norm = clip_grad_norm<T>(store, norm_group, cfg_.grad_clip, zero, zero ? nullptr : expert_group_);
+  out.grad_norm = global_grad_norm<T>(store, norm_group, zero, zero ? nullptr : expert_group_);
   out.applied = std::isfinite(loss) && std::isfinite(out.grad_norm);
-  if (out.applied) adamw_.step(store, lr(step), frozen);
+  // clipped as AdamW reads the gradients (the same products as scaling them first, no pass of its own)
+  if (out.applied) adamw_.step(store, lr(step), frozen, grad_clip_scale<T>(out.grad_norm, cfg_.grad_clip));
   if (out.applied && zero) gather_updated_params(*zero, expert_replicas_ ? *expert_replicas_ : *zero, store);
   return out;
 }

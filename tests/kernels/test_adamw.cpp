@@ -36,6 +36,33 @@ TEST_CASE("adamw matches the reference update over several steps", "[kernels][ad
   REQUIRE(max_rel_error(to_host<double>(dv), v) < 1e-12);
 }
 
+TEST_CASE("adamw's grad_scale is the clipped gradient, bit for bit", "[kernels][adamw]") {
+  // the run clips by folding the factor into the update (optim/optimizer_step.cpp): it must
+  // give the bits of scaling the gradient first, as clip_grad_norm does
+  const int n = 4096 + 3;
+  const float scale = 0.3718f;
+  auto g = random_vector<float>(n, 81);
+  std::vector<float> scaled(g);
+  for (float& x : scaled) x *= scale;
+  kernels::AdamWHyper h;
+  h.lr = 1e-3;
+  h.weight_decay = 0.1;
+  auto p0 = random_vector<float>(n, 82);
+  auto p_folded = to_device(p0), p_first = to_device(p0);
+  std::vector<float> zeros(n, 0.0f);
+  auto m_folded = to_device(zeros), v_folded = to_device(zeros), m_first = to_device(zeros), v_first = to_device(zeros);
+  for (int step = 1; step <= 3; ++step) {
+    h.step = step;
+    h.grad_scale = scale;
+    kernels::adamw_update<float>(p_folded, m_folded, v_folded, to_device(g), h);
+    h.grad_scale = 1.0;
+    kernels::adamw_update<float>(p_first, m_first, v_first, to_device(scaled), h);
+  }
+  REQUIRE(to_host<float>(p_folded) == to_host<float>(p_first));
+  REQUIRE(to_host<float>(v_folded) == to_host<float>(v_first));
+  REQUIRE(to_host<float>(p_folded) != p0);
+}
+
 #include "kernels/sum_squares.hpp"
 
 TEST_CASE("sum_of_squares matches a plain sum", "[kernels][sum_squares]") {
