@@ -167,11 +167,16 @@ TEST_CASE("bf16 products: close to fp32, and every layout equals its serial bf16
 // products read them in other shapes: micro-batches, recomputation, ZeRO-1 (the
 // all-gather), pipelines and their weight halves, XPipe (each pass on predicted weights),
 // the 1D and 2D tensor splits; and recomputation, which remakes the activations kept as
-// bf16 (full: the blocks' forwards; selective: the GELU output).
+// bf16 (full: the blocks' forwards; selective: the GELU output); a mixture, whose experts'
+// output gradients are rounded once for their two products each.
 std::vector<std::vector<std::string>> weight_copy_layouts_for(int n) {
   switch (n) {
     case 1:
-      return {{}, {"parallel.micro_batches=4"}, {"parallel.recompute=full"}, {"parallel.recompute=selective"}};
+      return {{},
+              {"parallel.micro_batches=4"},
+              {"parallel.recompute=full"},
+              {"parallel.recompute=selective"},
+              {"model.moe_experts=4", "model.moe_top_k=2", "model.moe_every=2"}};
     case 2:
       return {{"parallel.data=2", "parallel.zero=1"},
               {"parallel.pipeline=2", "parallel.micro_batches=2", "parallel.schedule=zb-h1"},
