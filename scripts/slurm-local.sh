@@ -20,6 +20,10 @@
 #   slurm-local.sh env     print "export SLURM_CONF=..." (use: eval "$(slurm-local.sh env)")
 #   slurm-local.sh crash NODE   (N nodes) a node failure: SIGKILL to everything in NODE's
 #                          namespace (its slurmd, job steps and tasks), its link cut
+#   slurm-local.sh link MBIT    (N nodes) every node's link limited to MBIT Mbit/s each way
+#                          (a token bucket, tc's tbf, on each node's eth0: what it sends),
+#                          or "off": the veth's own speed again. A slow network between
+#                          nodes, made real; tc's netem (a delay) is not in every kernel
 #
 # Env: SLURM_LOCAL_DIR (default /tmp/slurm-local)   config, munge key, state, logs, pid files
 #      SLURM_LOCAL_TIMEOUT (default 60)             seconds to wait for the node / for jobs to end
@@ -239,6 +243,26 @@ down() {
   ((NODES == 1)) || net_down
 }
 
+link_rate() {  # MBIT or off: each node's eth0 sends at most MBIT Mbit/s (tbf), or at the veth's speed
+  [[ $1 == off || $1 =~ ^[1-9][0-9]{0,5}$ ]] || { log "link wants Mbit/s (1 to 999999) or 'off', not '$1'"; return 2; }
+  command -v tc >/dev/null || { log "link needs tc: apt-get install iproute2"; return 1; }
+  # the bucket holds 10 ms of the rate and at least 256 KiB: the veth hands tbf whole
+  # segmentation-offload packets (up to 64 KiB), which a smaller bucket would drop
+  local k ns burst=262144 what="the veth's own speed"
+  if [[ $1 != off ]]; then
+    what="$1 Mbit/s each way"
+    ((burst >= $1 * 1250)) || burst=$(($1 * 1250))
+  fi
+  for ((k = 1; k <= NODES; k++)); do
+    ns=/run/netns/$NET-n$k
+    [[ -e $ns ]] || { log "no node$k: run up first"; return 1; }
+    nsenter --net="$ns" tc qdisc del dev eth0 root 2>/dev/null || true
+    [[ $1 == off ]] || nsenter --net="$ns" tc qdisc add dev eth0 root tbf rate "${1}mbit" burst "$burst" latency 200ms ||
+      { log "tc could not limit node$k's eth0 (needs the kernel's sch_tbf)"; return 1; }
+  done
+  log "link between the nodes: $what"
+}
+
 crash() {  # NODE: everything in its network namespace killed at once, its link cut
   local k=${1#node} p
   ip netns list | grep -qw "$NET-n$k" || { log "no node '$1'"; return 2; }
@@ -304,5 +328,6 @@ case ${1:-} in
   status) status ;;
   env) echo "export SLURM_CONF=$SLURM_CONF" ;;
   crash) ((NODES > 1)) || { log "crash needs SLURM_LOCAL_NODES of 2 or more"; exit 2; }; crash "${2:-}" ;;
-  *) echo "usage: $0 install|up|down|status|env|crash NODE" >&2; exit 2 ;;
+  link) ((NODES > 1)) || { log "link needs SLURM_LOCAL_NODES of 2 or more"; exit 2; }; link_rate "${2:-}" ;;
+  *) echo "usage: $0 install|up|down|status|env|crash NODE|link MBIT|off" >&2; exit 2 ;;
 esac

@@ -52,6 +52,7 @@ template <class T>
 void Comm::allreduce_impl(V1<T> buf, MPI_Op op, const char* kind) {
   const int64_t n = buf.extent(0);
   const MPI_Datatype type = mpi_type<T>();
+  if (node_ && op == MPI_SUM) return sum_node_by_node(buf);
   const double t0 = MPI_Wtime();
   if (size_ > 1 && n > 0) {
     Kokkos::fence();  // the producer kernels must be done before the buffer is read
@@ -77,6 +78,7 @@ template <class T>
 void Comm::start_allreduce_impl(V1<T> buf) {
   const int64_t n = buf.extent(0);
   if (size_ == 1 || n == 0) return;
+  if (node_) return sum_node_by_node(buf);  // (MPI's started sums are done at finish anyway)
   const double t0 = MPI_Wtime();
   Kokkos::fence();  // the gradient kernels that produced buf must be done
   if (nccl_) {

@@ -70,6 +70,19 @@ class Comm {
   double allreduce_sum(double x);
   double allreduce_max(double x);
 
+  // The sums node by node (parallel.grad_sum = "nodes", set up by the Grid on the
+  // replicas): from here on this communicator's vector sums (allreduce_sum of a float or
+  // double view, and the started ones, then done at once) are a reduce-scatter over node
+  // (this communicator's ranks on this rank's node, all nodes holding as many), an
+  // all-reduce of this rank's block over across (the ranks at its place on every node) and
+  // an all-gather over node, counted by those two (comm_by_node.cpp). Every rank gets the
+  // same sum, in another order than one all-reduce's.
+  void sum_by_node(Comm& node, Comm& across) {
+    node_ = &node;
+    across_ = &across;
+  }
+  bool sums_by_node() const { return node_ != nullptr; }
+
   // Sums started during the backward and completed by finish_allreduces(); buffers must
   // not be touched in between. With NCCL they run on its stream, overlapping the
   // backward. With the MPI backend they are done at finish, as blocking all-reduces: MPI's
@@ -181,6 +194,8 @@ class Comm {
   // it); pieces keep every call on the fast path and cost a few latencies.
   static constexpr int64_t kAllreduceChunkBytes = int64_t(4) << 20;
   template <class T>
+  void sum_node_by_node(V1<T> buf);
+  template <class T>
   void chunked_allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op);
   template <class T>
   void start_allreduce_impl(V1<T> buf);
@@ -198,6 +213,7 @@ class Comm {
   std::vector<V1<double>> deferred_double_;
   TraceRecorder* trace_ = nullptr;
   std::string trace_name_;
+  Comm *node_ = nullptr, *across_ = nullptr;  // sum_by_node's
 };
 
 }  // namespace strata

@@ -96,7 +96,29 @@ Grid::Grid(const Layout& cfg, MPI_Comm parent) : shape_(cfg) {
   }
   const bool end_stage = P > 1 && (g.pipeline == 0 || g.pipeline == P - 1);
   embedding_ = split(end_stage ? (dx * R + g.row) * C + g.col : MPI_UNDEFINED, g.pipeline);
+  if (cfg.grad_sum == GradSum::Nodes && replicas_->size() > 1)
+    sum_replicas_by_node(node_of_grid_rank[size_t(world_rank_)]);
   find_node_spans(node_of_grid_rank);
+}
+
+// parallel.grad_sum = "nodes": the replicas on this rank's node (in replica order) and those
+// at the same place on the other nodes; the replicas' vector sums then go through them.
+void Grid::sum_replicas_by_node(int node) {
+  MPI_Comm in = MPI_COMM_NULL, across = MPI_COMM_NULL;
+  MPI_Comm_split(replicas_->raw(), node, replicas_->rank(), &in);
+  int place = 0, here = 1;
+  MPI_Comm_rank(in, &place);
+  MPI_Comm_size(in, &here);
+  MPI_Comm_split(replicas_->raw(), place, replicas_->rank(), &across);
+  owned_.push_back(in);
+  owned_.push_back(across);
+  if (max_over(world_, here) != min_over(world_, here))  // every rank alike, so every rank throws
+    throw UserError("parallel.grad_sum = \"nodes\" needs as many data replicas on every node, but the nodes hold " +
+                    std::to_string(min_over(world_, here)) + " to " + std::to_string(max_over(world_, here)) +
+                    " (start as many ranks on each node, or use grad_sum = \"flat\")");
+  replicas_node_ = std::make_unique<Comm>(in);
+  replicas_across_ = std::make_unique<Comm>(across);
+  replicas_->sum_by_node(*replicas_node_, *replicas_across_);
 }
 
 // Each reported group kind: across nodes if any of its groups has ranks on two nodes. (Not
@@ -104,7 +126,7 @@ Grid::Grid(const Layout& cfg, MPI_Comm parent) : shape_(cfg) {
 void Grid::find_node_spans(const std::vector<int>& node_of_grid_rank) {
   static const std::vector<std::string> kinds = {"tensor",       "grid_row", "grid_col", "tensor_x",     "tensor_y",
                                                  "tensor_depth", "context",  "expert",   "expert_peers", "expert_data",
-                                                 "pipeline",     "tied_emb", "data"};
+                                                 "pipeline",     "tied_emb", "data",     "data_node",    "data_across"};
   std::vector<double> spans(kinds.size(), -1.0);  // -1: none here; 0 within a node; 1 across
   const int mine = node_of_grid_rank[size_t(world_rank_)];
   for (const auto& [name, c] : named_comms()) {
@@ -135,6 +157,10 @@ void Grid::set_trace(TraceRecorder* trace) const {
 
 std::vector<std::pair<std::string, Comm*>> Grid::named_comms() const {
   std::vector<std::pair<std::string, Comm*>> out = {{"data", replicas_.get()}};
+  if (replicas_node_) {
+    out.emplace_back("data_node", replicas_node_.get());
+    out.emplace_back("data_across", replicas_across_.get());
+  }
   if (shape_.pipeline > 1) out.emplace_back("pipeline", pipeline_.get());
   if (embedding_) out.emplace_back("tied_emb", embedding_.get());
   if (experts_->size() > 1) {
@@ -161,8 +187,9 @@ Grid::~Grid() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (auto* c : {&everyone_, &replicas_, &experts_, &expert_data_, &expert_replicas_, &context_, &pipeline_,
-                  &pipeline_reversed_, &tensor_, &row_, &col_, &x_, &y_, &depth_, &model_, &embedding_})
+  for (auto* c :
+       {&everyone_, &replicas_, &replicas_node_, &replicas_across_, &experts_, &expert_data_, &expert_replicas_,
+        &context_, &pipeline_, &pipeline_reversed_, &tensor_, &row_, &col_, &x_, &y_, &depth_, &model_, &embedding_})
     c->reset();
   for (MPI_Comm& c : owned_) MPI_Comm_free(&c);
   MPI_Comm_free(&control_);

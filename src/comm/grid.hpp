@@ -98,7 +98,9 @@ class Grid {
 
   // The groups the run's layout communicates over, whose traffic a run reports, by the
   // names the summary gives them: "data" (the replicas), and where the layout has them
-  // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col", "expert", "expert_data".
+  // "pipeline", "tied_emb", "context", "tensor", "grid_row", "grid_col", "expert", "expert_data";
+  // with parallel.grad_sum = "nodes" "data_node" (the replicas on a node) and "data_across"
+  // (those at the same place on every node), through which the replicas' sums go.
   std::vector<std::pair<std::string, const Comm*>> reported_comms() const;
   // Where the ranks run: "node1 (ranks 0-1), node2 (ranks 2-3)" in the grid's numbering;
   // whether that numbering differs from the launcher's; and the reported groups (by name)
@@ -119,8 +121,9 @@ class Grid {
   MPI_Comm world_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> owned_;                                    // every communicator split here, freed at the end
   std::vector<std::pair<std::string, Comm*>> named_comms() const;  // reported_comms, writable
-  std::unique_ptr<Comm> everyone_, replicas_, experts_, expert_data_, expert_replicas_, context_, pipeline_,
-      pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_, stage_peers_, embedding_;
+  std::unique_ptr<Comm> everyone_, replicas_, replicas_node_, replicas_across_, experts_, expert_data_,
+      expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_,
+      stage_peers_, embedding_;
   int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)
   int world_rank_ = 0, world_size_ = 1;
   std::string nodes_line_;
@@ -128,6 +131,7 @@ class Grid {
   bool reordered_ = false;
   std::vector<std::string> across_, within_;
   void find_node_spans(const std::vector<int>& node_of_grid_rank);
+  void sum_replicas_by_node(int node);
 };
 
 }  // namespace strata

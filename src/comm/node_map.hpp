@@ -11,6 +11,14 @@
 
 namespace strata {
 
+// The ranks of comm on this rank's node, as a new communicator: MPI_COMM_TYPE_SHARED, or
+// with STRATA_RANKS_PER_NODE=k every k consecutive ranks of MPI_COMM_WORLD taken for a node
+// (node-aware code tried on one machine: the tests' two "nodes" of 2 ranks; a bad value is
+// a UserError). Collective over comm.
+MPI_Comm split_by_node(MPI_Comm comm);
+// k, or 0 where STRATA_RANKS_PER_NODE is not set
+int simulated_ranks_per_node();
+
 struct NodeMap {
   std::vector<int> node_of;        // per rank: its node's number
   std::vector<std::string> names;  // per node

@@ -13,6 +13,10 @@ enum class DataKind { Text, Tokens, Random, Images };
 // Which library sums vectors over ranks (parallel.comm_backend): MPI, or NCCL in the GPU
 // build (scalars and control messages stay on MPI).
 enum class CommBackend { Mpi, Nccl };
+// How the data replicas' gradients are summed (parallel.grad_sum): one all-reduce over all
+// of them, or node by node (a reduce-scatter inside each node, an all-reduce of the shards
+// across the nodes, an all-gather inside each node: comm/node_aware_sum.hpp).
+enum class GradSum { Flat, Nodes };
 // What a step with a non-finite loss or gradient norm does (run.on_nonfinite).
 enum class OnNonfinite { Stop, Skip };
 // MGRIT's relaxation on the finest level (layerpar.relaxation): F, or F then C then F.
@@ -115,6 +119,11 @@ inline const std::vector<std::pair<CommBackend, std::string>>& comm_backend_name
                                                                          {CommBackend::Nccl, "nccl"}};
   return names;
 }
+inline const std::vector<std::pair<GradSum, std::string>>& grad_sum_names() {
+  static const std::vector<std::pair<GradSum, std::string>> names = {{GradSum::Flat, "flat"},
+                                                                     {GradSum::Nodes, "nodes"}};
+  return names;
+}
 inline const std::vector<std::pair<OnNonfinite, std::string>>& on_nonfinite_names() {
   static const std::vector<std::pair<OnNonfinite, std::string>> names = {{OnNonfinite::Stop, "stop"},
                                                                          {OnNonfinite::Skip, "skip"}};
@@ -143,6 +152,7 @@ inline const std::string& to_string(Precision p) { return name_in(precision_name
 inline const std::string& to_string(Recompute r) { return name_in(recompute_names(), r); }
 inline const std::string& to_string(DataKind k) { return name_in(data_kind_names(), k); }
 inline const std::string& to_string(CommBackend b) { return name_in(comm_backend_names(), b); }
+inline const std::string& to_string(GradSum g) { return name_in(grad_sum_names(), g); }
 inline const std::string& to_string(OnNonfinite o) { return name_in(on_nonfinite_names(), o); }
 inline const std::string& to_string(Relaxation r) { return name_in(relaxation_names(), r); }
 inline const std::vector<std::pair<GradientControl, std::string>>& gradient_control_names() {

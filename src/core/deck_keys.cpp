@@ -196,6 +196,12 @@ std::vector<DeckKey> parallel_run_keys() {
       // [parallel]: how the grid runs: sums, micro-batches, schedules, recomputation, ZeRO
       key(par, &D::parallel, "grad_bucket_mb", &Layout::grad_bucket_mb, at_least(0.0),
           "gradient all-reduce bucket (MB), started during the backward (0: one all-reduce after it)"),
+      enum_choice(par, &D::parallel, "grad_sum", &Layout::grad_sum, grad_sum_names(),
+                  "how the data replicas' gradients are summed: \"flat\" (one all-reduce over all of them) or "
+                  "\"nodes\" (a reduce-scatter among the replicas on each node, an all-reduce of each rank's block "
+                  "across the nodes, an all-gather inside the node: 1/L of the gradients' bytes cross the network "
+                  "from each rank, L replicas a node, where a flat ring sends them all; the same sum in another "
+                  "order; every node must hold as many replicas; MPI only; not with zero or mgrit yet)"),
       key(par, &D::parallel, "micro_batches", &Layout::micro_batches, at_least<int64_t>(1),
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "

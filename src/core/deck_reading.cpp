@@ -175,6 +175,17 @@ void check_cross_keys(const Deck& d, const std::string& origin) {
     throw UserError(origin + ": parallel.zero = " + std::to_string(p.zero) +
                     " does not run with schedule = \"xpipe\": its weight prediction and "
                     "per-stage updates read every parameter's AdamW moments");
+  if (p.grad_sum == GradSum::Nodes && p.zero > 0)
+    throw UserError(origin + ": parallel.grad_sum = \"nodes\" does not run with zero = " + std::to_string(p.zero) +
+                    " yet: ZeRO's reduce-scatter gives each rank a block in the flat order (use grad_sum = \"flat\")");
+  if (p.grad_sum == GradSum::Nodes && mgrit)
+    throw UserError(origin +
+                    ": parallel.grad_sum = \"nodes\" does not run with schedule = \"mgrit\" yet "
+                    "(its planner's traffic is the flat sum's; use grad_sum = \"flat\")");
+  if (p.grad_sum == GradSum::Nodes && p.comm_backend == CommBackend::Nccl)
+    throw UserError(origin +
+                    ": parallel.grad_sum = \"nodes\" is MPI's; NCCL orders its sums by the nodes itself "
+                    "(use grad_sum = \"flat\" with comm_backend = \"nccl\")");
   // the ZeRO-3 keys with another stage would be silently without effect: refused instead
   if (p.zero != 3 && (p.zero_keep_params || p.zero_prefetch != 1))
     throw UserError(

@@ -30,6 +30,7 @@ struct Layout {
   Placement placement = Placement::Nodes;  // grid coordinates given in node order, or in the launcher's rank order
   CommBackend comm_backend = CommBackend::Mpi;
   double grad_bucket_mb = 4.0;
+  GradSum grad_sum = GradSum::Flat;  // the replicas' gradient sum: flat, or node by node
   int64_t micro_batches = 1;
   LayerMethod layer_method = LayerMethod::Pipeline;  // parallel.schedule = "mgrit": MGRIT
   Schedule schedule = Schedule::OneFOneB;            // the pipeline's, otherwise

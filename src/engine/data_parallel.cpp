@@ -44,7 +44,8 @@ BatchResult DataParallel<T>::forward_backward(const SampleBatch<T>& batch, int64
     } else if (!last) {  // the gradients add up; the sums wait for the last micro-batch
       model_.backward(ctx, scale, {}, *cache_);
       timers.stop("backward");
-    } else if (bucket_bytes_ > 0 && comm_.size() > 1 && !model_.params().zero().moments_sharded()) {
+    } else if (bucket_bytes_ > 0 && comm_.size() > 1 && !model_.params().zero().moments_sharded() &&
+               !comm_.sums_by_node()) {  // (node by node: one sum after the backward)
       GradBuckets buckets(bucket_bytes_, sizeof(T), [&](int64_t offset, int64_t count) {
         comm_.start_allreduce_sum(V1<T>(grads.data() + offset, count));
       });

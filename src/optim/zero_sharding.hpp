@@ -67,16 +67,37 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
     expert_data.allgather_blocks(region(params, r));
 }
 
+// One vector sum of `values` values over the data group of data_ranks as Comm counts it:
+// one all-reduce, or with per_node > 0 (parallel.grad_sum = "nodes", per_node replicas a
+// node) the blocks' reduce-scatter over "data_node", the all-reduce of this rank's block
+// over "data_across" and the all-gather, and the last values mod per_node summed over the
+// two (comm/comm_by_node.cpp).
+inline void replica_sum_traffic(Traffic& out, int data_ranks, int per_node, int64_t values, int64_t value_bytes) {
+  if (per_node <= 0) return out.add("data", "allreduce", Collective::AllReduce, data_ranks, values * value_bytes);
+  const int nodes = data_ranks / per_node;
+  const int64_t block = values / per_node, tail = values - block * per_node;
+  if (block > 0) {
+    out.add("data_node", "reduce_scatter", Collective::ReduceScatter, per_node, block * value_bytes);
+    out.add("data_across", "allreduce", Collective::AllReduce, nodes, block * value_bytes);
+    out.add("data_node", "allgather", Collective::AllGather, per_node, block * value_bytes);
+  }
+  if (tail > 0) {
+    out.add("data_node", "allreduce", Collective::AllReduce, per_node, tail * value_bytes);
+    out.add("data_across", "allreduce", Collective::AllReduce, nodes, tail * value_bytes);
+  }
+}
+
 // What sum_gradients and, with ZeRO-1, the update's norm and gather send on one rank of a
 // data group of data_ranks (comm/traffic.hpp), for the store's values; with expert
 // parallelism the experts' part over the expert replicas ("expert_data") and, without
 // ZeRO-1, the norm's expert squares over the data group's part of the expert split
 // ("expert", or "expert_peers" where a 1D or 3D split of tensor_split ranks is part of it too).
 // bucketed: the other parameters' sum is the data-parallel driver's buckets (counted by
-// the caller); the experts' follows.
+// the caller); the experts' follows. per_node: the data group's sums node by node
+// (replica_sum_traffic).
 template <class T>
 void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false,
-                          int tensor_split = 1) {
+                          int tensor_split = 1, int per_node = 0) {
   const int64_t vb = sizeof(T), dense = store.expert_begin(), experts = store.numel() - dense;
   const int e = std::max(1, store.table().expert_split() / tensor_split),
             expert_ranks = data_ranks / e;  // e: parallel.expert
@@ -98,10 +119,10 @@ void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ran
       out.add(split ? "expert_data" : "data", "allreduce", Collective::AllReduce, split ? expert_ranks : data_ranks,
               experts * vb);
   } else if (split) {
-    out.add("data", "allreduce", Collective::AllReduce, data_ranks, dense * vb);
+    replica_sum_traffic(out, data_ranks, per_node, dense, vb);
     out.add("expert_data", "allreduce", Collective::AllReduce, expert_ranks, experts * vb);
   } else {
-    out.add("data", "allreduce", Collective::AllReduce, data_ranks, (dense + experts) * vb);
+    replica_sum_traffic(out, data_ranks, per_node, dense + experts, vb);
   }
   if (split)  // the norm's expert squares
     out.add(tensor_split > 1 ? "expert_peers" : "expert", "allreduce_scalar", Collective::AllReduce, e, sizeof(double));

@@ -8,6 +8,9 @@
 
 namespace strata {
 
+// Whether the layout's replicas sum node by node (the Grid routes them so where there are two or more).
+inline bool sums_by_node(const Layout& l) { return l.grad_sum == GradSum::Nodes && l.replicas() > 1; }
+
 // Which links a communicator group crosses: ranks are numbered tensor-fastest, then
 // context, pipeline, data (comm/grid.hpp), so a group stays in a node while the ranks it
 // spans (from its first to its last) are no more than a node has.
@@ -37,11 +40,22 @@ class Links {
       span = ts * (x - 1) + 1;
     else if (group == "pipeline" || group == "tied_emb")
       span = ts * x * (p - 1) + 1;
-    else if (group == "data" || group == "expert_data")
+    else if (group == "data_node")
+      return false;
+    else if (group == "data" || group == "data_across" || group == "expert_data")
       span = ts * x * p * (d - 1) + ts * (x - 1) + 1;  // data x context
     else if (group == "expert")
       span = ts * x * p * (l_.expert - 1) + ts;  // consecutive data ranks (and their tensor ranks)
     return span > m_.ranks_per_node;
+  }
+  // The data replicas on one node (parallel.grad_sum = "nodes" sums over them first): those
+  // of the first node's replica group (ranks ((d p) x + x') t) among its ranks_per_node.
+  int replicas_per_node() const {
+    const int64_t stride = l_.tensor_size(), per_replica = l_.pipeline * l_.context * stride;
+    int count = 0;
+    for (int64_t d = 0; d < l_.data; ++d)
+      for (int64_t x = 0; x < l_.context; ++x) count += d * per_replica + x * stride < m_.ranks_per_node ? 1 : 0;
+    return count;
   }
   // seconds of the entries `which` selects (by group and kind)
   template <class Which>

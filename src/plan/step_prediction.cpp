@@ -11,6 +11,7 @@
 #include "model/make_model.hpp"
 #include "optim/unit_gradient_sum.hpp"
 #include "optim/zero3_gathers.hpp"
+#include "optim/zero_sharding.hpp"
 #include "plan/dry_models.hpp"
 #include "plan/engine_traffic.hpp"
 #include "plan/links.hpp"
@@ -60,14 +61,14 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l, DryModels* mo
   return out;
 }
 
-Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps, DryModels* models) {
+Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps, DryModels* models, int per_node) {
   const auto model = dry_model(models, deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
     return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
-                                 l.zero, gather_policy(deck.parallel));
+                                 l.zero, gather_policy(deck.parallel), per_node);
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
-                          local_batch, l.zero, gather_policy(deck.parallel));
+                          local_batch, l.zero, gather_policy(deck.parallel), per_node);
 }
 
 namespace {
@@ -169,9 +170,12 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
   // parameters are kept; with a prefetch a unit's gather runs under the previous unit's
   // computation, so only each pass's first unit waits, and what the passes' computation
   // cannot cover)
-  const double all_reduce =
-      links.of("data").seconds(Collective::AllReduce, replicas, grads) +
-      links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
+  Traffic dense_sum;  // one all-reduce, or node by node the three parts over the two link levels
+  replica_sum_traffic(dense_sum, replicas, sums_by_node(l) ? links.replicas_per_node() : 0,
+                      int64_t(grads) / int64_t(sizeof(float)), sizeof(float));
+  const double all_reduce = links.seconds(dense_sum, [](const std::string&, const std::string&) {
+    return true;
+  }) + links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
   const double m = double(l.micro_batches);
   double data_sum = all_reduce * (l.zero == 2 ? (m + 1) / 2.0 : 1.0);
   if (l.zero == 3) {
@@ -307,12 +311,12 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step
-    const int replicas = l.replicas();
+    const int replicas = l.replicas(), per_node = sums_by_node(l) ? links.replicas_per_node() : 0;
     const Traffic round = p == 1
                               ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6, local_batch,
-                                                      l.micro_batches, l.zero, gather_policy(deck.parallel))
+                                                      l.micro_batches, l.zero, gather_policy(deck.parallel), per_node)
                               : pipeline_traffic(*model, xpipe ? lists.longer : lists.flush, replicas, local_batch,
-                                                 l.zero, gather_policy(deck.parallel));
+                                                 l.zero, gather_policy(deck.parallel), per_node);
     double wire = round.wire_bytes();
     if (xpipe)
       wire = (wire - pipeline_traffic(*model, lists.shorter, replicas, local_batch).wire_bytes()) /

@@ -30,8 +30,9 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& layout, DryModel
 
 // The traffic of one rank of pipeline stage `stage` in one round of the trainer: one step
 // for data parallelism, GPipe and 1F1B; a stream of `stream_steps` steps for XPipe.
+// per_node: the replicas a node holds where the layout sums node by node (Links::replicas_per_node).
 Traffic stage_traffic(const Deck& deck, const Layout& layout, int stage, int stream_steps = 1,
-                      DryModels* models = nullptr);
+                      DryModels* models = nullptr, int per_node = 0);
 
 // stream_steps: XPipe's stream length to time (0: its steady state, streams without end).
 StepPrediction predict_step(const Deck& deck, const Layout& layout, const MachineFile& machine, int stream_steps = 0,

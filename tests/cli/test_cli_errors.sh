@@ -143,6 +143,11 @@ expect 2 'parallel.zero = 2 does not run with schedule = "xpipe"' -- train good.
 expect 2 'parallel.zero = 3 runs model.kind = "gpt" only: the softmax regression' -- train softmax.toml --set parallel.zero=3
 expect 2 'parallel.zero_keep_params applies to zero = 3, whose passes gather the parameters; this deck has zero = 2' -- train good.toml --set parallel.zero=2 --set parallel.zero_keep_params=true
 expect 2 'parallel.zero_prefetch applies to zero = 3, whose passes gather the parameters; this deck has zero = 0' -- train good.toml --set parallel.zero_prefetch=2
+# the replicas' sums node by node: not with ZeRO yet, as many replicas on every node (the
+# ranks taken as nodes of STRATA_RANKS_PER_NODE), the variable itself a number
+expect 2 'parallel.grad_sum = "nodes" does not run with zero = 1 yet' -- train good.toml --set parallel.data=2 --set parallel.zero=1 --set parallel.grad_sum=nodes
+STRATA_RANKS_PER_NODE=2 expect 3 'parallel.grad_sum = "nodes" needs as many data replicas on every node, but the nodes hold 1 to 2' -- train good.toml --set parallel.data=3 --set data.batch_size=6 --set parallel.grad_sum=nodes
+STRATA_RANKS_PER_NODE=zero expect 2 "STRATA_RANKS_PER_NODE must be a whole number of ranks of at least 1, not 'zero'" -- train good.toml --set parallel.data=2
 # mixtures of experts: the rules of model.moe_* and parallel.expert
 expect 2 'parallel.expert = 2 splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)' -- train good.toml --set parallel.expert=2 --set parallel.data=2
 expect 2 'parallel.data (2) must be divisible by parallel.expert (the expert ranks are taken from the data group) (4)' -- train good.toml --set model.moe_experts=4 --set parallel.expert=4 --set parallel.data=2

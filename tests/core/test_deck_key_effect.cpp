@@ -104,10 +104,12 @@ const std::set<std::string> kAlwaysAct = {
     // strata tokenize reads these whatever data.kind is
     "data.kind", "data.files", "data.token_dir", "data.tokenizer", "data.tokenizer_type", "data.shard_mb",
     "data.batch_size",
-    // the grid's sizes and how every layout runs; the bucket size tunes the data-parallel sum
-    // and is harmless on the layouts without one (a deck serves several layouts: plan_check's)
+    // the grid's sizes and how every layout runs; the bucket size and the node-by-node sum
+    // tune the data-parallel sum and are harmless on the layouts without one (a deck serves several layouts:
+    // plan_check's)
     "parallel.data", "parallel.pipeline", "parallel.context", "parallel.tensor_cols", "parallel.placement",
-    "parallel.comm_backend", "parallel.grad_bucket_mb", "parallel.micro_batches", "parallel.recompute", "parallel.zero",
+    "parallel.comm_backend", "parallel.grad_bucket_mb", "parallel.grad_sum", "parallel.micro_batches",
+    "parallel.recompute", "parallel.zero",
     // AdamW and its schedule
     "optim.lr", "optim.min_lr", "optim.warmup_steps", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps",
     "optim.grad_clip"};

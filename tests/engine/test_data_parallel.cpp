@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <map>
 
 #include "core/deck.hpp"
 #include "support/host_views.hpp"
@@ -68,4 +70,60 @@ TEST_CASE("data parallel over all ranks equals the serial run", "[mpi][data_para
     CHECK(replica_diff == 0.0f);
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+// parallel.grad_sum = "nodes": the replicas' sums node by node (a reduce-scatter inside a
+// node, an all-reduce of the blocks across the nodes, an all-gather) against the flat
+// all-reduce, with the ranks taken as nodes of STRATA_RANKS_PER_NODE (2 nodes of 2 ranks at
+// 4 ranks, of 1 at 2). Every replica gets the same sum; it is the same sum in another
+// order, so the runs agree to the data-parallel test's bounds (at 2 ranks bit for bit: two
+// values add alike in either order; at 4 MPICH's all-reduce pairs ranks 0-1 and 2-3 first
+// too, and the runs were equal bit for bit); the bytes that cross the "network" are 1/L of
+// the gradients' per rank.
+TEST_CASE("gradients summed node by node equal the flat sum", "[mpi][data_parallel]") {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2 || size % 2 != 0) return;
+  TrainOptions quiet;
+  quiet.write_outputs = false;
+  quiet.job.print = false;
+  quiet.job.probe_gemm = false;
+  const int per_node = size / 2;
+  setenv("STRATA_RANKS_PER_NODE", std::to_string(per_node).c_str(), 1);
+  for (const std::string kind : {"text", "random"}) {
+    Deck flat_deck = small_deck(kind, size), nodes_deck = flat_deck;
+    nodes_deck.parallel.grad_sum = GradSum::Nodes;
+    Training flat(flat_deck, MPI_COMM_WORLD, quiet);
+    const TrainResult f = flat.run();
+    Training nodes(nodes_deck, MPI_COMM_WORLD, quiet);
+    const TrainResult h = nodes.run();
+    const auto fp = test::to_host<float>(flat.model().params().params());
+    const auto hp = test::to_host<float>(nodes.model().params().params());
+    std::vector<float> root = hp;
+    MPI_Bcast(root.data(), int(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    float replica_diff = 0, max_diff = 0;
+    for (size_t i = 0; i < hp.size(); ++i) {
+      replica_diff = std::max(replica_diff, std::abs(hp[i] - root[i]));
+      max_diff = std::max(max_diff, std::abs(hp[i] - fp[i]));
+    }
+    INFO("data kind " << kind << ", " << size << " ranks as 2 nodes of " << per_node);
+    CHECK(replica_diff == 0.0f);
+    REQUIRE(h.losses.size() == f.losses.size());
+    for (size_t s = 0; s < f.losses.size(); ++s) CHECK(h.losses[s] == Approx(f.losses[s]).epsilon(1e-5));
+    CHECK(max_diff < 2e-5f);
+    if (size == 2) CHECK(max_diff == 0.0f);  // two values add alike in either order
+    // the route: the flat run's replicas sum over "data"; the nodes run's over its two parts,
+    // a block of 1/L of the gradients across
+    std::map<std::string, std::map<std::string, CommStats>> stats;
+    for (const auto& [name, c] : nodes.grid().reported_comms()) stats[name] = c->stats();
+    REQUIRE(stats.count("data_across"));
+    const int64_t grad_bytes = int64_t(hp.size() * sizeof(float)), steps = int64_t(h.losses.size());
+    const int64_t block = int64_t(hp.size()) / per_node * int64_t(sizeof(float));
+    CHECK(stats["data"]["allreduce"].bytes == 0);
+    CHECK(stats["data_across"]["allreduce"].bytes == steps * (block + (grad_bytes - block * per_node)));
+    if (per_node > 1) CHECK(stats["data_node"]["reduce_scatter"].bytes == steps * block);
+  }
+  unsetenv("STRATA_RANKS_PER_NODE");
+  MPI_Barrier(MPI_COMM_WORLD);
 }
