@@ -11,13 +11,15 @@
 # (tests' mpi_yield_shim.so, LD_PRELOAD) as the tests do; OMP_WAIT_POLICY=passive.
 # Needs root (the namespaces and daemons).
 # Usage: bench/compression.sh [STRATA (build/release/bin/strata)] [STEPS (8)] [ROUNDS (2)]
-#        [RATES ("off 1000 200"): Mbit/s each way, or off] [SUMS ("flat nodes")] [DECK (inputs/bench-gpt-small.toml)]
+#        [RATES ("off 1000 200"): Mbit/s each way, or off] [SUMS ("flat nodes int8")]
+#        [DECK (inputs/bench-gpt-small.toml)]
+# (SUMS: flat, nodes = parallel.grad_sum = "nodes", int8 = that with grad_compression = "int8")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 source bench/run_speed.sh
 strata=$(realpath "${1:-build/release/bin/strata}") steps=${2:-8} rounds=${3:-2}
-rates=${4:-off 1000 200} sums=${5:-flat nodes} deck=$(realpath "${6:-inputs/bench-gpt-small.toml}")
+rates=${4:-off 1000 200} sums=${5:-flat nodes int8} deck=$(realpath "${6:-inputs/bench-gpt-small.toml}")
 shim=$(dirname "$strata")/../tests/mpi_yield_shim.so
 [ -f "$shim" ] || { echo "no $shim: build the tests first (scripts/build.sh)" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "bench/compression.sh needs root (namespaces, Slurm's daemons)" >&2; exit 2; }
@@ -29,11 +31,17 @@ trap '"$repo/scripts/slurm-local.sh" down >/dev/null 2>&1; rm -rf "$out"' EXIT
 eval "$("$repo/scripts/slurm-local.sh" env)"
 export STRATA=$strata DECK=$deck LD_PRELOAD=$shim OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 cd "$out"
+sum_keys() {  # flat, nodes, or int8 (node by node, 8-bit codes across)
+  case $1 in
+    int8) echo "--set parallel.grad_sum=nodes --set parallel.grad_compression=int8" ;;
+    *) echo "--set parallel.grad_sum=$1" ;;
+  esac
+}
 run() {  # RATE SUM ROUND
   local name=$2-$1-$3
   sbatch --wait --nodes=2 --ntasks-per-node=2 --output="$out/$name.out" "$repo/jobscripts/slurm/train.sbatch" \
     --set run.name="$name" --set run.out_dir="\"$out/runs\"" --set run.steps="$steps" --set run.log_every=1 \
-    --set run.checkpoint_every=0 --set parallel.data=4 --set parallel.grad_sum="$2" >/dev/null 2>&1 ||
+    --set run.checkpoint_every=0 --set parallel.data=4 $(sum_keys "$2") >/dev/null 2>&1 ||
     { echo "| $1 | $2 | $3 | FAILED |"; tail -5 "$out/$name.out"; return; }
   local share across loss
   share=$(sed -nE 's/^communication \(rank 0\): [0-9.]+ s = ([0-9.]+)% of the loop.*/\1/p' "$out/$name.out")
@@ -43,7 +51,7 @@ run() {  # RATE SUM ROUND
     "$share" "$across" "$loss"
 }
 echo "deck $deck, data = 4 on 2 nodes x 2 ranks, $steps steps; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
-echo "| link Mbit/s | grad_sum | round | tok/s | comm share | comm s over the nodes' groups | final loss |"
+echo "| link Mbit/s | sum | round | tok/s | comm share | comm s over the nodes' groups | final loss |"
 echo "|---|---|---|---|---|---|---|"
 for rate in $rates; do
   "$repo/scripts/slurm-local.sh" link "$rate" 2>/dev/null

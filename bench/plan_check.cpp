@@ -134,14 +134,14 @@ bool weighed(const Layout& l, const Options& o) {
 std::string traffic_mismatch(const Deck& d, const Layout& l, const TrainJob& trainer, int steps, Traffic& predicted,
                              double& routed) {
   const int stage = trainer.grid().coords().pipeline;
-  int per_node = 0;  // grad_sum = "nodes": the replicas on this rank's node, as the Grid found them
+  NodeSum node_sum;  // grad_sum = "nodes": the replicas on this rank's node, as the Grid found them
   for (const auto& [group, comm] : trainer.grid().reported_comms())
-    if (group == "data_node") per_node = comm->size();
+    if (group == "data_node") node_sum = {comm->size(), l.grad_compression == GradCompression::Int8};
   if (l.pipeline > 1 && l.schedule == Schedule::XPipe) {
-    predicted.add(stage_traffic(d, l, stage, 1, nullptr, per_node));
-    predicted.add(stage_traffic(d, l, stage, steps - 1, nullptr, per_node));
+    predicted.add(stage_traffic(d, l, stage, 1, nullptr, node_sum));
+    predicted.add(stage_traffic(d, l, stage, steps - 1, nullptr, node_sum));
   } else {
-    predicted.add(stage_traffic(d, l, stage, 1, nullptr, per_node), steps);
+    predicted.add(stage_traffic(d, l, stage, 1, nullptr, node_sum), steps);
   }
   std::pair<double, double> routed_bytes{0, 0};
   std::string mismatch = compare(predicted, trainer, routed, routed_bytes);

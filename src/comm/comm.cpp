@@ -294,6 +294,12 @@ void Comm::allgather(V1<const T> send, V1<T> recv) {
   count("allgather", n * int64_t(sizeof(T)), wire_factor(Collective::AllGather, size_), MPI_Wtime() - t0);
 }
 
+void Comm::allgather_bytes(const void* mine, int64_t bytes, void* all) {
+  const double t0 = MPI_Wtime();
+  MPI_Allgather(mine, int(bytes), MPI_BYTE, all, int(bytes), MPI_BYTE, comm_);
+  count("allgather", bytes, wire_factor(Collective::AllGather, size_), MPI_Wtime() - t0);
+}
+
 template <class T>
 void Comm::alltoall(V1<const T> send, V1<T> recv) {
   const int64_t n = send.extent(0) / size_;

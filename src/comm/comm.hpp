@@ -23,6 +23,8 @@
 
 namespace strata {
 
+class Int8Across;
+
 struct CommStats {
   int64_t calls = 0;
   int64_t bytes = 0;  // payload: the size of the buffer each call works on, summed
@@ -77,9 +79,12 @@ class Comm {
   // all-reduce of this rank's block over across (the ranks at its place on every node) and
   // an all-gather over node, counted by those two (comm_by_node.cpp). Every rank gets the
   // same sum, in another order than one all-reduce's.
-  void sum_by_node(Comm& node, Comm& across) {
+  // codec: the across part as 8-bit codes with error feedback (comm/int8_across.hpp;
+  // parallel.grad_compression = "int8"), for float sums; nullptr: floats as they are.
+  void sum_by_node(Comm& node, Comm& across, Int8Across* codec = nullptr) {
     node_ = &node;
     across_ = &across;
+    codec_ = codec;
   }
   bool sums_by_node() const { return node_ != nullptr; }
 
@@ -159,6 +164,9 @@ class Comm {
   std::vector<int64_t> alltoall_counts(const std::vector<int64_t>& send);
   // Host integers summed over the ranks, in place (routing statistics). Counted as "allreduce".
   void allreduce_sum(std::vector<int64_t>& values);
+  // Everyone's `bytes` bytes (host memory) side by side in rank order: all holds size() x
+  // bytes. Counted as "allgather".
+  void allgather_bytes(const void* mine, int64_t bytes, void* all);
   // Everyone's n values (device memory) side by side in rank order: recv holds size() * n.
   template <class T>
   void allgather(V1<const T> send, V1<T> recv);
@@ -214,6 +222,7 @@ class Comm {
   TraceRecorder* trace_ = nullptr;
   std::string trace_name_;
   Comm *node_ = nullptr, *across_ = nullptr;  // sum_by_node's
+  Int8Across* codec_ = nullptr;
 };
 
 }  // namespace strata

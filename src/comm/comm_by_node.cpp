@@ -5,8 +5,13 @@
 // replica sends the whole of it), then every block to the node's ranks (all-gather); the
 // last n mod L values summed over the node and then across. An element's sum is its node
 // sums, each over the node's ranks, added over the nodes in the across all-reduce's order,
-// the same on every rank.
+// the same on every rank. With a codec (parallel.grad_compression = "int8") the float
+// blocks cross as 8-bit codes (comm/int8_across.hpp); the tail goes as it is.
 #include "comm/comm.hpp"
+
+#include <type_traits>
+
+#include "comm/int8_across.hpp"
 
 namespace strata {
 
@@ -17,7 +22,15 @@ void Comm::sum_node_by_node(V1<T> buf) {
   if (block > 0) {
     const V1<T> blocks(buf.data(), whole);
     node_->reduce_scatter_blocks(blocks);
-    across_->allreduce_sum(V1<T>(buf.data() + node_->rank() * block, block));
+    const V1<T> mine(buf.data() + node_->rank() * block, block);
+    if constexpr (std::is_same_v<T, float>) {
+      if (codec_)
+        codec_->sum(*across_, mine);
+      else
+        across_->allreduce_sum(mine);
+    } else {
+      across_->allreduce_sum(mine);
+    }
     node_->allgather_blocks(blocks);
   }
   if (whole < n) {

@@ -1,5 +1,7 @@
 #include "comm/grid.hpp"
 
+#include "comm/int8_across.hpp"
+
 #include <algorithm>
 
 #include "comm/control.hpp"
@@ -118,7 +120,8 @@ void Grid::sum_replicas_by_node(int node) {
                     " (start as many ranks on each node, or use grad_sum = \"flat\")");
   replicas_node_ = std::make_unique<Comm>(in);
   replicas_across_ = std::make_unique<Comm>(across);
-  replicas_->sum_by_node(*replicas_node_, *replicas_across_);
+  if (shape_.grad_compression == GradCompression::Int8) codec_ = std::make_unique<Int8Across>();
+  replicas_->sum_by_node(*replicas_node_, *replicas_across_, codec_.get());
 }
 
 // Each reported group kind: across nodes if any of its groups has ranks on two nodes. (Not

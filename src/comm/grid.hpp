@@ -26,6 +26,8 @@
 
 namespace strata {
 
+class Int8Across;
+
 struct GridCoords {
   int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
   int x = 0, y = 0, depth = 0;  // 3D: col = (depth * tensor_y + y) * tensor_x + x (row 0)
@@ -124,6 +126,7 @@ class Grid {
   std::unique_ptr<Comm> everyone_, replicas_, replicas_node_, replicas_across_, experts_, expert_data_,
       expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_,
       stage_peers_, embedding_;
+  std::unique_ptr<Int8Across> codec_;  // parallel.grad_compression = "int8": the across part's codes and error
   int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)
   int world_rank_ = 0, world_size_ = 1;
   std::string nodes_line_;

@@ -17,6 +17,9 @@ enum class CommBackend { Mpi, Nccl };
 // of them, or node by node (a reduce-scatter inside each node, an all-reduce of the shards
 // across the nodes, an all-gather inside each node: comm/node_aware_sum.hpp).
 enum class GradSum { Flat, Nodes };
+// What crosses the network in the sum node by node (parallel.grad_compression): the
+// gradients' floats, or 8-bit codes with error feedback (comm/int8_across.hpp).
+enum class GradCompression { None, Int8 };
 // What a step with a non-finite loss or gradient norm does (run.on_nonfinite).
 enum class OnNonfinite { Stop, Skip };
 // MGRIT's relaxation on the finest level (layerpar.relaxation): F, or F then C then F.
@@ -124,6 +127,11 @@ inline const std::vector<std::pair<GradSum, std::string>>& grad_sum_names() {
                                                                      {GradSum::Nodes, "nodes"}};
   return names;
 }
+inline const std::vector<std::pair<GradCompression, std::string>>& grad_compression_names() {
+  static const std::vector<std::pair<GradCompression, std::string>> names = {{GradCompression::None, "none"},
+                                                                             {GradCompression::Int8, "int8"}};
+  return names;
+}
 inline const std::vector<std::pair<OnNonfinite, std::string>>& on_nonfinite_names() {
   static const std::vector<std::pair<OnNonfinite, std::string>> names = {{OnNonfinite::Stop, "stop"},
                                                                          {OnNonfinite::Skip, "skip"}};
@@ -153,6 +161,7 @@ inline const std::string& to_string(Recompute r) { return name_in(recompute_name
 inline const std::string& to_string(DataKind k) { return name_in(data_kind_names(), k); }
 inline const std::string& to_string(CommBackend b) { return name_in(comm_backend_names(), b); }
 inline const std::string& to_string(GradSum g) { return name_in(grad_sum_names(), g); }
+inline const std::string& to_string(GradCompression g) { return name_in(grad_compression_names(), g); }
 inline const std::string& to_string(OnNonfinite o) { return name_in(on_nonfinite_names(), o); }
 inline const std::string& to_string(Relaxation r) { return name_in(relaxation_names(), r); }
 inline const std::vector<std::pair<GradientControl, std::string>>& gradient_control_names() {

@@ -202,6 +202,14 @@ std::vector<DeckKey> parallel_run_keys() {
                   "across the nodes, an all-gather inside the node: 1/L of the gradients' bytes cross the network "
                   "from each rank, L replicas a node, where a flat ring sends them all; the same sum in another "
                   "order; every node must hold as many replicas; MPI only; not with zero or mgrit yet)"),
+      acts_when(
+          enum_choice(par, &D::parallel, "grad_compression", &Layout::grad_compression, grad_compression_names(),
+                      "grad_sum = \"nodes\": what crosses the network: \"none\" (the floats) or \"int8\" "
+                      "(each rank's block as 8-bit codes with a scale per 256 values, 4x fewer bytes, what the "
+                      "rounding lost added to the next step's block: error feedback; all-gathered, so it "
+                      "saves bytes up to 8 nodes). Inside a node the sums stay in full precision"),
+          [](const Deck& d) { return d.parallel.grad_sum == GradSum::Nodes; },
+          "parallel.grad_sum = \"nodes\" (it compresses the part that crosses the network)"),
       key(par, &D::parallel, "micro_batches", &Layout::micro_batches, at_least<int64_t>(1),
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "

@@ -94,7 +94,8 @@ std::string layout_name(const Layout& p) {
   if (p.recompute != Recompute::None) s += " recompute=" + to_string(p.recompute);
   if (p.expert > 1) s += " expert=" + std::to_string(p.expert);
   if (p.zero > 0) s += " zero=" + std::to_string(p.zero);
-  if (p.grad_sum == GradSum::Nodes) s += " sum=nodes";
+  if (p.grad_sum == GradSum::Nodes)
+    s += std::string(" sum=nodes") + (p.grad_compression == GradCompression::Int8 ? ":int8" : "");
   return s;
 }
 

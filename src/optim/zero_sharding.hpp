@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "comm/comm.hpp"
+#include "comm/int8_across.hpp"
 #include "comm/traffic.hpp"
 #include "state/param_store.hpp"
 
@@ -67,18 +68,30 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
     expert_data.allgather_blocks(region(params, r));
 }
 
+// How the data group's vector sums run, as the planner counts them: flat (per_node 0),
+// or node by node with per_node replicas a node (parallel.grad_sum = "nodes"), the part
+// across the nodes as floats or, for float sums, as 8-bit codes (grad_compression = "int8").
+struct NodeSum {
+  int per_node = 0;
+  bool int8 = false;
+};
+
 // One vector sum of `values` values over the data group of data_ranks as Comm counts it:
-// one all-reduce, or with per_node > 0 (parallel.grad_sum = "nodes", per_node replicas a
-// node) the blocks' reduce-scatter over "data_node", the all-reduce of this rank's block
-// over "data_across" and the all-gather, and the last values mod per_node summed over the
-// two (comm/comm_by_node.cpp).
-inline void replica_sum_traffic(Traffic& out, int data_ranks, int per_node, int64_t values, int64_t value_bytes) {
+// one all-reduce, or node by node the blocks' reduce-scatter over "data_node", the
+// all-reduce of this rank's block over "data_across" (int8: the all-gather of its codes
+// and scales, comm/int8_across.hpp) and the all-gather, and the last values mod per_node
+// summed over the two as they are (comm/comm_by_node.cpp).
+inline void replica_sum_traffic(Traffic& out, int data_ranks, NodeSum how, int64_t values, int64_t value_bytes) {
+  const int per_node = how.per_node;
   if (per_node <= 0) return out.add("data", "allreduce", Collective::AllReduce, data_ranks, values * value_bytes);
   const int nodes = data_ranks / per_node;
   const int64_t block = values / per_node, tail = values - block * per_node;
   if (block > 0) {
     out.add("data_node", "reduce_scatter", Collective::ReduceScatter, per_node, block * value_bytes);
-    out.add("data_across", "allreduce", Collective::AllReduce, nodes, block * value_bytes);
+    if (how.int8 && value_bytes == int64_t(sizeof(float)))
+      out.add("data_across", "allgather", Collective::AllGather, nodes, Int8Across::payload_bytes(block));
+    else
+      out.add("data_across", "allreduce", Collective::AllReduce, nodes, block * value_bytes);
     out.add("data_node", "allgather", Collective::AllGather, per_node, block * value_bytes);
   }
   if (tail > 0) {
@@ -93,11 +106,11 @@ inline void replica_sum_traffic(Traffic& out, int data_ranks, int per_node, int6
 // ZeRO-1, the norm's expert squares over the data group's part of the expert split
 // ("expert", or "expert_peers" where a 1D or 3D split of tensor_split ranks is part of it too).
 // bucketed: the other parameters' sum is the data-parallel driver's buckets (counted by
-// the caller); the experts' follows. per_node: the data group's sums node by node
+// the caller); the experts' follows. node_sum: the data group's sums node by node
 // (replica_sum_traffic).
 template <class T>
 void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ranks, bool zero, bool bucketed = false,
-                          int tensor_split = 1, int per_node = 0) {
+                          int tensor_split = 1, NodeSum node_sum = {}) {
   const int64_t vb = sizeof(T), dense = store.expert_begin(), experts = store.numel() - dense;
   const int e = std::max(1, store.table().expert_split() / tensor_split),
             expert_ranks = data_ranks / e;  // e: parallel.expert
@@ -119,10 +132,10 @@ void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ran
       out.add(split ? "expert_data" : "data", "allreduce", Collective::AllReduce, split ? expert_ranks : data_ranks,
               experts * vb);
   } else if (split) {
-    replica_sum_traffic(out, data_ranks, per_node, dense, vb);
+    replica_sum_traffic(out, data_ranks, node_sum, dense, vb);
     out.add("expert_data", "allreduce", Collective::AllReduce, expert_ranks, experts * vb);
   } else {
-    replica_sum_traffic(out, data_ranks, per_node, dense + experts, vb);
+    replica_sum_traffic(out, data_ranks, node_sum, dense + experts, vb);
   }
   if (split)  // the norm's expert squares
     out.add(tensor_split > 1 ? "expert_peers" : "expert", "allreduce_scalar", Collective::AllReduce, e, sizeof(double));

@@ -35,7 +35,7 @@ std::vector<BackwardPart> stage_backwards(const StageProgram& program) {
 
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches, int zero, GatherPolicy policy, int per_node) {
+                              int micro_batches, int zero, GatherPolicy policy, NodeSum node_sum) {
   Traffic out;
   for (int j = 0; j < micro_batches; ++j) model.micro_batch_traffic(model.context(local_batch / micro_batches), out);
   const int64_t e = sizeof(T);
@@ -48,7 +48,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
     return out;
   }
-  if (bucket_bytes > 0 && data_ranks > 1 && !zero && per_node == 0) {
+  if (bucket_bytes > 0 && data_ranks > 1 && !zero && node_sum.per_node == 0) {
     GradBuckets buckets(bucket_bytes, e, [&](int64_t, int64_t count) {
       out.add("data", "allreduce_overlapped", Collective::AllReduce, data_ranks, count * e);
     });
@@ -57,7 +57,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
     gradient_sum_traffic(out, model.params(), data_ranks, false, true,
                          expert_ways_of(model));  // the experts', after the buckets
   } else {
-    gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, expert_ways_of(model), per_node);
+    gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, expert_ways_of(model), node_sum);
   }
   out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, sizeof(double));  // the loss
   return out;
@@ -65,7 +65,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         int zero, GatherPolicy policy, int per_node) {
+                         int zero, GatherPolicy policy, NodeSum node_sum) {
   const auto& place = model.placement();
   const BlockContext ctx = model.context(local_batch / s.micro_batches);
   const int64_t e = sizeof(T);
@@ -92,7 +92,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
         break;
       case PipeOp::OptimizerStep:
         if (!stream) break;
-        gradient_sum_traffic(out, model.params(), data_ranks, false, false, expert_ways_of(model), per_node);
+        gradient_sum_traffic(out, model.params(), data_ranks, false, false, expert_ways_of(model), node_sum);
         if (!tp.as<WholeTensors>())  // the stage's gradient norm, over the split's group
           out.add("tensor", "allreduce_scalar", Collective::AllReduce, tp.size(), sizeof(double));
         break;
@@ -115,7 +115,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
   const int64_t k = s.mini_batches, d = sizeof(double);
   if (stream) {
     out.add("pipeline", "allreduce", Collective::AllReduce, s.stages, 2 * k * d);  // losses and norms
-    replica_sum_traffic(out, data_ranks, per_node, k, d);
+    replica_sum_traffic(out, data_ranks, node_sum, k, d);
   } else {
     const bool tied_ends = s.stages > 1 && (place.first() || place.last()) && model.params().table().tied_index() >= 0;
     if (zero >= 2 && data_ranks > 1) {  // each unit's sums (and gathers); the two copies of wte sum their parts
@@ -133,7 +133,7 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
       }
     } else {
       if (tied_ends) out.add("tied_emb", "allreduce", Collective::AllReduce, 2, tied * e);
-      gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, expert_ways_of(model), per_node);
+      gradient_sum_traffic(out, model.params(), data_ranks, zero > 0, false, expert_ways_of(model), node_sum);
     }
     out.add("pipeline", "allreduce_scalar", Collective::AllReduce, s.stages, d);
     out.add("data", "allreduce_scalar", Collective::AllReduce, data_ranks, d);
@@ -142,12 +142,12 @@ Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, 
 }
 
 template Traffic data_parallel_traffic<float>(const StageFootprint<float>&, int, double, int64_t, int, int,
-                                              GatherPolicy, int);
+                                              GatherPolicy, NodeSum);
 template Traffic data_parallel_traffic<double>(const StageFootprint<double>&, int, double, int64_t, int, int,
-                                               GatherPolicy, int);
+                                               GatherPolicy, NodeSum);
 template Traffic pipeline_traffic<float>(const StageFootprint<float>&, const PipeSchedule&, int, int64_t, int,
-                                         GatherPolicy, int);
+                                         GatherPolicy, NodeSum);
 template Traffic pipeline_traffic<double>(const StageFootprint<double>&, const PipeSchedule&, int, int64_t, int,
-                                          GatherPolicy, int);
+                                          GatherPolicy, NodeSum);
 
 }  // namespace strata

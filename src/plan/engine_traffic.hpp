@@ -7,6 +7,7 @@
 #include "engine/pipeline/schedule.hpp"
 #include "model/stage_model.hpp"
 #include "optim/unit_gradient_sum.hpp"
+#include "optim/zero_sharding.hpp"
 #include "state/param_gather.hpp"
 
 namespace strata {
@@ -16,11 +17,11 @@ namespace strata {
 // gradient buckets; zero (the ZeRO stage): 1, ZeRO-1's reduce-scatter, norm and all-gather
 // instead; 2, each unit's reduce-scatter per micro-batch, the norm and each unit's all-gather;
 // 3, ZeRO-2's sums and each unit's gathers as the passes under `policy` make them
-// (optim/zero3_gathers.hpp). per_node > 0: the gradients summed node by node, per_node
-// replicas a node (parallel.grad_sum = "nodes"; no buckets then, as the driver runs it).
+// (optim/zero3_gathers.hpp). node_sum.per_node > 0: the gradients summed node by node,
+// per_node replicas a node (parallel.grad_sum = "nodes"; no buckets then, as the driver runs it).
 template <class T>
 Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, double bucket_bytes, int64_t local_batch,
-                              int micro_batches = 1, int zero = 0, GatherPolicy policy = {}, int per_node = 0);
+                              int micro_batches = 1, int zero = 0, GatherPolicy policy = {}, NodeSum node_sum = {});
 
 // What the stage the model is placed on sends in one run of s (StageExecutor), call for
 // call: one mini-batch for the flushing schedules with the gradient sums after it, a
@@ -28,7 +29,7 @@ Traffic data_parallel_traffic(const StageFootprint<T>& model, int data_ranks, do
 // zero (the ZeRO stage): ZeRO-1's, ZeRO-2's or ZeRO-3's sums and gathers (flushing schedules only).
 template <class T>
 Traffic pipeline_traffic(const StageFootprint<T>& model, const PipeSchedule& s, int data_ranks, int64_t local_batch,
-                         int zero = 0, GatherPolicy policy = {}, int per_node = 0);
+                         int zero = 0, GatherPolicy policy = {}, NodeSum node_sum = {});
 // The passes (chunk, backward) a stage's list runs in one step, in order (ZeRO-3's gathers).
 std::vector<std::pair<int, bool>> stage_passes(const StageProgram& program);
 // The backwards a stage's list runs in one step, whole or by halves, in order (ZeRO-2's slots).

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "comm/traffic.hpp"
+#include "optim/zero_sharding.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
 
@@ -56,6 +57,11 @@ class Links {
     for (int64_t d = 0; d < l_.data; ++d)
       for (int64_t x = 0; x < l_.context; ++x) count += d * per_replica + x * stride < m_.ranks_per_node ? 1 : 0;
     return count;
+  }
+  // how the layout's replicas sum (flat where they do not sum node by node)
+  NodeSum node_sum() const {
+    if (!sums_by_node(l_)) return {};
+    return {replicas_per_node(), l_.grad_compression == GradCompression::Int8};
   }
   // seconds of the entries `which` selects (by group and kind)
   template <class Which>

@@ -61,14 +61,15 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& l, DryModels* mo
   return out;
 }
 
-Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps, DryModels* models, int per_node) {
+Traffic stage_traffic(const Deck& deck, const Layout& l, int stage, int stream_steps, DryModels* models,
+                      NodeSum node_sum) {
   const auto model = dry_model(models, deck, l, stage);
   const int64_t local_batch = deck.data.batch_size / l.data;
   if (l.pipeline == 1)
     return data_parallel_traffic(*model, l.replicas(), deck.parallel.grad_bucket_mb * 1e6, local_batch, l.micro_batches,
-                                 l.zero, gather_policy(deck.parallel), per_node);
+                                 l.zero, gather_policy(deck.parallel), node_sum);
   return pipeline_traffic(*model, schedule_of(l, l.schedule == Schedule::XPipe ? stream_steps : 1), l.replicas(),
-                          local_batch, l.zero, gather_policy(deck.parallel), per_node);
+                          local_batch, l.zero, gather_policy(deck.parallel), node_sum);
 }
 
 namespace {
@@ -171,8 +172,7 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
   // computation, so only each pass's first unit waits, and what the passes' computation
   // cannot cover)
   Traffic dense_sum;  // one all-reduce, or node by node the three parts over the two link levels
-  replica_sum_traffic(dense_sum, replicas, sums_by_node(l) ? links.replicas_per_node() : 0,
-                      int64_t(grads) / int64_t(sizeof(float)), sizeof(float));
+  replica_sum_traffic(dense_sum, replicas, links.node_sum(), int64_t(grads) / int64_t(sizeof(float)), sizeof(float));
   const double all_reduce = links.seconds(dense_sum, [](const std::string&, const std::string&) {
     return true;
   }) + links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
@@ -311,12 +311,13 @@ StepPrediction predict_step(const Deck& deck_asked, const Layout& l, const Machi
       if (s == 0) tied_transfer = links.of("tied_emb").seconds(Collective::Send, 2, wte);
     }
     // per step
-    const int replicas = l.replicas(), per_node = sums_by_node(l) ? links.replicas_per_node() : 0;
+    const int replicas = l.replicas();
+    const NodeSum node_sum = links.node_sum();
     const Traffic round = p == 1
                               ? data_parallel_traffic(*model, replicas, deck.parallel.grad_bucket_mb * 1e6, local_batch,
-                                                      l.micro_batches, l.zero, gather_policy(deck.parallel), per_node)
+                                                      l.micro_batches, l.zero, gather_policy(deck.parallel), node_sum)
                               : pipeline_traffic(*model, xpipe ? lists.longer : lists.flush, replicas, local_batch,
-                                                 l.zero, gather_policy(deck.parallel), per_node);
+                                                 l.zero, gather_policy(deck.parallel), node_sum);
     double wire = round.wire_bytes();
     if (xpipe)
       wire = (wire - pipeline_traffic(*model, lists.shorter, replicas, local_batch).wire_bytes()) /

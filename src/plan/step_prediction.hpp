@@ -15,6 +15,7 @@
 //    its group spans, and the pipeline schedule simulated with those costs (bubble,
 //    transfers, stage imbalance) followed by the gradient sums and the optimizer.
 #include "comm/traffic.hpp"
+#include "optim/zero_sharding.hpp"
 #include "plan/layer_parallel_prediction.hpp"
 #include "plan/layout.hpp"
 #include "plan/machine_file.hpp"
@@ -30,9 +31,9 @@ MemoryPrediction predict_memory(const Deck& deck, const Layout& layout, DryModel
 
 // The traffic of one rank of pipeline stage `stage` in one round of the trainer: one step
 // for data parallelism, GPipe and 1F1B; a stream of `stream_steps` steps for XPipe.
-// per_node: the replicas a node holds where the layout sums node by node (Links::replicas_per_node).
+// node_sum: how the layout sums over its replicas (node by node: Links::node_sum).
 Traffic stage_traffic(const Deck& deck, const Layout& layout, int stage, int stream_steps = 1,
-                      DryModels* models = nullptr, int per_node = 0);
+                      DryModels* models = nullptr, NodeSum node_sum = {});
 
 // stream_steps: XPipe's stream length to time (0: its steady state, streams without end).
 StepPrediction predict_step(const Deck& deck, const Layout& layout, const MachineFile& machine, int stream_steps = 0,

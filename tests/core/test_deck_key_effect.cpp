@@ -54,6 +54,7 @@ std::map<std::string, Witness> witnesses() {
       {"parallel.expert", {{"parallel.expert=2", "parallel.data=2"}, kExperts}},
       {"parallel.schedule", {{"parallel.schedule=\"xpipe\""}, {"parallel.pipeline=2"}}},
       {"parallel.zero_prefetch", {{"parallel.zero_prefetch=2"}, {"parallel.zero=3", "parallel.data=2"}}},
+      {"parallel.grad_compression", {{"parallel.grad_compression=\"int8\""}, {"parallel.grad_sum=\"nodes\""}}},
       {"parallel.zero_keep_params", {{"parallel.zero_keep_params=true"}, {"parallel.zero=3", "parallel.data=2"}}},
       {"parallel.virtual_stages",
        {{"parallel.virtual_stages=2", "parallel.pipeline=2", "parallel.micro_batches=2"},
