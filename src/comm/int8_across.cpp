@@ -35,12 +35,6 @@ void add_dequantized(const int8_t* q, const float* scales, int64_t n, float* out
   for (int64_t i = 0; i < n; ++i) out[i] += float(q[i]) * scales[i / Int8Across::kChunk];
 }
 
-const std::vector<float>& Int8Across::kept(const float* data) const {
-  static const std::vector<float> none;
-  const auto it = kept_.find(data);
-  return it == kept_.end() ? none : it->second;
-}
-
 void Int8Across::sum(Comm& across, V1<float> block) {
   const int64_t m = block.extent(0), chunks = (m + kChunk - 1) / kChunk, bytes = payload_bytes(m);
   if (m == 0) return;

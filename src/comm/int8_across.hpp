@@ -38,8 +38,6 @@ class Int8Across {
   void sum(Comm& across, V1<float> block);
   // The bytes one rank sends per sum of m values (its codes and scales).
   static int64_t payload_bytes(int64_t m) { return m + int64_t(sizeof(float)) * ((m + kChunk - 1) / kChunk); }
-  // what the last quantisation of the block at `data` lost (empty before its first sum)
-  const std::vector<float>& kept(const float* data) const;
 
  private:
   std::map<const float*, std::vector<float>> kept_;  // per block (its first value's address): its error feedback
