@@ -39,7 +39,7 @@ def main():
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.output, dpi=110)
+    fig.savefig(args.output, dpi=80)
     print(f"plot_compression: wrote {args.output}")
 
 

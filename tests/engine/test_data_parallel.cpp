@@ -25,28 +25,55 @@ Deck small_deck(const std::string& data_kind, int ranks) {
                                std::string("parallel.grad_bucket_mb=") + (data_kind == "text" ? "0.002" : "0")});
 }
 
+TrainOptions quiet_options() {
+  TrainOptions quiet;
+  quiet.write_outputs = false;
+  quiet.job.print = false;
+  quiet.job.probe_gemm = false;
+  return quiet;
+}
+
+// The largest difference between this rank's parameters and rank 0's (0 on every rank
+// where the replicas agree bit for bit).
+float replica_spread(const std::vector<float>& params) {
+  std::vector<float> root = params;
+  MPI_Bcast(root.data(), int(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  float spread = 0;
+  for (size_t i = 0; i < params.size(); ++i) spread = std::max(spread, std::abs(params[i] - root[i]));
+  return spread;
+}
+
+// Each reported group's counters of a finished run, by group and kind.
+std::map<std::string, std::map<std::string, CommStats>> comm_stats(const Training& run) {
+  std::map<std::string, std::map<std::string, CommStats>> stats;
+  for (const auto& [name, c] : run.grid().reported_comms()) stats[name] = c->stats();
+  return stats;
+}
+
+// The job's ranks taken as 2 nodes (STRATA_RANKS_PER_NODE) while it lives, whatever ends
+// the test case.
+struct TwoNodes {
+  int per_node;
+  explicit TwoNodes(int size) : per_node(size / 2) {
+    setenv("STRATA_RANKS_PER_NODE", std::to_string(per_node).c_str(), 1);
+  }
+  ~TwoNodes() { unsetenv("STRATA_RANKS_PER_NODE"); }
+};
+
 }  // namespace
 
 TEST_CASE("data parallel over all ranks equals the serial run", "[mpi][data_parallel]") {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  TrainOptions quiet;
-  quiet.write_outputs = false;
-  quiet.job.print = false;
-  quiet.job.probe_gemm = false;
-
+  const TrainOptions quiet = quiet_options();
   for (const std::string kind : {"text", "random"}) {
     Training parallel(small_deck(kind, size), MPI_COMM_WORLD, quiet);
     const TrainResult par = parallel.run();
     const auto par_params = test::to_host<float>(parallel.model().params().params());
 
     // replicas agree with rank 0 bit for bit (they apply the same reduced update)
-    std::vector<float> root_params = par_params;
-    MPI_Bcast(root_params.data(), int(root_params.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-    float replica_diff = 0;
-    for (size_t i = 0; i < par_params.size(); ++i)
-      replica_diff = std::max(replica_diff, std::abs(par_params[i] - root_params[i]));
+    const float replica_diff = replica_spread(par_params);
 
     // CHECK, not REQUIRE: a failing rank must not leave the collective loop early.
     if (rank == 0) {
@@ -82,16 +109,12 @@ TEST_CASE("data parallel over all ranks equals the serial run", "[mpi][data_para
 // too, and the runs were equal bit for bit); the bytes that cross the "network" are 1/L of
 // the gradients' per rank.
 TEST_CASE("gradients summed node by node equal the flat sum", "[mpi][data_parallel]") {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2 || size % 2 != 0) return;
-  TrainOptions quiet;
-  quiet.write_outputs = false;
-  quiet.job.print = false;
-  quiet.job.probe_gemm = false;
-  const int per_node = size / 2;
-  setenv("STRATA_RANKS_PER_NODE", std::to_string(per_node).c_str(), 1);
+  const TrainOptions quiet = quiet_options();
+  const TwoNodes nodes_of(size);
+  const int per_node = nodes_of.per_node;
   for (const std::string kind : {"text", "random"}) {
     Deck flat_deck = small_deck(kind, size), nodes_deck = flat_deck;
     nodes_deck.parallel.grad_sum = GradSum::Nodes;
@@ -101,23 +124,17 @@ TEST_CASE("gradients summed node by node equal the flat sum", "[mpi][data_parall
     const TrainResult h = nodes.run();
     const auto fp = test::to_host<float>(flat.model().params().params());
     const auto hp = test::to_host<float>(nodes.model().params().params());
-    std::vector<float> root = hp;
-    MPI_Bcast(root.data(), int(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-    float replica_diff = 0, max_diff = 0;
-    for (size_t i = 0; i < hp.size(); ++i) {
-      replica_diff = std::max(replica_diff, std::abs(hp[i] - root[i]));
-      max_diff = std::max(max_diff, std::abs(hp[i] - fp[i]));
-    }
+    float max_diff = 0;
+    for (size_t i = 0; i < hp.size(); ++i) max_diff = std::max(max_diff, std::abs(hp[i] - fp[i]));
     INFO("data kind " << kind << ", " << size << " ranks as 2 nodes of " << per_node);
-    CHECK(replica_diff == 0.0f);
+    CHECK(replica_spread(hp) == 0.0f);
     REQUIRE(h.losses.size() == f.losses.size());
     for (size_t s = 0; s < f.losses.size(); ++s) CHECK(h.losses[s] == Approx(f.losses[s]).epsilon(1e-5));
     CHECK(max_diff < 2e-5f);
     if (size == 2) CHECK(max_diff == 0.0f);  // two values add alike in either order
     // the route: the flat run's replicas sum over "data"; the nodes run's over its two parts,
     // a block of 1/L of the gradients across
-    std::map<std::string, std::map<std::string, CommStats>> stats;
-    for (const auto& [name, c] : nodes.grid().reported_comms()) stats[name] = c->stats();
+    auto stats = comm_stats(nodes);
     REQUIRE(stats.count("data_across"));
     const int64_t grad_bytes = int64_t(hp.size() * sizeof(float)), steps = int64_t(h.losses.size());
     const int64_t block = int64_t(hp.size()) / per_node * int64_t(sizeof(float));
@@ -125,7 +142,6 @@ TEST_CASE("gradients summed node by node equal the flat sum", "[mpi][data_parall
     CHECK(stats["data_across"]["allreduce"].bytes == steps * (block + (grad_bytes - block * per_node)));
     if (per_node > 1) CHECK(stats["data_node"]["reduce_scatter"].bytes == steps * block);
   }
-  unsetenv("STRATA_RANKS_PER_NODE");
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -138,12 +154,9 @@ TEST_CASE("int8 sums across the nodes stay within 1% of the uncompressed run", "
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2 || size % 2 != 0) return;
-  TrainOptions quiet;
-  quiet.write_outputs = false;
-  quiet.job.print = false;
-  quiet.job.probe_gemm = false;
-  const int per_node = size / 2;
-  setenv("STRATA_RANKS_PER_NODE", std::to_string(per_node).c_str(), 1);
+  const TrainOptions quiet = quiet_options();
+  const TwoNodes nodes_of(size);
+  const int per_node = nodes_of.per_node;
   Deck plain = test::small_gpt_deck({"run.steps=50", "run.val_every=0", "run.seed=5", "data.kind=text",
                                      "parallel.data=" + std::to_string(size), "parallel.grad_sum=nodes"});
   Deck int8 = plain;
@@ -153,12 +166,8 @@ TEST_CASE("int8 sums across the nodes stay within 1% of the uncompressed run", "
   Training b(int8, MPI_COMM_WORLD, quiet);
   const TrainResult rb = b.run();
   const auto pb = test::to_host<float>(b.model().params().params());
-  std::vector<float> root = pb;
-  MPI_Bcast(root.data(), int(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  float replica_diff = 0;
-  for (size_t i = 0; i < pb.size(); ++i) replica_diff = std::max(replica_diff, std::abs(pb[i] - root[i]));
   INFO(size << " ranks as 2 nodes of " << per_node);
-  CHECK(replica_diff == 0.0f);
+  CHECK(replica_spread(pb) == 0.0f);
   REQUIRE(ra.losses.size() == rb.losses.size());
   double worst = 0;
   for (size_t s = 0; s < ra.losses.size(); ++s)
@@ -167,10 +176,8 @@ TEST_CASE("int8 sums across the nodes stay within 1% of the uncompressed run", "
   CHECK(worst < 0.01);
   CHECK(worst > 0);  // (the codes are not the floats: a run equal to the floats' did not compress)
   CHECK(rb.losses.back() < 0.8 * rb.losses.front());
-  std::map<std::string, std::map<std::string, CommStats>> stats;
-  for (const auto& [name, c] : b.grid().reported_comms()) stats[name] = c->stats();
+  auto stats = comm_stats(b);
   const int64_t block = int64_t(pb.size()) / per_node;
   CHECK(stats["data_across"]["allgather"].bytes == 50 * Int8Across::payload_bytes(block));
-  unsetenv("STRATA_RANKS_PER_NODE");
   MPI_Barrier(MPI_COMM_WORLD);
 }
