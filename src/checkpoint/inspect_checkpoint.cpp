@@ -19,6 +19,7 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
   out << "written by   " << r.int_attribute("ranks") << " ranks, layout " << r.string_attribute("layout") << "\n";
   out << "sampler      " << r.string_attribute("sampler") << "\n";
   if (r.has_attribute("init_from")) out << "init_from    " << r.string_attribute("init_from") << "\n";
+  if (r.has_attribute("grad_compression")) out << "compression  " << r.string_attribute("grad_compression") << "\n";
   out << "deck:\n";
   const std::string deck = r.string_attribute("deck");
   for (size_t start = 0; start < deck.size();) {
@@ -32,7 +33,7 @@ int inspect_checkpoint(const std::string& path, std::ostream& out) {
   // mixture layers: each expert's weight norms (the slices of the experts' [E, ...] tensors)
   std::vector<std::pair<std::string, std::vector<double>>> expert_norms;
   out << "tensors (checksums verified by reading every chunk):\n";
-  for (const std::string group : {"/params", "/optim/adam_m", "/optim/adam_v"}) {
+  for (const std::string group : {"/params", "/optim/adam_m", "/optim/adam_v", "/comm"}) {
     for (const auto& name : r.tensor_names(group)) {
       const std::string full = group + "/" + name;
       const auto shape = r.shape(full);

@@ -23,6 +23,7 @@ std::string shape_string(const std::vector<int64_t>& s) {
 }
 
 const char* kGroups[3] = {"/params/", "/optim/adam_m/", "/optim/adam_v/"};
+const std::string kCodecState = "/comm/grad_compression";
 
 // The part of p's AdamW moments this rank keeps (all of its shard, or with ZeRO-1 what of
 // it falls in the rank's block), as boxes of the global tensor, and where its values start
@@ -103,6 +104,13 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
     bytes += 3 * p.global_numel * int64_t(sizeof(float));
   }
   if (!state.tokenizer.empty()) w.write_bytes("/tokenizer/model", state.tokenizer);
+  if (!state.codec_place.empty()) {  // every rank alike (the place is the run's)
+    const auto longest = int64_t(max_over(comm, double(state.codec_state.size())));
+    if (longest > 0)  // (none before the first sum)
+      w.write_tensor(kCodecState, {int64_t(size), longest}, {int64_t(rank), 0}, {1, int64_t(state.codec_state.size())},
+                     state.codec_state.data());
+    w.write_attribute("grad_compression", state.codec_place);
+  }
   w.write_attribute("format", std::string(kCheckpointFormat));
   w.write_attribute("step", state.step);
   w.write_attribute("optim_steps", state.optim_steps);
@@ -199,6 +207,17 @@ std::string read_checkpoint_params(const std::string& path, ParamStore<float>& s
   return "step " + std::to_string(r.int_attribute("step")) + " of a run of layout " + r.string_attribute("layout");
 }
 
+std::vector<float> read_codec_state(const std::string& path, int rank) {
+  CheckpointReader r(path);
+  if (!r.has_tensor(kCodecState)) return {};
+  const auto shape = r.shape(kCodecState);
+  if (shape.size() != 2 || rank >= shape[0])
+    throw UserError("checkpoint '" + path + "': " + kCodecState + " has no row for rank " + std::to_string(rank));
+  std::vector<float> row(static_cast<size_t>(shape[1]));
+  r.read_tensor(kCodecState, {rank, 0}, {1, shape[1]}, row.data());
+  return row;
+}
+
 TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& store) {
   CheckpointReader r(path);
   check_readable(r, store, 3);
@@ -223,6 +242,7 @@ TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& sto
   s.deck = r.string_attribute("deck");
   if (r.has_attribute("init_from")) s.init_from = r.string_attribute("init_from");
   if (r.has_attribute("engine")) s.engine = r.string_attribute("engine");
+  if (r.has_attribute("grad_compression")) s.codec_place = r.string_attribute("grad_compression");
   for (int g = 0; g < 3; ++g) Kokkos::deep_copy(*buffers[g], host[g]);
   return s;
 }

@@ -9,7 +9,9 @@
 //   resolved TOML), layout (e.g. "data=2"), ranks, sampler, init_from (what model.init_from
 //   read at step 0, carried through restarts; absent when the run started from its seed),
 //   engine (the engine's decisions a restart continues with, e.g. MGRIT's gradient control
-//   "switched at step 120"; absent when there are none)
+//   "switched at step 120"; absent when there are none), grad_compression (where the codec
+//   state below is valid; absent without parallel.grad_compression)
+//   /comm/grad_compression         float32 [ranks, n]: each rank's codec state (TrainState)
 // Every dataset is chunked with a Fletcher32 checksum per chunk.
 #include <functional>
 #include <string>
@@ -29,6 +31,12 @@ struct TrainState {
   std::string tokenizer;  // the data's SentencePiece model, as /tokenizer/model ("": none)
   std::string init_from;  // where the run's first weights came from (model.init_from; "": its seed)
   std::string engine;     // what the engine decided that a restart continues with (TrainEngine::checkpoint_state)
+  // parallel.grad_compression's state (comm/across_codec.hpp): where it is valid
+  // (Grid::across_codec_place; "": none) and, written, this rank's values; the file holds
+  // them as /comm/grad_compression [ranks, the longest rank's values], a row per rank
+  // (zero-padded), and the place as the attribute grad_compression
+  std::string codec_place;
+  std::vector<float> codec_state;
 };
 
 // The SentencePiece model a checkpoint carries ("" when it has none: byte-level or random
@@ -64,6 +72,10 @@ int64_t write_model_checkpoint(const std::string& path, MPI_Comm comm, const Rep
 // UserError naming the file and tensor for a missing tensor, a shape that does not match
 // the deck's model, or a failed checksum; nothing is modified before all checks passed.
 TrainState read_model_checkpoint(const std::string& path, ParamStore<float>& store);
+
+// This rank's row of a checkpoint's /comm/grad_compression (its codec state, padded), read
+// by this rank alone; empty where the file has none. Throws UserError on a failed checksum.
+std::vector<float> read_codec_state(const std::string& path, int rank);
 
 // model.init_from of a strata checkpoint: reads this rank's shards of its /params only
 // (its moments, step and sampler are not wanted), after checking every shape against

@@ -23,7 +23,7 @@
 
 namespace strata {
 
-class Int8Across;
+class AcrossCodec;
 
 struct CommStats {
   int64_t calls = 0;
@@ -79,9 +79,9 @@ class Comm {
   // all-reduce of this rank's block over across (the ranks at its place on every node) and
   // an all-gather over node, counted by those two (comm_by_node.cpp). Every rank gets the
   // same sum, in another order than one all-reduce's.
-  // codec: the across part as 8-bit codes with error feedback (comm/int8_across.hpp;
-  // parallel.grad_compression = "int8"), for float sums; nullptr: floats as they are.
-  void sum_by_node(Comm& node, Comm& across, Int8Across* codec = nullptr) {
+  // codec: the across part coded, with error feedback (comm/across_codec.hpp;
+  // parallel.grad_compression), for float sums; nullptr: floats as they are.
+  void sum_by_node(Comm& node, Comm& across, AcrossCodec* codec = nullptr) {
     node_ = &node;
     across_ = &across;
     codec_ = codec;
@@ -222,7 +222,7 @@ class Comm {
   TraceRecorder* trace_ = nullptr;
   std::string trace_name_;
   Comm *node_ = nullptr, *across_ = nullptr;  // sum_by_node's
-  Int8Across* codec_ = nullptr;
+  AcrossCodec* codec_ = nullptr;
 };
 
 }  // namespace strata

@@ -5,13 +5,13 @@
 // replica sends the whole of it), then every block to the node's ranks (all-gather); the
 // last n mod L values summed over the node and then across. An element's sum is its node
 // sums, each over the node's ranks, added over the nodes in the across all-reduce's order,
-// the same on every rank. With a codec (parallel.grad_compression = "int8") the float
-// blocks cross as 8-bit codes (comm/int8_across.hpp); the tail goes as it is.
+// the same on every rank. With a codec (parallel.grad_compression) the float
+// blocks cross coded (comm/across_codec.hpp); the tail goes as it is.
 #include "comm/comm.hpp"
 
 #include <type_traits>
 
-#include "comm/int8_across.hpp"
+#include "comm/across_codec.hpp"
 
 namespace strata {
 

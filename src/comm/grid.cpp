@@ -124,6 +124,12 @@ void Grid::sum_replicas_by_node(int node) {
   replicas_->sum_by_node(*replicas_node_, *replicas_across_, codec_.get());
 }
 
+std::string Grid::across_codec_place(const std::string& layout) const {
+  if (!codec_) return "";
+  return codec_->name() + " error feedback of " + layout + " on " + std::to_string(world_size_) + " ranks, " +
+         std::to_string(replicas_node_->size()) + (replicas_node_->size() == 1 ? " replica" : " replicas") + " a node";
+}
+
 // Each reported group kind: across nodes if any of its groups has ranks on two nodes. (Not
 // every rank holds every kind, tied_emb only the end stages: a rank without one says -1.)
 void Grid::find_node_spans(const std::vector<int>& node_of_grid_rank) {

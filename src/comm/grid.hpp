@@ -26,7 +26,7 @@
 
 namespace strata {
 
-class Int8Across;
+class AcrossCodec;
 
 struct GridCoords {
   int data = 0, pipeline = 0, row = 0, col = 0, context = 0;
@@ -109,6 +109,12 @@ class Grid {
   // that span more than one node, and those that stay inside one.
   const std::string& nodes_line() const { return nodes_line_; }
   int nodes() const { return nodes_; }
+  // parallel.grad_compression's codec of the replicas' sums across nodes (nullptr: none),
+  // whose state the checkpoint carries; and the description of where that state is valid
+  // (the codec, the layout, the ranks and the replicas a node): a restart restores the
+  // state only where the description is the same.
+  AcrossCodec* across_codec() const { return codec_.get(); }
+  std::string across_codec_place(const std::string& layout) const;
   bool reordered() const { return reordered_; }
   const std::vector<std::string>& groups_across_nodes() const { return across_; }
   const std::vector<std::string>& groups_within_nodes() const { return within_; }
@@ -126,7 +132,7 @@ class Grid {
   std::unique_ptr<Comm> everyone_, replicas_, replicas_node_, replicas_across_, experts_, expert_data_,
       expert_replicas_, context_, pipeline_, pipeline_reversed_, tensor_, row_, col_, x_, y_, depth_, model_,
       stage_peers_, embedding_;
-  std::unique_ptr<Int8Across> codec_;  // parallel.grad_compression = "int8": the across part's codes and error
+  std::unique_ptr<AcrossCodec> codec_;  // parallel.grad_compression's (comm/across_codec.hpp)
   int rows_ = 1, cols_ = 1;  // the tensor grid as rows x cols (3D: 1 x its size)
   int world_rank_ = 0, world_size_ = 1;
   std::string nodes_line_;

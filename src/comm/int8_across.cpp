@@ -40,22 +40,22 @@ void Int8Across::sum(Comm& across, V1<float> block) {
   if (m == 0) return;
   Kokkos::fence();
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), block);
-  std::vector<float>& kept = kept_[block.data()];
-  kept.resize(size_t(m), 0.0f);
-  std::vector<float> x(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) x[size_t(i)] = host(i) + kept[size_t(i)];
+  std::vector<float>& kept = block_state(block.data(), m);
+  x_.resize(size_t(m));
+  for (int64_t i = 0; i < m; ++i) x_[size_t(i)] = host(i) + kept[size_t(i)];
   // this rank's payload: the codes, then the scales (copied: m may be odd)
-  std::vector<char> mine(static_cast<size_t>(bytes)), all(static_cast<size_t>(bytes) * size_t(across.size()));
-  std::vector<float> scales(static_cast<size_t>(chunks));
-  quantize_int8(x.data(), m, reinterpret_cast<int8_t*>(mine.data()), scales.data(), kept.data());
-  std::memcpy(mine.data() + m, scales.data(), size_t(chunks) * sizeof(float));
-  across.allgather_bytes(mine.data(), bytes, all.data());
+  mine_.resize(size_t(bytes));
+  all_.resize(size_t(bytes) * size_t(across.size()));
+  scales_.resize(size_t(chunks));
+  node_scales_.resize(size_t(chunks));
+  quantize_int8(x_.data(), m, reinterpret_cast<int8_t*>(mine_.data()), scales_.data(), kept.data());
+  std::memcpy(mine_.data() + m, scales_.data(), size_t(chunks) * sizeof(float));
+  across.allgather_bytes(mine_.data(), bytes, all_.data());
   std::fill(host.data(), host.data() + m, 0.0f);
-  std::vector<float> node_scales(static_cast<size_t>(chunks));
   for (int k = 0; k < across.size(); ++k) {  // in node order: the same sum on every rank
-    const char* payload = all.data() + size_t(k) * size_t(bytes);
-    std::memcpy(node_scales.data(), payload + m, size_t(chunks) * sizeof(float));
-    add_dequantized(reinterpret_cast<const int8_t*>(payload), node_scales.data(), m, host.data());
+    const char* payload = all_.data() + size_t(k) * size_t(bytes);
+    std::memcpy(node_scales_.data(), payload + m, size_t(chunks) * sizeof(float));
+    add_dequantized(reinterpret_cast<const int8_t*>(payload), node_scales_.data(), m, host.data());
   }
   Kokkos::deep_copy(block, host);
 }

@@ -16,14 +16,11 @@
 // where an all-reduce of floats sends 8 (n - 1) / n m: 4x less at n = 2, and none saved past
 // n = 8 (a reduce-scatter of codes, re-quantised, would keep the 4x: not built).
 #include <cstdint>
-#include <map>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "comm/across_codec.hpp"
 
 namespace strata {
-
-class Comm;
 
 // x[0..n) into codes q and a scale per chunk of kChunk (scales: ceil(n / kChunk)); kept =
 // x - q s, exactly.
@@ -31,16 +28,18 @@ void quantize_int8(const float* x, int64_t n, int8_t* q, float* scales, float* k
 // out[i] += q[i] s (the sent values)
 void add_dequantized(const int8_t* q, const float* scales, int64_t n, float* out);
 
-class Int8Across {
+// Its state per block: what the last quantisation of the block lost (as many values).
+class Int8Across : public AcrossCodec {
  public:
   static constexpr int64_t kChunk = 256;
-  // Sums block over across (its ranks each holding their node's block at this place).
-  void sum(Comm& across, V1<float> block);
+  void sum(Comm& across, V1<float> block) override;
+  std::string name() const override { return "int8"; }
   // The bytes one rank sends per sum of m values (its codes and scales).
   static int64_t payload_bytes(int64_t m) { return m + int64_t(sizeof(float)) * ((m + kChunk - 1) / kChunk); }
 
  private:
-  std::map<const float*, std::vector<float>> kept_;  // per block (its first value's address): its error feedback
+  std::vector<float> x_, scales_, node_scales_;  // (kept between sums: no allocation per step)
+  std::vector<char> mine_, all_;
 };
 
 }  // namespace strata

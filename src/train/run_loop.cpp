@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_dir.hpp"
 #include "checkpoint/initial_weights.hpp"
 #include "checkpoint/restart_point.hpp"
+#include "comm/across_codec.hpp"
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
 #include "core/deck_changes.hpp"
@@ -96,6 +97,7 @@ void RunLoop::set_up() {
     const double t0 = Timers::now();
     start_ = read_model_checkpoint(from.path, job_.params());
     job_.restore_engine_state(start_.engine);
+    restore_codec_state(from.path);
     const double dt = Timers::now() - t0;
     const std::string changed = check_deck_against_checkpoint(from.path, start_.deck, deck_.resolved_toml);
     const double mib = double(checkpoint_bytes(job_.params())) / double(1 << 20);
@@ -145,6 +147,22 @@ int64_t RunLoop::round_end(int64_t step) const {
   return end;
 }
 
+// parallel.grad_compression's error feedback: restored where the checkpoint was written on
+// the same place (codec, layout, ranks, replicas a node), else it starts from zero, said once.
+void RunLoop::restore_codec_state(const std::string& path) {
+  AcrossCodec* codec = job_.grid().across_codec();
+  if (!codec) return;
+  const std::string place = job_.grid().across_codec_place(job_.facts().layout);
+  if (start_.codec_place == place) {
+    codec->restore(read_codec_state(path, rank_));
+    log_.info("strata: restart: the " + codec->name() + " error feedback continues from the checkpoint");
+  } else {
+    log_.info("strata: restart: the " + codec->name() + " error feedback starts from zero (the checkpoint's is " +
+              (start_.codec_place.empty() ? std::string("absent") : "of " + start_.codec_place) + "; this run is " +
+              place + ")");
+  }
+}
+
 TrainState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const {
   TrainState s;
   s.step = steps_done;
@@ -154,6 +172,10 @@ TrainState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, do
   s.tokenizer = job_.facts().tokenizer_model;
   s.init_from = start_.init_from;
   s.engine = job_.engine_state();
+  if (const AcrossCodec* codec = job_.grid().across_codec()) {
+    s.codec_place = job_.grid().across_codec_place(job_.facts().layout);
+    s.codec_state = codec->state();
+  }
   return s;
 }
 
