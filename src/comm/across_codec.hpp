@@ -6,6 +6,7 @@
 // checkpoint carries it (state(), restore()), so a restart on the same layout continues bit
 // for bit; onto another layout it starts from zero (train/run_loop.cpp says which).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ namespace strata {
 
 class Comm;
 
+// A matrix in a flat buffer: rows x cols values, row-major, from offset.
+struct MatrixSpan {
+  int64_t offset = 0, rows = 0, cols = 0;
+};
+
 class AcrossCodec {
  public:
   virtual ~AcrossCodec() = default;
@@ -24,6 +30,13 @@ class AcrossCodec {
   virtual void sum(Comm& across, V1<float> block) = 0;
   // The deck's name of the code ("int8").
   virtual std::string name() const = 0;
+  // The matrices of a buffer of n values whose blocks will be summed (a codec that
+  // compresses matrices uses them; spans is called once per buffer).
+  virtual void describe(const float* buffer, int64_t n, const std::function<std::vector<MatrixSpan>()>& spans) {
+    (void)buffer;
+    (void)n;
+    (void)spans;
+  }
   // This rank's state, the blocks' in the order they were first summed.
   std::vector<float> state() const;
   // A state() to continue from: the next blocks to be summed for the first time take its

@@ -361,6 +361,13 @@ void Comm::allreduce_sum(std::vector<int64_t>& values) {
         MPI_Wtime() - t0);
 }
 
+void Comm::allreduce_sum(std::vector<float>& values) {
+  const double t0 = MPI_Wtime();
+  if (size_ > 1 && !values.empty()) chunked_allreduce(values.data(), int64_t(values.size()), MPI_FLOAT, MPI_SUM);
+  count("allreduce", int64_t(values.size() * sizeof(float)), wire_factor(Collective::AllReduce, size_),
+        MPI_Wtime() - t0);
+}
+
 template <class T>
 void Comm::reduce_scatter_sum(V1<const T> send, V1<T> recv) {
   const int64_t n = recv.extent(0);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/across_codec.hpp"
 #include "comm/nccl_comm.hpp"
 #include "comm/wire_model.hpp"
 #include "core/deck_choices.hpp"
@@ -22,8 +23,6 @@
 #include "core/trace.hpp"
 
 namespace strata {
-
-class AcrossCodec;
 
 struct CommStats {
   int64_t calls = 0;
@@ -87,6 +86,11 @@ class Comm {
     codec_ = codec;
   }
   bool sums_by_node() const { return node_ != nullptr; }
+  // The matrices of a float buffer this communicator will sum (for a codec that compresses
+  // matrices: AcrossCodec::describe; nothing without one).
+  void describe_matrices(const float* buffer, int64_t n, const std::function<std::vector<MatrixSpan>()>& spans) {
+    if (codec_) codec_->describe(buffer, n, spans);
+  }
 
   // Sums started during the backward and completed by finish_allreduces(); buffers must
   // not be touched in between. With NCCL they run on its stream, overlapping the
@@ -164,6 +168,9 @@ class Comm {
   std::vector<int64_t> alltoall_counts(const std::vector<int64_t>& send);
   // Host integers summed over the ranks, in place (routing statistics). Counted as "allreduce".
   void allreduce_sum(std::vector<int64_t>& values);
+  // Host floats summed over the ranks, in place, as they are (never node by node: a codec's
+  // own sums). Counted as "allreduce".
+  void allreduce_sum(std::vector<float>& values);
   // Everyone's `bytes` bytes (host memory) side by side in rank order: all holds size() x
   // bytes. Counted as "allgather".
   void allgather_bytes(const void* mine, int64_t bytes, void* all);

@@ -1,6 +1,7 @@
 #include "comm/grid.hpp"
 
 #include "comm/int8_across.hpp"
+#include "comm/powersgd_across.hpp"
 
 #include <algorithm>
 
@@ -121,6 +122,8 @@ void Grid::sum_replicas_by_node(int node) {
   replicas_node_ = std::make_unique<Comm>(in);
   replicas_across_ = std::make_unique<Comm>(across);
   if (shape_.grad_compression == GradCompression::Int8) codec_ = std::make_unique<Int8Across>();
+  if (shape_.grad_compression == GradCompression::PowerSgd)
+    codec_ = std::make_unique<PowerSgdAcross>(int(shape_.powersgd_rank));
   replicas_->sum_by_node(*replicas_node_, *replicas_across_, codec_.get());
 }
 

@@ -18,8 +18,9 @@ enum class CommBackend { Mpi, Nccl };
 // across the nodes, an all-gather inside each node: comm/node_aware_sum.hpp).
 enum class GradSum { Flat, Nodes };
 // What crosses the network in the sum node by node (parallel.grad_compression): the
-// gradients' floats, or 8-bit codes with error feedback (comm/int8_across.hpp).
-enum class GradCompression { None, Int8 };
+// gradients' floats, 8-bit codes with error feedback (comm/int8_across.hpp), or rank-r
+// factors of each matrix with error feedback (comm/powersgd_across.hpp).
+enum class GradCompression { None, Int8, PowerSgd };
 // What a step with a non-finite loss or gradient norm does (run.on_nonfinite).
 enum class OnNonfinite { Stop, Skip };
 // MGRIT's relaxation on the finest level (layerpar.relaxation): F, or F then C then F.
@@ -128,8 +129,8 @@ inline const std::vector<std::pair<GradSum, std::string>>& grad_sum_names() {
   return names;
 }
 inline const std::vector<std::pair<GradCompression, std::string>>& grad_compression_names() {
-  static const std::vector<std::pair<GradCompression, std::string>> names = {{GradCompression::None, "none"},
-                                                                             {GradCompression::Int8, "int8"}};
+  static const std::vector<std::pair<GradCompression, std::string>> names = {
+      {GradCompression::None, "none"}, {GradCompression::Int8, "int8"}, {GradCompression::PowerSgd, "powersgd"}};
   return names;
 }
 inline const std::vector<std::pair<OnNonfinite, std::string>>& on_nonfinite_names() {

@@ -207,9 +207,20 @@ std::vector<DeckKey> parallel_run_keys() {
                       "grad_sum = \"nodes\": what crosses the network: \"none\" (the floats) or \"int8\" "
                       "(each rank's block as 8-bit codes with a scale per 256 values, 4x fewer bytes, what the "
                       "rounding lost added to the next step's block: error feedback; all-gathered, so it "
-                      "saves bytes up to 8 nodes). Inside a node the sums stay in full precision"),
+                      "saves bytes up to 8 nodes) or \"powersgd\" (each weight matrix's rows in the block as "
+                      "two rank-r factors, summed by all-reduce, with error feedback and Q warm from the last "
+                      "step; vectors go as floats). Inside a node the sums stay in full precision; the "
+                      "codec's error feedback is in the checkpoint"),
           [](const Deck& d) { return d.parallel.grad_sum == GradSum::Nodes; },
           "parallel.grad_sum = \"nodes\" (it compresses the part that crosses the network)"),
+      acts_when(
+          key(par, &D::parallel, "powersgd_rank", &Layout::powersgd_rank, at_least<int64_t>(1),
+              "grad_compression = \"powersgd\": the rank r of the factors P (rows x r) and Q (cols x r) "
+              "sent for each matrix in place of its rows x cols values"),
+          [](const Deck& d) {
+            return d.parallel.grad_sum == GradSum::Nodes && d.parallel.grad_compression == GradCompression::PowerSgd;
+          },
+          "parallel.grad_compression = \"powersgd\""),
       key(par, &D::parallel, "micro_batches", &Layout::micro_batches, at_least<int64_t>(1),
           "micro-batches per step per data replica (dividing its batch): they feed the pipeline's stages, or "
           "without a pipeline accumulate their gradients before one all-reduce (one micro-batch's activations "

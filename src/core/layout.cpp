@@ -95,7 +95,9 @@ std::string layout_name(const Layout& p) {
   if (p.expert > 1) s += " expert=" + std::to_string(p.expert);
   if (p.zero > 0) s += " zero=" + std::to_string(p.zero);
   if (p.grad_sum == GradSum::Nodes)
-    s += std::string(" sum=nodes") + (p.grad_compression == GradCompression::Int8 ? ":int8" : "");
+    s += " sum=nodes" +
+         (p.grad_compression == GradCompression::None ? std::string() : ":" + to_string(p.grad_compression)) +
+         (p.grad_compression == GradCompression::PowerSgd ? std::to_string(p.powersgd_rank) : "");
   return s;
 }
 

@@ -32,6 +32,7 @@ struct Layout {
   double grad_bucket_mb = 4.0;
   GradSum grad_sum = GradSum::Flat;  // the replicas' gradient sum: flat, or node by node
   GradCompression grad_compression = GradCompression::None;  // node by node: what crosses the network
+  int64_t powersgd_rank = 4;                                 // grad_compression = "powersgd": the factors' rank
   int64_t micro_batches = 1;
   LayerMethod layer_method = LayerMethod::Pipeline;  // parallel.schedule = "mgrit": MGRIT
   Schedule schedule = Schedule::OneFOneB;            // the pipeline's, otherwise

@@ -9,6 +9,8 @@
 // rank), so ZeRO-1 trades no bandwidth for its memory: the moments shrink from 2N to 2N/d
 // values per rank.
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 #include "comm/comm.hpp"
 #include "comm/int8_across.hpp"
@@ -36,8 +38,28 @@ V1<T> region(Tensor1<T>& buf, std::pair<int64_t, int64_t> r) {
   return V1<T>(buf.data() + r.first, r.second - r.first);
 }
 
+// The matrices of the store's gradients as a codec of the sum sees them (PowerSGD): each
+// parameter's local part as its dimension 0 by the rest, an expert tensor [E, in, out] as
+// E matrices; vectors are none.
+template <class T>
+std::vector<MatrixSpan> gradient_matrices(const ParamStore<T>& store) {
+  std::vector<MatrixSpan> out;
+  for (const auto& p : store.infos()) {
+    if (p.numel == 0 || p.count.size() < 2) continue;
+    if (p.expert && p.count.size() == 3) {
+      const int64_t each = p.count[1] * p.count[2];
+      for (int64_t e = 0; e < p.count[0]; ++e) out.push_back({p.offset + e * each, p.count[1], p.count[2]});
+    } else {
+      out.push_back({p.offset, p.count[0], p.numel / p.count[0]});
+    }
+  }
+  return out;
+}
+
 template <class T>
 void sum_gradients(Comm& data, Comm& expert_data, ParamStore<T>& store) {
+  if constexpr (std::is_same_v<T, float>)
+    data.describe_matrices(store.grads().data(), store.numel(), [&] { return gradient_matrices(store); });
   if (store.zero().moments_sharded()) {  // each region over its group (the experts' are empty without a second region)
     data.reduce_scatter_blocks(region(store.grads(), store.zero().block_region(false)));
     if (const auto r = store.zero().block_region(true); r.second > r.first)

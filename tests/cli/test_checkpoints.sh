@@ -113,32 +113,38 @@ else
   fail "the GPT MGRIT run never started"; cat gpt-term.log; kill -9 $job
 fi
 
-# --- int8 gradient codes across two nodes (STRATA_RANKS_PER_NODE=1: a node per rank): the
-# codec's error feedback is in the checkpoint, and a restart on the same layout repeats the
-# run bit for bit; onto another layout (both ranks on one node) it starts from zero, said once
-int8() {
-  timeout 120 "$mpiexec" -n 2 env STRATA_RANKS_PER_NODE=$1 "$strata" train deck.toml --set run.out_dir=runs-$marker \
-    --set parallel.grad_sum=nodes --set parallel.grad_compression=int8 --set run.steps=8 --set run.checkpoint_every=4 "${@:2}"
+# --- compressed gradient sums across two nodes (STRATA_RANKS_PER_NODE=1: a node per rank),
+# int8 codes and PowerSGD factors: the codec's state (error feedback; PowerSGD's Q too) is
+# in the checkpoint, and a restart on the same layout repeats the run bit for bit; onto
+# another layout (both ranks on one node) it starts from zero, said once
+codec_run() {  # CODEC RANKS_PER_NODE strata args...
+  timeout 120 "$mpiexec" -n 2 env STRATA_RANKS_PER_NODE=$2 "$strata" train deck.toml --set run.out_dir=runs-$marker \
+    --set parallel.grad_sum=nodes --set parallel.grad_compression=$1 --set run.steps=8 --set run.checkpoint_every=4 "${@:3}"
 }
-c4=runs-$marker/int8-full/checkpoints/ckpt_00000004.h5
-if int8 1 --set run.name=int8-full >int8-full.log 2>&1 && int8 1 --set run.name=int8-again --restart $c4 >int8-again.log 2>&1 &&
-   grep -q "restart: the int8 error feedback continues from the checkpoint" int8-again.log &&
-   same_rows runs-$marker/int8-full/metrics.csv runs-$marker/int8-again/metrics.csv 1,2 6 2; then
-  ok "int8 codes: a restart from step 4 with the codec's error feedback repeats steps 5-8 bit for bit"
-else
-  fail "int8 restart:"; tail -3 int8-full.log int8-again.log
-  diff <(cut -d, -f1,2 runs-$marker/int8-full/metrics.csv) <(cut -d, -f1,2 runs-$marker/int8-again/metrics.csv)
-fi
-timeout 60 "$strata" inspect $c4 >int8-inspect.log 2>&1 && grep -q "^  /comm/grad_compression  \[2, [0-9]*\]  ok" int8-inspect.log &&
-  grep -q "^compression  int8 error feedback of data=2 sum=nodes:int8 on 2 ranks, 1 replica a node" int8-inspect.log &&
-  ok "inspect: the codec's state [ranks, values], its checksums verified, and where it is valid" ||
-  { fail "inspect of an int8 checkpoint"; cat int8-inspect.log; }
-if int8 2 --set run.name=int8-moved --restart $c4 >int8-moved.log 2>&1 &&
-   grep -q "restart: the int8 error feedback starts from zero (the checkpoint's is of int8 error feedback of data=2 sum=nodes:int8 on 2 ranks, 1 replica a node; this run is int8 error feedback of data=2 sum=nodes:int8 on 2 ranks, 2 replicas a node)" int8-moved.log; then
-  ok "int8 codes onto another layout: the error feedback starts from zero, said in one line"
-else
-  fail "int8 restart onto two ranks a node"; tail -3 int8-moved.log
-fi
+for codec in int8 powersgd; do
+  c4=runs-$marker/$codec-full/checkpoints/ckpt_00000004.h5
+  place="$codec error feedback of data=2 sum=nodes:$codec$([ $codec = powersgd ] && echo 4) on 2 ranks"
+  if codec_run $codec 1 --set run.name=$codec-full >$codec-full.log 2>&1 &&
+     codec_run $codec 1 --set run.name=$codec-again --restart $c4 >$codec-again.log 2>&1 &&
+     grep -q "restart: the $codec error feedback continues from the checkpoint" $codec-again.log &&
+     same_rows runs-$marker/$codec-full/metrics.csv runs-$marker/$codec-again/metrics.csv 1,2 6 2; then
+    ok "$codec: a restart from step 4 with the codec's state repeats steps 5-8 bit for bit"
+  else
+    fail "$codec restart:"; tail -3 $codec-full.log $codec-again.log
+    diff <(cut -d, -f1,2 runs-$marker/$codec-full/metrics.csv) <(cut -d, -f1,2 runs-$marker/$codec-again/metrics.csv)
+  fi
+  timeout 60 "$strata" inspect $c4 >$codec-inspect.log 2>&1 &&
+    grep -q "^  /comm/grad_compression  \[2, [0-9]*\]  ok" $codec-inspect.log &&
+    grep -q "^compression  $place, 1 replica a node" $codec-inspect.log &&
+    ok "$codec: inspect shows the codec's state [ranks, values], its checksums verified, and where it is valid" ||
+    { fail "inspect of a $codec checkpoint"; cat $codec-inspect.log; }
+  if codec_run $codec 2 --set run.name=$codec-moved --restart $c4 >$codec-moved.log 2>&1 &&
+     grep -q "restart: the $codec error feedback starts from zero (the checkpoint's is of $place, 1 replica a node; this run is $place, 2 replicas a node)" $codec-moved.log; then
+    ok "$codec onto another layout: the error feedback starts from zero, said in one line"
+  else
+    fail "$codec restart onto two ranks a node"; tail -3 $codec-moved.log
+  fi
+done
 
 # --- SIGUSR1 to one rank only: a collective stop with a checkpoint, exit 0
 run --set run.name=signal --set run.steps=100000 --set run.checkpoint_every=0 >signal.log 2>&1 &

@@ -55,6 +55,8 @@ std::map<std::string, Witness> witnesses() {
       {"parallel.schedule", {{"parallel.schedule=\"xpipe\""}, {"parallel.pipeline=2"}}},
       {"parallel.zero_prefetch", {{"parallel.zero_prefetch=2"}, {"parallel.zero=3", "parallel.data=2"}}},
       {"parallel.grad_compression", {{"parallel.grad_compression=\"int8\""}, {"parallel.grad_sum=\"nodes\""}}},
+      {"parallel.powersgd_rank",
+       {{"parallel.powersgd_rank=2"}, {"parallel.grad_sum=\"nodes\"", "parallel.grad_compression=\"powersgd\""}}},
       {"parallel.zero_keep_params", {{"parallel.zero_keep_params=true"}, {"parallel.zero=3", "parallel.data=2"}}},
       {"parallel.virtual_stages",
        {{"parallel.virtual_stages=2", "parallel.pipeline=2", "parallel.micro_batches=2"},

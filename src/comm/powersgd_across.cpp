@@ -1,0 +1,206 @@
+#include "comm/powersgd_across.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "comm/comm.hpp"
+
+namespace strata {
+
+LowRankPlan plan_low_rank(const std::vector<MatrixSpan>& matrices, int64_t begin, int64_t end, int rank) {
+  LowRankPlan plan;
+  int64_t at = begin;  // the first value not yet placed
+  const auto as_floats = [&](int64_t from, int64_t to) {
+    if (to <= from) return;
+    plan.rest.emplace_back(from - begin, to - begin);
+    plan.rest_values += to - from;
+  };
+  for (const MatrixSpan& s : matrices) {
+    const int64_t s_end = s.offset + s.rows * s.cols;
+    if (s.cols <= 0 || s_end <= begin) continue;
+    if (s.offset >= end) break;
+    const int64_t first = (std::max(begin, s.offset) - s.offset + s.cols - 1) / s.cols,
+                  last = (std::min(end, s_end) - s.offset) / s.cols, rows = last - first;
+    if (rows <= 0 || (rows + s.cols) * rank >= rows * s.cols) continue;  // no whole row, or nothing gained
+    const int64_t from = s.offset + first * s.cols;
+    as_floats(at, from);
+    plan.pieces.push_back({from - begin, rows, s.cols});
+    plan.p_values += rows * rank;
+    plan.q_values += s.cols * rank;
+    at = from + rows * s.cols;
+  }
+  as_floats(at, end);
+  return plan;
+}
+
+void low_rank_project(const float* m, int64_t rows, int64_t cols, const float* q, int r, float* p) {
+  std::vector<double> acc(static_cast<size_t>(r));
+  for (int64_t a = 0; a < rows; ++a) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const float* row = m + a * cols;
+    for (int64_t b = 0; b < cols; ++b)
+      for (int j = 0; j < r; ++j) acc[size_t(j)] += double(row[b]) * double(q[b * r + j]);
+    for (int j = 0; j < r; ++j) p[a * r + j] = float(acc[size_t(j)]);
+  }
+}
+
+void orthonormalize_columns(float* p, int64_t rows, int r) {
+  std::vector<double> col(static_cast<size_t>(rows)),
+      done(static_cast<size_t>(rows * r));  // done: the columns so far, in double
+  for (int j = 0; j < r; ++j) {
+    double before = 0;
+    for (int64_t a = 0; a < rows; ++a) {
+      col[size_t(a)] = p[a * r + j];
+      before += col[size_t(a)] * col[size_t(a)];
+    }
+    for (int i = 0; i < j; ++i) {  // modified Gram-Schmidt
+      double dot = 0;
+      for (int64_t a = 0; a < rows; ++a) dot += done[size_t(a) * size_t(r) + size_t(i)] * col[size_t(a)];
+      for (int64_t a = 0; a < rows; ++a) col[size_t(a)] -= dot * done[size_t(a) * size_t(r) + size_t(i)];
+    }
+    double squares = 0;
+    for (double v : col) squares += v * v;
+    // a column in the others' span (what is left of it is rounding) or zero: zero
+    const double scale = squares > 1e-24 * before && squares > 0 ? 1.0 / std::sqrt(squares) : 0.0;
+    for (int64_t a = 0; a < rows; ++a) {
+      done[size_t(a) * size_t(r) + size_t(j)] = col[size_t(a)] * scale;
+      p[a * r + j] = float(col[size_t(a)] * scale);
+    }
+  }
+}
+
+void low_rank_back(const float* m, int64_t rows, int64_t cols, const float* p, int r, float* q) {
+  std::vector<double> acc(size_t(cols) * size_t(r), 0.0);
+  for (int64_t a = 0; a < rows; ++a) {
+    const float* row = m + a * cols;
+    const float* pa = p + a * r;
+    for (int64_t b = 0; b < cols; ++b)
+      for (int j = 0; j < r; ++j) acc[size_t(b) * size_t(r) + size_t(j)] += double(row[b]) * double(pa[j]);
+  }
+  for (size_t i = 0; i < acc.size(); ++i) q[i] = float(acc[i]);
+}
+
+void low_rank_expand(const float* x, int64_t rows, int64_t cols, const float* p, const float* q, int r, int nodes,
+                     float* out, float* kept) {
+  for (int64_t a = 0; a < rows; ++a)
+    for (int64_t b = 0; b < cols; ++b) {
+      double v = 0;
+      for (int j = 0; j < r; ++j) v += double(p[a * r + j]) * double(q[b * r + j]);
+      const int64_t i = a * cols + b;
+      out[i] = float(v);
+      kept[i] = x[i] - out[i] / float(nodes);
+    }
+}
+
+namespace {
+
+// A Q to start from: values in [-1, 1) from a counter-based hash (splitmix64) of the
+// piece and the value, the same on every node.
+void draw_q(int64_t piece, float* q, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = (uint64_t(piece) << 40) ^ uint64_t(i) ^ 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    q[i] = float(double(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+bool all_finite(const float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+void PowerSgdAcross::describe(const float* buffer, int64_t n, const std::function<std::vector<MatrixSpan>()>& spans) {
+  if (buffers_.count(buffer)) return;
+  Buffer b{n, spans()};
+  std::sort(b.matrices.begin(), b.matrices.end(),
+            [](const MatrixSpan& x, const MatrixSpan& y) { return x.offset < y.offset; });
+  buffers_.emplace(buffer, std::move(b));
+}
+
+// The plan of a block: from the described buffer that holds it, else all of it as floats.
+const LowRankPlan& PowerSgdAcross::plan_for(const float* block, int64_t m) {
+  if (auto it = plans_.find(block); it != plans_.end()) return it->second;
+  static const std::vector<MatrixSpan> none;
+  const std::vector<MatrixSpan>* matrices = &none;
+  int64_t begin = 0;
+  if (auto it = buffers_.upper_bound(block); it != buffers_.begin()) {
+    --it;
+    const int64_t at = block - it->first;
+    if (at + m <= it->second.n) {
+      matrices = &it->second.matrices;
+      begin = at;
+    }
+  }
+  return plans_.emplace(block, plan_low_rank(*matrices, begin, begin + m, rank_)).first->second;
+}
+
+void PowerSgdAcross::sum(Comm& across, V1<float> block) {
+  const int64_t m = block.extent(0);
+  if (m == 0) return;
+  const LowRankPlan& plan = plan_for(block.data(), m);
+  const int r = rank_, nodes = across.size();
+  Kokkos::fence();
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), block);
+  std::vector<float>& state = block_state(block.data(), m + plan.q_values);
+  float *kept = state.data(), *qs = state.data() + m;
+  x_.resize(size_t(m));
+  for (int64_t i = 0; i < m; ++i) x_[size_t(i)] = host(i) + kept[i];
+  p_.assign(size_t(plan.p_values), 0.0f);
+  int64_t po = 0, qo = 0;
+  for (size_t k = 0; k < plan.pieces.size(); ++k) {
+    const MatrixSpan& s = plan.pieces[k];
+    float* q = qs + qo;
+    if (std::all_of(q, q + s.cols * r, [](float v) { return v == 0.0f; })) draw_q(int64_t(k), q, s.cols * r);
+    low_rank_project(x_.data() + s.offset, s.rows, s.cols, q, r, p_.data() + po);
+    po += s.rows * r;
+    qo += s.cols * r;
+  }
+  across.allreduce_sum(p_);
+  // Q = M^T P for the finite pieces, then the floats: summed in one all-reduce
+  std::vector<char> finite(plan.pieces.size());
+  sums_.assign(size_t(plan.q_values + plan.rest_values), 0.0f);
+  po = qo = 0;
+  for (size_t k = 0; k < plan.pieces.size(); ++k) {
+    const MatrixSpan& s = plan.pieces[k];
+    finite[k] = all_finite(p_.data() + po, s.rows * r);  // the same on every node: P is their sum
+    if (finite[k]) {
+      orthonormalize_columns(p_.data() + po, s.rows, r);
+      low_rank_back(x_.data() + s.offset, s.rows, s.cols, p_.data() + po, r, sums_.data() + qo);
+    }
+    po += s.rows * r;
+    qo += s.cols * r;
+  }
+  float* rest = sums_.data() + plan.q_values;
+  for (const auto& [from, to] : plan.rest) rest = std::copy(x_.data() + from, x_.data() + to, rest);
+  across.allreduce_sum(sums_);
+  po = qo = 0;
+  for (size_t k = 0; k < plan.pieces.size(); ++k) {
+    const MatrixSpan& s = plan.pieces[k];
+    float *q = qs + qo, *out = host.data() + s.offset, *e = kept + s.offset;
+    const int64_t values = s.rows * s.cols;
+    if (finite[k] && all_finite(sums_.data() + qo, s.cols * r)) {
+      std::copy(sums_.data() + qo, sums_.data() + qo + s.cols * r, q);  // the next step's warm start
+      low_rank_expand(x_.data() + s.offset, s.rows, s.cols, p_.data() + po, q, r, nodes, out, e);
+    } else {  // sent as NaN (the step is skipped); its error and Q start again
+      std::fill(out, out + values, std::numeric_limits<float>::quiet_NaN());
+      std::fill(e, e + values, 0.0f);
+      std::fill(q, q + s.cols * r, 0.0f);
+    }
+    po += s.rows * r;
+    qo += s.cols * r;
+  }
+  rest = sums_.data() + plan.q_values;
+  for (const auto& [from, to] : plan.rest) {
+    std::copy(rest, rest + (to - from), host.data() + from);
+    rest += to - from;
+  }
+  Kokkos::deep_copy(block, host);
+}
+
+}  // namespace strata
