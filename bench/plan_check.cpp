@@ -134,9 +134,9 @@ bool weighed(const Layout& l, const Options& o) {
 std::string traffic_mismatch(const Deck& d, const Layout& l, const TrainJob& trainer, int steps, Traffic& predicted,
                              double& routed) {
   const int stage = trainer.grid().coords().pipeline;
-  NodeSum node_sum;  // grad_sum = "nodes": the replicas on this rank's node, as the Grid found them
+  NodeSum node_sum;  // grad_sum = "nodes": the replicas on this rank's node, as the Grid found them, and its place
   for (const auto& [group, comm] : trainer.grid().reported_comms())
-    if (group == "data_node") node_sum = {comm->size(), l.grad_compression == GradCompression::Int8};
+    if (group == "data_node") node_sum = {comm->size(), l.grad_compression, int(l.powersgd_rank), comm->rank()};
   if (l.pipeline > 1 && l.schedule == Schedule::XPipe) {
     predicted.add(stage_traffic(d, l, stage, 1, nullptr, node_sum));
     predicted.add(stage_traffic(d, l, stage, steps - 1, nullptr, node_sum));

@@ -161,7 +161,7 @@ void PowerSgdAcross::sum(Comm& across, V1<float> block) {
     po += s.rows * r;
     qo += s.cols * r;
   }
-  across.allreduce_sum(p_);
+  if (!p_.empty()) across.allreduce_sum(p_);
   // Q = M^T P for the finite pieces, then the floats: summed in one all-reduce
   std::vector<char> finite(plan.pieces.size());
   sums_.assign(size_t(plan.q_values + plan.rest_values), 0.0f);
@@ -178,7 +178,7 @@ void PowerSgdAcross::sum(Comm& across, V1<float> block) {
   }
   float* rest = sums_.data() + plan.q_values;
   for (const auto& [from, to] : plan.rest) rest = std::copy(x_.data() + from, x_.data() + to, rest);
-  across.allreduce_sum(sums_);
+  if (!sums_.empty()) across.allreduce_sum(sums_);
   po = qo = 0;
   for (size_t k = 0; k < plan.pieces.size(); ++k) {
     const MatrixSpan& s = plan.pieces[k];

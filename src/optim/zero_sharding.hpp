@@ -14,6 +14,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/int8_across.hpp"
+#include "comm/powersgd_across.hpp"
 #include "comm/traffic.hpp"
 #include "state/param_store.hpp"
 
@@ -92,28 +93,53 @@ void gather_updated_params(Comm& data, Comm& expert_data, ParamStore<T>& store) 
 
 // How the data group's vector sums run, as the planner counts them: flat (per_node 0),
 // or node by node with per_node replicas a node (parallel.grad_sum = "nodes"), the part
-// across the nodes as floats or, for float sums, as 8-bit codes (grad_compression = "int8").
+// across the nodes as floats or, for float sums, coded (grad_compression: int8 codes, or
+// PowerSGD's rank-r factors). place: this rank's among its node's replicas, whose block
+// PowerSGD plans (-1: the place that sends the most).
 struct NodeSum {
   int per_node = 0;
-  bool int8 = false;
+  GradCompression codec = GradCompression::None;
+  int rank = 4;  // PowerSGD's
+  int place = -1;
 };
+
+// PowerSGD's values across the nodes for one block: the factors (one all-reduce) and the
+// Qs with the floats (another), of the place's block, or of the place that sends the most.
+inline std::pair<int64_t, int64_t> low_rank_values(const std::vector<MatrixSpan>& matrices, int64_t block,
+                                                   NodeSum how) {
+  std::pair<int64_t, int64_t> most{0, 0};
+  for (int k = how.place < 0 ? 0 : how.place; k < (how.place < 0 ? how.per_node : how.place + 1); ++k) {
+    const LowRankPlan plan = plan_low_rank(matrices, k * block, (k + 1) * block, how.rank);
+    if (plan.p_values + plan.q_values + plan.rest_values > most.first + most.second)
+      most = {plan.p_values, plan.q_values + plan.rest_values};
+  }
+  return most;
+}
 
 // One vector sum of `values` values over the data group of data_ranks as Comm counts it:
 // one all-reduce, or node by node the blocks' reduce-scatter over "data_node", the
 // all-reduce of this rank's block over "data_across" (int8: the all-gather of its codes
-// and scales, comm/int8_across.hpp) and the all-gather, and the last values mod per_node
-// summed over the two as they are (comm/comm_by_node.cpp).
-inline void replica_sum_traffic(Traffic& out, int data_ranks, NodeSum how, int64_t values, int64_t value_bytes) {
+// and scales, comm/int8_across.hpp; PowerSGD: two all-reduces of its factors and floats
+// for the matrices of the buffer, comm/powersgd_across.hpp) and the all-gather, and the
+// last values mod per_node summed over the two as they are (comm/comm_by_node.cpp).
+inline void replica_sum_traffic(Traffic& out, int data_ranks, NodeSum how, int64_t values, int64_t value_bytes,
+                                const std::vector<MatrixSpan>& matrices = {}) {
   const int per_node = how.per_node;
   if (per_node <= 0) return out.add("data", "allreduce", Collective::AllReduce, data_ranks, values * value_bytes);
   const int nodes = data_ranks / per_node;
   const int64_t block = values / per_node, tail = values - block * per_node;
+  const bool coded = how.codec != GradCompression::None && value_bytes == int64_t(sizeof(float));
   if (block > 0) {
     out.add("data_node", "reduce_scatter", Collective::ReduceScatter, per_node, block * value_bytes);
-    if (how.int8 && value_bytes == int64_t(sizeof(float)))
+    if (coded && how.codec == GradCompression::Int8) {
       out.add("data_across", "allgather", Collective::AllGather, nodes, Int8Across::payload_bytes(block));
-    else
+    } else if (coded) {
+      const auto [factors, floats] = low_rank_values(matrices, block, how);
+      for (const int64_t v : {factors, floats})
+        if (v > 0) out.add("data_across", "allreduce", Collective::AllReduce, nodes, v * value_bytes);
+    } else {
       out.add("data_across", "allreduce", Collective::AllReduce, nodes, block * value_bytes);
+    }
     out.add("data_node", "allgather", Collective::AllGather, per_node, block * value_bytes);
   }
   if (tail > 0) {
@@ -154,10 +180,10 @@ void gradient_sum_traffic(Traffic& out, const ParamStore<T>& store, int data_ran
       out.add(split ? "expert_data" : "data", "allreduce", Collective::AllReduce, split ? expert_ranks : data_ranks,
               experts * vb);
   } else if (split) {
-    replica_sum_traffic(out, data_ranks, node_sum, dense, vb);
+    replica_sum_traffic(out, data_ranks, node_sum, dense, vb, gradient_matrices(store));
     out.add("expert_data", "allreduce", Collective::AllReduce, expert_ranks, experts * vb);
   } else {
-    replica_sum_traffic(out, data_ranks, node_sum, dense + experts, vb);
+    replica_sum_traffic(out, data_ranks, node_sum, dense + experts, vb, gradient_matrices(store));
   }
   if (split)  // the norm's expert squares
     out.add(tensor_split > 1 ? "expert_peers" : "expert", "allreduce_scalar", Collective::AllReduce, e, sizeof(double));

@@ -61,7 +61,7 @@ class Links {
   // how the layout's replicas sum (flat where they do not sum node by node)
   NodeSum node_sum() const {
     if (!sums_by_node(l_)) return {};
-    return {replicas_per_node(), l_.grad_compression == GradCompression::Int8};
+    return {replicas_per_node(), l_.grad_compression, int(l_.powersgd_rank)};
   }
   // seconds of the entries `which` selects (by group and kind)
   template <class Which>

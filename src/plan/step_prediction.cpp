@@ -172,7 +172,8 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
   // computation, so only each pass's first unit waits, and what the passes' computation
   // cannot cover)
   Traffic dense_sum;  // one all-reduce, or node by node the three parts over the two link levels
-  replica_sum_traffic(dense_sum, replicas, links.node_sum(), int64_t(grads) / int64_t(sizeof(float)), sizeof(float));
+  replica_sum_traffic(dense_sum, replicas, links.node_sum(), int64_t(grads) / int64_t(sizeof(float)), sizeof(float),
+                      gradient_matrices(store));
   const double all_reduce = links.seconds(dense_sum, [](const std::string&, const std::string&) {
     return true;
   }) + links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));

@@ -148,6 +148,10 @@ expect 2 'parallel.zero_prefetch applies to zero = 3, whose passes gather the pa
 expect 2 'parallel.grad_sum = "nodes" does not run with zero = 1 yet' -- train good.toml --set parallel.data=2 --set parallel.zero=1 --set parallel.grad_sum=nodes
 STRATA_RANKS_PER_NODE=2 expect 3 'parallel.grad_sum = "nodes" needs as many data replicas on every node, but the nodes hold 1 to 2' -- train good.toml --set parallel.data=3 --set data.batch_size=6 --set parallel.grad_sum=nodes
 STRATA_RANKS_PER_NODE=zero expect 2 "STRATA_RANKS_PER_NODE must be a whole number of ranks of at least 1, not 'zero'" -- train good.toml --set parallel.data=2
+# ... compressed: a known codec, PowerSGD's rank at least 1 and only where PowerSGD runs
+expect 2 'parallel.grad_compression must be "none", "int8" or "powersgd" (got "int4")' -- train good.toml --set parallel.grad_sum=nodes --set parallel.grad_compression=int4
+expect 2 'parallel.powersgd_rank must be >= 1' -- train good.toml --set parallel.grad_sum=nodes --set parallel.grad_compression=powersgd --set parallel.powersgd_rank=0
+expect 2 'parallel.powersgd_rank = 2 has no effect in this deck: it needs parallel.grad_compression = "powersgd"' -- train good.toml --set parallel.grad_sum=nodes --set parallel.grad_compression=int8 --set parallel.powersgd_rank=2
 # mixtures of experts: the rules of model.moe_* and parallel.expert
 expect 2 'parallel.expert = 2 splits the experts of a mixture-of-experts model, but model.moe_experts is 0 (a dense model)' -- train good.toml --set parallel.expert=2 --set parallel.data=2
 expect 2 'parallel.data (2) must be divisible by parallel.expert (the expert ranks are taken from the data group) (4)' -- train good.toml --set model.moe_experts=4 --set parallel.expert=4 --set parallel.data=2
