@@ -13,7 +13,8 @@
 # Usage: bench/compression.sh [STRATA (build/release/bin/strata)] [STEPS (8)] [ROUNDS (2)]
 #        [RATES ("off 1000 200"): Mbit/s each way, or off] [SUMS ("flat nodes int8")]
 #        [DECK (inputs/bench-gpt-small.toml)]
-# (SUMS: flat, nodes = parallel.grad_sum = "nodes", int8 = that with grad_compression = "int8")
+# (SUMS: flat, nodes = parallel.grad_sum = "nodes", int8 and powersgd = that with
+# grad_compression = "int8" or "powersgd"; SETS may give parallel.powersgd_rank, else 4)
 # Env: SETS, more deck settings for every run (words: --set key=value ...); KEEP, a folder
 # that receives each run's metrics.csv as SUM-RATE-ROUND.csv (bench/plot_compression.py
 # draws their losses against time).
@@ -39,9 +40,9 @@ set -f  # (the settings' globs, such as data.files, are the deck's to expand)
 read -ra sets <<<"${SETS:-}"
 set +f
 [ -z "${KEEP:-}" ] || mkdir -p "$KEEP"
-sum_keys() {  # flat, nodes, or int8 (node by node, 8-bit codes across)
+sum_keys() {  # flat, nodes, int8 or powersgd (node by node, coded across)
   case $1 in
-    int8) echo "--set parallel.grad_sum=nodes --set parallel.grad_compression=int8" ;;
+    int8 | powersgd) echo "--set parallel.grad_sum=nodes --set parallel.grad_compression=$1" ;;
     *) echo "--set parallel.grad_sum=$1" ;;
   esac
 }
