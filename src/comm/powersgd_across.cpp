@@ -34,14 +34,25 @@ LowRankPlan plan_low_rank(const std::vector<MatrixSpan>& matrices, int64_t begin
   return plan;
 }
 
+// The products in float over lanes of kLanes values, added in a fixed order at the end:
+// the compiler vectorizes them without reassociating a sum, so the bits are the same on
+// every node running the same binary (each node expands P Q^T itself).
+constexpr int64_t kLanes = 16;
+
 void low_rank_project(const float* m, int64_t rows, int64_t cols, const float* q, int r, float* p) {
-  std::vector<double> acc(static_cast<size_t>(r));
   for (int64_t a = 0; a < rows; ++a) {
-    std::fill(acc.begin(), acc.end(), 0.0);
     const float* row = m + a * cols;
-    for (int64_t b = 0; b < cols; ++b)
-      for (int j = 0; j < r; ++j) acc[size_t(j)] += double(row[b]) * double(q[b * r + j]);
-    for (int j = 0; j < r; ++j) p[a * r + j] = float(acc[size_t(j)]);
+    for (int j = 0; j < r; ++j) {
+      const float* qj = q + int64_t(j) * cols;
+      float lanes[kLanes] = {};
+      int64_t b = 0;
+      for (; b + kLanes <= cols; b += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lanes[l] += row[b + l] * qj[b + l];
+      float s = 0;
+      for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+      for (; b < cols; ++b) s += row[b] * qj[b];
+      p[a * r + j] = s;
+    }
   }
 }
 
@@ -71,26 +82,32 @@ void orthonormalize_columns(float* p, int64_t rows, int r) {
 }
 
 void low_rank_back(const float* m, int64_t rows, int64_t cols, const float* p, int r, float* q) {
-  std::vector<double> acc(size_t(cols) * size_t(r), 0.0);
+  std::fill(q, q + int64_t(r) * cols, 0.0f);
   for (int64_t a = 0; a < rows; ++a) {
     const float* row = m + a * cols;
-    const float* pa = p + a * r;
-    for (int64_t b = 0; b < cols; ++b)
-      for (int j = 0; j < r; ++j) acc[size_t(b) * size_t(r) + size_t(j)] += double(row[b]) * double(pa[j]);
+    for (int j = 0; j < r; ++j) {
+      const float pj = p[a * r + j];
+      float* qj = q + int64_t(j) * cols;
+      for (int64_t b = 0; b < cols; ++b) qj[b] += pj * row[b];
+    }
   }
-  for (size_t i = 0; i < acc.size(); ++i) q[i] = float(acc[i]);
 }
 
 void low_rank_expand(const float* x, int64_t rows, int64_t cols, const float* p, const float* q, int r, int nodes,
                      float* out, float* kept) {
-  for (int64_t a = 0; a < rows; ++a)
-    for (int64_t b = 0; b < cols; ++b) {
-      double v = 0;
-      for (int j = 0; j < r; ++j) v += double(p[a * r + j]) * double(q[b * r + j]);
-      const int64_t i = a * cols + b;
-      out[i] = float(v);
-      kept[i] = x[i] - out[i] / float(nodes);
+  const float share = 1.0f / float(nodes);  // (nodes a power of two: exact)
+  for (int64_t a = 0; a < rows; ++a) {
+    float* o = out + a * cols;
+    std::fill(o, o + cols, 0.0f);
+    for (int j = 0; j < r; ++j) {
+      const float pj = p[a * r + j];
+      const float* qj = q + int64_t(j) * cols;
+      for (int64_t b = 0; b < cols; ++b) o[b] += pj * qj[b];
     }
+    const float* xa = x + a * cols;
+    float* k = kept + a * cols;
+    for (int64_t b = 0; b < cols; ++b) k[b] = xa[b] - o[b] * share;
+  }
 }
 
 namespace {

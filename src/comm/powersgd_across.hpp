@@ -35,11 +35,12 @@ struct LowRankPlan {
 };
 LowRankPlan plan_low_rank(const std::vector<MatrixSpan>& matrices, int64_t begin, int64_t end, int rank);
 
-// One piece's steps on the host (row-major; exposed for the unit tests).
-void low_rank_project(const float* m, int64_t rows, int64_t cols, const float* q, int r, float* p);  // p = m q
+// One piece's steps on the host (exposed for the unit tests and calibrate): m is rows x
+// cols and p rows x r, row-major; q is Q^T, r x cols (each column of Q contiguous).
+void low_rank_project(const float* m, int64_t rows, int64_t cols, const float* q, int r, float* p);  // P = M Q
 void orthonormalize_columns(float* p, int64_t rows, int r);
-void low_rank_back(const float* m, int64_t rows, int64_t cols, const float* p, int r, float* q);  // q = m^T p
-// out = p q^T; kept = x - out / nodes
+void low_rank_back(const float* m, int64_t rows, int64_t cols, const float* p, int r, float* q);  // Q = M^T P
+// out = P Q^T; kept = x - out / nodes
 void low_rank_expand(const float* x, int64_t rows, int64_t cols, const float* p, const float* q, int r, int nodes,
                      float* out, float* kept);
 

@@ -11,7 +11,9 @@
 
 #include "comm/comm.hpp"
 #include "comm/control.hpp"
+#include "comm/int8_across.hpp"
 #include "comm/node_map.hpp"
+#include "comm/powersgd_across.hpp"
 #include "core/cpu_time.hpp"
 #include "core/log.hpp"
 #include "core/rank_threads.hpp"
@@ -26,6 +28,7 @@
 #include "model/make_model.hpp"
 #include "model/model_kind.hpp"
 #include "optim/weight_prediction.hpp"
+#include "optim/zero_sharding.hpp"
 #include "plan/stage_costs.hpp"
 #if defined(KOKKOS_ENABLE_OPENMP)  // (Kokkos' configuration, from the headers above)
 #include <omp.h>
@@ -275,6 +278,49 @@ double adam_rate(const Deck& deck, GPT<float>& model) {
   return double(store.numel()) / best;
 }
 
+// Gradient values per second through the int8 codec on one rank, the network left out:
+// the codes of the one-layer model's gradients (values of every size) and the sum of two
+// nodes' codes.
+double int8_rate(const GPT<float>& model) {
+  const int64_t n = model.params().numel();
+  std::vector<float> x(static_cast<size_t>(n)), kept(x.size()), sum(x.size());
+  std::vector<float> scales(static_cast<size_t>((n + Int8Across::kChunk - 1) / Int8Across::kChunk));
+  std::vector<int8_t> q(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(double(i))) * 1e-3f;
+  const double best = fastest_seconds_per_call([&] {
+    quantize_int8(x.data(), n, q.data(), scales.data(), kept.data());
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int node = 0; node < 2; ++node) add_dequantized(q.data(), scales.data(), n, sum.data());
+  });
+  return double(n) / best;
+}
+
+// ... and through PowerSGD at r = 4: its plan of the model's gradient matrices, each piece
+// projected, orthonormalized, back, and expanded with its error.
+double powersgd_rate(const GPT<float>& model) {
+  const auto& store = model.params();
+  const int64_t n = store.numel();
+  const int r = 4;
+  const LowRankPlan plan = plan_low_rank(gradient_matrices(store), 0, n, r);
+  std::vector<float> x(static_cast<size_t>(n)), out(x.size()), kept(x.size());
+  std::vector<float> p(static_cast<size_t>(plan.p_values)), q(static_cast<size_t>(plan.q_values));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(double(i))) * 1e-3f;
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float(std::cos(double(i)));
+  const double best = fastest_seconds_per_call([&] {
+    int64_t po = 0, qo = 0;
+    for (const MatrixSpan& s : plan.pieces) {
+      low_rank_project(x.data() + s.offset, s.rows, s.cols, q.data() + qo, r, p.data() + po);
+      orthonormalize_columns(p.data() + po, s.rows, r);
+      low_rank_back(x.data() + s.offset, s.rows, s.cols, p.data() + po, r, q.data() + qo);
+      low_rank_expand(x.data() + s.offset, s.rows, s.cols, p.data() + po, q.data() + qo, r, 2, out.data() + s.offset,
+                      kept.data() + s.offset);
+      po += s.rows * r;
+      qo += s.cols * r;
+    }
+  });
+  return double(n) / best;
+}
+
 // the best of 3 batches of `iters` calls of f, per call (barrier between batches)
 template <class F>
 double per_call(Comm& comm, int iters, F f) {
@@ -382,6 +428,8 @@ Calibration calibrate(const Deck& deck, MPI_Comm world, const std::string& name,
       if (bf16) keep("bf16_attention_flops", m.bf16_attention_flops, attention_flops(deck, Precision::BF16));
       keep("one-layer forward + backward", forward_backward_speed, 1.0 / forward_backward_seconds(deck, *model));
       keep("adam_rate", m.adam_rate, adam_rate(deck, *model));
+      keep("int8_rate", m.int8_rate, int8_rate(*model));
+      keep("powersgd_rate", m.powersgd_rate, powersgd_rate(*model));
     }
   }
   if (bf16) m.bf16_rounds_in_product = !kernels::RoundedCopy::pays();

@@ -13,6 +13,8 @@
 //    activations it keeps;
 //  - adam_rate: XPipe's weight prediction and restore on that model's parameters (the
 //    planner costs the AdamW update with it too);
+//  - int8_rate and powersgd_rate: parallel.grad_compression's codecs (int8 codes; PowerSGD
+//    at r = 4) on that model's gradients, the network left out;
 //  - send, all-reduce and broadcast through strata's own Comm at payloads from 8 B to
 //    8 MiB (4x apart), each fitted to t = steps(p) alpha + wire(p) bytes beta
 //    (comm/wire_model.hpp) by least squares in relative error; send is timed as half a

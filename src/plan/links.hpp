@@ -58,6 +58,20 @@ class Links {
       for (int64_t x = 0; x < l_.context; ++x) count += d * per_replica + x * stride < m_.ranks_per_node ? 1 : 0;
     return count;
   }
+  // Seconds one rank's codec (parallel.grad_compression) takes on its block of a sum of
+  // `values` values node by node, at the machine's measured rate (PowerSGD's grows with its
+  // rank r from r = 4's); 0 without a codec, or where the machine file has no rate for it
+  // (codec_rate_known says which).
+  double codec_seconds(int64_t values) const {
+    const NodeSum how = node_sum();
+    if (how.per_node <= 0 || !codec_rate_known()) return 0;
+    const double block = double(values / how.per_node);
+    return how.codec == GradCompression::Int8 ? block / m_.int8_rate : block * how.rank / 4.0 / m_.powersgd_rate;
+  }
+  bool codec_rate_known() const {
+    return (l_.grad_compression == GradCompression::Int8 && m_.int8_rate > 0) ||
+           (l_.grad_compression == GradCompression::PowerSgd && m_.powersgd_rate > 0);
+  }
   // how the layout's replicas sum (flat where they do not sum node by node)
   NodeSum node_sum() const {
     if (!sums_by_node(l_)) return {};

@@ -151,9 +151,9 @@ MachineFile read_machine_file(const std::string& path) {
   m.source = r.text(mt, "machine", "source");
   m.ranks_per_node = int(r.number(mt, "machine", "ranks_per_node"));
   if (mt.count("cores_per_node")) m.cores_per_node = int(r.number(mt, "machine", "cores_per_node"));
-  const auto& ct = r.section(
-      "compute", {"threads_per_rank", "gemm_flops", "bf16_gemm_flops", "attention_flops", "bf16_attention_flops",
-                  "bf16_rounding", "memory_bandwidth", "memory_capacity", "activation_rate", "adam_rate"});
+  const auto& ct = r.section("compute", {"threads_per_rank", "gemm_flops", "bf16_gemm_flops", "attention_flops",
+                                         "bf16_attention_flops", "bf16_rounding", "memory_bandwidth", "memory_capacity",
+                                         "activation_rate", "adam_rate", "int8_rate", "powersgd_rate"});
   if (ct.count("threads_per_rank")) m.threads_per_rank = int(r.number(ct, "compute", "threads_per_rank"));
   m.gemm_flops = r.number(ct, "compute", "gemm_flops");
   if (ct.count("bf16_gemm_flops")) m.bf16_gemm_flops = r.number(ct, "compute", "bf16_gemm_flops");
@@ -170,6 +170,8 @@ MachineFile read_machine_file(const std::string& path) {
   m.memory_capacity = r.number(ct, "compute", "memory_capacity");
   m.activation_rate = r.number(ct, "compute", "activation_rate");
   m.adam_rate = r.number(ct, "compute", "adam_rate");
+  if (ct.count("int8_rate")) m.int8_rate = r.number(ct, "compute", "int8_rate");
+  if (ct.count("powersgd_rate")) m.powersgd_rate = r.number(ct, "compute", "powersgd_rate");
   if (r.has("threads")) m.threads = r.scaling();
   m.intra_node = r.link("intra_node");
   m.has_inter_node = r.has("inter_node");
@@ -259,6 +261,11 @@ std::string to_toml(const MachineFile& m) {
     << "    # bytes of kept activations per second through the non-GEMM work (forward + backward)\n"
     << "adam_rate = " << num(m.adam_rate)
     << "    # parameters per second through an Adam-style pass (the update; XPipe's prediction)\n";
+  if (m.int8_rate > 0)
+    o << "int8_rate = " << num(m.int8_rate) << "    # gradient values per second through the int8 codec (one thread)\n";
+  if (m.powersgd_rate > 0)
+    o << "powersgd_rate = " << num(m.powersgd_rate)
+      << "    # gradient values per second through PowerSGD at r = 4 (one thread)\n";
   if (!m.threads.counts.empty()) {
     const auto list = [](const auto& v) {
       std::string s = "[";

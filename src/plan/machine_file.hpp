@@ -25,7 +25,12 @@
 //              forward and backward gets through: layernorm, GELU, softmax, copies),
 //              adam_rate (parameters per second through an Adam-style pass over the
 //              weights and moments: XPipe's weight prediction with its restore, measured;
-//              the AdamW update, the same arithmetic)
+//              the AdamW update, the same arithmetic),
+//              int8_rate and powersgd_rate (optional: gradient values per second through
+//              parallel.grad_compression's codec on one rank, the network left out: int8's
+//              codes and the sum of two nodes' codes; PowerSGD's factors at r = 4 with
+//              its error, the time growing with r; one thread, as the codecs run;
+//              without them the planner leaves the codec's time out and says so)
 //   [threads]  (optional) how one rank's rates grow with its threads, measured at
 //              `counts` (1 first, rising): gemm, bf16_gemm (optional), memory (the streaming
 //              rates: memory_bandwidth, activation_rate, adam_rate), each the speed-up over
@@ -74,6 +79,7 @@ struct MachineFile {
   double gemm_flops = 0, memory_bandwidth = 0, memory_capacity = 0, activation_rate = 0, adam_rate = 0;
   double bf16_gemm_flops = 0;                            // 0: not known
   double attention_flops = 0, bf16_attention_flops = 0;  // 0: not known
+  double int8_rate = 0, powersgd_rate = 0;               // 0: not known
   bool bf16_rounds_in_product = false;                   // compute.bf16_rounding = "in_product"
   LinkCosts intra_node, inter_node;
   bool has_inter_node = false;

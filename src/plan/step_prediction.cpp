@@ -174,9 +174,10 @@ void step_sums(StageCosts& c, const Deck& deck, const Layout& l, int s, const Li
   Traffic dense_sum;  // one all-reduce, or node by node the three parts over the two link levels
   replica_sum_traffic(dense_sum, replicas, links.node_sum(), int64_t(grads) / int64_t(sizeof(float)), sizeof(float),
                       gradient_matrices(store));
-  const double all_reduce = links.seconds(dense_sum, [](const std::string&, const std::string&) {
-    return true;
-  }) + links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float));
+  const double all_reduce =
+      links.seconds(dense_sum, [](const std::string&, const std::string&) { return true; }) +
+      links.of("expert_data").seconds(Collective::AllReduce, replicas / e, expert_values * sizeof(float)) +
+      links.codec_seconds(int64_t(grads) / int64_t(sizeof(float)));  // (the codec runs in the sum)
   const double m = double(l.micro_batches);
   double data_sum = all_reduce * (l.zero == 2 ? (m + 1) / 2.0 : 1.0);
   if (l.zero == 3) {

@@ -68,7 +68,7 @@ TEST_CASE("PowerSGD factors: a matrix of rank r comes back, P orthonormal, kept 
     worst = std::max(worst, std::abs(double(out[i]) - double(m[i])));
     scale = std::max(scale, std::abs(double(m[i])));
     // kept is x - out / nodes rounded once: adding the share back gives x within half an ulp of kept
-    const double share = double(out[i] / float(nodes)), back = double(kept[i]) + share;
+    const double share = double(out[i] * (1.0f / float(nodes))), back = double(kept[i]) + share;
     CHECK(std::abs(back - double(m[i])) <= 0.5 * std::abs(std::nextafter(kept[i], INFINITY) - kept[i]));
   }
   CHECK(worst < 1e-5 * scale);  // rank r: the factors hold all of it
