@@ -283,7 +283,7 @@ int print_layout_plan(const Deck& deck, int ranks, const MachineFile& machine, s
   const StepPrediction* runner_up = print_best_per_split(ranked, r, machine, out);
   print_recommendation(deck, r, best, ranks, machine, out);
   if (runner_up) print_why(r, *runner_up, out);
-  print_gradient_sum_choice(deck, r, machine, out);
+  print_gradient_sum_choice(deck, ranked, best, machine, out);
   if (r.memory_bound > 0)
     out << "  memory-bound: without " << memory_options(r.layout, r.varied) << " it needs "
         << bytes_text(r.memory_bound) << " per rank, more than the " << bytes_text(machine.memory_capacity)

@@ -16,6 +16,10 @@
 #  (d) `strata calibrate` over both nodes writes a machine file with [intra_node] and
 #      [inter_node] costs, and `strata plan` with it prices the groups that span nodes
 #      with the inter-node ones and says which they are;
+#  (g) the link throttled to 200 Mbit/s (slurm-local.sh link): a data = 4 job summing node
+#      by node moves its across-node block at no more than the link's rate, and PowerSGD's
+#      factors across the same link send under a quarter of those bytes, to losses within
+#      2% of the uncompressed run's;
 #  (e) node2 crashes mid-run (everything in its namespaces SIGKILLed, its link cut: no
 #      process of it says goodbye): Slurm finds the node dead (SlurmdTimeout and MessageTimeout
 #      5 s: in about 15 s) and ends the job, node1's ranks are gone within strata's stop timeout of that, the
@@ -173,6 +177,36 @@ if timeout 120 srun "${two_nodes[@]}" "$strata" calibrate "$tiny" --repeats 1 --
   ok "calibrate on 2 nodes: $(grep -A4 '^\[inter_node\]' two.toml | grep -E '^send_(alpha|beta)' | tr '\n' ' ')across; plan: $(grep '^  nodes:' plan.log | sed 's/^ *//')"
 else
   fail "(d): calibrate or plan on 2 nodes"; tail -n 5 calibrate.log; cat two.toml plan.log 2>/dev/null | tail -n 20
+fi
+
+# (g) the link throttled to 200 Mbit/s: the sum node by node's block crosses at the link's
+# rate (tbf's bucket is 256 KiB, a step's block about 0.9 MiB a rank), PowerSGD's factors
+# send under a quarter of its bytes, and the losses stay within 2%
+comm_rate() {  # OUT GROUP KIND: "payload_MiB seconds" of that row of the run's comm table
+  awk -v g="$2" -v k="$3" '$1 == "comm" && $2 == g && $3 == k { print $5, $7 }' "$1"
+}
+if "$repo/scripts/slurm-local.sh" link 200 >link.log 2>&1; then
+  wide=(--set model.n_embd=128 --set parallel.data=4 --set run.steps=6 --set run.checkpoint_every=0
+        --set parallel.grad_sum=nodes)
+  for sum in nodes powersgd; do
+    codec=(); [ $sum = powersgd ] && codec=(--set parallel.grad_compression=powersgd)
+    timeout 180 sbatch --wait "${two_nodes[@]}" --output=g-$sum.out "$template" "${wide[@]}" "${codec[@]}" \
+      --set run.name=g-$sum >sbatch-g.log 2>&1 || fail "(g): the $sum job failed"
+  done
+  "$repo/scripts/slurm-local.sh" link off >>link.log 2>&1
+  read -r nodes_mib nodes_s <<<"$(comm_rate g-nodes.out data_across allreduce)"
+  read -r psgd_mib _ <<<"$(comm_rate g-powersgd.out data_across allreduce)"
+  a=$(tail -1 runs/g-nodes/metrics.csv | cut -d, -f2) b=$(tail -1 runs/g-powersgd/metrics.csv | cut -d, -f2)
+  if [ -n "${nodes_mib:-}" ] && [ -n "${psgd_mib:-}" ] && [ -n "$a" ] && [ -n "$b" ] &&
+     awk -v m="$nodes_mib" -v s="$nodes_s" -v p="$psgd_mib" -v a="$a" -v b="$b" \
+       'BEGIN { exit !(m * 1.048576 / s <= 30 && p * 4 < m && (b - a) / a < 0.02 && (a - b) / a < 0.02) }'; then
+    ok "200 Mbit/s between the nodes: the block crossed at $(awk -v m="$nodes_mib" -v s="$nodes_s" 'BEGIN { printf "%.1f", m * 1.048576 / s }') MB/s a rank; PowerSGD sent $psgd_mib MiB for $nodes_mib, final loss $b against $a"
+  else
+    fail "(g): across ${nodes_mib:-?} MiB in ${nodes_s:-?} s, PowerSGD ${psgd_mib:-?} MiB; losses '$a' '$b'"
+    tail -n 3 g-*.out
+  fi
+else
+  fail "(g): slurm-local.sh link 200"; cat link.log
 fi
 
 # (e) node2 fails mid-run: the job ends on node1, the newest checkpoint is intact, and the
