@@ -161,63 +161,75 @@ void PowerSgdAcross::sum(Comm& across, V1<float> block) {
   const int64_t m = block.extent(0);
   if (m == 0) return;
   const LowRankPlan& plan = plan_for(block.data(), m);
-  const int r = rank_, nodes = across.size();
   Kokkos::fence();
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), block);
   std::vector<float>& state = block_state(block.data(), m + plan.q_values);
   float *kept = state.data(), *qs = state.data() + m;
   x_.resize(size_t(m));
   for (int64_t i = 0; i < m; ++i) x_[size_t(i)] = host(i) + kept[i];
+  project(plan, qs);
+  if (!p_.empty()) across.allreduce_sum(p_);
+  const std::vector<char> finite = back(plan);
+  if (!sums_.empty()) across.allreduce_sum(sums_);
+  expand(plan, finite, across.size(), qs, kept, host.data());
+  Kokkos::deep_copy(block, host);
+}
+
+void PowerSgdAcross::project(const LowRankPlan& plan, float* qs) {
   p_.assign(size_t(plan.p_values), 0.0f);
   int64_t po = 0, qo = 0;
   for (size_t k = 0; k < plan.pieces.size(); ++k) {
     const MatrixSpan& s = plan.pieces[k];
     float* q = qs + qo;
-    if (std::all_of(q, q + s.cols * r, [](float v) { return v == 0.0f; })) draw_q(int64_t(k), q, s.cols * r);
-    low_rank_project(x_.data() + s.offset, s.rows, s.cols, q, r, p_.data() + po);
-    po += s.rows * r;
-    qo += s.cols * r;
+    if (std::all_of(q, q + s.cols * rank_, [](float v) { return v == 0.0f; })) draw_q(int64_t(k), q, s.cols * rank_);
+    low_rank_project(x_.data() + s.offset, s.rows, s.cols, q, rank_, p_.data() + po);
+    po += s.rows * rank_;
+    qo += s.cols * rank_;
   }
-  if (!p_.empty()) across.allreduce_sum(p_);
-  // Q = M^T P for the finite pieces, then the floats: summed in one all-reduce
+}
+
+std::vector<char> PowerSgdAcross::back(const LowRankPlan& plan) {
   std::vector<char> finite(plan.pieces.size());
   sums_.assign(size_t(plan.q_values + plan.rest_values), 0.0f);
-  po = qo = 0;
+  int64_t po = 0, qo = 0;
   for (size_t k = 0; k < plan.pieces.size(); ++k) {
     const MatrixSpan& s = plan.pieces[k];
-    finite[k] = all_finite(p_.data() + po, s.rows * r);  // the same on every node: P is their sum
+    finite[k] = all_finite(p_.data() + po, s.rows * rank_);  // the same on every node: P is their sum
     if (finite[k]) {
-      orthonormalize_columns(p_.data() + po, s.rows, r);
-      low_rank_back(x_.data() + s.offset, s.rows, s.cols, p_.data() + po, r, sums_.data() + qo);
+      orthonormalize_columns(p_.data() + po, s.rows, rank_);
+      low_rank_back(x_.data() + s.offset, s.rows, s.cols, p_.data() + po, rank_, sums_.data() + qo);
     }
-    po += s.rows * r;
-    qo += s.cols * r;
+    po += s.rows * rank_;
+    qo += s.cols * rank_;
   }
   float* rest = sums_.data() + plan.q_values;
   for (const auto& [from, to] : plan.rest) rest = std::copy(x_.data() + from, x_.data() + to, rest);
-  if (!sums_.empty()) across.allreduce_sum(sums_);
-  po = qo = 0;
+  return finite;
+}
+
+void PowerSgdAcross::expand(const LowRankPlan& plan, const std::vector<char>& finite, int nodes, float* qs, float* kept,
+                            float* out) {
+  int64_t po = 0, qo = 0;
   for (size_t k = 0; k < plan.pieces.size(); ++k) {
     const MatrixSpan& s = plan.pieces[k];
-    float *q = qs + qo, *out = host.data() + s.offset, *e = kept + s.offset;
-    const int64_t values = s.rows * s.cols;
-    if (finite[k] && all_finite(sums_.data() + qo, s.cols * r)) {
-      std::copy(sums_.data() + qo, sums_.data() + qo + s.cols * r, q);  // the next step's warm start
-      low_rank_expand(x_.data() + s.offset, s.rows, s.cols, p_.data() + po, q, r, nodes, out, e);
+    float *q = qs + qo, *o = out + s.offset, *e = kept + s.offset;
+    const int64_t values = s.rows * s.cols, q_values = s.cols * rank_;
+    if (finite[k] && all_finite(sums_.data() + qo, q_values)) {
+      std::copy(sums_.data() + qo, sums_.data() + qo + q_values, q);  // the next step's warm start
+      low_rank_expand(x_.data() + s.offset, s.rows, s.cols, p_.data() + po, q, rank_, nodes, o, e);
     } else {  // sent as NaN (the step is skipped); its error and Q start again
-      std::fill(out, out + values, std::numeric_limits<float>::quiet_NaN());
+      std::fill(o, o + values, std::numeric_limits<float>::quiet_NaN());
       std::fill(e, e + values, 0.0f);
-      std::fill(q, q + s.cols * r, 0.0f);
+      std::fill(q, q + q_values, 0.0f);
     }
-    po += s.rows * r;
-    qo += s.cols * r;
+    po += s.rows * rank_;
+    qo += q_values;
   }
-  rest = sums_.data() + plan.q_values;
+  const float* rest = sums_.data() + plan.q_values;
   for (const auto& [from, to] : plan.rest) {
-    std::copy(rest, rest + (to - from), host.data() + from);
+    std::copy(rest, rest + (to - from), out + from);
     rest += to - from;
   }
-  Kokkos::deep_copy(block, host);
 }
 
 }  // namespace strata

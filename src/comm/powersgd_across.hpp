@@ -54,6 +54,13 @@ class PowerSgdAcross : public AcrossCodec {
 
  private:
   const LowRankPlan& plan_for(const float* block, int64_t m);
+  // P = M Q for each piece of x_ into p_ (a Q all zero drawn first)
+  void project(const LowRankPlan& plan, float* qs);
+  // For the pieces whose summed P is finite: P orthonormal, Q = M^T P into sums_; then the
+  // floats after the Qs. Returns which pieces were finite.
+  std::vector<char> back(const LowRankPlan& plan);
+  // The sum into out: each piece's P Q^T (Q kept warm) and its error, or NaN; the floats.
+  void expand(const LowRankPlan& plan, const std::vector<char>& finite, int nodes, float* qs, float* kept, float* out);
   int rank_;
   struct Buffer {
     int64_t n = 0;

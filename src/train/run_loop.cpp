@@ -10,14 +10,13 @@
 #include "checkpoint/checkpoint_dir.hpp"
 #include "checkpoint/initial_weights.hpp"
 #include "checkpoint/restart_point.hpp"
-#include "comm/across_codec.hpp"
 #include "comm/agree.hpp"
 #include "comm/control.hpp"
-#include "core/deck_changes.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "io/trace_file.hpp"
 #include "model/model_kind.hpp"
+#include "train/resume.hpp"
 #include "train/stop_signals.hpp"
 #include "train/stop_watchdog.hpp"
 
@@ -54,22 +53,6 @@ std::string hms(double s) {
   return strfmt("%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
 }
 
-// The deck a checkpoint was written with against this run's: the model and the seed
-// decide what the parameters mean and must match (but the products' precision: the
-// checkpoint holds fp32 parameters either way); the rest may change and is listed.
-std::string check_deck_against_checkpoint(const std::string& path, const std::string& written_with,
-                                          const std::string& now) {
-  std::string changed;
-  for (const auto& c : deck_changes(written_with, now, model_deck_keys())) {
-    if ((c.key.rfind("model.", 0) == 0 && c.key != "model.precision" && c.key != "model.init_from") ||
-        c.key == "run.seed")
-      throw UserError("checkpoint '" + path + "' was written with " + c.key + " = " + c.before + ", the deck has " +
-                      c.after + " (the model and run.seed must match to restart)");
-    changed += (changed.empty() ? "" : ", ") + c.key + " " + c.before + " -> " + c.after;
-  }
-  return changed;
-}
-
 }  // namespace
 
 RunLoop::RunLoop(const Deck& deck, const TrainOptions& opts, TrainSteps& job, StopWatchdog* watchdog)
@@ -93,18 +76,7 @@ void RunLoop::set_up() {
   const RestartPoint from = choose_restart_point(opts_.restart, opts_.fresh, run_dir_, job_.params(), world);
   if (!from.note.empty()) log_.info("strata: restart: " + from.note);
   agreed(world, [&] {
-    if (from.path.empty()) return;
-    const double t0 = Timers::now();
-    start_ = read_model_checkpoint(from.path, job_.params());
-    job_.restore_engine_state(start_.engine);
-    restore_codec_state(from.path);
-    const double dt = Timers::now() - t0;
-    const std::string changed = check_deck_against_checkpoint(from.path, start_.deck, deck_.resolved_toml);
-    const double mib = double(checkpoint_bytes(job_.params())) / double(1 << 20);
-    log_.info(strfmt("strata: restart: read %s (step %lld, %.1f MiB of tensors) in %.3f s (%.0f MB/s)",
-                     from.path.c_str(), (long long)start_.step, mib, dt, mib * 1.048576 / std::max(dt, 1e-9)));
-    if (!changed.empty()) log_.info("strata: restart: changed since the checkpoint: " + changed);
-    if (!start_.engine.empty()) log_.info("strata: restart: the engine continues as it was: " + start_.engine);
+    if (!from.path.empty()) start_ = resume_from_checkpoint(from.path, job_, deck_, log_);
   });
   // a fresh run from weights made elsewhere (model.init_from; a restart has its own)
   agreed(world, [&] {
@@ -145,22 +117,6 @@ int64_t RunLoop::round_end(int64_t step) const {
            (!run_dir_.empty() && divides(rc.checkpoint_every, end + 1))))
     ++end;
   return end;
-}
-
-// parallel.grad_compression's error feedback: restored where the checkpoint was written on
-// the same place (codec, layout, ranks, replicas a node), else it starts from zero, said once.
-void RunLoop::restore_codec_state(const std::string& path) {
-  AcrossCodec* codec = job_.grid().across_codec();
-  if (!codec) return;
-  const std::string place = job_.grid().across_codec_place(job_.facts().layout);
-  if (start_.codec_place == place) {
-    codec->restore(read_codec_state(path, rank_));
-    log_.info("strata: restart: the " + codec->name() + " error feedback continues from the checkpoint");
-  } else {
-    log_.info("strata: restart: the " + codec->name() + " error feedback starts from zero (the checkpoint's is " +
-              (start_.codec_place.empty() ? std::string("absent") : "of " + start_.codec_place) + "; this run is " +
-              place + ")");
-  }
 }
 
 TrainState RunLoop::checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const {

@@ -66,7 +66,6 @@ class RunLoop {
   // validation, checkpoint, the last step), within the job's max_round_steps().
   int64_t round_end(int64_t step) const;
   TrainState checkpoint_state(int64_t steps_done, int64_t optim_steps, double val) const;
-  void restore_codec_state(const std::string& path);
   void print_summary(const TrainResult& r);
 
   // The parts of run(), on its state.
