@@ -41,7 +41,8 @@ V1<T> region(Tensor1<T>& buf, std::pair<int64_t, int64_t> r) {
 
 // The matrices of the store's gradients as a codec of the sum sees them (PowerSGD): each
 // parameter's local part as its dimension 0 by the rest, an expert tensor [E, in, out] as
-// E matrices; vectors are none.
+// E matrices; vectors are none. In the buffer's order (the experts' region follows the
+// others whatever order the parameters were declared in).
 template <class T>
 std::vector<MatrixSpan> gradient_matrices(const ParamStore<T>& store) {
   std::vector<MatrixSpan> out;
@@ -54,6 +55,7 @@ std::vector<MatrixSpan> gradient_matrices(const ParamStore<T>& store) {
       out.push_back({p.offset, p.count[0], p.numel / p.count[0]});
     }
   }
+  std::sort(out.begin(), out.end(), [](const MatrixSpan& a, const MatrixSpan& b) { return a.offset < b.offset; });
   return out;
 }
 
